@@ -1,0 +1,1 @@
+"""throttlelab: re-run a CPU-throttling lab and report it honestly."""
