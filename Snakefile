@@ -1,0 +1,21 @@
+# throttlelab: re-run a published CPU-throttling lab end to end.
+# This file is the table of contents; the stages live in rules/, the logic in
+# the throttlelab package. Quick start and targets: README.md.
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/build.smk"
+include: "rules/experiments.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        rules.raw.input,

@@ -1,0 +1,38 @@
+# Stage 2: every (experiment, variant, repeat) is one job writing one raw log.
+# Raw logs are not protected(): a changed variant must be able to rerun (see README).
+
+
+rule run_experiment:
+    input:
+        binaries=[binary_path(build) for build in BUILDS],
+    output:
+        raw="results/{backend}/raw/{experiment}/{variant}/rep{rep}.jsonl",
+    log:
+        "results/{backend}/logs/{experiment}/{variant}/rep{rep}.log",
+    params:
+        spec=variant_spec,
+        binaries=binary_args,
+        node_cpus=node_cpus_arg,
+        runtime=DESIGN.runtime,
+        seed=DESIGN.seed,
+    resources:
+        experiment_slot=1,
+    shell:
+        "{PY} -m throttlelab.runner --backend {wildcards.backend} --experiment {wildcards.experiment}"
+        " --variant {wildcards.variant} --repeat {wildcards.rep} --spec '{params.spec}'"
+        " --runtime {params.runtime} --seed {params.seed} {params.node_cpus} {params.binaries}"
+        " --out {output.raw} 2>&1 | tee {log} >&2"
+
+
+for _experiment in DESIGN.experiments:
+
+    rule:
+        name:
+            f"raw_{_experiment}"
+        input:
+            raw_logs(_experiment),
+
+
+rule raw:
+    input:
+        [log for experiment in DESIGN.experiments for log in raw_logs(experiment)],

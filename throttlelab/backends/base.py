@@ -1,0 +1,148 @@
+"""The backend interface: how a placement model becomes running workloads.
+
+Four backends implement it (local now; docker, kind and kubernetes later, see
+docs/ARCHITECTURE.md). An experiment only ever talks to this interface:
+
+    with backend.deploy(node, load=LoadPlacement(...)) as dep:
+        dep.verify()                  # read back every level, compare with the design
+        out = dep.run_job("pod", "app", timeout_s=30)
+        svc = dep.start("pod", "server"); ...; dep.stop(svc)
+        out = dep.run_load(args, timeout_s=90)
+
+Leaving the `with` block removes every process and object the deployment made,
+on success, on failure and on interrupt.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..placement import LoadPlacement, Node
+
+
+class BackendError(RuntimeError):
+    """The backend cannot do what was asked; the message says what and how to fix it."""
+
+
+class DesignMismatch(BackendError):
+    """What the backend read back differs from what the SPEC formulas say it should be."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can express on this host; findings use it for 'not testable here'."""
+
+    cpus: int
+    cgroup_version: int | None
+    can_pin_cpus: bool
+    has_pause_level: bool
+    runtime: str
+    notes: tuple[str, ...] = ()
+
+
+@dataclass
+class Output:
+    """What one workload process left behind."""
+
+    pod: str
+    container: str
+    returncode: int | None
+    records: list[dict[str, Any]]
+    stderr: str
+    wall_s: float
+
+    @property
+    def source(self) -> str:
+        return f"{self.pod}/{self.container}"
+
+
+def parse_records(stdout: str, source: str) -> list[dict[str, Any]]:
+    """JSON lines from a workload; a line that is not JSON is an error naming the source."""
+    records = []
+    for number, line in enumerate(stdout.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BackendError(f"{source}: line {number} of its output is not JSON ({exc.msg}): {line[:120]!r}")
+        if not isinstance(record, dict) or "type" not in record:
+            raise BackendError(f"{source}: line {number} is not a cpulab record: {line[:120]!r}")
+        records.append(record)
+    return records
+
+
+@dataclass
+class Readback:
+    """One level of the hierarchy: designed versus read back."""
+
+    level: str
+    path: str
+    design: dict[str, Any]
+    actual: dict[str, Any]
+    mismatches: list[str] = field(default_factory=list)
+
+    def as_record(self) -> dict[str, Any]:
+        return {
+            "type": "readback",
+            "level": self.level,
+            "path": self.path,
+            "design": self.design,
+            "actual": self.actual,
+            "mismatches": self.mismatches,
+        }
+
+
+class Deployment(ABC):
+    """A node with its pods, live on a backend; a context manager that cleans up."""
+
+    @abstractmethod
+    def __enter__(self) -> "Deployment": ...
+
+    @abstractmethod
+    def __exit__(self, *exc: object) -> None: ...
+
+    @abstractmethod
+    def verify(self) -> list[Readback]:
+        """Read every level back; raise DesignMismatch showing both when they differ."""
+
+    def ancestors(self) -> list[dict[str, Any]]:
+        """Informational readings of the levels above the node (none by default)."""
+        return []
+
+    @abstractmethod
+    def run_job(self, pod: str, container: str, timeout_s: float) -> Output: ...
+
+    @abstractmethod
+    def start(self, pod: str, container: str) -> Any: ...
+
+    @abstractmethod
+    def stop(self, handle: Any, timeout_s: float = 10.0) -> Output: ...
+
+    @abstractmethod
+    def run_load(self, args: list[str], timeout_s: float) -> Output: ...
+
+    @abstractmethod
+    def usage_usec(self, pod: str, container: str | None = None) -> int | None:
+        """CPU used so far by a pod (or one container), for fine-grained sampling."""
+
+
+class Backend(ABC):
+    name: str
+
+    @abstractmethod
+    def preflight(self) -> None:
+        """Fail at once, with what is missing and how to fix it, before any experiment."""
+
+    @abstractmethod
+    def capabilities(self) -> Capabilities: ...
+
+    @abstractmethod
+    def environment(self) -> dict[str, Any]:
+        """Facts for the run's metadata and the report (kernel, versions, runtime...)."""
+
+    @abstractmethod
+    def deploy(self, node: Node, load: LoadPlacement | None = None) -> Deployment: ...

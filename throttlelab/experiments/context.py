@@ -1,0 +1,33 @@
+"""What every experiment gets handed, and what it hands back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..backends.base import Backend, Capabilities, Output
+
+
+@dataclass
+class Context:
+    backend: Backend
+    capabilities: Capabilities
+    node_cpus: str | None
+    seed: int
+    progress: Callable[[str], None] = lambda message: None
+
+
+@dataclass
+class ExperimentResult:
+    records: list[dict[str, Any]] = field(default_factory=list)
+    window_s: float = 0.0  # time spent measuring, for the pipeline's overhead figure
+    notes: list[str] = field(default_factory=list)
+
+    def add_output(self, out: Output) -> None:
+        """Workload records, each tagged with the pod/container that wrote it."""
+        for record in out.records:
+            self.records.append({**record, "src": out.source})
+        self.records.append(
+            {"type": "process", "src": out.source, "returncode": out.returncode, "wall_s": round(out.wall_s, 4),
+             "stderr_tail": out.stderr[-2000:]}
+        )
