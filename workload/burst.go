@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"time"
+
+	"cpulab/internal/cgroup"
+	"cpulab/internal/record"
+	"cpulab/internal/stats"
+	"cpulab/internal/threadcpu"
+)
+
+type burstOptions struct {
+	threads  int
+	work     time.Duration
+	interval time.Duration
+	rounds   int
+}
+
+type roundRecord struct {
+	Type         string  `json:"type"`
+	Round        int     `json:"round"`
+	TS           float64 `json:"t_s"`
+	WallMs       float64 `json:"wall_ms"`
+	ThreadCPUMs  float64 `json:"thread_cpu_ms"`
+	DNrPeriods   *int64  `json:"d_nr_periods"`
+	DNrThrottled *int64  `json:"d_nr_throttled"`
+	DThrottledUs *int64  `json:"d_throttled_usec"`
+	DUsageUsec   *int64  `json:"d_usage_usec"`
+}
+
+type burstSummary struct {
+	Type          string   `json:"type"`
+	Rounds        int      `json:"rounds"`
+	P50WallMs     *float64 `json:"p50_wall_ms"`
+	MaxWallMs     *float64 `json:"max_wall_ms"`
+	AvgCores      *float64 `json:"avg_cores"`
+	NrPeriods     *int64   `json:"nr_periods"`
+	NrThrottled   *int64   `json:"nr_throttled"`
+	ThrottledUsec *int64   `json:"throttled_usec"`
+	UsageUsec     *int64   `json:"usage_usec"`
+	ElapsedS      float64  `json:"elapsed_s"`
+}
+
+func runBurst(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o burstOptions
+	fs := newFlagSet("burst", "Every -interval, -threads threads each burn -work of thread CPU time at once;\n"+
+		"one record per round with its wall time and cgroup counter deltas.", stderr)
+	fs.IntVar(&o.threads, "threads", 8, "threads burning at once")
+	fs.DurationVar(&o.work, "work", 20*time.Millisecond, "thread CPU time each thread burns per round")
+	fs.DurationVar(&o.interval, "interval", time.Second, "time from one round's start to the next")
+	fs.IntVar(&o.rounds, "rounds", 20, "number of rounds")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := firstError(atLeast("threads", o.threads, 1), positiveDuration("work", o.work),
+		positiveDuration("interval", o.interval), atLeast("rounds", o.rounds, 1)); err != nil {
+		return err
+	}
+	out := record.NewWriter(stdout, true)
+	if err := out.Write(record.NewHeader(buildInfo(), "burst", fs)); err != nil {
+		return err
+	}
+	summary, err := burst(ctx, o, out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "burst: %d rounds, p50 wall %s ms, max %s ms, throttled %s periods of %s\n",
+		summary.Rounds, fmtMs(summary.P50WallMs), fmtMs(summary.MaxWallMs), orNull(summary.NrThrottled), orNull(summary.NrPeriods))
+	return nil
+}
+
+// burst runs the rounds (fewer if ctx ends) and writes their records and
+// the summary. Round i starts at start + i*interval, or at once if the
+// previous round overran; the run lasts until the last interval is over.
+func burst(ctx context.Context, o burstOptions, out *record.Writer) (burstSummary, error) {
+	pool := newBurnerPool(o.threads)
+	defer pool.close()
+
+	start := time.Now()
+	first := cgroup.Read().Counters()
+	var walls []float64
+	for round := 0; round < o.rounds; round++ {
+		if sleepCtx(ctx, time.Until(start.Add(time.Duration(round)*o.interval))) != nil {
+			break
+		}
+		before := cgroup.Read().Counters()
+		began := time.Now()
+		used, err := pool.burnAll(o.work)
+		if err != nil {
+			return burstSummary{}, err
+		}
+		wall := time.Since(began)
+		delta := cgroup.Read().Counters().Sub(before)
+		rec := roundRecord{
+			Type: "round", Round: round, TS: began.Sub(start).Seconds(),
+			WallMs: record.Ms(msOf(wall)), ThreadCPUMs: record.Ms(msOf(used)),
+			DNrPeriods: delta.NrPeriods, DNrThrottled: delta.NrThrottled,
+			DThrottledUs: delta.ThrottledUsec, DUsageUsec: delta.UsageUsec,
+		}
+		if err := out.Write(rec); err != nil {
+			return burstSummary{}, err
+		}
+		walls = append(walls, rec.WallMs) // as written, so the summary matches the records
+	}
+	_ = sleepCtx(ctx, time.Until(start.Add(time.Duration(len(walls))*o.interval)))
+	elapsed := time.Since(start)
+	total := cgroup.Read().Counters().Sub(first)
+
+	wallStats := stats.Summarize(walls)
+	summary := burstSummary{
+		Type: "summary", Rounds: len(walls),
+		P50WallMs: record.MsNum(wallStats.P50), MaxWallMs: record.MsNum(wallStats.Max),
+		NrPeriods: total.NrPeriods, NrThrottled: total.NrThrottled,
+		ThrottledUsec: total.ThrottledUsec, UsageUsec: total.UsageUsec,
+		AvgCores: cores(total.UsageUsec, elapsed), ElapsedS: elapsed.Seconds(),
+	}
+	return summary, out.Write(summary)
+}
+
+// burnerPool keeps one goroutine per thread, each locked to its OS thread
+// for the whole run, so rounds do not pay for thread creation.
+type burnerPool struct {
+	starts  []chan time.Duration
+	results chan burnResult
+}
+
+type burnResult struct {
+	used time.Duration
+	err  error
+}
+
+func newBurnerPool(threads int) *burnerPool {
+	p := &burnerPool{results: make(chan burnResult, threads)}
+	for i := 0; i < threads; i++ {
+		start := make(chan time.Duration)
+		p.starts = append(p.starts, start)
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			for work := range start {
+				used, err := threadcpu.Burn(work, nil)
+				p.results <- burnResult{used, err}
+			}
+		}()
+	}
+	return p
+}
+
+// burnAll starts every thread's burn as close together as possible and
+// returns the mean thread CPU time burned once all are done.
+func (p *burnerPool) burnAll(work time.Duration) (time.Duration, error) {
+	for _, start := range p.starts {
+		start <- work
+	}
+	var sum time.Duration
+	var firstErr error
+	for range p.starts {
+		r := <-p.results
+		sum += r.used
+		if r.err != nil && firstErr == nil {
+			firstErr = r.err
+		}
+	}
+	return sum / time.Duration(len(p.starts)), firstErr
+}
+
+func (p *burnerPool) close() {
+	for _, start := range p.starts {
+		close(start)
+	}
+}
+
+// sleepCtx sleeps for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func fmtMs(v *float64) string {
+	if v == nil {
+		return "null"
+	}
+	return fmt.Sprintf("%.1f", *v)
+}

@@ -1,0 +1,3 @@
+module cpulab
+
+go 1.24

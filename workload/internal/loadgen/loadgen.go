@@ -1,0 +1,195 @@
+package loadgen
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"time"
+
+	"cpulab/internal/pacer"
+	"cpulab/internal/record"
+)
+
+const (
+	epWork = "work"
+	epPing = "ping"
+
+	// Pacer streams drawn from the one seed.
+	workStream = 1
+	pingStream = 2
+
+	closedLoopBackoff = 10 * time.Millisecond
+)
+
+// generator sends requests and hands their results to the collector.
+type generator struct {
+	cfg      Config
+	client   *http.Client
+	coll     *collector
+	inflight sync.WaitGroup
+	// reqCtx bounds every request, so the run ends even if a target hangs.
+	reqCtx context.Context
+}
+
+// Run drives the targets for cfg.Warmup + cfg.Duration (less if ctx ends
+// first), writes the records to out and returns the summary it wrote. It
+// always stops by itself: scheduling ends with the window and every
+// request is bounded by cfg.Timeout.
+func Run(ctx context.Context, cfg Config, out *record.Writer) (Summary, error) {
+	if err := cfg.Validate(); err != nil {
+		return Summary{}, err
+	}
+	t0 := time.Now()
+	windowStart := t0.Add(cfg.Warmup)
+	end := windowStart.Add(cfg.Duration)
+	reqCtx, cancelRequests := context.WithDeadline(context.Background(), end.Add(cfg.Timeout+2*time.Second))
+	defer cancelRequests()
+
+	bal := newBalancer(cfg.Targets, cfg.Seed)
+	transport := bal.transport()
+	defer transport.CloseIdleConnections()
+	g := &generator{
+		cfg: cfg, reqCtx: reqCtx,
+		client: &http.Client{Timeout: cfg.Timeout, Transport: transport},
+		coll:   newCollector(out, windowStart, len(cfg.Targets)),
+	}
+	probe := newStatsProbe(cfg.Targets, cfg.Timeout, out)
+
+	waitBefore := probe.readAllAt(ctx, windowStart, "before")
+	windowEnd := g.sendUntil(ctx, t0, end)
+	waitBefore()
+	if !windowEnd.Before(windowStart) {
+		probe.readAll("after")
+	}
+	g.inflight.Wait()
+
+	summary := g.coll.summary(max(0, windowEnd.Sub(windowStart)), bal.connectionsPerTarget())
+	if cfg.Closed {
+		summary.Mode = "closed"
+		summary.ThroughputRPS = summary.Work.AchievedRPS
+	}
+	if err := out.Write(summary); err != nil {
+		return summary, err
+	}
+	if err := g.coll.err(); err != nil {
+		return summary, err
+	}
+	return summary, probe.err()
+}
+
+// sendUntil sends the configured streams from t0 until end or until ctx
+// ends, and returns when sending stopped (at most end). Requests still in
+// flight are tracked by g.inflight.
+func (g *generator) sendUntil(ctx context.Context, t0, end time.Time) time.Time {
+	sendCtx, stopSending := context.WithDeadline(ctx, end)
+	defer stopSending()
+	var senders sync.WaitGroup
+	if g.cfg.Closed {
+		g.startWorkers(sendCtx, &senders)
+	} else {
+		g.startStream(sendCtx, &senders, epWork, g.cfg.RPS, g.cfg.Clump, workStream, t0)
+	}
+	if g.cfg.PingRPS > 0 {
+		g.startStream(sendCtx, &senders, epPing, g.cfg.PingRPS, 1, pingStream, t0)
+	}
+	<-sendCtx.Done()
+	stopped := time.Now()
+	if stopped.After(end) {
+		stopped = end
+	}
+	senders.Wait()
+	return stopped
+}
+
+// startStream starts an open-loop Poisson stream of ep requests.
+func (g *generator) startStream(ctx context.Context, wg *sync.WaitGroup, ep string,
+	rate float64, clump int, stream uint64, t0 time.Time) {
+	schedule, _ := pacer.New(rate, clump, g.cfg.Seed, stream) // arguments validated
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// This goroutine ends locked on purpose; see LockForPreciseSleep.
+		_ = pacer.LockForPreciseSleep() // without it sleeps are only less precise
+		for {
+			arrival := schedule.Next()
+			due := t0.Add(arrival.At)
+			if pacer.SleepUntil(ctx, due) != nil {
+				return // window over or interrupted
+			}
+			for range arrival.Count {
+				g.inflight.Add(1)
+				go func() {
+					defer g.inflight.Done()
+					_ = g.send(ep, due)
+				}()
+			}
+		}
+	}()
+}
+
+// startWorkers starts the closed loop: each worker sends /work as soon as
+// its previous request finished.
+func (g *generator) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
+	for range g.cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if !g.send(epWork, time.Time{}) {
+					// Back off after a failure, so a refusing target is not
+					// hammered in a hot loop that floods the records.
+					_ = waitUntil(ctx, time.Now().Add(closedLoopBackoff))
+				}
+			}
+		}()
+	}
+}
+
+// send performs one request scheduled at sched (zero: now, for the closed
+// loop), records it when it belongs to the window and reports whether it
+// succeeded. Latency runs from sched, not from the actual send, so time
+// the request waited for the generator counts against the service.
+func (g *generator) send(ep string, sched time.Time) bool {
+	res := result{ep: ep, target: -1, conn: -1, sched: sched}
+	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		if c, ok := info.Conn.(*trackedConn); ok {
+			res.target, res.conn = c.target, c.id
+		}
+	}}
+	ctx := httptrace.WithClientTrace(g.reqCtx, trace)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+balancedHost+"/"+ep, nil)
+	res.sent = time.Now()
+	if sched.IsZero() {
+		res.sched = res.sent
+	}
+	if err == nil {
+		var resp *http.Response
+		if resp, err = g.client.Do(req); err == nil {
+			_, err = io.Copy(io.Discard, resp.Body) // drain so the connection is reused
+			resp.Body.Close()
+			res.status = resp.StatusCode
+		}
+	}
+	res.done = time.Now()
+	if err != nil {
+		res.err = err.Error()
+	}
+	if !res.sched.Before(g.coll.windowStart) {
+		g.coll.add(res)
+	}
+	return res.ok()
+}
+
+// waitUntil sleeps until t or until ctx ends.
+func waitUntil(ctx context.Context, t time.Time) error {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,88 @@
+// Package threadcpu measures and burns CPU time of the calling OS thread, so
+// that time a thread spends paused (CFS throttling, preemption) never counts
+// as work done.
+//
+// The clock is clock_gettime(CLOCK_THREAD_CPUTIME_ID), called as a raw
+// syscall, not getrusage(RUSAGE_THREAD): on the kernels we run, RUSAGE_THREAD
+// advances in scheduler ticks (4 ms steps at HZ=250, measured), far too
+// coarse to burn 5 ms within 2%. The thread CPU clock is exact to the
+// nanosecond and costs about 0.2 µs per call.
+package threadcpu
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// clockThreadCPUTimeID is CLOCK_THREAD_CPUTIME_ID from <time.h>; the syscall
+// package does not export it.
+const clockThreadCPUTimeID = 3
+
+// Now returns the CPU time consumed so far by the calling OS thread. The
+// caller must have locked its goroutine to the thread (runtime.LockOSThread),
+// otherwise successive readings may come from different threads.
+func Now() (time.Duration, error) {
+	var ts syscall.Timespec
+	_, _, errno := syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTimeID,
+		uintptr(unsafe.Pointer(&ts)), 0)
+	if errno != 0 {
+		return 0, fmt.Errorf("clock_gettime(CLOCK_THREAD_CPUTIME_ID): %w", errno)
+	}
+	return time.Duration(ts.Nano()), nil
+}
+
+// spinChunk is the busy work done between clock readings: a few µs, small
+// against the 2% target for 5 ms (100 µs) yet large against the cost of one
+// reading.
+const spinChunk = 2000
+
+// sink keeps the compiler from removing the busy loop.
+var sink atomic.Uint64
+
+// Burn keeps the calling goroutine busy, locked to its OS thread, until that
+// thread has consumed w of CPU time, and returns the CPU time it consumed.
+// stop, when non-nil, ends the burn early once it returns true.
+func Burn(w time.Duration, stop func() bool) (time.Duration, error) {
+	runtime.LockOSThread() // nests with a caller's lock
+	defer runtime.UnlockOSThread()
+	start, err := Now()
+	if err != nil {
+		return 0, err
+	}
+	x := uint64(start) | 1
+	for {
+		for i := 0; i < spinChunk; i++ {
+			x ^= x << 13 // xorshift: cheap, and data-dependent so not folded away
+			x ^= x >> 7
+			x ^= x << 17
+		}
+		now, err := Now()
+		if err != nil {
+			return 0, err
+		}
+		if used := now - start; used >= w || (stop != nil && stop()) {
+			sink.Store(x)
+			return used, nil
+		}
+	}
+}
+
+// Spin keeps the calling goroutine busy, locked to its OS thread, until stop
+// is set. Unlike Burn it reads no clock, so all its time is user time.
+func Spin(stop *atomic.Bool) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	x := uint64(1)
+	for !stop.Load() {
+		for i := 0; i < spinChunk; i++ {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+		}
+	}
+	sink.Store(x)
+}
