@@ -1,0 +1,72 @@
+# Stage 3: raw logs -> tidy tables -> per-run metrics and estimates -> findings.
+# Analysis reads only the raw logs, so re-analysing never reruns an experiment;
+# the statistics settings are params, so changing them reruns only these jobs
+# (and the report's), never run_experiment.
+
+TABLES = f"results/{BACKEND}/tables"
+ANALYSIS_LOGS = f"results/{BACKEND}/logs/analysis"
+
+
+rule parse_runs:
+    input:
+        raw=rules.raw.input,
+    output:
+        runs=f"{TABLES}/runs.csv",
+        rounds=f"{TABLES}/rounds.csv",
+        reports=f"{TABLES}/reports.csv",
+        headers=f"{TABLES}/headers.csv",
+        readback=f"{TABLES}/readback.csv",
+        summaries=f"{TABLES}/summaries.csv",
+        requests=f"{TABLES}/requests.csv",
+    log:
+        f"{ANALYSIS_LOGS}/parse_runs.log",
+    params:
+        out_dir=TABLES,
+    shell:
+        "{PY} -m throttlelab.analysis tables --raw {input.raw} --out-dir {params.out_dir} 2>&1 | tee {log} >&2"
+
+
+rule compute_stats:
+    input:
+        tables=rules.parse_runs.output,
+    output:
+        metrics=f"{TABLES}/metrics.csv",
+        estimates=f"{TABLES}/estimates.csv",
+    log:
+        f"{ANALYSIS_LOGS}/compute_stats.log",
+    params:
+        tables_dir=TABLES,
+        confidence=DESIGN.confidence,
+        seed=DESIGN.seed,
+    shell:
+        "{PY} -m throttlelab.analysis stats --tables-dir {params.tables_dir}"
+        " --metrics {output.metrics} --estimates {output.estimates}"
+        " --confidence {params.confidence} --seed {params.seed} 2>&1 | tee {log} >&2"
+
+
+rule evaluate_findings:
+    input:
+        metrics=rules.compute_stats.output.metrics,
+        runs=rules.parse_runs.output.runs,
+        headers=rules.parse_runs.output.headers,
+    output:
+        findings=f"{TABLES}/findings.csv",
+        checks=f"{TABLES}/checks.csv",
+    log:
+        f"{ANALYSIS_LOGS}/evaluate_findings.log",
+    params:
+        tables_dir=TABLES,
+        experiments=" ".join(DESIGN.experiments),
+        confidence=DESIGN.confidence,
+    shell:
+        "{PY} -m throttlelab.analysis findings --tables-dir {params.tables_dir}"
+        " --metrics {input.metrics} --experiments {params.experiments}"
+        " --findings {output.findings} --checks {output.checks}"
+        " --confidence {params.confidence} 2>&1 | tee {log} >&2"
+
+
+rule analysis:
+    input:
+        rules.parse_runs.output,
+        rules.compute_stats.output,
+        rules.evaluate_findings.output,

@@ -1,0 +1,538 @@
+"""Raw logs -> long-format ("tidy") tables, validated while they are read.
+
+A raw log (``results/<backend>/raw/<experiment>/<variant>/rep<k>.jsonl``) is a
+``meta`` record, the cgroup readback, then the workload's records of
+docs/RECORDS.md, each tagged with the ``src`` (pod/container) that wrote it and
+closed by a ``process`` record. The tables and their columns are the contract of
+docs/TABLES.md.
+
+Parsing is strict on purpose: a log that is cut off or malformed raises ONE
+:class:`RawLogError` naming the file and the line, so a broken run can never be
+skipped silently or counted by half. Checked while reading:
+
+* every line is one JSON object with a known ``type`` and the keys (and JSON
+  types) its record must have; the file ends with a newline;
+* line 1 is the ``meta`` record, and its experiment/variant/repeat agree with
+  the file's place in the raw tree;
+* every workload process has a ``header`` first and a ``process`` record last,
+  exited with 0, and wrote its ``summary`` (every command ends with one);
+* counts that a summary states agree with the records (burst rounds 0..n-1,
+  load requests per endpoint), so a half-written process cannot pass;
+* the records an experiment cannot do without are present (E3's expectation).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+RUN_KEYS = ("backend", "experiment", "variant", "repeat")
+
+# --------------------------------------------------------------------------
+# the records' schema (docs/RECORDS.md and the runner's own records)
+
+# Kinds of JSON values; a trailing "?" allows null. "num" accepts ints too.
+_KIND_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,),
+    "num": (int, float),
+    "str": (str,),
+    "bool": (bool,),
+    "dict": (dict,),
+    "list": (list,),
+}
+
+_COUNTER_DELTAS = {
+    "d_nr_periods": "int?",
+    "d_nr_throttled": "int?",
+    "d_throttled_usec": "int?",
+    "d_usage_usec": "int?",
+}
+
+#: Required keys of every record type, with the JSON kind of their value.
+#: Extra keys are allowed (a newer workload may add some); unknown types are not.
+RECORD_FIELDS: dict[str, dict[str, str]] = {
+    "meta": {
+        "schema": "int", "experiment": "str", "variant": "str", "repeat": "int", "backend": "str",
+        "spec": "dict", "runtime": "str", "environment": "dict", "capabilities": "dict",
+        "start": "str", "end": "str", "wall_s": "num", "window_s": "num",
+    },
+    "readback": {"level": "str", "path": "str", "design": "dict", "actual": "dict", "mismatches": "list"},
+    "ancestor": {"level": "str", "path": "str"},
+    "expectation": {"gomaxprocs": "int"},
+    "process": {"src": "str", "returncode": "int?", "wall_s": "num", "stderr_tail": "str"},
+    "header": {
+        "src": "str", "program": "str", "variant": "str", "go_version": "str", "gomaxprocs": "int",
+        "num_cpu": "int", "env": "dict", "default_godebug": "str", "cgroup": "dict", "command": "str",
+        "params": "dict",
+    },
+    "summary": {"src": "str"},
+    "round": {"src": "str", "round": "int", "t_s": "num", "wall_ms": "num", "thread_cpu_ms": "num",
+              **_COUNTER_DELTAS},
+    "report": {"src": "str", "t_s": "num", "cores": "num?", **_COUNTER_DELTAS},
+    "listening": {"src": "str", "addr": "str"},
+    "stats": {"src": "str", "when": "str", "target": "int"},
+    "req": {"src": "str", "ep": "str", "target": "int", "conn": "int", "sched_ms": "num", "lat_ms": "num",
+            "late_ms": "num", "ok": "bool", "status": "int"},
+}
+
+#: Keys a summary must carry, by the command that wrote it.
+SUMMARY_FIELDS: dict[str, dict[str, str]] = {
+    "info": {"gomaxprocs": "int", "num_cpu": "int", "cgroup": "dict"},
+    "burst": {"rounds": "int", "p50_wall_ms": "num?", "max_wall_ms": "num?", "avg_cores": "num?",
+              "nr_periods": "int?", "nr_throttled": "int?", "throttled_usec": "int?", "usage_usec": "int?",
+              "elapsed_s": "num"},
+    "spin": {"elapsed_s": "num", "avg_cores": "num?", "nr_periods": "int?", "nr_throttled": "int?",
+             "throttled_usec": "int?", "usage_usec": "int?"},
+    "serve": {"requests": "int", "num_gc": "int", "cgroup": "dict"},
+    "load": {"window_s": "num", "work": "dict", "ping": "dict"},
+}
+
+#: Records that carry no ``src``: the runner's own.
+RUNNER_TYPES = frozenset({"meta", "readback", "ancestor", "expectation"})
+#: A run of these experiments is incomplete without a process of this command.
+REQUIRED_COMMAND = {"E1": "info", "E2a": "burst", "E3": "info", "S1": "spin"}
+#: Load endpoints (RECORDS.md `req.ep`).
+ENDPOINTS = ("work", "ping")
+
+# --------------------------------------------------------------------------
+# the tables (docs/TABLES.md)
+
+_ID_DTYPES = {"backend": "str", "experiment": "str", "variant": "str", "repeat": "int64"}
+_COUNTERS = {"d_nr_periods": "Int64", "d_nr_throttled": "Int64", "d_throttled_usec": "Int64", "d_usage_usec": "Int64"}
+
+#: Columns (besides the run identifiers) and dtypes of every tidy table, in order.
+#: ``Int64`` is pandas' nullable integer: a counter that could not be read stays empty.
+TABLE_COLUMNS: dict[str, dict[str, str]] = {
+    "runs": {
+        "start": "str", "end": "str", "wall_s": "float64", "window_s": "float64", "kernel": "str",
+        "cgroup_version": "Int64", "cpus": "Int64", "runtime": "str", "spec_json": "str", "raw_path": "str",
+    },
+    "rounds": {"src": "str", "round": "int64", "t_s": "float64", "wall_ms": "float64",
+               "thread_cpu_ms": "float64", **_COUNTERS},
+    "reports": {"src": "str", "t_s": "float64", "cores": "float64", **_COUNTERS},
+    "headers": {
+        "src": "str", "command": "str", "variant_build": "str", "go_version": "str", "gomaxprocs": "int64",
+        "num_cpu": "int64", "env_gomaxprocs": "str", "env_godebug": "str", "default_godebug": "str",
+        "cg_quota_us": "Int64", "cg_period_us": "Int64", "cg_weight": "Int64", "cg_shares": "Int64",
+        "expected_gomaxprocs": "Int64",
+    },
+    "readback": {
+        "level": "str", "path": "str", "design_quota_us": "Int64", "design_period_us": "Int64",
+        "design_weight": "Int64", "design_shares": "Int64", "actual_quota_us": "Int64",
+        "actual_period_us": "Int64", "actual_weight": "Int64", "actual_shares": "Int64",
+        "actual_cpus": "str", "formula": "str", "mismatches": "str", "error": "str",
+    },
+    # summaries.csv: src, command, then the summaries' numeric keys (any set, see flatten_numeric)
+    "summaries": {"src": "str", "command": "str"},
+    "requests": {"src": "str", "ep": "str", "target": "int64", "conn": "int64", "sched_ms": "float64",
+                 "lat_ms": "float64", "late_ms": "float64", "ok": "bool", "status": "int64"},
+}
+TABLE_NAMES = tuple(TABLE_COLUMNS)
+
+
+class InputError(ValueError):
+    """The analysis cannot use its input; the message says which input and why."""
+
+
+class RawLogError(InputError):
+    """A raw log is truncated or malformed; the message names the file and the line."""
+
+    def __init__(self, path: str | Path, line: int | None, problem: str):
+        where = f"{path}, line {line}" if line is not None else str(path)
+        super().__init__(f"{where}: {problem}")
+        self.path = str(path)
+        self.line = line
+        self.problem = problem
+
+
+# --------------------------------------------------------------------------
+# one raw log
+
+
+@dataclass
+class _Process:
+    """A workload process being read: from its header to its process record."""
+
+    src: str
+    command: str
+    header_line: int
+    summary: dict[str, Any] | None = None
+    rounds: list[int] = field(default_factory=list)
+    requests: dict[str, int] = field(default_factory=dict)
+    ok_requests: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunTables:
+    """The rows one raw log contributes to each table (tuples in column order)."""
+
+    path: str
+    run: tuple[str, str, str, int]
+    rows: Mapping[str, tuple[tuple[Any, ...], ...]]
+
+
+def _kind_ok(value: Any, kind: str) -> bool:
+    nullable = kind.endswith("?")
+    base = kind.rstrip("?")
+    if value is None:
+        return nullable
+    if isinstance(value, bool) and base != "bool":  # JSON true is not a number here
+        return False
+    return isinstance(value, _KIND_TYPES[base])
+
+
+def check_fields(record: Mapping[str, Any], fields: Mapping[str, str], what: str) -> str | None:
+    """The first problem with ``record`` against ``fields``, or None when it is fine."""
+    for key, kind in fields.items():
+        if key not in record:
+            return f"{what} lacks the key {key!r}"
+        if not _kind_ok(record[key], kind):
+            return f"{what}: {key!r} should be {kind.replace('?', ' or null')}, got {record[key]!r}"
+    return None
+
+
+def _decode(text: str, path: Path, number: int, is_last: bool) -> dict[str, Any]:
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as exc:
+        hint = " (the log looks truncated)" if is_last else ""
+        raise RawLogError(path, number, f"not valid JSON{hint}: {exc.msg}: {text[:80]!r}") from None
+    if not isinstance(record, dict):
+        raise RawLogError(path, number, f"a record must be a JSON object, got {text[:80]!r}")
+    kind = record.get("type")
+    if kind not in RECORD_FIELDS:
+        raise RawLogError(path, number, f"unknown record type {kind!r} (docs/RECORDS.md lists the known ones)")
+    problem = check_fields(record, RECORD_FIELDS[kind], f"{kind} record")
+    if problem:
+        raise RawLogError(path, number, problem)
+    return record
+
+
+_LAYOUT = re.compile(r"rep(\d+)\.jsonl$")
+
+
+def _check_identity(meta: dict[str, Any], path: Path) -> None:
+    """The meta record must describe the run its file name says it is."""
+    match = _LAYOUT.fullmatch(path.name)
+    if not match:
+        return  # not in the raw tree's layout (a copied log): nothing to compare
+    expected = (path.parent.parent.name, path.parent.name, int(match.group(1)))
+    found = (meta["experiment"], meta["variant"], meta["repeat"])
+    if found != expected:
+        raise RawLogError(
+            path, 1, f"meta names {found[0]}/{found[1]} repeat {found[2]}, but the file is "
+            f"{expected[0]}/{expected[1]}/rep{expected[2]}.jsonl"
+        )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def flatten_numeric(record: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+    """Numeric values of a (nested) record; nested keys joined with a dot (``work.p99_ms``).
+
+    Strings, booleans and lists are left out; null becomes NaN so a key that is
+    sometimes null keeps its column.
+    """
+    out: dict[str, float] = {}
+    for key, value in record.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten_numeric(value, f"{name}."))
+        elif value is None:
+            out[name] = float("nan")
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[name] = float(value)
+    return out
+
+
+class _LogReader:
+    """Reads one raw log line by line, validating as it goes, and keeps the rows."""
+
+    def __init__(self, path: Path, raw_path: str):
+        self.path = path
+        self.raw_path = raw_path
+        self.run: tuple[str, str, str, int] | None = None
+        self.meta: dict[str, Any] | None = None
+        self.open: dict[str, _Process] = {}
+        self.commands: set[str] = set()
+        self.expectations: list[tuple[int, int]] = []  # (line, gomaxprocs)
+        self.rows: dict[str, list[tuple[Any, ...]]] = {name: [] for name in TABLE_NAMES}
+        self.header_rows: list[list[Any]] = []
+
+    def fail(self, line: int | None, problem: str) -> RawLogError:
+        return RawLogError(self.path, line, problem)
+
+    # -- per record ---------------------------------------------------------
+    def read(self, number: int, record: dict[str, Any]) -> None:
+        kind = record["type"]
+        if number == 1:
+            if kind != "meta":
+                raise self.fail(1, f"the first record must be 'meta', got {kind!r} (missing metadata)")
+            self.read_meta(record)
+            return
+        if kind == "meta":
+            raise self.fail(number, "a second 'meta' record: two logs were concatenated?")
+        if kind in RUNNER_TYPES:
+            getattr(self, f"read_{kind}")(number, record)
+            return
+        src = record["src"]
+        if kind == "header":
+            self.read_header(number, record)
+            return
+        process = self.open.get(src)
+        if process is None:
+            raise self.fail(number, f"a {kind!r} record of {src} outside a process (no header before it)")
+        if kind == "process":
+            self.close(number, record, process)
+        else:
+            getattr(self, f"read_{kind}")(number, record, process)
+
+    def read_meta(self, meta: dict[str, Any]) -> None:
+        if meta["schema"] != 1:
+            raise self.fail(1, f"raw log schema {meta['schema']} is not supported (expected 1)")
+        _check_identity(meta, self.path)
+        self.meta = meta
+        self.run = (meta["backend"], meta["experiment"], meta["variant"], meta["repeat"])
+        env, caps = meta["environment"], meta["capabilities"]
+        self.rows["runs"].append((
+            *self.run, meta["start"], meta["end"], float(meta["wall_s"]), float(meta["window_s"]),
+            env.get("kernel"), caps.get("cgroup_version", env.get("cgroup_version")), caps.get("cpus"),
+            meta["runtime"], json.dumps(meta["spec"], sort_keys=True, separators=(",", ":")), self.raw_path,
+        ))
+
+    def read_readback(self, number: int, record: dict[str, Any]) -> None:
+        design, actual = record["design"], record["actual"]
+        self.rows["readback"].append((
+            *self.run, record["level"], record["path"],
+            *(_int_or_none(design.get(k)) for k in ("quota_us", "period_us", "weight", "shares")),
+            *(_int_or_none(actual.get(k)) for k in ("quota_us", "period_us", "weight", "shares")),
+            actual.get("cpus"), design.get("formula"), "; ".join(map(str, record["mismatches"])), None,
+        ))
+
+    def read_ancestor(self, number: int, record: dict[str, Any]) -> None:
+        self.rows["readback"].append((
+            *self.run, record["level"], record["path"], None, None, None, None,
+            *(_int_or_none(record.get(k)) for k in ("quota_us", "period_us", "weight", "shares")),
+            record.get("cpus"), None, "", record.get("error"),
+        ))
+
+    def read_expectation(self, number: int, record: dict[str, Any]) -> None:
+        self.expectations.append((number, record["gomaxprocs"]))
+
+    def read_header(self, number: int, record: dict[str, Any]) -> None:
+        src = record["src"]
+        if src in self.open:
+            raise self.fail(
+                number, f"a second header of {src} before the process record of the one at line "
+                f"{self.open[src].header_line} (the first process was cut off)"
+            )
+        command = record["command"]
+        if command not in SUMMARY_FIELDS:
+            raise self.fail(number, f"unknown command {command!r} in the header of {src}")
+        self.open[src] = _Process(src, command, number)
+        self.commands.add(command)
+        env, cg = record["env"], record["cgroup"]
+        self.header_rows.append([
+            *self.run, src, command, record["variant"], record["go_version"], record["gomaxprocs"],
+            record["num_cpu"], env.get("GOMAXPROCS", ""), env.get("GODEBUG", ""), record["default_godebug"],
+            *(_int_or_none(cg.get(k)) for k in ("quota_us", "period_us", "weight", "shares")),
+            None,  # expected_gomaxprocs, filled from the run's expectation record at the end
+        ])
+
+    def read_summary(self, number: int, record: dict[str, Any], process: _Process) -> None:
+        if process.summary is not None:
+            raise self.fail(number, f"a second summary of {process.src}")
+        problem = check_fields(record, SUMMARY_FIELDS[process.command], f"{process.command} summary")
+        if problem:
+            raise self.fail(number, problem)
+        process.summary = {**record, "_line": number}
+        self.rows["summaries"].append((*self.run, process.src, process.command, flatten_numeric(record)))
+
+    def read_round(self, number: int, record: dict[str, Any], process: _Process) -> None:
+        if record["round"] != len(process.rounds):
+            raise self.fail(number, f"round {record['round']} of {process.src} follows {len(process.rounds)} "
+                                    "rounds: rounds must be numbered 0, 1, 2, ... without gaps")
+        process.rounds.append(number)
+        self.rows["rounds"].append((
+            *self.run, process.src, record["round"], record["t_s"], record["wall_ms"], record["thread_cpu_ms"],
+            *(record[k] for k in _COUNTERS),
+        ))
+
+    def read_report(self, number: int, record: dict[str, Any], process: _Process) -> None:
+        self.rows["reports"].append((
+            *self.run, process.src, record["t_s"], record["cores"], *(record[k] for k in _COUNTERS),
+        ))
+
+    def read_req(self, number: int, record: dict[str, Any], process: _Process) -> None:
+        ep = record["ep"]
+        if ep not in ENDPOINTS:
+            raise self.fail(number, f"unknown endpoint {ep!r} (expected one of {', '.join(ENDPOINTS)})")
+        process.requests[ep] = process.requests.get(ep, 0) + 1
+        process.ok_requests[ep] = process.ok_requests.get(ep, 0) + record["ok"]
+        self.rows["requests"].append((
+            *self.run, process.src, ep, record["target"], record["conn"], record["sched_ms"], record["lat_ms"],
+            record["late_ms"], record["ok"], record["status"],
+        ))
+
+    def read_listening(self, number: int, record: dict[str, Any], process: _Process) -> None:
+        """Only a sign of life of `serve`; nothing to tabulate."""
+
+    def read_stats(self, number: int, record: dict[str, Any], process: _Process) -> None:
+        """The /stats answers around a load window; the report reads the summaries instead."""
+
+    # -- end of a process and of the log --------------------------------------
+    def close(self, number: int, record: dict[str, Any], process: _Process) -> None:
+        src = process.src
+        if record["returncode"] != 0:
+            raise self.fail(number, f"{src} exited with {record['returncode']}: a failed process is not a result "
+                                    f"(stderr: {record['stderr_tail'][-200:]!r})")
+        summary = process.summary
+        # Every command ends with a summary (spin at -duration or at SIGTERM; RECORDS.md).
+        if summary is None:
+            raise self.fail(number, f"{src} ({process.command}) ended without its summary record: the workload's "
+                                    "output was cut off")
+        if summary is not None and process.command == "burst" and summary["rounds"] != len(process.rounds):
+            raise self.fail(summary["_line"], f"the burst summary of {src} counts {summary['rounds']} rounds, "
+                                              f"but the log holds {len(process.rounds)}")
+        if summary is not None and process.command == "load":
+            self.check_request_counts(summary, process)
+        del self.open[src]
+
+    def check_request_counts(self, summary: dict[str, Any], process: _Process) -> None:
+        for ep in ENDPOINTS:
+            block = summary[ep]
+            for key, counted in (("sent", process.requests.get(ep, 0)), ("ok", process.ok_requests.get(ep, 0))):
+                if block.get(key) != counted:
+                    raise self.fail(summary["_line"], f"the load summary of {process.src} says {ep}.{key} = "
+                                                      f"{block.get(key)!r}, but the log holds {counted} such requests")
+
+    def finish(self, last_line: int) -> RunTables:
+        if self.open:
+            src, process = next(iter(self.open.items()))
+            raise self.fail(last_line, f"the log ends inside the process {src} ({process.command}, header at line "
+                                       f"{process.header_line}): no process record, so the log is truncated")
+        experiment = self.run[1]
+        required = REQUIRED_COMMAND.get(experiment)
+        if required and required not in self.commands:
+            raise self.fail(None, f"an {experiment} run without any {required!r} process")
+        expected = self.expected_gomaxprocs(experiment)
+        for row in self.header_rows:
+            row[-1] = expected
+        self.rows["headers"] = [tuple(row) for row in self.header_rows]
+        return RunTables(str(self.path), self.run, {name: tuple(rows) for name, rows in self.rows.items()})
+
+    def expected_gomaxprocs(self, experiment: str) -> int | None:
+        if len(self.expectations) > 1:
+            raise self.fail(self.expectations[1][0], "a second expectation record")
+        if experiment == "E3" and not self.expectations:
+            raise self.fail(None, "an E3 run without its expectation record (the GOMAXPROCS the rule predicts)")
+        return self.expectations[0][1] if self.expectations else None
+
+
+def parse_raw_log(path: str | Path, raw_path: str | None = None) -> RunTables:
+    """Validate one raw log and return its rows; raises :class:`RawLogError`.
+
+    ``raw_path`` is the path written into runs.csv (default: ``path`` as given).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RawLogError(path, None, f"cannot read the raw log: {exc}") from None
+    if not text:
+        raise RawLogError(path, None, "the raw log is empty (missing metadata)")
+    lines = text.split("\n")
+    if lines[-1] != "":
+        # The runner ends every record with a newline: a missing one means the write was cut off.
+        _decode(lines[-1], path, len(lines), is_last=True)
+        raise RawLogError(path, len(lines), "the last line has no newline: the log was cut off while written")
+    lines.pop()
+    reader = _LogReader(path, str(raw_path if raw_path is not None else path))
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            raise RawLogError(path, number, "an empty line (a record was lost)")
+        reader.read(number, _decode(line, path, number, is_last=number == len(lines)))
+    return reader.finish(len(lines))
+
+
+# --------------------------------------------------------------------------
+# many raw logs -> DataFrames
+
+
+def empty_table(name: str) -> pd.DataFrame:
+    """A table with its columns and dtypes and no rows."""
+    columns = {**_ID_DTYPES, **TABLE_COLUMNS[name]}
+    return pd.DataFrame({col: pd.Series(dtype=dtype) for col, dtype in columns.items()})
+
+
+def _typed(frame: pd.DataFrame, columns: Mapping[str, str]) -> pd.DataFrame:
+    """Apply the table's dtypes; missing text becomes "" so text survives a CSV round trip."""
+    text = [col for col, dtype in columns.items() if dtype == "str" and col in frame.columns]
+    frame = frame.astype({col: dtype for col, dtype in columns.items() if col in frame.columns})
+    frame[text] = frame[text].fillna("")
+    return frame
+
+
+def _frame(name: str, rows: list[tuple[Any, ...]]) -> pd.DataFrame:
+    if not rows:
+        return empty_table(name)
+    columns = {**_ID_DTYPES, **TABLE_COLUMNS[name]}
+    return _typed(pd.DataFrame.from_records(rows, columns=list(columns)), columns)
+
+
+def _summaries_frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
+    """summaries.csv: the fixed columns, then the union of the summaries' numeric keys."""
+    if not rows:
+        return empty_table("summaries")
+    fixed = [*RUN_KEYS, "src", "command"]
+    records = [{**dict(zip(fixed, row[:-1])), **row[-1]} for row in rows]
+    frame = pd.DataFrame.from_records(records)
+    numeric = sorted(c for c in frame.columns if c not in fixed)
+    return frame[fixed + numeric].astype({**_ID_DTYPES, "src": "str", "command": "str"})
+
+
+def tidy_tables(paths: Iterable[str | Path]) -> dict[str, pd.DataFrame]:
+    """Parse every raw log; one DataFrame per table of docs/TABLES.md, runs in a stable order.
+
+    Two logs claiming the same run (backend, experiment, variant, repeat) are an error.
+    """
+    parsed = sorted((parse_raw_log(p) for p in paths), key=lambda run: run.run)
+    seen: dict[tuple[Any, ...], str] = {}
+    for run in parsed:
+        if run.run in seen:
+            raise RawLogError(run.path, 1, f"the same run as {seen[run.run]} ({'/'.join(map(str, run.run))})")
+        seen[run.run] = run.path
+    rows: dict[str, list[tuple[Any, ...]]] = {name: [] for name in TABLE_NAMES}
+    for run in parsed:
+        for name, run_rows in run.rows.items():
+            rows[name].extend(run_rows)
+    tables = {name: _frame(name, rows[name]) for name in TABLE_NAMES if name != "summaries"}
+    tables["summaries"] = _summaries_frame(rows["summaries"])
+    return {name: tables[name] for name in TABLE_NAMES}
+
+
+def write_tables(tables: Mapping[str, pd.DataFrame], out_dir: str | Path) -> list[Path]:
+    """Write each table as ``<out_dir>/<name>.csv``; returns the paths written."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, frame in tables.items():
+        path = out / f"{name}.csv"
+        frame.to_csv(path, index=False)
+        written.append(path)
+    return written
+
+
+def read_table(path: str | Path, name: str) -> pd.DataFrame:
+    """Read a tidy table back with the dtypes it was written with."""
+    columns = {**_ID_DTYPES, **TABLE_COLUMNS[name]}
+    text = {col: "str" for col, dtype in columns.items() if dtype == "str"}  # "4" stays "4", not 4.0
+    return _typed(pd.read_csv(path, dtype=text), columns)
