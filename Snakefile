@@ -7,15 +7,18 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+configfile: f"{workflow.basedir}/config/config.yaml"
 
 
 include: "rules/common.smk"
 include: "rules/build.smk"
 include: "rules/experiments.smk"
+include: "rules/analysis.smk"
+include: "rules/report.smk"
 
 
 rule all:
     default_target: True
     input:
         rules.raw.input,
+        rules.report.input,

@@ -65,3 +65,35 @@ def binary_args(wildcards, input):
 
 def node_cpus_arg(wildcards):
     return f"--node-cpus {DESIGN.node_cpus}" if DESIGN.node_cpus else ""
+
+
+# Report helpers (rules/report.smk); functions live here so rule files hold rules only.
+def figure_path(name):
+    return f"results/report/figures/{name}.svg"
+
+
+def repeats_of(experiment):
+    exp = DESIGN.experiments.get(experiment)
+    return exp.repeats if exp else 0
+
+
+def table_args(wildcards, input):
+    """--table NAME=PATH for every named input: the plot CLI reads what the rule declares."""
+    return " ".join(f"--table {name}={path}" for name, path in input.items())
+
+
+def profile_figures():
+    """The figures of the experiments this profile runs (a profile may leave some out).
+    Kept here rather than read from throttlelab.plots, whose matplotlib import would slow every parse.
+    """
+    by_experiment = {
+        "E2a": [rules.plot_completion_times, rules.plot_cgroup_counters],
+        "E3": [rules.plot_gomaxprocs],
+        "S1": [rules.plot_throttling],
+    }
+    return [
+        r.output.svg
+        for e, plots in by_experiment.items()
+        if e in DESIGN.experiments
+        for r in plots
+    ]

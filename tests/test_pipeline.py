@@ -135,9 +135,21 @@ def test_noop_rerun_lists_nothing(ci_run):
     assert "Nothing to be done" in proc.stdout + proc.stderr
 
 
-def _planned_outputs(proc: subprocess.CompletedProcess) -> list[str]:
-    text = proc.stdout + proc.stderr
-    return sorted({word for word in text.split() if word.startswith("results/") and word.endswith(".jsonl")})
+def _planned(proc: subprocess.CompletedProcess) -> dict[str, list[str]]:
+    """rule name -> the outputs a dry run plans for it."""
+    plan: dict[str, list[str]] = {}
+    rule = None
+    for line in (proc.stdout + proc.stderr).splitlines():
+        stripped = line.strip()
+        if stripped.startswith(("rule ", "localrule ")) and stripped.endswith(":"):
+            rule = stripped.split()[1].rstrip(":")
+            plan.setdefault(rule, [])
+        elif rule and stripped.startswith("output:"):
+            plan[rule] += [p.strip() for p in stripped[len("output:"):].split(",")]
+    return plan
+
+
+ANALYSIS_AND_REPORT = {"parse_runs", "compute_stats", "evaluate_findings", "render_report", "all"}
 
 
 def test_changing_one_variant_reruns_only_it(ci_run, tmp_path):
@@ -147,7 +159,11 @@ def test_changing_one_variant_reruns_only_it(ci_run, tmp_path):
     custom.write_text(yaml.safe_dump(profile))
     proc = snakemake(ci_run, "-n", "--config", f"profile={custom}")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert _planned_outputs(proc) == [f"results/local/raw/E2a/limit1/rep{k}.jsonl" for k in range(3)]
+    plan = _planned(proc)
+    assert sorted(plan.pop("run_experiment")) == [f"results/local/raw/E2a/limit1/rep{k}.jsonl" for k in range(3)]
+    assert "build_workload" not in plan
+    # only the aggregation downstream of the raw logs follows
+    assert set(plan) - {r for r in plan if r.startswith("plot_")} <= ANALYSIS_AND_REPORT
 
 
 @pytest.mark.parametrize(
@@ -264,3 +280,13 @@ def test_workload_killed_mid_run_fails_the_job_and_cleans_up(ci_run, tmp_path):
     assert "killed by a signal" in output
     _assert_clean(before)
     assert not (workdir / "results/local/raw/E2a/long/rep0.jsonl").exists()
+
+
+def test_changed_confidence_reruns_only_analysis_and_report(ci_run, tmp_path):
+    extra = tmp_path / "stats.yaml"
+    extra.write_text("stats:\n  confidence: 0.9\n")
+    proc = snakemake(ci_run, "-n", "--configfile", str(extra), "--config", "profile=ci")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    plan = _planned(proc)
+    assert "run_experiment" not in plan and "build_workload" not in plan and "parse_runs" not in plan
+    assert {"compute_stats", "evaluate_findings", "render_report"} <= set(plan)

@@ -105,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
     job_seed = int(hashlib.sha256(f"{args.seed}/{args.experiment}/{args.variant}/{args.repeat}".encode()).hexdigest()[:8], 16)
     ctx = Context(backend=backend, capabilities=caps, node_cpus=args.node_cpus, seed=job_seed, progress=progress)
     started = datetime.now(timezone.utc)
+    load_before = os.getloadavg()  # other work on the host disturbs measurements: keep the evidence
     progress(f"{args.experiment}/{args.variant} repeat {args.repeat} on {args.backend}: start")
     with experiment_lock():
         t0 = time.monotonic()
@@ -134,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
         "start": started.isoformat(),
         "end": datetime.now(timezone.utc).isoformat(),
         "wall_s": round(wall, 3),
+        "host_loadavg": {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in os.getloadavg()]},
         "window_s": round(result.window_s, 3),
         "notes": result.notes,
     }
