@@ -149,9 +149,6 @@ class CgroupFS:
         """Normalised counters: nr_periods, nr_throttled, throttled_usec, usage_usec."""
         raise NotImplementedError
 
-    def usage_usec(self, rel: str) -> int | None:
-        return self.read_stat(rel)["usage_usec"]
-
     def host_cpus(self) -> str:
         raise NotImplementedError
 

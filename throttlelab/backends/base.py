@@ -6,7 +6,9 @@ docs/ARCHITECTURE.md). An experiment only ever talks to this interface:
     with backend.deploy(node, load=LoadPlacement(...)) as dep:
         dep.verify()                  # read back every level, compare with the design
         out = dep.run_job("pod", "app", timeout_s=30)
-        svc = dep.start("pod", "server"); ...; dep.stop(svc)
+        svc = dep.start("pod", "server")
+        addr = dep.wait_for_record(svc, "listening", timeout_s=10)["addr"]
+        ...; dep.stop(svc)
         out = dep.run_load(args, timeout_s=90)
 
 Leaving the `with` block removes every process and object the deployment made,
@@ -126,8 +128,15 @@ class Deployment(ABC):
     def run_load(self, args: list[str], timeout_s: float) -> Output: ...
 
     @abstractmethod
-    def usage_usec(self, pod: str, container: str | None = None) -> int | None:
-        """CPU used so far by a pod (or one container), for fine-grained sampling."""
+    def read_stat(self, pod: str, container: str | None = None) -> dict[str, Any]:
+        """A pod's (or one container's) counters now: nr_periods, nr_throttled,
+        throttled_usec, usage_usec, and `t_ns` (monotonic time of the reading), for
+        per-pod deltas and fine-grained sampling while services run."""
+
+    @abstractmethod
+    def wait_for_record(self, handle: Any, record_type: str, timeout_s: float) -> dict[str, Any]:
+        """The first record of this type a running workload wrote (e.g. serve's
+        `listening`, which carries the address to send load to)."""
 
 
 class Backend(ABC):

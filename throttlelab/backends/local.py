@@ -8,6 +8,7 @@ layout and values are those kubelet and the runtime write (see design.py).
 from __future__ import annotations
 
 import ctypes
+import json
 import itertools
 import os
 import platform
@@ -135,6 +136,18 @@ class _Running:
         self.pod, self.container, self.proc = pod, container, proc
         self.stdout, self.stderr = stdout, stderr
         self.started = time.monotonic()
+
+    def find_record(self, record_type: str) -> dict[str, Any] | None:
+        """Scan what the process has written so far (its spool file) for a record type."""
+        with open(self.stdout.fileno(), closefd=False) as spool:
+            spool.seek(0)
+            for line in spool:
+                if f'"type":"{record_type}"' in line.replace(" ", ""):
+                    try:
+                        return json.loads(line)
+                    except json.JSONDecodeError:
+                        return None  # a line still being written; the next scan gets it whole
+        return None
 
     def collect(self) -> Output:
         self.stdout.seek(0)
@@ -333,7 +346,22 @@ class LocalDeployment(Deployment):
         run = self._spawn("load", "generator", self._load_rel(), args, variant, {})
         return self._finish(run, timeout_s)
 
-    def usage_usec(self, pod: str, container: str | None = None) -> int | None:
+    def read_stat(self, pod: str, container: str | None = None) -> dict[str, Any]:
         p = self.node.pod(pod)
         rel = design.container_path(self.node, p, container) if container else design.pod_path(self.node, p)
-        return self.fs.usage_usec(f"{self.root}/{rel}")
+        return {**self.fs.read_stat(f"{self.root}/{rel}"), "t_ns": time.monotonic_ns()}
+
+    def wait_for_record(self, handle: _Running, record_type: str, timeout_s: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            record = handle.find_record(record_type)
+            if record is not None:
+                return record
+            if handle.proc.poll() is not None:
+                raise BackendError(
+                    f"{handle.pod}/{handle.container} exited ({handle.proc.returncode}) before writing "
+                    f"a {record_type!r} record"
+                )
+            if time.monotonic() > deadline:
+                raise BackendError(f"{handle.pod}/{handle.container}: no {record_type!r} record after {timeout_s:.0f} s")
+            time.sleep(0.02)
