@@ -12,6 +12,7 @@ configfile: f"{workflow.basedir}/config/config.yaml"
 
 include: "rules/common.smk"
 include: "rules/build.smk"
+include: "rules/clusters.smk"
 include: "rules/experiments.smk"
 include: "rules/analysis.smk"
 include: "rules/report.smk"

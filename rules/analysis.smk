@@ -18,6 +18,10 @@ rule parse_runs:
         readback=f"{TABLES}/readback.csv",
         summaries=f"{TABLES}/summaries.csv",
         requests=f"{TABLES}/requests.csv",
+        share_samples=f"{TABLES}/share_samples.csv",
+        share_expectations=f"{TABLES}/share_expectations.csv",
+        podstats=f"{TABLES}/podstats.csv",
+        target_stats=f"{TABLES}/target_stats.csv",
     log:
         f"{ANALYSIS_LOGS}/parse_runs.log",
     params:

@@ -10,3 +10,18 @@ rule build_workload:
         "results/logs/build_workload/{build}.log",
     shell:
         "{PY} -m throttlelab.workload_build --variant {wildcards.build} --out {output.binary} > {log} 2>&1"
+
+
+# The docker backend's images: FROM scratch around each binary (no base image is
+# pulled). The stamp records the image id and the binary's hash, so the image is
+# rebuilt exactly when its binary changes. Drives the host's Docker engine: no conda env.
+rule build_image:
+    input:
+        binary=binary_path("{build}"),
+    output:
+        stamp=image_stamp("{build}"),
+    log:
+        "results/logs/build_image/{build}.log",
+    shell:
+        "{PY} -m throttlelab.backends.images --variant {wildcards.build} --binary {input.binary}"
+        " --out {output.stamp} > {log} 2>&1"

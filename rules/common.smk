@@ -1,11 +1,19 @@
 # Shared helpers of the rules: the validated design, paths and input functions.
 
+import json
+import shlex
 import sys
 from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)  # the package works from a plain checkout too
 
 from throttlelab.config import ConfigError, load_design
+from throttlelab.backends.base import BackendError
+from throttlelab.backends.kind import (
+    clusters_from_settings,
+    make_kube_backend,
+    preflight_tools,
+)
 from throttlelab.workload_build import VARIANTS as BUILDS
 
 try:
@@ -13,10 +21,11 @@ try:
 except ConfigError as exc:
     sys.exit(f"throttlelab: bad configuration, nothing was run:\n{exc}")
 
-if DESIGN.backend != "local":
+IMPLEMENTED_BACKENDS = ("local", "docker", "kind", "kubernetes")
+if DESIGN.backend not in IMPLEMENTED_BACKENDS:
     sys.exit(
         f"throttlelab: backend {DESIGN.backend!r} is not available yet in this version; "
-        "use --config backend=local"
+        f"use --config backend=NAME with one of {', '.join(IMPLEMENTED_BACKENDS)}"
     )
 
 BACKEND = DESIGN.backend
@@ -35,11 +44,141 @@ wildcard_constraints:
 def workload_sources():
     """Every file the Go build reads: a change to any of them rebuilds both binaries."""
     root = Path(workflow.basedir) / "workload"
-    return sorted(str(p) for p in root.rglob("*") if p.is_file() and (p.suffix == ".go" or p.name == "go.mod"))
+    return sorted(
+        str(p)
+        for p in root.rglob("*")
+        if p.is_file() and (p.suffix == ".go" or p.name == "go.mod") and "podgate" not in p.relative_to(root).parts
+    )
 
 
 def binary_path(build):
     return f"results/build/{build}/cpulab"
+
+
+def image_stamp(build):
+    """The docker image built from a binary: its id and the binary's hash (rules/build.smk)."""
+    return f"results/build/{build}/image.json"
+
+
+def backend_images():
+    """Images the experiments run from: the docker backend's, none for the local backend."""
+    return [image_stamp(build) for build in BUILDS] if BACKEND == "docker" else []
+
+
+# kind backend (rules/clusters.smk): a variant runs on the cluster of its runtime conversion.
+KIND_ROLE_OF_RUNTIME = {"runc-new": "new", "runc-old": "old"}
+
+
+def cluster_file(role, name):
+    """A file of one kind cluster, inside the project: kubeconfig, cluster.json, images/<build>.json."""
+    return f"results/kind/clusters/{role}/{name}"
+
+
+def variant_role(experiment, variant):
+    """The kind cluster a variant runs on: runc-old variants (E10, E4 runc-old) on the old one."""
+    spec = DESIGN.experiments[experiment].variants[variant]
+    return KIND_ROLE_OF_RUNTIME[spec.get("runtime", DESIGN.runtime)]
+
+
+def kind_roles():
+    """The clusters this profile needs."""
+    return sorted(
+        {
+            variant_role(e, v)
+            for e, exp in DESIGN.experiments.items()
+            for v in exp.variants
+        }
+    )
+
+
+def cluster_inputs(wildcards):
+    """kind: the variant's cluster with both images loaded. ancient(): once they exist, a
+    recreated cluster or a reloaded image does not rerun a finished experiment."""
+    if BACKEND != "kind":
+        return []
+    role = variant_role(wildcards.experiment, wildcards.variant)
+    files = ["kubeconfig", "cluster.json"] + [
+        f"images/{build}.json" for build in BUILDS
+    ]
+    return [ancient(cluster_file(role, name)) for name in files]
+
+
+def backend_settings_arg(wildcards):
+    """The runner's --backend-settings: config.yaml's section of the kind or kubernetes backend."""
+    section = {"kind": DESIGN.kind, "kubernetes": DESIGN.kubernetes}.get(BACKEND)
+    if not section:
+        return ""
+    return "--backend-settings " + shlex.quote(
+        json.dumps(section, sort_keys=True, separators=(",", ":"))
+    )
+
+
+# kind rules (rules/clusters.smk) and the check before any job of a kind/kubernetes run.
+KIND_CLUSTERS = clusters_from_settings(DESIGN.kind, Path.cwd())
+
+
+def podgate_sources():
+    """workload/podgate/ (the start gate in the pods): a change rebuilds it, then the kind images."""
+    root = Path(workflow.basedir) / "workload" / "podgate"
+    return sorted(
+        str(p)
+        for p in root.rglob("*")
+        if p.is_file() and not p.name.endswith("_test.go")
+    )
+
+
+def kind_settings_arg(wildcards):
+    """The kind settings that define the clusters (binaries, releases, names), as one shell word:
+    a changed pod timeout or namespace must not rerun cluster jobs."""
+    keys = (
+        "binary",
+        "release",
+        "old_binary",
+        "old_release",
+        "new_cluster",
+        "old_cluster",
+    )
+    return shlex.quote(json.dumps({k: DESIGN.kind[k] for k in keys}, sort_keys=True))
+
+
+def jobs_to_run():
+    """(rule, wildcards) of every job this invocation will run."""
+    try:
+        return [
+            (job.rule.name, dict(job.wildcards_dict))
+            for job in workflow.dag.needrun_jobs()
+        ]
+    except AttributeError:  # another Snakemake: check everything
+        return [("create_cluster", {"role": r}) for r in ("new", "old")] + [
+            ("run_experiment", {})
+        ]
+
+
+def backend_preflight():
+    """kind / kubernetes: what the jobs about to run need, checked before the first of them
+    (onstart: never on a dry run). Exits with every problem named."""
+    if BACKEND not in ("kind", "kubernetes"):
+        return
+    jobs = jobs_to_run()
+    names = {name for name, _ in jobs}
+    try:
+        if BACKEND == "kind":
+            need, roles = set(), set()
+            if names & {"create_cluster", "load_image"}:
+                need |= {"kind", "docker"}
+                roles |= {w["role"] for name, w in jobs if "role" in w}
+            if names & {"delete_clusters", "clean"}:
+                need.add("kind")
+                roles |= {"new", "old"}
+            if names & {"build_kind_image", "run_experiment"}:
+                need.add("docker")
+            preflight_tools(KIND_CLUSTERS, sorted(roles), need)
+        elif "run_experiment" in names:
+            make_kube_backend(
+                "kubernetes", DESIGN.kubernetes, DESIGN.runtime
+            ).preflight()
+    except BackendError as exc:
+        sys.exit(f"throttlelab: {exc}\n(nothing was run)")
 
 
 def raw_logs(experiment):
@@ -90,6 +229,12 @@ def profile_figures():
         "E2a": [rules.plot_completion_times, rules.plot_cgroup_counters],
         "E3": [rules.plot_gomaxprocs],
         "S1": [rules.plot_throttling],
+        "E5": [rules.plot_weights_shares],
+        "E2b": [rules.plot_service_latency],
+        "E7": [rules.plot_replicas],
+        "E8": [rules.plot_busy_neighbor],
+        "E6": [rules.plot_monitoring],
+        "S2": [rules.plot_closed_loop],
     }
     return [
         r.output.svg

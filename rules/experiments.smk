@@ -5,6 +5,8 @@
 rule run_experiment:
     input:
         binaries=[binary_path(build) for build in BUILDS],
+        images=backend_images(),
+        clusters=cluster_inputs,
     output:
         raw="results/{backend}/raw/{experiment}/{variant}/rep{rep}.jsonl",
     log:
@@ -15,12 +17,13 @@ rule run_experiment:
         node_cpus=node_cpus_arg,
         runtime=DESIGN.runtime,
         seed=DESIGN.seed,
+        backend=backend_settings_arg,
     resources:
         experiment_slot=1,
     shell:
         "{PY} -m throttlelab.runner --backend {wildcards.backend} --experiment {wildcards.experiment}"
         " --variant {wildcards.variant} --repeat {wildcards.rep} --spec '{params.spec}'"
-        " --runtime {params.runtime} --seed {params.seed} {params.node_cpus} {params.binaries}"
+        " --runtime {params.runtime} --seed {params.seed} {params.node_cpus} {params.binaries} {params.backend}"
         " --out {output.raw} 2>&1 | tee {log} >&2"
 
 

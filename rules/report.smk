@@ -119,6 +119,138 @@ rule plot_throttling:
 
 
 
+rule plot_weights_shares:
+    input:
+        metrics=rules.compute_stats.output.metrics,
+        estimates=rules.compute_stats.output.estimates,
+        share_expectations=rules.parse_runs.output.share_expectations,
+    output:
+        svg=report(
+            figure_path("weights_shares"),
+            caption="../report/captions/weights_shares.rst",
+            category="E4/E5/E10 requests become weights",
+        ),
+    log:
+        f"{REPORT_LOGS}/plot_weights_shares.log",
+    params:
+        figure="weights_shares",
+        tables=table_args,
+        repeats=repeats_of("E5"),
+        confidence=DESIGN.confidence,
+    shell:
+        PLOT_FIGURE
+
+
+rule plot_service_latency:
+    input:
+        metrics=rules.compute_stats.output.metrics,
+        estimates=rules.compute_stats.output.estimates,
+        runs=rules.parse_runs.output.runs,
+    output:
+        svg=report(
+            figure_path("e2b_latency"),
+            caption="../report/captions/e2b_latency.rst",
+            category="E2b service under load",
+        ),
+    log:
+        f"{REPORT_LOGS}/plot_service_latency.log",
+    params:
+        figure="e2b_latency",
+        tables=table_args,
+        repeats=repeats_of("E2b"),
+        confidence=DESIGN.confidence,
+    shell:
+        PLOT_FIGURE
+
+
+rule plot_replicas:
+    input:
+        metrics=rules.compute_stats.output.metrics,
+        estimates=rules.compute_stats.output.estimates,
+        runs=rules.parse_runs.output.runs,
+    output:
+        svg=report(
+            figure_path("e7_replicas"),
+            caption="../report/captions/e7_replicas.rst",
+            category="E7 replicas or a raised limit",
+        ),
+    log:
+        f"{REPORT_LOGS}/plot_replicas.log",
+    params:
+        figure="e7_replicas",
+        tables=table_args,
+        repeats=repeats_of("E7"),
+        confidence=DESIGN.confidence,
+    shell:
+        PLOT_FIGURE
+
+
+rule plot_busy_neighbor:
+    input:
+        metrics=rules.compute_stats.output.metrics,
+        estimates=rules.compute_stats.output.estimates,
+        runs=rules.parse_runs.output.runs,
+    output:
+        svg=report(
+            figure_path("e8_neighbor"),
+            caption="../report/captions/e8_neighbor.rst",
+            category="E8 busy neighbor",
+        ),
+    log:
+        f"{REPORT_LOGS}/plot_busy_neighbor.log",
+    params:
+        figure="e8_neighbor",
+        tables=table_args,
+        repeats=repeats_of("E8"),
+        confidence=DESIGN.confidence,
+    shell:
+        PLOT_FIGURE
+
+
+rule plot_monitoring:
+    input:
+        metrics=rules.compute_stats.output.metrics,
+        estimates=rules.compute_stats.output.estimates,
+        runs=rules.parse_runs.output.runs,
+    output:
+        svg=report(
+            figure_path("e6_monitoring"),
+            caption="../report/captions/e6_monitoring.rst",
+            category="E6 what monitoring sees",
+        ),
+    log:
+        f"{REPORT_LOGS}/plot_monitoring.log",
+    params:
+        figure="e6_monitoring",
+        tables=table_args,
+        repeats=repeats_of("E6"),
+        confidence=DESIGN.confidence,
+    shell:
+        PLOT_FIGURE
+
+
+rule plot_closed_loop:
+    input:
+        metrics=rules.compute_stats.output.metrics,
+        estimates=rules.compute_stats.output.estimates,
+        runs=rules.parse_runs.output.runs,
+    output:
+        svg=report(
+            figure_path("s2_throughput"),
+            caption="../report/captions/s2_throughput.rst",
+            category="S2 threads and the cascade",
+        ),
+    log:
+        f"{REPORT_LOGS}/plot_closed_loop.log",
+    params:
+        figure="s2_throughput",
+        tables=table_args,
+        repeats=repeats_of("S2"),
+        confidence=DESIGN.confidence,
+    shell:
+        PLOT_FIGURE
+
+
 rule render_report:
     input:
         figures=profile_figures(),

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from throttlelab import analysis, findings, stats
+from throttlelab import analysis, findings, stats, tidy
 from throttlelab.findings import CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE, REPRODUCED
 from throttlelab.quantities import go_default_gomaxprocs, parse_cpu
 
@@ -112,7 +112,7 @@ def by_id(frame: pd.DataFrame) -> dict[str, pd.Series]:
 
 
 def test_every_finding_is_data_with_thresholds_and_reasons():
-    assert [f.id for f in findings.FINDINGS] == ["F1", "F2", "F3", "F4", "F5"]
+    assert [f.id for f in findings.FINDINGS] == [f"F{k}" for k in range(1, 12)]
     for finding in findings.FINDINGS:
         assert finding.claim and finding.reference and finding.checks
         for check in finding.checks:
@@ -252,11 +252,10 @@ def _cli(tmp_path: Path, raw: list[Path]) -> int:
 def test_cli_writes_every_table(tmp_path, capsys):
     assert _cli(tmp_path, sorted(FIXTURES.glob("*/*/rep*.jsonl"))) == 0
     written = sorted(p.name for p in (tmp_path / "tables").iterdir())
-    assert written == sorted(["runs.csv", "rounds.csv", "reports.csv", "headers.csv", "readback.csv",
-                              "summaries.csv", "requests.csv", "metrics.csv", "estimates.csv", "findings.csv",
-                              "checks.csv"])
+    assert written == sorted([f"{name}.csv" for name in tidy.TABLE_NAMES] + ["metrics.csv", "estimates.csv",
+                                                                           "findings.csv", "checks.csv"])
     table = pd.read_csv(tmp_path / "tables" / "findings.csv")
-    assert table["id"].tolist() == ["F1", "F2", "F3", "F4", "F5"]
+    assert table["id"].tolist() == [f.id for f in findings.FINDINGS]
     assert set(table["verdict"]) == {NOT_TESTABLE}  # the fixtures hold one run of two E2a variants
     assert (pd.read_csv(tmp_path / "tables" / "estimates.csv")["level"] == 0.9).all()
 

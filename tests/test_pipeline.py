@@ -290,3 +290,28 @@ def test_changed_confidence_reruns_only_analysis_and_report(ci_run, tmp_path):
     plan = _planned(proc)
     assert "run_experiment" not in plan and "build_workload" not in plan and "parse_runs" not in plan
     assert {"compute_stats", "evaluate_findings", "render_report"} <= set(plan)
+
+
+def test_weights_follow_the_formulas_and_the_cpu_follows_the_weights(ci_run):
+    findings = {row["id"]: row for row in __import__("csv").DictReader(open(ci_run / "results/local/tables/findings.csv"))}
+    assert findings["F8"]["verdict"] == "reproduced", findings["F8"]["reason"]
+    e4 = _raw(ci_run, "E4")
+    for variant, weights in (("runc-new", (17, 100)), ("runc-old", (4, 39))):
+        levels = {r["path"]: r for r in e4[variant][0] if r["type"] == "readback"}
+        got = (levels["node/burstable/pod-two/small"]["design"]["weight"], levels["node/burstable/pod-two/big"]["design"]["weight"])
+        assert got == weights
+        assert all(not r["mismatches"] for r in levels.values())
+
+
+def test_service_runs_have_no_errors_and_show_the_generators_health(ci_run):
+    for experiment in ("E2b", "E7", "E8", "S2"):
+        runs = _raw(ci_run, experiment)
+        assert runs, f"no {experiment} runs"
+        for variant, reps in runs.items():
+            for records in reps:
+                load = next(r for r in records if r["type"] == "summary" and r["src"] == "load/generator")
+                # Poisson clumps: a short ci window may hold none, but nothing sent may fail
+                assert load["work"]["errors"] == 0 and load["work"]["ok"] == load["work"]["sent"], (experiment, variant)
+                assert any(r["type"] == "podstat" for r in records)
+    page = (ci_run / "results/report/index.html").read_text()
+    assert page.count("Load generator health") == 4 and "send lateness p99 per run" in page

@@ -35,13 +35,20 @@ CI_CONFIG = {"profile": "ci"}
 # a rendered report in a results/ layout like the pipeline's
 
 
+def drawn_figures(tables_dir: Path = FIXTURES / "tables") -> list[str]:
+    """The figures of the experiments the fixture tables hold (the report shows only those)."""
+    ran = set(pd.read_csv(tables_dir / "runs.csv")["experiment"])
+    return [name for name, spec in plots.FIGURES.items() if spec.experiment in ran]
+
+
 def write_figures(tables_dir: Path, figures_dir: Path) -> list[str]:
     tables = {name: pd.read_csv(tables_dir / f"{name}.csv") for name in ("rounds", "metrics", "estimates", "runs")}
     figures_dir.mkdir(parents=True, exist_ok=True)
-    for name, spec in plots.FIGURES.items():
+    for name in drawn_figures(tables_dir):
+        spec = plots.FIGURES[name]
         svg = plots.figure_to_svg(plots.draw(name, tables), name, spec.title)
         (figures_dir / f"{name}.svg").write_text(svg)
-    return list(plots.FIGURES)
+    return drawn_figures(tables_dir)
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +134,7 @@ def test_ids_are_unique_across_the_inlined_figures(page):
 
 def test_every_figure_is_inlined_with_its_method_in_the_caption(page):
     html = page.read_text()
-    for name in plots.FIGURES:
+    for name in drawn_figures():
         assert f'id="fig-{name}"' in html
     assert "Student t on log per-run p50_wall_ms, R = 3, low n" in html
 
@@ -487,7 +494,7 @@ def test_report_opens_in_headless_chromium(page, tmp_path, pytestconfig):
     assert errors == []
     assert checks["firstTable"] == "findings-table"
     assert checks["findingRows"] == len(pd.read_csv(FIXTURES / "tables" / "findings.csv"))
-    assert [f["id"] for f in checks["figures"]] == [f"fig-{name}" for name in plots.FIGURES]
+    assert [f["id"] for f in checks["figures"]] == [f"fig-{name}" for name in drawn_figures()]
     for figure in checks["figures"]:
         assert min(figure["width"], figure["height"], figure["contentWidth"], figure["contentHeight"]) > 0, figure
     assert all(image["complete"] and image["width"] > 0 for image in checks["images"]), checks["images"]

@@ -54,7 +54,8 @@ def make_statistics(tables_dir: str | Path, metrics_path: str | Path, estimates_
                     confidence: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """compute_stats: tidy tables -> metrics.csv (per run) and estimates.csv (across repeats)."""
     level = _check_confidence(confidence)
-    tables = read_tables(tables_dir, ("runs", "headers", "summaries", "rounds", "requests"))
+    tables = read_tables(tables_dir, ("runs", "headers", "summaries", "rounds", "requests", "readback", "share_samples",
+                                      "podstats", "target_stats"))
     per_run = metrics.run_metrics(tables)
     across = metrics.estimates_table(per_run, tables["requests"], level=level, seed=seed)
     _write_csv(per_run, metrics_path)

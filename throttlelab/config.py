@@ -7,7 +7,7 @@ ConfigError that names the field and the fix, and no result is touched.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,9 @@ class Design:
     node_cpus: str | None
     confidence: float
     experiments: dict[str, ExperimentDesign]
+    # the kind / kubernetes backends' settings, every key present (schema defaults filled in)
+    kind: dict[str, Any] = field(default_factory=dict)
+    kubernetes: dict[str, Any] = field(default_factory=dict)
 
     def jobs(self) -> list[tuple[str, str, int]]:
         """Every (experiment, variant, repeat) of this design."""
@@ -84,6 +87,11 @@ def _with_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, 
         if key not in out and "default" in prop:
             out[key] = prop["default"]
     return out
+
+
+def _section(cfg: dict[str, Any], schema: dict[str, Any], key: str) -> dict[str, Any]:
+    """A nested settings object with the defaults of the keys it leaves out."""
+    return _with_defaults(cfg.get(key) or {}, schema["properties"][key])
 
 
 def _profile_path(profile: str) -> Path:
@@ -147,4 +155,6 @@ def load_design(config: dict[str, Any]) -> Design:
         node_cpus=cfg["node_cpus"],
         confidence=cfg["stats"].get("confidence", 0.95),
         experiments=experiments,
+        kind=_section(cfg, top_schema, "kind"),
+        kubernetes=_section(cfg, top_schema, "kubernetes"),
     )

@@ -23,7 +23,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from . import stats
+from . import service_metrics, stats
 from .tidy import ENDPOINTS, RUN_KEYS, InputError
 
 Scale = Literal["log", "linear"]
@@ -69,6 +69,16 @@ def _latency_specs() -> list[MetricSpec]:
     return specs
 
 
+# The members E5/E10 compare (experiments/weights.py): pods, then the two-container pod's containers.
+SHARE_MEMBERS = ("pod-p100m", "pod-p1", "pod-two", "small", "big")
+
+
+def _share_specs() -> list[MetricSpec]:
+    return [MetricSpec(f"share_{m}", "share", "linear", "interval",
+                       f"{m}'s share of the one contended CPU: mean over the readings of its usage / all members'")
+            for m in SHARE_MEMBERS]
+
+
 CATALOGUE: dict[str, MetricSpec] = {
     spec.name: spec
     for spec in [
@@ -89,6 +99,11 @@ CATALOGUE: dict[str, MetricSpec] = {
         MetricSpec("expected_gomaxprocs", "procs", "linear", "setting", "GOMAXPROCS the SPEC rule predicts"),
         MetricSpec("num_cpu", "cpus", "linear", "setting", "runtime.NumCPU(): CPUs the process may use"),
         *_latency_specs(),
+        *_share_specs(),
+        *(MetricSpec(*spec) for spec in service_metrics.SPECS),
+        MetricSpec("readback_levels", "levels", "linear", "setting", "cgroup levels the backend wrote and read back"),
+        MetricSpec("readback_levels_ok", "levels", "linear", "setting",
+                   "levels whose read-back values equal the SPEC §2 design"),
     ]
 }
 
@@ -225,12 +240,54 @@ def _run_metrics(experiment: str, parts: Mapping[str, pd.DataFrame | None]) -> d
     if experiment == "E3":
         header = _one(None if headers is None else headers[headers["command"] == "info"], "info process").iloc[0]
         return gomaxprocs_metrics(header.to_dict())
+    if experiment == "E4":
+        return readback_metrics(parts["readback"])
+    if experiment in ("E5", "E10"):
+        samples = parts["share_samples"]
+        if samples is None or samples.empty:
+            raise InputError("no share readings")
+        return share_metrics(samples)
+    if experiment in service_metrics.SERVICE_EXPERIMENTS:
+        return service_metrics.service_run_metrics(experiment, parts)
     return {}
+
+
+def readback_metrics(readback: pd.DataFrame | None) -> dict[str, float]:
+    """How many designed levels were read back equal to the design (ancestors are not designed)."""
+    if readback is None:
+        raise InputError("no readback rows")
+    designed = readback[~readback["level"].isin(["run-root", "host-root"])]
+    ok = designed["mismatches"].fillna("").astype(str).str.len() == 0
+    return {"readback_levels": float(len(designed)), "readback_levels_ok": float(ok.sum())}
+
+
+def share_metrics(samples: pd.DataFrame) -> dict[str, float]:
+    """Each member's share of the contended CPU, averaged over consecutive readings.
+
+    A reading is the usage each member gained between two samples; its share is
+    that gain over the gain of all members together (the lab's "last three 10 s
+    readings", averaged).
+    """
+    wide = samples.pivot_table(index="t_s", columns="member", values="usage_usec", aggfunc="first").sort_index()
+    if wide.isna().any().any():
+        return {f"share_{m}": math.nan for m in wide.columns}
+    gains = wide.diff().iloc[1:]
+    totals = gains.sum(axis=1)
+    if len(gains) == 0 or (totals <= 0).any():
+        raise InputError("share readings show no CPU used between samples")
+    shares = gains.div(totals, axis=0).mean()
+    unknown = set(shares.index) - set(SHARE_MEMBERS)
+    if unknown:
+        raise InputError(f"unknown share members {sorted(unknown)} (metrics.SHARE_MEMBERS lists the known ones)")
+    return {f"share_{m}": float(v) for m, v in shares.items()}
 
 
 def run_metrics(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """metrics.csv: one row per (run, metric), in long form with the unit beside the value."""
-    grouped = {name: _by_run(tables[name]) for name in ("headers", "summaries", "rounds", "requests")}
+    grouped = {name: _by_run(tables[name])
+               for name in ("headers", "summaries", "rounds", "requests", "readback", "share_samples")}
+    # the service experiments' tables (service_metrics.py); absent in inputs that predate them
+    grouped.update({name: _by_run(tables[name]) for name in ("podstats", "target_stats") if name in tables})
     rows = []
     for run in tables["runs"][list(RUN_KEYS)].itertuples(index=False, name=None):
         parts = {name: groups.get(run) for name, groups in grouped.items()}

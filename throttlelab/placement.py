@@ -86,13 +86,17 @@ class Node:
     """A worker node: which CPUs it owns and which pods it runs.
 
     `cpus` is a cpuset list ("0-1", "0") or None for every CPU of the host;
-    `allocatable_milli` sets the node-level (kubepods) weight as kubelet would.
+    `allocatable_milli` sets the node-level (kubepods) weight as kubelet would;
+    `runtime` is the node's container runtime conversion of shares to weights
+    (runc-new / runc-old; None: the backend's default), a property of the node as
+    on Kubernetes, where the old-runc cluster is another set of nodes.
     """
 
     name: str
     pods: tuple[Pod, ...]
     cpus: str | None = None
     allocatable_milli: int | None = None
+    runtime: str | None = None
 
     def __post_init__(self) -> None:
         _check_name("node", self.name)

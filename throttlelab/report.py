@@ -38,6 +38,8 @@ import yaml
 
 from .config import ConfigError, Design, load_design
 from .plots import FIGURES
+from .plots_services import lateness_rows, section_notes
+from .service_metrics import LATENESS_SUSPECT_MS
 from .quantities import format_cpu, parse_cpu
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "report"
@@ -54,7 +56,7 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 REQUIRED_TABLES = ("findings", "estimates", "runs", "headers")
 #: Tables the page shows when they exist (E1's read-back has no estimates).
-OPTIONAL_TABLES = ("readback", "checks")
+OPTIONAL_TABLES = ("readback", "checks", "metrics")
 
 VERDICT_CLASSES = {
     "reproduced": "reproduced",
@@ -322,6 +324,9 @@ READBACK_COLUMNS = {
 }
 
 
+READBACK_EXPERIMENTS = frozenset({"E1", "E4"})
+
+
 def readback_rows(readback: pd.DataFrame | None, experiment: str) -> pd.DataFrame:
     if readback is None:
         return pd.DataFrame()
@@ -433,8 +438,11 @@ def environment_rows(metas: list[dict[str, Any]], runs: pd.DataFrame, headers: p
     caps = [m.get("capabilities", {}) for m in metas]
     cpus = distinct(e.get("cpu_count") for e in env)
     usable = distinct(e.get("usable_cpus") for e in env)
+    # Software versions a backend reports (docker: Docker engine, containerd, runc), one row each.
+    versions = list(dict.fromkeys(name for e in env for name in (e.get("versions") or {})))
     return [
         ("Backend", distinct(m.get("backend") for m in metas)),
+        *((name, distinct((e.get("versions") or {}).get(name) for e in env)) for name in versions),
         ("Runtime conversion", distinct(e.get("runtime_conversion", m.get("runtime")) for e, m in zip(env, metas))
          + " (how CPU shares become cgroup v2 weights, SPEC §2)"),
         ("Kernel", distinct(e.get("kernel") for e in env)),
@@ -451,6 +459,30 @@ def environment_rows(metas: list[dict[str, Any]], runs: pd.DataFrame, headers: p
     ]
 
 
+def generator_table(metrics: pd.DataFrame | None, experiment: str, order: list[str]) -> Table | None:
+    """The load generator's health: every run's send lateness p99, a run above the bar flagged suspect."""
+    if metrics is None:
+        return None
+    rows = lateness_rows(metrics, experiment)
+    if not rows:
+        return None
+    by_variant: dict[str, list[tuple[int, float, float, bool]]] = {}
+    for variant, repeat, late, errors, suspect in rows:
+        by_variant.setdefault(variant, []).append((repeat, late, errors, suspect))
+    body = []
+    for variant in [v for v in order if v in by_variant] + [v for v in by_variant if v not in order]:
+        runs = sorted(by_variant[variant])
+        cells = [f"rep{r}: {fmt_number(late)}" + (" SUSPECT" if bad else "") for r, late, _, bad in runs]
+        errors = sum(e for _, _, e, _ in runs if math.isfinite(e))
+        flagged = sum(bad for *_, bad in runs)
+        body.append([variant, ", ".join(cells), fmt_number(errors), f"{flagged} suspect" if flagged else "ok"])
+    total = sum(bad for *_, bad in rows)
+    note = (f"Send lateness is the actual minus the scheduled send time of each request; a run whose p99 exceeds "
+            f"{LATENESS_SUSPECT_MS:g} ms is flagged SUSPECT: its latencies may include the generator's own delay. "
+            f"{total} of {len(rows)} runs flagged.")
+    return Table(["variant", "send lateness p99 per run (ms)", "/work errors (all runs)", "status"], body, [note])
+
+
 @dataclass(frozen=True)
 class ExperimentSection:
     name: str
@@ -462,6 +494,10 @@ class ExperimentSection:
     readback: Table | None
     readback_note: str
     raw: list[tuple[str, list[RawLink]]]
+    #: runs with load records: every run's send lateness p99, suspect ones marked (generator_table)
+    generator: Table | None = None
+    #: paragraphs computed from the tables (plots_services.section_notes)
+    notes: tuple[str, ...] = ()
 
 
 def experiment_sections(tables: Mapping[str, pd.DataFrame], design: Design, figures_dir: Path,
@@ -474,6 +510,9 @@ def experiment_sections(tables: Mapping[str, pd.DataFrame], design: Design, figu
         order = variant_order(runs, name, design)
         exp = design.experiments.get(name)
         has_estimates = (estimates["experiment"] == name).any()
+        # E1 IS its read-back and E4's result is every level's weight: both show the whole table;
+        # the other experiments only report on their read-back check.
+        shows_readback = not has_estimates or name in READBACK_EXPERIMENTS
         sections.append(ExperimentSection(
             name=name,
             about=exp.about if exp else "",
@@ -482,9 +521,11 @@ def experiment_sections(tables: Mapping[str, pd.DataFrame], design: Design, figu
             figures=figure_views(name, figures_dir, estimates, runs),
             estimates=estimates_table(estimates, name, order) if has_estimates else None,
             # An experiment without estimates (E1) IS its read-back; the others only report on it.
-            readback=None if has_estimates else readback_table(tables.get("readback"), name),
-            readback_note=readback_summary(tables.get("readback"), name) if has_estimates else "",
+            readback=readback_table(tables.get("readback"), name) if shows_readback else None,
+            readback_note="" if shows_readback else readback_summary(tables.get("readback"), name),
             raw=raw_links(runs, name, order, raw_root, page_dir),
+            generator=generator_table(tables.get("metrics"), name, order),
+            notes=tuple(section_notes(name, tables)),
         ))
     return sections
 
@@ -544,6 +585,7 @@ def build_context(tables_dir: Path, raw_root: Path, figures_dir: Path, config: M
     backend = distinct(runs["backend"]) if "backend" in runs else design.backend
     return {
         "title": f"throttlelab: {Path(design.profile).stem} profile on the {backend} backend",
+        "backend": backend,
         "design": design,
         "findings": findings,
         "verdict_counts": verdict_counts(findings),

@@ -71,12 +71,20 @@ def experiment_lock(path: Path = LOCK_PATH) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def make_backend(name: str, binaries: dict[str, Path], runtime: str):
+def make_backend(name: str, binaries: dict[str, Path], runtime: str, settings: dict[str, Any] | None = None):
+    if name in ("kind", "kubernetes"):
+        from .backends.kind import make_kube_backend
+
+        return make_kube_backend(name, settings or {}, runtime, progress)
     if name == "local":
         from .backends.local import LocalBackend
 
         return LocalBackend(binaries, runtime=runtime, progress=progress)
-    raise BackendError(f"backend {name!r} is not implemented yet; use backend=local")
+    if name == "docker":
+        from .backends.docker import DockerBackend
+
+        return DockerBackend(binaries, runtime=runtime, progress=progress)
+    raise BackendError(f"backend {name!r} is not implemented yet; use backend=local or backend=docker")
 
 
 def write_atomically(path: Path, records: list[dict[str, Any]]) -> None:
@@ -99,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         variant, _, path = item.partition("=")
         binaries[variant] = Path(path)
     spec = json.loads(args.spec)
-    backend = make_backend(args.backend, binaries, args.runtime)
+    backend = make_backend(args.backend, binaries, args.runtime, json.loads(args.backend_settings))
     backend.preflight()
     caps = backend.capabilities()
     job_seed = int(hashlib.sha256(f"{args.seed}/{args.experiment}/{args.variant}/{args.repeat}".encode()).hexdigest()[:8], 16)
@@ -119,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         "repeat": args.repeat,
         "backend": args.backend,
         "spec": spec,
-        "runtime": args.runtime,
+        "runtime": spec.get("runtime", args.runtime),  # weight experiments choose theirs per variant
         "seed": job_seed,
         "config_seed": args.seed,
         "binaries": {v: {"path": str(p), "sha256": sha256(p)} for v, p in binaries.items()},
@@ -154,6 +162,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--runtime", default="runc-new")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--node-cpus", default=None)
+    p.add_argument("--backend-settings", default="{}", help="the backend's section of config.yaml as JSON (kind, kubernetes)")
     p.add_argument("--binary", action="append", default=[], help="VARIANT=PATH of a workload build")
     p.add_argument("--out", required=True)
     return p

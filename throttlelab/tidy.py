@@ -65,6 +65,10 @@ RECORD_FIELDS: dict[str, dict[str, str]] = {
     "readback": {"level": "str", "path": "str", "design": "dict", "actual": "dict", "mismatches": "list"},
     "ancestor": {"level": "str", "path": "str"},
     "expectation": {"gomaxprocs": "int"},
+    "share_expectation": {"member": "str", "level": "str", "weight": "int", "share": "num", "runtime": "str"},
+    "share_sample": {"member": "str", "level": "str", "t_s": "num", "usage_usec": "int?"},
+    "podstat": {"pod": "str", "container": "str", "when": "str", "seq": "int", "t_ms": "num", "at_ms": "num",
+                "nr_periods": "int?", "nr_throttled": "int?", "throttled_usec": "int?", "usage_usec": "int?"},
     "process": {"src": "str", "returncode": "int?", "wall_s": "num", "stderr_tail": "str"},
     "header": {
         "src": "str", "program": "str", "variant": "str", "go_version": "str", "gomaxprocs": "int",
@@ -94,9 +98,16 @@ SUMMARY_FIELDS: dict[str, dict[str, str]] = {
 }
 
 #: Records that carry no ``src``: the runner's own.
-RUNNER_TYPES = frozenset({"meta", "readback", "ancestor", "expectation"})
+RUNNER_TYPES = frozenset({"meta", "readback", "ancestor", "expectation", "share_expectation", "share_sample",
+                          "podstat"})
 #: A run of these experiments is incomplete without a process of this command.
-REQUIRED_COMMAND = {"E1": "info", "E2a": "burst", "E3": "info", "S1": "spin"}
+REQUIRED_COMMAND = {"E1": "info", "E2a": "burst", "E3": "info", "S1": "spin", "E4": "info", "E5": "spin",
+                    "E10": "spin"}
+#: Runner records a run of these experiments is incomplete without.
+REQUIRED_RUNNER_RECORDS = {"E5": ("share_expectation", "share_sample"), "E10": ("share_expectation", "share_sample")}
+# The service experiments (experiments/services.py, monitoring.py): the load (or E6's burst job) and pod counters.
+REQUIRED_COMMAND.update({"E2b": "load", "E7": "load", "E8": "load", "S2": "load", "E6": "burst"})
+REQUIRED_RUNNER_RECORDS.update({e: ("podstat",) for e in ("E8", "S2", "E6")})  # their metrics read podstats
 #: Load endpoints (RECORDS.md `req.ep`).
 ENDPOINTS = ("work", "ping")
 
@@ -132,6 +143,13 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
     "summaries": {"src": "str", "command": "str"},
     "requests": {"src": "str", "ep": "str", "target": "int64", "conn": "int64", "sched_ms": "float64",
                  "lat_ms": "float64", "late_ms": "float64", "ok": "bool", "status": "int64"},
+    "share_samples": {"member": "str", "level": "str", "t_s": "float64", "usage_usec": "Int64"},
+    "podstats": {"pod": "str", "container": "str", "when": "str", "seq": "int64", "t_ms": "float64",
+                 "at_ms": "float64", **{k.removeprefix("d_"): v for k, v in _COUNTERS.items()}},
+    "target_stats": {"src": "str", "when": "str", "target": "int64", "gomaxprocs": "Int64", "num_gc": "Int64",
+                     "requests": "Int64", "quota_us": "Int64", "period_us": "Int64",
+                     **{k.removeprefix("d_"): v for k, v in _COUNTERS.items()}, "err": "str"},
+    "share_expectations": {"member": "str", "level": "str", "weight": "int64", "share": "float64", "runtime": "str"},
 }
 TABLE_NAMES = tuple(TABLE_COLUMNS)
 
@@ -264,6 +282,7 @@ class _LogReader:
         self.open: dict[str, _Process] = {}
         self.commands: set[str] = set()
         self.expectations: list[tuple[int, int]] = []  # (line, gomaxprocs)
+        self.runner_kinds: set[str] = set()
         self.rows: dict[str, list[tuple[Any, ...]]] = {name: [] for name in TABLE_NAMES}
         self.header_rows: list[list[Any]] = []
 
@@ -327,6 +346,17 @@ class _LogReader:
     def read_expectation(self, number: int, record: dict[str, Any]) -> None:
         self.expectations.append((number, record["gomaxprocs"]))
 
+    def read_share_expectation(self, number: int, record: dict[str, Any]) -> None:
+        self.runner_kinds.add("share_expectation")
+        self.rows["share_expectations"].append((
+            *self.run, record["member"], record["level"], record["weight"], record["share"], record["runtime"],
+        ))
+
+    def read_share_sample(self, number: int, record: dict[str, Any]) -> None:
+        self.runner_kinds.add("share_sample")
+        self.rows["share_samples"].append((*self.run, record["member"], record["level"], record["t_s"],
+                                           record["usage_usec"]))
+
     def read_header(self, number: int, record: dict[str, Any]) -> None:
         src = record["src"]
         if src in self.open:
@@ -386,7 +416,24 @@ class _LogReader:
         """Only a sign of life of `serve`; nothing to tabulate."""
 
     def read_stats(self, number: int, record: dict[str, Any], process: _Process) -> None:
-        """The /stats answers around a load window; the report reads the summaries instead."""
+        """The /stats answer of one target at the start or the end of the measured window."""
+        stats = record.get("stats") or {}
+        cg = stats.get("cgroup") or {}
+        self.rows["target_stats"].append((
+            *self.run, process.src, record["when"], record["target"],
+            *(_int_or_none(stats.get(k)) for k in ("gomaxprocs", "num_gc", "requests")),
+            *(_int_or_none(cg.get(k)) for k in ("quota_us", "period_us", "nr_periods", "nr_throttled",
+                                                  "throttled_usec", "usage_usec")),
+            record.get("err") or "",
+        ))
+
+    def read_podstat(self, number: int, record: dict[str, Any]) -> None:
+        """Pod counters the runner read while the load ran (t_ms from the window's start)."""
+        self.runner_kinds.add("podstat")
+        self.rows["podstats"].append((
+            *self.run, record["pod"], record["container"], record["when"], record["seq"], record["t_ms"],
+            record["at_ms"], *(record[k] for k in ("nr_periods", "nr_throttled", "throttled_usec", "usage_usec")),
+        ))
 
     # -- end of a process and of the log --------------------------------------
     def close(self, number: int, record: dict[str, Any], process: _Process) -> None:
@@ -423,6 +470,9 @@ class _LogReader:
         required = REQUIRED_COMMAND.get(experiment)
         if required and required not in self.commands:
             raise self.fail(None, f"an {experiment} run without any {required!r} process")
+        for kind in REQUIRED_RUNNER_RECORDS.get(experiment, ()):
+            if kind not in self.runner_kinds:
+                raise self.fail(None, f"an {experiment} run without any {kind!r} record")
         expected = self.expected_gomaxprocs(experiment)
         for row in self.header_rows:
             row[-1] = expected

@@ -184,7 +184,7 @@ class LocalDeployment(Deployment):
         self.backend, self.node, self.load = backend, node, load
         self.fs = backend.fs
         self.root = f"throttlelab-{os.getpid()}-{next(_counter)}"
-        self.levels = design.design_node(node, backend.runtime, backend.capabilities().cpus)
+        self.levels = design.design_node(node, node.runtime or backend.runtime, backend.capabilities().cpus)
         self.running: list[_Running] = []
         self.guardian: Guardian | None = None
 

@@ -9,12 +9,23 @@ from __future__ import annotations
 
 from .context import Context, ExperimentResult
 from .jobs import run_e1, run_e2a, run_e3, run_s1
+from .weights import run_e4, run_shares
+from .monitoring import run_e6
+from .services import run_e2b, run_e7, run_e8, run_s2
 
 REGISTRY = {
     "E1": run_e1,
     "E2a": run_e2a,
     "E3": run_e3,
     "S1": run_s1,
+    "E4": run_e4,
+    "E5": run_shares,
+    "E10": run_shares,
+    "E2b": run_e2b,
+    "E7": run_e7,
+    "E8": run_e8,
+    "E6": run_e6,
+    "S2": run_s2,
 }
 
 __all__ = ["REGISTRY", "Context", "ExperimentResult"]

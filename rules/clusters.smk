@@ -1,0 +1,130 @@
+# Stage 1b, kind and kubernetes backends: the clusters, the images in them, and `clean`.
+# kind: the lab's two clusters (config/kind/new.yaml, old.yaml; SPEC §4), each created once
+# by a rule of its own (its kubeconfig is the output, so a rerun reuses it), the kind image
+# (the docker backend's cpulab:<build> plus podgate) loaded into each, and deleted by `clean`.
+# These rules drive the host's Docker engine and kind binaries: they cannot have a conda env.
+# Before any job runs (never on a dry run) `onstart` checks the tools and the cluster, and
+# stops at once with what is missing.
+
+import dataclasses
+
+from throttlelab.backends.kubernetes import untestable_variants
+
+
+wildcard_constraints:
+    role="new|old",
+
+
+rule build_podgate:
+    input:
+        sources=podgate_sources(),
+    output:
+        binary="results/build/podgate/podgate",
+    log:
+        "results/logs/build_podgate.log",
+    shell:
+        "{PY} -m throttlelab.backends.kind build-podgate --out {output.binary} > {log} 2>&1"
+
+
+rule build_kind_image:
+    input:
+        base=rules.build_image.output.stamp,
+        podgate=rules.build_podgate.output.binary,
+    output:
+        stamp="results/kind/images/{build}.json",
+    log:
+        "results/logs/build_kind_image/{build}.log",
+    shell:
+        "{PY} -m throttlelab.backends.kind build-image --variant {wildcards.build} --base-stamp {input.base}"
+        " --podgate {input.podgate} --out {output.stamp} > {log} 2>&1"
+
+
+rule create_cluster:
+    input:
+        config=f"{workflow.basedir}/config/kind/{{role}}.yaml",
+    output:
+        kubeconfig=cluster_file("{role}", "kubeconfig"),
+        stamp=cluster_file("{role}", "cluster.json"),
+    log:
+        "results/logs/create_cluster/{role}.log",
+    params:
+        settings=kind_settings_arg,
+    shell:
+        "{PY} -m throttlelab.backends.kind create --role {wildcards.role} --settings {params.settings}"
+        " --kubeconfig {output.kubeconfig} --stamp {output.stamp} > {log} 2>&1"
+
+
+rule load_image:
+    input:
+        kubeconfig=ancient(rules.create_cluster.output.kubeconfig),
+        cluster=rules.create_cluster.output.stamp,
+        image=rules.build_kind_image.output.stamp,
+    output:
+        stamp=cluster_file("{role}", "images/{build}.json"),
+    log:
+        "results/logs/load_image/{role}-{build}.log",
+    params:
+        settings=kind_settings_arg,
+    shell:
+        "{PY} -m throttlelab.backends.kind load --role {wildcards.role} --settings {params.settings} --variant {wildcards.build}"
+        " --image-stamp {input.image} --stamp {output.stamp} > {log} 2>&1"
+
+
+rule create_clusters:
+    input:
+        [cluster_file(role, "kubeconfig") for role in kind_roles()],
+        [
+            cluster_file(role, f"images/{build}.json")
+            for role in kind_roles()
+            for build in BUILDS
+        ],
+
+
+rule delete_clusters:
+    log:
+        "results/logs/delete_clusters.log",
+    params:
+        settings=kind_settings_arg,
+    shell:
+        "{PY} -m throttlelab.backends.kind delete --settings {params.settings} 2>&1 | tee {log}"
+
+
+if "clean" not in {r.name for r in workflow.rules}:  # another stage may own `clean`
+
+    # `snakemake --cores 1 clean`: delete the lab's kind clusters (and their kubeconfigs).
+    rule clean:
+        log:
+            "results/logs/delete_clusters.log",
+        params:
+            settings=kind_settings_arg,
+        shell:
+            "{PY} -m throttlelab.backends.kind delete --settings {params.settings} 2>&1 | tee {log}"
+
+
+# kubernetes: an existing cluster cannot pin node CPUs nor switch runc; those variants are
+# left out of the DAG here, each with its reason, instead of failing mid-run.
+if BACKEND == "kubernetes":
+    NOT_TESTABLE = untestable_variants(
+        {name: exp.variants for name, exp in DESIGN.experiments.items()}, DESIGN.runtime
+    )
+    for (_exp, _variant), _reason in sorted(NOT_TESTABLE.items()):
+        print(f"throttlelab: {_exp}/{_variant} {_reason}", file=sys.stderr)
+    DESIGN = dataclasses.replace(
+        DESIGN,
+        experiments={
+            name: dataclasses.replace(
+                exp,
+                variants={
+                    v: s
+                    for v, s in exp.variants.items()
+                    if (name, v) not in NOT_TESTABLE
+                },
+            )
+            for name, exp in DESIGN.experiments.items()
+            if any((name, v) not in NOT_TESTABLE for v in exp.variants)
+        },
+    )
+
+
+onstart:
+    backend_preflight()

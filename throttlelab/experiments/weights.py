@@ -1,0 +1,127 @@
+"""Requests become weights: E4 (read every level back), E5 and E10 (measure how
+busy containers share ONE CPU by those weights), for both runtime conversions.
+
+The pods are the lab's: requests 100m, 1, 2, 1 with limit 1, and a pod of two
+containers (100m + 1 CPU). E5 measures two phases, as the lab did: the pods
+100m, 1 and the two-container pod together (shares between pods), then the
+two-container pod alone (shares between its containers). E10 is E5 under the
+other runtime conversion (the lab's old-runc cluster).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .. import quantities as q
+from ..placement import Container, Node, Pod
+from .context import Context, ExperimentResult
+from .jobs import _deployed
+
+# The lab's pods, as (pod name, ((container, request, limit), ...)).
+E4_PODS: tuple[tuple[str, tuple[tuple[str, str, str | None], ...]], ...] = (
+    ("p100m", (("spin", "100m", None),)),
+    ("p1", (("spin", "1", None),)),
+    ("p2", (("spin", "2", None),)),
+    ("p1-limited", (("spin", "1", "1"),)),
+    ("two", (("small", "100m", None), ("big", "1", None))),
+)
+PHASES = {
+    # phase -> (pods that run, level at which shares are compared)
+    "pods": (("p100m", "p1", "two"), "pod"),
+    "two-container": (("two",), "container"),
+}
+
+
+def _pods(names: tuple[str, ...], args: tuple[str, ...], build: str) -> tuple[Pod, ...]:
+    pods = []
+    for pod_name, containers in E4_PODS:
+        if pod_name not in names:
+            continue
+        pods.append(
+            Pod(
+                pod_name,
+                tuple(
+                    Container(c, args, variant=build, request_milli=q.parse_cpu(req, "request"),
+                              limit_milli=None if lim is None else q.parse_cpu(lim, "limit"))
+                    for c, req, lim in containers
+                ),
+            )
+        )
+    return tuple(pods)
+
+
+def expected_shares(pods: tuple[Pod, ...], level: str, runtime: str) -> dict[str, tuple[int, float]]:
+    """member -> (weight, expected share of one contended CPU): w_i / sum of the siblings' w.
+
+    Pod level: kubelet's linear weights of the pods' summed requests (all three are
+    burstable siblings). Container level: the runtime's weights of the containers.
+    """
+    if level == "pod":
+        weights = {f"pod-{p.name}": q.shares_to_weight_linear(q.milli_to_shares(p.request_milli)) for p in pods}
+    else:
+        (pod,) = pods
+        weights = {c.name: q.container_weight(q.milli_to_shares(c.request_milli), runtime) for c in pod.containers}
+    total = sum(weights.values())
+    return {member: (w, w / total) for member, w in weights.items()}
+
+
+def run_e4(spec: dict[str, Any], ctx: Context) -> ExperimentResult:
+    """Every pod of the lab, read back at every level for one runtime conversion."""
+    names = tuple(name for name, _ in E4_PODS)
+    node = Node("node", _pods(names, ("info",), spec.get("build", "go124mod")), cpus=ctx.node_cpus,
+                runtime=spec["runtime"])
+    result = ExperimentResult()
+    with _deployed(ctx, node, result) as dep:
+        for pod in node.pods:
+            for c in pod.containers:
+                result.add_output(dep.run_job(pod.name, c.name, timeout_s=30))
+    return result
+
+
+def _members(node: Node, level: str) -> list[tuple[str, str, str | None]]:
+    """(member name, pod, container) of the cgroups whose usage is compared."""
+    if level == "pod":
+        return [(f"pod-{p.name}", p.name, None) for p in node.pods]
+    (pod,) = node.pods
+    return [(c.name, pod.name, c.name) for c in pod.containers]
+
+
+def run_shares(spec: dict[str, Any], ctx: Context) -> ExperimentResult:
+    """One phase of E5/E10: pin the node to one CPU, keep every container busy, sample usage."""
+    pod_names, level = PHASES[spec["phase"]]
+    args = ("spin", "-threads=1", f"-report={spec['sample_ms']}ms")
+    node = Node("node", _pods(pod_names, args, spec.get("build", "go124mod")), cpus=str(spec["cpus"]),
+                runtime=spec["runtime"])
+    if len(_cpu_list(node.cpus)) != 1:
+        raise ValueError(f"E5/E10 pin the node to ONE CPU; cpus {node.cpus!r} names more")
+    result = ExperimentResult()
+    for member, (weight, share) in expected_shares(node.pods, level, spec["runtime"]).items():
+        result.records.append({"type": "share_expectation", "member": member, "level": level,
+                               "weight": weight, "share": share, "runtime": spec["runtime"]})
+    members = _members(node, level)
+    with _deployed(ctx, node, result) as dep:
+        handles = [dep.start(p.name, c.name) for p in node.pods for c in p.containers]
+        start = time.monotonic()
+        ctx.progress(f"{spec['phase']}: {len(handles)} busy containers on CPU {node.cpus}; "
+                     f"settling {spec['settle_ms']} ms")
+        time.sleep(spec["settle_ms"] / 1000)
+        for k in range(spec["samples"] + 1):
+            if k:
+                time.sleep(spec["sample_ms"] / 1000)
+            t_s = round(time.monotonic() - start, 4)  # one time per reading: the members' samples belong together
+            for member, pod, container in members:
+                stat = dep.read_stat(pod, container)
+                result.records.append({"type": "share_sample", "member": member, "level": level,
+                                       "t_s": t_s, "usage_usec": stat["usage_usec"]})
+        # settling is part of the lab's protocol, so it counts as the experiment's own time
+        result.window_s = (spec["settle_ms"] + spec["samples"] * spec["sample_ms"]) / 1000
+        for handle in handles:
+            result.add_output(dep.stop(handle))
+    return result
+
+
+def _cpu_list(spec: str | None) -> list[int]:
+    from ..placement import parse_cpuset
+
+    return parse_cpuset(spec) if spec else []

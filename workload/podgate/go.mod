@@ -1,0 +1,3 @@
+module podgate
+
+go 1.25
