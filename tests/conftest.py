@@ -22,6 +22,52 @@ def lab_cgroups() -> list[str]:
     return sorted(found)
 
 
+def _owner(name: str) -> int | None:
+    """The runner pid in a lab cgroup's name (throttlelab-<pid>-<n>)."""
+    parts = Path(name).name.split("-")
+    return int(parts[1]) if len(parts) >= 3 and parts[1].isdigit() else None
+
+
+def _alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists()
+
+
+def _cwd(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return None
+
+
+def left_behind(workdir: Path | None = None) -> list[str]:
+    """Lab cgroups that count against a run: those whose runner is gone (nobody will remove
+    them), and those of runners working in `workdir`. Live runs of OTHER invocations on the
+    same machine (a developer's second pipeline) are not ours to judge."""
+    mine = str(Path(workdir).resolve()) if workdir else None
+    out = []
+    for path in lab_cgroups():
+        owner = _owner(path)
+        if owner is None or not _alive(owner) or (mine and _cwd(owner) == mine):
+            out.append(path)
+    return out
+
+
+def workload_pids_of(workdir: Path | None = None) -> list[int]:
+    """cpulab processes that count against a run: outside any live run of another invocation."""
+    mine = str(Path(workdir).resolve()) if workdir else None
+    out = []
+    for pid in workload_pids():
+        try:
+            cgroup = Path(f"/proc/{pid}/cgroup").read_text()
+        except OSError:
+            continue
+        owners = {_owner(part) for line in cgroup.splitlines() for part in line.split("/") if part.startswith("throttlelab-")}
+        owners.discard(None)
+        if not owners or any(not _alive(o) or (mine and _cwd(o) == mine) for o in owners):
+            out.append(pid)
+    return out
+
+
 def workload_pids() -> list[int]:
     pids = []
     for proc in Path("/proc").iterdir():

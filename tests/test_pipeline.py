@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import PROJECT, lab_cgroups, workload_pids
+from conftest import PROJECT, left_behind, workload_pids, workload_pids_of
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -77,8 +77,8 @@ def test_every_raw_log_exists_and_starts_with_metadata(ci_run):
 
 
 def test_normal_run_leaves_nothing_behind(ci_run):
-    assert lab_cgroups() == []
-    assert workload_pids() == []
+    assert left_behind(ci_run) == []
+    assert workload_pids_of(ci_run) == []
 
 
 def test_e2a_shows_the_labs_pattern(ci_run):
@@ -214,11 +214,11 @@ def _start(workdir: Path, profile: Path) -> subprocess.Popen:
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
-def _wait_for_workload(proc: subprocess.Popen, timeout: float = 60) -> int:
-    deadline = time.monotonic() + timeout
+def _wait_for_workload(proc: subprocess.Popen, workdir: Path, timeout: float = 120) -> int:
+    deadline = time.monotonic() + timeout  # another invocation may hold the experiment lock first
     while time.monotonic() < deadline:
-        pids = workload_pids()
-        if pids and lab_cgroups():
+        pids = [p for p in workload_pids() if _in_workdir(p, workdir)]
+        if pids:
             time.sleep(1.0)  # let it run into a few rounds
             return pids[0]
         assert proc.poll() is None, proc.stdout.read()
@@ -226,12 +226,28 @@ def _wait_for_workload(proc: subprocess.Popen, timeout: float = 60) -> int:
     raise AssertionError("the workload never started")
 
 
-def _assert_clean(cpuset_before: str) -> None:
+def _in_workdir(pid: int, workdir: Path) -> bool:
+    """Is this cpulab process in a cgroup of a runner working in `workdir`?"""
+    try:
+        cgroup = Path(f"/proc/{pid}/cgroup").read_text()
+    except OSError:
+        return False
+    for part in cgroup.replace("\n", "/").split("/"):
+        if part.startswith("throttlelab-") and part.split("-")[1].isdigit():
+            try:
+                if os.readlink(f"/proc/{part.split('-')[1]}/cwd") == str(workdir.resolve()):
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+def _assert_clean(cpuset_before: str, workdir: Path) -> None:
     deadline = time.monotonic() + 10
-    while (lab_cgroups() or workload_pids()) and time.monotonic() < deadline:
+    while (left_behind(workdir) or workload_pids_of(workdir)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert lab_cgroups() == []
-    assert workload_pids() == []
+    assert left_behind(workdir) == []
+    assert workload_pids_of(workdir) == []
     assert cpuset_state() == cpuset_before
 
 
@@ -240,14 +256,14 @@ def test_ctrl_c_to_snakemake_leaves_nothing_behind(ci_run, tmp_path):
     workdir, profile = _long_run_workdir(ci_run, tmp_path)
     proc = _start(workdir, profile)
     try:
-        _wait_for_workload(proc)
+        _wait_for_workload(proc, workdir)
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
         output, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode != 0
-    _assert_clean(before)
+    _assert_clean(before, workdir)
     assert not (workdir / "results/local/raw/E2a/long/rep0.jsonl").exists()
 
 
@@ -256,13 +272,13 @@ def test_sigterm_to_snakemake_alone_leaves_nothing_behind(ci_run, tmp_path):
     workdir, profile = _long_run_workdir(ci_run, tmp_path)
     proc = _start(workdir, profile)
     try:
-        _wait_for_workload(proc)
+        _wait_for_workload(proc, workdir)
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=90)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    _assert_clean(before)
+    _assert_clean(before, workdir)
 
 
 def test_workload_killed_mid_run_fails_the_job_and_cleans_up(ci_run, tmp_path):
@@ -270,7 +286,7 @@ def test_workload_killed_mid_run_fails_the_job_and_cleans_up(ci_run, tmp_path):
     workdir, profile = _long_run_workdir(ci_run, tmp_path)
     proc = _start(workdir, profile)
     try:
-        pid = _wait_for_workload(proc)
+        pid = _wait_for_workload(proc, workdir)
         os.kill(pid, signal.SIGKILL)
         output, _ = proc.communicate(timeout=60)
     finally:
@@ -278,7 +294,7 @@ def test_workload_killed_mid_run_fails_the_job_and_cleans_up(ci_run, tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode != 0
     assert "killed by a signal" in output
-    _assert_clean(before)
+    _assert_clean(before, workdir)
     assert not (workdir / "results/local/raw/E2a/long/rep0.jsonl").exists()
 
 
