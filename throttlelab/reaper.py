@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from .cgroupfs import CgroupError, CgroupFS, from_description
 
@@ -69,9 +70,14 @@ class Guardian:
     """Handle on the guardian process; `close()` on a clean exit."""
 
     def __init__(self, fs: CgroupFS, rel: str):
+        # The guardian imports this package however the runner found it (installed or a checkout).
+        package_root = str(Path(__file__).resolve().parent.parent)
+        path = os.environ.get("PYTHONPATH")
+        env = {**os.environ, "PYTHONPATH": f"{package_root}{os.pathsep}{path}" if path else package_root}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "throttlelab.reaper", json.dumps(fs.describe()), rel],
             stdin=subprocess.PIPE,
+            env=env,
             start_new_session=True,  # a Ctrl-C to the runner's group must not stop the guardian
         )
 
