@@ -373,7 +373,7 @@ _LAB_SHARES = {
 
 
 def _share_checks() -> tuple[Check, ...]:
-    from .experiments.weights import PHASES, E4_PODS, _pods, expected_shares
+    from .experiments.weights import PHASES, _pods, expected_shares
 
     checks = []
     for experiment, runtime in (("E5", "runc-new"), ("E10", "runc-old")):

@@ -66,20 +66,24 @@ def sweep_stale(fs: CgroupFS) -> list[str]:
     return removed
 
 
+def spawn_guardian(module: str, *args: str) -> subprocess.Popen:
+    """Start `python -m module args...` as a guardian holding a pipe from this process.
+
+    Its own session keeps a Ctrl-C to the runner's group from stopping it, and its
+    PYTHONPATH finds this package however the runner did (installed or a checkout).
+    """
+    package_root = str(Path(__file__).resolve().parent.parent)
+    path = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "PYTHONPATH": f"{package_root}{os.pathsep}{path}" if path else package_root}
+    return subprocess.Popen([sys.executable, "-m", module, *args], stdin=subprocess.PIPE, env=env,
+                            start_new_session=True)
+
+
 class Guardian:
     """Handle on the guardian process; `close()` on a clean exit."""
 
     def __init__(self, fs: CgroupFS, rel: str):
-        # The guardian imports this package however the runner found it (installed or a checkout).
-        package_root = str(Path(__file__).resolve().parent.parent)
-        path = os.environ.get("PYTHONPATH")
-        env = {**os.environ, "PYTHONPATH": f"{package_root}{os.pathsep}{path}" if path else package_root}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "throttlelab.reaper", json.dumps(fs.describe()), rel],
-            stdin=subprocess.PIPE,
-            env=env,
-            start_new_session=True,  # a Ctrl-C to the runner's group must not stop the guardian
-        )
+        self.proc = spawn_guardian("throttlelab.reaper", json.dumps(fs.describe()), rel)
 
     def close(self, timeout_s: float = 15.0) -> None:
         if self.proc.stdin:

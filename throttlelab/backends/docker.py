@@ -36,7 +36,6 @@ import platform
 import re
 import signal
 import socket
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -49,7 +48,7 @@ import requests
 from .. import cgroupfs, design
 from .. import quantities as q
 from ..placement import Container, LoadPlacement, Node, Pod, parse_cpuset
-from ..reaper import _RUN_NAME, Guardian, _alive, kill_and_remove
+from ..reaper import _RUN_NAME, Guardian, _alive, kill_and_remove, spawn_guardian
 from . import images
 from .base import Backend, BackendError, Capabilities, Deployment, DesignMismatch, Output, Readback, parse_records
 from .local import LocalDeployment, host_facts
@@ -257,11 +256,7 @@ class DockerGuardian(Guardian):
     """The reaper's guardian for a docker run: removes the run's containers, then its cgroups."""
 
     def __init__(self, full: cgroupfs.CgroupFS, rel: str):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "throttlelab.backends.docker", "guard", json.dumps(full.describe()), rel],
-            stdin=subprocess.PIPE,
-            start_new_session=True,  # a Ctrl-C to the runner's group must not stop the guardian
-        )
+        self.proc = spawn_guardian("throttlelab.backends.docker", "guard", json.dumps(full.describe()), rel)
 
 
 # -- the backend ------------------------------------------------------------------

@@ -32,13 +32,13 @@ import os
 import re
 import secrets
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from .. import design, quantities as q
+from ..reaper import spawn_guardian
 from ..placement import LoadPlacement, Node, parse_cpuset
 from . import manifests as mf
 from .base import Backend, BackendError, Capabilities, Deployment, DesignMismatch, Output, Readback
@@ -235,11 +235,7 @@ class KubeGuardian:
     however, it deletes the run's pods and restores any node cpuset (kind)."""
 
     def __init__(self, description: dict[str, Any]):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "throttlelab.backends.kube_guardian", json.dumps(description)],
-            stdin=subprocess.PIPE,
-            start_new_session=True,
-        )
+        self.proc = spawn_guardian("throttlelab.backends.kube_guardian", json.dumps(description))
 
     def close(self, cleaned: bool = False, timeout_s: float = 120.0) -> None:
         """`cleaned`: the deployment removed everything itself, so the guardian has nothing to check."""
