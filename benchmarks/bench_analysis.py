@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from throttlelab import analysis, stats
+from throttlelab.analysis import commands as analysis, stats
 
 GOAL_S = 60.0
 PING_SHARE = 0.15

@@ -33,7 +33,7 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
 
-from throttlelab.workload_build import build_variant, default_output  # noqa: E402
+from throttlelab.host.gobuild import build_variant, default_output  # noqa: E402
 
 V1_CPU = Path("/sys/fs/cgroup/cpu")
 V1_CPUACCT = Path("/sys/fs/cgroup/cpuacct")

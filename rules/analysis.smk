@@ -27,7 +27,7 @@ rule parse_runs:
     params:
         out_dir=TABLES,
     shell:
-        "{PY} -m throttlelab.analysis tables --raw {input.raw} --out-dir {params.out_dir} 2>&1 | tee {log} >&2"
+        "{PY} -m throttlelab.analysis.commands tables --raw {input.raw} --out-dir {params.out_dir} 2>&1 | tee {log} >&2"
 
 
 rule compute_stats:
@@ -43,7 +43,7 @@ rule compute_stats:
         confidence=DESIGN.confidence,
         seed=DESIGN.seed,
     shell:
-        "{PY} -m throttlelab.analysis stats --tables-dir {params.tables_dir}"
+        "{PY} -m throttlelab.analysis.commands stats --tables-dir {params.tables_dir}"
         " --metrics {output.metrics} --estimates {output.estimates}"
         " --confidence {params.confidence} --seed {params.seed} 2>&1 | tee {log} >&2"
 
@@ -63,7 +63,7 @@ rule evaluate_findings:
         experiments=" ".join(DESIGN.experiments),
         confidence=DESIGN.confidence,
     shell:
-        "{PY} -m throttlelab.analysis findings --tables-dir {params.tables_dir}"
+        "{PY} -m throttlelab.analysis.commands findings --tables-dir {params.tables_dir}"
         " --metrics {input.metrics} --experiments {params.experiments}"
         " --findings {output.findings} --checks {output.checks}"
         " --confidence {params.confidence} 2>&1 | tee {log} >&2"

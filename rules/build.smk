@@ -9,7 +9,7 @@ rule build_workload:
     log:
         "results/logs/build_workload/{build}.log",
     shell:
-        "{PY} -m throttlelab.workload_build --variant {wildcards.build} --out {output.binary} > {log} 2>&1"
+        "{PY} -m throttlelab.host.gobuild --variant {wildcards.build} --out {output.binary} > {log} 2>&1"
 
 
 # The docker backend's images: FROM scratch around each binary (no base image is

@@ -8,7 +8,7 @@
 
 import dataclasses
 
-from throttlelab.backends.kubernetes import untestable_variants
+from throttlelab.backends.kube.backend import untestable_variants
 
 
 wildcard_constraints:
@@ -23,7 +23,7 @@ rule build_podgate:
     log:
         "results/logs/build_podgate.log",
     shell:
-        "{PY} -m throttlelab.backends.kind build-podgate --out {output.binary} > {log} 2>&1"
+        "{PY} -m throttlelab.backends.kind.backend build-podgate --out {output.binary} > {log} 2>&1"
 
 
 rule build_kind_image:
@@ -35,7 +35,7 @@ rule build_kind_image:
     log:
         "results/logs/build_kind_image/{build}.log",
     shell:
-        "{PY} -m throttlelab.backends.kind build-image --variant {wildcards.build} --base-stamp {input.base}"
+        "{PY} -m throttlelab.backends.kind.backend build-image --variant {wildcards.build} --base-stamp {input.base}"
         " --podgate {input.podgate} --out {output.stamp} > {log} 2>&1"
 
 
@@ -50,7 +50,7 @@ rule create_cluster:
     params:
         settings=kind_settings_arg,
     shell:
-        "{PY} -m throttlelab.backends.kind create --role {wildcards.role} --settings {params.settings}"
+        "{PY} -m throttlelab.backends.kind.backend create --role {wildcards.role} --settings {params.settings}"
         " --kubeconfig {output.kubeconfig} --stamp {output.stamp} > {log} 2>&1"
 
 
@@ -66,7 +66,7 @@ rule load_image:
     params:
         settings=kind_settings_arg,
     shell:
-        "{PY} -m throttlelab.backends.kind load --role {wildcards.role} --settings {params.settings} --variant {wildcards.build}"
+        "{PY} -m throttlelab.backends.kind.backend load --role {wildcards.role} --settings {params.settings} --variant {wildcards.build}"
         " --image-stamp {input.image} --stamp {output.stamp} > {log} 2>&1"
 
 
@@ -86,7 +86,7 @@ rule delete_clusters:
     params:
         settings=kind_settings_arg,
     shell:
-        "{PY} -m throttlelab.backends.kind delete --settings {params.settings} 2>&1 | tee {log}"
+        "{PY} -m throttlelab.backends.kind.backend delete --settings {params.settings} 2>&1 | tee {log}"
 
 
 if "clean" not in {r.name for r in workflow.rules}:  # another stage may own `clean`
@@ -98,7 +98,7 @@ if "clean" not in {r.name for r in workflow.rules}:  # another stage may own `cl
         params:
             settings=kind_settings_arg,
         shell:
-            "{PY} -m throttlelab.backends.kind delete --settings {params.settings} 2>&1 | tee {log}"
+            "{PY} -m throttlelab.backends.kind.backend delete --settings {params.settings} 2>&1 | tee {log}"
 
 
 # kubernetes: an existing cluster cannot pin node CPUs nor switch runc; those variants are

@@ -7,17 +7,17 @@ from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)  # the package works from a plain checkout too
 
-from throttlelab.config import ConfigError, load_design
+from throttlelab.model.config import ConfigError, load_design
 from throttlelab.backends.base import BackendError
-from throttlelab.backends.kind import (
+from throttlelab.backends.kind.backend import (
     clusters_from_settings,
     make_kube_backend,
     preflight_tools,
 )
-from throttlelab.workload_build import VARIANTS as BUILDS
+from throttlelab.host.gobuild import VARIANTS as BUILDS
 
 try:
-    DESIGN = load_design(config)
+    DESIGN = load_design(config, Path(workflow.basedir) / "config")
 except ConfigError as exc:
     sys.exit(f"throttlelab: bad configuration, nothing was run:\n{exc}")
 
@@ -77,7 +77,7 @@ def cluster_file(role, name):
 def variant_role(experiment, variant):
     """The kind cluster a variant runs on: runc-old variants (E10, E4 runc-old) on the old one."""
     spec = DESIGN.experiments[experiment].variants[variant]
-    return KIND_ROLE_OF_RUNTIME[spec.get("runtime", DESIGN.runtime)]
+    return KIND_ROLE_OF_RUNTIME[spec.runtime or DESIGN.runtime]
 
 
 def kind_roles():
@@ -223,7 +223,7 @@ def table_args(wildcards, input):
 
 def profile_figures():
     """The figures of the experiments this profile runs (a profile may leave some out).
-    Kept here rather than read from throttlelab.plots, whose matplotlib import would slow every parse.
+    Kept here rather than read from throttlelab.figures.plots, whose matplotlib import would slow every parse.
     """
     by_experiment = {
         "E2a": [rules.plot_completion_times, rules.plot_cgroup_counters],

@@ -21,7 +21,7 @@ rule run_experiment:
     resources:
         experiment_slot=1,
     shell:
-        "{PY} -m throttlelab.runner --backend {wildcards.backend} --experiment {wildcards.experiment}"
+        "{PY} -m throttlelab.experiments.runner --backend {wildcards.backend} --experiment {wildcards.experiment}"
         " --variant {wildcards.variant} --repeat {wildcards.rep} --spec '{params.spec}'"
         " --runtime {params.runtime} --seed {params.seed} {params.node_cpus} {params.binaries} {params.backend}"
         " --out {output.raw} 2>&1 | tee {log} >&2"

@@ -26,7 +26,7 @@ report: "../report/workflow.rst"
 
 
 
-PLOT_FIGURE = "{PY} -m throttlelab.plots --figure {params.figure} {params.tables} --out {output.svg} > {log} 2>&1"
+PLOT_FIGURE = "{PY} -m throttlelab.figures.plots --figure {params.figure} {params.tables} --out {output.svg} > {log} 2>&1"
 
 
 rule plot_completion_times:
@@ -284,9 +284,9 @@ rule render_report:
         figures=f"{REPORT_DIR}/figures",
         config=CONFIG_JSON,
     shell:
-        "{PY} -m throttlelab.report --tables {params.tables} --raw-root {params.raw_root}"
+        "{PY} -m throttlelab.report.page --tables {params.tables} --raw-root {params.raw_root}"
         " --figures {params.figures} --config-json {params.config} --out {output.html}"
-        " --findings-table {output.findings} --estimates-table {output.estimates} > {log} 2>&1"
+        " --findings-table {output.findings} --estimates-table {output.estimates} --project {workflow.basedir} > {log} 2>&1"
 
 
 rule pack_report:
@@ -306,9 +306,9 @@ rule pack_report:
         raw_root=RAW_ROOT,
         config=CONFIG_JSON,
     shell:
-        "{PY} -m throttlelab.report publish --results results --report {params.report_dir}"
+        "{PY} -m throttlelab.report.page publish --results results --report {params.report_dir}"
         " --tables {params.tables} --raw-root {params.raw_root} --config-json {params.config}"
-        " --out {output.archive} > {log} 2>&1"
+        " --out {output.archive} --project {workflow.basedir} > {log} 2>&1"
 
 
 rule report:

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from throttlelab import cgroupfs
+from throttlelab.host import cgroupfs
 
 PROJECT = Path(__file__).resolve().parent.parent
+FIXTURE_ROOT = PROJECT / "tests" / "fixtures"
 
 
 def lab_cgroups() -> list[str]:
@@ -97,7 +98,7 @@ def real_cgroups():
 @pytest.fixture(scope="session")
 def binaries(tmp_path_factory) -> dict[str, Path]:
     """Both workload builds, built once per test session."""
-    from throttlelab.workload_build import VARIANTS, build_variant
+    from throttlelab.host.gobuild import VARIANTS, build_variant
 
     out = tmp_path_factory.mktemp("cpulab")
     return {variant: build_variant(variant, out / variant / "cpulab") for variant in VARIANTS}

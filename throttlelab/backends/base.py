@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..placement import LoadPlacement, Node
+from throttlelab.model.placement import LoadPlacement, Node
 
 
 class BackendError(RuntimeError):

@@ -45,13 +45,14 @@ from typing import Any, Callable
 import docker
 import requests
 
-from .. import cgroupfs, design
-from .. import quantities as q
-from ..placement import Container, LoadPlacement, Node, Pod, parse_cpuset
-from ..reaper import _RUN_NAME, Guardian, _alive, kill_and_remove, spawn_guardian
-from . import images
-from .base import Backend, BackendError, Capabilities, Deployment, DesignMismatch, Output, Readback, parse_records
-from .local import LocalDeployment, host_facts
+from throttlelab.host import cgroupfs
+from throttlelab.model import design
+from throttlelab.model import quantities as q
+from throttlelab.model.placement import Container, LoadPlacement, Node, Pod, parse_cpuset
+from throttlelab.host.reaper import _RUN_NAME, Guardian, _alive, kill_and_remove, spawn_guardian
+from throttlelab.backends import images
+from throttlelab.backends.base import Backend, BackendError, Capabilities, Deployment, DesignMismatch, Output, Readback, parse_records
+from throttlelab.backends.local import LocalDeployment, host_facts
 
 __all__ = ["BackendError", "DockerBackend", "EngineUnreachable", "EnginePermissionDenied", "connect", "docker_errors"]
 

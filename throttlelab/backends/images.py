@@ -58,7 +58,7 @@ def build_context(binary: Path) -> io.BytesIO:
 
 def build_image(client: Any, variant: str, binary: Path) -> dict[str, str]:
     """Build `cpulab:<variant>` from the binary; returns what the stamp file records."""
-    from .docker import BackendError, docker_errors
+    from throttlelab.backends.docker import BackendError, docker_errors
 
     binary = Path(binary)
     if not binary.is_file():
@@ -81,7 +81,7 @@ def build_image(client: Any, variant: str, binary: Path) -> dict[str, str]:
 
 def find_image(client: Any, variant: str, binary: Path) -> str:
     """The id of the image built from exactly this binary; a BackendError says how to get it."""
-    from .docker import BackendError, docker_errors
+    from throttlelab.backends.docker import BackendError, docker_errors
 
     sha = sha256_of(binary)
     try:
@@ -107,7 +107,7 @@ def write_stamp(path: Path, record: dict[str, str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .docker import BackendError, connect
+    from throttlelab.backends.docker import BackendError, connect
 
     p = argparse.ArgumentParser(prog="python -m throttlelab.backends.images", description=__doc__.splitlines()[0])
     p.add_argument("--variant", required=True)

@@ -19,11 +19,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import cgroupfs, design
-from ..quantities import weight_to_v1_shares
-from ..placement import LoadPlacement, Node, format_cpuset, parse_cpuset
-from ..reaper import Guardian, kill_and_remove, sweep_stale
-from .base import Backend, BackendError, Capabilities, Deployment, DesignMismatch, Output, Readback, parse_records
+from throttlelab.host import cgroupfs
+from throttlelab.model import design
+from throttlelab.model.quantities import weight_to_v1_shares
+from throttlelab.model.placement import LoadPlacement, Node, format_cpuset, parse_cpuset
+from throttlelab.host.reaper import Guardian, kill_and_remove, sweep_stale
+from throttlelab.backends.base import Backend, BackendError, Capabilities, Deployment, DesignMismatch, Output, Readback, parse_records
 
 _PR_SET_PDEATHSIG = 1
 _counter = itertools.count()

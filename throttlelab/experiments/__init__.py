@@ -7,11 +7,11 @@ returns the records for the raw log plus its measurement window in seconds.
 
 from __future__ import annotations
 
-from .context import Context, ExperimentResult
-from .jobs import run_e1, run_e2a, run_e3, run_s1
-from .weights import run_e4, run_shares
-from .monitoring import run_e6
-from .services import run_e2b, run_e7, run_e8, run_s2
+from throttlelab.experiments.context import Context, ExperimentResult
+from throttlelab.experiments.jobs import run_e1, run_e2a, run_e3, run_s1
+from throttlelab.experiments.weights import run_e4, run_shares
+from throttlelab.experiments.monitoring import run_e6
+from throttlelab.experiments.services import run_e2b, run_e7, run_e8, run_s2
 
 REGISTRY = {
     "E1": run_e1,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..backends.base import Backend, Capabilities, Output
+from throttlelab.backends.base import Backend, Capabilities, Output
 
 
 @dataclass

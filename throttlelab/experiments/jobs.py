@@ -7,26 +7,22 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from ..backends.base import Deployment
+from throttlelab.backends.base import Deployment
 
-from ..placement import Container, Node, Pod
-from ..quantities import go_default_gomaxprocs, parse_cpu
-from .context import Context, ExperimentResult
+from throttlelab.model.variants import VariantSpec
+from throttlelab.model.placement import Container, Node, Pod
+from throttlelab.model.quantities import go_default_gomaxprocs
+from throttlelab.experiments.context import Context, ExperimentResult
 
 _GO_LINES = {"go124mod": "1.24", "go125mod": "1.25"}
 
 
-def _cpu(spec: dict[str, Any], key: str) -> int | None:
-    value = spec.get(key)
-    return None if value is None else parse_cpu(value, key)
-
-
-def _env(spec: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+def _env(gomaxprocs: int | None, godebug: str | None = None) -> tuple[tuple[str, str], ...]:
     env = []
-    if spec.get("gomaxprocs") is not None:
-        env.append(("GOMAXPROCS", str(spec["gomaxprocs"])))
-    if spec.get("godebug"):
-        env.append(("GODEBUG", str(spec["godebug"])))
+    if gomaxprocs is not None:
+        env.append(("GOMAXPROCS", str(gomaxprocs)))
+    if godebug:
+        env.append(("GODEBUG", str(godebug)))
     return tuple(env)
 
 
@@ -40,11 +36,11 @@ def _deployed(ctx: Context, node: Node, result: ExperimentResult) -> Iterator[De
         yield dep
 
 
-def run_e1(spec: dict[str, Any], ctx: Context) -> ExperimentResult:
+def run_e1(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     """Two containers running `info`; the readback walks every level up to the host root."""
     containers = tuple(
-        Container(name, ("info",), variant=spec.get("build", "go124mod"),
-                  request_milli=_cpu(spec[name], "request"), limit_milli=_cpu(spec[name], "limit"))
+        Container(name, ("info",), variant=(spec.build or "go124mod"),
+                  request_milli=getattr(spec, name).request_milli, limit_milli=getattr(spec, name).limit_milli)
         for name in ("app", "sidecar")
     )
     node = Node("node", (Pod("e1", containers),), cpus=ctx.node_cpus)
@@ -57,25 +53,25 @@ def run_e1(spec: dict[str, Any], ctx: Context) -> ExperimentResult:
     return result
 
 
-def _burst_timeout(spec: dict[str, Any]) -> float:
+def _burst_timeout(spec: VariantSpec) -> float:
     # Worst case: each round needs threads*work of CPU at the limit's rate, plus the interval.
-    limit = (_cpu(spec, "limit") or 1000) / 1000
-    per_round = spec["threads"] * spec["work_ms"] / 1000 / min(limit, 1.0) + spec["interval_ms"] / 1000
-    return spec["rounds"] * per_round * 2 + 30
+    limit = (spec.milli("limit") or 1000) / 1000
+    per_round = spec.threads * spec.work_ms / 1000 / min(limit, 1.0) + spec.interval_ms / 1000
+    return spec.rounds * per_round * 2 + 30
 
 
-def run_e2a(spec: dict[str, Any], ctx: Context) -> ExperimentResult:
+def run_e2a(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     """One burst job: T threads each burn W of thread CPU time every interval."""
     args = (
         "burst",
-        f"-threads={spec['threads']}",
-        f"-work={spec['work_ms']}ms",
-        f"-interval={spec['interval_ms']}ms",
-        f"-rounds={spec['rounds']}",
+        f"-threads={spec.threads}",
+        f"-work={spec.work_ms}ms",
+        f"-interval={spec.interval_ms}ms",
+        f"-rounds={spec.rounds}",
     )
-    env = _env({"gomaxprocs": spec.get("gomaxprocs", spec["threads"])})
-    container = Container("burst", args, variant=spec.get("build", "go124mod"),
-                          request_milli=_cpu(spec, "request"), limit_milli=_cpu(spec, "limit"), env=env)
+    env = _env(spec.gomaxprocs or spec.threads)
+    container = Container("burst", args, variant=(spec.build or "go124mod"),
+                          request_milli=spec.milli("request"), limit_milli=spec.milli("limit"), env=env)
     node = Node("node", (Pod("e2a", (container,)),), cpus=ctx.node_cpus)
     result = ExperimentResult()
     with _deployed(ctx, node, result) as dep:
@@ -85,12 +81,12 @@ def run_e2a(spec: dict[str, Any], ctx: Context) -> ExperimentResult:
     return result
 
 
-def run_e3(spec: dict[str, Any], ctx: Context) -> ExperimentResult:
+def run_e3(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     """`info` of one build under one limit; records what Go picked and what the SPEC predicts."""
-    build = spec["build"]
-    limit = _cpu(spec, "limit")
-    container = Container("info", ("info",), variant=build, request_milli=_cpu(spec, "request"),
-                          limit_milli=limit, env=_env(spec))
+    build = spec.build
+    limit = spec.milli("limit")
+    container = Container("info", ("info",), variant=build, request_milli=spec.milli("request"),
+                          limit_milli=limit, env=_env(spec.gomaxprocs, spec.godebug))
     node = Node("node", (Pod("e3", (container,)),), cpus=ctx.node_cpus)
     result = ExperimentResult()
     with _deployed(ctx, node, result) as dep:
@@ -106,23 +102,23 @@ def run_e3(spec: dict[str, Any], ctx: Context) -> ExperimentResult:
     return result
 
 
-def _expected_gomaxprocs(spec: dict[str, Any], build: str, limit: int | None, cpus: int) -> int:
-    if spec.get("gomaxprocs") is not None:
-        return int(spec["gomaxprocs"])
-    if "containermaxprocs=0" in (spec.get("godebug") or ""):
+def _expected_gomaxprocs(spec: VariantSpec, build: str, limit: int | None, cpus: int) -> int:
+    if spec.gomaxprocs is not None:
+        return int(spec.gomaxprocs)
+    if "containermaxprocs=0" in (spec.godebug or ""):
         return cpus
     return go_default_gomaxprocs(_GO_LINES[build], limit, cpus)
 
 
-def run_s1(spec: dict[str, Any], ctx: Context) -> ExperimentResult:
+def run_s1(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     """The book chapter's program: busy on every P for a while, then the change in throttling."""
-    args = ("spin", "-threads=0", f"-report={spec['report_ms']}ms", f"-duration={spec['duration_ms']}ms")
-    container = Container("spin", args, variant=spec.get("build", "go125mod"),
-                          request_milli=_cpu(spec, "request"), limit_milli=_cpu(spec, "limit"), env=_env(spec))
+    args = ("spin", "-threads=0", f"-report={spec.report_ms}ms", f"-duration={spec.duration_ms}ms")
+    container = Container("spin", args, variant=(spec.build or "go125mod"),
+                          request_milli=spec.milli("request"), limit_milli=spec.milli("limit"), env=_env(spec.gomaxprocs, spec.godebug))
     node = Node("node", (Pod("s1", (container,)),), cpus=ctx.node_cpus)
     result = ExperimentResult()
     with _deployed(ctx, node, result) as dep:
-        out = dep.run_job("s1", "spin", timeout_s=spec["duration_ms"] / 1000 * 3 + 30)
+        out = dep.run_job("s1", "spin", timeout_s=spec.duration_ms / 1000 * 3 + 30)
     result.add_output(out)
     result.window_s = _summary_value(out.records, "elapsed_s")
     return result

@@ -24,26 +24,27 @@ import threading
 import time
 from typing import Any
 
-from ..backends.base import BackendError, Deployment
-from ..placement import Container, Node, Pod
-from ..quantities import parse_cpu
-from .context import Context, ExperimentResult
-from .jobs import _burst_timeout, _deployed, _env
-from .services import podstat_record, wall_ns_of
+from throttlelab.backends.base import BackendError, Deployment
+from throttlelab.model.variants import VariantSpec
+from throttlelab.model.placement import Container, Node, Pod
+from throttlelab.model.quantities import parse_cpu
+from throttlelab.experiments.context import Context, ExperimentResult
+from throttlelab.experiments.jobs import _burst_timeout, _deployed, _env
+from throttlelab.experiments.services import podstat_record, wall_ns_of
 
 
-def burst_container(name: str, spec: dict[str, Any], rounds: int, limit: Any) -> Container:
+def burst_container(name: str, spec: VariantSpec, rounds: int, limit: Any) -> Container:
     args = (
         "burst",
-        f"-threads={spec['threads']}",
-        f"-work={spec['work_ms']}ms",
-        f"-interval={spec['interval_ms']}ms",
+        f"-threads={spec.threads}",
+        f"-work={spec.work_ms}ms",
+        f"-interval={spec.interval_ms}ms",
         f"-rounds={rounds}",
     )
-    return Container(name, args, variant=spec.get("build", "go124mod"),
-                     request_milli=None if spec.get("request") is None else parse_cpu(spec["request"], "request"),
+    return Container(name, args, variant=(spec.build or "go124mod"),
+                     request_milli=None if spec.request is None else parse_cpu(spec.request, "request"),
                      limit_milli=None if limit is None else parse_cpu(limit, "limit"),
-                     env=_env({"gomaxprocs": spec.get("gomaxprocs", spec["threads"])}))
+                     env=_env(spec.gomaxprocs or spec.threads))
 
 
 class Housekeeping:
@@ -84,26 +85,26 @@ class Housekeeping:
             return self.readings[-1] if self.readings else None
 
 
-def run_e6(spec: dict[str, Any], ctx: Context) -> ExperimentResult:
-    calib = burst_container("burst", spec, spec["calibration_rounds"], None)
-    job = burst_container("burst", spec, spec["rounds"], spec["limit"])
-    node = Node("node", (Pod("calib", (calib,)), Pod("e6", (job,))), cpus=spec.get("node_cpus") or ctx.node_cpus)
+def run_e6(spec: VariantSpec, ctx: Context) -> ExperimentResult:
+    calib = burst_container("burst", spec, spec.calibration_rounds, None)
+    job = burst_container("burst", spec, spec.rounds, spec.limit)
+    node = Node("node", (Pod("calib", (calib,)), Pod("e6", (job,))), cpus=spec.node_cpus or ctx.node_cpus)
     result = ExperimentResult()
-    if spec["first_scrape_ms"] < spec["housekeeping_ms"]:
-        raise BackendError(f"E6: first_scrape_ms ({spec['first_scrape_ms']}) must be at least housekeeping_ms "
-                           f"({spec['housekeeping_ms']}), or the first scrape may find no reading yet")
+    if spec.first_scrape_ms < spec.housekeeping_ms:
+        raise BackendError(f"E6: first_scrape_ms ({spec.first_scrape_ms}) must be at least housekeeping_ms "
+                           f"({spec.housekeeping_ms}), or the first scrape may find no reading yet")
     rng = random.Random(ctx.seed)
-    hk_s = spec["housekeeping_ms"] / 1000
+    hk_s = spec.housekeeping_ms / 1000
     with _deployed(ctx, node, result) as dep:
         result.add_output(dep.run_job("calib", "burst", timeout_s=_burst_timeout(
-            {**spec, "limit": None, "rounds": spec["calibration_rounds"]})))
+            spec.with_changes(limit=None, rounds=spec.calibration_rounds))))
         keeper = Housekeeping(dep, "e6", "burst", hk_s, offset_s=rng.uniform(0, hk_s))
         job_run = _Background(lambda: dep.run_job("e6", "burst", timeout_s=_burst_timeout(spec)))
         started = time.monotonic()
         keeper.start()
         scrapes: list[tuple[int, int, dict[str, Any]]] = []  # (scrape wall ns, reading wall ns, counters)
         try:
-            for at_ms in (spec["first_scrape_ms"], spec["first_scrape_ms"] + spec["scrape_gap_ms"]):
+            for at_ms in (spec.first_scrape_ms, spec.first_scrape_ms + spec.scrape_gap_ms):
                 time.sleep(max(0.0, started + at_ms / 1000 - time.monotonic()))
                 got = keeper.scrape()
                 if got is not None:
@@ -120,7 +121,7 @@ def run_e6(spec: dict[str, Any], ctx: Context) -> ExperimentResult:
     for seq, (scrape_wall, reading_wall, stat) in enumerate(scrapes):
         result.records.append(podstat_record("e6", "burst", "scrape", seq, (reading_wall - origin) / 1e6, stat,
                                              at_ms=(scrape_wall - origin) / 1e6))
-    result.window_s = (spec["rounds"] + spec["calibration_rounds"]) * spec["interval_ms"] / 1000
+    result.window_s = (spec.rounds + spec.calibration_rounds) * spec.interval_ms / 1000
     return result
 
 

@@ -26,10 +26,10 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from ..backends.base import BackendError, Deployment, Output
-from ..placement import Container, LoadPlacement, Node, Pod, parse_cpuset
-from ..quantities import parse_cpu
-from .context import Context, ExperimentResult
+from throttlelab.backends.base import BackendError, Deployment, Output
+from throttlelab.model.variants import VariantSpec
+from throttlelab.model.placement import Container, LoadPlacement, Node, Pod, parse_cpuset
+from throttlelab.experiments.context import Context, ExperimentResult
 
 #: The seconds the generator may still wait for its last requests (its -timeout).
 LOAD_TIMEOUT_S = 10.0
@@ -37,71 +37,66 @@ LOAD_TIMEOUT_S = 10.0
 LISTEN_TIMEOUT_S = 30.0
 
 
-def _cpu(spec: dict[str, Any], key: str) -> int | None:
-    value = spec.get(key)
-    return None if value is None else parse_cpu(value, key)
-
-
-def server_args(spec: dict[str, Any], upstream: str | None = None, prefix: str = "",
+def server_args(spec: VariantSpec, upstream: str | None = None, prefix: str = "",
                 addr: str = "127.0.0.1:0") -> tuple[str, ...]:
     """`cpulab serve` flags from a spec: work per request, bytes allocated per request, live heap."""
     args = [
         "serve",
         f"-addr={addr}",
-        f"-work={spec[prefix + 'work_us']}us",
-        f"-alloc={spec.get(prefix + 'alloc_bytes', 0)}",
-        f"-live-mb={spec.get(prefix + 'live_mb', 0)}",
+        f"-work={getattr(spec, prefix + 'work_us')}us",
+        f"-alloc={getattr(spec, prefix + 'alloc_bytes') or 0}",
+        f"-live-mb={getattr(spec, prefix + 'live_mb') or 0}",
     ]
     if upstream:
         args.append(f"-upstream={upstream}")
     return tuple(args)
 
 
-def server_container(spec: dict[str, Any], name: str = "server", *, limit_key: str = "limit",
+def server_container(spec: VariantSpec, name: str = "server", *, limit_key: str = "limit",
                      request_key: str = "request", upstream: str | None = None, prefix: str = "",
                      addr: str = "127.0.0.1:0") -> Container:
-    gomaxprocs = spec.get(prefix + "gomaxprocs")
+    gomaxprocs = getattr(spec, prefix + "gomaxprocs")
     env = (("GOMAXPROCS", str(gomaxprocs)),) if gomaxprocs is not None else ()
     return Container(
         name,
         server_args(spec, upstream, prefix, addr),
-        variant=spec.get("build", "go124mod"),
-        request_milli=_cpu(spec, request_key),
-        limit_milli=_cpu(spec, limit_key),
+        variant=(spec.build or "go124mod"),
+        request_milli=spec.milli(request_key),
+        limit_milli=spec.milli(limit_key),
         env=env,
         role="service",
     )
 
 
-def load_args(spec: dict[str, Any], targets: Sequence[str], seed: int, label: str) -> list[str]:
+def load_args(spec: VariantSpec, targets: Sequence[str], seed: int, label: str) -> list[str]:
     """`cpulab load` flags: open loop (rps, clump, ping) or closed loop (workers)."""
     args = [
         "load",
         "-target=" + ",".join(f"http://{t}" for t in targets),
-        f"-duration={spec['duration_ms']}ms",
-        f"-warmup={spec['warmup_ms']}ms",
+        f"-duration={spec.duration_ms}ms",
+        f"-warmup={spec.warmup_ms}ms",
         f"-seed={seed}",
         f"-timeout={LOAD_TIMEOUT_S:g}s",
         f"-label={label}",
     ]
-    if spec.get("workers"):
-        args += ["-closed", f"-workers={spec['workers']}"]
+    if spec.workers:
+        args += ["-closed", f"-workers={spec.workers}"]
     else:
-        args += [f"-rps={spec['rps']}", f"-clump={spec['clump']}", f"-ping-rps={spec.get('ping_rps', 0)}"]
+        args += [f"-rps={spec.rps}", f"-clump={spec.clump}", f"-ping-rps={(spec.ping_rps or 0)}"]
     return args
 
 
-def load_timeout_s(spec: dict[str, Any]) -> float:
-    return (spec["warmup_ms"] + spec["duration_ms"]) / 1000 + LOAD_TIMEOUT_S + 30
+def load_timeout_s(spec: VariantSpec) -> float:
+    return (spec.warmup_ms + spec.duration_ms) / 1000 + LOAD_TIMEOUT_S + 30
 
 
-def node_of(spec: dict[str, Any], ctx: Context, pods: tuple[Pod, ...]) -> Node:
+def node_of(spec: VariantSpec, ctx: Context, pods: tuple[Pod, ...]) -> Node:
     """The experiment's node: the profile's `node_cpus` for this experiment, else the config's."""
-    return Node("node", pods, cpus=spec.get("node_cpus") or ctx.node_cpus)
+    return Node("node", pods, cpus=spec.node_cpus or ctx.node_cpus)
 
 
-def placement_of(spec: dict[str, Any]) -> LoadPlacement:
-    return LoadPlacement(cpus=spec.get("load_cpus"))
+def placement_of(spec: VariantSpec) -> LoadPlacement:
+    return LoadPlacement(cpus=spec.load_cpus)
 
 
 @contextmanager
@@ -208,16 +203,16 @@ def podstat_record(pod: str, container: str | None, when: str, seq: int, t_ms: f
     }
 
 
-def _run_load_sampled(dep: Deployment, spec: dict[str, Any], ctx: Context, targets: Sequence[str],
+def _run_load_sampled(dep: Deployment, spec: VariantSpec, ctx: Context, targets: Sequence[str],
                       pods: Sequence[tuple[str, str | None]], label: str,
                       result: ExperimentResult) -> Output:
     """Drive the targets with the generator while sampling the pods' counters; keep both in the log."""
-    interval = spec.get("sample_ms", 100) / 1000
-    with PodSampler(dep, pods, interval, spec.get("load_cpus")) as sampler:
+    interval = (spec.sample_ms or 100) / 1000
+    with PodSampler(dep, pods, interval, spec.load_cpus) as sampler:
         load = dep.run_load(load_args(spec, targets, ctx.seed, label), timeout_s=load_timeout_s(spec))
     result.records.extend(sampler.records(window_start_ns(load)))
     result.add_output(load)
-    result.window_s = spec["duration_ms"] / 1000
+    result.window_s = spec.duration_ms / 1000
     return load
 
 
@@ -225,7 +220,7 @@ def _run_load_sampled(dep: Deployment, spec: dict[str, Any], ctx: Context, targe
 # E2b: one service, steady or clumped arrivals
 
 
-def run_e2b(spec: dict[str, Any], ctx: Context) -> ExperimentResult:
+def run_e2b(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     """serve under open-loop /work + /ping traffic; the load reads /stats around the window."""
     server = server_container(spec)
     node = node_of(spec, ctx, (Pod("e2b", (server,)),))
@@ -242,11 +237,11 @@ def run_e2b(spec: dict[str, Any], ctx: Context) -> ExperimentResult:
 # E7: replicas behind per-connection balancing
 
 
-def replica_pods(spec: dict[str, Any]) -> tuple[Pod, ...]:
-    return tuple(Pod(f"replica-{k}", (server_container(spec),)) for k in range(int(spec["replicas"])))
+def replica_pods(spec: VariantSpec) -> tuple[Pod, ...]:
+    return tuple(Pod(f"replica-{k}", (server_container(spec),)) for k in range(int(spec.replicas)))
 
 
-def run_e7(spec: dict[str, Any], ctx: Context) -> ExperimentResult:
+def run_e7(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     """N replicas, each its own pod with the variant's limit; the generator balances per connection."""
     pods = replica_pods(spec)
     node = node_of(spec, ctx, pods)
@@ -264,13 +259,13 @@ def run_e7(spec: dict[str, Any], ctx: Context) -> ExperimentResult:
 # E8: a busy neighbor
 
 
-def neighbor_container(spec: dict[str, Any], node_cpus: int) -> Container:
-    threads = spec.get("neighbor_threads") or node_cpus
-    return Container("spin", ("spin", f"-threads={threads}", "-report=1000ms"), variant=spec.get("build", "go124mod"),
-                     request_milli=_cpu(spec, "neighbor_request"), limit_milli=None)
+def neighbor_container(spec: VariantSpec, node_cpus: int) -> Container:
+    threads = spec.neighbor_threads or node_cpus
+    return Container("spin", ("spin", f"-threads={threads}", "-report=1000ms"), variant=(spec.build or "go124mod"),
+                     request_milli=spec.milli("neighbor_request"), limit_milli=None)
 
 
-def run_e8(spec: dict[str, Any], ctx: Context) -> ExperimentResult:
+def run_e8(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     """The service beside a neighbor that spins on every CPU of the node (or alone, when idle).
 
     The service's and the neighbor's pod counters are sampled every `sample_ms`
@@ -279,14 +274,14 @@ def run_e8(spec: dict[str, Any], ctx: Context) -> ExperimentResult:
     """
     server = server_container(spec)
     pods = [Pod("e8", (server,))]
-    node_cpus_spec = spec.get("node_cpus") or ctx.node_cpus
+    node_cpus_spec = spec.node_cpus or ctx.node_cpus
     n_cpus = len(parse_cpuset(node_cpus_spec)) if node_cpus_spec else ctx.capabilities.cpus
-    if spec["neighbor"]:
+    if spec.neighbor:
         pods.append(Pod("neighbor", (neighbor_container(spec, n_cpus),)))
     node = node_of(spec, ctx, tuple(pods))
     result = ExperimentResult()
     with deployed(ctx, node, placement_of(spec), result) as dep:
-        spinner = dep.start("neighbor", "spin") if spec["neighbor"] else None
+        spinner = dep.start("neighbor", "spin") if spec.neighbor else None
         handle = dep.start("e8", "server")
         addr = listen_address(dep, handle)
         sampled = [("e8", None)] + ([("neighbor", None)] if spinner else [])
@@ -301,11 +296,11 @@ def run_e8(spec: dict[str, Any], ctx: Context) -> ExperimentResult:
 # S2: closed-loop throughput by thread count; the cascade
 
 
-def run_s2(spec: dict[str, Any], ctx: Context) -> ExperimentResult:
+def run_s2(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     """mode threads: one limited service at maximum closed-loop throughput.
     mode cascade: a downstream service (no limit) whose every /work calls an upstream one."""
     result = ExperimentResult()
-    if spec["mode"] == "threads":
+    if spec.mode == "threads":
         node = node_of(spec, ctx, (Pod("s2", (server_container(spec),)),))
         with deployed(ctx, node, placement_of(spec), result) as dep:
             handle = dep.start("s2", "server")

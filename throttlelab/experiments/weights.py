@@ -11,12 +11,12 @@ other runtime conversion (the lab's old-runc cluster).
 from __future__ import annotations
 
 import time
-from typing import Any
 
-from .. import quantities as q
-from ..placement import Container, Node, Pod
-from .context import Context, ExperimentResult
-from .jobs import _deployed
+from throttlelab.model import quantities as q
+from throttlelab.model.variants import VariantSpec
+from throttlelab.model.placement import Container, Node, Pod
+from throttlelab.experiments.context import Context, ExperimentResult
+from throttlelab.experiments.jobs import _deployed
 
 # The lab's pods, as (pod name, ((container, request, limit), ...)).
 E4_PODS: tuple[tuple[str, tuple[tuple[str, str, str | None], ...]], ...] = (
@@ -66,11 +66,11 @@ def expected_shares(pods: tuple[Pod, ...], level: str, runtime: str) -> dict[str
     return {member: (w, w / total) for member, w in weights.items()}
 
 
-def run_e4(spec: dict[str, Any], ctx: Context) -> ExperimentResult:
+def run_e4(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     """Every pod of the lab, read back at every level for one runtime conversion."""
     names = tuple(name for name, _ in E4_PODS)
-    node = Node("node", _pods(names, ("info",), spec.get("build", "go124mod")), cpus=ctx.node_cpus,
-                runtime=spec["runtime"])
+    node = Node("node", _pods(names, ("info",), (spec.build or "go124mod")), cpus=ctx.node_cpus,
+                runtime=spec.runtime)
     result = ExperimentResult()
     with _deployed(ctx, node, result) as dep:
         for pod in node.pods:
@@ -87,41 +87,41 @@ def _members(node: Node, level: str) -> list[tuple[str, str, str | None]]:
     return [(c.name, pod.name, c.name) for c in pod.containers]
 
 
-def run_shares(spec: dict[str, Any], ctx: Context) -> ExperimentResult:
+def run_shares(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     """One phase of E5/E10: pin the node to one CPU, keep every container busy, sample usage."""
-    pod_names, level = PHASES[spec["phase"]]
-    args = ("spin", "-threads=1", f"-report={spec['sample_ms']}ms")
-    node = Node("node", _pods(pod_names, args, spec.get("build", "go124mod")), cpus=str(spec["cpus"]),
-                runtime=spec["runtime"])
+    pod_names, level = PHASES[spec.phase]
+    args = ("spin", "-threads=1", f"-report={spec.sample_ms}ms")
+    node = Node("node", _pods(pod_names, args, (spec.build or "go124mod")), cpus=str(spec.cpus),
+                runtime=spec.runtime)
     if len(_cpu_list(node.cpus)) != 1:
         raise ValueError(f"E5/E10 pin the node to ONE CPU; cpus {node.cpus!r} names more")
     result = ExperimentResult()
-    for member, (weight, share) in expected_shares(node.pods, level, spec["runtime"]).items():
+    for member, (weight, share) in expected_shares(node.pods, level, spec.runtime).items():
         result.records.append({"type": "share_expectation", "member": member, "level": level,
-                               "weight": weight, "share": share, "runtime": spec["runtime"]})
+                               "weight": weight, "share": share, "runtime": spec.runtime})
     members = _members(node, level)
     with _deployed(ctx, node, result) as dep:
         handles = [dep.start(p.name, c.name) for p in node.pods for c in p.containers]
         start = time.monotonic()
-        ctx.progress(f"{spec['phase']}: {len(handles)} busy containers on CPU {node.cpus}; "
-                     f"settling {spec['settle_ms']} ms")
-        time.sleep(spec["settle_ms"] / 1000)
-        for k in range(spec["samples"] + 1):
+        ctx.progress(f"{spec.phase}: {len(handles)} busy containers on CPU {node.cpus}; "
+                     f"settling {spec.settle_ms} ms")
+        time.sleep(spec.settle_ms / 1000)
+        for k in range(spec.samples + 1):
             if k:
-                time.sleep(spec["sample_ms"] / 1000)
+                time.sleep(spec.sample_ms / 1000)
             t_s = round(time.monotonic() - start, 4)  # one time per reading: the members' samples belong together
             for member, pod, container in members:
                 stat = dep.read_stat(pod, container)
                 result.records.append({"type": "share_sample", "member": member, "level": level,
                                        "t_s": t_s, "usage_usec": stat["usage_usec"]})
         # settling is part of the lab's protocol, so it counts as the experiment's own time
-        result.window_s = (spec["settle_ms"] + spec["samples"] * spec["sample_ms"]) / 1000
+        result.window_s = (spec.settle_ms + spec.samples * spec.sample_ms) / 1000
         for handle in handles:
             result.add_output(dep.stop(handle))
     return result
 
 
 def _cpu_list(spec: str | None) -> list[int]:
-    from ..placement import parse_cpuset
+    from throttlelab.model.placement import parse_cpuset
 
     return parse_cpuset(spec) if spec else []

@@ -1,0 +1,197 @@
+"""Per-run metrics and estimates across repeats, against hand-computed values."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from conftest import FIXTURE_ROOT
+from throttlelab.analysis import metrics, stats, tidy
+
+FIXTURES = FIXTURE_ROOT / "raw_logs"
+
+
+@pytest.fixture(scope="module")
+def tables() -> dict[str, pd.DataFrame]:
+    return tidy.tidy_tables(sorted(FIXTURES.glob("*/*/rep*.jsonl")))
+
+
+@pytest.fixture(scope="module")
+def per_run(tables) -> pd.DataFrame:
+    return metrics.run_metrics(tables)
+
+
+def _values(per_run: pd.DataFrame, experiment: str, variant: str) -> dict[str, float]:
+    mine = per_run[(per_run["experiment"] == experiment) & (per_run["variant"] == variant)]
+    return dict(zip(mine["metric"], mine["value"]))
+
+
+def test_metrics_table_is_long_form_with_units(per_run):
+    assert list(per_run.columns) == metrics.METRICS_COLUMNS
+    assert set(per_run["metric"]) <= set(metrics.CATALOGUE)
+    for row in per_run.itertuples():
+        assert row.unit == metrics.CATALOGUE[row.metric].unit
+    assert "E1" not in set(per_run["experiment"])  # E1's table is readback.csv
+
+
+def test_burst_metrics_known_answers(per_run):
+    # limit1 rounds: wall 200 | 100 130 120; throttled ms 50 | 100 150 132; periods 2 2 3 2; throttled 1 1 2 1
+    got = _values(per_run, "E2a", "limit1")
+    assert got["p50_wall_ms"] == 120  # median of the rounds after the first
+    assert got["max_wall_ms"] == 130  # the first round's 200 ms is left out
+    assert got["nr_periods"] == 9 and got["nr_throttled"] == 5
+    assert got["throttled_ratio"] == pytest.approx(5 / 9)
+    assert got["throttled_ms"] == 432  # summed over ALL rounds, and never clipped to wall time
+    assert got["throttled_over_wall"] == pytest.approx(1.1)  # median of 1.0, 1.1538, 1.1
+    assert got["periods_per_wall_period"] == pytest.approx(9 / (2.4 / 0.1))
+    assert got["avg_cores"] == pytest.approx(0.2667)
+
+
+def test_no_limit_counts_no_periods_and_reports_zero_throttling(per_run):
+    got = _values(per_run, "E2a", "nolimit")
+    assert got["p50_wall_ms"] == 82  # rounds 80 and 84
+    assert got["nr_periods"] == 0 and got["throttled_ratio"] == 0
+    assert math.isnan(got["avg_cores"])  # usage unreadable: missing, not 0
+
+
+def test_unreadable_counter_gives_nan_never_a_partial_sum():
+    rounds = pd.DataFrame({
+        "round": [0, 1, 2], "wall_ms": [10.0, 10.0, 10.0],
+        "d_nr_periods": pd.array([1, None, 1], dtype="Int64"), "d_nr_throttled": pd.array([0, 0, 0], dtype="Int64"),
+        "d_throttled_usec": pd.array([0, 0, 0], dtype="Int64"), "d_usage_usec": pd.array([1, 1, 1], dtype="Int64"),
+    })
+    got = metrics.burst_metrics(rounds, {"elapsed_s": 0.3, "avg_cores": 0.1}, 100_000)
+    assert math.isnan(got["nr_periods"]) and math.isnan(got["periods_per_wall_period"])
+    assert got["nr_throttled"] == 0
+
+
+def test_spin_and_gomaxprocs_metrics(per_run):
+    assert _values(per_run, "S1", "cpus1500m") == {
+        "gomaxprocs": 2, "nr_throttled": 9, "throttled_ms": 220, "avg_cores": 1.495, "nr_periods": 10,
+    }
+    assert _values(per_run, "E3", "go125mod-500m") == {"gomaxprocs": 2, "expected_gomaxprocs": 2, "num_cpu": 2}
+
+
+def test_latency_metrics_from_requests(per_run):
+    got = _values(per_run, "E2b", "clump50")
+    # ok /work latencies 10, 30, 20, 40 (the 1000 ms timeout is an error, not a latency)
+    assert got["work_p50_ms"] == 25 and got["work_p90_ms"] == pytest.approx(37)
+    assert got["work_p99_ms"] == pytest.approx(39.7) and got["work_max_ms"] == 40
+    assert math.isnan(got["work_p99_9_ms"])  # 4 samples < 3,700: no per-run p99.9
+    assert got["work_requests"] == 5 and got["work_errors"] == 1
+    assert got["ping_p50_ms"] == 2 and got["ping_errors"] == 0
+    late = [0.1, 0.2, 0.0, 0.3, 0.4, 0.0, 0.5]
+    assert got["late_p99_ms"] == pytest.approx(np.quantile(late, 0.99))
+
+
+# --------------------------------------------------------------------------
+# estimates across repeats
+
+
+def _metric_frame(variant_values: dict[str, list[float]], metric: str = "p50_wall_ms") -> pd.DataFrame:
+    rows = [
+        ("local", "E2a", variant, rep, metric, value, metrics.CATALOGUE[metric].unit)
+        for variant, values in variant_values.items()
+        for rep, value in enumerate(values)
+    ]
+    return pd.DataFrame.from_records(rows, columns=metrics.METRICS_COLUMNS)
+
+
+def _estimate(values: list[float], metric: str = "p50_wall_ms", level: float = 0.95) -> pd.Series:
+    table = metrics.estimates_table(_metric_frame({"v": values}, metric), None, level=level, seed=1)
+    assert list(table.columns) == metrics.ESTIMATES_COLUMNS
+    return table.iloc[0]
+
+
+def test_latency_estimate_is_a_geometric_mean_with_a_log_t_interval():
+    row = _estimate([10.0, 20.0, 40.0])
+    half = sps.t.ppf(0.975, 2) * math.log(2) / math.sqrt(3)  # sd of ln 10, ln 20, ln 40 is ln 2
+    assert row["point"] == pytest.approx(20.0)
+    assert row["lo"] == pytest.approx(20 * math.exp(-half)) and row["hi"] == pytest.approx(20 * math.exp(half))
+    assert (row["scale"], row["n"], row["flag"], row["level"]) == ("log", 3, stats.FLAG_LOW_N, 0.95)
+    assert "Student t on log per-run p50_wall_ms, R = 3" in row["method"]
+
+
+def test_counts_use_the_linear_scale_and_may_be_zero():
+    row = _estimate([0.0, 2.0, 4.0, 2.0, 2.0], "nr_throttled")
+    half = sps.t.ppf(0.975, 4) * np.std([0, 2, 4, 2, 2], ddof=1) / math.sqrt(5)
+    assert row["scale"] == "linear" and row["point"] == pytest.approx(2.0)
+    assert row["hi"] - row["point"] == pytest.approx(half) and row["flag"] == ""
+
+
+def test_confidence_level_comes_from_the_caller():
+    wide, narrow = _estimate([10.0, 20.0, 40.0], level=0.95), _estimate([10.0, 20.0, 40.0], level=0.80)
+    assert narrow["level"] == 0.80
+    assert wide["lo"] < narrow["lo"] < narrow["hi"] < wide["hi"]
+
+
+@pytest.mark.parametrize(
+    "values, flag",
+    [
+        ([10.0, 12.0], stats.FLAG_N_TOO_SMALL),
+        ([10.0, 10.0, 10.0], stats.FLAG_DEGENERATE),
+        ([10.0], stats.FLAG_DEGENERATE),
+    ],
+)
+def test_too_few_or_identical_runs_get_no_interval(values, flag):
+    row = _estimate(values)
+    assert row["flag"] == flag and math.isnan(row["lo"]) and math.isnan(row["hi"])
+
+
+def test_a_maximum_gets_its_range_not_a_ci():
+    row = _estimate([130.0, 150.0, 140.0], "max_wall_ms")
+    assert (row["point"], row["lo"], row["hi"], row["flag"]) == (140.0, 130.0, 150.0, metrics.FLAG_RANGE)
+
+
+def test_settings_are_read_back_values():
+    same = _estimate([2.0, 2.0], "gomaxprocs")
+    assert (same["point"], same["flag"]) == (2.0, "") and math.isnan(same["lo"])
+    differs = _estimate([2.0, 3.0, 2.0], "gomaxprocs")
+    assert differs["flag"] == metrics.FLAG_SETTING_VARIES and (differs["lo"], differs["hi"]) == (2.0, 3.0)
+
+
+def test_a_run_without_the_metric_is_not_dropped_silently():
+    row = _estimate([0.2, math.nan, 0.3], "avg_cores")
+    assert row["flag"] == metrics.FLAG_UNDEFINED and math.isnan(row["point"])
+    assert "undefined in 1 of 3 runs" in row["method"]
+
+
+def _short_load_runs(seed: int, n_runs: int = 4, size: int = 500) -> tuple[pd.DataFrame, pd.DataFrame]:
+    rng = np.random.default_rng(seed)
+    req_rows, metric_rows = [], []
+    for rep in range(n_runs):
+        lat = rng.lognormal(3, 0.5, size)
+        req_rows += [("local", "E2b", "v", rep, "load/generator", "work", 0, 1, 0.0, x, 0.0, True, 200) for x in lat]
+        metric_rows.append(("local", "E2b", "v", rep, "work_p99_9_ms", math.nan, "ms"))
+    columns = [*tidy.RUN_KEYS, *tidy.TABLE_COLUMNS["requests"]]
+    return (pd.DataFrame.from_records(metric_rows, columns=metrics.METRICS_COLUMNS),
+            pd.DataFrame.from_records(req_rows, columns=columns))
+
+
+def test_p999_of_short_runs_is_pooled_with_a_cluster_bootstrap():
+    per_run, requests = _short_load_runs(seed=3)
+    first = metrics.estimates_table(per_run, requests, level=0.95, seed=11).iloc[0]
+    again = metrics.estimates_table(per_run, requests, level=0.95, seed=11).iloc[0]
+    assert first["flag"] == stats.FLAG_CLUSTER_BOOTSTRAP
+    assert first["point"] == pytest.approx(np.quantile(requests["lat_ms"], 0.999))
+    assert first["lo"] < first["point"] < first["hi"]
+    assert (first["lo"], first["hi"]) == (again["lo"], again["hi"])  # seeded: reruns give the same table
+
+
+def test_estimates_from_fixture_runs_cover_every_metric(per_run, tables):
+    table = metrics.estimates_table(per_run, tables["requests"], level=0.95, seed=1)
+    assert len(table) == len(per_run)  # one run per variant in the fixtures
+    p50 = table[(table["variant"] == "limit1") & (table["metric"] == "p50_wall_ms")].iloc[0]
+    assert p50["point"] == pytest.approx(120) and p50["flag"] == stats.FLAG_DEGENERATE  # one run: no interval
+
+
+def test_a_burst_run_without_its_process_names_the_run(tables):
+    broken = dict(tables)
+    broken["headers"] = tables["headers"][tables["headers"]["command"] != "burst"]
+    with pytest.raises(tidy.InputError, match="run local/E2a/limit1/0: expected exactly one burst process"):
+        metrics.run_metrics(broken)

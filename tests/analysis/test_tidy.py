@@ -1,0 +1,208 @@
+"""Raw logs -> tidy tables: known answers from the hand-made logs in
+tests/fixtures/raw_logs, and one clear error for every way a log can be broken."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import FIXTURE_ROOT
+from throttlelab.analysis import tidy
+
+FIXTURES = FIXTURE_ROOT / "raw_logs"
+ALL_LOGS = sorted(FIXTURES.glob("*/*/rep*.jsonl"))
+
+
+@pytest.fixture(scope="module")
+def tables() -> dict[str, pd.DataFrame]:
+    return tidy.tidy_tables(ALL_LOGS)
+
+
+def _run(frame: pd.DataFrame, experiment: str, variant: str) -> pd.DataFrame:
+    return frame[(frame["experiment"] == experiment) & (frame["variant"] == variant)]
+
+
+def test_every_table_has_its_contract_columns(tables):
+    assert list(tables) == list(tidy.TABLE_NAMES)
+    for name, frame in tables.items():
+        expected = [*tidy.RUN_KEYS, *tidy.TABLE_COLUMNS[name]]
+        assert list(frame.columns[: len(expected)]) == expected, name
+
+
+def test_one_run_row_per_log_with_its_environment(tables):
+    runs = tables["runs"]
+    assert len(runs) == len(ALL_LOGS) == 6
+    limit1 = _run(runs, "E2a", "limit1").iloc[0]
+    environment = (limit1["kernel"], limit1["cgroup_version"], limit1["cpus"], limit1["runtime"])
+    assert environment == ("6.1.0-test", 1, 2, "runc-new")
+    assert limit1["window_s"] == 2.4
+    assert limit1["spec_json"].startswith('{"build":"go124mod","interval_ms":600,"limit":1')
+    assert limit1["raw_path"].endswith("E2a/limit1/rep0.jsonl")
+
+
+def test_rounds_keep_every_round_and_null_counters(tables):
+    rounds = tables["rounds"]
+    limit1 = _run(rounds, "E2a", "limit1")
+    assert limit1["round"].tolist() == [0, 1, 2, 3]
+    assert limit1["wall_ms"].tolist() == [200, 100, 130, 120]
+    assert limit1["d_throttled_usec"].sum() == 432_000
+    nolimit = _run(rounds, "E2a", "nolimit")
+    assert nolimit["d_usage_usec"].isna().tolist() == [False, False, True]  # null stays missing, not 0
+
+
+def test_headers_carry_the_expectation_of_e3_only(tables):
+    headers = tables["headers"]
+    assert len(headers) == 7
+    e3 = _run(headers, "E3", "go125mod-500m").iloc[0]
+    assert (e3["gomaxprocs"], e3["num_cpu"], e3["expected_gomaxprocs"], e3["cg_quota_us"]) == (2, 2, 2, 50_000)
+    assert headers.loc[headers["experiment"] != "E3", "expected_gomaxprocs"].isna().all()
+    burst = _run(headers, "E2a", "limit1").iloc[0]
+    assert (burst["command"], burst["env_gomaxprocs"], burst["variant_build"]) == ("burst", "4", "go124mod")
+
+
+def test_readback_has_designed_levels_and_ancestors(tables):
+    readback = _run(tables["readback"], "E2a", "limit1")
+    assert readback["level"].tolist() == ["pod", "container", "run-root", "host-root"]
+    container = readback.iloc[1]
+    assert (container["design_weight"], container["actual_shares"], container["actual_quota_us"]) == (17, 174, 100_000)
+    host = readback.iloc[3]
+    assert pd.isna(host["design_quota_us"]) and "permission denied" in host["error"]
+
+
+def test_summaries_flatten_nested_numbers(tables):
+    summaries = tables["summaries"]
+    load = _run(summaries, "E2b", "clump50").iloc[0]
+    assert (load["command"], load["work.sent"], load["work.p90_ms"], load["ping.ok"]) == ("load", 5, 37, 2)
+    burst = _run(summaries, "E2a", "nolimit").iloc[0]
+    assert burst["rounds"] == 3 and math.isnan(burst["avg_cores"])
+
+
+def test_requests_one_row_per_req_record(tables):
+    requests = tables["requests"]
+    assert len(requests) == 7
+    assert requests["ep"].value_counts().to_dict() == {"work": 5, "ping": 2}
+    failed = requests[~requests["ok"]].iloc[0]
+    assert (failed["target"], failed["conn"], failed["status"], failed["lat_ms"]) == (-1, -1, 0, 1000)
+
+
+def test_tables_survive_a_round_trip_through_csv(tables, tmp_path):
+    tidy.write_tables(tables, tmp_path)
+    for name in ("runs", "rounds", "headers", "requests"):
+        back = tidy.read_table(tmp_path / f"{name}.csv", name)
+        pd.testing.assert_frame_equal(back, tables[name], check_dtype=False, obj=name)
+
+
+def test_no_raw_logs_gives_empty_tables_with_columns():
+    empty = tidy.tidy_tables([])
+    assert all(frame.empty for frame in empty.values())
+    assert "d_nr_periods" in empty["rounds"].columns
+
+
+# --------------------------------------------------------------------------
+# broken logs: one RawLogError naming the file (and line), never a silent skip
+
+
+def _copy(tmp_path: Path, relative: str) -> Path:
+    target = tmp_path / "raw" / relative
+    target.parent.mkdir(parents=True)
+    shutil.copy(FIXTURES / relative, target)
+    return target
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines()
+
+
+def _write(path: Path, lines: list[str], newline: bool = True) -> None:
+    path.write_text("\n".join(lines) + ("\n" if newline else ""))
+
+
+LIMIT1 = "E2a/limit1/rep0.jsonl"  # 12 lines: meta, 2 readback, 2 ancestor, header, rounds 0-3, summary, process
+
+
+def _cut_last_line_midway(lines):
+    return lines[:-1] + [lines[-1][:25]], False
+
+
+def _drop(index):
+    return lambda lines: (lines[:index] + lines[index + 1:], True)
+
+
+def _replace(index, old, new):
+    def edit(lines):
+        assert old in lines[index]
+        lines = list(lines)
+        lines[index] = lines[index].replace(old, new)
+        return lines, True
+    return edit
+
+
+BROKEN = {
+    "truncated mid-line": (_cut_last_line_midway, 12, "looks truncated"),
+    "truncated at a line end": (lambda lines: (lines[:-1], True), 11, "no process record, so the log is truncated"),
+    "no trailing newline": (lambda lines: (lines, False), 12, "cut off"),
+    "missing meta": (_drop(0), 1, "first record must be 'meta'"),
+    "garbage line": (_replace(7, '"round":1,', '"round":1,,'), 8, "not valid JSON"),
+    "empty line": (_replace(7, _lines(FIXTURES / LIMIT1)[7], ""), 8, "empty line"),
+    "missing key": (_replace(7, '"wall_ms":100,', ""), 8, "round record lacks the key 'wall_ms'"),
+    "wrong type": (_replace(7, '"wall_ms":100', '"wall_ms":"fast"'), 8, "'wall_ms' should be num"),
+    "boolean for a number": (_replace(7, '"d_nr_periods":2', '"d_nr_periods":true'), 8, "'d_nr_periods'"),
+    "unknown record type": (_replace(7, '"type":"round"', '"type":"lap"'), 8, "unknown record type 'lap'"),
+    "missing summary": (_drop(10), 11, "ended without its summary"),
+    "round missing": (_drop(8), 9, "rounds must be numbered"),
+    "round count disagrees": (_replace(10, '"rounds":4', '"rounds":5'), 11, "counts 5 rounds"),
+    "failed process": (_replace(11, '"returncode":0', '"returncode":2'), 12, "exited with 2"),
+    "record before header": (lambda lines: (lines[:5] + lines[6:7] + lines[5:6] + lines[7:], True), 6,
+                             "outside a process"),
+    "second meta": (lambda lines: (lines + lines[:1], True), 13, "second 'meta'"),
+    "meta of another run": (_replace(0, '"repeat":0', '"repeat":3'), 1, "rep0.jsonl"),
+    "summary lacks a total": (_replace(10, '"elapsed_s":2.4,', ""), 11, "burst summary lacks the key 'elapsed_s'"),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+def test_broken_log_is_one_error_naming_file_and_line(tmp_path, case):
+    edit, line, message = BROKEN[case]
+    path = _copy(tmp_path, LIMIT1)
+    lines, newline = edit(_lines(path))
+    _write(path, lines, newline)
+    with pytest.raises(tidy.RawLogError) as caught:
+        tidy.tidy_tables([FIXTURES / "E2a/nolimit/rep0.jsonl", path])
+    error = caught.value
+    assert error.path == str(path)
+    assert error.line == line
+    assert str(path) in str(error) and f"line {line}" in str(error)
+    assert message in str(error)
+
+
+def test_empty_file_is_an_error(tmp_path):
+    path = _copy(tmp_path, LIMIT1)
+    path.write_text("")
+    with pytest.raises(tidy.RawLogError, match="empty"):
+        tidy.parse_raw_log(path)
+
+
+def test_e3_without_its_expectation_is_an_error(tmp_path):
+    path = _copy(tmp_path, "E3/go125mod-500m/rep0.jsonl")
+    _write(path, _lines(path)[:-1])
+    with pytest.raises(tidy.RawLogError, match="E3 run without its expectation"):
+        tidy.parse_raw_log(path)
+
+
+def test_load_request_count_must_match_its_summary(tmp_path):
+    path = _copy(tmp_path, "E2b/clump50/rep0.jsonl")
+    lines = _lines(path)
+    _write(path, lines[:3] + lines[4:])  # one /work request lost
+    with pytest.raises(tidy.RawLogError, match=r"work.sent = 5, but the log holds 4"):
+        tidy.parse_raw_log(path)
+
+
+def test_the_same_run_twice_is_an_error(tmp_path):
+    copy = tmp_path / "copy.jsonl"
+    shutil.copy(FIXTURES / LIMIT1, copy)
+    with pytest.raises(tidy.RawLogError, match="the same run as"):
+        tidy.tidy_tables([FIXTURES / LIMIT1, copy])

@@ -1,0 +1,133 @@
+"""The kind cluster configs kept in the project, checked against kind's config format
+(config/kind/cluster.schema.yaml: a JSON Schema written from kind's v1alpha4 Go types and its
+validation, strict like kind's decoder) and against the SPEC's clusters; and the kind /
+kubernetes settings of config.yaml."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from conftest import PROJECT
+from throttlelab.backends.kind import backend as kind
+from throttlelab.model.config import ConfigError, load_design
+
+KIND_DIR = PROJECT / "config" / "kind"
+SCHEMA = yaml.safe_load((KIND_DIR / "cluster.schema.yaml").read_text())
+SPEC = PROJECT.parent / "shared" / "SPEC.md"
+
+
+def errors(config: dict) -> list[str]:
+    return [e.message for e in jsonschema.Draft7Validator(SCHEMA).iter_errors(config)]
+
+
+def test_the_schema_is_a_valid_draft7_schema():
+    jsonschema.Draft7Validator.check_schema(SCHEMA)
+
+
+@pytest.mark.parametrize("role", ["new", "old"])
+def test_the_project_configs_are_valid_kind_configs(role):
+    config = yaml.safe_load((KIND_DIR / f"{role}.yaml").read_text())
+    assert errors(config) == []
+
+
+@pytest.mark.parametrize("role", ["new", "old"])
+def test_each_cluster_is_the_labs_two_nodes_pinned_by_digest(role):
+    config = yaml.safe_load((KIND_DIR / f"{role}.yaml").read_text())
+    assert [n["role"] for n in config["nodes"]] == ["control-plane", "worker"]
+    for node in config["nodes"]:
+        assert node["image"] == kind.NODE_IMAGES[role]
+        assert re.fullmatch(r"kindest/node:v1\.34\.\d+@sha256:[0-9a-f]{64}", node["image"])
+    defaults = load_design({"backend": "kind"}, PROJECT / "config").kind
+    assert config["name"] == defaults[f"{role}_cluster"]
+
+
+def test_the_pinned_images_are_the_specs():
+    if not SPEC.is_file():
+        pytest.skip(f"{SPEC} is not in this checkout (it lives in the project's workspace)")
+    text = SPEC.read_text()
+    for image in kind.NODE_IMAGES.values():
+        assert f"`{image}`" in text
+    assert "kind v0.33.0" in text and "kind v0.30.0" in text
+    defaults = load_design({"backend": "kind"}, PROJECT / "config").kind
+    assert (defaults["release"], defaults["old_release"]) == ("v0.33.0", "v0.30.0")
+
+
+BASE = {"kind": "Cluster", "apiVersion": "kind.x-k8s.io/v1alpha4"}
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        BASE,
+        {**BASE, "nodes": [{}]},  # role defaults to control-plane, image to kind's default
+        {**BASE, "name": "a.b-1", "nodes": [{"role": "control-plane"}, {"role": "worker", "labels": {"x": "y"}}]},
+        {**BASE, "networking": {"ipFamily": "dual", "apiServerPort": -1, "kubeProxyMode": "nftables",
+                                "podSubnet": "10.0.0.0/16", "disableDefaultCNI": True, "dnsSearch": []}},
+        {**BASE, "featureGates": {"PodLogsQuerySplitStreams": True}, "runtimeConfig": {"api/alpha": "false"},
+         "kubeadmConfigPatches": ["kind: KubeletConfiguration\ncontainerLogMaxSize: 100Mi\n"],
+         "containerdConfigPatches": ["[plugins]\n"]},
+        {**BASE, "nodes": [{"role": "control-plane", "extraMounts": [{"hostPath": "/a", "containerPath": "/b",
+                                                                     "readOnly": True, "propagation": "HostToContainer"}],
+                            "extraPortMappings": [{"containerPort": 80, "hostPort": 8080, "protocol": "TCP"}],
+                            "kubeadmConfigPatchesJSON6902": [{"group": "kubeadm.k8s.io", "version": "v1beta3",
+                                                              "kind": "ClusterConfiguration", "patch": "[]"}]}]},
+    ],
+)
+def test_kinds_documented_fields_are_accepted(config):
+    assert errors(config) == []
+
+
+@pytest.mark.parametrize(
+    "config, why",
+    [
+        ({**BASE, "apiVersion": "kind.x-k8s.io/v1alpha3"}, "v1alpha4"),
+        ({"apiVersion": "kind.x-k8s.io/v1alpha4"}, "'kind' is a required property"),
+        ({**BASE, "nodes": [{"role": "worker", "image": "kindest/node:v1.34.0"}]}, "are valid under"),  # no control-plane
+        ({**BASE, "nodes": [{"role": "master"}]}, "'master' is not one of"),
+        ({**BASE, "nodes": [{"role": "worker", "imgae": "x"}, {"role": "control-plane"}]}, "'imgae' was unexpected"),
+        ({**BASE, "nodes": [{"image": ""}]}, "non-empty"),
+        ({**BASE, "name": "Throttle_Lab"}, "does not match"),
+        ({**BASE, "networking": {"ipFamily": "ipv5"}}, "'ipv5' is not one of"),
+        ({**BASE, "networking": {"apiServerPort": 70000}}, "70000 is greater than"),
+        ({**BASE, "nodes": [{"extraMounts": [{"propagation": "Sideways"}]}]}, "'Sideways' is not one of"),
+        ({**BASE, "bogus": 1}, "'bogus' was unexpected"),
+        ({**BASE, "featureGates": {"X": "yes"}}, "is not of type 'boolean'"),
+    ],
+)
+def test_what_kind_would_reject_is_rejected(config, why):
+    found = errors(config)
+    assert found and any(why in e for e in found), found
+
+
+def test_kind_and_kubernetes_settings_have_defaults_and_are_checked():
+    design = load_design({"backend": "kubernetes", "kubernetes": {"kubeconfig": "/k", "worker_node": "w"}}, PROJECT / "config")
+    assert design.kubernetes["kubeconfig"] == "/k" and design.kubernetes["namespace"] == "default"
+    assert design.kubernetes["load_node"] is None and design.kubernetes["pull_policy"] == "IfNotPresent"
+    assert design.kind["old_binary"] == "kind-v0.30.0"
+    for bad, field in (
+        ({"kind": {"binray": "kind"}}, "config.kind"),
+        ({"kind": {"new_cluster": "Has Spaces"}}, "config.kind.new_cluster"),
+        ({"kubernetes": {"pull_policy": "Sometimes"}}, "config.kubernetes.pull_policy"),
+        ({"kubernetes": {"images": {"go126mod": "x"}}}, "config.kubernetes.images"),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(field)):
+            load_design({"backend": "kind", **bad}, PROJECT / "config")
+
+
+def test_every_new_setting_is_described():
+    schema = yaml.safe_load((PROJECT / "config" / "config.schema.yaml").read_text())
+    for section in ("kind", "kubernetes"):
+        prop = schema["properties"][section]
+        assert prop["description"] and "default" in prop
+        for key, sub in prop["properties"].items():
+            assert sub.get("description") and "default" in sub, f"{section}.{key}"
+
+
+def test_the_kind_configs_live_where_the_backend_reads_them():
+    for role in ("new", "old"):
+        assert kind.KindCluster(role, "x", "kind", "v0", Path("/w")).config == KIND_DIR / f"{role}.yaml"

@@ -1,0 +1,417 @@
+"""kind's node side: the cgroup readback scripts run in a node container (here: run by this
+host's sh on a fixture tree laid out as kubelet lays it out in a kind node), the SPEC §2
+values they must find, runc's conversion by version, the kind binary checks, and, where a
+Docker engine answers, cpuset pinning of a real container, always restored (finally, sweep,
+guardian after SIGKILL), and the kind image with podgate gating cpulab in a real container."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import PROJECT
+from throttlelab.backends.kind import backend as kind
+from throttlelab.backends.kube import manifests as mf
+from throttlelab.backends.base import BackendError
+from throttlelab.backends.kube.backend import compare, kube_design, records_from_log
+from throttlelab.model.placement import Container, Node, Pod
+
+# -- the node-side scripts on a fixture tree -------------------------------------------------------------
+
+UID = "3f1c2b7a-9d4e-4c1b-8a2f-6e5d4c3b2a10"
+APP, SIDECAR, SANDBOX = "a" * 64, "b" * 64, "c" * 64
+E1 = Node("node", (Pod("e1", (
+    Container("app", ("info",), request_milli=500, limit_milli=2000),
+    Container("sidecar", ("info",), request_milli=100, limit_milli=500),
+)),))
+CORE_DNS = {"spec": {"containers": [{"resources": {"requests": {"cpu": "100m"}, "limits": {"memory": "170Mi"}}}]},
+            "status": {"qosClass": "Burstable"}}
+
+
+def write(path: Path, **files: str) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():
+        (path / name.replace("_", ".", 1) if name.startswith("cpu_") else path / name).write_text(content)
+
+
+def cg(d: Path, weight: int, quota: str, cpus: str | None = None) -> None:
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "cpu.weight").write_text(f"{weight}\n")
+    (d / "cpu.max").write_text(f"{quota} 100000\n")
+    (d / "cpu.stat").write_text("usage_usec 900\nnr_periods 3\nnr_throttled 1\nthrottled_usec 50\n")
+    if cpus:
+        (d / "cpuset.cpus.effective").write_text(f"{cpus}\n")
+
+
+@pytest.fixture
+def kind_node_tree(tmp_path) -> Path:
+    """/sys/fs/cgroup of a kind worker on cgroup v2 (systemd driver, cgroup root /kubelet) holding E1
+    all-limits on a 10-CPU node with the SPEC's values, next to kindnet (guaranteed) and coredns."""
+    root = tmp_path / "cgroup"
+    root.mkdir()
+    (root / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    pods = root / "kubelet.slice" / "kubelet-kubepods.slice"
+    cg(pods, 391, "max", "0-9")
+    cg(pods / "kubelet-kubepods-pod0a9e6c2e_7a51_4f2a_8c1e_000000000001.slice", 4, "10000")  # kindnet
+    burstable = pods / "kubelet-kubepods-burstable.slice"
+    cg(burstable, 28, "max")
+    cg(burstable / "kubelet-kubepods-burstable-pod0a9e6c2e_7a51_4f2a_8c1e_000000000003.slice", 4, "max")  # coredns
+    pod = burstable / f"kubelet-kubepods-burstable-pod{UID.replace('-', '_')}.slice"
+    cg(pod, 24, "250000")
+    cg(pod / f"cri-containerd-{SANDBOX}.scope", 1, "max")
+    cg(pod / f"cri-containerd-{APP}.scope", 59, "200000")
+    cg(pod / f"cri-containerd-{SIDECAR}.scope", 17, "50000")
+    (root / "system.slice").mkdir()
+    return root
+
+
+def run_script(script: str, name: str, args: list[str], root: Path) -> str:
+    out = subprocess.run(["sh", "-c", script, name, *args], capture_output=True, text=True,
+                         env={"PATH": os.environ["PATH"], "CGROUP_ROOT": str(root)}, check=True)
+    return out.stdout
+
+
+def test_the_node_scripts_find_and_read_every_level(kind_node_tree):
+    layout = kind.parse_discover(run_script(kind.DISCOVER, "discover", [UID], kind_node_tree))
+    assert layout.version == 2
+    assert layout.pod_dirs[UID].endswith(f"pod{UID.replace('-', '_')}.slice")
+    assert len(layout.children[UID]) == 3
+    ids = {("e1", "app"): APP, ("e1", "sidecar"): SIDECAR}
+    dirs = kind.level_dirs(E1, layout, {"e1": UID}, ids)
+    assert set(dirs) == {"node", "node/burstable", "node/burstable/pod-e1", "node/burstable/pod-e1/app",
+                         "node/burstable/pod-e1/sidecar", "node/burstable/pod-e1/pause"}
+    assert dirs["node/burstable/pod-e1/pause"].endswith(f"cri-containerd-{SANDBOX}.scope")
+    paths = [f"{d}/{f}" for d in dirs.values() for f in kind.V2_FILES]
+    files = kind.parse_read(run_script(kind.READ, "read", paths, kind_node_tree))
+    read = {path: kind.settings_of(d, files, 2) for path, d in dirs.items()}
+    assert read["node"]["cpus"] == "0-9" and read["node/burstable/pod-e1/app"]["cpus"] is None
+
+    # the design for a real node (allocatable 10 CPUs, coredns beside us) gives the SPEC's numbers
+    levels = kube_design(mf.kube_node(E1, 10_000), "runc-new", [CORE_DNS])
+    for level in levels:
+        d = level.design
+        designed = {"quota_us": d.quota_us, "period_us": d.period_us, "weight": d.weight}
+        assert compare(designed, read[d.path], 2) == [], d.path
+    assert {lv.design.path: lv.design.weight for lv in levels} == {
+        "node": 391, "node/burstable": 28, "node/burstable/pod-e1": 24,
+        "node/burstable/pod-e1/app": 59, "node/burstable/pod-e1/sidecar": 17}
+
+
+def test_a_missing_file_reads_as_none(kind_node_tree, tmp_path):
+    files = kind.parse_read(run_script(kind.READ, "read", [f"{kind_node_tree}/cgroup.controllers", "/nope/cpu.max"],
+                                       kind_node_tree))
+    assert files["/nope/cpu.max"] is None and files[f"{kind_node_tree}/cgroup.controllers"].startswith("cpuset")
+
+
+def test_an_unknown_pod_is_not_found(kind_node_tree):
+    layout = kind.parse_discover(run_script(kind.DISCOVER, "discover", ["00000000-0000-0000-0000-000000000000"],
+                                            kind_node_tree))
+    assert layout.pod_dirs == {}
+
+
+def test_cgroup_v1_node_layout(tmp_path):
+    root = tmp_path / "cgroup"
+    pod = root / "cpu,cpuacct" / "kubelet" / "kubepods" / "burstable" / f"pod{UID}"
+    (pod / APP).mkdir(parents=True)
+    (pod / APP / "cpu.shares").write_text("512\n")
+    (pod / APP / "cpu.cfs_quota_us").write_text("200000\n")
+    (pod / APP / "cpu.cfs_period_us").write_text("100000\n")
+    (root / "memory" / "kubelet" / "kubepods" / "burstable" / f"pod{UID}").mkdir(parents=True)
+    layout = kind.parse_discover(run_script(kind.DISCOVER, "discover", [UID], root))
+    assert layout.version == 1 and "/cpu,cpuacct/" in layout.pod_dirs[UID]
+    files = kind.parse_read(run_script(kind.READ, "read", [f"{pod / APP}/{f}" for f in kind.V1_FILES], root))
+    got = kind.settings_of(str(pod / APP), files, 1)
+    assert (got["quota_us"], got["period_us"], got["shares"]) == (200_000, 100_000, 512)
+
+
+def test_kube_design_v1_shares_are_kubelets_raw_shares():
+    levels = {lv.design.path: lv.v1_shares for lv in kube_design(mf.kube_node(E1, 10_000), "runc-old", [])}
+    assert levels == {"node": 10240, "node/burstable": 614, "node/burstable/pod-e1": 614,
+                      "node/burstable/pod-e1/app": 512, "node/burstable/pod-e1/sidecar": 102}
+
+
+@pytest.mark.parametrize("version, conversion", [("1.4.3", "runc-new"), ("1.3.2", "runc-new"), ("1.3.1", "runc-old"),
+                                                 ("1.3.0", "runc-old"), ("1.2.6", "runc-old")])
+def test_runc_release_decides_the_conversion(version, conversion):
+    assert kind.runc_conversion(version) == conversion
+
+
+def test_records_and_stderr_are_split_from_a_container_log():
+    log = '{"type":"header","x":1}\nGOMAXPROCS=2\n{"not":"a record"}\n{"type":"summary"}\n{broken\n'
+    records, stderr = records_from_log(log, "p/c")
+    assert records == [{"type": "header", "x": 1}, {"type": "summary"}]
+    assert stderr == 'GOMAXPROCS=2\n{"not":"a record"}\n{broken\n'
+
+
+def test_podgate_go_vet_gofmt_and_go_test_pass():
+    from throttlelab.host.gobuild import find_go, go_environment
+
+    go, env = find_go(), go_environment()
+    source = PROJECT / "workload" / "podgate"
+    vet = subprocess.run([go, "vet", "./..."], cwd=source, env=env, capture_output=True, text=True)
+    assert vet.returncode == 0, vet.stderr
+    goroot = subprocess.run([go, "env", "GOROOT"], env=env, capture_output=True, text=True, check=True)
+    fmt = subprocess.run([str(Path(goroot.stdout.strip()) / "bin" / "gofmt"), "-l", "."], cwd=source,
+                         capture_output=True, text=True)
+    assert fmt.returncode == 0 and fmt.stdout == "", f"not gofmt-clean: {fmt.stdout}{fmt.stderr}"
+    tests = subprocess.run([go, "test", "-count=1", "./..."], cwd=source, env=env,
+                           capture_output=True, text=True, timeout=240)
+    assert tests.returncode == 0, tests.stdout + tests.stderr
+
+
+def test_podgate_gates_a_real_program(podgate, tmp_path):
+    """The built binary, for real: nothing runs until the gate opens, then the program replaces podgate."""
+    gate = tmp_path / "gate"
+    proc = subprocess.Popen([str(podgate), "run", "-gate", str(gate), "--", "/bin/sh", "-c", "echo started $$"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)
+        assert proc.poll() is None
+        assert subprocess.run([str(podgate), "open", str(gate)]).returncode == 0
+        out, _ = proc.communicate(timeout=10)
+        assert proc.returncode == 0 and out == f"started {proc.pid}\n"  # exec: same pid
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_podgate_binds_values_given_when_the_gate_opens(podgate, tmp_path):
+    gate = tmp_path / "gate"
+    proc = subprocess.Popen([str(podgate), "run", "-gate", str(gate), "--", "/bin/sh", "-c", "echo $0",
+                             "http://{{serve:9001}}/work"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert subprocess.run([str(podgate), "open", str(gate), "serve:9001=10.244.1.7:9001"]).returncode == 0
+        out, _ = proc.communicate(timeout=10)
+        assert out == "http://10.244.1.7:9001/work\n"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+# -- the kind binaries --------------------------------------------------------------------------------------
+
+def stub_kind(tmp_path: Path, version: str) -> Path:
+    path = tmp_path / f"kind-{version}"
+    path.write_text(f"#!/bin/sh\necho 'kind {version} go1.24.6 linux/amd64'\n")
+    path.chmod(0o755)
+    return path
+
+
+def clusters(tmp_path: Path, **kind_cfg) -> dict[str, kind.KindCluster]:
+    from throttlelab.model.config import load_design
+
+    return kind.clusters_from_settings(load_design({"backend": "kind", "kind": kind_cfg}, PROJECT / "config").kind, tmp_path)
+
+
+def test_each_cluster_needs_the_kind_release_of_its_node_image(tmp_path):
+    c = clusters(tmp_path, binary=str(stub_kind(tmp_path, "v0.33.0")), old_binary=str(stub_kind(tmp_path, "v0.29.0")))
+    assert kind.check_kind(c["new"]).endswith("kind-v0.33.0")
+    with pytest.raises(BackendError, match=r"is kind v0.29.0, but the old cluster's node image kindest/node:v1.34.0 "
+                                           r"is built for kind v0.30.0.*set kind.old_binary"):
+        kind.check_kind(c["old"])
+    missing = clusters(tmp_path, binary="kind-not-installed-anywhere")
+    with pytest.raises(BackendError, match=r"'kind-not-installed-anywhere' is not on PATH. Install kind v0.33.0"):
+        kind.check_kind(missing["new"])
+
+
+def test_cluster_files_stay_inside_the_project(tmp_path):
+    c = clusters(tmp_path)["old"]
+    assert c.kubeconfig == tmp_path / "results/kind/clusters/old/kubeconfig"
+    assert (c.context, c.worker, c.control_plane) == ("kind-throttlelab-old", "throttlelab-old-worker",
+                                                      "throttlelab-old-control-plane")
+    assert c.config == PROJECT / "config/kind/old.yaml" and c.runtime == "runc-old"
+
+
+def test_the_cli_preflight_names_what_is_missing(tmp_path):
+    from throttlelab.model.config import load_design
+
+    settings = {**load_design({"backend": "kind"}, PROJECT / "config").kind, "binary": "/nonexistent/kind", "old_binary": "/nonexistent/kind-old"}
+    proc = subprocess.run([sys.executable, "-m", "throttlelab.backends.kind.backend", "preflight", "--settings",
+                           json.dumps(settings), "--need", "kind"], capture_output=True, text=True, cwd=PROJECT)
+    assert proc.returncode == 1
+    assert "'/nonexistent/kind' does not exist or is not executable" in proc.stderr
+    assert "'/nonexistent/kind-old' does not exist" in proc.stderr
+
+
+# -- a real Docker engine: pinning, restoring, the kind image ---------------------------------------------------
+
+TEST_LABEL = {"throttlelab.backend": "kind-test"}  # not the docker backend's label: its sweeps leave these alone
+
+
+@pytest.fixture(scope="module")
+def engine():
+    try:
+        client = kind.docker_client()
+    except BackendError as exc:
+        pytest.skip(f"no Docker engine: {exc}")
+    yield client
+
+
+@pytest.fixture(scope="module")
+def podgate(tmp_path_factory) -> Path:
+    return kind.build_podgate(tmp_path_factory.mktemp("podgate") / "podgate")
+
+
+@pytest.fixture(scope="module")
+def kind_image(engine, binaries, podgate, tmp_path_factory):
+    """A base image as the docker backend builds it (FROM scratch + cpulab), then the kind image on it."""
+    variant = f"kindtest-{os.getpid()}"
+    base_tag = f"cpulab-kindtest-base:{os.getpid()}"
+    buf = io.BytesIO()
+    dockerfile = b'FROM scratch\nCOPY cpulab /cpulab\nENTRYPOINT ["/cpulab"]\n'
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(dockerfile)
+        tar.addfile(info, io.BytesIO(dockerfile))
+        tar.add(str(binaries["go125mod"]), arcname="cpulab")
+    buf.seek(0)
+    base, _ = engine.images.build(fileobj=buf, custom_context=True, tag=base_tag, pull=False, rm=True)
+    stamp = tmp_path_factory.mktemp("stamp") / "image.json"
+    stamp.write_text(json.dumps({"tag": base_tag, "id": base.id}))
+    record = kind.build_kind_image(variant, stamp, podgate)
+    yield record
+    import docker.errors
+
+    for tag in (record["tag"], base_tag):
+        try:
+            engine.images.remove(tag, force=True)
+        except docker.errors.DockerException:
+            pass  # best effort: a test image left behind harms nothing
+
+
+@pytest.fixture
+def idle_node(engine, kind_image):
+    """A container standing in for a kind node: idle behind a gate that never opens."""
+    name = f"tl-kindtest-{os.getpid()}-{time.monotonic_ns() % 10**6}"
+    container = engine.containers.run(
+        kind_image["tag"], ["/podgate", "run", "-gate", "/gate/never", "--", "/cpulab", "info"], name=name,
+        detach=True, labels=TEST_LABEL, network_mode="none", tmpfs={"/gate": ""}, entrypoint=[],
+    )
+    yield container
+    container.remove(force=True)
+    kind._state_file(name).unlink(missing_ok=True)
+
+
+@pytest.mark.docker
+def test_the_kind_image_holds_cpulab_behind_podgate(engine, kind_image):
+    assert kind_image["tag"].startswith("cpulab-kind:kindtest-")
+    container = engine.containers.run(
+        kind_image["tag"], ["/podgate", "run", "-gate", "/throttlelab/gate/app", "--", "/cpulab", "info"],
+        detach=True, labels=TEST_LABEL, network_mode="none", tmpfs={"/throttlelab/gate": ""}, entrypoint=[],
+        nano_cpus=500_000_000, environment={"GOMAXPROCS": "3"},
+    )
+    try:
+        time.sleep(1.0)
+        container.reload()
+        assert container.status == "running" and container.logs() == b""  # waiting at its gate
+        _code, (out, _err) = container.exec_run(
+            ["/podgate", "cat", "/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu.max"], demux=True)
+        texts = json.loads(out)  # this host has cgroup v1 or v2: one of the two files exists
+        assert "50000" in (texts.get("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") or texts.get("/sys/fs/cgroup/cpu.max") or "")
+        assert container.exec_run(["/podgate", "open", "/throttlelab/gate/app"]).exit_code == 0
+        assert container.wait(timeout=30)["StatusCode"] == 0
+        records, _stderr = records_from_log(container.logs(stdout=True, stderr=True).decode(), "app")
+        header = next(r for r in records if r["type"] == "header")
+        assert header["gomaxprocs"] == 3 and header["command"] == "info"  # the env reached cpulab through the gate
+        assert header["cgroup"]["quota_us"] == 50_000
+    finally:
+        container.remove(force=True)
+
+
+@pytest.mark.docker
+def test_podgate_stops_cpulab_as_the_containers_pid_1(engine, kind_image):
+    """`podgate signal TERM` from an exec reaches the container's main process: cpulab, after the gate."""
+    container = engine.containers.run(
+        kind_image["tag"], ["/podgate", "run", "-gate", "/g/spin", "--", "/cpulab", "spin", "-threads=1", "-report=100ms"],
+        detach=True, labels=TEST_LABEL, network_mode="none", tmpfs={"/g": ""}, entrypoint=[], nano_cpus=200_000_000,
+    )
+    try:
+        assert container.exec_run(["/podgate", "open", "/g/spin"]).exit_code == 0
+        time.sleep(1.0)
+        assert container.exec_run(["/podgate", "signal", "TERM"]).exit_code == 0
+        assert container.wait(timeout=30)["StatusCode"] == 0
+        records, _ = records_from_log(container.logs(stdout=True, stderr=True).decode(), "spin")
+        types = [r["type"] for r in records]
+        assert types[0] == "header" and "report" in types and types[-1] == "summary"
+        assert next(r for r in records if r["type"] == "header")["pid"] == 1  # cpulab is the main process
+    finally:
+        container.remove(force=True)
+
+
+@pytest.mark.docker
+def test_a_node_is_pinned_and_always_restored(engine, idle_node):
+    (pin,) = kind.plan_pins(engine, {idle_node.name: "0"})
+    before = kind.current_cpuset(idle_node)
+    assert pin.restore_to == (before or kind.usable_cpus(engine, idle_node))
+    try:
+        kind.apply_pins(engine, [pin], os.getpid())
+        assert kind.current_cpuset(idle_node) == "0"
+        assert json.loads(kind._state_file(idle_node.name).read_text())["restore_to"] == pin.restore_to
+    finally:
+        kind.restore_pins(engine, [pin])
+    assert kind.current_cpuset(idle_node) == pin.restore_to
+    assert not kind._state_file(idle_node.name).exists()
+    with pytest.raises(BackendError, match="is not available"):
+        kind.plan_pins(engine, {idle_node.name: "0-4095"})
+
+
+@pytest.mark.docker
+def test_the_sweep_restores_a_node_a_dead_run_left_pinned(engine, idle_node):
+    (pin,) = kind.plan_pins(engine, {idle_node.name: "0"})
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    kind.apply_pins(engine, [pin], dead.pid)  # as if that runner had pinned it and died
+    assert kind.current_cpuset(idle_node) == "0"
+    assert f"{idle_node.name} -> {pin.restore_to}" in kind.sweep_pins(engine)
+    assert kind.current_cpuset(idle_node) == pin.restore_to
+
+
+GUARDED = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    sys.path.insert(0, {project!r})
+    from throttlelab.backends.kind import backend as kind
+    from throttlelab.backends.kube.backend import KubeGuardian
+    engine = kind.docker_client()
+    pins = kind.plan_pins(engine, {{{name!r}: "0"}})
+    guardian = KubeGuardian({{"kubeconfig": {kubeconfig!r}, "context": "fake", "namespace": "default",
+                             "selector": "app.kubernetes.io/managed-by=throttlelab,throttlelab.io/run=none",
+                             "pins": [{{"container": p.container, "restore_to": p.restore_to}} for p in pins]}})
+    kind.apply_pins(engine, pins, 0)
+    print("pinned", flush=True)
+    time.sleep(600)
+""")
+
+
+@pytest.mark.docker
+def test_the_guardian_restores_the_node_when_the_runner_is_sigkilled(engine, idle_node, tmp_path):
+    from kube_api_server import FakeKubeAPI
+
+    api = FakeKubeAPI().start()
+    try:
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig", context="fake")
+        restore_to = kind.plan_pins(engine, {idle_node.name: "0"})[0].restore_to
+        script = GUARDED.format(project=str(PROJECT), name=idle_node.name, kubeconfig=str(kubeconfig))
+        runner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+        assert runner.stdout.readline().strip() == "pinned"
+        assert kind.current_cpuset(idle_node) == "0"
+        os.kill(runner.pid, signal.SIGKILL)
+        runner.wait()
+        deadline = time.monotonic() + 60
+        while kind.current_cpuset(idle_node) != restore_to and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert kind.current_cpuset(idle_node) == restore_to, "the guardian did not restore the node's cpuset"
+    finally:
+        api.stop()

@@ -1,0 +1,317 @@
+"""The Kubernetes deployment (shared by the kind and kubernetes backends) against the loopback
+API server: pods behind their start gates, readback, jobs, services, load, cAdvisor, errors,
+and cleanup on success, failure, a dead runner's leftovers and SIGKILL of the runner."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import PROJECT
+from kube_api_server import FakeKubeAPI, Script
+from throttlelab.backends.kube import manifests as mf
+from throttlelab.backends.base import BackendError, DesignMismatch
+from throttlelab.backends.kube.client import KubeClient, KubeError
+from throttlelab.backends.kube.backend import KubeBackend, KubeDeployment, KubeSettings, NotTestable
+from throttlelab.model.placement import Container, LoadPlacement, Node, Pod
+
+WORKER = "throttlelab-new-worker"
+CONTROL_PLANE = "throttlelab-new-control-plane"
+
+
+class FastDeployment(KubeDeployment):
+    poll_s = 0.02
+    term_grace_s = 0.3
+    unschedulable_grace_s = 0.2
+
+
+class FastKube(KubeBackend):
+    def deploy(self, node, load=None):
+        return FastDeployment(self, node, load, self.settings, self.client)
+
+
+@pytest.fixture
+def api():
+    server = FakeKubeAPI(pending_s=0.05, deletion_s=0.05).start()
+    server.images |= {"cpulab-kind:go124mod", "cpulab-kind:go125mod"}
+    yield server
+    server.stop()
+
+
+def settings(api, tmp_path, **changes) -> KubeSettings:
+    base = dict(kubeconfig=api.write_kubeconfig(tmp_path / "kubeconfig"), context="kind-throttlelab-new",
+                worker_node=WORKER, load_node=CONTROL_PLANE, pull_policy="Never")
+    return KubeSettings(**{**base, **changes})
+
+
+@pytest.fixture
+def backend(api, tmp_path):
+    return FastKube(settings(api, tmp_path), "runc-new")
+
+
+E1 = Node("node", (Pod("e1", (
+    Container("app", ("info",), request_milli=500, limit_milli=2000),
+    Container("sidecar", ("info",), request_milli=100, limit_milli=500),
+)),))
+
+
+def test_pods_wait_at_their_gates_then_run_and_are_removed(api, backend):
+    with backend.deploy(E1) as dep:
+        (name,) = api.live_pods()
+        pod = backend.client.read_pod("default", name)
+        assert pod["status"]["phase"] == "Running"
+        assert backend.client.logs("default", name, "app") == ""  # nothing has started yet
+        readback = {r.path: r for r in dep.verify()}
+        assert readback["node/burstable/pod-e1/app"].actual["quota_us"] == 200_000
+        assert readback["node/burstable/pod-e1/app"].actual["weight"] == 59
+        assert readback["node/burstable/pod-e1/sidecar"].actual["weight"] == 17
+        # an existing cluster gives no node access: the levels above are recorded as unreadable, not as matching
+        for path in ("node", "node/burstable", "node/burstable/pod-e1"):
+            assert readback[path].actual == {"unreadable": backend.unreadable_reason}
+            assert readback[path].mismatches == []
+        assert readback["node/burstable/pod-e1"].design["quota_us"] == 250_000
+        out = dep.run_job("e1", "app", timeout_s=10)
+        assert out.returncode == 0 and out.source == "e1/app"
+        assert [r["type"] for r in out.records] == ["header", "summary"]
+        assert out.stderr == "info: done\n"  # stderr lines are kept apart from the records
+        assert dep.run_job("e1", "sidecar", timeout_s=10).returncode == 0
+    assert api.live_pods() == []
+
+
+def test_the_burstable_level_counts_the_nodes_other_pods(api, backend):
+    with backend.deploy(E1) as dep:
+        levels = {lv.design.path: lv for lv in dep.levels}
+    qos = levels["node/burstable"]
+    assert "other burstable pods 100m" in qos.design.formula  # coredns on the worker (fixture)
+    assert qos.design.weight == 1 + ((700 * 1024 // 1000 - 2) * 9999) // 262142
+    assert levels["node"].design.weight == 391  # SPEC §2: kubepods for 10 allocatable CPUs
+
+
+def test_a_wrong_runtime_conversion_is_a_design_mismatch(api, backend):
+    api.runc = "old"  # the node's runc converts linearly; the design says runc-new
+    with backend.deploy(E1) as dep:
+        with pytest.raises(DesignMismatch, match=r"(?s)weight: designed 59, read 20.*weight: designed 17, read 4.*set runtime accordingly"):
+            dep.verify()
+    assert api.live_pods() == []
+
+
+def test_a_failure_inside_the_block_still_removes_every_pod(api, backend):
+    with pytest.raises(RuntimeError, match="boom"):
+        with backend.deploy(E1):
+            assert len(api.live_pods()) == 1
+            raise RuntimeError("boom")
+    assert api.live_pods() == []
+
+
+def test_a_failing_workload_says_how(api, backend):
+    api.scripts["app"] = Script(stdout="", stderr="cpulab info: bad flag\n", exit_code=2, run_s=0.05)
+    with backend.deploy(E1) as dep:
+        with pytest.raises(BackendError, match=r"e1/app: exited with 2 \(Error\); stderr: 'cpulab info: bad flag'"):
+            dep.run_job("e1", "app", timeout_s=10)
+    assert api.live_pods() == []
+
+
+def test_a_job_past_its_timeout_is_killed(api, backend):
+    node = Node("node", (Pod("s", (Container("spin", ("spin", "-threads=1"), request_milli=100),)),))
+    with backend.deploy(node) as dep:
+        t0 = time.monotonic()
+        with pytest.raises(BackendError, match="s/spin: still running after 0 s; stopped with SIGTERM"):
+            dep.run_job("s", "spin", timeout_s=0.3)
+        assert time.monotonic() - t0 < 10
+    stops = [q["command"] for m, p, q, _ in api.requests if p.endswith("/exec")]
+    assert ["/podgate", "signal", "TERM"] in stops
+
+
+def test_a_job_that_ignores_sigterm_loses_its_pod(api, backend):
+    api.scripts["spin"] = Script(stdout="", run_s=None, ignores_term=True)
+    node = Node("node", (Pod("s", (Container("spin", ("spin", "-threads=1"), request_milli=100),)),))
+    with backend.deploy(node) as dep:
+        with pytest.raises(BackendError, match="still running after 0 s; its pod was deleted"):
+            dep.run_job("s", "spin", timeout_s=0.2)
+    assert api.live_pods() == []
+
+
+def test_a_service_reports_a_reachable_address_and_stops_on_sigterm(api, backend):
+    node = Node("node", (Pod("svc", (Container("server", ("serve", "-addr=127.0.0.1:0"), request_milli=500,
+                                               role="service"),)),))
+    with backend.deploy(node) as dep:
+        handle = dep.start("svc", "server")
+        listening = dep.wait_for_record(handle, "listening", timeout_s=5)
+        pod = backend.client.read_pod("default", handle.pod_name)
+        assert listening["addr"] == f"{pod['status']['podIP']}:41234"  # not the pod's wildcard address
+        assert listening["listen_addr"] == "[::]:41234"
+        stat = dep.read_stat("svc", "server")
+        assert stat["nr_throttled"] == 12 and stat["usage_usec"] == 1_500_000 and stat["t_ns"] > 0
+        pod_stat = dep.read_stat("svc")
+        assert pod_stat["level"].startswith("container") and pod_stat["nr_periods"] == 40
+        out = dep.stop(handle)
+        assert out.returncode == 0 and [r["type"] for r in out.records] == ["header", "listening"]
+    execs = [q["command"] for m, p, q, _ in api.requests if p.endswith("/exec")]
+    assert ["/podgate", "signal", "TERM"] in execs
+    assert api.live_pods() == []
+
+
+def test_a_downstream_gets_its_upstream_pods_address_when_it_starts(api, backend):
+    upstream = Container("server", ("serve", "-addr=127.0.0.1:9001"), request_milli=100, limit_milli=100,
+                         role="service")
+    downstream = Container("server", ("serve", "-addr=127.0.0.1:0", "-upstream=http://127.0.0.1:9001"),
+                           request_milli=500, role="service")
+    node = Node("node", (Pod("upstream", (upstream,)), Pod("downstream", (downstream,))))
+    with backend.deploy(node) as dep:
+        up = dep.start("upstream", "server")
+        assert dep.wait_for_record(up, "listening", timeout_s=5)["addr"].endswith(":9001")
+        dep.start("downstream", "server")
+        up_ip = backend.client.read_pod("default", up.pod_name)["status"]["podIP"]
+        opened = [q["command"] for m, p, q, _ in api.requests if p.endswith("/exec") and "open" in q["command"]]
+        assert opened[-1] == ["/podgate", "open", "/throttlelab/gate/server", f"serve:9001={up_ip}:9001"]
+    (down,) = [b for b in api.sent("POST", r"/api/v1/namespaces/default/pods")
+               if b["metadata"]["labels"][mf.LABEL_POD] == "downstream"]
+    assert "-upstream=http://{{serve:9001}}" in down["spec"]["containers"][0]["command"]
+
+
+def test_pod_level_counters_of_a_multi_container_pod_need_the_node(backend):
+    with backend.deploy(E1) as dep:
+        with pytest.raises(NotTestable, match="pod-level counters of e1 need node access"):
+            dep.read_stat("e1")
+
+
+def test_the_load_generator_runs_on_the_load_node(api, backend, tmp_path):
+    with backend.deploy(E1) as dep:
+        out = dep.run_load(["-target=http://10.244.1.12:41234", "-rps=10"], timeout_s=10)
+        assert out.source == "load/generator" and out.returncode == 0
+        assert [r["type"] for r in out.records] == ["header", "summary"]
+    (load,) = [b for b in api.sent("POST", r"/api/v1/namespaces/default/pods") if b["metadata"]["labels"][mf.LABEL_ROLE] == "load"]
+    deleted = [p for m, p, _q, _b in api.requests if m == "DELETE"]
+    assert f"/api/v1/namespaces/default/pods/{load['metadata']['name']}" in deleted  # deleted as soon as it is read
+    assert load["spec"]["nodeSelector"] == {"kubernetes.io/hostname": CONTROL_PLANE}
+    assert load["spec"]["containers"][0]["command"][:2] == ["/cpulab", "load"]
+
+
+def test_without_the_toleration_the_control_plane_refuses_the_load(api, tmp_path):
+    backend = FastKube(settings(api, tmp_path, tolerate_control_plane=False), "runc-new")
+    with backend.deploy(E1) as dep:
+        with pytest.raises(KubeError, match="untolerated taint"):
+            dep.run_load(["-rps=1"], timeout_s=10)
+    assert api.live_pods() == []
+
+
+def test_monitoring_uses_cadvisors_own_timestamps(api, backend):
+    node = Node("node", (Pod("e6", (Container("burst", ("burst", "-threads=8"), request_milli=100, limit_milli=1000),)),))
+    with backend.deploy(node) as dep:
+        (live,) = api.live_pods()
+        api.cadvisor_pods["tl-e6-abc123"] = live
+        first = dep.monitoring_sample("e6", "burst")
+        second = dep.monitoring_sample("e6", "burst")
+    assert (second["t_ms"] - first["t_ms"]) / 1000 == pytest.approx(12.149)
+    assert second["container_cpu_cfs_throttled_periods_total"] - first["container_cpu_cfs_throttled_periods_total"] == 13
+    assert second["container_cpu_cfs_periods_total"] - first["container_cpu_cfs_periods_total"] == 37
+    assert second["scraped_t_ns"] > first["scraped_t_ns"]
+
+
+def test_node_level_placements_are_not_testable_on_an_existing_cluster(api, backend):
+    pinned = Node("node", E1.pods, cpus="0")
+    with pytest.raises(NotTestable, match="pinning node CPUs"):
+        with backend.deploy(pinned):
+            pass
+    with pytest.raises(NotTestable, match="load generator 8-9"):
+        with backend.deploy(E1, LoadPlacement(cpus="8-9")):
+            pass
+    with pytest.raises(NotTestable, match="asks for runc-old"):
+        with backend.deploy(Node("node", E1.pods, runtime="runc-old")):
+            pass
+    assert api.sent("POST", r"/api/v1/namespaces/default/pods") == []
+    caps = backend.capabilities()
+    assert caps.can_pin_cpus is False and caps.has_pause_level and caps.cpus == 10
+
+
+def test_preflight_names_what_is_wrong(api, tmp_path):
+    FastKube(settings(api, tmp_path), "runc-new").preflight()
+    with pytest.raises(BackendError, match=r"worker_node 'worker-7' is not a node.*its nodes: throttlelab-new-control-plane, throttlelab-new-worker"):
+        FastKube(settings(api, tmp_path, worker_node="worker-7"), "runc-new").preflight()
+    with pytest.raises(BackendError, match="load_node 'cp' is not a node"):
+        FastKube(settings(api, tmp_path, load_node="cp"), "runc-new").preflight()
+    with pytest.raises(BackendError, match="namespace 'lab' does not exist"):
+        FastKube(settings(api, tmp_path, namespace="lab"), "runc-new").preflight()
+    with pytest.raises(BackendError, match="kubeconfig .*nowhere does not exist"):
+        FastKube(settings(api, tmp_path, kubeconfig=tmp_path / "nowhere"), "runc-new").preflight()
+
+
+def test_an_image_that_is_not_in_the_cluster_stops_the_deployment(api, backend):
+    api.images.discard("cpulab-kind:go124mod")
+    with pytest.raises(KubeError, match="ErrImageNeverPull"):
+        with backend.deploy(E1):
+            pass
+    assert api.live_pods() == []
+
+
+def test_the_environment_names_the_cluster(backend):
+    env = backend.environment()
+    assert env["backend"] == "kubernetes" and env["server_version"] == "v1.34.11"
+    assert env["kubelet"] == "v1.34.11" and env["container_runtime"] == "containerd://2.3.4"
+    assert env["kernel"] == "7.0.0" and env["cpu_count"] == 10 and env["worker_node"] == WORKER
+
+
+def test_the_sweep_removes_what_dead_runners_left(api, backend):
+    kc = backend.client
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = mf.RunIdentity.here("stale-run", dead.pid)
+    mine = mf.RunIdentity.here("live-run", os.getpid())
+    for ident in (stale, mine):
+        kc.create_pod("default", mf.pod_manifest(E1.pods[0], node_name=WORKER, image_of=lambda v: f"cpulab-kind:{v}",
+                                                 ident=ident))
+    with backend.deploy(Node("node", (Pod("x", (Container("c", ("info",)),)),))):
+        names = api.live_pods()
+    assert mf.pod_name(E1.pods[0], "stale-run") not in names
+    assert mf.pod_name(E1.pods[0], "live-run") in names
+    kc.delete_pods("default", mine.selector)
+
+
+RUNNER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    sys.path.insert(0, {project!r})
+    from throttlelab.backends.kube.backend import KubeBackend, KubeSettings
+    from throttlelab.model.placement import Container, Node, Pod
+    s = KubeSettings(kubeconfig=Path({kubeconfig!r}), context="kind-throttlelab-new", worker_node={worker!r},
+                     load_node={cp!r}, pull_policy="Never")
+    node = Node("node", (Pod("victim", (Container("spin", ("spin", "-threads=1"), request_milli=100),)),))
+    dep = KubeBackend(s, "runc-new").deploy(node).__enter__()
+    dep.start("victim", "spin")
+    print("ready", flush=True)
+    time.sleep(600)
+""")
+
+
+def test_the_guardian_removes_the_pods_when_the_runner_is_sigkilled(api, tmp_path):
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+    script = RUNNER.format(project=str(PROJECT), kubeconfig=str(kubeconfig), worker=WORKER, cp=CONTROL_PLANE)
+    runner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert runner.stdout.readline().strip() == "ready"
+        assert len(api.live_pods()) == 1
+        os.kill(runner.pid, signal.SIGKILL)
+        runner.wait()
+        deadline = time.monotonic() + 30
+        while api.live_pods() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert api.live_pods() == [], "the guardian did not delete the dead runner's pods"
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+
+
+def test_a_client_is_named_in_the_errors_when_the_cluster_goes_away(api, backend):
+    kc: KubeClient = backend.client
+    api.stop()
+    kc.api.configuration.retries = 0
+    kc.api.rest_client.pool_manager.clear()  # drop kept-alive connections to the stopped server
+    with pytest.raises(KubeError, match="is unreachable"):
+        kc.nodes()

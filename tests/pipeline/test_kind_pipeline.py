@@ -1,0 +1,141 @@
+"""The pipeline with backend=kind (and kubernetes) as Snakemake sees it, without a cluster:
+the DAG (clusters -> images -> experiments -> analysis -> report), a cluster that exists is not
+recreated, `clean` deletes the clusters, and a real run on a machine without kind stops at once
+naming what is missing. Nothing here creates a cluster."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import PROJECT
+
+NO_KIND = "kind={binary: /nonexistent/kind, old_binary: /nonexistent/kind-v0.30.0}"
+
+
+def snakemake(workdir: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(PROJECT / "Snakefile"), "-d", str(workdir), "--cores", "1", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def dag(workdir: Path, *config: str) -> tuple[dict[str, str], set[tuple[str, str]]]:
+    proc = snakemake(workdir, "-n", "--dag", "--config", "backend=kind", *config)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    nodes = dict(re.findall(r'^\s*(\d+)\[label = "([^"]*)"', proc.stdout, re.M))
+    edges = set(re.findall(r"^\s*(\d+) -> (\d+)", proc.stdout, re.M))
+    return nodes, edges
+
+
+def reaches(edges: set[tuple[str, str]], start: str, goal: str) -> bool:
+    seen, todo = set(), [start]
+    while todo:
+        here = todo.pop()
+        if here == goal:
+            return True
+        if here not in seen:
+            seen.add(here)
+            todo += [b for a, b in edges if a == here]
+    return False
+
+
+@pytest.fixture(scope="module")
+def kind_dag(tmp_path_factory):
+    return dag(tmp_path_factory.mktemp("dag"), "profile=ci")
+
+
+def rule_of(label: str) -> str:
+    return label.split("\\n")[0]
+
+
+def test_the_dag_runs_clusters_then_images_then_experiments_then_analysis_then_the_report(kind_dag):
+    nodes, edges = kind_dag
+    by_rule: dict[str, list[str]] = {}
+    for node, label in nodes.items():
+        by_rule.setdefault(rule_of(label), []).append(node)
+    chain = ["create_cluster", "load_image", "run_experiment", "parse_runs", "compute_stats", "evaluate_findings",
+             "render_report"]
+    for rule in chain + ["build_image", "build_kind_image", "build_podgate", "build_workload"]:
+        assert rule in by_rule, f"{rule} missing from the kind DAG"
+    for earlier, later in zip(chain, chain[1:]):
+        assert any(reaches(edges, a, b) for a in by_rule[earlier] for b in by_rule[later]), f"{earlier} -> {later}"
+    # images: the docker backend's image + podgate -> the kind image -> loaded into a cluster
+    for earlier, later in (("build_workload", "build_image"), ("build_image", "build_kind_image"),
+                           ("build_podgate", "build_kind_image"), ("build_kind_image", "load_image")):
+        assert any((a, b) in edges for a in by_rule[earlier] for b in by_rule[later]), f"{earlier} -> {later}"
+    # no experiment runs before its cluster exists and holds both images
+    for run in by_rule["run_experiment"]:
+        assert any(reaches(edges, c, run) for c in by_rule["create_cluster"])
+        assert sum((load, run) in edges for load in by_rule["load_image"]) == 2
+
+
+def test_each_variant_runs_on_the_cluster_of_its_runtime(kind_dag):
+    nodes, edges = kind_dag
+    clusters = {node: re.search(r"role: (\w+)", label).group(1) for node, label in nodes.items()
+                if rule_of(label) == "create_cluster"}
+    assert sorted(clusters.values()) == ["new", "old"]
+    for node, label in nodes.items():
+        if rule_of(label) != "run_experiment":
+            continue
+        roles = {role for c, role in clusters.items() if reaches(edges, c, node)}
+        old = "experiment: E10" in label or "variant: runc-old" in label
+        assert roles == ({"old"} if old else {"new"}), label
+
+
+def test_an_existing_cluster_is_not_recreated(tmp_path):
+    for role in ("new", "old"):
+        d = tmp_path / "results" / "kind" / "clusters" / role
+        d.mkdir(parents=True)
+        (d / "kubeconfig").write_text("")
+        (d / "cluster.json").write_text("{}")
+    proc = snakemake(tmp_path, "-n", "create_clusters", "--config", "backend=kind", "profile=ci")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout, re.M))
+    assert "create_cluster" not in jobs and jobs["load_image"] == "4"
+
+
+def test_clean_deletes_the_clusters(tmp_path):
+    proc = snakemake(tmp_path, "-n", "-p", "clean", "--config", "backend=kind")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "throttlelab.backends.kind.backend delete --settings" in proc.stdout
+
+
+def test_a_run_without_kind_stops_at_once_naming_what_is_missing(tmp_path):
+    t0 = time.monotonic()
+    proc = snakemake(tmp_path, "report", "--config", "backend=kind", NO_KIND)
+    took = time.monotonic() - t0
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "the kind binary for the new cluster is missing: '/nonexistent/kind'" in out
+    assert "the kind binary for the old cluster is missing: '/nonexistent/kind-v0.30.0'" in out
+    assert "Install kind v0.33.0" in out and "Install kind v0.30.0" in out
+    assert "(nothing was run)" in out
+    assert not (tmp_path / "results").exists(), "a job ran before the check"
+    assert took < 60
+
+
+def test_a_dry_run_needs_no_kind(tmp_path):
+    proc = snakemake(tmp_path, "-n", "report", "--config", "backend=kind", NO_KIND)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_kubernetes_leaves_out_what_it_cannot_do_and_says_why(tmp_path):
+    proc = snakemake(tmp_path, "-n", "--config", "backend=kubernetes", "profile=ci")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "E5/pods not testable on the kubernetes backend: it pins the worker node to CPU 0" in proc.stderr
+    assert "E2b/clumped-limit not testable on the kubernetes backend: it pins the node to CPUs 0" in proc.stderr
+    assert "E4/runc-old not testable on the kubernetes backend: it asks for the runc-old conversion" in proc.stderr
+    assert "results/kubernetes/raw/E5/" not in proc.stdout and "results/kubernetes/raw/E10/" not in proc.stdout
+    assert "results/kubernetes/raw/E4/runc-new/rep0.jsonl" in proc.stdout
+    assert "create_cluster" not in proc.stdout
+
+
+def test_kubernetes_without_its_settings_stops_at_once(tmp_path):
+    proc = snakemake(tmp_path, "report", "--config", "backend=kubernetes")
+    assert proc.returncode != 0
+    assert "set kubernetes.kubeconfig, kubernetes.worker_node, kubernetes.load_node" in proc.stdout + proc.stderr
+    assert not (tmp_path / "results").exists()

@@ -1,0 +1,333 @@
+"""The pipeline end to end on the local backend: the `ci` profile for real, reruns,
+bad input, and cleanup after interrupts. Needs root and real cgroups."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import PROJECT, left_behind, workload_pids, workload_pids_of
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+
+def snakemake(workdir: Path, *args: str, timeout: float = 600, **popen) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(PROJECT / "Snakefile"), "-d", str(workdir), "--cores", "1", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **popen)
+
+
+def _require_root():
+    if os.geteuid() != 0:
+        pytest.skip("the local backend needs root (or a delegated cgroup) to create cgroups")
+
+
+def read_log(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def cpuset_state() -> str:
+    root = Path("/sys/fs/cgroup/cpuset/cpuset.cpus")
+    alt = Path("/sys/fs/cgroup/cpuset.cpus.effective")
+    return (root if root.exists() else alt).read_text() if (root.exists() or alt.exists()) else ""
+
+
+@pytest.fixture(scope="module")
+def ci_run(tmp_path_factory):
+    """One complete `ci` run of every experiment, shared by the tests below."""
+    _require_root()
+    before = cpuset_state()
+    workdir = tmp_path_factory.mktemp("ci-run")
+    proc = snakemake(workdir, "--config", "profile=ci")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert cpuset_state() == before
+    return workdir
+
+
+def _raw(workdir: Path, experiment: str) -> dict[str, list[list[dict]]]:
+    out: dict[str, list[list[dict]]] = {}
+    for path in sorted((workdir / "results/local/raw" / experiment).glob("*/rep*.jsonl")):
+        out.setdefault(path.parent.name, []).append(read_log(path))
+    return out
+
+
+def test_every_raw_log_exists_and_starts_with_metadata(ci_run):
+    from throttlelab.model.config import load_design
+
+    design = load_design({"profile": "ci"}, PROJECT / "config")
+    for experiment, variant, rep in design.jobs():
+        path = ci_run / f"results/local/raw/{experiment}/{variant}/rep{rep}.jsonl"
+        records = read_log(path)
+        meta = records[0]
+        assert meta["type"] == "meta"
+        assert (meta["experiment"], meta["variant"], meta["repeat"]) == (experiment, variant, rep)
+        assert meta["spec"] == design.experiments[experiment].variants[variant].to_dict()
+        for key in ("kernel", "cgroup_version", "cpu_model", "cpu_count"):
+            assert key in meta["environment"]
+        assert all(len(b["sha256"]) == 64 for b in meta["binaries"].values())
+        assert meta["start"] <= meta["end"]
+
+
+def test_normal_run_leaves_nothing_behind(ci_run):
+    assert left_behind(ci_run) == []
+    assert workload_pids_of(ci_run) == []
+
+
+def test_e2a_shows_the_labs_pattern(ci_run):
+    runs = _raw(ci_run, "E2a")
+
+    def p50(variant):
+        values = []
+        for records in runs[variant]:
+            walls = sorted(r["wall_ms"] for r in records if r["type"] == "round" and r["round"] > 0)
+            values.append(walls[len(walls) // 2])
+        return sorted(values)[len(values) // 2]
+
+    # 500m: 50 ms of quota per period against 160 ms of burst: no round can escape throttling.
+    for records in runs["limit500m"]:
+        rounds = [r for r in records if r["type"] == "round"]
+        assert rounds and all(r["d_nr_throttled"] > 0 for r in rounds), "limit500m must throttle every round"
+    # limit 1: 100 ms against 160 ms; a round can slip through only if other load on the host
+    # slowed the burst below the quota's pace, so allow one such round per run.
+    for records in runs["limit1"]:
+        rounds = [r for r in records if r["type"] == "round"]
+        assert sum(r["d_nr_throttled"] > 0 for r in rounds) >= len(rounds) - 1
+    for records in runs["nolimit"]:
+        assert all(r["d_nr_throttled"] == 0 for r in records if r["type"] == "round")
+    assert p50("limit1") > 1.3 * p50("nolimit")
+    assert p50("limit500m") > 2.5 * p50("nolimit")
+
+
+def test_e1_readback_matches_the_design(ci_run):
+    runs = _raw(ci_run, "E1")
+    levels = {r["path"]: r for r in runs["all-limits"][0] if r["type"] == "readback"}
+    assert levels["node/burstable/pod-e1"]["actual"]["quota_us"] == 250_000
+    assert levels["node/burstable/pod-e1/app"]["actual"]["quota_us"] == 200_000
+    assert levels["node/burstable/pod-e1/sidecar"]["actual"]["quota_us"] == 50_000
+    partial = {r["path"]: r for r in runs["partial"][0] if r["type"] == "readback"}
+    assert partial["node/burstable/pod-e1"]["actual"]["quota_us"] is None
+    assert any(r["type"] == "ancestor" and r["level"] == "host-root" for r in runs["partial"][0])
+    infos = [r for r in runs["all-limits"][0] if r["type"] == "header"]
+    assert {r["src"] for r in infos} == {"e1/app", "e1/sidecar"}
+
+
+def test_e3_gomaxprocs_matches_the_rule(ci_run):
+    for variant, reps in _raw(ci_run, "E3").items():
+        for records in reps:
+            header = next(r for r in records if r["type"] == "header")
+            expected = next(r for r in records if r["type"] == "expectation")["gomaxprocs"]
+            assert header["gomaxprocs"] == expected, variant
+    env6 = _raw(ci_run, "E3")["go125mod-2-env6"][0]
+    assert next(r for r in env6 if r["type"] == "header")["gomaxprocs"] == 6
+
+
+def test_noop_rerun_lists_nothing(ci_run):
+    proc = snakemake(ci_run, "-n", "--config", "profile=ci")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def _planned(proc: subprocess.CompletedProcess) -> dict[str, list[str]]:
+    """rule name -> the outputs a dry run plans for it."""
+    plan: dict[str, list[str]] = {}
+    rule = None
+    for line in (proc.stdout + proc.stderr).splitlines():
+        stripped = line.strip()
+        if stripped.startswith(("rule ", "localrule ")) and stripped.endswith(":"):
+            rule = stripped.split()[1].rstrip(":")
+            plan.setdefault(rule, [])
+        elif rule and stripped.startswith("output:"):
+            plan[rule] += [p.strip() for p in stripped[len("output:"):].split(",")]
+    return plan
+
+
+ANALYSIS_AND_REPORT = {"parse_runs", "compute_stats", "evaluate_findings", "render_report", "all"}
+
+
+def test_changing_one_variant_reruns_only_it(ci_run, tmp_path):
+    profile = yaml.safe_load((PROJECT / "config/profiles/ci.yaml").read_text())
+    profile["experiments"]["E2a"]["variants"]["limit1"]["rounds"] = 7
+    custom = tmp_path / "edited.yaml"
+    custom.write_text(yaml.safe_dump(profile))
+    proc = snakemake(ci_run, "-n", "--config", f"profile={custom}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    plan = _planned(proc)
+    assert sorted(plan.pop("run_experiment")) == [f"results/local/raw/E2a/limit1/rep{k}.jsonl" for k in range(3)]
+    assert "build_workload" not in plan
+    # only the aggregation downstream of the raw logs follows
+    assert set(plan) - {r for r in plan if r.startswith("plot_")} <= ANALYSIS_AND_REPORT
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("colour=blue", "'colour' was unexpected"),
+        ("profile=nope", "unknown profile 'nope'"),
+        ("backend=podman", "config.backend"),
+    ],
+)
+def test_bad_config_is_one_clear_error_and_touches_nothing(ci_run, override, message):
+    some_log = next((ci_run / "results/local/raw/E2a/nolimit").glob("rep*.jsonl"))
+    stamp = some_log.stat().st_mtime_ns
+    proc = snakemake(ci_run, "--config", override)
+    assert proc.returncode != 0
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert some_log.stat().st_mtime_ns == stamp
+
+
+@pytest.mark.parametrize("bad", ["2x", "-1"])
+def test_malformed_quantity_names_the_field(ci_run, tmp_path, bad):
+    profile = yaml.safe_load((PROJECT / "config/profiles/ci.yaml").read_text())
+    profile["experiments"]["E2a"]["variants"]["limit1"]["limit"] = bad
+    custom = tmp_path / "bad.yaml"
+    custom.write_text(yaml.safe_dump(profile))
+    proc = snakemake(ci_run, "-n", "--config", f"profile={custom}")
+    assert proc.returncode != 0
+    assert "experiments.E2a.variants.limit1.limit" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def _long_run_workdir(ci_run: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """A fresh workdir with the built binaries and a profile whose one E2a job runs ~20 s."""
+    workdir = tmp_path / "work"
+    shutil.copytree(ci_run / "results/build", workdir / "results/build")
+    profile = yaml.safe_load((PROJECT / "config/profiles/ci.yaml").read_text())
+    profile["experiments"] = {"E2a": profile["experiments"]["E2a"]}
+    profile["experiments"]["E2a"]["variants"] = {"long": {"limit": "500m", "rounds": 40, "interval_ms": 500}}
+    custom = tmp_path / "long.yaml"
+    custom.write_text(yaml.safe_dump(profile))
+    return workdir, custom
+
+
+def _start(workdir: Path, profile: Path) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(PROJECT / "Snakefile"), "-d", str(workdir), "--cores", "1",
+           "results/local/raw/E2a/long/rep0.jsonl", "--config", f"profile={profile}"]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def _wait_for_workload(proc: subprocess.Popen, workdir: Path, timeout: float = 120) -> int:
+    deadline = time.monotonic() + timeout  # another invocation may hold the experiment lock first
+    while time.monotonic() < deadline:
+        pids = [p for p in workload_pids() if _in_workdir(p, workdir)]
+        if pids:
+            time.sleep(1.0)  # let it run into a few rounds
+            return pids[0]
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.1)
+    raise AssertionError("the workload never started")
+
+
+def _in_workdir(pid: int, workdir: Path) -> bool:
+    """Is this cpulab process in a cgroup of a runner working in `workdir`?"""
+    try:
+        cgroup = Path(f"/proc/{pid}/cgroup").read_text()
+    except OSError:
+        return False
+    for part in cgroup.replace("\n", "/").split("/"):
+        if part.startswith("throttlelab-") and part.split("-")[1].isdigit():
+            try:
+                if os.readlink(f"/proc/{part.split('-')[1]}/cwd") == str(workdir.resolve()):
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+def _assert_clean(cpuset_before: str, workdir: Path) -> None:
+    deadline = time.monotonic() + 10
+    while (left_behind(workdir) or workload_pids_of(workdir)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert left_behind(workdir) == []
+    assert workload_pids_of(workdir) == []
+    assert cpuset_state() == cpuset_before
+
+
+def test_ctrl_c_to_snakemake_leaves_nothing_behind(ci_run, tmp_path):
+    before = cpuset_state()
+    workdir, profile = _long_run_workdir(ci_run, tmp_path)
+    proc = _start(workdir, profile)
+    try:
+        _wait_for_workload(proc, workdir)
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode != 0
+    _assert_clean(before, workdir)
+    assert not (workdir / "results/local/raw/E2a/long/rep0.jsonl").exists()
+
+
+def test_sigterm_to_snakemake_alone_leaves_nothing_behind(ci_run, tmp_path):
+    before = cpuset_state()
+    workdir, profile = _long_run_workdir(ci_run, tmp_path)
+    proc = _start(workdir, profile)
+    try:
+        _wait_for_workload(proc, workdir)
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    _assert_clean(before, workdir)
+
+
+def test_workload_killed_mid_run_fails_the_job_and_cleans_up(ci_run, tmp_path):
+    before = cpuset_state()
+    workdir, profile = _long_run_workdir(ci_run, tmp_path)
+    proc = _start(workdir, profile)
+    try:
+        pid = _wait_for_workload(proc, workdir)
+        os.kill(pid, signal.SIGKILL)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode != 0
+    assert "killed by a signal" in output
+    _assert_clean(before, workdir)
+    assert not (workdir / "results/local/raw/E2a/long/rep0.jsonl").exists()
+
+
+def test_changed_confidence_reruns_only_analysis_and_report(ci_run, tmp_path):
+    extra = tmp_path / "stats.yaml"
+    extra.write_text("stats:\n  confidence: 0.9\n")
+    proc = snakemake(ci_run, "-n", "--configfile", str(extra), "--config", "profile=ci")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    plan = _planned(proc)
+    assert "run_experiment" not in plan and "build_workload" not in plan and "parse_runs" not in plan
+    assert {"compute_stats", "evaluate_findings", "render_report"} <= set(plan)
+
+
+def test_weights_follow_the_formulas_and_the_cpu_follows_the_weights(ci_run):
+    findings = {row["id"]: row for row in __import__("csv").DictReader(open(ci_run / "results/local/tables/findings.csv"))}
+    assert findings["F8"]["verdict"] == "reproduced", findings["F8"]["reason"]
+    e4 = _raw(ci_run, "E4")
+    for variant, weights in (("runc-new", (17, 100)), ("runc-old", (4, 39))):
+        levels = {r["path"]: r for r in e4[variant][0] if r["type"] == "readback"}
+        got = (levels["node/burstable/pod-two/small"]["design"]["weight"], levels["node/burstable/pod-two/big"]["design"]["weight"])
+        assert got == weights
+        assert all(not r["mismatches"] for r in levels.values())
+
+
+def test_service_runs_have_no_errors_and_show_the_generators_health(ci_run):
+    for experiment in ("E2b", "E7", "E8", "S2"):
+        runs = _raw(ci_run, experiment)
+        assert runs, f"no {experiment} runs"
+        for variant, reps in runs.items():
+            for records in reps:
+                load = next(r for r in records if r["type"] == "summary" and r["src"] == "load/generator")
+                # Poisson clumps: a short ci window may hold none, but nothing sent may fail
+                assert load["work"]["errors"] == 0 and load["work"]["ok"] == load["work"]["sent"], (experiment, variant)
+                assert any(r["type"] == "podstat" for r in records)
+    page = (ci_run / "results/report/index.html").read_text()
+    assert page.count("Load generator health") == 4 and "send lateness p99 per run" in page

@@ -1,0 +1,502 @@
+"""The report stage: figures, the self-contained page (checked in headless Chromium), the archive.
+
+The page is rendered from hand-made tables in tests/fixtures/tables (a `ci`-shaped
+run on 2 CPUs) and the meta lines of tests/fixtures/report_raw; no experiment runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import tarfile
+import time
+import urllib.parse
+import urllib.request
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from throttlelab.figures import plots
+from throttlelab.report import page as report
+
+from conftest import PROJECT
+FIXTURES = PROJECT / "tests" / "fixtures"
+CI_CONFIG = {"profile": "ci"}
+
+
+# --------------------------------------------------------------------------
+# a rendered report in a results/ layout like the pipeline's
+
+
+def drawn_figures(tables_dir: Path = FIXTURES / "tables") -> list[str]:
+    """The figures of the experiments the fixture tables hold (the report shows only those)."""
+    ran = set(pd.read_csv(tables_dir / "runs.csv")["experiment"])
+    return [name for name, spec in plots.FIGURES.items() if spec.experiment in ran]
+
+
+def write_figures(tables_dir: Path, figures_dir: Path) -> list[str]:
+    tables = {name: pd.read_csv(tables_dir / f"{name}.csv") for name in ("rounds", "metrics", "estimates", "runs")}
+    figures_dir.mkdir(parents=True, exist_ok=True)
+    for name in drawn_figures(tables_dir):
+        spec = plots.FIGURES[name]
+        svg = plots.figure_to_svg(plots.draw(name, tables), name, spec.title)
+        (figures_dir / f"{name}.svg").write_text(svg)
+    return drawn_figures(tables_dir)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("report") / "results"
+    shutil.copytree(FIXTURES / "tables", root / "local" / "tables")
+    shutil.copytree(FIXTURES / "report_raw", root / "local" / "raw")
+    write_figures(root / "local" / "tables", root / "report" / "figures")
+    report.render_report(root / "local" / "tables", root / "local" / "raw", root / "report" / "figures", CI_CONFIG,
+                         root / "report" / "index.html", root / "report" / "findings_table.csv",
+                         root / "report" / "estimates_table.csv")
+    return root
+
+
+@pytest.fixture(scope="module")
+def page(results) -> Path:
+    return results / "report" / "index.html"
+
+
+class PageParser(HTMLParser):
+    """Collects what the checks below look at: tags, ids, links, tables and their rows."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags: list[str] = []
+        self.ids: list[str] = []
+        self.urls: list[tuple[str, str, str]] = []  # (tag, attribute, value)
+        self.tables: list[str] = []  # id of each table in document order ("" if none)
+        self.finding_rows = 0
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.tags.append(tag)
+        if "id" in attrs:
+            self.ids.append(attrs["id"])
+        for key in ("src", "href", "xlink:href", "data"):
+            if key in attrs:
+                self.urls.append((tag, key, attrs[key] or ""))
+        if tag == "table":
+            self.tables.append(attrs.get("id", ""))
+        if tag == "tr" and "finding" in (attrs.get("class") or "").split():
+            self.finding_rows += 1
+
+
+def parse(page: Path) -> PageParser:
+    parser = PageParser()
+    parser.feed(page.read_text())
+    return parser
+
+
+# --------------------------------------------------------------------------
+# the page, read as HTML
+
+
+def test_findings_table_comes_first_with_one_row_per_finding(page):
+    parsed = parse(page)
+    findings = pd.read_csv(FIXTURES / "tables" / "findings.csv")
+    assert parsed.tables[0] == "findings-table"
+    assert parsed.finding_rows == len(findings) == 5
+
+
+def test_page_is_self_contained(page):
+    parsed = parse(page)
+    assert "script" not in parsed.tags and "link" not in parsed.tags and "iframe" not in parsed.tags
+    external = [u for u in parsed.urls if u[2].startswith(("http:", "https:", "//", "data:text/html"))]
+    assert external == []
+    assert "@import" not in page.read_text() and "url(http" not in page.read_text()
+
+
+def test_every_relative_link_points_at_a_file(page):
+    links = [value for tag, key, value in parse(page).urls if tag == "a" and not value.startswith("#")]
+    assert any(link.endswith("findings.csv") for link in links)
+    assert sum(link.endswith(".jsonl") for link in links) == len(pd.read_csv(FIXTURES / "tables" / "runs.csv"))
+    missing = [link for link in links if not (page.parent / urllib.parse.unquote(link)).is_file()]
+    assert missing == []
+
+
+def test_ids_are_unique_across_the_inlined_figures(page):
+    ids = parse(page).ids
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    assert duplicates == []
+
+
+def test_every_figure_is_inlined_with_its_method_in_the_caption(page):
+    html = page.read_text()
+    for name in drawn_figures():
+        assert f'id="fig-{name}"' in html
+    assert "Student t on log per-run p50_wall_ms, R = 3, low n" in html
+
+
+def test_environment_comes_from_the_meta_records(page):
+    html = page.read_text()
+    for fact in ("6.1.0-28-cloud-amd64", "Intel(R) Xeon(R) Platinum 8375C", "go1.25.4", "runc-new", "E2a 3"):
+        assert fact in html
+
+
+def test_display_tables_match_the_page(results):
+    shown = pd.read_csv(results / "report" / "findings_table.csv")
+    assert list(shown["id"]) == ["F1", "F2", "F3", "F4", "F5"]
+    assert shown.loc[0, "effect [CI]"] == "2.18 [1.97, 2.40]"
+    estimates = pd.read_csv(results / "report" / "estimates_table.csv")
+    assert len(estimates) == len(pd.read_csv(FIXTURES / "tables" / "estimates.csv"))
+
+
+# --------------------------------------------------------------------------
+# small pure parts
+
+
+@pytest.mark.parametrize(
+    "value, text",
+    [(7052.5, "7052"), (84.37, "84.4"), (0.3125, "0.312"), (0.04512, "0.0451"), (2.0, "2"), (0, "0"),
+     (float("nan"), "—"), (-0.6667, "-0.667")],
+)
+def test_numbers_get_three_significant_digits_without_exponents(value, text):
+    assert report.fmt_number(value) == text
+
+
+def test_interval_is_left_out_when_the_table_has_none():
+    assert report.fmt_interval(84.4, 80.12, 88.51) == "84.4 [80.1, 88.5]"
+    assert report.fmt_interval(2.0, float("nan"), float("nan")) == "2"
+
+
+def test_nested_pod_settings_become_columns():
+    spec = {"app": {"request": "500m", "limit": 2}, "sidecar": {"request": "100m", "limit": None}}
+    table = report.settings_table(
+        pd.DataFrame({"experiment": ["E1"], "variant": ["partial"], "repeat": [0], "spec_json": [json.dumps(spec)]}),
+        "E1", ["partial"])
+    assert table.columns == ["variant", "app request", "app limit", "sidecar request", "sidecar limit", "runs"]
+    assert table.rows == [["partial", "500m", "2", "100m", "none", "1"]]
+
+
+def test_a_runs_disagreement_is_shown_not_hidden():
+    assert report.distinct(["6.1.0", "6.1.0"]) == "6.1.0"
+    assert report.distinct(["6.1.0", "6.5.0"]) == "6.1.0, 6.5.0 (differs between runs)"
+
+
+def test_a_missing_column_names_the_file_and_the_column(tmp_path):
+    tables = tmp_path / "tables"
+    shutil.copytree(FIXTURES / "tables", tables)
+    pd.read_csv(tables / "findings.csv").drop(columns=["verdict"]).to_csv(tables / "findings.csv", index=False)
+    with pytest.raises(report.ReportError, match=r"findings\.csv: no column verdict"):
+        report.read_tables(tables)
+
+
+def test_a_raw_log_without_its_meta_line_is_named(tmp_path):
+    log = tmp_path / "rep0.jsonl"
+    log.write_text('{"type": "round", "round": 0}\n')
+    with pytest.raises(report.ReportError, match=r"rep0\.jsonl: the first record is 'round', not 'meta'"):
+        report.read_meta(log)
+
+
+def test_figures_are_reproducible_svg(results):
+    tables = {name: pd.read_csv(results / "local" / "tables" / f"{name}.csv") for name in ("metrics", "runs")}
+    first = plots.figure_to_svg(plots.draw("e3_gomaxprocs", tables), "e3_gomaxprocs")
+    again = plots.figure_to_svg(plots.draw("e3_gomaxprocs", tables), "e3_gomaxprocs")
+    assert first == again
+    assert first.lstrip().startswith("<svg") and 'id="e3_gomaxprocs-' in first
+
+
+def test_lab_reference_values_follow_the_spec():
+    e2a = plots.lab_values("E2a", "p50_wall_ms")
+    assert e2a == {"nolimit": 34.3, "limit2": 34.6, "limit1": 84.4, "limit500m": 260.4, "limit1-2threads": 132.3}
+    assert plots.lab_values("E3", "gomaxprocs")["go125mod-2500m"] == 3
+
+
+def test_variants_are_ordered_from_no_limit_down():
+    specs = {"limit1": {"limit": 1}, "nolimit": {"limit": None}, "limit500m": {"limit": "500m"},
+             "limit2": {"limit": 2}, "limit1-2threads": {"limit": 1, "threads": 2}}
+    assert plots.by_limit(specs) == ["nolimit", "limit2", "limit1", "limit1-2threads", "limit500m"]
+
+
+# --------------------------------------------------------------------------
+# publish: one archive, a manifest that verifies
+
+
+def publish_fixture(results: Path, out: Path) -> Path:
+    return report.publish(results, results / "report", results / "local" / "tables", results / "local" / "raw",
+                          CI_CONFIG, out)
+
+
+def unpack(archive: Path, into: Path) -> Path:
+    with tarfile.open(archive) as tar:
+        # The "data" filter refuses links and absolute paths; Pythons before 3.11.4 lack it.
+        tar.extractall(into, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+    (root,) = into.iterdir()
+    return root
+
+
+def test_published_archive_verifies_against_its_manifest(results, tmp_path, monkeypatch):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1764504000")
+    archive = publish_fixture(results, tmp_path / "throttlelab-report-local-ci.tar.gz")
+    root = unpack(archive, tmp_path / "unpacked")
+    assert root.name == "throttlelab-report-local-ci"
+    for member in ("report/index.html", "report/figures/e2a_completion.svg", "local/tables/findings.csv",
+                   "local/raw/E2a/limit1/rep2.jsonl", "config/config.yaml", "config/profiles/ci.yaml"):
+        assert (root / member).is_file(), member
+    assert report.verify_manifest(root) == []
+    if shutil.which("sha256sum"):
+        check = subprocess.run(["sha256sum", "--check", "--quiet", report.MANIFEST_NAME], cwd=root,
+                               capture_output=True, text=True)
+        assert check.returncode == 0, check.stdout + check.stderr
+    digest, name = Path(f"{archive}.sha256").read_text().split()
+    assert (digest, name) == (report.sha256_file(archive), archive.name)
+
+
+def test_manifest_catches_a_changed_an_extra_and_a_missing_file(results, tmp_path):
+    root = unpack(publish_fixture(results, tmp_path / "a.tar.gz"), tmp_path / "unpacked")
+    (root / "local/tables/findings.csv").write_text("id,verdict\nF1,reproduced\n")
+    (root / "report/figures/e3_gomaxprocs.svg").unlink()
+    (root / "local/tables/extra.csv").write_text("x\n")
+    problems = report.verify_manifest(root)
+    assert "local/tables/findings.csv: checksum differs" in problems
+    assert "report/figures/e3_gomaxprocs.svg: listed but missing" in problems
+    assert "local/tables/extra.csv: present but not in the manifest" in problems
+
+
+def test_archive_bytes_depend_only_on_its_contents(results, tmp_path, monkeypatch):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1764504000")
+    first = publish_fixture(results, tmp_path / "one" / "r.tar.gz").read_bytes()
+    second = publish_fixture(results, tmp_path / "two" / "r.tar.gz").read_bytes()
+    assert first == second
+
+
+def test_archive_holds_what_the_report_links_not_leftovers(results, tmp_path):
+    stale_log = results / "local/raw/E3/go124mod-1/rep0.jsonl"  # a variant of another profile
+    stale_log.parent.mkdir(parents=True)
+    stale_log.write_text("{}\n")
+    try:
+        root = unpack(publish_fixture(results, tmp_path / "r.tar.gz"), tmp_path / "unpacked")
+    finally:
+        shutil.rmtree(stale_log.parent)
+    assert not (root / "local/raw/E3/go124mod-1").exists()
+    packed_logs = sorted(p.relative_to(root / "local/raw").as_posix() for p in (root / "local/raw").rglob("*.jsonl"))
+    runs = pd.read_csv(FIXTURES / "tables" / "runs.csv")
+    assert packed_logs == sorted(f"{r.experiment}/{r.variant}/rep{r.repeat}.jsonl" for r in runs.itertuples())
+
+
+def test_publish_names_a_missing_raw_log(results, tmp_path):
+    tables = tmp_path / "results/local/tables"
+    shutil.copytree(results, tmp_path / "results", dirs_exist_ok=True)
+    (tmp_path / "results/local/raw/E2a/limit1/rep1.jsonl").unlink()
+    with pytest.raises(report.ReportError, match=r"missing: .*E2a/limit1/rep1\.jsonl"):
+        report.publish(tmp_path / "results", tmp_path / "results/report", tables, tmp_path / "results/local/raw",
+                       CI_CONFIG, tmp_path / "results/r.tar.gz")
+
+
+def test_config_overrides_travel_with_the_archive(results, tmp_path):
+    out = report.publish(results, results / "report", results / "local" / "tables", results / "local" / "raw",
+                         {"profile": "ci", "stats": {"confidence": 0.9}}, tmp_path / "r.tar.gz")
+    root = unpack(out, tmp_path / "unpacked")
+    assert "confidence: 0.9" in (root / "config/config.yaml").read_text()
+
+
+# --------------------------------------------------------------------------
+# the page in a real browser (Debian's chromium over the DevTools protocol, loopback only)
+
+
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run", "--no-default-browser-check",
+    "--disable-extensions", "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
+]
+
+
+def chromium_binary() -> str | None:
+    return next((path for name in ("chromium", "chromium-browser") if (path := shutil.which(name))), None)
+
+
+class DevTools:
+    """The few DevTools-protocol calls the test needs, over a WebSocket to 127.0.0.1; stdlib only."""
+
+    def __init__(self, url: str, timeout: float = 30.0):
+        where = urllib.parse.urlsplit(url)
+        self.sock = socket.create_connection((where.hostname, where.port), timeout=timeout)
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.sock.sendall(
+            f"GET {where.path} HTTP/1.1\r\nHost: {where.hostname}:{where.port}\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+        )
+        self.buffer = b""
+        while b"\r\n\r\n" not in self.buffer:
+            self.buffer += self._recv()
+        head, _, self.buffer = self.buffer.partition(b"\r\n\r\n")
+        if b" 101 " not in head.split(b"\r\n")[0]:
+            raise ConnectionError(f"DevTools refused the WebSocket: {head.decode(errors='replace')}")
+        self.last_id = 0
+        self.events: list[dict] = []
+
+    def _recv(self) -> bytes:
+        chunk = self.sock.recv(1 << 16)
+        if not chunk:
+            raise ConnectionError("DevTools closed the connection")
+        return chunk
+
+    def _read(self, n: int) -> bytes:
+        while len(self.buffer) < n:
+            self.buffer += self._recv()
+        data, self.buffer = self.buffer[:n], self.buffer[n:]
+        return data
+
+    def _send(self, opcode: int, payload: bytes) -> None:
+        n = len(payload)
+        if n < 126:
+            length = bytes([0x80 | n])
+        elif n < 1 << 16:
+            length = bytes([0x80 | 126]) + struct.pack(">H", n)
+        else:
+            length = bytes([0x80 | 127]) + struct.pack(">Q", n)
+        mask = os.urandom(4)  # clients must mask every frame (RFC 6455 §5.3)
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        self.sock.sendall(bytes([0x80 | opcode]) + length + mask + masked)
+
+    def receive(self) -> dict:
+        message = b""
+        while True:
+            first, second = self._read(2)
+            opcode, n = first & 0x0F, second & 0x7F
+            if n == 126:
+                n = struct.unpack(">H", self._read(2))[0]
+            elif n == 127:
+                n = struct.unpack(">Q", self._read(8))[0]
+            payload = self._read(n)
+            if opcode == 0x9:
+                self._send(0xA, payload)
+                continue
+            if opcode == 0x8:
+                raise ConnectionError("DevTools closed the WebSocket")
+            message += payload
+            if first & 0x80:
+                return json.loads(message)
+
+    def call(self, method: str, **params) -> dict:
+        self.last_id += 1
+        self._send(0x1, json.dumps({"id": self.last_id, "method": method, "params": params}).encode())
+        while True:
+            message = self.receive()
+            if message.get("id") == self.last_id:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                return message.get("result", {})
+            self.events.append(message)
+
+    def wait_for(self, event: str, timeout: float = 30.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for message in self.events:
+                if message.get("method") == event:
+                    return message
+            self.events.append(self.receive())
+        raise TimeoutError(f"no {event} within {timeout} s")
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def start_chromium(binary: str, profile_dir: Path) -> tuple[subprocess.Popen, int]:
+    """Chromium on about:blank; returns the process and the DevTools port it chose."""
+    proc = subprocess.Popen([binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile_dir}", "about:blank"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    port_file = profile_dir / "DevToolsActivePort"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if port_file.is_file() and port_file.read_text().strip():
+            return proc, int(port_file.read_text().split()[0])
+        if proc.poll() is not None:
+            raise RuntimeError(f"chromium exited with {proc.returncode}: {proc.stderr.read().decode()[-2000:]}")
+        time.sleep(0.1)
+    stop_chromium(proc)
+    raise TimeoutError("chromium did not open its DevTools port within 30 s")
+
+
+def stop_chromium(proc: subprocess.Popen) -> None:
+    """Stop the browser we started and its helper processes (its own session's process group)."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    if proc.stderr:
+        proc.stderr.close()
+
+
+PAGE_CHECKS = """
+(() => {
+  const figures = [...document.querySelectorAll('figure.plot')].map(f => {
+    const svg = f.querySelector('svg'), img = f.querySelector('img');
+    const box = (svg || img) ? (svg || img).getBoundingClientRect() : {width: 0, height: 0};
+    const content = svg ? svg.getBBox() : {width: img ? img.naturalWidth : 0, height: img ? img.naturalHeight : 0};
+    return {id: f.id, width: box.width, height: box.height, contentWidth: content.width, contentHeight: content.height};
+  });
+  const images = [...document.images].map(i => ({src: i.src.slice(0, 60), width: i.naturalWidth, complete: i.complete}));
+  const firstTable = document.querySelector('table');
+  return {
+    figures, images,
+    findingRows: document.querySelectorAll('#findings-table tbody tr.finding').length,
+    firstTable: firstTable ? firstTable.id : null,
+    resources: performance.getEntriesByType('resource').map(e => e.name),
+  };
+})()
+"""
+
+
+def console_errors(events: list[dict]) -> list[str]:
+    errors = []
+    for event in events:
+        method, params = event.get("method"), event.get("params", {})
+        if method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+            errors.append("console: " + " ".join(str(a.get("value", a.get("description"))) for a in params["args"]))
+        elif method == "Runtime.exceptionThrown":
+            errors.append("exception: " + params["exceptionDetails"].get("text", ""))
+        elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
+            errors.append(f"log ({params['entry'].get('source')}): {params['entry'].get('text')}")
+    return errors
+
+
+def test_report_opens_in_headless_chromium(page, tmp_path, pytestconfig):
+    binary = chromium_binary()
+    if binary is None:
+        reason = "chromium is not installed: the browser check of the report is skipped (apt-get install chromium; .ci/run does)"
+        pytestconfig.pluginmanager.get_plugin("terminalreporter").write_line(f"SKIP: {reason}")
+        pytest.skip(reason)
+    proc, port = start_chromium(binary, tmp_path / "chromium-profile")
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as answer:
+            targets = json.load(answer)
+        target = next(t for t in targets if t.get("type") == "page")
+        devtools = DevTools(target["webSocketDebuggerUrl"])
+        try:
+            for domain in ("Page", "Runtime", "Log"):
+                devtools.call(f"{domain}.enable")
+            devtools.call("Page.navigate", url=page.resolve().as_uri())
+            devtools.wait_for("Page.loadEventFired")
+            result = devtools.call("Runtime.evaluate", expression=PAGE_CHECKS, returnByValue=True)
+            checks = result["result"]["value"]
+            errors = console_errors(devtools.events)
+        finally:
+            devtools.close()
+    finally:
+        stop_chromium(proc)
+
+    assert errors == []
+    assert checks["firstTable"] == "findings-table"
+    assert checks["findingRows"] == len(pd.read_csv(FIXTURES / "tables" / "findings.csv"))
+    assert [f["id"] for f in checks["figures"]] == [f"fig-{name}" for name in drawn_figures()]
+    for figure in checks["figures"]:
+        assert min(figure["width"], figure["height"], figure["contentWidth"], figure["contentHeight"]) > 0, figure
+    assert all(image["complete"] and image["width"] > 0 for image in checks["images"]), checks["images"]
+    assert checks["resources"] == []  # nothing fetched: no CDN, no file next to the page

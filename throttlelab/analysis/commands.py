@@ -1,0 +1,140 @@
+"""The analysis stage's command line: one subcommand per Snakemake rule.
+
+    python -m throttlelab.analysis.commands tables --raw RAW... --out-dir results/local/tables
+    python -m throttlelab.analysis.commands stats --tables-dir results/local/tables \
+        --metrics results/local/tables/metrics.csv --estimates results/local/tables/estimates.csv \
+        --confidence 0.95 --seed 1
+    python -m throttlelab.analysis.commands findings --tables-dir results/local/tables --experiments E1 E2a E3 S1 \
+        --findings results/local/tables/findings.csv --checks results/local/tables/checks.csv \
+        --confidence 0.95
+
+Each subcommand is one call of a function below; errors in the input (a
+truncated raw log, a bad confidence level) end with one line on stderr and
+exit status 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from throttlelab.analysis.findings import engine as findings
+from throttlelab.analysis import metrics, tidy
+
+
+def _check_confidence(level: float) -> float:
+    if not 0.5 < level < 1.0:
+        raise tidy.InputError(f"--confidence must lie strictly between 0.5 and 1, got {level}")
+    return level
+
+
+def _write_csv(frame: pd.DataFrame, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False)
+    return path
+
+
+def make_tables(raw: Sequence[str | Path], out_dir: str | Path) -> dict[str, pd.DataFrame]:
+    """parse_runs: every raw log -> the tidy tables of docs/TABLES.md under ``out_dir``."""
+    tables = tidy.tidy_tables(raw)
+    tidy.write_tables(tables, out_dir)
+    return tables
+
+
+def read_tables(tables_dir: str | Path, names: Sequence[str]) -> dict[str, pd.DataFrame]:
+    return {name: tidy.read_table(Path(tables_dir) / f"{name}.csv", name) for name in names}
+
+
+def make_statistics(tables_dir: str | Path, metrics_path: str | Path, estimates_path: str | Path, *,
+                    confidence: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """compute_stats: tidy tables -> metrics.csv (per run) and estimates.csv (across repeats)."""
+    level = _check_confidence(confidence)
+    tables = read_tables(tables_dir, ("runs", "headers", "summaries", "rounds", "requests", "readback", "share_samples",
+                                      "podstats", "target_stats"))
+    per_run = metrics.run_metrics(tables)
+    across = metrics.estimates_table(per_run, tables["requests"], level=level, seed=seed)
+    _write_csv(per_run, metrics_path)
+    _write_csv(across, estimates_path)
+    return per_run, across
+
+
+def make_findings(tables_dir: str | Path, metrics_path: str | Path, findings_path: str | Path,
+                  checks_path: str | Path, *, experiments: Sequence[str], confidence: float
+                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """evaluate_findings: per-run metrics + the profile's experiments -> findings.csv and checks.csv."""
+    level = _check_confidence(confidence)
+    tables = read_tables(tables_dir, ("runs", "headers"))
+    evidence = findings.Evidence(
+        metrics=pd.read_csv(metrics_path),
+        runs=tables["runs"],
+        headers=tables["headers"],
+        profile_experiments=frozenset(experiments),
+        level=level,
+    )
+    rows, checks = findings.evaluate(evidence)
+    _write_csv(rows, findings_path)
+    _write_csv(checks, checks_path)
+    return rows, checks
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m throttlelab.analysis.commands", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("tables", help="parse raw logs into tidy CSV tables")
+    t.add_argument("--raw", nargs="+", required=True, help="raw logs (results/<backend>/raw/...jsonl)")
+    t.add_argument("--out-dir", required=True, help="folder for runs.csv, rounds.csv, ...")
+
+    s = sub.add_parser("stats", help="per-run metrics and estimates across repeats")
+    s.add_argument("--tables-dir", required=True)
+    s.add_argument("--metrics", required=True, help="metrics.csv to write")
+    s.add_argument("--estimates", required=True, help="estimates.csv to write")
+    s.add_argument("--confidence", type=float, required=True)
+    s.add_argument("--seed", type=int, required=True, help="seed of the cluster bootstrap (pooled p99.9)")
+
+    f = sub.add_parser("findings", help="evaluate the findings F1-F5")
+    f.add_argument("--tables-dir", required=True)
+    f.add_argument("--metrics", required=True, help="metrics.csv to read")
+    f.add_argument("--experiments", nargs="*", default=[], help="the experiments of the profile")
+    f.add_argument("--findings", required=True, help="findings.csv to write")
+    f.add_argument("--checks", required=True, help="checks.csv to write")
+    f.add_argument("--confidence", type=float, required=True)
+    return p
+
+
+def run(args: argparse.Namespace) -> str:
+    """Run one subcommand; returns a one-line account of what was written."""
+    if args.command == "tables":
+        tables = make_tables(args.raw, args.out_dir)
+        sizes = ", ".join(f"{name} {len(frame)}" for name, frame in tables.items())
+        return f"parsed {len(args.raw)} raw logs -> {args.out_dir} ({sizes} rows)"
+    if args.command == "stats":
+        per_run, across = make_statistics(args.tables_dir, args.metrics, args.estimates,
+                                          confidence=args.confidence, seed=args.seed)
+        return f"{len(per_run)} per-run metrics, {len(across)} estimates at {args.confidence:g}"
+    rows, checks = make_findings(args.tables_dir, args.metrics, args.findings, args.checks,
+                                 experiments=args.experiments, confidence=args.confidence)
+    verdicts = ", ".join(f"{r.id} {r.verdict}" for r in rows.itertuples())
+    return f"{len(rows)} findings ({len(checks)} checks): {verdicts}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    started = time.perf_counter()
+    try:
+        account = run(args)
+    except (tidy.InputError, OSError) as exc:
+        print(f"throttlelab.analysis.commands {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"{account} in {time.perf_counter() - started:.2f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,272 @@
+"""Per-run metrics of the service experiments E2b, E7, E8, S2 and of E6 (docs/TABLES.md).
+
+Pure functions of one run's tidy rows, called by :mod:`throttlelab.analysis.metrics`
+(which also adds the latency metrics of every run with `req` records):
+
+* counters of a service come from the load generator's /stats readings of its
+  targets at the start and the end of the measured window (``target_stats``),
+  summed over the targets (E7's replicas), as the lab read them;
+* counters of pods that are not targets (E8's neighbor, S2's upstream) and the
+  service's CPU while requests were waiting (E8) come from the runner's
+  ``podstats`` readings, restricted to the window;
+* E6 compares what a scraper computes from two cached readings with the
+  measured extra completion time (the job's median round minus the median
+  round of the same burst without a limit, in the same run).
+
+This module imports nothing from :mod:`throttlelab.analysis.metrics`, which imports it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from throttlelab.analysis import stats
+from throttlelab.analysis.tidy import InputError
+
+#: The experiments whose metrics come from here.
+SERVICE_EXPERIMENTS = ("E2b", "E7", "E8", "S2", "E6")
+#: A run whose send lateness p99 exceeds this is flagged "suspect" in the report: the generator,
+#: not the service, may have set its latencies.
+LATENESS_SUSPECT_MS = 5.0
+
+#: (name, unit, scale, summary, about) of the metrics defined here; metrics.CATALOGUE wraps them.
+SPECS: tuple[tuple[str, str, str, str, str], ...] = (
+    ("gc_cycles", "count", "linear", "interval", "GC cycles of the service(s) in the window (/stats num_gc)"),
+    ("work_rps", "req/s", "linear", "interval", "successful /work requests per second of the window"),
+    ("throughput_rps", "req/s", "log", "interval", "closed loop: successful /work requests per second"),
+    ("busiest_share", "share", "linear", "interval",
+     "share of the measured /work requests served by the busiest replica (1/replicas if even)"),
+    ("busy_cores", "cores", "linear", "interval",
+     "the service's CPU (cores) while it had /work requests outstanding, from pod counters read every few ms"),
+    ("neighbor_cores", "cores", "linear", "interval", "the neighbor pod's CPU over the window"),
+    ("upstream_throttled_ratio", "ratio", "linear", "interval",
+     "the upstream pod's throttled periods / active periods over the window (S2 cascade)"),
+    ("upstream_cores", "cores", "linear", "interval", "the upstream pod's CPU over the window (S2 cascade)"),
+    ("calib_p50_wall_ms", "ms", "log", "interval", "median round of the same burst without a limit (E6)"),
+    ("extra_ms_per_round", "ms", "linear", "interval",
+     "median round under the limit minus median round without it: the real pause per round"),
+    ("pause_s_per_s", "s/s", "linear", "interval", "extra completion time per second of wall time"),
+    ("throttled_s_per_s", "s/s", "linear", "interval",
+     "rate of throttled seconds between two scrapes, divided by the readings' own time difference"),
+    ("throttled_s_per_s_naive", "s/s", "linear", "interval",
+     "the same change divided by the time between the scrapes (the mistake the lab warns of)"),
+    ("overstatement", "ratio", "linear", "interval", "throttled_s_per_s / pause_s_per_s"),
+    ("scrape_throttled_ratio", "ratio", "linear", "interval",
+     "throttled periods / counted periods between the scrapes (counts only active periods)"),
+    ("throttled_per_wall_period", "ratio", "linear", "interval",
+     "throttled periods / wall-clock periods between the scrapes"),
+    ("sample_gap_s", "s", "linear", "interval", "time between the two readings the scrapes returned"),
+    ("scrape_gap_s", "s", "linear", "interval", "time between the two scrapes"),
+)
+
+USEC_PER_MS = 1000.0
+COUNTERS = ("nr_periods", "nr_throttled", "throttled_usec", "usage_usec")
+
+
+def _nan_if_missing(value: Any) -> float:
+    return math.nan if value is None or pd.isna(value) else float(value)
+
+
+def throttled_ratio(throttled: float, periods: float) -> float:
+    """Throttled / counted periods; 0 when no period was counted and nothing was throttled (no quota)."""
+    if math.isnan(throttled) or math.isnan(periods):
+        return math.nan
+    if periods > 0:
+        return throttled / periods
+    return 0.0 if throttled == 0 else math.nan
+
+
+# --------------------------------------------------------------------------
+# counters of the load's targets (/stats before and after the window)
+
+
+def target_deltas(target_stats: pd.DataFrame | None) -> dict[str, float]:
+    """Counter changes over the window, summed over targets; NaN when any target lacks a reading."""
+    if target_stats is None or target_stats.empty:
+        raise InputError("no /stats readings of the load's targets (stats records)")
+    out: dict[str, float] = {}
+    before = target_stats[target_stats["when"] == "before"].set_index("target")
+    after = target_stats[target_stats["when"] == "after"].set_index("target")
+    targets = sorted(set(before.index) | set(after.index))
+    for key in (*COUNTERS, "num_gc"):
+        total = 0.0
+        for t in targets:
+            if t not in before.index or t not in after.index:
+                total = math.nan
+                break
+            total += _nan_if_missing(after.at[t, key]) - _nan_if_missing(before.at[t, key])
+        out[key] = total
+    procs = pd.concat([before["gomaxprocs"], after["gomaxprocs"]]).dropna()
+    out["gomaxprocs"] = float(procs.min()) if len(procs) else math.nan
+    return out
+
+
+def counter_metrics(deltas: Mapping[str, float], window_s: float) -> dict[str, float]:
+    return {
+        "throttled_ratio": throttled_ratio(deltas["nr_throttled"], deltas["nr_periods"]),
+        "nr_periods": deltas["nr_periods"],
+        "nr_throttled": deltas["nr_throttled"],
+        "throttled_ms": deltas["throttled_usec"] / USEC_PER_MS,
+        "avg_cores": deltas["usage_usec"] / 1e6 / window_s if window_s > 0 else math.nan,
+        "gc_cycles": deltas["num_gc"],
+        "gomaxprocs": deltas["gomaxprocs"],
+    }
+
+
+# --------------------------------------------------------------------------
+# pod counters read by the runner (podstats)
+
+
+def pod_samples(podstats: pd.DataFrame | None, pod: str, when: str = "sample") -> pd.DataFrame:
+    if podstats is None:
+        return pd.DataFrame(columns=["t_ms", *COUNTERS])
+    rows = podstats[(podstats["pod"] == pod) & (podstats["when"] == when)]
+    return rows.sort_values("t_ms")
+
+
+def window_delta(samples: pd.DataFrame, window_ms: float) -> tuple[dict[str, float], float]:
+    """Counter changes between the first reading at or after the window's start and the last
+    at or before its end, and the seconds between those two readings."""
+    inside = samples[(samples["t_ms"] >= 0) & (samples["t_ms"] <= window_ms)]
+    if len(inside) < 2:
+        raise InputError(f"fewer than two pod readings inside the {window_ms:g} ms window")
+    first, last = inside.iloc[0], inside.iloc[-1]
+    deltas = {k: _nan_if_missing(last[k]) - _nan_if_missing(first[k]) for k in COUNTERS}
+    return deltas, (float(last["t_ms"]) - float(first["t_ms"])) / 1000
+
+
+def busy_intervals(requests: pd.DataFrame) -> list[tuple[float, float]]:
+    """Merged [start, end] (ms in the window) during which some /work request was outstanding."""
+    work = requests[requests["ep"] == "work"]
+    spans = sorted(zip(work["sched_ms"].astype(float), (work["sched_ms"] + work["lat_ms"]).astype(float)))
+    merged: list[list[float]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(a, b) for a, b in merged]
+
+
+def busy_cores(samples: pd.DataFrame, requests: pd.DataFrame, window_ms: float) -> float:
+    """CPU the pod got (cores) over the sampling intervals that lie wholly inside a busy interval."""
+    busy = busy_intervals(requests)
+    t = samples["t_ms"].to_numpy(dtype=float)
+    usage = samples["usage_usec"].to_numpy(dtype=float)
+    used = span = 0.0
+    k = 0
+    for i in range(len(t) - 1):
+        a, b = t[i], t[i + 1]
+        if a < 0 or b > window_ms:
+            continue
+        while k < len(busy) and busy[k][1] < a:
+            k += 1
+        if k < len(busy) and busy[k][0] <= a and b <= busy[k][1]:
+            used += usage[i + 1] - usage[i]
+            span += b - a
+    return used / 1e3 / span if span > 0 else math.nan  # usec / ms = cores / 1000
+
+
+# --------------------------------------------------------------------------
+# one run
+
+
+def _load_summary(summaries: pd.DataFrame | None) -> pd.Series:
+    if summaries is None:
+        raise InputError("no summaries")
+    rows = summaries[summaries["command"] == "load"]
+    if len(rows) != 1:
+        raise InputError(f"expected exactly one load summary, found {len(rows)}")
+    return rows.iloc[0]
+
+
+def load_run_metrics(experiment: str, parts: Mapping[str, pd.DataFrame | None]) -> dict[str, float]:
+    """E2b, E7, E8, S2: the targets' counters, the achieved rate, and each experiment's own."""
+    summary = _load_summary(parts["summaries"])
+    window_s = float(summary["window_s"])
+    out = counter_metrics(target_deltas(parts.get("target_stats")), window_s)
+    if not pd.isna(summary.get("throughput_rps", math.nan)):  # a closed-loop summary (its "mode" is text)
+        out["throughput_rps"] = float(summary["throughput_rps"])
+    else:
+        out["work_rps"] = float(summary["work.achieved_rps"])
+    requests = parts.get("requests")
+    podstats = parts.get("podstats")
+    window_ms = window_s * 1000
+    if experiment == "E7" and requests is not None:
+        served = requests[(requests["ep"] == "work") & (requests["target"] >= 0)].groupby("target").size()
+        out["busiest_share"] = float(served.max() / served.sum()) if served.sum() else math.nan
+    if experiment == "E8":
+        server = pod_samples(podstats, "e8")
+        out["busy_cores"] = busy_cores(server, requests, window_ms) if requests is not None else math.nan
+        neighbor = pod_samples(podstats, "neighbor")
+        if len(neighbor):
+            deltas, span = window_delta(neighbor, window_ms)
+            out["neighbor_cores"] = deltas["usage_usec"] / 1e6 / span
+        else:
+            out["neighbor_cores"] = 0.0  # idle node: no neighbor runs
+    if experiment == "S2":
+        upstream = pod_samples(podstats, "upstream")
+        if len(upstream):
+            deltas, span = window_delta(upstream, window_ms)
+            out["upstream_throttled_ratio"] = throttled_ratio(deltas["nr_throttled"], deltas["nr_periods"])
+            out["upstream_cores"] = deltas["usage_usec"] / 1e6 / span
+    return out
+
+
+def _median_round(rounds: pd.DataFrame, src: str) -> float:
+    later = rounds[(rounds["src"] == src) & (rounds["round"] > 0)]
+    if later.empty:
+        raise InputError(f"no rounds after the first of {src}")
+    return float(stats.quantile(later["wall_ms"].to_numpy(dtype=float), 0.5))
+
+
+def monitoring_metrics(parts: Mapping[str, pd.DataFrame | None]) -> dict[str, float]:
+    """E6: what two cached scrapes say against the pause the limit really caused."""
+    rounds, summaries, headers = parts["rounds"], parts["summaries"], parts["headers"]
+    if rounds is None or summaries is None or headers is None:
+        raise InputError("an E6 run needs its burst rounds, summaries and headers")
+    job, calib = "e6/burst", "calib/burst"
+    p50, calib_p50 = _median_round(rounds, job), _median_round(rounds, calib)
+    summary = summaries[summaries["src"] == job].iloc[0]
+    interval_ms = float(summary["elapsed_s"]) * 1000 / float(summary["rounds"])  # round i starts at i x interval
+    extra = p50 - calib_p50
+    pause = extra / interval_ms
+    scrapes = pod_samples(parts.get("podstats"), "e6", "scrape").sort_values("at_ms")
+    if len(scrapes) != 2:
+        raise InputError(f"expected two scrapes, found {len(scrapes)}")
+    first, second = scrapes.iloc[0], scrapes.iloc[1]
+    d = {k: _nan_if_missing(second[k]) - _nan_if_missing(first[k]) for k in COUNTERS}
+    sample_gap = (float(second["t_ms"]) - float(first["t_ms"])) / 1000
+    scrape_gap = (float(second["at_ms"]) - float(first["at_ms"])) / 1000
+    period_us = headers.loc[headers["src"] == job, "cg_period_us"].dropna()
+    period_s = float(period_us.iloc[0]) / 1e6 if len(period_us) else 0.1
+    rate = d["throttled_usec"] / 1e6 / sample_gap if sample_gap > 0 else math.nan
+    return {
+        "p50_wall_ms": p50,
+        "calib_p50_wall_ms": calib_p50,
+        "extra_ms_per_round": extra,
+        "pause_s_per_s": pause,
+        "throttled_s_per_s": rate,
+        "throttled_s_per_s_naive": d["throttled_usec"] / 1e6 / scrape_gap if scrape_gap > 0 else math.nan,
+        "overstatement": rate / pause if pause > 0 else math.nan,
+        "scrape_throttled_ratio": throttled_ratio(d["nr_throttled"], d["nr_periods"]),
+        "throttled_per_wall_period": d["nr_throttled"] / (sample_gap / period_s) if sample_gap > 0 else math.nan,
+        "sample_gap_s": sample_gap,
+        "scrape_gap_s": scrape_gap,
+    }
+
+
+def service_run_metrics(experiment: str, parts: Mapping[str, pd.DataFrame | None]) -> dict[str, float]:
+    if experiment == "E6":
+        return monitoring_metrics(parts)
+    return load_run_metrics(experiment, parts)
+
+
+def suspect(late_p99_ms: float) -> bool:
+    """A run the generator may have distorted (its send lateness p99 above the threshold)."""
+    return bool(np.isfinite(late_p99_ms) and late_p99_ms > LATENESS_SUSPECT_MS)

@@ -1,0 +1,737 @@
+"""The `kubernetes` backend: the lab as pods on an existing cluster, and the pod
+machinery the `kind` backend shares.
+
+An existing cluster is named by a kubeconfig, a context, a worker node (where
+the experiment pods run) and a load node (where the load generator runs); this
+backend creates nothing but the lab's own pods, and changes no node. What it
+cannot do there is said, with the reason, instead of being faked:
+
+* pinning a node's CPUs (E5/E10 on one CPU; the node and load-generator
+  cpusets that profiles give the service experiments) needs the
+  node's container or host, which an API client does not have -> NotTestable;
+* the pod, QoS and node cgroup levels live outside every container's cgroup
+  namespace: only the container level is read back (exec in the container),
+  the levels above are recorded as unreadable, not as matching;
+* one cluster has one runc: a variant that asks for the other runtime
+  conversion -> NotTestable.
+
+How a pod runs (both backends): `deploy()` creates every pod of the node at once
+with each container waiting behind `podgate`, so all cgroups exist before any
+workload starts; `verify()` reads them back; `start()` / `run_job()` open one
+container's gate (podgate execs cpulab, which becomes the container's main
+process); `stop()` sends it SIGTERM through podgate; logs come from the logs
+API; leaving the `with` block deletes every pod of the run by label, and a
+guardian process does so even when the runner is SIGKILLed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import secrets
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from throttlelab.model import design, quantities as q
+from throttlelab.host.reaper import spawn_guardian
+from throttlelab.model.variants import VariantSpec
+from throttlelab.model.placement import LoadPlacement, Node, parse_cpuset
+from throttlelab.backends.kube import manifests as mf
+from throttlelab.backends.base import Backend, BackendError, Capabilities, Deployment, DesignMismatch, Output, Readback
+from throttlelab.backends.kube.client import (
+    KubeClient,
+    KubeError,
+    NotFound,
+    all_running,
+    container_state,
+    finished,
+)
+
+_counter = itertools.count()
+
+CGROUP_V2_FILES = ("/sys/fs/cgroup/cpu.max", "/sys/fs/cgroup/cpu.weight")
+CGROUP_V1_FILES = ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us",
+                   "/sys/fs/cgroup/cpu/cpu.shares")
+STAT_V2 = "/sys/fs/cgroup/cpu.stat"
+STAT_V1 = ("/sys/fs/cgroup/cpu/cpu.stat", "/sys/fs/cgroup/cpuacct/cpuacct.usage")
+#: The cAdvisor series E6 compares with what the workload saw.
+CADVISOR_METRICS = (
+    "container_cpu_cfs_periods_total",
+    "container_cpu_cfs_throttled_periods_total",
+    "container_cpu_cfs_throttled_seconds_total",
+    "container_cpu_usage_seconds_total",
+)
+
+
+class NotTestable(BackendError):
+    """This backend cannot run what was asked, for a stated reason (findings: "not testable here")."""
+
+
+@dataclass(frozen=True)
+class KubeSettings:
+    """Where the pods go. kind fills these from its clusters; kubernetes from config.yaml."""
+
+    kubeconfig: Path
+    context: str | None
+    worker_node: str
+    load_node: str
+    namespace: str = "default"
+    images: dict[str, str] = field(default_factory=lambda: {"go124mod": "cpulab-kind:go124mod",
+                                                          "go125mod": "cpulab-kind:go125mod"})
+    pull_policy: str = "IfNotPresent"
+    pod_start_timeout_s: float = 120.0
+    tolerate_control_plane: bool = True
+
+    def image(self, variant: str) -> str:
+        try:
+            return self.images[variant]
+        except KeyError:
+            raise BackendError(f"no image configured for build {variant!r}; known: {', '.join(self.images)}") from None
+
+
+# -- the design on a real node ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class KubeLevel:
+    """One designed level plus its cgroup v1 value (kubelet and runc write shares directly on v1)."""
+
+    design: design.LevelDesign
+    v1_shares: int
+
+
+def kube_design(node: Node, runtime: str, others: list[dict[str, Any]], period_us: int = q.DEFAULT_PERIOD_US) -> list[KubeLevel]:
+    """design.design_node for a real node: `node` already has the node's allocatable CPUs and
+    defaulted requests (manifests.kube_node); `others` are the node's other live pods, whose
+    requests kubelet adds to the burstable QoS level."""
+    levels = design.design_node(node, runtime, (node.allocatable_milli or 0) // 1000, period_us)
+    other_burstable = sum(mf.pod_request_milli(p) for p in others if mf.pod_qos(p) == "burstable")
+    ours = sum(p.request_milli for p in node.pods if p.qos == "burstable")
+    out = []
+    for level in levels:
+        if level.level == "node":
+            shares = q.milli_to_shares(node.allocatable_milli)
+        elif level.level == "qos" and level.path.endswith("/burstable"):
+            shares = q.milli_to_shares(ours + other_burstable)
+            level = design.LevelDesign(
+                level="qos", path=level.path, quota_us=None, period_us=period_us,
+                weight=q.shares_to_weight_linear(shares), cpus=None,
+                formula=(f"burstable: requests of our pods {q.format_cpu(ours)} + the node's other burstable pods "
+                         f"{q.format_cpu(other_burstable)} -> shares {shares} -> linear weight"),
+            )
+        elif level.level == "qos":
+            shares = q.MIN_SHARES
+        elif level.level == "pod":
+            shares = q.milli_to_shares(node.pod(level.pod).request_milli)
+        else:
+            shares = q.milli_to_shares(node.pod(level.pod).container(level.container).request_milli)
+        out.append(KubeLevel(level, shares))
+    return out
+
+
+def parse_settings(texts: dict[str, str | None]) -> dict[str, Any]:
+    """cpu.max / cpu.weight (v2) or cfs quota / period / shares (v1) file contents -> numbers."""
+    out: dict[str, Any] = {"quota_us": None, "period_us": None, "weight": None, "shares": None}
+    max_text = texts.get("cpu.max")
+    if max_text is not None:
+        quota, _, period = max_text.strip().partition(" ")
+        out["quota_us"] = None if quota == "max" else int(quota)
+        out["period_us"] = int(period) if period else None
+    if texts.get("cpu.weight") is not None:
+        out["weight"] = int(texts["cpu.weight"].strip())
+    if texts.get("cpu.cfs_quota_us") is not None:
+        quota = int(texts["cpu.cfs_quota_us"].strip())
+        out["quota_us"] = None if quota < 0 else quota
+    if texts.get("cpu.cfs_period_us") is not None:
+        out["period_us"] = int(texts["cpu.cfs_period_us"].strip())
+    if texts.get("cpu.shares") is not None:
+        out["shares"] = int(texts["cpu.shares"].strip())
+    return out
+
+
+def parse_cpu_stat(text: str, usage_ns: str | None = None) -> dict[str, int]:
+    """cpu.stat (v2: usage_usec, nr_periods, nr_throttled, throttled_usec; v1: throttled_time in ns,
+    usage from cpuacct.usage in ns) -> the four counters of read_stat."""
+    values = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if value.strip().lstrip("-").isdigit():
+            values[key] = int(value)
+    out = {k: values.get(k) for k in ("nr_periods", "nr_throttled")}
+    out["throttled_usec"] = values.get("throttled_usec", values["throttled_time"] // 1000 if "throttled_time" in values else None)
+    out["usage_usec"] = values.get("usage_usec", int(usage_ns) // 1000 if usage_ns and usage_ns.strip().isdigit() else None)
+    return out
+
+
+def records_from_log(text: str, source: str) -> tuple[list[dict[str, Any]], str]:
+    """Split a container log (stdout and stderr interleaved by kubelet) into cpulab's records
+    (one JSON object with a "type" per line) and the rest (its stderr text)."""
+    records, other = [], []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("{"):
+            try:
+                record = json.loads(stripped)
+            except json.JSONDecodeError:
+                record = None
+            if isinstance(record, dict) and "type" in record:
+                records.append(record)
+                continue
+        if stripped:
+            other.append(line)
+    return records, "\n".join(other) + ("\n" if other else "")
+
+
+def compare(designed: dict[str, Any], got: dict[str, Any], cgroup_version: int | None) -> list[str]:
+    keys = ["quota_us", "period_us"] + (["shares"] if cgroup_version == 1 else ["weight"])
+    out = [f"{k}: designed {designed[k]!r}, read {got.get(k)!r}" for k in keys if designed.get(k) != got.get(k)]
+    if designed.get("cpus"):
+        read = got.get("cpus")
+        if read is None or parse_cpuset(read) != parse_cpuset(designed["cpus"]):
+            out.append(f"cpus: designed {designed['cpus']!r}, read {read!r}")
+    return out
+
+
+def sweep_stale_pods(kc: KubeClient, namespace: str, host: str, alive: Callable[[int], bool]) -> list[str]:
+    """Delete the lab's pods left on this cluster by runners of this host that no longer exist."""
+    removed = []
+    selector = f"{mf.MANAGED_SELECTOR},{mf.LABEL_HOST}={host}"
+    for pod in kc.list_pods(namespace, selector):
+        labels = pod["metadata"].get("labels") or {}
+        pid = labels.get(mf.LABEL_PID, "")
+        if pid.isdigit() and not alive(int(pid)):
+            if kc.delete_pod(namespace, pod["metadata"]["name"], grace_s=0):
+                removed.append(pod["metadata"]["name"])
+    return removed
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# -- the deployment ---------------------------------------------------------------------------
+
+@dataclass
+class KubeHandle:
+    """A started container: its pod's name in the cluster and when its gate opened."""
+
+    pod: str
+    container: str
+    pod_name: str
+    started: float
+
+
+class KubeGuardian:
+    """`python -m throttlelab.backends.kube.guardian` holding a pipe: when the runner goes away,
+    however, it deletes the run's pods and restores any node cpuset (kind)."""
+
+    def __init__(self, description: dict[str, Any]):
+        self.proc = spawn_guardian("throttlelab.backends.kube.guardian", json.dumps(description))
+
+    def close(self, cleaned: bool = False, timeout_s: float = 120.0) -> None:
+        """`cleaned`: the deployment removed everything itself, so the guardian has nothing to check."""
+        if self.proc.stdin:
+            try:
+                if cleaned:
+                    self.proc.stdin.write(b"cleaned\n")
+                self.proc.stdin.close()
+            except BrokenPipeError:
+                pass
+        try:
+            self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class KubeDeployment(Deployment):
+    """A node's pods on a cluster. kind's deployment extends it with node access."""
+
+    cgroup_version: int | None = None
+    poll_s = 0.2  # how often pod states are read while waiting
+    unschedulable_grace_s = 5.0  # a pod the scheduler refuses this long is an error
+    term_grace_s = 10.0  # an overdue workload gets this long after SIGTERM before its pod is deleted
+    strict_upper = False  # kubernetes: the levels above the container are unreadable, and said so
+
+    def __init__(self, backend: "KubeBackend", node: Node, load: LoadPlacement | None,
+                 settings: KubeSettings, client: KubeClient):
+        self.backend, self.model, self.load = backend, node, load
+        self.settings, self.kc = settings, client
+        self.ns = self.settings.namespace
+        self.runtime = node.runtime or backend.runtime
+        self.ident = mf.RunIdentity.here(f"{os.getpid()}-{next(_counter)}-{secrets.token_hex(2)}", os.getpid())
+        self.node: Node = node
+        self.levels: list[KubeLevel] = []
+        self.live: dict[str, dict[str, Any]] = {}  # model pod -> last Pod object read
+        self.guardian: KubeGuardian | None = None
+        self._loads = itertools.count()
+
+    # -- hooks kind overrides ----------------------------------------------------------------
+    def _check_placement(self) -> None:
+        reason = self.backend.untestable(self.model, self.load)
+        if reason:
+            raise NotTestable(reason)
+
+    def _guardian_description(self) -> dict[str, Any]:
+        return {
+            "kubeconfig": str(self.settings.kubeconfig),
+            "context": self.settings.context,
+            "namespace": self.ns,
+            "selector": self.ident.selector,
+            "pins": [],
+        }
+
+    def _prepare_nodes(self) -> None:
+        """kind: pin the node containers' CPUs (the kubernetes backend changes no node)."""
+
+    def _restore_nodes(self) -> None:
+        """kind: restore the node containers' CPUs."""
+
+    def _read_upper_levels(self) -> dict[str, dict[str, Any]]:
+        """path -> read settings of the node, QoS and pod levels (and the pause container).
+        An existing cluster gives no node access: nothing readable."""
+        return {}
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def __enter__(self) -> "KubeDeployment":
+        self._check_placement()
+        self.backend.sweep(self.kc, self.ns)
+        self.guardian = KubeGuardian(self._guardian_description())  # first: it must exist before what it guards
+        try:
+            self._prepare_nodes()
+            worker = self.kc.node(self.settings.worker_node)
+            allocatable = q.parse_cpu(worker["status"]["allocatable"]["cpu"], "allocatable cpu")
+            self.node = mf.kube_node(self.model, allocatable)
+            others = [
+                p for p in self.kc.pods_on_node(self.settings.worker_node)
+                if (p["metadata"].get("labels") or {}).get(mf.LABEL_RUN) != self.ident.run
+                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            ]
+            self.levels = kube_design(self.node, self.runtime, others)
+            for pod in self.node.pods:
+                manifest = mf.pod_manifest(
+                    pod, node_name=self.settings.worker_node, image_of=self.settings.image, ident=self.ident,
+                    pull_policy=self.settings.pull_policy,
+                )
+                self.kc.create_pod(self.ns, manifest)
+            for pod in self.node.pods:
+                self.live[pod.name] = self.kc.wait_pod(
+                    self.ns, mf.pod_name(pod, self.ident.run), all_running, self.settings.pod_start_timeout_s,
+                    "running (every container at its start gate)", poll_s=self.poll_s,
+                    unschedulable_grace_s=self.unschedulable_grace_s,
+                )
+            self.backend.progress(f"{len(self.node.pods)} pod(s) of run {self.ident.run} at their start gates "
+                                  f"on {self.settings.worker_node}")
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        problems = []
+        try:
+            self.kc.delete_pods(self.ns, self.ident.selector, grace_s=0)
+            self.kc.wait_gone(self.ns, self.ident.selector, timeout_s=90, poll_s=self.poll_s)
+        except KubeError as err:
+            problems.append(str(err))
+        try:
+            self._restore_nodes()
+        except BackendError as err:
+            problems.append(str(err))
+        finally:
+            if self.guardian is not None:
+                self.guardian.close(cleaned=not problems)  # otherwise it repeats both steps (idempotent)
+                self.guardian = None
+        if problems and not any(exc):
+            raise BackendError("cleanup of run " + self.ident.run + " incomplete: " + "; ".join(problems))
+
+    # -- readback ---------------------------------------------------------------------------------
+    def _pod_obj(self, pod: str) -> dict[str, Any]:
+        return self.live[pod]
+
+    def _exec(self, pod: str, container: str, argv: list[str], timeout_s: float = 30) -> Any:
+        return self.kc.exec(self.ns, mf.pod_name(self.node.pod(pod), self.ident.run), container, argv, timeout_s)
+
+    def _cat(self, pod: str, container: str, paths: tuple[str, ...]) -> dict[str, str | None]:
+        """Files of a running container, read by podgate (the image has no shell); missing -> None."""
+        result = self._exec(pod, container, [mf.PODGATE, "cat", *paths])
+        try:
+            return json.loads(result.stdout)
+        except json.JSONDecodeError:
+            raise BackendError(
+                f"{pod}/{container}: podgate cat gave no JSON (exit {result.returncode}): {result.stderr.strip()[:300]!r}"
+            ) from None
+
+    def _container_settings(self, pod: str, container: str) -> dict[str, Any]:
+        texts = self._cat(pod, container, CGROUP_V2_FILES + CGROUP_V1_FILES)
+        named = {path.rsplit("/", 1)[1]: value for path, value in texts.items()}
+        if self.cgroup_version is None:
+            self.cgroup_version = 2 if named.get("cpu.max") is not None else 1 if named.get("cpu.shares") is not None else None
+        return {**parse_settings(named), "cgroup": "/sys/fs/cgroup (the container's own, read by exec)"}
+
+    def verify(self) -> list[Readback]:
+        upper = self._read_upper_levels()
+        results = []
+        for kl in self.levels:
+            level = kl.design
+            designed: dict[str, Any] = {"quota_us": level.quota_us, "period_us": level.period_us, "weight": level.weight}
+            if level.cpus:
+                designed["cpus"] = level.cpus
+            if level.level == "container":
+                actual = self._container_settings(level.pod, level.container)
+            else:
+                actual = upper.get(level.path)
+            if self.cgroup_version == 1:
+                designed["shares"] = kl.v1_shares
+            info = {**designed, "formula": level.formula, "pod": level.pod, "container": level.container}
+            if actual is None:
+                missing = [f"not found: {self.backend.unreadable_reason}"] if self.strict_upper else []
+                results.append(Readback(level.level, level.path, info,
+                                        {"unreadable": self.backend.unreadable_reason}, missing))
+                continue
+            results.append(Readback(level.level, level.path, info, actual, compare(designed, actual, self.cgroup_version)))
+        for path, actual in upper.items():  # the pause containers: kubelet gives them no request (weight 1)
+            if path.endswith("/pause"):
+                designed = {"quota_us": None, "period_us": q.DEFAULT_PERIOD_US, "weight": 1, "shares": q.MIN_SHARES}
+                info = {**designed, "formula": "pause container: no request -> shares 2 -> weight 1"}
+                results.append(Readback("pause", path, info, actual, compare(designed, actual, self.cgroup_version)))
+        bad = [r for r in results if r.mismatches]
+        if bad:
+            lines = [f"  {r.path}: " + "; ".join(r.mismatches) for r in bad]
+            hint = ""
+            if any(r.level == "container" and any(m.startswith("weight") for m in r.mismatches) for r in bad):
+                hint = (f"\n(the design assumed the {self.runtime} conversion of shares to weights; if this cluster's "
+                        "runc converts the other way, set runtime accordingly)")
+            raise DesignMismatch(f"cgroup readback on {self.settings.worker_node} differs from the SPEC §2 design:\n"
+                                 + "\n".join(lines) + hint)
+        return results
+
+    # -- workloads ----------------------------------------------------------------------------------
+    def _bindings(self, args: list[str]) -> list[str]:
+        """KEY=VALUE for every {{serve:PORT}} in a container's arguments: the address of the pod
+        of this node whose serve listens on PORT (start that pod first)."""
+        pairs = []
+        for key in sorted(set(re.findall(r"\{\{([^{}]+)\}\}", " ".join(args)))):
+            port = key.partition(":")[2]
+            owners = [p for p in self.node.pods for c in p.containers if mf.listen_port(c.args) == port]
+            if len(owners) != 1:
+                raise BackendError(f"{{{{{key}}}}}: {len(owners)} pods of this node listen on port {port}; "
+                                   "an upstream must be exactly one pod with a fixed port")
+            ip = (self.kc.read_pod(self.ns, mf.pod_name(owners[0], self.ident.run)).get("status") or {}).get("podIP")
+            if not ip:
+                raise BackendError(f"pod {owners[0].name} has no IP yet; start it before its downstream")
+            pairs.append(f"{key}={ip}:{port}")
+        return pairs
+
+    def start(self, pod: str, container: str) -> KubeHandle:
+        p = self.node.pod(pod)
+        c = p.container(container)  # KeyError names what is missing
+        pairs = self._bindings(mf.container_args(c.args))
+        result = self._exec(pod, container, [mf.PODGATE, "open", mf.gate_file(container), *pairs])
+        if result.returncode != 0:
+            raise BackendError(f"{pod}/{container}: cannot open its start gate: {result.stderr.strip()[:300]!r}")
+        return KubeHandle(pod, container, mf.pod_name(p, self.ident.run), time.monotonic())
+
+    def _wait_terminated(self, handle: KubeHandle, timeout_s: float) -> dict[str, Any] | None:
+        """The container's terminated state, or None after timeout_s."""
+        deadline = time.monotonic() + timeout_s
+        last_note = time.monotonic()
+        while True:
+            pod = self.kc.read_pod(self.ns, handle.pod_name)
+            self.live[handle.pod] = pod
+            state = container_state(pod, handle.container)
+            if "terminated" in state:
+                return state["terminated"]
+            now = time.monotonic()
+            if now > deadline:
+                return None
+            if now - last_note > 10:
+                self.backend.progress(f"{handle.pod}/{handle.container} running for {now - handle.started:.0f} s")
+                last_note = now
+            time.sleep(self.poll_s)
+
+    def _end(self, handle: KubeHandle) -> str:
+        """Stop an overdue workload: SIGTERM through podgate (cpulab then writes its summary); if it is
+        still running after term_grace_s, delete its pod (kubelet kills from outside: a SIGKILL sent to
+        PID 1 from inside its own PID namespace is dropped by the kernel). Says what it did."""
+        try:
+            self._exec(handle.pod, handle.container, [mf.PODGATE, "signal", "TERM"])
+            if self._wait_terminated(handle, self.term_grace_s) is not None:
+                out = self._collect(handle, None)
+                return f"stopped with SIGTERM. Last stderr: {out.stderr[-300:]!r}"
+        except KubeError:
+            pass
+        self.kc.delete_pod(self.ns, handle.pod_name, grace_s=0)
+        return "its pod was deleted"
+
+    def _collect(self, handle: KubeHandle, terminated: dict[str, Any] | None) -> Output:
+        text = self.kc.logs(self.ns, handle.pod_name, handle.container)
+        records, stderr = records_from_log(text, f"{handle.pod}/{handle.container}")
+        return Output(
+            pod=handle.pod,
+            container=handle.container,
+            returncode=None if terminated is None else terminated.get("exitCode"),
+            records=records,
+            stderr=stderr,
+            wall_s=time.monotonic() - handle.started,
+        )
+
+    def _finish(self, handle: KubeHandle, timeout_s: float) -> Output:
+        terminated = self._wait_terminated(handle, timeout_s)
+        if terminated is None:
+            how = self._end(handle)
+            raise BackendError(f"{handle.pod}/{handle.container}: still running after {timeout_s:.0f} s; {how}")
+        out = self._collect(handle, terminated)
+        if out.returncode != 0:
+            reason = terminated.get("reason", "")
+            raise BackendError(f"{out.source}: exited with {out.returncode} ({reason}); stderr: {out.stderr.strip()[-400:]!r}")
+        return out
+
+    def run_job(self, pod: str, container: str, timeout_s: float) -> Output:
+        return self._finish(self.start(pod, container), timeout_s)
+
+    def stop(self, handle: KubeHandle, timeout_s: float = 10.0) -> Output:
+        state = container_state(self.kc.read_pod(self.ns, handle.pod_name), handle.container)
+        if "running" in state:
+            self._exec(handle.pod, handle.container, [mf.PODGATE, "signal", "TERM"])
+        return self._finish(handle, timeout_s)
+
+    def run_load(self, args: list[str], timeout_s: float, variant: str = "go124mod") -> Output:
+        name = f"tl-load-{self.ident.run}-{next(self._loads)}"[:63]
+        manifest = mf.load_manifest(
+            list(args), name=name, node_name=self.settings.load_node, image=self.settings.image(variant),
+            ident=self.ident, pull_policy=self.settings.pull_policy,
+            tolerate_control_plane=self.settings.tolerate_control_plane,
+        )
+        self.kc.create_pod(self.ns, manifest)
+        handle = KubeHandle("load", "generator", name, time.monotonic())
+        try:
+            self.kc.wait_pod(self.ns, name, lambda p: all_running(p) or finished(p), self.settings.pod_start_timeout_s,
+                             "started", poll_s=self.poll_s, unschedulable_grace_s=self.unschedulable_grace_s)
+            handle.started = time.monotonic()
+            return self._finish(handle, timeout_s)
+        finally:
+            self.kc.delete_pod(self.ns, name, grace_s=0)
+
+    def _stat_container(self, pod: str, container: str) -> dict[str, Any]:
+        if self.cgroup_version == 1:
+            texts = self._cat(pod, container, STAT_V1)
+            return parse_cpu_stat(texts[STAT_V1[0]] or "", texts[STAT_V1[1]])
+        return parse_cpu_stat(self._cat(pod, container, (STAT_V2,))[STAT_V2] or "")
+
+    def _stat_pod(self, pod: str) -> dict[str, Any]:
+        p = self.node.pod(pod)
+        if len(p.containers) == 1:
+            return {**self._stat_container(pod, p.containers[0].name),
+                    "level": "container (the pod level is not readable without node access)"}
+        raise NotTestable(f"pod-level counters of {pod} need node access: {self.backend.unreadable_reason}")
+
+    def read_stat(self, pod: str, container: str | None = None) -> dict[str, Any]:
+        stat = self._stat_container(pod, container) if container else self._stat_pod(pod)
+        return {**stat, "t_ns": time.monotonic_ns()}
+
+    def wait_for_record(self, handle: KubeHandle, record_type: str, timeout_s: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            text = self.kc.logs(self.ns, handle.pod_name, handle.container)
+            records, stderr = records_from_log(text, f"{handle.pod}/{handle.container}")
+            for record in records:
+                if record.get("type") == record_type:
+                    return self._reachable(handle, record)
+            pod = self.kc.read_pod(self.ns, handle.pod_name)
+            state = container_state(pod, handle.container)
+            if "terminated" in state:
+                raise BackendError(f"{handle.pod}/{handle.container} exited ({state['terminated'].get('exitCode')}) "
+                                   f"before writing a {record_type!r} record; stderr: {stderr.strip()[-300:]!r}")
+            if time.monotonic() > deadline:
+                raise BackendError(f"{handle.pod}/{handle.container}: no {record_type!r} record after {timeout_s:.0f} s")
+            time.sleep(self.poll_s)
+
+    def _reachable(self, handle: KubeHandle, record: dict[str, Any]) -> dict[str, Any]:
+        """serve's `listening` record names the pod's wildcard address: make it the pod's IP."""
+        if record.get("type") != "listening" or "addr" not in record:
+            return record
+        pod_ip = (self.kc.read_pod(self.ns, handle.pod_name).get("status") or {}).get("podIP")
+        _host, _, port = str(record["addr"]).rpartition(":")
+        return {**record, "addr": f"{pod_ip}:{port}", "listen_addr": record["addr"]}
+
+    # -- what monitoring sees (E6) -------------------------------------------------------------------
+    def monitoring_sample(self, pod: str, container: str) -> dict[str, Any]:
+        """The kubelet's cAdvisor counters of one container, through the API server's node proxy,
+        with cAdvisor's own sample timestamp (`t_ms`): rates must be divided by the difference of
+        these timestamps, not by the time between scrapes."""
+        name = mf.pod_name(self.node.pod(pod), self.ident.run)
+        scraped_ns = time.monotonic_ns()
+        samples = self.kc.cadvisor(self.settings.worker_node)
+        mine = [s for s in samples if s.name in CADVISOR_METRICS and s.labels.get("namespace") == self.ns
+                and s.labels.get("pod") == name and s.labels.get("container") == container]
+        return select_cadvisor(mine, pod, container, scraped_ns)
+
+
+def select_cadvisor(samples: list[Any], pod: str, container: str, scraped_ns: int) -> dict[str, Any]:
+    if not samples:
+        raise BackendError(f"cAdvisor has no series for {pod}/{container} yet (it samples every ~10-15 s)")
+    stamps = {s.timestamp_ms for s in samples}
+    if None in stamps:
+        raise BackendError("cAdvisor gave samples without timestamps; E6 needs cAdvisor's own sample times")
+    return {
+        "type": "cadvisor",
+        "pod": pod,
+        "container": container,
+        "t_ms": max(stamps),
+        "timestamps_ms": sorted(stamps),
+        "scraped_t_ns": scraped_ns,
+        **{s.name: s.value for s in samples},
+    }
+
+
+# -- the backend ---------------------------------------------------------------------------------------
+
+class KubeBackend(Backend):
+    """An existing cluster (kubeconfig + context); kind's backend extends it."""
+
+    name = "kubernetes"
+    unreadable_reason = "an existing cluster gives no access to its nodes; only the container level is read (exec)"
+
+    def __init__(self, settings: KubeSettings, runtime: str = "runc-new",
+                 progress: Callable[[str], None] = lambda message: None):
+        self.settings = settings
+        self.runtime = runtime
+        self.progress = progress
+        self._client: KubeClient | None = None
+
+    @property
+    def client(self) -> KubeClient:
+        if self._client is None:
+            self._client = KubeClient(self.settings.kubeconfig, self.settings.context)
+        return self._client
+
+    def preflight(self) -> None:
+        s = self.settings
+        where = f"kubeconfig {s.kubeconfig}, context {s.context or '(current)'}"
+        if not s.kubeconfig.is_file():
+            raise BackendError(f"{self.name} backend: kubeconfig {s.kubeconfig} does not exist; "
+                               f"set {self.name}.kubeconfig in config/config.yaml")
+        kc = self.client
+        kc.version()  # unreachable -> KubeError naming the server
+        names = [n["metadata"]["name"] for n in kc.nodes()]
+        for role, node in (("worker_node", s.worker_node), ("load_node", s.load_node)):
+            if node not in names:
+                raise BackendError(f"{self.name} backend: {role} {node!r} is not a node of the cluster at {kc.server} "
+                                   f"({where}); its nodes: {', '.join(names) or 'none'}")
+        try:
+            kc.namespace(s.namespace)
+        except NotFound:
+            raise BackendError(f"{self.name} backend: namespace {s.namespace!r} does not exist ({where}); "
+                               "create it or choose another") from None
+
+    def untestable(self, node: Node, load: LoadPlacement | None) -> str | None:
+        """Why this backend cannot run this placement, or None."""
+        if node.cpus or (load and load.cpus):
+            return ("pinning node CPUs (cpuset) needs the node itself; the kubernetes backend changes no node "
+                    f"(asked: node {node.cpus or 'all'}, load generator {load.cpus if load else 'any'})")
+        if node.runtime and node.runtime != self.runtime:
+            return (f"this cluster's runc is configured as {self.runtime}; the variant asks for {node.runtime}, "
+                    "which needs a second cluster (kind creates one)")
+        return None
+
+    def capabilities(self) -> Capabilities:
+        worker = self.client.node(self.settings.worker_node)
+        cpus = q.parse_cpu(worker["status"]["capacity"]["cpu"], "capacity cpu") // 1000
+        return Capabilities(
+            cpus=cpus,
+            cgroup_version=None,
+            can_pin_cpus=False,
+            has_pause_level=True,
+            runtime=self.runtime,
+            notes=(
+                "kubernetes backend: node CPUs cannot be pinned (variants with cpus, node_cpus or load_cpus are not testable here)",
+                "kubernetes backend: " + self.unreadable_reason,
+                f"experiment pods on node {self.settings.worker_node}, load generator on {self.settings.load_node}",
+            ),
+        )
+
+    def environment(self) -> dict[str, Any]:
+        kc = self.client
+        worker = kc.node(self.settings.worker_node)
+        info = worker["status"].get("nodeInfo") or {}
+        return {
+            "backend": self.name,
+            "server_version": kc.version().get("gitVersion"),
+            "kubeconfig": str(self.settings.kubeconfig),
+            "context": self.settings.context,
+            "namespace": self.settings.namespace,
+            "worker_node": self.settings.worker_node,
+            "load_node": self.settings.load_node,
+            "kernel": info.get("kernelVersion"),
+            "machine": info.get("architecture"),
+            "os_image": info.get("osImage"),
+            "kubelet": info.get("kubeletVersion"),
+            "container_runtime": info.get("containerRuntimeVersion"),
+            "cpu_count": q.parse_cpu(worker["status"]["capacity"]["cpu"], "capacity cpu") // 1000,
+            "allocatable_cpu": worker["status"]["allocatable"]["cpu"],
+            "runtime_conversion": self.runtime,
+            "images": dict(self.settings.images),
+        }
+
+    def sweep(self, kc: KubeClient, namespace: str) -> list[str]:
+        removed = sweep_stale_pods(kc, namespace, mf.RunIdentity.here("x", 0).host, pid_alive)
+        if removed:
+            self.progress(f"removed {len(removed)} pod(s) left by runs that no longer exist: {', '.join(removed)}")
+        return removed
+
+    def deploy(self, node: Node, load: LoadPlacement | None = None) -> KubeDeployment:
+        return KubeDeployment(self, node, load, self.settings, self.client)
+
+
+def untestable_variants(experiments: dict[str, dict[str, VariantSpec]], runtime: str) -> dict[tuple[str, str], str]:
+    """(experiment, variant) -> why the kubernetes backend cannot run it, for every variant it cannot:
+    it pins node CPUs (E5/E10's one CPU; the services' node and load-generator cpusets), or it asks
+    for a runtime conversion other than the cluster's."""
+    out = {}
+    for experiment, variants in experiments.items():
+        for variant, spec in variants.items():
+            if spec.cpus:
+                reason = (f"it pins the worker node to CPU {spec.cpus} (a cpuset on the node), which needs the "
+                          "node itself")
+            elif spec.node_cpus or spec.load_cpus:
+                reason = (f"it pins the node to CPUs {spec.node_cpus or 'all'} and the load generator to "
+                          f"{spec.load_cpus or 'any'} (cpusets on the nodes); on an existing cluster use a "
+                          "profile without node_cpus/load_cpus: separate worker and load nodes keep them apart")
+            elif (spec.runtime or runtime) != runtime:
+                reason = (f"it asks for the {spec.runtime} conversion, and this cluster's runc is configured "
+                          f"as {runtime} (one cluster, one runc; see the runtime setting)")
+            else:
+                continue
+            out[(experiment, variant)] = f"not testable on the kubernetes backend: {reason}"
+    return out
+
+
+def settings_from_config(cfg: dict[str, Any]) -> KubeSettings:
+    """config.yaml's `kubernetes` section -> KubeSettings (the schema gave every key a default)."""
+    missing = [k for k in ("kubeconfig", "worker_node", "load_node") if not cfg.get(k)]
+    if missing:
+        raise BackendError(
+            "kubernetes backend: set " + ", ".join(f"kubernetes.{k}" for k in missing)
+            + " (config/config.yaml or --config), see config/config.schema.yaml"
+        )
+    return KubeSettings(
+        kubeconfig=Path(cfg["kubeconfig"]).expanduser(),
+        context=cfg.get("context"),
+        worker_node=cfg["worker_node"],
+        load_node=cfg["load_node"],
+        namespace=cfg.get("namespace") or "default",
+        images=dict(cfg.get("images") or {}),
+        pull_policy=cfg.get("pull_policy") or "IfNotPresent",
+        tolerate_control_plane=bool(cfg.get("tolerate_control_plane", True)),
+    )

@@ -1,0 +1,72 @@
+"""Guardian of one kind/kubernetes deployment: cleans up even when the runner is SIGKILLed.
+
+The deployment starts `python -m throttlelab.backends.kube.guardian '<json>'` in a
+session of its own, before it creates anything, and keeps a pipe to its
+stdin. When the pipe closes (the runner exited, however), the guardian deletes
+every pod carrying the run's label and sets every pinned kind node container
+back to the cpuset it had. A deployment that cleaned up by itself writes
+"cleaned" before closing the pipe, and the guardian just exits. The description:
+
+    {"kubeconfig": PATH, "context": NAME, "namespace": NS, "selector": LABELS,
+     "pins": [{"container": NODE_CONTAINER, "restore_to": CPUSET}, ...]}
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from throttlelab.backends.base import BackendError
+
+
+def clean_up(desc: dict[str, Any]) -> list[str]:
+    """Delete the run's pods and restore pinned nodes; returns what was done (problems raise)."""
+    from throttlelab.backends.kube.client import KubeClient, KubeError
+
+    done, problems = [], []
+    try:
+        kc = KubeClient(Path(desc["kubeconfig"]), desc.get("context"))
+        left = kc.list_pods(desc["namespace"], desc["selector"])
+        if left:
+            kc.delete_pods(desc["namespace"], desc["selector"], grace_s=0)
+            kc.wait_gone(desc["namespace"], desc["selector"], timeout_s=90)
+            done.append(f"deleted {len(left)} pod(s) ({desc['selector']})")
+    except KubeError as exc:
+        problems.append(str(exc))
+    if desc.get("pins"):
+        from throttlelab.backends.kind.backend import docker_client, restore_pins
+
+        try:
+            restored = restore_pins(docker_client(), desc["pins"])
+            if restored:
+                done.append("restored " + ", ".join(restored))
+        except BackendError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise BackendError("; ".join(problems))
+    return done
+
+
+def main(argv: list[str]) -> int:
+    desc = json.loads(argv[0])
+    # Ignore the signals that would stop the runner: our job is to outlive it.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    said = sys.stdin.buffer.read()  # returns at EOF: the runner is gone or done
+    if said.strip() == b"cleaned":  # a clean exit that removed everything itself
+        return 0
+    try:
+        done = clean_up(desc)
+    except BackendError as exc:
+        print(f"throttlelab guardian: {exc}", file=sys.stderr)
+        return 1
+    if done:
+        print("throttlelab guardian: runner gone; " + "; ".join(done), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

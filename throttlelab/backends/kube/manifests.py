@@ -1,0 +1,270 @@
+"""The Pod manifests the kind and kubernetes backends send, from the placement model.
+
+Pure functions, no API calls: tests validate every manifest built here against
+the Kubernetes 1.34 schemas (kubernetes-validate) without a cluster.
+
+Mapping (SPEC §4, §6):
+* a model Pod -> a v1 Pod on the worker node (nodeSelector kubernetes.io/hostname),
+  restartPolicy Never, one container per model container;
+* requests / limits -> resources.requests.cpu / resources.limits.cpu; a limit
+  without a request gets request = limit written out, which is what the API
+  server's defaulting would do anyway (so what we send is what runs);
+* env (GOMAXPROCS, GODEBUG) -> env; service links off, so Kubernetes adds no
+  variables of its own;
+* every container starts behind `podgate` (a start gate in the image): the
+  pod and all its cgroups exist, idle, until the backend opens a container's
+  gate; then podgate execs cpulab, which becomes the container's main process;
+* the load generator -> a Pod on the load node (the control-plane on kind) with
+  a toleration of the control-plane taint, no CPU request or limit;
+* every object carries labels naming the lab, the run, the host and the runner's
+  pid, so a sweep can find and delete exactly what a dead run left behind.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+from throttlelab.model import quantities as q
+from throttlelab.model.placement import Container, Node, Pod
+
+LABEL_MANAGED = "app.kubernetes.io/managed-by"
+MANAGED_BY = "throttlelab"
+LABEL_RUN = "throttlelab.io/run"
+LABEL_HOST = "throttlelab.io/host"
+LABEL_PID = "throttlelab.io/pid"
+LABEL_POD = "throttlelab.io/pod"
+LABEL_ROLE = "throttlelab.io/role"
+MANAGED_SELECTOR = f"{LABEL_MANAGED}={MANAGED_BY}"
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
+
+PODGATE = "/podgate"
+CPULAB = "/cpulab"
+GATE_VOLUME = "throttlelab-gate"
+GATE_DIR = "/throttlelab/gate"
+#: Port serve listens on inside a pod when the model asked for loopback port 0 or none.
+SERVE_PORT = 8080
+
+_LABEL_VALUE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def label_value(text: str) -> str:
+    """A string made safe as a label value: [A-Za-z0-9_.-], at most 63, alphanumeric at both ends."""
+    value = _LABEL_VALUE.sub("-", text)[:63].strip("-_.")
+    return value or "unknown"
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """Who made an object: the run (one deployment), the host and the runner's pid."""
+
+    run: str
+    host: str
+    pid: int
+
+    @classmethod
+    def here(cls, run: str, pid: int) -> "RunIdentity":
+        return cls(run=run, host=label_value(socket.gethostname()), pid=pid)
+
+    def labels(self) -> dict[str, str]:
+        return {
+            LABEL_MANAGED: MANAGED_BY,
+            LABEL_RUN: self.run,
+            LABEL_HOST: self.host,
+            LABEL_PID: str(self.pid),
+        }
+
+    @property
+    def selector(self) -> str:
+        return f"{MANAGED_SELECTOR},{LABEL_RUN}={self.run}"
+
+
+def cpu_quantity(milli: int) -> str:
+    """Kubernetes' canonical CPU quantity: whole CPUs as integers ("2"), else millicores ("500m")."""
+    return str(milli // 1000) if milli % 1000 == 0 else f"{milli}m"
+
+
+def kube_container(c: Container) -> Container:
+    """The container as the API server stores it: a limit without a request gets request = limit."""
+    if c.request_milli is None and c.limit_milli is not None:
+        return replace(c, request_milli=c.limit_milli)
+    return c
+
+
+def kube_node(node: Node, allocatable_milli: int | None = None) -> Node:
+    """The node as it runs on Kubernetes (defaulted requests, the node's real allocatable CPUs)."""
+    pods = tuple(replace(p, containers=tuple(kube_container(c) for c in p.containers)) for p in node.pods)
+    return replace(node, pods=pods, allocatable_milli=allocatable_milli or node.allocatable_milli)
+
+
+def pod_name(pod: Pod, run: str) -> str:
+    return f"tl-{pod.name}-{run}"[:63].rstrip("-")
+
+
+def _listen_anywhere(value: str) -> str:
+    host, _, port = value.rpartition(":")
+    if host in ("127.0.0.1", "localhost", "[::1]", ""):
+        return f"0.0.0.0:{port or SERVE_PORT}"
+    return value
+
+
+_LOOPBACK_URL = re.compile(r"^(?P<scheme>https?://)(?:127\.0\.0\.1|localhost|\[::1\]):(?P<port>\d+)(?P<rest>.*)$")
+
+
+def bound_key(port: str | int) -> str:
+    """podgate's placeholder key for "the address of the pod whose serve listens on this port"."""
+    return f"serve:{port}"
+
+
+def listen_port(args: tuple[str, ...]) -> str | None:
+    """The port a `serve` command line listens on (cpulab's default 8080), or None for other commands."""
+    if not args or args[0] != "serve":
+        return None
+    for i, arg in enumerate(args):
+        if arg.startswith(("-addr=", "--addr=")):
+            return arg.rpartition(":")[2]
+        if arg in ("-addr", "--addr") and i + 1 < len(args):
+            return args[i + 1].rpartition(":")[2]
+    return str(SERVE_PORT)
+
+
+def container_args(args: tuple[str, ...]) -> list[str]:
+    """cpulab's arguments inside a pod. serve listens on every address of the pod (its
+    loopback cannot be reached from another pod), and an `-upstream` on this host's
+    loopback becomes a placeholder that podgate fills with that upstream pod's address
+    when the gate opens ({{serve:PORT}}); nothing else changes."""
+    out = list(args)
+    if not out or out[0] != "serve":
+        return out
+    for i, arg in enumerate(out):
+        flag, eq, value = arg.partition("=")
+        if flag in ("-upstream", "--upstream") and eq:
+            match = _LOOPBACK_URL.match(value)
+            if match:
+                out[i] = f"{flag}={match['scheme']}{{{{{bound_key(match['port'])}}}}}{match['rest']}"
+    for i, arg in enumerate(out):
+        if arg.startswith(("-addr=", "--addr=")):
+            flag, _, value = arg.partition("=")
+            out[i] = f"{flag}={_listen_anywhere(value)}"
+            return out
+        if arg in ("-addr", "--addr") and i + 1 < len(out):
+            out[i + 1] = _listen_anywhere(out[i + 1])
+            return out
+    return [*out, f"-addr=0.0.0.0:{SERVE_PORT}"]
+
+
+def resources(c: Container) -> dict[str, Any]:
+    c = kube_container(c)
+    out: dict[str, Any] = {}
+    if c.request_milli is not None:
+        out["requests"] = {"cpu": cpu_quantity(c.request_milli)}
+    if c.limit_milli is not None:
+        out["limits"] = {"cpu": cpu_quantity(c.limit_milli)}
+    return out
+
+
+def gate_file(container: str) -> str:
+    return f"{GATE_DIR}/{container}"
+
+
+def _container(c: Container, image: str, pull_policy: str, gated: bool) -> dict[str, Any]:
+    argv = [CPULAB, *container_args(c.args)]
+    spec: dict[str, Any] = {
+        "name": c.name,
+        "image": image,
+        "imagePullPolicy": pull_policy,
+        "command": [PODGATE, "run", "-gate", gate_file(c.name), "--", *argv] if gated else argv,
+        "resources": resources(c),
+    }
+    if c.env:
+        spec["env"] = [{"name": k, "value": v} for k, v in c.env]
+    if gated:
+        spec["volumeMounts"] = [{"name": GATE_VOLUME, "mountPath": GATE_DIR}]
+    return spec
+
+
+def pod_manifest(
+    pod: Pod,
+    *,
+    node_name: str,
+    image_of: Callable[[str], str],
+    ident: RunIdentity,
+    pull_policy: str = "Never",
+    grace_s: int = 30,
+) -> dict[str, Any]:
+    """A model pod as a v1 Pod pinned to `node_name`, every container behind its gate."""
+    labels = {**ident.labels(), LABEL_POD: pod.name, LABEL_ROLE: "workload"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": pod_name(pod, ident.run), "labels": labels},
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeSelector": {HOSTNAME_LABEL: node_name},
+            "terminationGracePeriodSeconds": grace_s,
+            "enableServiceLinks": False,
+            "automountServiceAccountToken": False,
+            "volumes": [{"name": GATE_VOLUME, "emptyDir": {"sizeLimit": "1Mi"}}],
+            "containers": [_container(c, image_of(c.variant), pull_policy, gated=True) for c in pod.containers],
+        },
+    }
+
+
+def load_manifest(
+    args: list[str],
+    *,
+    name: str,
+    node_name: str,
+    image: str,
+    ident: RunIdentity,
+    pull_policy: str = "Never",
+    tolerate_control_plane: bool = True,
+) -> dict[str, Any]:
+    """The load generator: `cpulab load ...` on the load node, no CPU request or limit, ungated."""
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "nodeSelector": {HOSTNAME_LABEL: node_name},
+        "terminationGracePeriodSeconds": 10,
+        "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+        "containers": [
+            {
+                "name": "generator",
+                "image": image,
+                "imagePullPolicy": pull_policy,
+                "command": [CPULAB, "load", *args],
+                "resources": {},
+            }
+        ],
+    }
+    if tolerate_control_plane:
+        spec["tolerations"] = [{"key": CONTROL_PLANE_TAINT, "operator": "Exists", "effect": "NoSchedule"}]
+    labels = {**ident.labels(), LABEL_POD: "load", LABEL_ROLE: "load"}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels}, "spec": spec}
+
+
+def pod_request_milli(pod: dict[str, Any]) -> int:
+    """Σ CPU requests of a Pod object's containers (what kubelet sums for the QoS level)."""
+    total = 0
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        res = c.get("resources") or {}
+        cpu = (res.get("requests") or {}).get("cpu") or (res.get("limits") or {}).get("cpu")
+        if cpu:
+            total += q.parse_cpu(cpu, "cpu")
+    return total
+
+
+def pod_qos(pod: dict[str, Any]) -> str:
+    """The QoS class of a Pod object: status.qosClass when the API server set it."""
+    cls = (pod.get("status") or {}).get("qosClass")
+    if cls:
+        return cls.lower()
+    containers = (pod.get("spec") or {}).get("containers") or []
+    res = [c.get("resources") or {} for c in containers]
+    if all(not r.get("requests") and not r.get("limits") for r in res):
+        return "besteffort"
+    return "burstable"

@@ -1,0 +1,172 @@
+"""Load and validate the experiment design: config.yaml, its overrides and the profile.
+
+Everything is checked before any experiment starts; a problem becomes one
+ConfigError that names the field and the fix, and no result is touched.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from throttlelab.model.quantities import QuantityError, parse_cpu
+from throttlelab.model.variants import SpecError, VariantSpec
+
+
+
+class ConfigError(ValueError):
+    """Bad input in the configuration; the message names the field and the fix."""
+
+
+@dataclass(frozen=True)
+class ExperimentDesign:
+    name: str
+    about: str
+    scaling: str
+    repeats: int
+    variants: dict[str, VariantSpec]
+
+    def spec_json(self, variant: str) -> str:
+        """The variant's parameters as canonical JSON: a Snakemake param, so editing it reruns it."""
+        return json.dumps(self.variants[variant].to_dict(), sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Design:
+    backend: str
+    profile: str
+    profile_path: Path
+    description: str
+    scaling: str
+    runtime: str
+    seed: int
+    node_cpus: str | None
+    confidence: float
+    experiments: dict[str, ExperimentDesign]
+    # the kind / kubernetes backends' settings, every key present (schema defaults filled in)
+    kind: dict[str, Any] = field(default_factory=dict)
+    kubernetes: dict[str, Any] = field(default_factory=dict)
+
+    def jobs(self) -> list[tuple[str, str, int]]:
+        """Every (experiment, variant, repeat) of this design."""
+        return [
+            (exp.name, variant, rep)
+            for exp in self.experiments.values()
+            for variant in exp.variants
+            for rep in range(exp.repeats)
+        ]
+
+
+def _schema(config_dir: Path, name: str) -> dict[str, Any]:
+    path = config_dir / name
+    try:
+        return yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ConfigError(
+            f"{path}: cannot read the schema ({exc.strerror}); config_dir must be the project's config/ "
+            "folder (the one holding config.yaml and profiles/)"
+        ) from None
+
+
+def _where(prefix: str, error: jsonschema.ValidationError) -> str:
+    path = ".".join(str(p) for p in error.absolute_path)
+    return f"{prefix}.{path}" if path else prefix
+
+
+def _check(instance: Any, schema: dict[str, Any], prefix: str, hint: str) -> None:
+    validator = jsonschema.Draft7Validator(schema)
+    errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = [f"{_where(prefix, e)}: {e.message}" for e in errors[:5]]
+        raise ConfigError("\n".join(lines) + f"\n(see {hint})")
+
+
+def _with_defaults(config: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    out = dict(config)
+    for key, prop in schema["properties"].items():
+        if key not in out and "default" in prop:
+            out[key] = prop["default"]
+    return out
+
+
+def _section(cfg: dict[str, Any], schema: dict[str, Any], key: str) -> dict[str, Any]:
+    """A nested settings object with the defaults of the keys it leaves out."""
+    return _with_defaults(cfg.get(key) or {}, schema["properties"][key])
+
+
+def _profile_path(profile: str, profiles_dir: Path) -> Path:
+    named = profiles_dir / f"{profile}.yaml"
+    if named.is_file():
+        return named
+    custom = Path(profile)
+    if custom.suffix in (".yaml", ".yml") and custom.is_file():
+        return custom.resolve()
+    known = ", ".join(sorted(p.stem for p in profiles_dir.glob("*.yaml")))
+    raise ConfigError(
+        f"config.profile: unknown profile {profile!r}; choose one of {known}, "
+        "or give the path of a profile file (.yaml) of your own"
+    )
+
+
+def _check_quantities(variant: dict[str, Any], where: str) -> None:
+    for key, value in variant.items():
+        if isinstance(value, dict):
+            _check_quantities(value, f"{where}.{key}")
+        elif key in ("request", "limit") and value is not None:
+            try:
+                parse_cpu(value, f"{where}.{key}")
+            except QuantityError as exc:
+                raise ConfigError(str(exc)) from None
+
+
+def load_design(config: dict[str, Any], config_dir: Path) -> Design:
+    """Validate Snakemake's config dict and the profile it names; return the frozen design.
+
+    ``config_dir`` is the project's config/ folder (schemas and profiles/); the caller says where
+    it is (the Snakefile: ``workflow.basedir``; the CLI: ``--project``)."""
+    config_dir = Path(config_dir)
+    top_schema = _schema(config_dir, "config.schema.yaml")
+    _check(config, top_schema, "config", "config/config.schema.yaml for every key")
+    cfg = _with_defaults(config, top_schema)
+    path = _profile_path(str(cfg["profile"]), config_dir / "profiles")
+    try:
+        profile = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"profile {path}: not valid YAML ({exc})") from None
+    profile_schema = _schema(config_dir, "profile.schema.yaml")
+    _check(profile, profile_schema, f"profile {path.name}", "config/profile.schema.yaml")
+    experiments: dict[str, ExperimentDesign] = {}
+    for name, exp in profile["experiments"].items():
+        defaults = exp.get("defaults", {})
+        variants = {}
+        for vname, overrides in exp["variants"].items():
+            merged = {**defaults, **(overrides or {})}
+            where = f"profile {path.name}: experiments.{name}.variants.{vname}"
+            _check(merged, {**profile_schema["definitions"][name], "definitions": profile_schema["definitions"]},
+                   where, "config/profile.schema.yaml")
+            _check_quantities(merged, where)
+            try:
+                variants[vname] = VariantSpec.from_dict(name, vname, merged)
+            except SpecError as exc:
+                raise ConfigError(f"profile {path.name}: {exc}") from None
+        repeats = cfg["repeats"] or exp.get("repeats") or profile["repeats"]
+        experiments[name] = ExperimentDesign(name, exp["about"], exp.get("scaling", ""), repeats, variants)
+    return Design(
+        backend=cfg["backend"],
+        profile=str(cfg["profile"]),
+        profile_path=path,
+        description=profile["description"],
+        scaling=profile.get("scaling", ""),
+        runtime=cfg["runtime"],
+        seed=cfg["seed"],
+        node_cpus=cfg["node_cpus"],
+        confidence=cfg["stats"].get("confidence", 0.95),
+        experiments=experiments,
+        kind=_section(cfg, top_schema, "kind"),
+        kubernetes=_section(cfg, top_schema, "kubernetes"),
+    )

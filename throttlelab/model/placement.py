@@ -1,0 +1,151 @@
+"""The placement model every backend maps: node -> pod -> container (SPEC §6).
+
+Frozen dataclasses only; the expected cgroup values derived from them live in
+`design.py`, so this module stays a plain description of what is asked for.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from throttlelab.model import quantities as q
+
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def _check_name(kind: str, name: str) -> None:
+    # DNS-1123 labels: valid as cgroup directory, docker container and pod names alike.
+    if not _NAME.match(name) or len(name) > 50:
+        raise ValueError(f"{kind} name {name!r}: use lower-case letters, digits and '-' (at most 50)")
+
+
+@dataclass(frozen=True)
+class Container:
+    """One workload process: which build, what it runs, and its CPU request/limit."""
+
+    name: str
+    args: tuple[str, ...]
+    variant: str = "go124mod"
+    request_milli: int | None = None
+    limit_milli: int | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    role: str = "job"  # job: runs to completion; service: runs until stopped
+
+    def __post_init__(self) -> None:
+        _check_name("container", self.name)
+        if self.role not in ("job", "service"):
+            raise ValueError(f"container {self.name}: role must be job or service, not {self.role!r}")
+
+    @property
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)
+
+
+@dataclass(frozen=True)
+class Pod:
+    name: str
+    containers: tuple[Container, ...]
+
+    def __post_init__(self) -> None:
+        _check_name("pod", self.name)
+        if not self.containers:
+            raise ValueError(f"pod {self.name}: needs at least one container")
+        names = [c.name for c in self.containers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"pod {self.name}: container names repeat: {names}")
+
+    @property
+    def limit_milli(self) -> int | None:
+        return q.pod_limit([c.limit_milli for c in self.containers])
+
+    @property
+    def request_milli(self) -> int:
+        return q.pod_request([c.request_milli for c in self.containers])
+
+    @property
+    def qos(self) -> str:
+        """Kubernetes QoS class, which decides where kubelet puts the pod's cgroup."""
+        reqs = [c.request_milli for c in self.containers]
+        lims = [c.limit_milli for c in self.containers]
+        if all(r is None for r in reqs) and all(lim is None for lim in lims):
+            return "besteffort"
+        if all(lim is not None and (r is None or r == lim) for r, lim in zip(reqs, lims)):
+            return "guaranteed"
+        return "burstable"
+
+    def container(self, name: str) -> Container:
+        for c in self.containers:
+            if c.name == name:
+                return c
+        raise KeyError(f"pod {self.name} has no container {name!r}")
+
+
+@dataclass(frozen=True)
+class Node:
+    """A worker node: which CPUs it owns and which pods it runs.
+
+    `cpus` is a cpuset list ("0-1", "0") or None for every CPU of the host;
+    `allocatable_milli` sets the node-level (kubepods) weight as kubelet would;
+    `runtime` is the node's container runtime conversion of shares to weights
+    (runc-new / runc-old; None: the backend's default), a property of the node as
+    on Kubernetes, where the old-runc cluster is another set of nodes.
+    """
+
+    name: str
+    pods: tuple[Pod, ...]
+    cpus: str | None = None
+    allocatable_milli: int | None = None
+    runtime: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_name("node", self.name)
+        names = [p.name for p in self.pods]
+        if len(set(names)) != len(names):
+            raise ValueError(f"node {self.name}: pod names repeat: {names}")
+
+    def pod(self, name: str) -> Pod:
+        for p in self.pods:
+            if p.name == name:
+                return p
+        raise KeyError(f"node {self.name} has no pod {name!r}")
+
+
+@dataclass(frozen=True)
+class LoadPlacement:
+    """Where the load generator runs: outside the node, on CPUs of its own when possible."""
+
+    cpus: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def parse_cpuset(spec: str) -> list[int]:
+    """'0-2,5' -> [0, 1, 2, 5]; the kernel's list format."""
+    cpus: list[int] = []
+    for part in spec.strip().split(","):
+        if not part:
+            continue
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            cpus.extend(range(int(lo), int(hi) + 1))
+        else:
+            cpus.append(int(part))
+    return sorted(set(cpus))
+
+
+def format_cpuset(cpus: list[int]) -> str:
+    """[0, 1, 2, 5] -> '0-2,5'."""
+    cpus = sorted(set(cpus))
+    parts: list[str] = []
+    start = prev = None
+    for cpu in cpus:
+        if start is None:
+            start = prev = cpu
+        elif cpu == prev + 1:
+            prev = cpu
+        else:
+            parts.append(f"{start}-{prev}" if start != prev else str(start))
+            start = prev = cpu
+    if start is not None:
+        parts.append(f"{start}-{prev}" if start != prev else str(start))
+    return ",".join(parts)

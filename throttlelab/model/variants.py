@@ -1,0 +1,265 @@
+"""A variant's parameters as one typed, immutable object.
+
+A profile (config/profiles/*.yaml, checked against config/profile.schema.yaml)
+gives every variant of an experiment a mapping of parameters. At the config
+boundary that mapping becomes a :class:`VariantSpec`, and it stays one: the
+runner hands it to the experiment, the raw log's ``meta`` record stores
+:meth:`VariantSpec.to_dict` (exactly the keys the profile gave, so a raw log
+round-trips), and the tidy tables carry :meth:`VariantSpec.columns`, one
+``param_<field>`` column per field, instead of a JSON string.
+
+Values are kept as the profile wrote them (a CPU quantity ``"250m"`` or ``1``
+stays as written; :func:`throttlelab.model.quantities.parse_cpu` reads it);
+a field the profile did not set is ``None``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Union
+
+from throttlelab.model.quantities import parse_cpu
+
+Cpu = Union[str, int, float]  # a CPU quantity as written: "250m", "1.5", 2
+
+COLUMN_PREFIX = "param_"
+
+
+class SpecError(ValueError):
+    """A variant's parameters do not fit the typed spec; the message names the field."""
+
+
+@dataclass(frozen=True)
+class Resources:
+    """A container's CPU request and limit (E1's app and sidecar)."""
+
+    request: Cpu | None = None
+    limit: Cpu | None = None
+    given: tuple[str, ...] = field(default=(), repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str) -> Resources:
+        unknown = set(data) - {"request", "limit"}
+        if unknown:
+            raise SpecError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; a resources block has request and limit")
+        return cls(request=data.get("request"), limit=data.get("limit"), given=tuple(sorted(data)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {key: getattr(self, key) for key in self.given}
+
+    @property
+    def request_milli(self) -> int | None:
+        return None if self.request is None else parse_cpu(self.request, "request")
+
+    @property
+    def limit_milli(self) -> int | None:
+        return None if self.limit is None else parse_cpu(self.limit, "limit")
+
+
+# field name -> the Python types its value may have (bool is checked apart: it is an int too)
+_NUMBER = (int, float)
+_TYPES: dict[str, tuple[type, ...]] = {}
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    """The parameters of one variant of one experiment (the union of every experiment's fields)."""
+
+    experiment: str
+    name: str
+    build: str | None = None
+    runtime: str | None = None
+    # CPU resources of the experiment's main container, and E1's two containers
+    request: Cpu | None = None
+    limit: Cpu | None = None
+    app: Resources | None = None
+    sidecar: Resources | None = None
+    gomaxprocs: int | None = None
+    godebug: str | None = None
+    # burst jobs (E2a, E6) and spin (S1)
+    threads: int | None = None
+    work_ms: float | None = None
+    interval_ms: float | None = None
+    rounds: int | None = None
+    calibration_rounds: int | None = None
+    duration_ms: float | None = None
+    report_ms: float | None = None
+    # weights (E5, E10)
+    phase: str | None = None
+    cpus: str | None = None
+    settle_ms: float | None = None
+    sample_ms: float | None = None
+    samples: int | None = None
+    # services (E2b, E7, E8, S2)
+    work_us: float | None = None
+    alloc_bytes: int | None = None
+    live_mb: int | None = None
+    rps: float | None = None
+    clump: int | None = None
+    ping_rps: float | None = None
+    workers: int | None = None
+    warmup_ms: float | None = None
+    node_cpus: str | None = None
+    load_cpus: str | None = None
+    replicas: int | None = None
+    neighbor: bool | None = None
+    neighbor_request: Cpu | None = None
+    neighbor_threads: int | None = None
+    mode: str | None = None
+    upstream_request: Cpu | None = None
+    upstream_limit: Cpu | None = None
+    upstream_work_us: float | None = None
+    upstream_alloc_bytes: int | None = None
+    upstream_live_mb: int | None = None
+    upstream_gomaxprocs: int | None = None
+    # monitoring (E6)
+    housekeeping_ms: float | None = None
+    first_scrape_ms: float | None = None
+    scrape_gap_ms: float | None = None
+    # the keys the profile gave, so to_dict() round-trips exactly (an explicit null stays one)
+    given: tuple[str, ...] = field(default=(), repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, experiment: str, name: str, data: Mapping[str, Any]) -> VariantSpec:
+        """Build the spec from a profile's merged mapping; a key of no field or a value of the
+        wrong type raises SpecError naming ``experiments.<E>.variants.<name>.<key>``."""
+        where = f"experiments.{experiment}.variants.{name}"
+        names = _param_names()
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise SpecError(f"{where}: unknown parameter(s) {', '.join(unknown)}")
+        values: dict[str, Any] = {}
+        for key, value in data.items():
+            if key in ("app", "sidecar") and value is not None:
+                if not isinstance(value, Mapping):
+                    raise SpecError(f"{where}.{key}: expected a mapping with request and limit, got {value!r}")
+                values[key] = Resources.from_dict(value, f"{where}.{key}")
+                continue
+            _check_type(key, value, f"{where}.{key}")
+            values[key] = value
+        return cls(experiment=experiment, name=name, given=tuple(sorted(data)), **values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The parameters as the profile gave them (the raw log's ``meta.spec``)."""
+        out: dict[str, Any] = {}
+        for key in self.given:
+            value = getattr(self, key)
+            out[key] = value.to_dict() if isinstance(value, Resources) else value
+        return out
+
+    def milli(self, key: str) -> int | None:
+        """A CPU quantity field in millicores (None when unset)."""
+        value = getattr(self, key)
+        return None if value is None else parse_cpu(value, f"experiments.{self.experiment}.variants.{self.name}.{key}")
+
+    def with_changes(self, **changes: Any) -> VariantSpec:
+        """A copy with some fields set (they count as given)."""
+        data = {**self.to_dict(), **changes}
+        return VariantSpec.from_dict(self.experiment, self.name, data)
+
+    def columns(self) -> dict[str, Any]:
+        """One ``param_<field>`` value per field, nested resources flattened (``param_app_request``);
+        None where the profile did not set it. Every spec has the same columns: :func:`column_names`."""
+        out: dict[str, Any] = {}
+        for key in _param_names():
+            value = getattr(self, key)
+            if key in ("app", "sidecar"):
+                out[f"{COLUMN_PREFIX}{key}_request"] = value.request if value else None
+                out[f"{COLUMN_PREFIX}{key}_limit"] = value.limit if value else None
+            else:
+                out[f"{COLUMN_PREFIX}{key}"] = value
+        return out
+
+    @classmethod
+    def from_columns(cls, experiment: str, name: str, row: Mapping[str, Any]) -> VariantSpec:
+        """The spec back from a table row's ``param_*`` columns (empty cells are unset fields).
+
+        CSV turns every number into a float and every quantity into text: integral floats
+        come back as int, so ``spec.threads`` is usable as a count again.
+        """
+        data: dict[str, Any] = {}
+        for key in _param_names():
+            if key in ("app", "sidecar"):
+                part = {
+                    sub: _from_cell(row.get(f"{COLUMN_PREFIX}{key}_{sub}"), None)
+                    for sub in ("request", "limit")
+                }
+                part = {k: v for k, v in part.items() if v is not None}
+                if part:
+                    data[key] = part
+                continue
+            value = _from_cell(row.get(f"{COLUMN_PREFIX}{key}"), _TYPES[key])
+            if value is not None:
+                data[key] = value
+        return cls.from_dict(experiment, name, data)
+
+
+def column_names() -> list[str]:
+    """Every ``param_*`` column, in a fixed order."""
+    return list(VariantSpec(experiment="", name="").columns())
+
+
+def _param_names() -> tuple[str, ...]:
+    return tuple(f.name for f in fields(VariantSpec) if f.name not in ("experiment", "name", "given"))
+
+
+def _types_of(annotation: str) -> tuple[type, ...]:
+    kinds = {"str": (str,), "int": (int,), "float": _NUMBER, "bool": (bool,), "Cpu": (str, int, float),
+             "Resources": (Resources,)}
+    (base,) = [part.strip() for part in annotation.split("|") if part.strip() != "None"]
+    return kinds[base]
+
+
+def _check_type(key: str, value: Any, where: str) -> None:
+    if value is None:
+        return
+    allowed = _TYPES[key]
+    if isinstance(value, bool) and bool not in allowed:
+        raise SpecError(f"{where}: expected {_kind_name(allowed)}, got {value!r}")
+    if not isinstance(value, allowed):
+        raise SpecError(f"{where}: expected {_kind_name(allowed)}, got {value!r}")
+
+
+def _kind_name(allowed: tuple[type, ...]) -> str:
+    if allowed == (bool,):
+        return "true or false"
+    if allowed == (int,):
+        return "a whole number"
+    if allowed == _NUMBER:
+        return "a number"
+    if allowed == (str,):
+        return "text"
+    return "a CPU quantity (e.g. 250m, 1.5, 2)"
+
+
+def _from_cell(value: Any, allowed: tuple[type, ...] | None) -> Any:
+    """A CSV cell back as the field's type: NaN/empty -> None, integral floats -> int."""
+    if value is None:
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, str) and value == "":
+        return None
+    if hasattr(value, "item"):  # numpy scalar
+        value = value.item()
+    if allowed == (bool,):
+        if isinstance(value, str):
+            return value.strip().lower() == "true"
+        return bool(value)
+    if allowed == (str,) and not isinstance(value, str):
+        return str(value)
+    if isinstance(value, float) and value.is_integer() and allowed in ((int,), _NUMBER, (str, int, float), None):
+        return int(value)
+    if allowed == (int,) and isinstance(value, str):
+        return int(float(value))
+    if allowed == _NUMBER and isinstance(value, str):
+        number = float(value)
+        return int(number) if number.is_integer() else number
+    return value
+
+
+for _f in fields(VariantSpec):
+    if _f.name not in ("experiment", "name", "given"):
+        _TYPES[_f.name] = _types_of(str(_f.type))
