@@ -15,14 +15,14 @@ import pandas as pd
 import pytest
 
 from conftest import PROJECT, lab_cgroups, workload_pids
-from throttlelab.experiments.weights import E4_PODS, PHASES, _pods, expected_shares
+from throttlelab.model.weights import E4_PODS, PHASES, expected_shares, lab_pods
 from throttlelab.analysis.findings.engine import F8, SHARE_TOLERANCE
 from throttlelab.analysis.metrics import share_metrics
 
 
 def _expect(phase: str, runtime: str) -> dict[str, tuple[int, float]]:
     names, level = PHASES[phase]
-    return expected_shares(_pods(names, ("spin",), "go124mod"), level, runtime)
+    return expected_shares(lab_pods(names, ("spin",), "go124mod"), level, runtime)
 
 
 def test_pod_level_shares_follow_kubelets_linear_weights():
@@ -43,7 +43,7 @@ def test_container_level_shares_follow_the_runtime():
 
 def test_the_labs_pods_are_all_there():
     assert [name for name, _ in E4_PODS] == ["p100m", "p1", "p2", "p1-limited", "two"]
-    limited = _pods(("p1-limited",), ("info",), "go124mod")[0]
+    limited = lab_pods(("p1-limited",), ("info",), "go124mod")[0]
     assert limited.qos == "guaranteed"
 
 

@@ -12,64 +12,16 @@ from __future__ import annotations
 
 import time
 
-from throttlelab.model import quantities as q
 from throttlelab.model.variants import VariantSpec
-from throttlelab.model.placement import Container, Node, Pod
+from throttlelab.model.placement import Node
+from throttlelab.model.weights import E4_PODS, PHASES, expected_shares, lab_pods
 from throttlelab.experiments.context import Context, ExperimentResult
 from throttlelab.experiments.jobs import _deployed
-
-# The lab's pods, as (pod name, ((container, request, limit), ...)).
-E4_PODS: tuple[tuple[str, tuple[tuple[str, str, str | None], ...]], ...] = (
-    ("p100m", (("spin", "100m", None),)),
-    ("p1", (("spin", "1", None),)),
-    ("p2", (("spin", "2", None),)),
-    ("p1-limited", (("spin", "1", "1"),)),
-    ("two", (("small", "100m", None), ("big", "1", None))),
-)
-PHASES = {
-    # phase -> (pods that run, level at which shares are compared)
-    "pods": (("p100m", "p1", "two"), "pod"),
-    "two-container": (("two",), "container"),
-}
-
-
-def _pods(names: tuple[str, ...], args: tuple[str, ...], build: str) -> tuple[Pod, ...]:
-    pods = []
-    for pod_name, containers in E4_PODS:
-        if pod_name not in names:
-            continue
-        pods.append(
-            Pod(
-                pod_name,
-                tuple(
-                    Container(c, args, variant=build, request_milli=q.parse_cpu(req, "request"),
-                              limit_milli=None if lim is None else q.parse_cpu(lim, "limit"))
-                    for c, req, lim in containers
-                ),
-            )
-        )
-    return tuple(pods)
-
-
-def expected_shares(pods: tuple[Pod, ...], level: str, runtime: str) -> dict[str, tuple[int, float]]:
-    """member -> (weight, expected share of one contended CPU): w_i / sum of the siblings' w.
-
-    Pod level: kubelet's linear weights of the pods' summed requests (all three are
-    burstable siblings). Container level: the runtime's weights of the containers.
-    """
-    if level == "pod":
-        weights = {f"pod-{p.name}": q.shares_to_weight_linear(q.milli_to_shares(p.request_milli)) for p in pods}
-    else:
-        (pod,) = pods
-        weights = {c.name: q.container_weight(q.milli_to_shares(c.request_milli), runtime) for c in pod.containers}
-    total = sum(weights.values())
-    return {member: (w, w / total) for member, w in weights.items()}
-
 
 def run_e4(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     """Every pod of the lab, read back at every level for one runtime conversion."""
     names = tuple(name for name, _ in E4_PODS)
-    node = Node("node", _pods(names, ("info",), (spec.build or "go124mod")), cpus=ctx.node_cpus,
+    node = Node("node", lab_pods(names, ("info",), (spec.build or "go124mod")), cpus=ctx.node_cpus,
                 runtime=spec.runtime)
     result = ExperimentResult()
     with _deployed(ctx, node, result) as dep:
@@ -91,7 +43,7 @@ def run_shares(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     """One phase of E5/E10: pin the node to one CPU, keep every container busy, sample usage."""
     pod_names, level = PHASES[spec.phase]
     args = ("spin", "-threads=1", f"-report={spec.sample_ms}ms")
-    node = Node("node", _pods(pod_names, args, (spec.build or "go124mod")), cpus=str(spec.cpus),
+    node = Node("node", lab_pods(pod_names, args, (spec.build or "go124mod")), cpus=str(spec.cpus),
                 runtime=spec.runtime)
     if len(_cpu_list(node.cpus)) != 1:
         raise ValueError(f"E5/E10 pin the node to ONE CPU; cpus {node.cpus!r} names more")

@@ -37,6 +37,7 @@ import pandas as pd
 
 from throttlelab.analysis import stats
 from throttlelab.model.quantities import go_default_gomaxprocs, parse_cpu
+from throttlelab.model.weights import PHASES, expected_shares, lab_pods
 
 REPRODUCED = "reproduced"
 CONTRADICTED = "contradicted"
@@ -373,12 +374,10 @@ _LAB_SHARES = {
 
 
 def _share_checks() -> tuple[Check, ...]:
-    from throttlelab.experiments.weights import PHASES, _pods, expected_shares
-
     checks = []
     for experiment, runtime in (("E5", "runc-new"), ("E10", "runc-old")):
         for phase, (pod_names, level) in PHASES.items():
-            pods = _pods(pod_names, ("spin",), "go124mod")
+            pods = lab_pods(pod_names, ("spin",), "go124mod")
             for member, (weight, share) in expected_shares(pods, level, runtime).items():
                 checks.append(Check(
                     label=f"share_{member} {experiment} {phase}", kind="level", experiment=experiment,

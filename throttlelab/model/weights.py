@@ -1,0 +1,59 @@
+"""The lab's weight experiments as a model: its pods (E4, E5, E10) and the shares of one
+contended CPU that kubelet's and runc's weights predict for them (SPEC §2, §4).
+
+Pure: the experiments build their nodes from it, and the findings derive F8's expected
+shares from the same function, so the prediction lives in one place.
+"""
+
+from __future__ import annotations
+
+from throttlelab.model import quantities as q
+from throttlelab.model.placement import Container, Pod
+
+# The lab's pods, as (pod name, ((container, request, limit), ...)).
+E4_PODS: tuple[tuple[str, tuple[tuple[str, str, str | None], ...]], ...] = (
+    ("p100m", (("spin", "100m", None),)),
+    ("p1", (("spin", "1", None),)),
+    ("p2", (("spin", "2", None),)),
+    ("p1-limited", (("spin", "1", "1"),)),
+    ("two", (("small", "100m", None), ("big", "1", None))),
+)
+PHASES = {
+    # phase -> (pods that run, level at which shares are compared)
+    "pods": (("p100m", "p1", "two"), "pod"),
+    "two-container": (("two",), "container"),
+}
+
+
+def lab_pods(names: tuple[str, ...], args: tuple[str, ...], build: str) -> tuple[Pod, ...]:
+    """The lab's pods named in ``names`` (in the lab's order), each container running ``args``."""
+    pods = []
+    for pod_name, containers in E4_PODS:
+        if pod_name not in names:
+            continue
+        pods.append(
+            Pod(
+                pod_name,
+                tuple(
+                    Container(c, args, variant=build, request_milli=q.parse_cpu(req, "request"),
+                              limit_milli=None if lim is None else q.parse_cpu(lim, "limit"))
+                    for c, req, lim in containers
+                ),
+            )
+        )
+    return tuple(pods)
+
+
+def expected_shares(pods: tuple[Pod, ...], level: str, runtime: str) -> dict[str, tuple[int, float]]:
+    """member -> (weight, expected share of one contended CPU): w_i / sum of the siblings' w.
+
+    Pod level: kubelet's linear weights of the pods' summed requests (all three are
+    burstable siblings). Container level: the runtime's weights of the containers.
+    """
+    if level == "pod":
+        weights = {f"pod-{p.name}": q.shares_to_weight_linear(q.milli_to_shares(p.request_milli)) for p in pods}
+    else:
+        (pod,) = pods
+        weights = {c.name: q.container_weight(q.milli_to_shares(c.request_milli), runtime) for c in pod.containers}
+    total = sum(weights.values())
+    return {member: (w, w / total) for member, w in weights.items()}
