@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from throttlelab.errors import InputError  # noqa: F401 (re-exported: callers import it from here too)
 
 RUN_KEYS = ("backend", "experiment", "variant", "repeat")
 
@@ -152,10 +153,6 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
     "share_expectations": {"member": "str", "level": "str", "weight": "int64", "share": "float64", "runtime": "str"},
 }
 TABLE_NAMES = tuple(TABLE_COLUMNS)
-
-
-class InputError(ValueError):
-    """The analysis cannot use its input; the message says which input and why."""
 
 
 class RawLogError(InputError):

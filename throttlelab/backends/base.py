@@ -22,15 +22,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from throttlelab.errors import BackendError, DesignMismatch  # noqa: F401 (re-exported: callers import it from here too)
 from throttlelab.model.placement import LoadPlacement, Node
-
-
-class BackendError(RuntimeError):
-    """The backend cannot do what was asked; the message says what and how to fix it."""
-
-
-class DesignMismatch(BackendError):
-    """What the backend read back differs from what the SPEC formulas say it should be."""
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from throttlelab.errors import CgroupError  # noqa: F401 (re-exported: callers import it from here too)
 from throttlelab.model.quantities import weight_to_v1_shares
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-
-
-class CgroupError(RuntimeError):
-    """A cgroup operation failed; the message says which file and what to do."""
 
 
 @dataclass(frozen=True)

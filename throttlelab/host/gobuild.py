@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from throttlelab.errors import BuildError  # noqa: F401 (re-exported: callers import it from here too)
 
 VARIANTS = {"go124mod": "1.24", "go125mod": "1.25"}
 
@@ -27,10 +28,6 @@ DEFAULT_SOURCE = REPO_ROOT / "workload"
 DEFAULT_BUILD_DIR = REPO_ROOT / "build" / "workload"
 
 _GO_LINE = re.compile(r"^go[ \t]+\S+[ \t]*$", re.MULTILINE)
-
-
-class BuildError(RuntimeError):
-    """The workload could not be built; the message says why."""
 
 
 def default_output(variant: str) -> Path:

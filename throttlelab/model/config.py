@@ -14,13 +14,10 @@ from typing import Any
 import jsonschema
 import yaml
 
+from throttlelab.errors import ConfigError  # noqa: F401 (re-exported: callers import it from here too)
 from throttlelab.model.quantities import QuantityError, parse_cpu
 from throttlelab.model.variants import SpecError, VariantSpec
 
-
-
-class ConfigError(ValueError):
-    """Bad input in the configuration; the message names the field and the fix."""
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from throttlelab.errors import QuantityError  # noqa: F401 (re-exported: callers import it from here too)
 
 DEFAULT_PERIOD_US = 100_000
 MIN_SHARES = 2
@@ -15,10 +16,6 @@ MAX_SHARES = 262_144
 MAX_WEIGHT = 10_000
 
 _QUANTITY = re.compile(r"^(?P<num>\d+(?:\.\d+)?)(?P<milli>m?)$")
-
-
-class QuantityError(ValueError):
-    """A CPU quantity that is not of the form '500m', '2' or '1.5'."""
 
 
 def parse_cpu(value: str | int | float, field: str = "cpu") -> int:

@@ -20,15 +20,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Union
 
+from throttlelab.errors import SpecError  # noqa: F401 (re-exported: callers import it from here too)
 from throttlelab.model.quantities import parse_cpu
 
 Cpu = Union[str, int, float]  # a CPU quantity as written: "250m", "1.5", 2
 
 COLUMN_PREFIX = "param_"
-
-
-class SpecError(ValueError):
-    """A variant's parameters do not fit the typed spec; the message names the field."""
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ import jinja2
 import pandas as pd
 import yaml
 
+from throttlelab.errors import ReportError  # noqa: F401 (re-exported: callers import it from here too)
 from throttlelab.model.config import ConfigError, Design, load_design
 from throttlelab.figures.plots import FIGURES
 from throttlelab.figures.services import lateness_rows, section_notes
@@ -63,10 +64,6 @@ VERDICT_CLASSES = {
     "inconclusive": "inconclusive",
     "not testable here": "untestable",
 }
-
-
-class ReportError(ValueError):
-    """An input the report cannot be built from; the message names the file and what is wrong."""
 
 
 # --------------------------------------------------------------------------

@@ -1,0 +1,84 @@
+"""The ``throttlelab`` command: every step the Snakemake rules run, by name.
+
+    throttlelab run --backend local --experiment E2a --variant limit1 --repeat 0 --spec '{...}' ...
+    throttlelab tables --raw RAW... --out-dir results/local/ci/tables
+    throttlelab report --tables ... --out results/report/local-ci/index.html
+
+Each subcommand hands the rest of the command line to the module that does the
+work (``throttlelab SUBCOMMAND --help`` shows its options); the module is only
+imported when its subcommand runs, so ``throttlelab --help`` is instant and a
+backend's libraries are never loaded by an analysis step. The rules call the same
+entry point as ``python -m throttlelab``. Errors of the lab (``throttlelab.errors``)
+end as one line on stderr and exit status 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from throttlelab.errors import ThrottlelabError
+
+
+@dataclass(frozen=True)
+class Command:
+    module: str  # a module with main(argv: list[str] | None) -> int
+    prefix: tuple[str, ...]  # words put before the user's arguments
+    summary: str
+    stage: str
+
+
+COMMANDS: dict[str, Command] = {
+    "build-workload": Command("throttlelab.host.gobuild", (), "build cpulab in one go.mod variant", "build"),
+    "build-image": Command("throttlelab.backends.images", (), "build the docker backend's image of one build", "build"),
+    "kind": Command("throttlelab.backends.kind.clusters", (), "kind clusters: create, load, delete, build-podgate, "
+                    "build-image, preflight", "build"),
+    "run": Command("throttlelab.experiments.runner", (), "run ONE (experiment, variant, repeat) -> its raw log",
+                   "measure"),
+    "sweep": Command("throttlelab.backends.docker", ("sweep",), "remove docker containers and cgroups of dead runs",
+                     "measure"),
+    "tables": Command("throttlelab.analysis.commands", ("tables",), "raw logs -> tidy tables", "analyse"),
+    "stats": Command("throttlelab.analysis.commands", ("stats",), "tidy tables -> per-run metrics and estimates",
+                     "analyse"),
+    "findings": Command("throttlelab.analysis.commands", ("findings",), "metrics -> the findings table", "analyse"),
+    "figure": Command("throttlelab.figures.plots", (), "draw one figure of the registry as SVG", "report"),
+    "report": Command("throttlelab.report.page", ("render",), "render the self-contained HTML report", "report"),
+    "publish": Command("throttlelab.report.page", ("publish",), "pack report, tables, raw logs and config "
+                       "with a SHA-256 manifest", "report"),
+    "verify": Command("throttlelab.report.page", ("verify",), "check an unpacked archive against its manifest",
+                      "report"),
+}
+
+
+def usage() -> str:
+    lines = ["usage: throttlelab SUBCOMMAND [options]  (throttlelab SUBCOMMAND --help for its options)", ""]
+    for stage in ("build", "measure", "analyse", "report"):
+        lines.append(f"{stage}:")
+        for name, cmd in COMMANDS.items():
+            if cmd.stage == stage:
+                lines.append(f"  {name:<15} {cmd.summary}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(usage())
+        return 0
+    name, rest = args[0], args[1:]
+    cmd = COMMANDS.get(name)
+    if cmd is None:
+        print(f"throttlelab: unknown subcommand {name!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(cmd.module)
+    try:
+        return int(module.main([*cmd.prefix, *rest]) or 0)
+    except ThrottlelabError as exc:
+        print(f"throttlelab {name}: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
