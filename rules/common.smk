@@ -1,4 +1,6 @@
 # Shared helpers of the rules: the validated design, paths and input functions.
+# Parsing imports only the pure model (throttlelab.model): no backend, no Docker or
+# Kubernetes client, no plotting library is loaded to build the DAG.
 
 import json
 import shlex
@@ -7,30 +9,58 @@ from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)  # the package works from a plain checkout too
 
+from throttlelab.model.builds import BUILDS
 from throttlelab.model.config import ConfigError, load_design
-from throttlelab.backends.base import BackendError
-from throttlelab.backends.kind.backend import (
-    clusters_from_settings,
-    make_kube_backend,
-    preflight_tools,
-)
-from throttlelab.host.gobuild import VARIANTS as BUILDS
-
-try:
-    DESIGN = load_design(config, Path(workflow.basedir) / "config")
-except ConfigError as exc:
-    sys.exit(f"throttlelab: bad configuration, nothing was run:\n{exc}")
+from throttlelab.model.coverage import untestable_variants
 
 IMPLEMENTED_BACKENDS = ("local", "docker", "kind", "kubernetes")
-if DESIGN.backend not in IMPLEMENTED_BACKENDS:
-    sys.exit(
-        f"throttlelab: backend {DESIGN.backend!r} is not available yet in this version; "
-        f"use --config backend=NAME with one of {', '.join(IMPLEMENTED_BACKENDS)}"
-    )
 
+
+def planned_design():
+    """The validated design, less the variants this backend cannot express (each printed with
+    its reason): every rule plans from this one object."""
+    try:
+        design = load_design(config, Path(workflow.basedir) / "config")
+    except ConfigError as exc:
+        sys.exit(f"throttlelab: bad configuration, nothing was run:\n{exc}")
+    if design.backend not in IMPLEMENTED_BACKENDS:
+        sys.exit(
+            f"throttlelab: backend {design.backend!r} is not available yet in this version; "
+            f"use --config backend=NAME with one of {', '.join(IMPLEMENTED_BACKENDS)}"
+        )
+    left_out = untestable_variants(
+        design.backend,
+        {name: exp.variants for name, exp in design.experiments.items()},
+        design.runtime,
+    )
+    for (experiment, variant), reason in sorted(left_out.items()):
+        print(f"throttlelab: {experiment}/{variant} {reason}", file=sys.stderr)
+    return design.without(left_out)
+
+
+DESIGN = planned_design()
 BACKEND = DESIGN.backend
-# Every rule that runs Python calls the interpreter running Snakemake, with the package on its path.
-PY = f"PYTHONPATH={workflow.basedir}${{PYTHONPATH:+:$PYTHONPATH}} {sys.executable}"
+
+
+def shell_prelude():
+    """What every rule's shell starts with: strict mode, the package of this checkout first on
+    the path, and `throttlelab` as a shell function running the package's command line
+    (throttlelab/cli.py) in the interpreter that runs Snakemake. Rules then call
+    `throttlelab SUBCOMMAND ...` and name no Python variable of this file."""
+    here = shlex.quote(str(workflow.basedir))
+    python = shlex.quote(sys.executable)
+    text = (
+        "set -euo pipefail; "
+        f"export PYTHONPATH={here}${{PYTHONPATH:+:$PYTHONPATH}}; "
+        f"export THROTTLELAB_PROJECT={here}; "
+        f'throttlelab() {{ {python} -m throttlelab "$@"; }}; '
+    )
+    return text.replace("{", "{{").replace("}", "}}")  # shell.prefix() formats its text
+
+
+PY = f"{sys.executable}"  # transitional: rules not yet calling `throttlelab` (PYTHONPATH set above)
+shell.executable("bash")
+shell.prefix(shell_prelude())
 
 
 wildcard_constraints:
@@ -82,13 +112,7 @@ def variant_role(experiment, variant):
 
 def kind_roles():
     """The clusters this profile needs."""
-    return sorted(
-        {
-            variant_role(e, v)
-            for e, exp in DESIGN.experiments.items()
-            for v in exp.variants
-        }
-    )
+    return sorted({variant_role(e, v) for e, exp in DESIGN.experiments.items() for v in exp.variants})
 
 
 def cluster_inputs(wildcards):
@@ -97,9 +121,7 @@ def cluster_inputs(wildcards):
     if BACKEND != "kind":
         return []
     role = variant_role(wildcards.experiment, wildcards.variant)
-    files = ["kubeconfig", "cluster.json"] + [
-        f"images/{build}.json" for build in BUILDS
-    ]
+    files = ["kubeconfig", "cluster.json"] + [f"images/{build}.json" for build in BUILDS]
     return [ancient(cluster_file(role, name)) for name in files]
 
 
@@ -108,23 +130,16 @@ def backend_settings_arg(wildcards):
     section = {"kind": DESIGN.kind, "kubernetes": DESIGN.kubernetes}.get(BACKEND)
     if not section:
         return ""
-    return "--backend-settings " + shlex.quote(
-        json.dumps(section, sort_keys=True, separators=(",", ":"))
-    )
+    return "--backend-settings " + shlex.quote(json.dumps(section, sort_keys=True, separators=(",", ":")))
 
 
 # kind rules (rules/clusters.smk) and the check before any job of a kind/kubernetes run.
-KIND_CLUSTERS = clusters_from_settings(DESIGN.kind, Path.cwd())
 
 
 def podgate_sources():
     """workload/podgate/ (the start gate in the pods): a change rebuilds it, then the kind images."""
     root = Path(workflow.basedir) / "workload" / "podgate"
-    return sorted(
-        str(p)
-        for p in root.rglob("*")
-        if p.is_file() and not p.name.endswith("_test.go")
-    )
+    return sorted(str(p) for p in root.rglob("*") if p.is_file() and not p.name.endswith("_test.go"))
 
 
 def kind_settings_arg(wildcards):
@@ -144,14 +159,9 @@ def kind_settings_arg(wildcards):
 def jobs_to_run():
     """(rule, wildcards) of every job this invocation will run."""
     try:
-        return [
-            (job.rule.name, dict(job.wildcards_dict))
-            for job in workflow.dag.needrun_jobs()
-        ]
+        return [(job.rule.name, dict(job.wildcards_dict)) for job in workflow.dag.needrun_jobs()]
     except AttributeError:  # another Snakemake: check everything
-        return [("create_cluster", {"role": r}) for r in ("new", "old")] + [
-            ("run_experiment", {})
-        ]
+        return [("create_cluster", {"role": r}) for r in ("new", "old")] + [("run_experiment", {})]
 
 
 def backend_preflight():
@@ -159,6 +169,14 @@ def backend_preflight():
     (onstart: never on a dry run). Exits with every problem named."""
     if BACKEND not in ("kind", "kubernetes"):
         return
+    # imported here, not at parse: only a kind or kubernetes run that starts loads these clients
+    from throttlelab.backends.base import BackendError
+    from throttlelab.backends.kind.backend import (
+        clusters_from_settings,
+        make_kube_backend,
+        preflight_tools,
+    )
+
     jobs = jobs_to_run()
     names = {name for name, _ in jobs}
     try:
@@ -172,11 +190,10 @@ def backend_preflight():
                 roles |= {"new", "old"}
             if names & {"build_kind_image", "run_experiment"}:
                 need.add("docker")
-            preflight_tools(KIND_CLUSTERS, sorted(roles), need)
+            clusters = clusters_from_settings(DESIGN.kind, Path.cwd())
+            preflight_tools(clusters, sorted(roles), need)
         elif "run_experiment" in names:
-            make_kube_backend(
-                "kubernetes", DESIGN.kubernetes, DESIGN.runtime
-            ).preflight()
+            make_kube_backend("kubernetes", DESIGN.kubernetes, DESIGN.runtime).preflight()
     except BackendError as exc:
         sys.exit(f"throttlelab: {exc}\n(nothing was run)")
 
@@ -236,9 +253,4 @@ def profile_figures():
         "E6": [rules.plot_monitoring],
         "S2": [rules.plot_closed_loop],
     }
-    return [
-        r.output.svg
-        for e, plots in by_experiment.items()
-        if e in DESIGN.experiments
-        for r in plots
-    ]
+    return [r.output.svg for e, plots in by_experiment.items() if e in DESIGN.experiments for r in plots]

@@ -11,6 +11,8 @@ rule run_experiment:
         raw="results/{backend}/raw/{experiment}/{variant}/rep{rep}.jsonl",
     log:
         "results/{backend}/logs/{experiment}/{variant}/rep{rep}.log",
+    resources:
+        experiment_slot=1,
     params:
         spec=variant_spec,
         binaries=binary_args,
@@ -18,10 +20,8 @@ rule run_experiment:
         runtime=DESIGN.runtime,
         seed=DESIGN.seed,
         backend=backend_settings_arg,
-    resources:
-        experiment_slot=1,
     shell:
-        "{PY} -m throttlelab.experiments.runner --backend {wildcards.backend} --experiment {wildcards.experiment}"
+        "throttlelab run --backend {wildcards.backend} --experiment {wildcards.experiment}"
         " --variant {wildcards.variant} --repeat {wildcards.rep} --spec '{params.spec}'"
         " --runtime {params.runtime} --seed {params.seed} {params.node_cpus} {params.binaries} {params.backend}"
         " --out {output.raw} 2>&1 | tee {log} >&2"

@@ -10,11 +10,12 @@ from typing import Any, Iterator
 from throttlelab.backends.base import Deployment
 
 from throttlelab.model.variants import VariantSpec
+from throttlelab.model.builds import GO_LINES
 from throttlelab.model.placement import Container, Node, Pod
 from throttlelab.model.quantities import go_default_gomaxprocs
 from throttlelab.experiments.context import Context, ExperimentResult
 
-_GO_LINES = {"go124mod": "1.24", "go125mod": "1.25"}
+
 
 
 def _env(gomaxprocs: int | None, godebug: str | None = None) -> tuple[tuple[str, str], ...]:
@@ -107,7 +108,7 @@ def _expected_gomaxprocs(spec: VariantSpec, build: str, limit: int | None, cpus:
         return int(spec.gomaxprocs)
     if "containermaxprocs=0" in (spec.godebug or ""):
         return cpus
-    return go_default_gomaxprocs(_GO_LINES[build], limit, cpus)
+    return go_default_gomaxprocs(GO_LINES[build], limit, cpus)
 
 
 def run_s1(spec: VariantSpec, ctx: Context) -> ExperimentResult:

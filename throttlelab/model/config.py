@@ -7,7 +7,8 @@ ConfigError that names the field and the fix, and no result is touched.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,16 @@ class Design:
     # the kind / kubernetes backends' settings, every key present (schema defaults filled in)
     kind: dict[str, Any] = field(default_factory=dict)
     kubernetes: dict[str, Any] = field(default_factory=dict)
+
+    def without(self, left_out: Mapping[tuple[str, str], str]) -> Design:
+        """The design less the (experiment, variant) pairs in ``left_out``; an experiment left
+        with no variant is dropped."""
+        experiments = {}
+        for name, exp in self.experiments.items():
+            kept = {v: s for v, s in exp.variants.items() if (name, v) not in left_out}
+            if kept:
+                experiments[name] = replace(exp, variants=kept)
+        return replace(self, experiments=experiments)
 
     def jobs(self) -> list[tuple[str, str, int]]:
         """Every (experiment, variant, repeat) of this design."""

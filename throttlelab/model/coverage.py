@@ -1,0 +1,37 @@
+"""Which variants a backend cannot express, and why (pure).
+
+An existing Kubernetes cluster is used as it is: the lab may not pin its nodes'
+CPUs nor switch its runc. Variants that need either are left out of the plan
+before any job runs, each with its reason, instead of failing mid-run. The
+other backends express every variant of the bundled profiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from throttlelab.model.variants import VariantSpec
+
+
+def untestable_variants(backend: str, experiments: Mapping[str, Mapping[str, VariantSpec]],
+                        runtime: str) -> dict[tuple[str, str], str]:
+    """(experiment, variant) -> why ``backend`` cannot run it, for every variant it cannot."""
+    if backend != "kubernetes":
+        return {}
+    out = {}
+    for experiment, variants in experiments.items():
+        for variant, spec in variants.items():
+            if spec.cpus:
+                reason = (f"it pins the worker node to CPU {spec.cpus} (a cpuset on the node), which needs the "
+                          "node itself")
+            elif spec.node_cpus or spec.load_cpus:
+                reason = (f"it pins the node to CPUs {spec.node_cpus or 'all'} and the load generator to "
+                          f"{spec.load_cpus or 'any'} (cpusets on the nodes); on an existing cluster use a "
+                          "profile without node_cpus/load_cpus: separate worker and load nodes keep them apart")
+            elif (spec.runtime or runtime) != runtime:
+                reason = (f"it asks for the {spec.runtime} conversion, and this cluster's runc is configured "
+                          f"as {runtime} (one cluster, one runc; see the runtime setting)")
+            else:
+                continue
+            out[(experiment, variant)] = f"not testable on the kubernetes backend: {reason}"
+    return out
