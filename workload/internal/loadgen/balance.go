@@ -69,13 +69,19 @@ func (b *balancer) connectionsPerTarget() []int64 {
 	return out
 }
 
-// transport reuses connections without limit, like a long-lived client
-// behind a Service. Proxy stays nil: traffic goes only to the targets.
-func (b *balancer) transport() *http.Transport {
+// transport reuses connections, like a long-lived client behind a Service.
+// maxConns bounds the connections ever open at once (0: no bound). Without a
+// bound, a request that waits for a new connection may be served by one
+// another request just released, and net/http then keeps the late dial as an
+// extra idle connection: a closed loop of N workers would end with more than
+// N connections, and per-connection balancing would no longer be one
+// connection per worker. Proxy stays nil: traffic goes only to the targets.
+func (b *balancer) transport(maxConns int) *http.Transport {
 	return &http.Transport{
 		DialContext:         b.dial,
 		MaxIdleConns:        0, // no limit
 		MaxIdleConnsPerHost: 1 << 20,
+		MaxConnsPerHost:     maxConns,
 		IdleConnTimeout:     0, // keep connections for the whole run
 		DisableCompression:  true,
 	}

@@ -48,7 +48,7 @@ func Run(ctx context.Context, cfg Config, out *record.Writer) (Summary, error) {
 	defer cancelRequests()
 
 	bal := newBalancer(cfg.Targets, cfg.Seed)
-	transport := bal.transport()
+	transport := bal.transport(connectionBound(cfg))
 	defer transport.CloseIdleConnections()
 	g := &generator{
 		cfg: cfg, reqCtx: reqCtx,
@@ -77,6 +77,16 @@ func Run(ctx context.Context, cfg Config, out *record.Writer) (Summary, error) {
 		return summary, err
 	}
 	return summary, probe.err()
+}
+
+// connectionBound is the most connections the generator may hold: one per
+// worker in a closed loop without pings (a worker never has two requests in
+// flight), no bound otherwise (an open loop sends regardless of replies).
+func connectionBound(cfg Config) int {
+	if cfg.Closed && cfg.PingRPS == 0 {
+		return cfg.Workers
+	}
+	return 0
 }
 
 // sendUntil sends the configured streams from t0 until end or until ctx
