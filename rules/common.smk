@@ -207,6 +207,32 @@ def raw_logs(experiment):
     ]
 
 
+def run_order():
+    """(experiment, variant, repeat) -> its place in the measuring order, highest first: the
+    experiments in the profile's order, and inside each one its variants' repeats interleaved
+    in a random order seeded by the config's seed (STATS.md §6), so drift over a run cannot
+    masquerade as a difference between variants. The seed is in every raw log (config_seed)."""
+    import random
+
+    order = {}
+    place = len(DESIGN.jobs())
+    for name, exp in DESIGN.experiments.items():
+        jobs = [(name, v, r) for v in exp.variants for r in range(exp.repeats)]
+        random.Random(f"{DESIGN.seed}/{name}").shuffle(jobs)
+        for job in jobs:
+            order[job] = place
+            place -= 1
+    return order
+
+
+RUN_ORDER = run_order()
+
+
+def run_priority(wildcards):
+    """Snakemake runs the ready job of highest priority first: the seeded interleaved order."""
+    return RUN_ORDER.get((wildcards.experiment, wildcards.variant, int(wildcards.rep)), 0)
+
+
 def variant_spec(wildcards):
     """The variant's parameters as canonical JSON; as a param, editing it reruns only it."""
     exp = DESIGN.experiments[wildcards.experiment]

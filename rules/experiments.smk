@@ -11,6 +11,7 @@ rule run_experiment:
         raw="results/{backend}/raw/{experiment}/{variant}/rep{rep}.jsonl",
     log:
         "results/{backend}/logs/{experiment}/{variant}/rep{rep}.log",
+    priority: run_priority
     resources:
         experiment_slot=1,
     params:
@@ -20,10 +21,13 @@ rule run_experiment:
         runtime=DESIGN.runtime,
         seed=DESIGN.seed,
         backend=backend_settings_arg,
+        max_other_share=DESIGN.disturbance["max_other_share"],
+        retries=DESIGN.disturbance["retries"],
     shell:
         "throttlelab run --backend {wildcards.backend} --experiment {wildcards.experiment}"
         " --variant {wildcards.variant} --repeat {wildcards.rep} --spec '{params.spec}'"
         " --runtime {params.runtime} --seed {params.seed} {params.node_cpus} {params.binaries} {params.backend}"
+        " --max-other-share {params.max_other_share} --retries {params.retries}"
         " --out {output.raw} 2>&1 | tee {log} >&2"
 
 

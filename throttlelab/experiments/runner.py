@@ -30,10 +30,17 @@ from typing import Any, Iterator
 from throttlelab.backends.base import BackendError
 from throttlelab.host.cgroupfs import CgroupError
 from throttlelab.experiments import REGISTRY, Context
+from throttlelab.host.interference import InterferenceMeter
+from throttlelab.model.digest import sha256_file
+from throttlelab.model.placement import parse_cpuset
 from throttlelab.model.quantities import QuantityError
 from throttlelab.model.variants import SpecError, VariantSpec
 
 RAW_SCHEMA_VERSION = 1
+# Backends whose workloads run in cgroups of this host, where the meter can tell the lab's CPU time
+# from other processes'. On kind the lab's processes live inside node containers, so every kubelet
+# and API server tick would count as interference; an existing cluster is not this host at all.
+METERED_BACKENDS = ("local", "docker")
 LOCK_PATH = Path(tempfile.gettempdir()) / "throttlelab-experiment.lock"
 
 
@@ -47,14 +54,6 @@ def _on_signal(signum: int, _frame: Any) -> None:
 
 def progress(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @contextmanager
@@ -102,6 +101,79 @@ def write_atomically(path: Path, records: list[dict[str, Any]]) -> None:
         raise
 
 
+def run_cpus(spec: VariantSpec, node_cpus: str | None) -> list[int]:
+    """The CPUs a run measures on: its node's and load generator's cpusets, else every CPU the
+    runner may use."""
+    named = [c for c in (spec.cpus, spec.node_cpus, spec.load_cpus, node_cpus) if c]
+    if named:
+        return sorted({cpu for text in named for cpu in parse_cpuset(text)})
+    return sorted(os.sched_getaffinity(0))
+
+
+def measure(args: argparse.Namespace, spec: VariantSpec, ctx: Context, attempt: int) -> dict[str, Any]:
+    """One attempt at the run: the experiment, its window and what other work took meanwhile."""
+    meter = None
+    if args.backend in METERED_BACKENDS:
+        meter = InterferenceMeter(run_cpus(spec, args.node_cpus))
+        meter.start()
+    started = datetime.now(timezone.utc)
+    load_before = os.getloadavg()  # other work on the host disturbs measurements: keep the evidence
+    t0 = time.monotonic()
+    try:
+        result = REGISTRY[args.experiment](spec, ctx)
+    finally:
+        seen = meter.stop() if meter is not None else None
+    wall = time.monotonic() - t0
+    interference = (seen.as_record(args.max_other_share) if seen is not None
+                    else {"disturbed": False, "note": f"not metered on the {args.backend} backend"})
+    return {
+        "result": result, "wall": wall, "started": started, "ended": datetime.now(timezone.utc),
+        "load_before": load_before, "load_after": os.getloadavg(), "interference": interference,
+        "attempt": attempt,
+    }
+
+
+def meta_record(args: argparse.Namespace, spec: VariantSpec, ctx: Context, binaries: dict[str, Path],
+                backend: Any, run: dict[str, Any], digests: dict[str, str]) -> dict[str, Any]:
+    caps = ctx.capabilities
+    return {
+        "type": "meta",
+        "schema": RAW_SCHEMA_VERSION,
+        "experiment": args.experiment,
+        "variant": args.variant,
+        "repeat": args.repeat,
+        "backend": args.backend,
+        "spec": spec.to_dict(),
+        "runtime": spec.runtime or args.runtime,  # weight experiments choose theirs per variant
+        "seed": ctx.seed,
+        "config_seed": args.seed,
+        "binaries": {v: {"path": str(p), "sha256": digests[v]} for v, p in binaries.items()},
+        "environment": backend.environment(),
+        "capabilities": {
+            "cpus": caps.cpus,
+            "cgroup_version": caps.cgroup_version,
+            "can_pin_cpus": caps.can_pin_cpus,
+            "has_pause_level": caps.has_pause_level,
+            "notes": list(caps.notes),
+        },
+        "node_cpus": args.node_cpus,
+        "start": run["started"].isoformat(),
+        "end": run["ended"].isoformat(),
+        "wall_s": round(run["wall"], 3),
+        "host_loadavg": {"before": [round(x, 2) for x in run["load_before"]],
+                         "after": [round(x, 2) for x in run["load_after"]]},
+        "window_s": round(run["result"].window_s, 3),
+        "notes": run["result"].notes,
+        "interference": run["interference"],
+        "attempt": run["attempt"],
+    }
+
+
+def disturbed_path(out: Path, attempt: int) -> Path:
+    """Where a disturbed attempt's log is kept, beside the run's raw log."""
+    return out.with_name(f"{out.stem}.disturbed-{attempt}{out.suffix}")
+
+
 def run(args: argparse.Namespace) -> int:
     binaries = {}
     for item in args.binary:
@@ -113,43 +185,28 @@ def run(args: argparse.Namespace) -> int:
     caps = backend.capabilities()
     job_seed = int(hashlib.sha256(f"{args.seed}/{args.experiment}/{args.variant}/{args.repeat}".encode()).hexdigest()[:8], 16)
     ctx = Context(backend=backend, capabilities=caps, node_cpus=args.node_cpus, seed=job_seed, progress=progress)
-    started = datetime.now(timezone.utc)
-    load_before = os.getloadavg()  # other work on the host disturbs measurements: keep the evidence
+    digests = {v: sha256_file(p) for v, p in binaries.items()}
+    out = Path(args.out)
     progress(f"{args.experiment}/{args.variant} repeat {args.repeat} on {args.backend}: start")
+    earlier: list[dict[str, Any]] = []
     with experiment_lock():
-        t0 = time.monotonic()
-        result = REGISTRY[args.experiment](spec, ctx)
-        wall = time.monotonic() - t0
-    meta = {
-        "type": "meta",
-        "schema": RAW_SCHEMA_VERSION,
-        "experiment": args.experiment,
-        "variant": args.variant,
-        "repeat": args.repeat,
-        "backend": args.backend,
-        "spec": spec.to_dict(),
-        "runtime": (spec.runtime or args.runtime),  # weight experiments choose theirs per variant
-        "seed": job_seed,
-        "config_seed": args.seed,
-        "binaries": {v: {"path": str(p), "sha256": sha256(p)} for v, p in binaries.items()},
-        "environment": backend.environment(),
-        "capabilities": {
-            "cpus": caps.cpus,
-            "cgroup_version": caps.cgroup_version,
-            "can_pin_cpus": caps.can_pin_cpus,
-            "has_pause_level": caps.has_pause_level,
-            "notes": list(caps.notes),
-        },
-        "node_cpus": args.node_cpus,
-        "start": started.isoformat(),
-        "end": datetime.now(timezone.utc).isoformat(),
-        "wall_s": round(wall, 3),
-        "host_loadavg": {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in os.getloadavg()]},
-        "window_s": round(result.window_s, 3),
-        "notes": result.notes,
-    }
-    write_atomically(Path(args.out), [meta, *result.records])
-    progress(f"{args.experiment}/{args.variant} repeat {args.repeat}: done in {wall:.1f} s -> {args.out}")
+        for attempt in range(args.retries + 1):
+            attempt_run = measure(args, spec, ctx, attempt)
+            seen = attempt_run["interference"]
+            if not seen["disturbed"] or attempt == args.retries:
+                break
+            # a disturbed attempt is kept beside the log and listed in it, never dropped silently
+            kept = disturbed_path(out, attempt + 1)
+            write_atomically(kept, [meta_record(args, spec, ctx, binaries, backend, attempt_run, digests),
+                                    *attempt_run["result"].records])
+            earlier.append({**seen, "log": kept.name})
+            progress(f"disturbed: other processes used {seen['other_share']:.0%} of CPUs {seen['cpus']} "
+                     f"(threshold {args.max_other_share:.0%}); kept as {kept.name}, measuring again")
+    meta = meta_record(args, spec, ctx, binaries, backend, attempt_run, digests)
+    meta["disturbed_attempts"] = earlier
+    write_atomically(out, [meta, *attempt_run["result"].records])
+    state = " (still disturbed: kept and marked)" if attempt_run["interference"]["disturbed"] else ""
+    progress(f"{args.experiment}/{args.variant} repeat {args.repeat}: done in {attempt_run['wall']:.1f} s{state} -> {out}")
     return 0
 
 
@@ -165,6 +222,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--node-cpus", default=None)
     p.add_argument("--backend-settings", default="{}", help="the backend's section of config.yaml as JSON (kind, kubernetes)")
     p.add_argument("--binary", action="append", default=[], help="VARIANT=PATH of a workload build")
+    p.add_argument("--max-other-share", type=float, default=0.1,
+                   help="share of the run's CPUs other processes may use before the run counts as disturbed")
+    p.add_argument("--retries", type=int, default=2, help="how often a disturbed run is measured again")
     p.add_argument("--out", required=True)
     return p
 

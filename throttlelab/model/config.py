@@ -46,6 +46,8 @@ class Design:
     node_cpus: str | None
     confidence: float
     experiments: dict[str, ExperimentDesign]
+    # host interference: the share of the run's CPUs other processes may take, and retries
+    disturbance: dict[str, Any] = field(default_factory=dict)
     # the kind / kubernetes backends' settings, every key present (schema defaults filled in)
     kind: dict[str, Any] = field(default_factory=dict)
     kubernetes: dict[str, Any] = field(default_factory=dict)
@@ -175,6 +177,7 @@ def load_design(config: dict[str, Any], config_dir: Path) -> Design:
         node_cpus=cfg["node_cpus"],
         confidence=cfg["stats"].get("confidence", 0.95),
         experiments=experiments,
+        disturbance=_section(cfg, top_schema, "disturbance"),
         kind=_section(cfg, top_schema, "kind"),
         kubernetes=_section(cfg, top_schema, "kubernetes"),
     )

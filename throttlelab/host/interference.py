@@ -1,0 +1,164 @@
+"""How much CPU other work on this host took from a run's CPUs while it measured.
+
+A run is measured on some CPUs (the node's cpuset and the load generator's, or
+every CPU the runner may use). Any CPU time spent on them by processes outside
+the lab during the run's window is interference: it delays the workload and the
+generator, and a verdict must not hang on such a run (shared/STATS.md §2, §6).
+
+The meter samples, every ``interval_s`` while the run measures:
+- the busy time of each of the run's CPUs (``/proc/stat``: user, nice, system,
+  irq, softirq and steal; steal counts, since the hypervisor took the CPU);
+- the CPU time of the lab's own cgroups of this runner (``throttlelab-<pid>-*``
+  at the top of the cpuacct hierarchy on v1, per CPU; of the unified hierarchy
+  on v2, in total), summed over consecutive samples so that a cgroup made or
+  removed inside the window counts for the time it existed (at most one interval
+  is lost at each end);
+- the runner's own CPU time (``os.times``), kept apart: it is the lab's too.
+
+``other = busy(run CPUs) - lab - runner``, as a share of the window's capacity
+on those CPUs. Counters are in clock ticks (USER_HZ, 10 ms here), so small
+values are coarse; the share is computed over whole seconds of measuring.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from throttlelab.host import cgroupfs
+
+PROC_STAT = Path("/proc/stat")
+_BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user nice system irq softirq steal (idle 3, iowait 4 are not busy)
+
+
+def parse_proc_stat(text: str) -> dict[int, int]:
+    """CPU number -> busy clock ticks since boot, from /proc/stat's ``cpuN`` lines."""
+    busy = {}
+    for line in text.splitlines():
+        match = re.match(r"^cpu(\d+)\s+(.*)$", line)
+        if match:
+            values = [int(v) for v in match[2].split()]
+            busy[int(match[1])] = sum(values[i] for i in _BUSY_FIELDS if i < len(values))
+    return busy
+
+
+def parse_usage_percpu(text: str) -> dict[int, int]:
+    """cpuacct.usage_percpu (v1): CPU number -> nanoseconds."""
+    return {cpu: int(v) for cpu, v in enumerate(text.split())}
+
+
+@dataclass(frozen=True)
+class Interference:
+    """What the meter saw over one run's window."""
+
+    cpus: tuple[int, ...]
+    window_s: float
+    busy_s: float  # every process's CPU time on the run's CPUs
+    lab_s: float  # the lab's own cgroups (workload, load generator)
+    runner_s: float  # the runner process itself (deploying, sampling counters)
+    other_s: float  # everything else: interference
+    lab_scope: str  # "per-cpu" (v1 cpuacct), "total" (v2) or "none" (no lab cgroup readable)
+
+    @property
+    def other_share(self) -> float:
+        """Interference as a share of the window's capacity on the run's CPUs."""
+        capacity = self.window_s * len(self.cpus)
+        return self.other_s / capacity if capacity > 0 else 0.0
+
+    def as_record(self, threshold: float) -> dict:
+        return {
+            "cpus": list(self.cpus),
+            "window_s": round(self.window_s, 3),
+            "busy_s": round(self.busy_s, 3),
+            "lab_s": round(self.lab_s, 3),
+            "runner_s": round(self.runner_s, 3),
+            "other_s": round(self.other_s, 3),
+            "other_share": round(self.other_share, 4),
+            "lab_scope": self.lab_scope,
+            "threshold": threshold,
+            "disturbed": self.other_share > threshold,
+        }
+
+
+class InterferenceMeter:
+    """Samples the run's CPUs in a background thread between start() and stop()."""
+
+    def __init__(self, cpus: list[int], runner_pid: int | None = None, interval_s: float = 0.1,
+                 proc_stat: Path = PROC_STAT, mountinfo: Path = Path("/proc/self/mountinfo")):
+        self.cpus = tuple(sorted(set(cpus)))
+        self.prefix = f"throttlelab-{runner_pid if runner_pid is not None else os.getpid()}-"
+        self.interval_s = interval_s
+        self.proc_stat = proc_stat
+        found = cgroupfs.mounts(mountinfo)
+        self.v1_acct = found.get("cpuacct")
+        self.unified = None if self.v1_acct else found.get("unified")
+        self.ticks = os.sysconf("SC_CLK_TCK")
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lab_ns = 0
+        self._last: dict[str, int] = {}
+        self._scope = "none"
+
+    # -- one sample of the lab's own cgroups: directory -> ns on the run's CPUs
+    def _lab_sample(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        if self.v1_acct is not None:
+            for d in self.v1_acct.glob(self.prefix + "*"):
+                try:
+                    per_cpu = parse_usage_percpu((d / "cpuacct.usage_percpu").read_text())
+                except OSError:
+                    continue
+                out[d.name] = sum(ns for cpu, ns in per_cpu.items() if cpu in self.cpus)
+                self._scope = "per-cpu"
+        elif self.unified is not None:
+            for d in self.unified.glob(self.prefix + "*"):
+                try:
+                    stat = dict(line.split() for line in (d / "cpu.stat").read_text().splitlines() if line)
+                    out[d.name] = int(stat["usage_usec"]) * 1000
+                except (OSError, KeyError, ValueError):
+                    continue
+                self._scope = "total"
+        return out
+
+    def _accumulate(self) -> None:
+        now = self._lab_sample()
+        for name, ns in now.items():
+            before = self._last.get(name)
+            if before is not None and ns >= before:
+                self._lab_ns += ns - before
+        self._last = now
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._accumulate()
+
+    def start(self) -> None:
+        self._t0 = time.monotonic()
+        self._busy0 = parse_proc_stat(self.proc_stat.read_text())
+        self._self0 = _own_cpu_s()
+        self._last = self._lab_sample()
+        self._thread = threading.Thread(target=self._loop, name="interference-meter", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> Interference:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._accumulate()
+        window = time.monotonic() - self._t0
+        busy1 = parse_proc_stat(self.proc_stat.read_text())
+        busy_ticks = sum(busy1.get(c, 0) - self._busy0.get(c, 0) for c in self.cpus)
+        busy_s = busy_ticks / self.ticks
+        lab_s = self._lab_ns / 1e9
+        runner_s = _own_cpu_s() - self._self0
+        other_s = max(0.0, busy_s - lab_s - runner_s)
+        return Interference(self.cpus, window, busy_s, lab_s, runner_s, other_s, self._scope)
+
+
+def _own_cpu_s() -> float:
+    t = os.times()
+    return t.user + t.system
