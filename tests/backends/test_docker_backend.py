@@ -25,17 +25,11 @@ import yaml
 from conftest import PROJECT, lab_cgroups
 from throttlelab.backends import images
 from throttlelab.backends.base import BackendError
-from throttlelab.backends.docker import (
-    DockerBackend,
-    EnginePermissionDenied,
-    EngineUnreachable,
-    connect,
-    engine_error,
-    lab_containers,
-    runc_conversion,
-)
+from throttlelab.backends.docker import DockerBackend, lab_containers
+from throttlelab.host.docker_engine import EnginePermissionDenied, EngineUnreachable, connect
 from throttlelab.model.placement import Container, LoadPlacement, Node, Pod
 from throttlelab.model.quantities import go_default_gomaxprocs
+from throttlelab.model.runtime import runc_conversion
 
 pytestmark = [pytest.mark.docker]
 
@@ -131,52 +125,6 @@ def test_no_engine_is_one_message_saying_how_to_start_it(tmp_path, monkeypatch, 
     assert "no Docker engine answers" in proc.stderr and "no such socket" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "out.jsonl").exists()
-
-
-def test_a_socket_without_an_engine_is_the_same_message(tmp_path, monkeypatch):
-    path = tmp_path / "stale.sock"
-    sock = socket.socket(socket.AF_UNIX)
-    sock.bind(str(path))
-    sock.close()  # the file stays; nobody listens: what a crashed dockerd leaves
-    monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
-    with pytest.raises(EngineUnreachable, match="connection refused"):
-        connect()
-
-
-def test_no_permission_on_the_socket_says_so(tmp_path):
-    if shutil.which("setpriv") is None or os.geteuid() != 0:
-        pytest.skip("needs root and setpriv (util-linux) to take away root's permission override")
-    path = tmp_path / "docker.sock"
-    server = socket.socket(socket.AF_UNIX)
-    server.bind(str(path))
-    server.listen()
-    os.chmod(path, 0)
-    tmp_path.chmod(0o755)
-    try:
-        # root without CAP_DAC_OVERRIDE is an ordinary user for the socket's mode bits
-        drop = "-dac_override,-dac_read_search"
-        proc = subprocess.run(
-            ["setpriv", "--bounding-set", drop, "--inh-caps", drop, sys.executable, "-c",
-             "from throttlelab.backends.docker import connect\nconnect()"],
-            capture_output=True, text=True, timeout=60, cwd=PROJECT,
-            env={**os.environ, "PYTHONPATH": str(PROJECT), "DOCKER_HOST": f"unix://{path}"},
-        )
-    finally:
-        server.close()
-    assert proc.returncode != 0
-    assert "EnginePermissionDenied" in proc.stderr
-    assert f"permission denied on the Docker socket {path}" in proc.stderr
-    assert "docker group" in proc.stderr or "usermod -aG docker" in proc.stderr
-
-
-def test_error_classification_without_an_engine():
-    import requests
-
-    denied = requests.exceptions.ConnectionError(OSError("aborted"))
-    denied.__cause__ = PermissionError(13, "Permission denied")
-    assert isinstance(engine_error(denied, "unix:///x.sock"), EnginePermissionDenied)
-    missing = requests.exceptions.ConnectionError(FileNotFoundError(2, "No such file or directory"))
-    assert "no such socket" in str(engine_error(missing, "unix:///x.sock"))
 
 
 def test_a_missing_image_says_how_to_build_it(engine, binaries, tmp_path):

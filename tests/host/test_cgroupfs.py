@@ -13,7 +13,7 @@ import pytest
 
 from conftest import PROJECT
 from throttlelab.host import cgroupfs
-from throttlelab.host.reaper import Guardian, sweep_stale
+from throttlelab.host.reaper import sweep_stale
 
 V2_FILES = {
     "cgroup.controllers": "cpuset cpu io memory pids\n",

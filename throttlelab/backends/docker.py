@@ -33,7 +33,6 @@ import itertools
 import json
 import os
 import platform
-import re
 import signal
 import socket
 import sys
@@ -46,15 +45,16 @@ import docker
 import requests
 
 from throttlelab.host import cgroupfs
+from throttlelab.host.docker_engine import connect, docker_errors, engine_error, engine_host
+from throttlelab.host.facts import host_facts
+from throttlelab.host.processes import pid_alive, spawn_guardian
+from throttlelab.host.reaper import Guardian, kill_and_remove, run_name, sweep_stale
 from throttlelab.model import design
 from throttlelab.model import quantities as q
-from throttlelab.model.placement import Container, LoadPlacement, Node, Pod, parse_cpuset
-from throttlelab.host.reaper import _RUN_NAME, Guardian, _alive, kill_and_remove, spawn_guardian
-from throttlelab.backends import images
+from throttlelab.model.placement import Container, LoadPlacement, Node, Pod
+from throttlelab.model.runtime import runc_conversion
+from throttlelab.backends import cgroup_tree, images
 from throttlelab.backends.base import Backend, BackendError, Capabilities, Deployment, DesignMismatch, Output, Readback, parse_records
-from throttlelab.backends.local import LocalDeployment, host_facts
-
-__all__ = ["BackendError", "DockerBackend", "EngineUnreachable", "EnginePermissionDenied", "connect", "docker_errors"]
 
 LABEL = images.LABEL
 LABEL_BACKEND = "throttlelab.backend"
@@ -64,92 +64,14 @@ LABEL_POD = "throttlelab.pod"
 LABEL_CONTAINER = "throttlelab.container"
 LABEL_ROLE = "throttlelab.role"  # workload | probe | load
 
-DEFAULT_HOST = "unix:///var/run/docker.sock"
 # serve bound to loopback with no live heap: an idle process that keeps its container's cgroup in place
 PROBE_ARGS = ("serve", "-addr=127.0.0.1:0", "-live-mb=0")
-RUNC_NEW_FROM = (1, 3, 2)  # runc pull request 4785: quadratic shares -> weight from this release on
 
 # Run cgroups are named as the local backend's, `throttlelab-<pid>-<n>` (so the same stale
 # sweep applies), with n from 1000 on: the two backends never collide in one process.
 _counter = itertools.count(1000)
 _ZERO_STAT = {"nr_periods": 0, "nr_throttled": 0, "throttled_usec": 0, "usage_usec": 0}
 _HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-
-START_HINT = (
-    "start it: `sudo systemctl start docker`, or without systemd `sudo dockerd > /tmp/dockerd.log 2>&1 &` "
-    "(Debian/Ubuntu: `apt-get install docker.io` first), or set DOCKER_HOST to an engine that runs"
-)
-
-
-class EngineUnreachable(BackendError):
-    """No Docker engine answers."""
-
-
-class EnginePermissionDenied(BackendError):
-    """An engine is there, but this user may not open its socket."""
-
-
-def docker_errors() -> tuple[type[BaseException], ...]:
-    """What the SDK raises: its own errors, and requests' transport errors from the socket."""
-    return (docker.errors.DockerException, requests.exceptions.RequestException)
-
-
-def _causes(exc: BaseException) -> list[BaseException]:
-    """The exception, its causes and contexts, and exceptions carried in args (urllib3 nests them there)."""
-    seen: list[BaseException] = []
-    todo = [exc]
-    while todo:
-        cur = todo.pop()
-        if cur is None or any(cur is s for s in seen):
-            continue
-        seen.append(cur)
-        todo += [cur.__cause__, cur.__context__]
-        todo += [a for a in getattr(cur, "args", ()) if isinstance(a, BaseException)]
-        todo += [getattr(cur, "reason", None)] if isinstance(getattr(cur, "reason", None), BaseException) else []
-    return seen
-
-
-def engine_error(exc: BaseException, host: str) -> BackendError:
-    """Turn the SDK's connection failure into one message that says what to do."""
-    chain = _causes(exc)
-    if any(isinstance(e, PermissionError) for e in chain):
-        where = host.removeprefix("unix://")
-        return EnginePermissionDenied(
-            f"docker backend: permission denied on the Docker socket {where}: this user may not talk to the "
-            "engine. Run as root (the docker backend writes pod cgroups and needs root anyway), or add the user "
-            "to the socket's group (`sudo usermod -aG docker $USER`, then log in again)"
-        )
-    if any(isinstance(e, FileNotFoundError) for e in chain):
-        why = "no such socket"
-    elif any(isinstance(e, ConnectionRefusedError) for e in chain):
-        why = "connection refused: nothing listens there"
-    else:
-        why = str(chain[-1])[:200]
-    return EngineUnreachable(f"docker backend: no Docker engine answers at {host} ({why}); {START_HINT}")
-
-
-def connect(timeout_s: int = 60) -> docker.DockerClient:
-    """A client for the engine named by DOCKER_HOST (or the default socket), or one clear error."""
-    host = os.environ.get("DOCKER_HOST") or DEFAULT_HOST
-    try:
-        client = docker.from_env(timeout=timeout_s)
-        client.ping()
-    except docker_errors() as exc:
-        raise engine_error(exc, host) from None
-    return client
-
-
-def _version_tuple(text: str) -> tuple[int, ...]:
-    match = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?", text or "")
-    return tuple(int(x or 0) for x in match.groups()) if match else ()
-
-
-def runc_conversion(runc_version: str) -> str | None:
-    """Which SPEC §2 conversion of shares to a v2 weight this runc applies at the container level."""
-    version = _version_tuple(runc_version)
-    if not version:
-        return None
-    return "runc-new" if version >= RUNC_NEW_FROM else "runc-old"
 
 
 # -- cgroups: every hierarchy runc touches ----------------------------------------
@@ -192,20 +114,6 @@ def fs_from_description(desc: dict) -> cgroupfs.CgroupFS:
     return fs
 
 
-def sweep_stale_cgroups(full: cgroupfs.CgroupFS) -> list[str]:
-    """Remove run cgroups (in every hierarchy) whose runner no longer exists."""
-    names = set()
-    for top in full.dirs(""):
-        if top.is_dir():
-            names.update(p.name for p in top.iterdir() if p.is_dir() and _RUN_NAME.match(p.name))
-    removed = []
-    for name in sorted(names):
-        if not _alive(int(_RUN_NAME.match(name)["pid"])):
-            kill_and_remove(full, name)
-            removed.append(name)
-    return removed
-
-
 def _cgroup_of(pid: int) -> str | None:
     """A process's cgroup (relative to the hierarchy root) for the cpu controller, from the host's view."""
     try:
@@ -246,7 +154,7 @@ def remove_containers(client: docker.DockerClient, run: str | None = None, *, st
     removed = []
     for container in lab_containers(client, run):
         pid = container.labels.get(LABEL_RUNNER, "")
-        if stale_only and pid.isdigit() and _alive(int(pid)):
+        if stale_only and pid.isdigit() and pid_alive(int(pid)):
             continue
         _remove(container)
         removed.append(container.name)
@@ -315,6 +223,7 @@ class DockerBackend(Backend):
     @property
     def conversion(self) -> str:
         """The container-level shares -> weight conversion this engine's runc applies (cgroup v2)."""
+        # a runc version that cannot be read: the runtime the design was asked for
         return runc_conversion(self.versions["runc"]) or self.requested_runtime
 
     def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -323,15 +232,12 @@ class DockerBackend(Backend):
         except docker.errors.APIError as exc:
             raise BackendError(f"docker backend: the engine refused: {exc.explanation or exc}") from None
         except docker_errors() as exc:
-            raise engine_error(exc, os.environ.get("DOCKER_HOST") or DEFAULT_HOST) from None
+            raise engine_error(exc, engine_host()) from None
 
     @property
     def fs(self) -> cgroupfs.CgroupFS:
         if self._fs is None:
-            try:
-                self._fs = cgroupfs.detect()
-            except cgroupfs.CgroupError as exc:
-                raise BackendError(str(exc)) from None
+            self._fs = cgroup_tree.detect_fs()
         return self._fs
 
     # -- the interface ----------------------------------------------------------------
@@ -377,9 +283,9 @@ class DockerBackend(Backend):
                          f"{self.versions['runc']} converts shares as {self.conversion}; the readback expects "
                          "what runc does")
         return Capabilities(
-            cpus=len(parse_cpuset(fs.host_cpus())),
+            cpus=cgroup_tree.host_cpu_count(fs),
             cgroup_version=fs.version,
-            can_pin_cpus=fs.version == 2 or "cpuset" in getattr(fs, "roots", {}),
+            can_pin_cpus=cgroup_tree.can_pin_cpus(fs),
             has_pause_level=False,
             runtime=self.conversion,
             notes=tuple(notes),
@@ -453,24 +359,19 @@ class DockerDeployment(Deployment):
 
     def _free_name(self) -> str:
         while True:
-            name = f"throttlelab-{os.getpid()}-{next(_counter)}"
+            name = run_name(next(_counter))
             if not any(d.exists() for d in all_hierarchies(self.fs).dirs(name)):
                 return name
 
     # -- lifecycle -------------------------------------------------------------------
     def __enter__(self) -> "DockerDeployment":
         self.backend._call(remove_containers, self.client, stale_only=True)
-        sweep_stale_cgroups(self.full)
+        sweep_stale(self.full)
         self.guardian = DockerGuardian(self.full, self.root)  # first: it must exist before anything it guards
         try:
-            self._check_cpus()
-            self.fs.create(self.root)
-            for level in self.levels:
-                if level.level == "container":
-                    continue  # Docker makes the container cgroups; the probe in verify() reads them
-                self.fs.create(f"{self.root}/{level.path}", cpus=level.cpus)
-                self.fs.write_cpu(f"{self.root}/{level.path}", level.quota_us, level.period_us, level.weight)
-            self.fs.create(self._load_rel(), cpus=self.load.cpus if self.load else None)
+            cgroup_tree.check_cpus(self.fs, self.node, self.load)
+            # Docker makes the container cgroups; the probe in verify() reads them
+            cgroup_tree.create_tree(self.fs, self.root, self.levels, self.load, containers=False)
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -493,11 +394,12 @@ class DockerDeployment(Deployment):
                 self.guardian = None
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
-    _check_cpus = LocalDeployment._check_cpus  # the same check: the node's and load's CPUs exist here
-    ancestors = LocalDeployment.ancestors  # the same informational readings: run root and host root
+    def ancestors(self) -> list[dict[str, Any]]:
+        """The levels above the node (run root, host root): informational, not designed."""
+        return cgroup_tree.ancestors(self.fs, self.root)
 
     def _load_rel(self) -> str:
-        return f"{self.root}/loadgen"
+        return cgroup_tree.load_rel(self.root)
 
     # -- containers ------------------------------------------------------------------
     def _labels(self, pod: str, container: str, role: str) -> dict[str, str]:
@@ -569,7 +471,7 @@ class DockerDeployment(Deployment):
                 return int(run.ctr.wait(timeout=max(1, min(left, every_s)))["StatusCode"])
             except requests.exceptions.ConnectionError as exc:
                 if not _is_read_timeout(exc):
-                    raise engine_error(exc, os.environ.get("DOCKER_HOST") or DEFAULT_HOST) from None
+                    raise engine_error(exc, engine_host()) from None
                 self.backend.progress(f"{run.source} running for {time.monotonic() - run.started:.0f} s")
 
     def _collect(self, run: _Run, returncode: int | None) -> Output:
@@ -616,7 +518,7 @@ class DockerDeployment(Deployment):
             if exc.status_code != 409:  # 409: it has exited already
                 raise BackendError(f"{handle.source}: cannot signal it: {exc.explanation or exc}") from None
         except docker_errors() as exc:
-            raise engine_error(exc, os.environ.get("DOCKER_HOST") or DEFAULT_HOST) from None
+            raise engine_error(exc, engine_host()) from None
         return self._finish(handle, timeout_s)
 
     def run_load(self, args: list[str], timeout_s: float, variant: str = "go124mod") -> Output:
@@ -702,27 +604,6 @@ class DockerDeployment(Deployment):
         )
         return expected
 
-    def _compare(self, designed: dict[str, Any], got: dict[str, Any]) -> list[str]:
-        out = []
-        for key in ("quota_us", "period_us", "weight", "shares", "cpus"):
-            if key not in designed:
-                continue
-            want, have = designed[key], got.get(key)
-            if key == "weight" and self.fs.version == 1:
-                continue  # v1 has no weight file; shares are compared instead
-            if key == "shares" and self.fs.version == 2:
-                continue
-            if key == "cpus" and have is not None and parse_cpuset(have) == parse_cpuset(want):
-                continue
-            if want != have:
-                out.append(f"{key}: designed {want!r}, read {have!r}")
-        return out
-
-    def _read_level(self, rel: str) -> dict[str, Any]:
-        s = self.fs.read_settings(rel)
-        return {"quota_us": s.quota_us, "period_us": s.period_us, "weight": s.weight, "shares": s.shares,
-                "cpus": s.cpus}
-
     def _probe(self, pod: Pod, c: Container) -> tuple[dict[str, Any], str]:
         """Start a container with exactly this container's settings, read its cgroup on the host, remove it."""
         run = self._launch(pod.name, c.name, "probe", self._image(c.variant, f"{pod.name}/{c.name}"),
@@ -730,36 +611,25 @@ class DockerDeployment(Deployment):
         try:
             self.wait_for_record(run, "listening", timeout_s=30)
             rel = self.backend._call(self._container_rel, run)
-            return self._read_level(rel), rel
+            return cgroup_tree.read_level(self.fs, rel), rel
         finally:
             self._discard(run)
 
     def verify(self) -> list[Readback]:
         results = []
         for level in self.levels:
-            meta = {"formula": level.formula, "pod": level.pod, "container": level.container}
-            if level.level == "container":
-                p = self.node.pod(level.pod)
-                c = p.container(level.container)
-                designed = self.expected_container(p.name, c.name)
-                got, rel = self._probe(p, c)
-                got["read_from"] = f"/{rel} (a probe container with the same settings, read on the host)"
-                meta["formula"] = designed.pop("formula")
-            else:
-                designed = {"quota_us": level.quota_us, "period_us": level.period_us, "weight": level.weight}
-                if self.fs.version == 1:
-                    designed["shares"] = q.weight_to_v1_shares(level.weight)
-                if level.cpus:
-                    designed["cpus"] = level.cpus
-                got = self._read_level(f"{self.root}/{level.path}")
+            if level.level != "container":
+                results.append(cgroup_tree.read_back(self.fs, self.root, level))  # written by the lab
+                continue
+            p = self.node.pod(level.pod)
+            c = p.container(level.container)
+            designed = self.expected_container(p.name, c.name)
+            got, rel = self._probe(p, c)
+            got["read_from"] = f"/{rel} (a probe container with the same settings, read on the host)"
+            meta = {"formula": designed.pop("formula"), "pod": level.pod, "container": level.container}
             results.append(Readback(level=level.level, path=level.path, design={**designed, **meta}, actual=got,
-                                    mismatches=self._compare(designed, got)))
-        bad = [r for r in results if r.mismatches]
-        if bad:
-            lines = [f"  {r.path}: " + "; ".join(r.mismatches) for r in bad]
-            raise DesignMismatch("cgroup readback differs from the SPEC §2 design (docker backend):\n"
-                                 + "\n".join(lines))
-        return results
+                                    mismatches=cgroup_tree.compare(designed, got, self.fs.version)))
+        return cgroup_tree.raise_on_mismatch(results, " (docker backend)")
 
     def _check_own_cgroup(self, out: Output) -> None:
         """The workload's header reads its own container's cgroup: it must agree with the design too."""
@@ -769,7 +639,7 @@ class DockerDeployment(Deployment):
         designed = self.expected_container(out.pod, out.container)
         designed.pop("formula")
         designed.pop("cpus", None)  # the header has no cpuset; the probe checked it
-        mismatches = self._compare(designed, header["cgroup"])
+        mismatches = cgroup_tree.compare(designed, header["cgroup"], self.fs.version)
         if mismatches:
             raise DesignMismatch(f"{out.source}: its own cgroup, as the workload read it, differs from the design: "
                                  + "; ".join(mismatches))
@@ -806,7 +676,7 @@ def sweep() -> int:
     """Remove every lab container and run cgroup whose runner no longer exists."""
     try:
         removed = remove_containers(connect(), stale_only=True)
-        cgroups = sweep_stale_cgroups(all_hierarchies(cgroupfs.detect()))
+        cgroups = sweep_stale(all_hierarchies(cgroupfs.detect()))
     except (BackendError, cgroupfs.CgroupError) as exc:
         print(f"sweep: {exc}", file=sys.stderr)
         return 1
@@ -826,3 +696,9 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def from_config(binaries: dict[str, Path], runtime: str, settings: dict[str, Any],
+                progress: Callable[[str], None]) -> DockerBackend:
+    """The registry's factory (backends.base.make_backend); the docker backend has no settings."""
+    return DockerBackend(binaries, runtime=runtime, progress=progress)

@@ -7,22 +7,24 @@ matches the binary the pipeline built, so a stale tag is never used by mistake.
 
 Command line (what the Snakemake rule `build_image` calls)::
 
-    python -m throttlelab.backends.images --variant go124mod \
+    throttlelab build-image --variant go124mod \
         --binary results/build/go124mod/cpulab --out results/build/go124mod/image.json
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import io
 import json
 import os
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from throttlelab.errors import BackendError
+from throttlelab.host import docker_engine
+from throttlelab.model.digest import sha256_file
 
 REPOSITORY = "cpulab"
 LABEL = "throttlelab"  # every object the lab makes carries throttlelab=1
@@ -36,57 +38,28 @@ def tag_of(variant: str) -> str:
     return f"{REPOSITORY}:{variant}"
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def build_context(binary: Path) -> io.BytesIO:
     """The build context as a tar stream: the Dockerfile and the binary, nothing else."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(DOCKERFILE)
-        tar.addfile(info, io.BytesIO(DOCKERFILE))
-        tar.add(str(binary), arcname="cpulab")
-    buf.seek(0)
-    return buf
+    return docker_engine.build_context(DOCKERFILE, {"cpulab": Path(binary)})
 
 
 def build_image(client: Any, variant: str, binary: Path) -> dict[str, str]:
     """Build `cpulab:<variant>` from the binary; returns what the stamp file records."""
-    from throttlelab.backends.docker import BackendError, docker_errors
-
     binary = Path(binary)
     if not binary.is_file():
         raise BackendError(f"image {tag_of(variant)}: the workload binary {binary} is missing; build it first")
-    sha = sha256_of(binary)
-    try:
-        image, _log = client.images.build(
-            fileobj=build_context(binary),
-            custom_context=True,
-            tag=tag_of(variant),
-            labels={LABEL: "1", LABEL_VARIANT: variant, LABEL_BINARY: sha},
-            rm=True,
-            forcerm=True,
-            pull=False,
-        )
-    except docker_errors() as exc:
-        raise BackendError(f"image {tag_of(variant)}: docker build failed: {exc}") from None
+    sha = sha256_file(binary)
+    image = docker_engine.build_image(client, tag_of(variant), build_context(binary),
+                                      labels={LABEL: "1", LABEL_VARIANT: variant, LABEL_BINARY: sha})
     return {"tag": tag_of(variant), "id": image.id, "variant": variant, "binary": str(binary), "binary_sha256": sha}
 
 
 def find_image(client: Any, variant: str, binary: Path) -> str:
     """The id of the image built from exactly this binary; a BackendError says how to get it."""
-    from throttlelab.backends.docker import BackendError, docker_errors
-
-    sha = sha256_of(binary)
+    sha = sha256_file(binary)
     try:
         found = client.images.list(filters={"label": [f"{LABEL_BINARY}={sha}", f"{LABEL_VARIANT}={variant}"]})
-    except docker_errors() as exc:
+    except docker_engine.docker_errors() as exc:
         raise BackendError(f"docker backend: cannot list images: {exc}") from None
     if not found:
         raise BackendError(
@@ -107,15 +80,13 @@ def write_stamp(path: Path, record: dict[str, str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from throttlelab.backends.docker import BackendError, connect
-
-    p = argparse.ArgumentParser(prog="python -m throttlelab.backends.images", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="throttlelab build-image", description=__doc__.splitlines()[0])
     p.add_argument("--variant", required=True)
     p.add_argument("--binary", required=True, type=Path)
     p.add_argument("--out", required=True, type=Path, help="stamp file: the image id and the binary's hash")
     args = p.parse_args(argv)
     try:
-        record = build_image(connect(), args.variant, args.binary)
+        record = build_image(docker_engine.connect(), args.variant, args.binary)
     except BackendError as exc:
         print(f"build_image: {exc}", file=sys.stderr)
         return 1

@@ -11,7 +11,6 @@ import ctypes
 import json
 import itertools
 import os
-import platform
 import signal
 import subprocess
 import tempfile
@@ -20,11 +19,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from throttlelab.host import cgroupfs
+from throttlelab.host.facts import host_facts
+from throttlelab.host.reaper import Guardian, kill_and_remove, run_name, sweep_stale
 from throttlelab.model import design
-from throttlelab.model.quantities import weight_to_v1_shares
-from throttlelab.model.placement import LoadPlacement, Node, format_cpuset, parse_cpuset
-from throttlelab.host.reaper import Guardian, kill_and_remove, sweep_stale
-from throttlelab.backends.base import Backend, BackendError, Capabilities, Deployment, DesignMismatch, Output, Readback, parse_records
+from throttlelab.model.placement import LoadPlacement, Node
+from throttlelab.backends import cgroup_tree
+from throttlelab.backends.base import Backend, BackendError, Capabilities, Deployment, Output, Readback, parse_records
 
 _PR_SET_PDEATHSIG = 1
 _counter = itertools.count()
@@ -47,24 +47,6 @@ def _enter_cgroup(proc_files: list[str]):
     return enter
 
 
-def host_facts() -> dict[str, Any]:
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "kernel": platform.release(),
-        "machine": platform.machine(),
-        "cpu_model": model,
-        "cpu_count": os.cpu_count(),
-        "usable_cpus": len(os.sched_getaffinity(0)),
-    }
-
-
 class LocalBackend(Backend):
     name = "local"
 
@@ -83,10 +65,7 @@ class LocalBackend(Backend):
     @property
     def fs(self) -> cgroupfs.CgroupFS:
         if self._fs is None:
-            try:
-                self._fs = cgroupfs.detect()
-            except cgroupfs.CgroupError as exc:
-                raise BackendError(str(exc)) from None
+            self._fs = cgroup_tree.detect_fs()
         return self._fs
 
     def preflight(self) -> None:
@@ -105,12 +84,10 @@ class LocalBackend(Backend):
                 raise BackendError(f"local backend: workload binary {variant} missing at {path}; build it first")
 
     def capabilities(self) -> Capabilities:
-        cpus = parse_cpuset(self.fs.host_cpus())
-        can_pin = self.fs.version == 2 or "cpuset" in getattr(self.fs, "roots", {})
         return Capabilities(
-            cpus=len(cpus),
+            cpus=cgroup_tree.host_cpu_count(self.fs),
             cgroup_version=self.fs.version,
-            can_pin_cpus=can_pin,
+            can_pin_cpus=cgroup_tree.can_pin_cpus(self.fs),
             has_pause_level=False,
             runtime=self.runtime,
             notes=("no pause container: the local backend starts the workload directly in its container cgroup",),
@@ -184,7 +161,7 @@ class LocalDeployment(Deployment):
     def __init__(self, backend: LocalBackend, node: Node, load: LoadPlacement | None):
         self.backend, self.node, self.load = backend, node, load
         self.fs = backend.fs
-        self.root = f"throttlelab-{os.getpid()}-{next(_counter)}"
+        self.root = run_name(next(_counter))
         self.levels = design.design_node(node, node.runtime or backend.runtime, backend.capabilities().cpus)
         self.running: list[_Running] = []
         self.guardian: Guardian | None = None
@@ -194,12 +171,8 @@ class LocalDeployment(Deployment):
         sweep_stale(self.fs)
         self.guardian = Guardian(self.fs, self.root)  # first: it must exist before anything it guards
         try:
-            self._check_cpus()
-            self.fs.create(self.root)
-            for level in self.levels:
-                self.fs.create(f"{self.root}/{level.path}", cpus=level.cpus)
-                self.fs.write_cpu(f"{self.root}/{level.path}", level.quota_us, level.period_us, level.weight)
-            self.fs.create(self._load_rel(), cpus=self.load.cpus if self.load else None)
+            cgroup_tree.check_cpus(self.fs, self.node, self.load)
+            cgroup_tree.create_tree(self.fs, self.root, self.levels, self.load)
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -217,79 +190,16 @@ class LocalDeployment(Deployment):
                 self.guardian.close()
                 self.guardian = None
 
-    def _check_cpus(self) -> None:
-        host = set(parse_cpuset(self.fs.host_cpus()))
-        for label, spec in (("node", self.node.cpus), ("load generator", self.load.cpus if self.load else None)):
-            if spec and not set(parse_cpuset(spec)) <= host:
-                raise BackendError(
-                    f"{label} cpuset {spec} is not available: this host offers {format_cpuset(sorted(host))}; "
-                    "choose CPUs from that set in the profile"
-                )
-
     def _load_rel(self) -> str:
-        return f"{self.root}/loadgen"
+        return cgroup_tree.load_rel(self.root)
 
     # -- readback ----------------------------------------------------------------
     def verify(self) -> list[Readback]:
-        results = []
-        for level in self.levels:
-            actual = self.fs.read_settings(f"{self.root}/{level.path}")
-            designed: dict[str, Any] = {"quota_us": level.quota_us, "period_us": level.period_us, "weight": level.weight}
-            if self.fs.version == 1:
-                designed["shares"] = weight_to_v1_shares(level.weight)
-            if level.cpus:
-                designed["cpus"] = level.cpus
-            got = {
-                "quota_us": actual.quota_us,
-                "period_us": actual.period_us,
-                "weight": actual.weight,
-                "shares": actual.shares,
-                "cpus": actual.cpus,
-            }
-            mismatches = [
-                f"{key}: designed {designed[key]!r}, read {got[key]!r}"
-                for key in designed
-                if not (key == "weight" and self.fs.version == 1)
-                and not (key == "cpus" and got["cpus"] is not None and parse_cpuset(got["cpus"]) == parse_cpuset(designed["cpus"]))
-                and designed[key] != got[key]
-            ]
-            results.append(
-                Readback(
-                    level=level.level,
-                    path=level.path,
-                    design={**designed, "formula": level.formula, "pod": level.pod, "container": level.container},
-                    actual=got,
-                    mismatches=mismatches,
-                )
-            )
-        bad = [r for r in results if r.mismatches]
-        if bad:
-            lines = [f"  {r.path}: " + "; ".join(r.mismatches) for r in bad]
-            raise DesignMismatch("cgroup readback differs from the SPEC §2 design:\n" + "\n".join(lines))
-        return results
+        return cgroup_tree.raise_on_mismatch([cgroup_tree.read_back(self.fs, self.root, level) for level in self.levels])
 
     def ancestors(self) -> list[dict[str, Any]]:
         """The levels above the node (run root, host root): informational, not designed."""
-        out = []
-        for rel, label in ((self.root, "run-root"), ("", "host-root")):
-            try:
-                s = self.fs.read_settings(rel)
-            except cgroupfs.CgroupError as exc:
-                out.append({"type": "ancestor", "level": label, "path": rel or "/", "error": str(exc)})
-                continue
-            out.append(
-                {
-                    "type": "ancestor",
-                    "level": label,
-                    "path": rel or "/",
-                    "quota_us": s.quota_us,
-                    "period_us": s.period_us,
-                    "weight": s.weight,
-                    "shares": s.shares,
-                    "cpus": s.cpus,
-                }
-            )
-        return out
+        return cgroup_tree.ancestors(self.fs, self.root)
 
     # -- processes ---------------------------------------------------------------
     def _spawn(self, pod: str, container: str, rel: str, args: list[str], variant: str, env: dict[str, str]) -> _Running:
@@ -366,3 +276,9 @@ class LocalDeployment(Deployment):
             if time.monotonic() > deadline:
                 raise BackendError(f"{handle.pod}/{handle.container}: no {record_type!r} record after {timeout_s:.0f} s")
             time.sleep(0.02)
+
+
+def from_config(binaries: dict[str, Path], runtime: str, settings: dict[str, Any],
+                progress: Callable[[str], None]) -> LocalBackend:
+    """The registry's factory (backends.base.make_backend); the local backend has no settings."""
+    return LocalBackend(binaries, runtime=runtime, progress=progress)

@@ -4,6 +4,9 @@ The runner starts `python -m throttlelab.host.reaper` in a session of its own an
 keeps a pipe to its stdin. When the pipe closes (the runner exited, however),
 the guardian kills every process left in the run's cgroups and removes them.
 A clean exit has already done so, and the guardian then finds nothing to do.
+
+A run's cgroup tree is named `throttlelab-<runner pid>-<n>` (run_name), so a
+later run can tell whose it is and sweep those whose runner is gone.
 """
 
 from __future__ import annotations
@@ -15,12 +18,23 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from throttlelab.host.cgroupfs import CgroupError, CgroupFS, from_description
+from throttlelab.host.processes import kill_all, pid_alive, spawn_guardian
 
 RUN_PREFIX = "throttlelab-"
-_RUN_NAME = re.compile(r"^throttlelab-(?P<pid>\d+)-\d+$")
+RUN_NAME = re.compile(r"^throttlelab-(?P<pid>\d+)-\d+$")
+
+
+def run_name(n: int, pid: int | None = None) -> str:
+    """The name of a run's cgroup tree: its runner's pid (this process by default) and a number."""
+    return f"{RUN_PREFIX}{os.getpid() if pid is None else pid}-{n}"
+
+
+def run_owner(name: str) -> int | None:
+    """The runner pid in a run's cgroup name, or None for a name that is not a run's."""
+    match = RUN_NAME.match(name)
+    return int(match["pid"]) if match else None
 
 
 def kill_and_remove(fs: CgroupFS, rel: str, deadline_s: float = 10.0) -> list[int]:
@@ -31,12 +45,7 @@ def kill_and_remove(fs: CgroupFS, rel: str, deadline_s: float = 10.0) -> list[in
         pids = fs.pids(rel)
         if not pids:
             break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-            except ProcessLookupError:
-                pass
+        killed += kill_all(pids)
         if time.monotonic() > end:
             raise CgroupError(f"processes {sorted(pids)} survive SIGKILL in {rel}")
         time.sleep(0.02)
@@ -44,39 +53,20 @@ def kill_and_remove(fs: CgroupFS, rel: str, deadline_s: float = 10.0) -> list[in
     return killed
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep_stale(fs: CgroupFS) -> list[str]:
-    """Remove run cgroups whose runner no longer exists (left by a crash before the guardian existed)."""
+    """Remove run cgroups (in every hierarchy of `fs`) whose runner no longer exists (left by a
+    crash before the guardian existed)."""
+    names = set()
+    for top in fs.dirs(""):
+        if top.is_dir():
+            names.update(p.name for p in top.iterdir() if p.is_dir() and RUN_NAME.match(p.name))
     removed = []
-    for rel in fs.children(""):
-        name = rel.rsplit("/", 1)[-1]
-        match = _RUN_NAME.match(name)
-        if match and not _alive(int(match["pid"])):
-            kill_and_remove(fs, rel)
-            removed.append(rel)
+    for name in sorted(names):
+        owner = run_owner(name)
+        if owner is not None and not pid_alive(owner):
+            kill_and_remove(fs, name)
+            removed.append(name)
     return removed
-
-
-def spawn_guardian(module: str, *args: str) -> subprocess.Popen:
-    """Start `python -m module args...` as a guardian holding a pipe from this process.
-
-    Its own session keeps a Ctrl-C to the runner's group from stopping it, and its
-    PYTHONPATH finds this package however the runner did (installed or a checkout).
-    """
-    package_root = str(Path(__file__).resolve().parents[2])
-    path = os.environ.get("PYTHONPATH")
-    env = {**os.environ, "PYTHONPATH": f"{package_root}{os.pathsep}{path}" if path else package_root}
-    return subprocess.Popen([sys.executable, "-m", module, *args], stdin=subprocess.PIPE, env=env,
-                            start_new_session=True)
 
 
 class Guardian:
