@@ -1,7 +1,8 @@
 """The backend interface: how a placement model becomes running workloads.
 
-Four backends implement it (local now; docker, kind and kubernetes later, see
-docs/ARCHITECTURE.md). An experiment only ever talks to this interface:
+Four backends implement it: local, docker, kind and kubernetes (see
+docs/ARCHITECTURE.md); `make_backend(name, ...)` makes one by name. An
+experiment only ever talks to this interface:
 
     with backend.deploy(node, load=LoadPlacement(...)) as dep:
         dep.verify()                  # read back every level, compare with the design
@@ -17,9 +18,12 @@ on success, on failure and on interrupt.
 
 from __future__ import annotations
 
+import importlib
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from throttlelab.errors import BackendError, DesignMismatch  # noqa: F401 (re-exported: callers import it from here too)
@@ -63,7 +67,7 @@ def parse_records(stdout: str, source: str) -> list[dict[str, Any]]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise BackendError(f"{source}: line {number} of its output is not JSON ({exc.msg}): {line[:120]!r}")
+            raise BackendError(f"{source}: line {number} of its output is not JSON ({exc.msg}): {line[:120]!r}") from None
         if not isinstance(record, dict) or "type" not in record:
             raise BackendError(f"{source}: line {number} is not a cpulab record: {line[:120]!r}")
         records.append(record)
@@ -148,3 +152,34 @@ class Backend(ABC):
 
     @abstractmethod
     def deploy(self, node: Node, load: LoadPlacement | None = None) -> Deployment: ...
+
+
+# -- the registry ----------------------------------------------------------------------------
+
+#: Backend name -> the module that makes it: each has `from_config(binaries, runtime, settings,
+#: progress)`. Imported only when that backend is made, so naming one never loads another's
+#: libraries (the Docker SDK, the Kubernetes client).
+BACKENDS: dict[str, str] = {
+    "local": "throttlelab.backends.local",
+    "docker": "throttlelab.backends.docker",
+    "kind": "throttlelab.backends.kind.backend",
+    "kubernetes": "throttlelab.backends.kube.backend",
+}
+
+
+def make_backend(
+    name: str,
+    binaries: Mapping[str, Path],
+    runtime: str,
+    settings: Mapping[str, Any] | None = None,
+    progress: Callable[[str], None] = lambda message: None,
+) -> Backend:
+    """The backend called `name`. `binaries`: build name -> workload binary (local, docker);
+    `runtime`: the conversion of shares to weights the design assumes (runc-new / runc-old);
+    `settings`: config.yaml's section of that backend (kind, kubernetes), None for none;
+    `progress`: where a long step says it is still going."""
+    module = BACKENDS.get(name)
+    if module is None:
+        raise BackendError(f"backend {name!r} is not implemented; use one of {', '.join(BACKENDS)}")
+    make = importlib.import_module(module).from_config
+    return make({k: Path(v) for k, v in binaries.items()}, runtime, dict(settings or {}), progress)

@@ -1,12 +1,13 @@
-"""Build the cpulab workload binary in its two go.mod variants.
+"""Go builds with the local toolchain: the cpulab workload in its two go.mod variants, and podgate.
 
 The variants differ ONLY in the go.mod ``go`` line; the same local toolchain
-builds both, so any difference between them (DefaultGODEBUG, hence the
-default GOMAXPROCS under a CPU limit) comes from that line alone.
+builds both, so any difference between them (DefaultGODEBUG, hence the default
+GOMAXPROCS under a CPU limit) comes from that line alone.
 
-Command line (what the Snakemake rule calls)::
+Command line (what the Snakemake rule calls; the source is the workload/ module,
+relative to the working directory unless given)::
 
-    python -m throttlelab.host.gobuild --variant go124mod --out build/workload/go124mod/cpulab
+    throttlelab build-workload --variant go124mod --source workload --out build/workload/go124mod/cpulab
 """
 
 from __future__ import annotations
@@ -19,19 +20,20 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
 from throttlelab.errors import BuildError  # noqa: F401 (re-exported: callers import it from here too)
+from throttlelab.model.builds import GO_LINES
 
-VARIANTS = {"go124mod": "1.24", "go125mod": "1.25"}
+VARIANTS = GO_LINES  # build name -> its go.mod `go` line (throttlelab.model.builds)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_SOURCE = REPO_ROOT / "workload"
-DEFAULT_BUILD_DIR = REPO_ROOT / "build" / "workload"
+DEFAULT_SOURCE = Path("workload")  # relative to the working directory: the project's root for the rules
+DEFAULT_BUILD_DIR = Path("build") / "workload"
 
 _GO_LINE = re.compile(r"^go[ \t]+\S+[ \t]*$", re.MULTILINE)
 
 
 def default_output(variant: str) -> Path:
-    """Where a variant's binary goes unless told otherwise."""
+    """Where a variant's binary goes unless told otherwise (relative to the working directory)."""
     return DEFAULT_BUILD_DIR / variant / "cpulab"
 
 
@@ -53,6 +55,34 @@ def go_environment() -> dict[str, str]:
     return env
 
 
+def check_module(module: Path, what: str) -> Path:
+    """``module`` must be a Go module (a folder with go.mod); a BuildError says which is missing."""
+    if not (Path(module) / "go.mod").is_file():
+        raise BuildError(f"{what}: no Go module at {Path(module).resolve()} (no go.mod there); "
+                         "give the source folder (--source, --podgate-source)")
+    return Path(module)
+
+
+def go_build(module: Path, out: Path, what: str, ldflags: str | None = None) -> Path:
+    """`go build -trimpath` of the Go module in ``module`` into ``out``: static, local toolchain,
+    no downloads. The binary is written next to ``out`` and renamed into place, so ``out`` is
+    either the old file or the complete new one. A failure is a BuildError naming ``what``."""
+    check_module(module, what)
+    go = find_go()
+    out = Path(out).resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.parent / f".{out.name}.{os.getpid()}.partial"
+    cmd = [go, "build", "-trimpath", *(["-ldflags", ldflags] if ldflags else []), "-o", str(partial), "."]
+    try:
+        result = subprocess.run(cmd, cwd=module, env=go_environment(), capture_output=True, text=True)
+        if result.returncode != 0:
+            raise BuildError(f"go build of {what} failed:\n{result.stderr.strip()}")
+        os.replace(partial, out)
+    finally:
+        partial.unlink(missing_ok=True)
+    return out
+
+
 def set_go_line(gomod: str, version: str) -> str:
     """Return go.mod text with its ``go`` directive set to ``version``."""
     if len(_GO_LINE.findall(gomod)) != 1:
@@ -61,40 +91,30 @@ def set_go_line(gomod: str, version: str) -> str:
 
 
 def build_variant(variant: str, out: Path, source: Path = DEFAULT_SOURCE) -> Path:
-    """Build ``variant`` of the workload from ``source`` into ``out``.
+    """Build ``variant`` of the workload from ``source`` (the workload/ module) into ``out``.
 
     The sources are copied to a temporary directory and only the copy's
     go.mod is rewritten, so concurrent builds of both variants never touch
-    the working tree. The binary is written next to ``out`` and renamed into
-    place, so ``out`` is either the old file or the complete new one.
+    the working tree.
     """
     if variant not in VARIANTS:
         raise BuildError(f"unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
-    go = find_go()
-    out = Path(out).resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
+    check_module(source, variant)
+    find_go()  # a missing toolchain is said before anything is copied
     with tempfile.TemporaryDirectory(prefix=f"cpulab-{variant}-") as tmp:
         src = Path(tmp) / "workload"
         shutil.copytree(source, src)
         gomod = src / "go.mod"
         gomod.write_text(set_go_line(gomod.read_text(), VARIANTS[variant]))
-        partial = out.parent / f".{out.name}.{os.getpid()}.partial"
-        cmd = [go, "build", "-trimpath", "-ldflags", f"-X main.variant={variant}", "-o", str(partial), "."]
-        try:
-            result = subprocess.run(cmd, cwd=src, env=go_environment(), capture_output=True, text=True)
-            if result.returncode != 0:
-                raise BuildError(f"go build of {variant} failed:\n{result.stderr.strip()}")
-            os.replace(partial, out)
-        finally:
-            partial.unlink(missing_ok=True)
-    return out
+        return go_build(src, out, variant, ldflags=f"-X main.variant={variant}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="throttlelab build-workload", description=__doc__.splitlines()[0])
     parser.add_argument("--variant", required=True, choices=sorted(VARIANTS))
     parser.add_argument("--out", type=Path, help="binary path (default: build/workload/<variant>/cpulab)")
-    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="the workload/ module")
+    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE,
+                        help="the workload/ Go module (default: ./workload)")
     args = parser.parse_args(argv)
     try:
         path = build_variant(args.variant, args.out or default_output(args.variant), args.source)

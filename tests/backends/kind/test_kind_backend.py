@@ -17,7 +17,7 @@ import pytest
 
 from kube_api_server import FakeKubeAPI
 from conftest import PROJECT
-from throttlelab.backends.kind import backend as kind
+from throttlelab.backends.kind import backend as kind_backend, clusters as kind_clusters, nodes, pins
 from throttlelab.backends.base import BackendError
 from throttlelab.model.config import load_design
 from throttlelab.model.placement import Container, LoadPlacement, Node, Pod, parse_cpuset
@@ -47,7 +47,7 @@ def _libraries(binary: str) -> set[str]:
 @pytest.fixture(scope="module")
 def engine():
     try:
-        client = kind.docker_client()
+        client = nodes.docker_client()
     except BackendError as exc:
         pytest.skip(f"no Docker engine: {exc}")
     if not all(os.path.exists(t) for t in TOOLS) or shutil.which("ldd") is None:
@@ -88,7 +88,7 @@ def cluster(engine, node_image, tmp_path):
         node["metadata"]["name"] = node["metadata"]["labels"]["kubernetes.io/hostname"] = new
     for pod in api.system_pods:
         pod["spec"]["nodeName"] = f"{name}-worker"
-    api.images |= {kind.image_tag("go124mod"), kind.image_tag("go125mod")}
+    api.images |= {kind_clusters.image_tag("go124mod"), kind_clusters.image_tag("go125mod")}
     tree = tmp_path / "cgroup"
     tree.mkdir()
     (tree / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
@@ -101,10 +101,10 @@ def cluster(engine, node_image, tmp_path):
             volumes={str(tree): {"bind": "/fixture", "mode": "ro"}},
         )
     worker = containers[f"{name}-worker"]
-    api.node_cpus = lambda: kind.current_cpuset(worker) or kind.usable_cpus(engine, worker)
+    api.node_cpus = lambda: pins.current_cpuset(worker) or pins.usable_cpus(engine, worker)
     api.start()
     settings = {**load_design({"backend": "kind"}, PROJECT / "config").kind, "new_cluster": name, "old_cluster": f"{name}-old"}
-    clusters = kind.clusters_from_settings(settings, tmp_path)
+    clusters = kind_clusters.clusters_from_settings(settings, tmp_path)
     clusters["new"].kubeconfig.parent.mkdir(parents=True)
     api.write_kubeconfig(clusters["new"].kubeconfig, context=f"kind-{name}")
     try:
@@ -113,14 +113,14 @@ def cluster(engine, node_image, tmp_path):
         api.stop()
         for c in containers.values():
             c.remove(force=True)
-            kind._state_file(c.name).unlink(missing_ok=True)
+            pins.state_file(c.name).unlink(missing_ok=True)
 
 
-class FastKindDeployment(kind.KindDeployment):
+class FastKindDeployment(kind_backend.KindDeployment):
     poll_s = 0.02
 
 
-class FastKind(kind.KindBackend):
+class FastKind(kind_backend.KindBackend):
     def deploy(self, node, load=None):
         dep = super().deploy(node, load)
         dep.__class__ = FastKindDeployment
@@ -132,9 +132,9 @@ def test_a_pinned_node_is_read_back_at_every_level_and_restored(engine, cluster)
     backend = FastKind(clusters)
     backend.preflight()
     worker, control_plane = containers[clusters["new"].worker], containers[clusters["new"].control_plane]
-    before = {c.name: kind.current_cpuset(c) for c in (worker, control_plane)}
+    before = {c.name: pins.current_cpuset(c) for c in (worker, control_plane)}
     with backend.deploy(Node("node", E1.pods, cpus="0"), LoadPlacement(cpus="1")) as dep:
-        assert kind.current_cpuset(worker) == "0" and kind.current_cpuset(control_plane) == "1"
+        assert pins.current_cpuset(worker) == "0" and pins.current_cpuset(control_plane) == "1"
         readback = {r.path: r for r in dep.verify()}
         got = {path: (r.actual.get("weight"), r.actual.get("quota_us")) for path, r in readback.items()}
         assert got == {
@@ -151,10 +151,10 @@ def test_a_pinned_node_is_read_back_at_every_level_and_restored(engine, cluster)
         pod = dep.read_stat("e1")
         assert (pod["usage_usec"], pod["nr_throttled"]) == (3_000_000, 20)
         assert dep.run_job("e1", "app", timeout_s=10).returncode == 0
-    assert {c.name: kind.current_cpuset(c) for c in (worker, control_plane)} == {
-        name: value or kind.usable_cpus(engine, containers[name]) for name, value in before.items()}
+    assert {c.name: pins.current_cpuset(c) for c in (worker, control_plane)} == {
+        name: value or pins.usable_cpus(engine, containers[name]) for name, value in before.items()}
     assert api.live_pods() == []
-    assert not kind._state_file(worker.name).exists()
+    assert not pins.state_file(worker.name).exists()
 
 
 def test_a_level_missing_in_the_node_is_an_error_not_unreadable(engine, cluster):

@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from conftest import PROJECT
-from throttlelab.backends.kind import backend as kind
+from throttlelab.backends.base import BackendError
+from throttlelab.backends.kind import clusters
 from throttlelab.model.config import ConfigError, load_design
 
 KIND_DIR = PROJECT / "config" / "kind"
@@ -40,7 +41,7 @@ def test_each_cluster_is_the_labs_two_nodes_pinned_by_digest(role):
     config = yaml.safe_load((KIND_DIR / f"{role}.yaml").read_text())
     assert [n["role"] for n in config["nodes"]] == ["control-plane", "worker"]
     for node in config["nodes"]:
-        assert node["image"] == kind.NODE_IMAGES[role]
+        assert node["image"] == clusters.NODE_IMAGES[role]
         assert re.fullmatch(r"kindest/node:v1\.34\.\d+@sha256:[0-9a-f]{64}", node["image"])
     defaults = load_design({"backend": "kind"}, PROJECT / "config").kind
     assert config["name"] == defaults[f"{role}_cluster"]
@@ -50,7 +51,7 @@ def test_the_pinned_images_are_the_specs():
     if not SPEC.is_file():
         pytest.skip(f"{SPEC} is not in this checkout (it lives in the project's workspace)")
     text = SPEC.read_text()
-    for image in kind.NODE_IMAGES.values():
+    for image in clusters.NODE_IMAGES.values():
         assert f"`{image}`" in text
     assert "kind v0.33.0" in text and "kind v0.30.0" in text
     defaults = load_design({"backend": "kind"}, PROJECT / "config").kind
@@ -129,5 +130,9 @@ def test_every_new_setting_is_described():
 
 
 def test_the_kind_configs_live_where_the_backend_reads_them():
+    # the rules hand the project's config/kind to `throttlelab kind create --config-dir`
+    assert 'config_dir=f"{workflow.basedir}/config/kind"' in (PROJECT / "rules" / "clusters.smk").read_text()
     for role in ("new", "old"):
-        assert kind.KindCluster(role, "x", "kind", "v0", Path("/w")).config == KIND_DIR / f"{role}.yaml"
+        assert clusters.KindCluster(role, "x", "kind", "v0", Path("/w"), KIND_DIR).config == KIND_DIR / f"{role}.yaml"
+    with pytest.raises(BackendError, match="--config-dir"):
+        _ = clusters.KindCluster("new", "x", "kind", "v0", Path("/w")).config

@@ -20,11 +20,12 @@ from pathlib import Path
 import pytest
 
 from conftest import PROJECT
-from throttlelab.backends.kind import backend as kind
+from throttlelab.backends.kind import clusters, nodes, pins
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.base import BackendError
 from throttlelab.backends.kube.backend import compare, kube_design, records_from_log
 from throttlelab.model.placement import Container, Node, Pod
+from throttlelab.model.runtime import runc_conversion
 
 # -- the node-side scripts on a fixture tree -------------------------------------------------------------
 
@@ -82,18 +83,18 @@ def run_script(script: str, name: str, args: list[str], root: Path) -> str:
 
 
 def test_the_node_scripts_find_and_read_every_level(kind_node_tree):
-    layout = kind.parse_discover(run_script(kind.DISCOVER, "discover", [UID], kind_node_tree))
+    layout = nodes.parse_discover(run_script(nodes.DISCOVER, "discover", [UID], kind_node_tree))
     assert layout.version == 2
     assert layout.pod_dirs[UID].endswith(f"pod{UID.replace('-', '_')}.slice")
     assert len(layout.children[UID]) == 3
     ids = {("e1", "app"): APP, ("e1", "sidecar"): SIDECAR}
-    dirs = kind.level_dirs(E1, layout, {"e1": UID}, ids)
+    dirs = nodes.level_dirs(E1, layout, {"e1": UID}, ids)
     assert set(dirs) == {"node", "node/burstable", "node/burstable/pod-e1", "node/burstable/pod-e1/app",
                          "node/burstable/pod-e1/sidecar", "node/burstable/pod-e1/pause"}
     assert dirs["node/burstable/pod-e1/pause"].endswith(f"cri-containerd-{SANDBOX}.scope")
-    paths = [f"{d}/{f}" for d in dirs.values() for f in kind.V2_FILES]
-    files = kind.parse_read(run_script(kind.READ, "read", paths, kind_node_tree))
-    read = {path: kind.settings_of(d, files, 2) for path, d in dirs.items()}
+    paths = [f"{d}/{f}" for d in dirs.values() for f in nodes.V2_FILES]
+    files = nodes.parse_read(run_script(nodes.READ, "read", paths, kind_node_tree))
+    read = {path: nodes.settings_of(d, files, 2) for path, d in dirs.items()}
     assert read["node"]["cpus"] == "0-9" and read["node/burstable/pod-e1/app"]["cpus"] is None
 
     # the design for a real node (allocatable 10 CPUs, coredns beside us) gives the SPEC's numbers
@@ -108,13 +109,13 @@ def test_the_node_scripts_find_and_read_every_level(kind_node_tree):
 
 
 def test_a_missing_file_reads_as_none(kind_node_tree, tmp_path):
-    files = kind.parse_read(run_script(kind.READ, "read", [f"{kind_node_tree}/cgroup.controllers", "/nope/cpu.max"],
+    files = nodes.parse_read(run_script(nodes.READ, "read", [f"{kind_node_tree}/cgroup.controllers", "/nope/cpu.max"],
                                        kind_node_tree))
     assert files["/nope/cpu.max"] is None and files[f"{kind_node_tree}/cgroup.controllers"].startswith("cpuset")
 
 
 def test_an_unknown_pod_is_not_found(kind_node_tree):
-    layout = kind.parse_discover(run_script(kind.DISCOVER, "discover", ["00000000-0000-0000-0000-000000000000"],
+    layout = nodes.parse_discover(run_script(nodes.DISCOVER, "discover", ["00000000-0000-0000-0000-000000000000"],
                                             kind_node_tree))
     assert layout.pod_dirs == {}
 
@@ -127,10 +128,10 @@ def test_cgroup_v1_node_layout(tmp_path):
     (pod / APP / "cpu.cfs_quota_us").write_text("200000\n")
     (pod / APP / "cpu.cfs_period_us").write_text("100000\n")
     (root / "memory" / "kubelet" / "kubepods" / "burstable" / f"pod{UID}").mkdir(parents=True)
-    layout = kind.parse_discover(run_script(kind.DISCOVER, "discover", [UID], root))
+    layout = nodes.parse_discover(run_script(nodes.DISCOVER, "discover", [UID], root))
     assert layout.version == 1 and "/cpu,cpuacct/" in layout.pod_dirs[UID]
-    files = kind.parse_read(run_script(kind.READ, "read", [f"{pod / APP}/{f}" for f in kind.V1_FILES], root))
-    got = kind.settings_of(str(pod / APP), files, 1)
+    files = nodes.parse_read(run_script(nodes.READ, "read", [f"{pod / APP}/{f}" for f in nodes.V1_FILES], root))
+    got = nodes.settings_of(str(pod / APP), files, 1)
     assert (got["quota_us"], got["period_us"], got["shares"]) == (200_000, 100_000, 512)
 
 
@@ -143,7 +144,13 @@ def test_kube_design_v1_shares_are_kubelets_raw_shares():
 @pytest.mark.parametrize("version, conversion", [("1.4.3", "runc-new"), ("1.3.2", "runc-new"), ("1.3.1", "runc-old"),
                                                  ("1.3.0", "runc-old"), ("1.2.6", "runc-old")])
 def test_runc_release_decides_the_conversion(version, conversion):
-    assert kind.runc_conversion(version) == conversion
+    assert nodes.node_conversion(version) == conversion
+    assert runc_conversion(version) == conversion  # kind and docker read runc releases alike
+
+
+def test_kind_counts_a_runc_release_it_cannot_read_as_the_linear_formula():
+    assert runc_conversion("unknown") is None
+    assert nodes.node_conversion("unknown") == "runc-old"
 
 
 def test_records_and_stderr_are_split_from_a_container_log():
@@ -209,25 +216,27 @@ def stub_kind(tmp_path: Path, version: str) -> Path:
     return path
 
 
-def clusters(tmp_path: Path, **kind_cfg) -> dict[str, kind.KindCluster]:
+def lab_clusters(tmp_path: Path, **kind_cfg) -> dict[str, clusters.KindCluster]:
+    """The two clusters as the rules make them: files under tmp_path, configs in the project's config/kind."""
     from throttlelab.model.config import load_design
 
-    return kind.clusters_from_settings(load_design({"backend": "kind", "kind": kind_cfg}, PROJECT / "config").kind, tmp_path)
+    return clusters.clusters_from_settings(load_design({"backend": "kind", "kind": kind_cfg}, PROJECT / "config").kind,
+                                           tmp_path, PROJECT / "config" / "kind")
 
 
 def test_each_cluster_needs_the_kind_release_of_its_node_image(tmp_path):
-    c = clusters(tmp_path, binary=str(stub_kind(tmp_path, "v0.33.0")), old_binary=str(stub_kind(tmp_path, "v0.29.0")))
-    assert kind.check_kind(c["new"]).endswith("kind-v0.33.0")
+    c = lab_clusters(tmp_path, binary=str(stub_kind(tmp_path, "v0.33.0")), old_binary=str(stub_kind(tmp_path, "v0.29.0")))
+    assert clusters.check_kind(c["new"]).endswith("kind-v0.33.0")
     with pytest.raises(BackendError, match=r"is kind v0.29.0, but the old cluster's node image kindest/node:v1.34.0 "
                                            r"is built for kind v0.30.0.*set kind.old_binary"):
-        kind.check_kind(c["old"])
-    missing = clusters(tmp_path, binary="kind-not-installed-anywhere")
+        clusters.check_kind(c["old"])
+    missing = lab_clusters(tmp_path, binary="kind-not-installed-anywhere")
     with pytest.raises(BackendError, match=r"'kind-not-installed-anywhere' is not on PATH. Install kind v0.33.0"):
-        kind.check_kind(missing["new"])
+        clusters.check_kind(missing["new"])
 
 
 def test_cluster_files_stay_inside_the_project(tmp_path):
-    c = clusters(tmp_path)["old"]
+    c = lab_clusters(tmp_path)["old"]
     assert c.kubeconfig == tmp_path / "results/kind/clusters/old/kubeconfig"
     assert (c.context, c.worker, c.control_plane) == ("kind-throttlelab-old", "throttlelab-old-worker",
                                                       "throttlelab-old-control-plane")
@@ -238,7 +247,7 @@ def test_the_cli_preflight_names_what_is_missing(tmp_path):
     from throttlelab.model.config import load_design
 
     settings = {**load_design({"backend": "kind"}, PROJECT / "config").kind, "binary": "/nonexistent/kind", "old_binary": "/nonexistent/kind-old"}
-    proc = subprocess.run([sys.executable, "-m", "throttlelab.backends.kind.backend", "preflight", "--settings",
+    proc = subprocess.run([sys.executable, "-m", "throttlelab", "kind", "preflight", "--settings",
                            json.dumps(settings), "--need", "kind"], capture_output=True, text=True, cwd=PROJECT)
     assert proc.returncode == 1
     assert "'/nonexistent/kind' does not exist or is not executable" in proc.stderr
@@ -253,7 +262,7 @@ TEST_LABEL = {"throttlelab.backend": "kind-test"}  # not the docker backend's la
 @pytest.fixture(scope="module")
 def engine():
     try:
-        client = kind.docker_client()
+        client = nodes.docker_client()
     except BackendError as exc:
         pytest.skip(f"no Docker engine: {exc}")
     yield client
@@ -261,7 +270,7 @@ def engine():
 
 @pytest.fixture(scope="module")
 def podgate(tmp_path_factory) -> Path:
-    return kind.build_podgate(tmp_path_factory.mktemp("podgate") / "podgate")
+    return clusters.build_podgate(tmp_path_factory.mktemp("podgate") / "podgate", PROJECT / "workload" / "podgate")
 
 
 @pytest.fixture(scope="module")
@@ -280,7 +289,7 @@ def kind_image(engine, binaries, podgate, tmp_path_factory):
     base, _ = engine.images.build(fileobj=buf, custom_context=True, tag=base_tag, pull=False, rm=True)
     stamp = tmp_path_factory.mktemp("stamp") / "image.json"
     stamp.write_text(json.dumps({"tag": base_tag, "id": base.id}))
-    record = kind.build_kind_image(variant, stamp, podgate)
+    record = clusters.build_kind_image(variant, stamp, podgate)
     yield record
     import docker.errors
 
@@ -301,7 +310,7 @@ def idle_node(engine, kind_image):
     )
     yield container
     container.remove(force=True)
-    kind._state_file(name).unlink(missing_ok=True)
+    pins.state_file(name).unlink(missing_ok=True)
 
 
 @pytest.mark.docker
@@ -352,44 +361,46 @@ def test_podgate_stops_cpulab_as_the_containers_pid_1(engine, kind_image):
 
 @pytest.mark.docker
 def test_a_node_is_pinned_and_always_restored(engine, idle_node):
-    (pin,) = kind.plan_pins(engine, {idle_node.name: "0"})
-    before = kind.current_cpuset(idle_node)
-    assert pin.restore_to == (before or kind.usable_cpus(engine, idle_node))
+    (pin,) = pins.plan_pins(engine, {idle_node.name: "0"})
+    before = pins.current_cpuset(idle_node)
+    assert pin.restore_to == (before or pins.usable_cpus(engine, idle_node))
     try:
-        kind.apply_pins(engine, [pin], os.getpid())
-        assert kind.current_cpuset(idle_node) == "0"
-        assert json.loads(kind._state_file(idle_node.name).read_text())["restore_to"] == pin.restore_to
+        pins.apply_pins(engine, [pin], os.getpid())
+        assert pins.current_cpuset(idle_node) == "0"
+        assert json.loads(pins.state_file(idle_node.name).read_text())["restore_to"] == pin.restore_to
     finally:
-        kind.restore_pins(engine, [pin])
-    assert kind.current_cpuset(idle_node) == pin.restore_to
-    assert not kind._state_file(idle_node.name).exists()
+        pins.restore_pins(engine, [pin])
+    assert pins.current_cpuset(idle_node) == pin.restore_to
+    assert not pins.state_file(idle_node.name).exists()
     with pytest.raises(BackendError, match="is not available"):
-        kind.plan_pins(engine, {idle_node.name: "0-4095"})
+        pins.plan_pins(engine, {idle_node.name: "0-4095"})
 
 
 @pytest.mark.docker
 def test_the_sweep_restores_a_node_a_dead_run_left_pinned(engine, idle_node):
-    (pin,) = kind.plan_pins(engine, {idle_node.name: "0"})
+    (pin,) = pins.plan_pins(engine, {idle_node.name: "0"})
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    kind.apply_pins(engine, [pin], dead.pid)  # as if that runner had pinned it and died
-    assert kind.current_cpuset(idle_node) == "0"
-    assert f"{idle_node.name} -> {pin.restore_to}" in kind.sweep_pins(engine)
-    assert kind.current_cpuset(idle_node) == pin.restore_to
+    pins.apply_pins(engine, [pin], dead.pid)  # as if that runner had pinned it and died
+    assert pins.current_cpuset(idle_node) == "0"
+    assert f"{idle_node.name} -> {pin.restore_to}" in pins.sweep_pins(engine)
+    assert pins.current_cpuset(idle_node) == pin.restore_to
 
 
 GUARDED = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     sys.path.insert(0, {project!r})
-    from throttlelab.backends.kind import backend as kind
+    from throttlelab.backends.kind import nodes, pins
+    from throttlelab.backends.kind.backend import KindDeployment
     from throttlelab.backends.kube.backend import KubeGuardian
-    engine = kind.docker_client()
-    pins = kind.plan_pins(engine, {{{name!r}: "0"}})
+    engine = nodes.docker_client()
+    planned = pins.plan_pins(engine, {{{name!r}: "0"}})
     guardian = KubeGuardian({{"kubeconfig": {kubeconfig!r}, "context": "fake", "namespace": "default",
                              "selector": "app.kubernetes.io/managed-by=throttlelab,throttlelab.io/run=none",
-                             "pins": [{{"container": p.container, "restore_to": p.restore_to}} for p in pins]}})
-    kind.apply_pins(engine, pins, 0)
+                             "pins": [{{"container": p.container, "restore_to": p.restore_to}} for p in planned]}},
+                            KindDeployment.guardian_module)
+    pins.apply_pins(engine, planned, 0)
     print("pinned", flush=True)
     time.sleep(600)
 """)
@@ -402,16 +413,16 @@ def test_the_guardian_restores_the_node_when_the_runner_is_sigkilled(engine, idl
     api = FakeKubeAPI().start()
     try:
         kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig", context="fake")
-        restore_to = kind.plan_pins(engine, {idle_node.name: "0"})[0].restore_to
+        restore_to = pins.plan_pins(engine, {idle_node.name: "0"})[0].restore_to
         script = GUARDED.format(project=str(PROJECT), name=idle_node.name, kubeconfig=str(kubeconfig))
         runner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
         assert runner.stdout.readline().strip() == "pinned"
-        assert kind.current_cpuset(idle_node) == "0"
+        assert pins.current_cpuset(idle_node) == "0"
         os.kill(runner.pid, signal.SIGKILL)
         runner.wait()
         deadline = time.monotonic() + 60
-        while kind.current_cpuset(idle_node) != restore_to and time.monotonic() < deadline:
+        while pins.current_cpuset(idle_node) != restore_to and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert kind.current_cpuset(idle_node) == restore_to, "the guardian did not restore the node's cpuset"
+        assert pins.current_cpuset(idle_node) == restore_to, "the guardian did not restore the node's cpuset"
     finally:
         api.stop()

@@ -18,7 +18,7 @@ kubernetes_validate = pytest.importorskip(
 )
 
 from kube_api_server import FakeKubeAPI  # noqa: E402
-from conftest import PROJECT
+from conftest import PROJECT  # noqa: E402
 from throttlelab.model import quantities as q  # noqa: E402
 from throttlelab.backends.kube import manifests as mf  # noqa: E402
 from throttlelab.backends.kube.backend import KubeBackend, KubeDeployment, KubeSettings, parse_cpu_stat  # noqa: E402

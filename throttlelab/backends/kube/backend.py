@@ -38,8 +38,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from throttlelab.model import design, quantities as q
-from throttlelab.host.reaper import spawn_guardian
-from throttlelab.model.variants import VariantSpec
+from throttlelab.host.processes import pid_alive, spawn_guardian
 from throttlelab.model.placement import LoadPlacement, Node, parse_cpuset
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.base import Backend, BackendError, Capabilities, Deployment, DesignMismatch, Output, Readback
@@ -209,16 +208,6 @@ def sweep_stale_pods(kc: KubeClient, namespace: str, host: str, alive: Callable[
     return removed
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 # -- the deployment ---------------------------------------------------------------------------
 
 @dataclass
@@ -231,12 +220,15 @@ class KubeHandle:
     started: float
 
 
-class KubeGuardian:
-    """`python -m throttlelab.backends.kube.guardian` holding a pipe: when the runner goes away,
-    however, it deletes the run's pods and restores any node cpuset (kind)."""
+GUARDIAN_MODULE = "throttlelab.backends.kube.guardian"
 
-    def __init__(self, description: dict[str, Any]):
-        self.proc = spawn_guardian("throttlelab.backends.kube.guardian", json.dumps(description))
+
+class KubeGuardian:
+    """`python -m <module> '<description>'` holding a pipe: when the runner goes away, however, it
+    deletes the run's pods (kube.guardian); kind's guardian also restores the node cpusets."""
+
+    def __init__(self, description: dict[str, Any], module: str = GUARDIAN_MODULE):
+        self.proc = spawn_guardian(module, json.dumps(description))
 
     def close(self, cleaned: bool = False, timeout_s: float = 120.0) -> None:
         """`cleaned`: the deployment removed everything itself, so the guardian has nothing to check."""
@@ -262,6 +254,7 @@ class KubeDeployment(Deployment):
     unschedulable_grace_s = 5.0  # a pod the scheduler refuses this long is an error
     term_grace_s = 10.0  # an overdue workload gets this long after SIGTERM before its pod is deleted
     strict_upper = False  # kubernetes: the levels above the container are unreadable, and said so
+    guardian_module = GUARDIAN_MODULE  # kind's guardian also restores the nodes it pinned
 
     def __init__(self, backend: "KubeBackend", node: Node, load: LoadPlacement | None,
                  settings: KubeSettings, client: KubeClient):
@@ -288,7 +281,6 @@ class KubeDeployment(Deployment):
             "context": self.settings.context,
             "namespace": self.ns,
             "selector": self.ident.selector,
-            "pins": [],
         }
 
     def _prepare_nodes(self) -> None:
@@ -306,7 +298,8 @@ class KubeDeployment(Deployment):
     def __enter__(self) -> "KubeDeployment":
         self._check_placement()
         self.backend.sweep(self.kc, self.ns)
-        self.guardian = KubeGuardian(self._guardian_description())  # first: it must exist before what it guards
+        # first: the guardian must exist before what it guards
+        self.guardian = KubeGuardian(self._guardian_description(), self.guardian_module)
         try:
             self._prepare_nodes()
             worker = self.kc.node(self.settings.worker_node)
@@ -694,29 +687,6 @@ class KubeBackend(Backend):
         return KubeDeployment(self, node, load, self.settings, self.client)
 
 
-def untestable_variants(experiments: dict[str, dict[str, VariantSpec]], runtime: str) -> dict[tuple[str, str], str]:
-    """(experiment, variant) -> why the kubernetes backend cannot run it, for every variant it cannot:
-    it pins node CPUs (E5/E10's one CPU; the services' node and load-generator cpusets), or it asks
-    for a runtime conversion other than the cluster's."""
-    out = {}
-    for experiment, variants in experiments.items():
-        for variant, spec in variants.items():
-            if spec.cpus:
-                reason = (f"it pins the worker node to CPU {spec.cpus} (a cpuset on the node), which needs the "
-                          "node itself")
-            elif spec.node_cpus or spec.load_cpus:
-                reason = (f"it pins the node to CPUs {spec.node_cpus or 'all'} and the load generator to "
-                          f"{spec.load_cpus or 'any'} (cpusets on the nodes); on an existing cluster use a "
-                          "profile without node_cpus/load_cpus: separate worker and load nodes keep them apart")
-            elif (spec.runtime or runtime) != runtime:
-                reason = (f"it asks for the {spec.runtime} conversion, and this cluster's runc is configured "
-                          f"as {runtime} (one cluster, one runc; see the runtime setting)")
-            else:
-                continue
-            out[(experiment, variant)] = f"not testable on the kubernetes backend: {reason}"
-    return out
-
-
 def settings_from_config(cfg: dict[str, Any]) -> KubeSettings:
     """config.yaml's `kubernetes` section -> KubeSettings (the schema gave every key a default)."""
     missing = [k for k in ("kubeconfig", "worker_node", "load_node") if not cfg.get(k)]
@@ -735,3 +705,10 @@ def settings_from_config(cfg: dict[str, Any]) -> KubeSettings:
         pull_policy=cfg.get("pull_policy") or "IfNotPresent",
         tolerate_control_plane=bool(cfg.get("tolerate_control_plane", True)),
     )
+
+
+def from_config(binaries: dict[str, Path], runtime: str, settings: dict[str, Any],
+                progress: Callable[[str], None]) -> KubeBackend:
+    """The registry's factory (backends.base.make_backend): config.yaml's `kubernetes` section
+    names the cluster; the workload runs from images, so `binaries` are not used."""
+    return KubeBackend(settings_from_config(settings), runtime=runtime, progress=progress)

@@ -3,12 +3,15 @@
 The deployment starts `python -m throttlelab.backends.kube.guardian '<json>'` in a
 session of its own, before it creates anything, and keeps a pipe to its
 stdin. When the pipe closes (the runner exited, however), the guardian deletes
-every pod carrying the run's label and sets every pinned kind node container
-back to the cpuset it had. A deployment that cleaned up by itself writes
-"cleaned" before closing the pipe, and the guardian just exits. The description:
+every pod carrying the run's label. A deployment that cleaned up by itself
+writes "cleaned" before closing the pipe, and the guardian just exits. The
+description:
 
-    {"kubeconfig": PATH, "context": NAME, "namespace": NS, "selector": LABELS,
-     "pins": [{"container": NODE_CONTAINER, "restore_to": CPUSET}, ...]}
+    {"kubeconfig": PATH, "context": NAME, "namespace": NS, "selector": LABELS}
+
+A backend with more to undo runs its own guardian module, which calls `main`
+here with `also`: a function of the description that undoes the rest (kind's
+restores the node cpusets it pinned, throttlelab.backends.kind.guardian).
 """
 
 from __future__ import annotations
@@ -16,14 +19,18 @@ from __future__ import annotations
 import json
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from throttlelab.backends.base import BackendError
 
+#: Undoes what a backend did beyond the pods; returns what it did, raises BackendError on a problem.
+Also = Callable[[dict[str, Any]], list[str]]
 
-def clean_up(desc: dict[str, Any]) -> list[str]:
-    """Delete the run's pods and restore pinned nodes; returns what was done (problems raise)."""
+
+def clean_up(desc: dict[str, Any], also: Also | None = None) -> list[str]:
+    """Delete the run's pods, then whatever `also` undoes; returns what was done (problems raise)."""
     from throttlelab.backends.kube.client import KubeClient, KubeError
 
     done, problems = [], []
@@ -36,13 +43,9 @@ def clean_up(desc: dict[str, Any]) -> list[str]:
             done.append(f"deleted {len(left)} pod(s) ({desc['selector']})")
     except KubeError as exc:
         problems.append(str(exc))
-    if desc.get("pins"):
-        from throttlelab.backends.kind.backend import docker_client, restore_pins
-
+    if also is not None:
         try:
-            restored = restore_pins(docker_client(), desc["pins"])
-            if restored:
-                done.append("restored " + ", ".join(restored))
+            done += also(desc)
         except BackendError as exc:
             problems.append(str(exc))
     if problems:
@@ -50,7 +53,7 @@ def clean_up(desc: dict[str, Any]) -> list[str]:
     return done
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], also: Also | None = None) -> int:
     desc = json.loads(argv[0])
     # Ignore the signals that would stop the runner: our job is to outlive it.
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -59,7 +62,7 @@ def main(argv: list[str]) -> int:
     if said.strip() == b"cleaned":  # a clean exit that removed everything itself
         return 0
     try:
-        done = clean_up(desc)
+        done = clean_up(desc, also)
     except BackendError as exc:
         print(f"throttlelab guardian: {exc}", file=sys.stderr)
         return 1

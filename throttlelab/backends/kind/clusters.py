@@ -1,0 +1,377 @@
+"""kind's clusters (SPEC §4): two local kind clusters, the kind image, and the command line
+the Snakemake rules call (rules/clusters.smk).
+
+* `new`: kind v0.33.0, node image kindest/node v1.34.11 (runc 1.4.3, containerd
+  2.3.4): the runc >= 1.3.2 (quadratic) conversion of shares to weights;
+* `old`: kind v0.30.0, node image kindest/node v1.34.0 (runc 1.3.0, containerd
+  2.1.3): the linear conversion; E10 and every variant that asks for runc-old
+  run here.
+
+Each cluster is a control-plane and a worker node (config/kind/<role>.yaml,
+node images pinned by digest; the folder is given with --config-dir). Every
+file of a cluster stays under the project's results/ (never ~/.kube).
+
+    throttlelab kind create --role new --settings JSON --config-dir config/kind --kubeconfig K --stamp S
+    throttlelab kind load --role new --settings JSON --variant go124mod --image-stamp I --stamp S
+    throttlelab kind delete --settings JSON
+    throttlelab kind build-podgate --podgate-source workload/podgate --out results/build/podgate/podgate
+    throttlelab kind build-image --variant go124mod --base-stamp B --podgate P --out S
+    throttlelab kind preflight --settings JSON --need kind,docker
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from throttlelab.errors import BuildError
+from throttlelab.host import docker_engine
+from throttlelab.host.gobuild import go_build
+from throttlelab.model.digest import sha256_file
+from throttlelab.backends import images
+from throttlelab.backends.base import BackendError
+from throttlelab.backends.kube.client import KubeClient, KubeError
+from throttlelab.backends.kind.nodes import docker_client, node_conversion, node_container, node_exec, runc_version
+
+#: SPEC §4's pinned node images and the kind release each is built for.
+NODE_IMAGES = {
+    "new": "kindest/node:v1.34.11@sha256:44e222ee2132dab25ff87301682f89eb82c7880ea3a1bf543bfe9708fd08d67d",
+    "old": "kindest/node:v1.34.0@sha256:7416a61b42b1662ca6ca89f02028ac133a309a2a30ba309614e8ec94d976dc5a",
+}
+RUNTIME_OF_ROLE = {"new": "runc-new", "old": "runc-old"}
+ROLE_OF_RUNTIME = {v: k for k, v in RUNTIME_OF_ROLE.items()}
+IMAGE_REPOSITORY = "cpulab-kind"
+
+
+def image_tag(variant: str) -> str:
+    """The image in the clusters: the docker backend's cpulab:<variant> plus /podgate."""
+    return f"{IMAGE_REPOSITORY}:{variant}"
+
+
+# -- the clusters -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class KindCluster:
+    """One of the two clusters; every path is inside the project's results/ (never ~/.kube)."""
+
+    role: str
+    name: str
+    binary: str
+    release: str
+    workdir: Path
+    config_dir: Path | None = None  # the project's config/kind/ (only creating a cluster reads it)
+
+    @property
+    def config(self) -> Path:
+        if self.config_dir is None:
+            raise BackendError(f"kind backend: no folder of kind cluster configs was given for the {self.role} "
+                               "cluster (--config-dir; the rules pass the project's config/kind)")
+        return self.config_dir / f"{self.role}.yaml"
+
+    @property
+    def directory(self) -> Path:
+        return self.workdir / "results" / "kind" / "clusters" / self.role
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.directory / "kubeconfig"
+
+    @property
+    def stamp(self) -> Path:
+        return self.directory / "cluster.json"
+
+    @property
+    def context(self) -> str:
+        return f"kind-{self.name}"
+
+    @property
+    def worker(self) -> str:
+        return f"{self.name}-worker"
+
+    @property
+    def control_plane(self) -> str:
+        return f"{self.name}-control-plane"
+
+    @property
+    def runtime(self) -> str:
+        return RUNTIME_OF_ROLE[self.role]
+
+    def image_stamp(self, variant: str) -> Path:
+        return self.directory / "images" / f"{variant}.json"
+
+
+def clusters_from_settings(kind_cfg: dict[str, Any], workdir: Path,
+                           config_dir: Path | None = None) -> dict[str, KindCluster]:
+    """config.yaml's `kind` section (schema defaults applied) -> the two clusters, their files
+    under `workdir`/results, their kind configs in `config_dir` (needed to create them)."""
+    return {
+        "new": KindCluster("new", kind_cfg["new_cluster"], kind_cfg["binary"], kind_cfg["release"], workdir,
+                           config_dir),
+        "old": KindCluster("old", kind_cfg["old_cluster"], kind_cfg["old_binary"], kind_cfg["old_release"], workdir,
+                           config_dir),
+    }
+
+
+# -- the kind binaries ---------------------------------------------------------------------------
+
+def find_binary(binary: str) -> str | None:
+    if "/" in binary:
+        path = Path(binary).expanduser()
+        return str(path) if path.is_file() and os.access(path, os.X_OK) else None
+    return shutil.which(binary)
+
+
+def kind_version(path: str) -> str:
+    """`kind version` -> "v0.33.0" (its output: "kind v0.33.0 go1.24.2 linux/amd64")."""
+    try:
+        out = subprocess.run([path, "version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BackendError(f"kind binary {path} does not run: {exc}") from None
+    match = re.search(r"\bv\d+\.\d+\.\d+\S*", out.stdout)
+    if out.returncode != 0 or not match:
+        raise BackendError(f"kind binary {path}: `kind version` said {out.stdout.strip() or out.stderr.strip()!r}")
+    return match.group(0)
+
+
+def check_kind(cluster: KindCluster) -> str:
+    """The path of the cluster's kind binary, of the right release; a BackendError says what to install."""
+    key = "kind.binary" if cluster.role == "new" else "kind.old_binary"
+    path = find_binary(cluster.binary)
+    if path is None:
+        raise BackendError(
+            f"kind backend: the kind binary for the {cluster.role} cluster is missing: {cluster.binary!r} "
+            f"{'is not on PATH' if '/' not in cluster.binary else 'does not exist or is not executable'}. "
+            f"Install kind {cluster.release} (https://kind.sigs.k8s.io/docs/user/quick-start/#installation) "
+            f"and set {key} to its path"
+        )
+    version = kind_version(path)
+    if version != cluster.release:
+        raise BackendError(
+            f"kind backend: {path} is kind {version}, but the {cluster.role} cluster's node image "
+            f"{NODE_IMAGES[cluster.role].split('@')[0]} is built for kind {cluster.release}; "
+            f"install that release and set {key} to it"
+        )
+    return path
+
+
+# -- cluster lifecycle (the Snakemake rules call these) -----------------------------------------------------
+
+def _run(argv: list[str], what: str, timeout_s: float) -> str:
+    print("+ " + " ".join(argv), file=sys.stderr, flush=True)
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise BackendError(f"{what}: no answer after {timeout_s:.0f} s") from None
+    sys.stderr.write(proc.stderr)
+    if proc.returncode != 0:
+        raise BackendError(f"{what} failed (exit {proc.returncode}): {proc.stderr.strip()[-600:]}")
+    return proc.stdout
+
+
+def existing_clusters(binary: str) -> list[str]:
+    return _run([binary, "get", "clusters"], "kind get clusters", 60).split()
+
+
+def write_json(path: Path, record: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(record, handle, indent=1, sort_keys=True)
+        handle.write("\n")
+    os.replace(tmp, path)
+
+
+def configured_images(config: Path) -> list[str]:
+    import yaml
+
+    return [n.get("image", "") for n in (yaml.safe_load(config.read_text()) or {}).get("nodes") or []]
+
+
+def create_cluster(cluster: KindCluster, kubeconfig: Path, stamp: Path) -> dict[str, Any]:
+    """Create the cluster once; a cluster that already exists with the configured node image is reused."""
+    binary = check_kind(cluster)
+    client = docker_client()
+    wanted = set(configured_images(cluster.config))
+    kubeconfig.parent.mkdir(parents=True, exist_ok=True)
+    if cluster.name in existing_clusters(binary):
+        have = {node_container(client, n).attrs["Config"]["Image"] for n in (cluster.control_plane, cluster.worker)}
+        if have != wanted:
+            raise BackendError(f"kind cluster {cluster.name} exists with node image(s) {sorted(have)}, not "
+                               f"{sorted(wanted)}; delete it first: snakemake --cores 1 clean")
+        _run([binary, "export", "kubeconfig", "--name", cluster.name, "--kubeconfig", str(kubeconfig)],
+             "kind export kubeconfig", 120)
+        reused = True
+    else:
+        _run([binary, "create", "cluster", "--name", cluster.name, "--config", str(cluster.config),
+              "--kubeconfig", str(kubeconfig), "--wait", "300s"], f"kind create cluster {cluster.name}", 900)
+        reused = False
+    kc = KubeClient(kubeconfig, cluster.context)
+    names = [n["metadata"]["name"] for n in kc.nodes()]
+    if sorted(names) != sorted([cluster.control_plane, cluster.worker]):
+        raise BackendError(f"kind cluster {cluster.name}: nodes {names}, expected {cluster.control_plane} and {cluster.worker}")
+    runc = runc_version(node_container(client, cluster.worker))
+    record = {
+        "cluster": cluster.name,
+        "role": cluster.role,
+        "kind": kind_version(binary),
+        "node_image": sorted(wanted),
+        "nodes": sorted(names),
+        "server": kc.server,
+        "context": cluster.context,
+        "runc": runc,
+        "runc_conversion": node_conversion(runc) if runc else None,
+        "reused": reused,
+    }
+    write_json(stamp, record)
+    return record
+
+
+def load_image(cluster: KindCluster, variant: str, image_stamp: Path, stamp: Path) -> dict[str, Any]:
+    """`kind load docker-image cpulab-kind:<variant>` into both nodes, then check each node has it."""
+    binary = check_kind(cluster)
+    image = json.loads(image_stamp.read_text())
+    tag = image["tag"]
+    _run([binary, "load", "docker-image", tag, "--name", cluster.name], f"kind load docker-image {tag}", 600)
+    client = docker_client()
+    for node in (cluster.control_plane, cluster.worker):
+        listing = node_exec(node_container(client, node), ["crictl", "images", "-o", "json"], f"list images on {node}")
+        tags = {t for img in json.loads(listing).get("images", []) for t in img.get("repoTags") or []}
+        if not any(t.endswith(f"/{tag}") or t == tag for t in tags):
+            raise BackendError(f"kind load: {tag} is not on node {node} after loading")
+    record = {"cluster": cluster.name, "variant": variant, "tag": tag, "image_id": image["id"]}
+    write_json(stamp, record)
+    return record
+
+
+def delete_clusters(clusters: dict[str, KindCluster]) -> list[str]:
+    """Delete every lab cluster that exists, with its kubeconfig and stamps."""
+    deleted = []
+    for cluster in clusters.values():
+        binary = find_binary(cluster.binary)
+        if binary is None:
+            raise BackendError(f"kind backend: cannot delete cluster {cluster.name}: kind binary {cluster.binary!r} "
+                               "not found (set kind.binary / kind.old_binary)")
+        if cluster.name in existing_clusters(binary):
+            _run([binary, "delete", "cluster", "--name", cluster.name, "--kubeconfig", str(cluster.kubeconfig)],
+                 f"kind delete cluster {cluster.name}", 300)
+            deleted.append(cluster.name)
+        shutil.rmtree(cluster.directory, ignore_errors=True)
+    return deleted
+
+
+def preflight_tools(clusters: dict[str, KindCluster], roles: list[str], need: set[str]) -> None:
+    """What the kind rules need, checked before any job starts: every problem in one message."""
+    problems = []
+    if "kind" in need:
+        for role in roles:
+            try:
+                check_kind(clusters[role])
+            except BackendError as exc:
+                problems.append(str(exc))
+    if "docker" in need:
+        try:
+            docker_client()
+        except BackendError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise BackendError("\n".join(problems))
+
+
+# -- the kind image: cpulab:<variant> plus podgate ---------------------------------------------------------
+
+def build_podgate(out: Path, source: Path) -> Path:
+    """`go build` of podgate (the start gate and file reader in the pods; `source` is its Go
+    module, workload/podgate), static, local toolchain."""
+    return go_build(Path(source), out, "podgate")
+
+
+def kind_dockerfile(base_tag: str) -> bytes:
+    return f"FROM {base_tag}\nCOPY podgate /podgate\n".encode()
+
+
+def build_kind_image(variant: str, base_stamp: Path, podgate: Path) -> dict[str, str]:
+    """cpulab-kind:<variant> = the docker backend's cpulab:<variant> image + /podgate (no pull: FROM a local image)."""
+    base = json.loads(Path(base_stamp).read_text())
+    client = docker_client()
+    sha = sha256_file(podgate)
+    context = docker_engine.build_context(kind_dockerfile(base["tag"]), {"podgate": Path(podgate)})
+    image = docker_engine.build_image(
+        client, image_tag(variant), context,
+        labels={images.LABEL: "1", images.LABEL_VARIANT: variant, "throttlelab.podgate-sha256": sha,
+                "throttlelab.base-image": base.get("id", "")},
+    )
+    return {"tag": image_tag(variant), "id": image.id, "variant": variant, "base": base.get("id", ""),
+            "podgate_sha256": sha}
+
+
+# -- command line ------------------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="throttlelab kind", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    for name in ("create", "load", "delete", "preflight"):
+        s = sub.add_parser(name)
+        s.add_argument("--settings", required=True, help="config.yaml's kind section as JSON")
+        s.add_argument("--workdir", type=Path, default=Path.cwd())
+        if name in ("create", "load"):
+            s.add_argument("--role", required=True, choices=["new", "old"])
+            s.add_argument("--stamp", required=True, type=Path)
+        if name == "create":
+            s.add_argument("--kubeconfig", required=True, type=Path)
+            s.add_argument("--config-dir", type=Path, default=Path("config/kind"),
+                           help="the kind cluster configs, <role>.yaml (default: ./config/kind)")
+        if name == "load":
+            s.add_argument("--variant", required=True)
+            s.add_argument("--image-stamp", required=True, type=Path)
+        if name == "preflight":
+            s.add_argument("--roles", default="new,old")
+            s.add_argument("--need", default="kind,docker")
+    s = sub.add_parser("build-podgate")
+    s.add_argument("--out", required=True, type=Path)
+    s.add_argument("--podgate-source", type=Path, default=Path("workload/podgate"),
+                   help="podgate's Go module (default: ./workload/podgate)")
+    s = sub.add_parser("build-image")
+    s.add_argument("--variant", required=True)
+    s.add_argument("--base-stamp", required=True, type=Path)
+    s.add_argument("--podgate", required=True, type=Path)
+    s.add_argument("--out", required=True, type=Path)
+    args = p.parse_args(argv)
+    try:
+        if args.command == "build-podgate":
+            print(build_podgate(args.out, args.podgate_source))
+            return 0
+        if args.command == "build-image":
+            record = build_kind_image(args.variant, args.base_stamp, args.podgate)
+            write_json(args.out, record)
+            print(f"{record['tag']} = {record['id']}")
+            return 0
+        clusters = clusters_from_settings(json.loads(args.settings), args.workdir, getattr(args, "config_dir", None))
+        if args.command == "create":
+            record = create_cluster(clusters[args.role], args.kubeconfig, args.stamp)
+            print(f"cluster {record['cluster']}: nodes {', '.join(record['nodes'])}, runc {record['runc']}"
+                  + (" (reused)" if record["reused"] else ""))
+        elif args.command == "load":
+            record = load_image(clusters[args.role], args.variant, args.image_stamp, args.stamp)
+            print(f"{record['tag']} loaded into {record['cluster']}")
+        elif args.command == "delete":
+            deleted = delete_clusters(clusters)
+            print("deleted " + (", ".join(deleted) if deleted else "nothing (no lab cluster exists)"))
+        elif args.command == "preflight":
+            preflight_tools(clusters, args.roles.split(","), set(args.need.split(",")))
+    except (BackendError, BuildError, KubeError) as exc:
+        print(f"throttlelab: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
