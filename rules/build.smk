@@ -4,12 +4,16 @@
 rule build_workload:
     input:
         sources=workload_sources(),
+        gomod=f"{workflow.basedir}/workload/go.mod",
     output:
         binary=binary_path("{build}"),
     log:
         "results/logs/build_workload/{build}.log",
+    params:
+        source=lambda wildcards, input: Path(input.gomod).parent,
     shell:
-        "{PY} -m throttlelab.host.gobuild --variant {wildcards.build} --out {output.binary} > {log} 2>&1"
+        "throttlelab build-workload --variant {wildcards.build} --source {params.source:q} --out {output.binary}"
+        " > {log} 2>&1"
 
 
 # The docker backend's images: FROM scratch around each binary (no base image is
@@ -23,5 +27,5 @@ rule build_image:
     log:
         "results/logs/build_image/{build}.log",
     shell:
-        "{PY} -m throttlelab.backends.images --variant {wildcards.build} --binary {input.binary}"
+        "throttlelab build-image --variant {wildcards.build} --binary {input.binary}"
         " --out {output.stamp} > {log} 2>&1"

@@ -6,10 +6,6 @@
 # Before any job runs (never on a dry run) `onstart` checks the tools and the cluster, and
 # stops at once with what is missing.
 
-import dataclasses
-
-from throttlelab.backends.kube.backend import untestable_variants
-
 
 wildcard_constraints:
     role="new|old",
@@ -18,12 +14,15 @@ wildcard_constraints:
 rule build_podgate:
     input:
         sources=podgate_sources(),
+        gomod=f"{workflow.basedir}/workload/podgate/go.mod",
     output:
         binary="results/build/podgate/podgate",
     log:
         "results/logs/build_podgate.log",
+    params:
+        source=lambda wildcards, input: Path(input.gomod).parent,
     shell:
-        "{PY} -m throttlelab.backends.kind.backend build-podgate --out {output.binary} > {log} 2>&1"
+        "throttlelab kind build-podgate --podgate-source {params.source:q} --out {output.binary} > {log} 2>&1"
 
 
 rule build_kind_image:
@@ -35,7 +34,7 @@ rule build_kind_image:
     log:
         "results/logs/build_kind_image/{build}.log",
     shell:
-        "{PY} -m throttlelab.backends.kind.backend build-image --variant {wildcards.build} --base-stamp {input.base}"
+        "throttlelab kind build-image --variant {wildcards.build} --base-stamp {input.base}"
         " --podgate {input.podgate} --out {output.stamp} > {log} 2>&1"
 
 
@@ -49,8 +48,9 @@ rule create_cluster:
         "results/logs/create_cluster/{role}.log",
     params:
         settings=kind_settings_arg,
+        config_dir=lambda wildcards, input: Path(input.config).parent,
     shell:
-        "{PY} -m throttlelab.backends.kind.backend create --role {wildcards.role} --settings {params.settings}"
+        "throttlelab kind create --role {wildcards.role} --settings {params.settings} --config-dir {params.config_dir:q}"
         " --kubeconfig {output.kubeconfig} --stamp {output.stamp} > {log} 2>&1"
 
 
@@ -66,64 +66,24 @@ rule load_image:
     params:
         settings=kind_settings_arg,
     shell:
-        "{PY} -m throttlelab.backends.kind.backend load --role {wildcards.role} --settings {params.settings} --variant {wildcards.build}"
+        "throttlelab kind load --role {wildcards.role} --settings {params.settings} --variant {wildcards.build}"
         " --image-stamp {input.image} --stamp {output.stamp} > {log} 2>&1"
 
 
 rule create_clusters:
     input:
         [cluster_file(role, "kubeconfig") for role in kind_roles()],
-        [
-            cluster_file(role, f"images/{build}.json")
-            for role in kind_roles()
-            for build in BUILDS
-        ],
+        [cluster_file(role, f"images/{build}.json") for role in kind_roles() for build in BUILDS],
 
 
-rule delete_clusters:
+# `snakemake --cores 1 clean`: delete the lab's kind clusters (and their kubeconfigs).
+rule clean:
     log:
-        "results/logs/delete_clusters.log",
+        "results/logs/clean.log",
     params:
         settings=kind_settings_arg,
     shell:
-        "{PY} -m throttlelab.backends.kind.backend delete --settings {params.settings} 2>&1 | tee {log}"
-
-
-if "clean" not in {r.name for r in workflow.rules}:  # another stage may own `clean`
-
-    # `snakemake --cores 1 clean`: delete the lab's kind clusters (and their kubeconfigs).
-    rule clean:
-        log:
-            "results/logs/delete_clusters.log",
-        params:
-            settings=kind_settings_arg,
-        shell:
-            "{PY} -m throttlelab.backends.kind.backend delete --settings {params.settings} 2>&1 | tee {log}"
-
-
-# kubernetes: an existing cluster cannot pin node CPUs nor switch runc; those variants are
-# left out of the DAG here, each with its reason, instead of failing mid-run.
-if BACKEND == "kubernetes":
-    NOT_TESTABLE = untestable_variants(
-        {name: exp.variants for name, exp in DESIGN.experiments.items()}, DESIGN.runtime
-    )
-    for (_exp, _variant), _reason in sorted(NOT_TESTABLE.items()):
-        print(f"throttlelab: {_exp}/{_variant} {_reason}", file=sys.stderr)
-    DESIGN = dataclasses.replace(
-        DESIGN,
-        experiments={
-            name: dataclasses.replace(
-                exp,
-                variants={
-                    v: s
-                    for v, s in exp.variants.items()
-                    if (name, v) not in NOT_TESTABLE
-                },
-            )
-            for name, exp in DESIGN.experiments.items()
-            if any((name, v) not in NOT_TESTABLE for v in exp.variants)
-        },
-    )
+        "throttlelab kind delete --settings {params.settings} 2>&1 | tee {log}"
 
 
 onstart:

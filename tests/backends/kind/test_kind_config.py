@@ -6,6 +6,8 @@ kubernetes settings of config.yaml."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -129,9 +131,13 @@ def test_every_new_setting_is_described():
             assert sub.get("description") and "default" in sub, f"{section}.{key}"
 
 
-def test_the_kind_configs_live_where_the_backend_reads_them():
+def test_the_kind_configs_live_where_the_backend_reads_them(tmp_path):
     # the rules hand the project's config/kind to `throttlelab kind create --config-dir`
-    assert 'config_dir=f"{workflow.basedir}/config/kind"' in (PROJECT / "rules" / "clusters.smk").read_text()
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(PROJECT / "Snakefile"), "-d", str(tmp_path),
+                           "-n", "-p", "--cores", "1", "results/kind/clusters/new/kubeconfig", "--config", "backend=kind"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"--config-dir {KIND_DIR} " in proc.stdout
     for role in ("new", "old"):
         assert clusters.KindCluster(role, "x", "kind", "v0", Path("/w"), KIND_DIR).config == KIND_DIR / f"{role}.yaml"
     with pytest.raises(BackendError, match="--config-dir"):
