@@ -1,0 +1,36 @@
+"""The backend registry: a backend made by name, its module imported only then."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import PROJECT
+from throttlelab.backends.base import BACKENDS, BackendError, make_backend
+
+
+def test_every_backend_has_a_module_with_a_factory():
+    assert set(BACKENDS) == {"local", "docker", "kind", "kubernetes"}
+    local = make_backend("local", {"go124mod": "/x/cpulab"}, "runc-old")
+    assert local.name == "local" and local.runtime == "runc-old" and local.binaries == {"go124mod": Path("/x/cpulab")}
+    assert make_backend("docker", {}, "runc-new").name == "docker"
+
+
+def test_a_backend_without_its_settings_or_an_unknown_name_says_what_to_do():
+    with pytest.raises(BackendError, match="set kubernetes.kubeconfig, kubernetes.worker_node, kubernetes.load_node"):
+        make_backend("kubernetes", {}, "runc-new", {})
+    with pytest.raises(BackendError, match="kind backend: no settings given"):
+        make_backend("kind", {}, "runc-new", None)
+    with pytest.raises(BackendError, match="backend 'podman' is not implemented; use one of local, docker, kind"):
+        make_backend("podman", {}, "runc-new")
+
+
+def test_naming_a_backend_loads_no_other_backend():
+    code = ("import sys; from throttlelab.backends.base import make_backend; make_backend('local', {}, 'runc-new'); "
+            "print(sorted(m for m in sys.modules if m.startswith(('throttlelab.backends', 'docker', 'kubernetes'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT, check=True).stdout
+    assert out.strip() == str(sorted(["throttlelab.backends", "throttlelab.backends.base", "throttlelab.backends.cgroup_tree",
+                                      "throttlelab.backends.local"]))
