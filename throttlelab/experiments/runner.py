@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from throttlelab.backends.base import BackendError
+from throttlelab.backends.base import BackendError, make_backend
 from throttlelab.host.cgroupfs import CgroupError
 from throttlelab.experiments import REGISTRY, Context
 from throttlelab.host.interference import InterferenceMeter
@@ -69,22 +69,6 @@ def experiment_lock(path: Path = LOCK_PATH) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def make_backend(name: str, binaries: dict[str, Path], runtime: str, settings: dict[str, Any] | None = None):
-    if name in ("kind", "kubernetes"):
-        from throttlelab.backends.kind.backend import make_kube_backend
-
-        return make_kube_backend(name, settings or {}, runtime, progress)
-    if name == "local":
-        from throttlelab.backends.local import LocalBackend
-
-        return LocalBackend(binaries, runtime=runtime, progress=progress)
-    if name == "docker":
-        from throttlelab.backends.docker import DockerBackend
-
-        return DockerBackend(binaries, runtime=runtime, progress=progress)
-    raise BackendError(f"backend {name!r} is not implemented yet; use backend=local or backend=docker")
 
 
 def write_atomically(path: Path, records: list[dict[str, Any]]) -> None:
@@ -180,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
         variant, _, path = item.partition("=")
         binaries[variant] = Path(path)
     spec = VariantSpec.from_dict(args.experiment, args.variant, json.loads(args.spec))
-    backend = make_backend(args.backend, binaries, args.runtime, json.loads(args.backend_settings))
+    backend = make_backend(args.backend, binaries, args.runtime, json.loads(args.backend_settings), progress)
     backend.preflight()
     caps = backend.capabilities()
     job_seed = int(hashlib.sha256(f"{args.seed}/{args.experiment}/{args.variant}/{args.repeat}".encode()).hexdigest()[:8], 16)
