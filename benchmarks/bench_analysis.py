@@ -32,7 +32,7 @@ PING_SHARE = 0.15
 def _meta(variant: str, repeat: int) -> dict[str, Any]:
     return {
         "type": "meta", "schema": 1, "experiment": "E2b", "variant": variant, "repeat": repeat, "backend": "local",
-        "spec": {"clump": 50, "variant": variant}, "runtime": "runc-new", "seed": repeat, "config_seed": 1,
+        "spec": {"clump": 50}, "runtime": "runc-new", "seed": repeat, "config_seed": 1,
         "binaries": {}, "environment": {"kernel": "bench", "cgroup_version": 2}, "node_cpus": None,
         "capabilities": {"cpus": 2, "cgroup_version": 2, "can_pin_cpus": True, "has_pause_level": False, "notes": []},
         "start": "2026-01-01T00:00:00+00:00", "end": "2026-01-01T00:01:00+00:00", "wall_s": 70.0, "window_s": 60.0,
@@ -47,6 +47,14 @@ def _header() -> dict[str, Any]:
         "default_godebug": "", "cgroup": {"version": 2, "quota_us": None, "period_us": 100000},
         "command": "load", "params": {"rate": 100}, "pid": 1, "time": "2026-01-01T00:00:00Z",
     }
+
+
+def _stats(when: str, requests: int, usage_usec: int) -> dict[str, Any]:
+    """The load generator's /stats reading of its one target before or after the window (RECORDS.md `stats`)."""
+    cgroup = {"quota_us": None, "period_us": 100000, "nr_periods": 0, "nr_throttled": 0, "throttled_usec": 0,
+              "usage_usec": usage_usec}
+    return {"type": "stats", "src": "load/generator", "when": when, "target": 0,
+            "stats": {"gomaxprocs": 2, "num_gc": requests // 1000, "requests": requests, "cgroup": cgroup}}
 
 
 def _endpoint_block(lat: np.ndarray, window_s: float) -> dict[str, Any]:
@@ -64,7 +72,7 @@ def synthesise_log(path: Path, variant: str, repeat: int, samples: int, rng: np.
     ep = np.where(rng.random(samples) < PING_SHARE, "ping", "work")
     sched = np.round(np.sort(rng.uniform(0, window_s * 1000, samples)), 3)
     late = np.round(rng.exponential(0.05, samples), 3)
-    lines = [json.dumps(_meta(variant, repeat)), json.dumps(_header())]
+    lines = [json.dumps(_meta(variant, repeat)), json.dumps(_header()), json.dumps(_stats("before", 0, 0))]
     lines += [
         f'{{"type":"req","ep":"{e}","target":0,"conn":{i % 8},"sched_ms":{s},"lat_ms":{x},"late_ms":{d},'
         f'"ok":true,"status":200,"err":"","src":"load/generator"}}'
@@ -75,7 +83,8 @@ def synthesise_log(path: Path, variant: str, repeat: int, samples: int, rng: np.
                "ping": _endpoint_block(lat[ep == "ping"], window_s),
                "late_p99_ms": float(np.quantile(late, 0.99)), "late_max_ms": float(late.max()),
                "connections_per_target": [8], "requests_per_target": [samples]}
-    lines += [json.dumps(summary), json.dumps({"type": "process", "src": "load/generator", "returncode": 0,
+    lines += [json.dumps(_stats("after", samples, int(window_s * 1e6 * 0.3))), json.dumps(summary),
+              json.dumps({"type": "process", "src": "load/generator", "returncode": 0,
                                                "wall_s": window_s, "stderr_tail": ""})]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")

@@ -22,12 +22,13 @@ rule parse_runs:
         share_expectations=f"{TABLES}/share_expectations.csv",
         podstats=f"{TABLES}/podstats.csv",
         target_stats=f"{TABLES}/target_stats.csv",
+        environment=f"{TABLES}/environment.csv",
     log:
         f"{ANALYSIS_LOGS}/parse_runs.log",
     params:
-        out_dir=TABLES,
+        out_dir=lambda wildcards, output: Path(output.runs).parent,
     shell:
-        "{PY} -m throttlelab.analysis.commands tables --raw {input.raw} --out-dir {params.out_dir} 2>&1 | tee {log} >&2"
+        "throttlelab tables --raw {input.raw} --out-dir {params.out_dir} 2>&1 | tee {log} >&2"
 
 
 rule compute_stats:
@@ -39,11 +40,11 @@ rule compute_stats:
     log:
         f"{ANALYSIS_LOGS}/compute_stats.log",
     params:
-        tables_dir=TABLES,
+        tables_dir=lambda wildcards, input: Path(input.tables[0]).parent,
         confidence=DESIGN.confidence,
         seed=DESIGN.seed,
     shell:
-        "{PY} -m throttlelab.analysis.commands stats --tables-dir {params.tables_dir}"
+        "throttlelab stats --tables-dir {params.tables_dir}"
         " --metrics {output.metrics} --estimates {output.estimates}"
         " --confidence {params.confidence} --seed {params.seed} 2>&1 | tee {log} >&2"
 
@@ -59,11 +60,11 @@ rule evaluate_findings:
     log:
         f"{ANALYSIS_LOGS}/evaluate_findings.log",
     params:
-        tables_dir=TABLES,
+        tables_dir=lambda wildcards, input: Path(input.runs).parent,
         experiments=" ".join(DESIGN.experiments),
         confidence=DESIGN.confidence,
     shell:
-        "{PY} -m throttlelab.analysis.commands findings --tables-dir {params.tables_dir}"
+        "throttlelab findings --tables-dir {params.tables_dir}"
         " --metrics {input.metrics} --experiments {params.experiments}"
         " --findings {output.findings} --checks {output.checks}"
         " --confidence {params.confidence} 2>&1 | tee {log} >&2"

@@ -3,7 +3,6 @@ reasons derived from the data, and the analysis CLI end to end on the fixtures."
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 from pathlib import Path
@@ -12,10 +11,10 @@ import pandas as pd
 import pytest
 
 from conftest import FIXTURE_ROOT
-from throttlelab.analysis import commands as analysis, stats, tidy
-from throttlelab.analysis.findings import engine as findings
-from throttlelab.analysis.findings.engine import CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE, REPRODUCED
+from throttlelab.analysis import commands as analysis, findings, stats, tidy
+from throttlelab.analysis.findings import CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE, REPRODUCED
 from throttlelab.model.quantities import go_default_gomaxprocs, parse_cpu
+from throttlelab.model.variants import VariantSpec
 
 FIXTURES = FIXTURE_ROOT / "raw_logs"
 
@@ -33,7 +32,7 @@ class Lab:
         repeats = len(next(iter(values.values())))
         for rep in range(repeats):
             self.run_rows.append({"experiment": experiment, "variant": variant, "repeat": rep,
-                                  "spec_json": json.dumps(spec)})
+                                  **VariantSpec.from_dict(experiment, variant, spec).columns()})
             self.header_rows.append({"experiment": experiment, "variant": variant, "repeat": rep,
                                      "num_cpu": self.num_cpu})
             for metric, series in values.items():

@@ -3,6 +3,7 @@ tests/fixtures/raw_logs, and one clear error for every way a log can be broken."
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 from conftest import FIXTURE_ROOT
 from throttlelab.analysis import tidy
+from throttlelab.model.variants import VariantSpec, column_names
 
 FIXTURES = FIXTURE_ROOT / "raw_logs"
 ALL_LOGS = sorted(FIXTURES.glob("*/*/rep*.jsonl"))
@@ -40,8 +42,73 @@ def test_one_run_row_per_log_with_its_environment(tables):
     environment = (limit1["kernel"], limit1["cgroup_version"], limit1["cpus"], limit1["runtime"])
     assert environment == ("6.1.0-test", 1, 2, "runc-new")
     assert limit1["window_s"] == 2.4
-    assert limit1["spec_json"].startswith('{"build":"go124mod","interval_ms":600,"limit":1')
+    params = (limit1["param_build"], limit1["param_interval_ms"], limit1["param_limit"], limit1["param_threads"])
+    assert params == ("go124mod", 600, "1", 4)  # one column per parameter; a CPU quantity stays as written
+    spec = tidy.run_spec(limit1.to_dict())
+    assert (spec.build, spec.interval_ms, spec.milli("limit"), spec.threads, spec.gomaxprocs) == (
+        "go124mod", 600, 1000, 4, None)
     assert limit1["raw_path"].endswith("E2a/limit1/rep0.jsonl")
+
+
+def test_runs_carry_every_parameter_column_and_give_the_spec_back(tables, tmp_path):
+    runs = tables["runs"]
+    assert [c for c in runs.columns if c.startswith("param_")] == column_names()
+    assert "spec_json" not in runs.columns
+    tidy.write_tables(tables, tmp_path)
+    back = tidy.read_table(tmp_path / "runs.csv", "runs")
+    for path in ALL_LOGS:
+        meta = json.loads(path.read_text().splitlines()[0])
+        row = back[(back["experiment"] == meta["experiment"]) & (back["variant"] == meta["variant"])].iloc[0]
+        want = VariantSpec.from_dict(meta["experiment"], meta["variant"], meta["spec"])
+        got = tidy.run_spec(row.to_dict())
+        # every parameter as the profile gave it (a CPU quantity comes back as its text: 2 -> "2")
+        assert {k: str(v) for k, v in got.columns().items() if v is not None} == {
+            k: str(v) for k, v in want.columns().items() if v is not None}
+    assert list(tidy.variant_specs(back, "E2a")) == ["limit1", "nolimit"]
+
+
+def test_a_spec_with_an_unknown_parameter_names_the_meta_line(tmp_path):
+    path = _copy(tmp_path, LIMIT1)
+    lines = _lines(path)
+    _write(path, [lines[0].replace('"threads":4', '"threads":4,"colour":"red"'), *lines[1:]])
+    with pytest.raises(tidy.RawLogError, match=r"line 1: meta spec: .*unknown parameter\(s\) colour"):
+        tidy.parse_raw_log(path)
+
+
+def test_environment_has_one_row_per_run_from_its_meta_record(tables, tmp_path):
+    env = tables["environment"]
+    assert len(env) == len(ALL_LOGS)
+    limit1 = _run(env, "E2a", "limit1").iloc[0]
+    facts = (limit1["kernel"], limit1["cgroup_version"], limit1["cpu_model"], limit1["cpu_count"],
+             limit1["runtime_conversion"], limit1["cap_cpus"], limit1["cap_can_pin_cpus"], limit1["start"])
+    assert facts == ("6.1.0-test", 1, "Test CPU", 2, "runc-new", 2, True, "2026-05-01T10:00:00+00:00")
+    assert pd.isna(limit1["usable_cpus"]) and limit1["node_cpus"] == ""  # not stated: empty, never invented
+    tidy.write_tables(tables, tmp_path)
+    back = tidy.read_table(tmp_path / "environment.csv", "environment")
+    pd.testing.assert_frame_equal(back, env, check_dtype=False)
+
+
+def test_a_backends_other_facts_become_env_columns():
+    meta = {"start": "s", "end": "e", "runtime": "runc-new", "node_cpus": "0-1",
+            "environment": {"kernel": "6.1", "versions": {"Docker engine": "27.3.1", "runc": "1.1.12"},
+                            "docker_api_version": "1.47", "images": {"go124mod": "sha256:ab"}},
+            "capabilities": {"cgroup_version": 2, "notes": ["one", "two"]},
+            "host_loadavg": {"before": [0.5, 0.25, 0.125], "after": [1, 2, 3]}, "notes": []}
+    record = tidy.environment_record(meta)
+    assert (record["runtime_conversion"], record["cgroup_version"], record["node_cpus"]) == ("runc-new", 2, "0-1")
+    assert (record["cap_notes"], record["notes"], record["loadavg_after_15m"]) == ("one; two", "", 3.0)
+    env_columns = {k: v for k, v in record.items() if k.startswith(tidy.ENV_PREFIX)}
+    assert env_columns == {"env.versions.Docker engine": "27.3.1", "env.versions.runc": "1.1.12",
+                           "env.docker_api_version": "1.47", "env.images.go124mod": "sha256:ab"}
+
+
+def test_a_log_that_does_not_start_with_its_meta_record_is_named(tmp_path):
+    # moved from the report: the report reads environment.csv, the analysis reads (and checks) the meta line
+    path = _copy(tmp_path, LIMIT1)
+    lines = _lines(path)
+    _write(path, [lines[6], *lines[1:]])  # a round record where the meta record belongs
+    with pytest.raises(tidy.RawLogError, match=r"rep0\.jsonl, line 1: the first record must be 'meta', got 'round'"):
+        tidy.parse_raw_log(path)
 
 
 def test_rounds_keep_every_round_and_null_counters(tables):
@@ -91,7 +158,7 @@ def test_requests_one_row_per_req_record(tables):
 
 def test_tables_survive_a_round_trip_through_csv(tables, tmp_path):
     tidy.write_tables(tables, tmp_path)
-    for name in ("runs", "rounds", "headers", "requests"):
+    for name in ("runs", "rounds", "headers", "requests", "environment"):
         back = tidy.read_table(tmp_path / f"{name}.csv", name)
         pd.testing.assert_frame_equal(back, tables[name], check_dtype=False, obj=name)
 

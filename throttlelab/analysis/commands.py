@@ -1,10 +1,10 @@
-"""The analysis stage's command line: one subcommand per Snakemake rule.
+"""The analysis stage's command line: one subcommand per Snakemake rule (``throttlelab tables|stats|findings``).
 
-    python -m throttlelab.analysis.commands tables --raw RAW... --out-dir results/local/tables
-    python -m throttlelab.analysis.commands stats --tables-dir results/local/tables \
+    throttlelab tables --raw RAW... --out-dir results/local/tables
+    throttlelab stats --tables-dir results/local/tables \
         --metrics results/local/tables/metrics.csv --estimates results/local/tables/estimates.csv \
         --confidence 0.95 --seed 1
-    python -m throttlelab.analysis.commands findings --tables-dir results/local/tables --experiments E1 E2a E3 S1 \
+    throttlelab findings --tables-dir results/local/tables --experiments E1 E2a E3 S1 \
         --findings results/local/tables/findings.csv --checks results/local/tables/checks.csv \
         --confidence 0.95
 
@@ -23,8 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from throttlelab.analysis.findings import engine as findings
-from throttlelab.analysis import metrics, tidy
+from throttlelab.analysis import findings, metrics, tidy
 
 
 def _check_confidence(level: float) -> float:
@@ -84,7 +83,7 @@ def make_findings(tables_dir: str | Path, metrics_path: str | Path, findings_pat
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m throttlelab.analysis.commands", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="throttlelab", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("tables", help="parse raw logs into tidy CSV tables")
@@ -98,7 +97,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--confidence", type=float, required=True)
     s.add_argument("--seed", type=int, required=True, help="seed of the cluster bootstrap (pooled p99.9)")
 
-    f = sub.add_parser("findings", help="evaluate the findings F1-F5")
+    f = sub.add_parser("findings", help="evaluate the findings F1-F11")
     f.add_argument("--tables-dir", required=True)
     f.add_argument("--metrics", required=True, help="metrics.csv to read")
     f.add_argument("--experiments", nargs="*", default=[], help="the experiments of the profile")
@@ -130,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         account = run(args)
     except (tidy.InputError, OSError) as exc:
-        print(f"throttlelab.analysis.commands {args.command}: error: {exc}", file=sys.stderr)
+        print(f"throttlelab {args.command}: error: {exc}", file=sys.stderr)
         return 1
     print(f"{account} in {time.perf_counter() - started:.2f} s", file=sys.stderr)
     return 0

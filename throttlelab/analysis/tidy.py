@@ -26,12 +26,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from throttlelab.errors import InputError  # noqa: F401 (re-exported: callers import it from here too)
+
+from throttlelab.errors import InputError, SpecError  # InputError re-exported: callers import it from here too
+from throttlelab.model.variants import COLUMN_PREFIX, VariantSpec, column_names
 
 RUN_KEYS = ("backend", "experiment", "variant", "repeat")
 
@@ -116,6 +118,27 @@ ENDPOINTS = ("work", "ping")
 # the tables (docs/TABLES.md)
 
 _ID_DTYPES = {"backend": "str", "experiment": "str", "variant": "str", "repeat": "int64"}
+
+
+def _param_dtypes() -> dict[str, str]:
+    """dtype of every ``param_*`` column of runs.csv, from the type of its VariantSpec field.
+
+    CPU quantities and text stay text ("500m", "1", a cpuset "0"); counts are nullable
+    integers, times and rates floats; a field the variant did not set is empty.
+    """
+    kinds = {"int": "Int64", "float": "float64", "bool": "boolean", "str": "str", "Cpu": "str"}
+    annotations = {f.name: str(f.type) for f in fields(VariantSpec)}
+    dtypes = {}
+    for column in column_names():
+        name = column.removeprefix(COLUMN_PREFIX)
+        annotation = annotations.get(name, "Cpu")  # app_request, sidecar_limit, ...: a resources block's quantities
+        (base,) = [part.strip() for part in annotation.split("|") if part.strip() != "None"]
+        dtypes[column] = kinds[base]
+    return dtypes
+
+
+#: The variant's parameters in runs.csv: one column per VariantSpec field (docs/TABLES.md).
+PARAM_DTYPES = _param_dtypes()
 _COUNTERS = {"d_nr_periods": "Int64", "d_nr_throttled": "Int64", "d_throttled_usec": "Int64", "d_usage_usec": "Int64"}
 
 #: Columns (besides the run identifiers) and dtypes of every tidy table, in order.
@@ -123,7 +146,7 @@ _COUNTERS = {"d_nr_periods": "Int64", "d_nr_throttled": "Int64", "d_throttled_us
 TABLE_COLUMNS: dict[str, dict[str, str]] = {
     "runs": {
         "start": "str", "end": "str", "wall_s": "float64", "window_s": "float64", "kernel": "str",
-        "cgroup_version": "Int64", "cpus": "Int64", "runtime": "str", "spec_json": "str", "raw_path": "str",
+        "cgroup_version": "Int64", "cpus": "Int64", "runtime": "str", **PARAM_DTYPES, "raw_path": "str",
     },
     "rounds": {"src": "str", "round": "int64", "t_s": "float64", "wall_ms": "float64",
                "thread_cpu_ms": "float64", **_COUNTERS},
@@ -151,8 +174,24 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
                      "requests": "Int64", "quota_us": "Int64", "period_us": "Int64",
                      **{k.removeprefix("d_"): v for k, v in _COUNTERS.items()}, "err": "str"},
     "share_expectations": {"member": "str", "level": "str", "weight": "int64", "share": "float64", "runtime": "str"},
+    # environment.csv: the meta record's facts about the machine, then one text column
+    # "env.<key>" per other key of its environment (nested keys joined with dots)
+    "environment": {
+        "start": "str", "end": "str", "runtime_conversion": "str", "kernel": "str", "machine": "str",
+        "cpu_model": "str", "cpu_count": "Int64", "usable_cpus": "Int64", "cgroup_version": "Int64",
+        "host_cpuset": "str", "node_cpus": "str", "cap_cpus": "Int64", "cap_cgroup_version": "Int64",
+        "cap_can_pin_cpus": "boolean", "cap_has_pause_level": "boolean", "cap_notes": "str",
+        "loadavg_before_1m": "float64", "loadavg_before_5m": "float64", "loadavg_before_15m": "float64",
+        "loadavg_after_1m": "float64", "loadavg_after_5m": "float64", "loadavg_after_15m": "float64",
+        "notes": "str",
+    },
 }
 TABLE_NAMES = tuple(TABLE_COLUMNS)
+#: Prefix of environment.csv's columns for the environment's other keys (``env.versions.runc``).
+ENV_PREFIX = "env."
+#: Keys of the meta record's environment that have a column of their own in environment.csv.
+_ENV_COLUMNS = ("runtime_conversion", "kernel", "machine", "cpu_model", "cpu_count", "usable_cpus", "cgroup_version",
+                "host_cpuset")
 
 
 class RawLogError(InputError):
@@ -268,6 +307,81 @@ def flatten_numeric(record: Mapping[str, Any], prefix: str = "") -> dict[str, fl
     return out
 
 
+def _text(value: Any) -> str | None:
+    """An environment value as one line of text: lists joined with '; ', numbers and booleans as JSON."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        return "; ".join(t for t in (_text(v) for v in value) if t is not None)
+    return json.dumps(value, sort_keys=True)
+
+
+def _flatten_text(record: Mapping[str, Any], prefix: str) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for key, value in record.items():
+        if isinstance(value, Mapping):
+            out.update(_flatten_text(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = _text(value)
+    return out
+
+
+def _loadavg(meta: Mapping[str, Any], when: str) -> list[float | None]:
+    values = (meta.get("host_loadavg") or {}).get(when) or []
+    return [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+            for v in (list(values) + [None] * 3)[:3]]
+
+
+def param_cells(spec: VariantSpec) -> dict[str, Any]:
+    """The spec's ``param_*`` cells of runs.csv: quantities and text as text ("500m", "2"), as written."""
+    cells = {}
+    for column, value in spec.columns().items():
+        # str() now: a column of ints and nulls would otherwise become floats ("2.0")
+        cells[column] = str(value) if value is not None and PARAM_DTYPES[column] == "str" else value
+    return cells
+
+
+def _bool_or_none(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def environment_record(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """One run's row of environment.csv (without the run's identifiers), from its meta record.
+
+    The facts every backend states get a column each (the cgroup version and the runtime
+    conversion fall back on the capabilities and on the variant's runtime, as the report
+    reads them); the backend's other facts (versions, images, clusters) become text columns
+    ``env.<key>``, nested keys joined with dots (``env.versions.runc``).
+    """
+    env = meta.get("environment") or {}
+    caps = meta.get("capabilities") or {}
+    fixed = {
+        "start": meta.get("start"),
+        "end": meta.get("end"),
+        "runtime_conversion": _text(env.get("runtime_conversion", meta.get("runtime"))),
+        "kernel": _text(env.get("kernel")),
+        "machine": _text(env.get("machine")),
+        "cpu_model": _text(env.get("cpu_model")),
+        "cpu_count": _int_or_none(env.get("cpu_count")),
+        "usable_cpus": _int_or_none(env.get("usable_cpus")),
+        "cgroup_version": _int_or_none(env.get("cgroup_version", caps.get("cgroup_version"))),
+        "host_cpuset": _text(env.get("host_cpuset")),
+        "node_cpus": _text(meta.get("node_cpus")),
+        "cap_cpus": _int_or_none(caps.get("cpus")),
+        "cap_cgroup_version": _int_or_none(caps.get("cgroup_version")),
+        "cap_can_pin_cpus": _bool_or_none(caps.get("can_pin_cpus")),
+        "cap_has_pause_level": _bool_or_none(caps.get("has_pause_level")),
+        "cap_notes": _text(caps.get("notes")),
+        **dict(zip(("loadavg_before_1m", "loadavg_before_5m", "loadavg_before_15m"), _loadavg(meta, "before"))),
+        **dict(zip(("loadavg_after_1m", "loadavg_after_5m", "loadavg_after_15m"), _loadavg(meta, "after"))),
+        "notes": _text(meta.get("notes")),
+    }
+    others = {key: value for key, value in env.items() if key not in _ENV_COLUMNS}
+    return {**fixed, **_flatten_text(others, ENV_PREFIX)}
+
+
 class _LogReader:
     """Reads one raw log line by line, validating as it goes, and keeps the rows."""
 
@@ -318,11 +432,16 @@ class _LogReader:
         self.meta = meta
         self.run = (meta["backend"], meta["experiment"], meta["variant"], meta["repeat"])
         env, caps = meta["environment"], meta["capabilities"]
+        try:
+            spec = VariantSpec.from_dict(meta["experiment"], meta["variant"], meta["spec"])
+        except SpecError as exc:
+            raise self.fail(1, f"meta spec: {exc}") from None
         self.rows["runs"].append((
             *self.run, meta["start"], meta["end"], float(meta["wall_s"]), float(meta["window_s"]),
             env.get("kernel"), caps.get("cgroup_version", env.get("cgroup_version")), caps.get("cpus"),
-            meta["runtime"], json.dumps(meta["spec"], sort_keys=True, separators=(",", ":")), self.raw_path,
+            meta["runtime"], *param_cells(spec).values(), self.raw_path,
         ))
+        self.rows["environment"].append((*self.run, environment_record(meta)))
 
     def read_readback(self, number: int, record: dict[str, Any]) -> None:
         design, actual = record["design"], record["actual"]
@@ -546,6 +665,17 @@ def _summaries_frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
     return frame[fixed + numeric].astype({**_ID_DTYPES, "src": "str", "command": "str"})
 
 
+def _environment_frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
+    """environment.csv: the fixed columns, then the union of the ``env.*`` columns in order of appearance."""
+    if not rows:
+        return empty_table("environment")
+    columns = {**_ID_DTYPES, **TABLE_COLUMNS["environment"]}
+    records = [{**dict(zip(RUN_KEYS, row[:-1])), **row[-1]} for row in rows]
+    frame = pd.DataFrame.from_records(records)
+    extra = [c for c in frame.columns if c not in columns]
+    return _typed(frame[[*columns, *extra]], {**columns, **{c: "str" for c in extra}})
+
+
 def tidy_tables(paths: Iterable[str | Path]) -> dict[str, pd.DataFrame]:
     """Parse every raw log; one DataFrame per table of docs/TABLES.md, runs in a stable order.
 
@@ -561,8 +691,9 @@ def tidy_tables(paths: Iterable[str | Path]) -> dict[str, pd.DataFrame]:
     for run in parsed:
         for name, run_rows in run.rows.items():
             rows[name].extend(run_rows)
-    tables = {name: _frame(name, rows[name]) for name in TABLE_NAMES if name != "summaries"}
+    tables = {name: _frame(name, rows[name]) for name in TABLE_NAMES if name not in ("summaries", "environment")}
     tables["summaries"] = _summaries_frame(rows["summaries"])
+    tables["environment"] = _environment_frame(rows["environment"])
     return {name: tables[name] for name in TABLE_NAMES}
 
 
@@ -581,5 +712,34 @@ def write_tables(tables: Mapping[str, pd.DataFrame], out_dir: str | Path) -> lis
 def read_table(path: str | Path, name: str) -> pd.DataFrame:
     """Read a tidy table back with the dtypes it was written with."""
     columns = {**_ID_DTYPES, **TABLE_COLUMNS[name]}
+    if name == "environment":  # and its env.* columns, text like the others
+        header = pd.read_csv(path, nrows=0).columns
+        columns.update({c: "str" for c in header if c.startswith(ENV_PREFIX)})
     text = {col: "str" for col, dtype in columns.items() if dtype == "str"}  # "4" stays "4", not 4.0
     return _typed(pd.read_csv(path, dtype=text), columns)
+
+
+# --------------------------------------------------------------------------
+# a run's parameters back from runs.csv
+
+
+def _cell(value: Any) -> Any:
+    """An empty cell (None, NaN, pandas' NA) as None; anything else as it is."""
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return None
+    return value
+
+
+def run_spec(row: Mapping[str, Any]) -> VariantSpec:
+    """A runs.csv row's parameters (its ``param_*`` columns) as the variant's typed spec."""
+    cells = {key: _cell(value) for key, value in row.items() if str(key).startswith(COLUMN_PREFIX)}
+    return VariantSpec.from_columns(str(row["experiment"]), str(row["variant"]), cells)
+
+
+def variant_specs(runs: pd.DataFrame, experiment: str) -> dict[str, VariantSpec]:
+    """Each variant's spec (all its runs share it), in the order its runs appear in runs.csv."""
+    specs: dict[str, VariantSpec] = {}
+    for row in runs[runs["experiment"] == experiment].to_dict("records"):
+        if row["variant"] not in specs:
+            specs[row["variant"]] = run_spec(row)
+    return specs

@@ -1,10 +1,10 @@
 """The service experiments' claims F6, F7, F9, F10, F11 (SPEC §5) as data.
 
-Imported by :mod:`throttlelab.analysis.findings.engine` once its classes exist (it appends
-these to FINDINGS); evaluation is that module's. Variant names are the profiles' (config/profiles/*.yaml), the same
-in every profile; the numbers behind them are scaled per profile, so every
-threshold is stated relative to the claim and `why` says how it holds on the
-scaled 1-CPU node of the quick profile as on the lab's 10-CPU one.
+Evaluation is :mod:`throttlelab.analysis.findings.engine`'s. Variant names are the
+profiles' (config/profiles/*.yaml), the same in every profile; the numbers behind
+them are scaled per profile, so every threshold is stated relative to the claim and
+`why` says how it holds on the scaled 1-CPU node of the quick profile as on the
+lab's 10-CPU one.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 
-from throttlelab.analysis.findings.engine import Check, Evidence, Finding, Requirement
-from throttlelab.model.quantities import parse_cpu
+from throttlelab.analysis.findings.engine import Check, Evidence, Finding, Requirement, cite
+from throttlelab.model.reference import TALK_EXHAUST_MS
 
 # --------------------------------------------------------------------------
 # requirements that depend on the node
@@ -28,17 +28,13 @@ def parallel_run_queues(experiment: str, variant: str) -> Requirement:
         if len(cpus) != 1 or variant not in evidence.variants(experiment):
             return None
         (n_cpu,) = cpus
-        threads = int(evidence.spec(experiment, variant)["threads"])
+        threads = int(evidence.spec(experiment, variant).threads)
         if min(threads, n_cpu) > 1:
             return None
         return (f"the job keeps min(threads {threads}, num_cpu {n_cpu}) = 1 run queue busy: throttled time "
                 "then equals the pause and cannot overstate it (needs 2 or more)")
 
     return requirement
-
-
-#: The talk's quota drain time: 250m on 16 threads = 25 ms / 16 = 1.56 ms of wall time (SPEC §2).
-TALK_EXHAUST_MS = 25.0 / 16
 
 
 def threads_drain_quota_fast(experiment: str, variant: str, factor: float = 2.0) -> Requirement:
@@ -48,11 +44,11 @@ def threads_drain_quota_fast(experiment: str, variant: str, factor: float = 2.0)
         if variant not in evidence.variants(experiment):
             return None
         procs = evidence.values(experiment, variant, "gomaxprocs")
-        limit = evidence.spec(experiment, variant).get("limit")
+        limit = evidence.spec(experiment, variant).milli("limit")
         if len(procs) == 0 or np.isnan(procs).any() or limit is None:
             return None
         threads = int(np.min(procs))
-        quota_ms = parse_cpu(limit, "limit") / 1000 * 100  # per 100 ms period
+        quota_ms = limit / 1000 * 100  # per 100 ms period
         drain = quota_ms / threads
         if drain <= factor * TALK_EXHAUST_MS:
             return None
@@ -69,17 +65,14 @@ def threads_drain_quota_fast(experiment: str, variant: str, factor: float = 2.0)
 # --------------------------------------------------------------------------
 # the claims
 
-F6 = Finding(
+F6 = cite(Finding(
     id="F6",
     claim="Clumped arrivals at ~30% average use are throttled in a large share of periods and their p99 rises "
           "several-fold over no limit, while the same load arriving steadily is hardly throttled.",
-    reference="E2b clump 50 (run 1 / run 2): throttled ratio 0.300 / 0.312; /work p99 limit2-g10 370.1 / 359.9 vs "
-              "nolimit 74.4 / 86.3 ms (5.0x / 4.2x); clump 1: 0 throttled, p99 13-16 ms in all settings",
     checks=(
         Check(
             label="throttled_ratio clumped-limit", kind="level", experiment="E2b", metric="throttled_ratio",
             variant="clumped-limit", baseline=None, relation=">", threshold=(0.15,), scale="linear",
-            reference="0.300 / 0.312",
             why="A clump needs ~1.5x the quota of one period, so the period it lands in is throttled and the "
                 "next one finishes it: about one throttled period per clump, ~30% of the counted periods at "
                 "the lab's rate. Half of that (0.15) already means 'a large share'.",
@@ -87,7 +80,7 @@ F6 = Finding(
         Check(
             label="throttled_ratio steady-limit - clumped-limit", kind="ratio", experiment="E2b",
             metric="throttled_ratio", variant="steady-limit", baseline="clumped-limit", relation="<",
-            threshold=(-0.1,), scale="linear", reference="0 - 0.30 = -0.30",
+            threshold=(-0.1,), scale="linear",
             why="The same average load arriving one request at a time needs ~30% of each period's quota. The "
                 "lab saw no throttled period at all; on the scaled node one request is ~7% of the quota (3% in "
                 "the lab) and a GC cycle can land in one period, so a few steady periods may throttle. The "
@@ -97,25 +90,22 @@ F6 = Finding(
         Check(
             label="work_p99_ms clumped-limit / clumped-nolimit", kind="ratio", experiment="E2b",
             metric="work_p99_ms", variant="clumped-limit", baseline="clumped-nolimit", relation=">",
-            threshold=(2.0,), scale="log", reference="370.1 / 74.4 = 5.0x; 359.9 / 86.3 = 4.2x",
+            threshold=(2.0,), scale="log",
             why="Without a limit a clump runs on the whole node; under the limit its last requests wait out "
                 "the throttled rest of a period (up to 80 ms of 100). The lab saw 4-5x; 2x ('several-fold') "
                 "is the least that only throttling explains, whatever the node's size.",
         ),
     ),
-)
+))
 
-F7 = Finding(
+F7 = cite(Finding(
     id="F7",
     claim="Splitting a limit across replicas is worse than one pod holding the total: behind per-connection "
           "balancing the replicas get uneven shares of each clump, and each pays its own throttling.",
-    reference="E7 /work p99 (run 1 / run 2): 2x1 602.5 / 495.7 vs 1x2 263.9 / 304.5 ms; 2x2 140.1 / 166.5 vs "
-              "1x4 105.1 / 123.3 ms",
     checks=(
         Check(
             label="work_p99_ms two-half / one-limit", kind="ratio", experiment="E7", metric="work_p99_ms",
             variant="two-half", baseline="one-limit", relation=">", threshold=(1.0,), scale="log",
-            reference="602.5 / 263.9 = 2.3x; 495.7 / 304.5 = 1.6x",
             why="Same total quota, split in two: the replica that drew more connections gets more than half "
                 "of each clump with half the quota, so it needs more periods than the single pod. 'Worse' "
                 "means the whole interval of the p99 ratio lies above 1.",
@@ -123,24 +113,20 @@ F7 = Finding(
         Check(
             label="work_p99_ms two-limit / one-double", kind="ratio", experiment="E7", metric="work_p99_ms",
             variant="two-limit", baseline="one-double", relation=">", threshold=(1.0,), scale="log",
-            reference="140.1 / 105.1 = 1.33x; 166.5 / 123.3 = 1.35x",
             why="The same comparison with twice the quota (2 replicas x L against 1 pod x 2L): the lab's "
                 "gap is smaller here, so this check may need more runs than the first.",
         ),
     ),
-)
+))
 
-F9 = Finding(
+F9 = cite(Finding(
     id="F9",
     claim="On a busy node the service gets its request's share of the CPU, not its limit: throttling metrics "
           "look fine while latency explodes, raising the limit does not help, raising the request does.",
-    reference="E8 /work p99 ms (run 1 / run 2): idle-4 98.7 / 137; busy-2 8359 / 3590; busy-4 6045 / 3137 "
-              "(throttled ratio 0); busy req 2 472 / 341; busy req 4 222 / 213; neighbor 7.3-7.5 CPUs",
     checks=(
         Check(
             label="throttled_ratio busy-lim - idle-lim", kind="ratio", experiment="E8", metric="throttled_ratio",
             variant="busy-lim", baseline="idle-lim", relation="<", threshold=(0.0,), scale="linear",
-            reference="busy: 0 (limit 4: 'throttled ratio 0!'); idle: as E2b's clumped limit-2 arm, ~0.30",
             why="Alone on the node the service's clumps exceed its quota and a large share of periods is "
                 "throttled; beside a busy neighbor it never gets the CPU to reach that quota, so the dashboard "
                 "shows FEWER throttled periods than on the idle node (the lab: none at all) while latency is far "
@@ -150,7 +136,6 @@ F9 = Finding(
         Check(
             label="work_p99_ms busy-lim2x / idle-lim2x", kind="ratio", experiment="E8", metric="work_p99_ms",
             variant="busy-lim2x", baseline="idle-lim2x", relation=">", threshold=(3.0,), scale="log",
-            reference="6045 / 98.7 = 61x; 3137 / 137 = 23x",
             why="With a neighbor spinning on every CPU the service gets weight / (weights) of the node, ~1/8 "
                 "of what its limit allows in both the lab and the scaled profile, so its clumps take several "
                 "times longer. 3x is far below the lab's 23-61x and far above run-to-run noise.",
@@ -158,7 +143,6 @@ F9 = Finding(
         Check(
             label="busy_cores busy-lim2x / busy-lim", kind="ratio", experiment="E8", metric="busy_cores",
             variant="busy-lim2x", baseline="busy-lim", relation="within", threshold=(0.8, 1.25), scale="log",
-            reference="not measured by the lab; its p99 6045 / 8359 = 0.72 and 3137 / 3590 = 0.87 say the same",
             why="Why raising the limit does not help: beside the busy neighbor the service gets the CPU its "
                 "weight buys (read every 10 ms while its requests waited), and doubling the limit leaves the "
                 "weight as it was, so that CPU must stay the same within +/-25% (a band symmetric on the log "
@@ -167,57 +151,52 @@ F9 = Finding(
         Check(
             label="work_p99_ms busy-lim2x-req-full / busy-lim2x", kind="ratio", experiment="E8",
             metric="work_p99_ms", variant="busy-lim2x-req-full", baseline="busy-lim2x", relation="<",
-            threshold=(0.5,), scale="log", reference="222 / 6045 = 0.037; 213 / 3137 = 0.068",
+            threshold=(0.5,), scale="log",
             why="A request equal to the limit gives the service the neighbor's weight (1:1 instead of 1:8): "
                 "it gets half the node, enough for its clumps, so p99 must at least halve.",
         ),
         Check(
             label="busy_cores busy-lim2x-req-full / busy-lim2x", kind="ratio", experiment="E8",
             metric="busy_cores", variant="busy-lim2x-req-full", baseline="busy-lim2x", relation=">",
-            threshold=(2.0,), scale="log", reference="not measured by the lab (its p99 fell 27-45x)",
+            threshold=(2.0,), scale="log",
             why="And why raising the request does: with the neighbor's weight the service gets half of the node "
                 "instead of 1/9 of it while requests wait, about 4x the CPU; at least 2x is asked.",
         ),
     ),
-)
+))
 
-F10 = Finding(
+F10 = cite(Finding(
     id="F10",
     claim="The rate of throttled seconds a scraper computes (from two readings, divided by the readings' own "
           "time difference) overstates the pause the limit caused: throttled time is summed over run queues.",
-    reference="E6: rate 0.48 throttled s/s against a real extra delay of ~0.075 s per 1 s (p50 108 vs 34 ms): "
-              "6.4x; cAdvisor's samples 12.149 s apart for scrapes 20 s apart",
     checks=(
         Check(
             label="overstatement limit", kind="level", experiment="E6", metric="overstatement",
             variant="limit", baseline=None, relation=">", threshold=(1.0,), scale="linear",
-            reference="0.48 / 0.075 = 6.4 (8 threads on 10 CPUs)",
             why="Each CPU's run queue that holds a thread of the job counts the throttled time again, so the "
                 "rate approaches (busy run queues) x the pause: up to 8 in the lab, at most 2 on 2 CPUs (less "
                 "when other work on the host slows the burst without throttling it). Above 1 is the claim.",
         ),
     ),
     requirements=(parallel_run_queues("E6", "limit"),),
-)
+))
 
-F11 = Finding(
+F11 = cite(Finding(
     id="F11",
     claim="Under a small limit, a thread count matched to the limit (GOMAXPROCS 1) raises closed-loop throughput "
           "over GOMAXPROCS = node CPUs.",
-    reference="S2 (talk, 250m on 16 CPUs): GOMAXPROCS 16 ~126 req/s, p99 ~200 ms; GOMAXPROCS 1 ~2746 req/s, "
-              "p99 ~3.6 ms (21.7x)",
     checks=(
         Check(
             label="throughput_rps threads-one / threads-node", kind="ratio", experiment="S2",
             metric="throughput_rps", variant="threads-one", baseline="threads-node", relation=">",
-            threshold=(1.2,), scale="log", reference="2746 / 126 = 21.7x",
+            threshold=(1.2,), scale="log",
             why="Many threads drain a small quota within a couple of ms and then all wait out the period, "
                 "while the runtime's own work (spinning, GC) on every P eats the same quota. 1.2 asks for a "
                 "gain beyond noise, far below the talk's 21.7x.",
         ),
     ),
     requirements=(threads_drain_quota_fast("S2", "threads-node"),),
-)
+))
 
-SERVICE_FINDINGS: tuple[Finding, ...] = (F6, F7, F9, F10, F11)
+FINDINGS: tuple[Finding, ...] = (F6, F7, F9, F10, F11)
 

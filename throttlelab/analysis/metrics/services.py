@@ -1,8 +1,9 @@
 """Per-run metrics of the service experiments E2b, E7, E8, S2 and of E6 (docs/TABLES.md).
 
-Pure functions of one run's tidy rows, called by :mod:`throttlelab.analysis.metrics`
-(which also adds the latency metrics of every run with `req` records):
+Pure functions of one run's tidy rows:
 
+* every run with `req` records (a load generator) gets latency metrics per
+  endpoint, and its send lateness (the generator's health);
 * counters of a service come from the load generator's /stats readings of its
   targets at the start and the end of the measured window (``target_stats``),
   summed over the targets (E7's replicas), as the lab read them;
@@ -12,30 +13,47 @@ Pure functions of one run's tidy rows, called by :mod:`throttlelab.analysis.metr
 * E6 compares what a scraper computes from two cached readings with the
   measured extra completion time (the job's median round minus the median
   round of the same burst without a limit, in the same run).
-
-This module imports nothing from :mod:`throttlelab.analysis.metrics`, which imports it.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from throttlelab.analysis import stats
-from throttlelab.analysis.tidy import InputError
+from throttlelab.analysis.metrics.common import COUNTERS, USEC_PER_MS, MetricSpec, number, throttled_ratio
+from throttlelab.analysis.tidy import ENDPOINTS, InputError
 
-#: The experiments whose metrics come from here.
+#: The experiments whose metrics come from here (besides the latency metrics of any run with requests).
 SERVICE_EXPERIMENTS = ("E2b", "E7", "E8", "S2", "E6")
 #: A run whose send lateness p99 exceeds this is flagged "suspect" in the report: the generator,
 #: not the service, may have set its latencies.
 LATENESS_SUSPECT_MS = 5.0
 
-#: (name, unit, scale, summary, about) of the metrics defined here; metrics.CATALOGUE wraps them.
-SPECS: tuple[tuple[str, str, str, str, str], ...] = (
+
+def _latency_specs() -> list[MetricSpec]:
+    specs = []
+    for ep in ENDPOINTS:
+        for q in ("p50", "p90", "p99", "p99_9"):
+            specs.append(MetricSpec(f"{ep}_{q}_ms", "ms", "log", "interval",
+                                    f"{q.replace('_', '.')} latency of /{ep} from the scheduled send, ok requests"))
+        specs += [
+            MetricSpec(f"{ep}_max_ms", "ms", "log", "range", f"slowest ok /{ep} request of the run"),
+            MetricSpec(f"{ep}_requests", "count", "linear", "interval", f"/{ep} requests measured"),
+            MetricSpec(f"{ep}_errors", "count", "linear", "interval", f"/{ep} requests that failed"),
+        ]
+    specs.append(MetricSpec("late_p99_ms", "ms", "linear", "interval",
+                            "p99 of send lateness (actual minus scheduled send): the generator's health"))
+    return specs
+
+
+#: Latency metrics of every run with `req` records.
+LATENCY_SPECS: tuple[MetricSpec, ...] = tuple(_latency_specs())
+#: The service experiments' own metrics.
+SPECS: tuple[MetricSpec, ...] = tuple(MetricSpec(*spec) for spec in (
     ("gc_cycles", "count", "linear", "interval", "GC cycles of the service(s) in the window (/stats num_gc)"),
     ("work_rps", "req/s", "linear", "interval", "successful /work requests per second of the window"),
     ("throughput_rps", "req/s", "log", "interval", "closed loop: successful /work requests per second"),
@@ -62,23 +80,32 @@ SPECS: tuple[tuple[str, str, str, str, str], ...] = (
      "throttled periods / wall-clock periods between the scrapes"),
     ("sample_gap_s", "s", "linear", "interval", "time between the two readings the scrapes returned"),
     ("scrape_gap_s", "s", "linear", "interval", "time between the two scrapes"),
-)
-
-USEC_PER_MS = 1000.0
-COUNTERS = ("nr_periods", "nr_throttled", "throttled_usec", "usage_usec")
+))
 
 
-def _nan_if_missing(value: Any) -> float:
-    return math.nan if value is None or pd.isna(value) else float(value)
+# --------------------------------------------------------------------------
+# latencies of every run with requests (RECORDS.md `req`)
 
 
-def throttled_ratio(throttled: float, periods: float) -> float:
-    """Throttled / counted periods; 0 when no period was counted and nothing was throttled (no quota)."""
-    if math.isnan(throttled) or math.isnan(periods):
-        return math.nan
-    if periods > 0:
-        return throttled / periods
-    return 0.0 if throttled == 0 else math.nan
+def latency_metrics(requests: pd.DataFrame) -> dict[str, float]:
+    """Per-run latency metrics of one load run (RECORDS.md `req`), per endpoint.
+
+    Quantiles cover successful requests only (as the workload's own summary
+    does); failures are counted in ``<ep>_errors``. ``<ep>_p99_9_ms`` is NaN
+    when the run holds fewer than :data:`stats.P999_MIN_SAMPLES` of them.
+    """
+    out: dict[str, float] = {}
+    for ep in ENDPOINTS:
+        mine = requests[requests["ep"] == ep]
+        ok = mine.loc[mine["ok"].astype(bool), "lat_ms"].to_numpy(dtype=float)
+        summary = stats.run_latency_summary(ok) if ok.size else {}
+        for q in ("p50", "p90", "p99", "p99_9", "max"):
+            out[f"{ep}_{q}_ms"] = float(summary.get(q, math.nan))
+        out[f"{ep}_requests"] = float(len(mine))
+        out[f"{ep}_errors"] = float(len(mine) - ok.size)
+    late = requests["late_ms"].to_numpy(dtype=float)
+    out["late_p99_ms"] = float(stats.quantile(late, 0.99)) if late.size else math.nan
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -99,7 +126,7 @@ def target_deltas(target_stats: pd.DataFrame | None) -> dict[str, float]:
             if t not in before.index or t not in after.index:
                 total = math.nan
                 break
-            total += _nan_if_missing(after.at[t, key]) - _nan_if_missing(before.at[t, key])
+            total += number(after.at[t, key]) - number(before.at[t, key])
         out[key] = total
     procs = pd.concat([before["gomaxprocs"], after["gomaxprocs"]]).dropna()
     out["gomaxprocs"] = float(procs.min()) if len(procs) else math.nan
@@ -136,7 +163,7 @@ def window_delta(samples: pd.DataFrame, window_ms: float) -> tuple[dict[str, flo
     if len(inside) < 2:
         raise InputError(f"fewer than two pod readings inside the {window_ms:g} ms window")
     first, last = inside.iloc[0], inside.iloc[-1]
-    deltas = {k: _nan_if_missing(last[k]) - _nan_if_missing(first[k]) for k in COUNTERS}
+    deltas = {k: number(last[k]) - number(first[k]) for k in COUNTERS}
     return deltas, (float(last["t_ms"]) - float(first["t_ms"])) / 1000
 
 
@@ -240,7 +267,7 @@ def monitoring_metrics(parts: Mapping[str, pd.DataFrame | None]) -> dict[str, fl
     if len(scrapes) != 2:
         raise InputError(f"expected two scrapes, found {len(scrapes)}")
     first, second = scrapes.iloc[0], scrapes.iloc[1]
-    d = {k: _nan_if_missing(second[k]) - _nan_if_missing(first[k]) for k in COUNTERS}
+    d = {k: number(second[k]) - number(first[k]) for k in COUNTERS}
     sample_gap = (float(second["t_ms"]) - float(first["t_ms"])) / 1000
     scrape_gap = (float(second["at_ms"]) - float(first["at_ms"])) / 1000
     period_us = headers.loc[headers["src"] == job, "cg_period_us"].dropna()
@@ -270,3 +297,18 @@ def service_run_metrics(experiment: str, parts: Mapping[str, pd.DataFrame | None
 def suspect(late_p99_ms: float) -> bool:
     """A run the generator may have distorted (its send lateness p99 above the threshold)."""
     return bool(np.isfinite(late_p99_ms) and late_p99_ms > LATENESS_SUSPECT_MS)
+
+
+def lateness_rows(metrics: pd.DataFrame, experiment: str) -> list[tuple[str, int, float, float, bool]]:
+    """(variant, repeat, late p99 ms, /work errors, suspect) per run of the experiment, in run order."""
+    mine = metrics[(metrics["experiment"] == experiment) & metrics["metric"].isin(["late_p99_ms", "work_errors"])]
+    if mine.empty or not (mine["metric"] == "late_p99_ms").any():
+        return []
+    wide = mine.pivot_table(index=["variant", "repeat"], columns="metric", values="value", aggfunc="first",
+                            sort=False)
+    out = []
+    for (variant, repeat), row in wide.iterrows():
+        late = float(row.get("late_p99_ms", math.nan))
+        errors = float(row.get("work_errors", math.nan))
+        out.append((str(variant), int(repeat), late, errors, math.isfinite(late) and late > LATENESS_SUSPECT_MS))
+    return out

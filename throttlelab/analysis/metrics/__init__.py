@@ -1,0 +1,35 @@
+"""Per-run metrics (metrics.csv) and their estimates across repeats (estimates.csv).
+
+One module per family of experiments computes its metrics from one run's tidy rows
+(:mod:`.jobs`: E2a, S1, E3; :mod:`.weights`: E4, E5, E10; :mod:`.services`: E2b,
+E7, E8, S2, E6 and the latencies of every run with requests), on the helpers of
+:mod:`.common`; :mod:`.catalogue` names every metric, :mod:`.per_run` writes
+metrics.csv and :mod:`.estimates` estimates.csv. Imports go one way: the families
+import only :mod:`.common`, never each other.
+
+The names below are the package's interface (``metrics.run_metrics(tables)``).
+"""
+
+from throttlelab.analysis.metrics.catalogue import CATALOGUE
+from throttlelab.analysis.metrics.common import MetricSpec, Scale, Summary
+from throttlelab.analysis.metrics.estimates import (
+    ESTIMATES_COLUMNS,
+    FLAG_RANGE,
+    FLAG_SETTING_VARIES,
+    FLAG_UNDEFINED,
+    Summarised,
+    estimates_table,
+    pooled_p999,
+    summarise,
+)
+from throttlelab.analysis.metrics.jobs import burst_metrics, gomaxprocs_metrics, spin_metrics
+from throttlelab.analysis.metrics.per_run import METRICS_COLUMNS, run_metrics
+from throttlelab.analysis.metrics.services import LATENESS_SUSPECT_MS, SERVICE_EXPERIMENTS, latency_metrics
+from throttlelab.analysis.metrics.weights import SHARE_MEMBERS, readback_metrics, share_metrics
+
+__all__ = [
+    "CATALOGUE", "ESTIMATES_COLUMNS", "FLAG_RANGE", "FLAG_SETTING_VARIES", "FLAG_UNDEFINED", "LATENESS_SUSPECT_MS",
+    "METRICS_COLUMNS", "SERVICE_EXPERIMENTS", "SHARE_MEMBERS", "MetricSpec", "Scale", "Summarised", "Summary",
+    "burst_metrics", "estimates_table", "gomaxprocs_metrics", "latency_metrics", "pooled_p999", "readback_metrics",
+    "run_metrics", "share_metrics", "spin_metrics", "summarise",
+]

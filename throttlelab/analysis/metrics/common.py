@@ -1,0 +1,68 @@
+"""What every family of per-run metrics shares: how a metric is described, and small helpers.
+
+The families (:mod:`.jobs`, :mod:`.weights`, :mod:`.services`) import this module and
+nothing of each other; :mod:`.catalogue`, :mod:`.per_run` and :mod:`.estimates` put them
+together.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pandas as pd
+
+from throttlelab.analysis.tidy import InputError
+
+Scale = Literal["log", "linear"]
+#: interval: a Student t interval across runs; range: min..max of the per-run
+#: values, never a CI (STATS.md §2 for maxima); setting: a value the run reads
+#: back rather than measures (GOMAXPROCS), the same in every run or flagged.
+Summary = Literal["interval", "range", "setting"]
+
+USEC_PER_MS = 1000.0
+#: The cgroup's CPU counters, as the tables name them.
+COUNTERS = ("nr_periods", "nr_throttled", "throttled_usec", "usage_usec")
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """What a per-run metric is, and how it is summarised across runs."""
+
+    name: str
+    unit: str
+    scale: Scale
+    summary: Summary
+    about: str
+
+
+def number(value: Any) -> float:
+    """A table's or a summary's value as float; null, NaN and a missing key -> NaN."""
+    if value is None or pd.isna(value):
+        return math.nan
+    return float(value)
+
+
+def total(column: pd.Series) -> float:
+    """Sum of a counter column; NaN when any value is missing (never a partial sum)."""
+    if column.isna().any():
+        return math.nan
+    return float(column.sum())
+
+
+def throttled_ratio(throttled: float, periods: float) -> float:
+    """Throttled / counted periods; 0 when no period was counted and nothing was throttled (no quota)."""
+    if math.isnan(throttled) or math.isnan(periods):
+        return math.nan
+    if periods > 0:
+        return throttled / periods
+    return 0.0 if throttled == 0 else math.nan
+
+
+def exactly_one(frame: pd.DataFrame | None, what: str) -> pd.DataFrame:
+    """The frame, which must hold exactly one row of ``what``."""
+    if frame is None or len(frame) != 1:
+        found = 0 if frame is None else len(frame)
+        raise InputError(f"expected exactly one {what}, found {found}")
+    return frame

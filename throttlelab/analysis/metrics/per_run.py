@@ -1,0 +1,56 @@
+"""All runs -> metrics.csv: one row per (run, metric), in long form with the unit beside the value.
+
+The run is the unit of replication (shared/STATS.md §1): every metric is ONE number
+per run, computed by its experiment's family (:mod:`.jobs`, :mod:`.weights`,
+:mod:`.services`) from that run's rows of the tidy tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from throttlelab.analysis.metrics import jobs, services, weights
+from throttlelab.analysis.metrics.catalogue import CATALOGUE
+from throttlelab.analysis.tidy import RUN_KEYS, InputError
+
+METRICS_COLUMNS = [*RUN_KEYS, "metric", "value", "unit"]
+
+
+def _by_run(frame: pd.DataFrame) -> dict[tuple[Any, ...], pd.DataFrame]:
+    if frame.empty:
+        return {}
+    return {key: group for key, group in frame.groupby(list(RUN_KEYS), sort=False)}
+
+
+def experiment_metrics(experiment: str, parts: Mapping[str, pd.DataFrame | None]) -> dict[str, float]:
+    """The metrics of one run of ``experiment`` from its rows (``parts``: table name -> rows or None)."""
+    if experiment in jobs.JOB_EXPERIMENTS:
+        return jobs.job_run_metrics(experiment, parts)
+    if experiment in weights.WEIGHT_EXPERIMENTS:
+        return weights.weights_run_metrics(experiment, parts)
+    if experiment in services.SERVICE_EXPERIMENTS:
+        return services.service_run_metrics(experiment, parts)
+    return {}
+
+
+def run_metrics(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """metrics.csv: one row per (run, metric), in long form with the unit beside the value."""
+    grouped = {name: _by_run(tables[name])
+               for name in ("headers", "summaries", "rounds", "requests", "readback", "share_samples")}
+    # the service experiments' tables; absent in inputs that predate them
+    grouped.update({name: _by_run(tables[name]) for name in ("podstats", "target_stats") if name in tables})
+    rows = []
+    for run in tables["runs"][list(RUN_KEYS)].itertuples(index=False, name=None):
+        parts = {name: groups.get(run) for name, groups in grouped.items()}
+        try:
+            values = experiment_metrics(run[1], parts)
+        except InputError as exc:
+            raise InputError(f"run {'/'.join(map(str, run))}: {exc}") from None
+        if parts["requests"] is not None:
+            values.update(services.latency_metrics(parts["requests"]))
+        rows += [(*run, name, value, CATALOGUE[name].unit) for name, value in values.items()]
+    frame = pd.DataFrame.from_records(rows, columns=METRICS_COLUMNS)
+    return frame.astype({"repeat": "int64", "value": "float64"})
