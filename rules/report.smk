@@ -1,16 +1,27 @@
 # Stage 4: figures, the self-contained HTML report, and the published archive.
-# Everything here reads the tidy tables (and the raw logs' first, meta line), so
-# re-plotting or re-rendering never reruns an experiment. Outputs are marked
-# report(), so `snakemake --report report.html` works as well as our own page.
+# Everything here reads the tidy tables (the environment too: environment.csv), so
+# re-plotting or re-rendering never reruns an experiment, and the report never opens
+# a raw log (it links them; the archive packs them). Outputs are marked report(), so
+# `snakemake --report report.html` works as well as our own page.
+#
+# The figures are the registry's (throttlelab/figures/registry.py, a light module
+# read here while parsing): one rule draws any of them, and the report asks for
+# those of the experiments this profile runs.
 
 import json
 import shlex
 from pathlib import Path
 
+from throttlelab.figures.registry import FIGURES, figures_for, report_caption
+
 REPORT_DIR = "results/report"
 REPORT_LOGS = "results/logs/report"
-TABLES_DIR = str(Path(rules.parse_runs.output.runs).parent)
-RAW_ROOT = f"results/{BACKEND}/raw"
+FIGURES_DIR = f"{REPORT_DIR}/figures"
+# The figures of the experiments this profile runs (a profile may leave some out).
+PROFILE_FIGURES = [f"{FIGURES_DIR}/{entry.svg}" for entry in figures_for(DESIGN.experiments)]
+# The tables a figure may read, by the names the analysis rules give their outputs.
+TABLE_FILES = {**dict(rules.parse_runs.output.items()), **dict(rules.compute_stats.output.items())}
+REPEATS = {name: exp.repeats for name, exp in DESIGN.experiments.items()}
 # Snakemake's config (with --config overrides) as one shell word: the report and
 # the archive load the same design from it, and a changed setting reruns them.
 CONFIG_JSON = shlex.quote(json.dumps(config, sort_keys=True))
@@ -20,246 +31,44 @@ ARCHIVE = f"results/throttlelab-report-{BACKEND}-{Path(DESIGN.profile).stem}.tar
 report: "../report/workflow.rst"
 
 
-
-
-
-
-
-
-PLOT_FIGURE = "{PY} -m throttlelab.figures.plots --figure {params.figure} {params.tables} --out {output.svg} > {log} 2>&1"
-
-
-rule plot_completion_times:
+# One figure of the registry: its tables as inputs (named as `throttlelab figure --table`
+# takes them), its caption and category in Snakemake's report, the repeats and the
+# confidence of its experiment for that caption.
+rule plot_figure:
     input:
-        rounds=rules.parse_runs.output.rounds,
-        metrics=rules.compute_stats.output.metrics,
-        estimates=rules.compute_stats.output.estimates,
-        runs=rules.parse_runs.output.runs,
+        unpack(lambda wildcards: {t: TABLE_FILES[t] for t in FIGURES[wildcards.figure].tables}),
     output:
         svg=report(
-            figure_path("e2a_completion"),
-            caption="../report/captions/e2a_completion.rst",
-            category="E2a burst job",
+            f"{FIGURES_DIR}/{{figure}}.svg",
+            caption="../report/captions/figure.rst",
+            category=lambda wildcards: FIGURES[wildcards.figure].category,
         ),
     log:
-        f"{REPORT_LOGS}/plot_completion_times.log",
+        f"{REPORT_LOGS}/plot_figure/{{figure}}.log",
+    wildcard_constraints:
+        figure="|".join(FIGURES),
     params:
-        figure="e2a_completion",
-        tables=table_args,
-        repeats=repeats_of("E2a"),
+        tables=lambda wildcards, input: " ".join(f"--table {name}={path}" for name, path in input.items()),
+        repeats=lambda wildcards: REPEATS.get(FIGURES[wildcards.figure].experiment, 0),
         confidence=DESIGN.confidence,
-    shell:
-        PLOT_FIGURE
-
-
-rule plot_cgroup_counters:
-    input:
-        rounds=rules.parse_runs.output.rounds,
-        metrics=rules.compute_stats.output.metrics,
-        estimates=rules.compute_stats.output.estimates,
-        runs=rules.parse_runs.output.runs,
-    output:
-        svg=report(
-            figure_path("e2a_counters"),
-            caption="../report/captions/e2a_counters.rst",
-            category="E2a burst job",
+        caption=lambda wildcards: report_caption(
+            wildcards.figure,
+            workflow.basedir,
+            repeats=REPEATS.get(FIGURES[wildcards.figure].experiment, 0),
+            confidence=DESIGN.confidence,
         ),
-    log:
-        f"{REPORT_LOGS}/plot_cgroup_counters.log",
-    params:
-        figure="e2a_counters",
-        tables=table_args,
-        repeats=repeats_of("E2a"),
-        confidence=DESIGN.confidence,
     shell:
-        PLOT_FIGURE
-
-
-rule plot_gomaxprocs:
-    input:
-        metrics=rules.compute_stats.output.metrics,
-        runs=rules.parse_runs.output.runs,
-    output:
-        svg=report(
-            figure_path("e3_gomaxprocs"),
-            caption="../report/captions/e3_gomaxprocs.rst",
-            category="E3 GOMAXPROCS",
-        ),
-    log:
-        f"{REPORT_LOGS}/plot_gomaxprocs.log",
-    params:
-        figure="e3_gomaxprocs",
-        tables=table_args,
-        repeats=repeats_of("E3"),
-    shell:
-        PLOT_FIGURE
-
-
-rule plot_throttling:
-    input:
-        metrics=rules.compute_stats.output.metrics,
-        estimates=rules.compute_stats.output.estimates,
-        runs=rules.parse_runs.output.runs,
-    output:
-        svg=report(
-            figure_path("s1_throttling"),
-            caption="../report/captions/s1_throttling.rst",
-            category="S1 GOMAXPROCS and throttling",
-        ),
-    log:
-        f"{REPORT_LOGS}/plot_throttling.log",
-    params:
-        figure="s1_throttling",
-        tables=table_args,
-        repeats=repeats_of("S1"),
-        confidence=DESIGN.confidence,
-    shell:
-        PLOT_FIGURE
-
-
-
-
-rule plot_weights_shares:
-    input:
-        metrics=rules.compute_stats.output.metrics,
-        estimates=rules.compute_stats.output.estimates,
-        share_expectations=rules.parse_runs.output.share_expectations,
-    output:
-        svg=report(
-            figure_path("weights_shares"),
-            caption="../report/captions/weights_shares.rst",
-            category="E4/E5/E10 requests become weights",
-        ),
-    log:
-        f"{REPORT_LOGS}/plot_weights_shares.log",
-    params:
-        figure="weights_shares",
-        tables=table_args,
-        repeats=repeats_of("E5"),
-        confidence=DESIGN.confidence,
-    shell:
-        PLOT_FIGURE
-
-
-rule plot_service_latency:
-    input:
-        metrics=rules.compute_stats.output.metrics,
-        estimates=rules.compute_stats.output.estimates,
-        runs=rules.parse_runs.output.runs,
-    output:
-        svg=report(
-            figure_path("e2b_latency"),
-            caption="../report/captions/e2b_latency.rst",
-            category="E2b service under load",
-        ),
-    log:
-        f"{REPORT_LOGS}/plot_service_latency.log",
-    params:
-        figure="e2b_latency",
-        tables=table_args,
-        repeats=repeats_of("E2b"),
-        confidence=DESIGN.confidence,
-    shell:
-        PLOT_FIGURE
-
-
-rule plot_replicas:
-    input:
-        metrics=rules.compute_stats.output.metrics,
-        estimates=rules.compute_stats.output.estimates,
-        runs=rules.parse_runs.output.runs,
-    output:
-        svg=report(
-            figure_path("e7_replicas"),
-            caption="../report/captions/e7_replicas.rst",
-            category="E7 replicas or a raised limit",
-        ),
-    log:
-        f"{REPORT_LOGS}/plot_replicas.log",
-    params:
-        figure="e7_replicas",
-        tables=table_args,
-        repeats=repeats_of("E7"),
-        confidence=DESIGN.confidence,
-    shell:
-        PLOT_FIGURE
-
-
-rule plot_busy_neighbor:
-    input:
-        metrics=rules.compute_stats.output.metrics,
-        estimates=rules.compute_stats.output.estimates,
-        runs=rules.parse_runs.output.runs,
-    output:
-        svg=report(
-            figure_path("e8_neighbor"),
-            caption="../report/captions/e8_neighbor.rst",
-            category="E8 busy neighbor",
-        ),
-    log:
-        f"{REPORT_LOGS}/plot_busy_neighbor.log",
-    params:
-        figure="e8_neighbor",
-        tables=table_args,
-        repeats=repeats_of("E8"),
-        confidence=DESIGN.confidence,
-    shell:
-        PLOT_FIGURE
-
-
-rule plot_monitoring:
-    input:
-        metrics=rules.compute_stats.output.metrics,
-        estimates=rules.compute_stats.output.estimates,
-        runs=rules.parse_runs.output.runs,
-    output:
-        svg=report(
-            figure_path("e6_monitoring"),
-            caption="../report/captions/e6_monitoring.rst",
-            category="E6 what monitoring sees",
-        ),
-    log:
-        f"{REPORT_LOGS}/plot_monitoring.log",
-    params:
-        figure="e6_monitoring",
-        tables=table_args,
-        repeats=repeats_of("E6"),
-        confidence=DESIGN.confidence,
-    shell:
-        PLOT_FIGURE
-
-
-rule plot_closed_loop:
-    input:
-        metrics=rules.compute_stats.output.metrics,
-        estimates=rules.compute_stats.output.estimates,
-        runs=rules.parse_runs.output.runs,
-    output:
-        svg=report(
-            figure_path("s2_throughput"),
-            caption="../report/captions/s2_throughput.rst",
-            category="S2 threads and the cascade",
-        ),
-    log:
-        f"{REPORT_LOGS}/plot_closed_loop.log",
-    params:
-        figure="s2_throughput",
-        tables=table_args,
-        repeats=repeats_of("S2"),
-        confidence=DESIGN.confidence,
-    shell:
-        PLOT_FIGURE
+        "throttlelab figure --figure {wildcards.figure} {params.tables} --out {output.svg} > {log} 2>&1"
 
 
 rule render_report:
     input:
-        figures=profile_figures(),
+        figures=PROFILE_FIGURES,
         tables=[
             *rules.parse_runs.output,
             *rules.compute_stats.output,
             *rules.evaluate_findings.output,
         ],
-        raw=rules.raw.input,
     output:
         html=report(
             f"{REPORT_DIR}/index.html",
@@ -279,20 +88,22 @@ rule render_report:
     log:
         f"{REPORT_LOGS}/render_report.log",
     params:
-        tables=TABLES_DIR,
-        raw_root=RAW_ROOT,
-        figures=f"{REPORT_DIR}/figures",
+        tables=lambda wildcards, input: Path(input.tables[0]).parent,
+        # the raw logs are linked from the page, never read: not inputs of this rule
+        raw_root=f"results/{BACKEND}/raw",
+        figures=lambda wildcards, output: Path(output.html).parent / "figures",
         config=CONFIG_JSON,
     shell:
-        "{PY} -m throttlelab.report.page --tables {params.tables} --raw-root {params.raw_root}"
+        "throttlelab report --tables {params.tables} --raw-root {params.raw_root}"
         " --figures {params.figures} --config-json {params.config} --out {output.html}"
-        " --findings-table {output.findings} --estimates-table {output.estimates} --project {workflow.basedir} > {log} 2>&1"
+        ' --findings-table {output.findings} --estimates-table {output.estimates} --project "$THROTTLELAB_PROJECT"'
+        " > {log} 2>&1"
 
 
 rule pack_report:
     input:
         report=rules.render_report.output,
-        figures=profile_figures(),
+        figures=PROFILE_FIGURES,
         tables=rules.render_report.input.tables,
         raw=rules.raw.input,
     output:
@@ -301,14 +112,14 @@ rule pack_report:
     log:
         f"{REPORT_LOGS}/pack_report.log",
     params:
-        report_dir=REPORT_DIR,
-        tables=TABLES_DIR,
-        raw_root=RAW_ROOT,
+        report_dir=lambda wildcards, input: Path(input.report[0]).parent,
+        tables=lambda wildcards, input: Path(input.tables[0]).parent,
+        raw_root=lambda wildcards, input: Path(input.raw[0]).parents[2],  # raw/<experiment>/<variant>/rep<k>.jsonl
         config=CONFIG_JSON,
     shell:
-        "{PY} -m throttlelab.report.page publish --results results --report {params.report_dir}"
+        "throttlelab publish --results results --report {params.report_dir}"
         " --tables {params.tables} --raw-root {params.raw_root} --config-json {params.config}"
-        " --out {output.archive} --project {workflow.basedir} > {log} 2>&1"
+        ' --out {output.archive} --project "$THROTTLELAB_PROJECT" > {log} 2>&1'
 
 
 rule report:

@@ -1,7 +1,8 @@
-"""The report stage: figures, the self-contained page (checked in headless Chromium), the archive.
+"""The report stage: the self-contained page (checked in headless Chromium) and the archive.
 
 The page is rendered from hand-made tables in tests/fixtures/tables (a `ci`-shaped
-run on 2 CPUs) and the meta lines of tests/fixtures/report_raw; no experiment runs.
+run on 2 CPUs; environment.csv made from the meta lines of tests/fixtures/report_raw,
+which stand in for the raw logs the page links and the archive packs); no experiment runs.
 """
 
 from __future__ import annotations
@@ -24,7 +25,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from throttlelab.figures import plots
+from throttlelab.analysis.formatting import fmt_interval, fmt_number
+from throttlelab.errors import ReportError
+from throttlelab.figures import draw, registry
+from throttlelab.figures.svg import figure_to_svg
+from throttlelab.model.config import load_design
+from throttlelab.model.digest import sha256_file
+from throttlelab.model.variants import VariantSpec
+from throttlelab.report import formatting, inputs, publish
 from throttlelab.report import page as report
 
 from conftest import PROJECT
@@ -39,16 +47,17 @@ CI_CONFIG = {"profile": "ci"}
 def drawn_figures(tables_dir: Path = FIXTURES / "tables") -> list[str]:
     """The figures of the experiments the fixture tables hold (the report shows only those)."""
     ran = set(pd.read_csv(tables_dir / "runs.csv")["experiment"])
-    return [name for name, spec in plots.FIGURES.items() if spec.experiment in ran]
+    return [entry.name for entry in registry.figures_for(ran)]
 
 
 def write_figures(tables_dir: Path, figures_dir: Path) -> list[str]:
-    tables = {name: pd.read_csv(tables_dir / f"{name}.csv") for name in ("rounds", "metrics", "estimates", "runs")}
+    tables = {name: draw.read_figure_table(name, tables_dir / f"{name}.csv")
+              for name in ("rounds", "metrics", "estimates", "runs")}
     figures_dir.mkdir(parents=True, exist_ok=True)
     for name in drawn_figures(tables_dir):
-        spec = plots.FIGURES[name]
-        svg = plots.figure_to_svg(plots.draw(name, tables), name, spec.title)
-        (figures_dir / f"{name}.svg").write_text(svg)
+        entry = registry.FIGURES[name]
+        svg = figure_to_svg(draw.draw(name, tables), name, entry.title)
+        (figures_dir / entry.svg).write_text(svg)
     return drawn_figures(tables_dir)
 
 
@@ -140,7 +149,7 @@ def test_every_figure_is_inlined_with_its_method_in_the_caption(page):
     assert "Student t on log per-run p50_wall_ms, R = 3, low n" in html
 
 
-def test_environment_comes_from_the_meta_records(page):
+def test_environment_comes_from_the_environment_table(page):
     html = page.read_text()
     for fact in ("6.1.0-28-cloud-amd64", "Intel(R) Xeon(R) Platinum 8375C", "go1.25.4", "runc-new", "E2a 3"):
         assert fact in html
@@ -164,61 +173,53 @@ def test_display_tables_match_the_page(results):
      (float("nan"), "—"), (-0.6667, "-0.667")],
 )
 def test_numbers_get_three_significant_digits_without_exponents(value, text):
-    assert report.fmt_number(value) == text
+    assert fmt_number(value) == text
 
 
 def test_interval_is_left_out_when_the_table_has_none():
-    assert report.fmt_interval(84.4, 80.12, 88.51) == "84.4 [80.1, 88.5]"
-    assert report.fmt_interval(2.0, float("nan"), float("nan")) == "2"
+    assert fmt_interval(84.4, 80.12, 88.51) == "84.4 [80.1, 88.5]"
+    assert fmt_interval(2.0, float("nan"), float("nan")) == "2"
 
 
 def test_nested_pod_settings_become_columns():
     spec = {"app": {"request": "500m", "limit": 2}, "sidecar": {"request": "100m", "limit": None}}
+    columns = VariantSpec.from_dict("E1", "partial", spec).columns()
     table = report.settings_table(
-        pd.DataFrame({"experiment": ["E1"], "variant": ["partial"], "repeat": [0], "spec_json": [json.dumps(spec)]}),
+        pd.DataFrame({"experiment": ["E1"], "variant": ["partial"], "repeat": [0], **{k: [v] for k, v in columns.items()}}),
         "E1", ["partial"])
     assert table.columns == ["variant", "app request", "app limit", "sidecar request", "sidecar limit", "runs"]
     assert table.rows == [["partial", "500m", "2", "100m", "none", "1"]]
 
 
 def test_a_runs_disagreement_is_shown_not_hidden():
-    assert report.distinct(["6.1.0", "6.1.0"]) == "6.1.0"
-    assert report.distinct(["6.1.0", "6.5.0"]) == "6.1.0, 6.5.0 (differs between runs)"
+    assert formatting.distinct(["6.1.0", "6.1.0"]) == "6.1.0"
+    assert formatting.distinct(["6.1.0", "6.5.0"]) == "6.1.0, 6.5.0 (differs between runs)"
 
 
 def test_a_missing_column_names_the_file_and_the_column(tmp_path):
     tables = tmp_path / "tables"
     shutil.copytree(FIXTURES / "tables", tables)
     pd.read_csv(tables / "findings.csv").drop(columns=["verdict"]).to_csv(tables / "findings.csv", index=False)
-    with pytest.raises(report.ReportError, match=r"findings\.csv: no column verdict"):
-        report.read_tables(tables)
+    with pytest.raises(ReportError, match=r"findings\.csv: no column verdict"):
+        inputs.read_tables(tables)
 
 
-def test_a_raw_log_without_its_meta_line_is_named(tmp_path):
-    log = tmp_path / "rep0.jsonl"
-    log.write_text('{"type": "round", "round": 0}\n')
-    with pytest.raises(report.ReportError, match=r"rep0\.jsonl: the first record is 'round', not 'meta'"):
-        report.read_meta(log)
+def test_the_page_reads_the_environment_table_not_the_raw_logs(tmp_path):
+    # The raw logs' meta lines reach the page through environment.csv (tests/analysis/test_tidy.py
+    # names a log without its meta line); without that table there is no page.
+    tables = tmp_path / "tables"
+    shutil.copytree(FIXTURES / "tables", tables)
+    (tables / "environment.csv").unlink()
+    with pytest.raises(ReportError, match=r"environment\.csv: missing \(the analysis writes it"):
+        inputs.read_tables(tables)
 
 
-def test_figures_are_reproducible_svg(results):
-    tables = {name: pd.read_csv(results / "local" / "tables" / f"{name}.csv") for name in ("metrics", "runs")}
-    first = plots.figure_to_svg(plots.draw("e3_gomaxprocs", tables), "e3_gomaxprocs")
-    again = plots.figure_to_svg(plots.draw("e3_gomaxprocs", tables), "e3_gomaxprocs")
-    assert first == again
-    assert first.lstrip().startswith("<svg") and 'id="e3_gomaxprocs-' in first
-
-
-def test_lab_reference_values_follow_the_spec():
-    e2a = plots.lab_values("E2a", "p50_wall_ms")
-    assert e2a == {"nolimit": 34.3, "limit2": 34.6, "limit1": 84.4, "limit500m": 260.4, "limit1-2threads": 132.3}
-    assert plots.lab_values("E3", "gomaxprocs")["go125mod-2500m"] == 3
-
-
-def test_variants_are_ordered_from_no_limit_down():
-    specs = {"limit1": {"limit": 1}, "nolimit": {"limit": None}, "limit500m": {"limit": "500m"},
-             "limit2": {"limit": 2}, "limit1-2threads": {"limit": 1, "threads": 2}}
-    assert plots.by_limit(specs) == ["nolimit", "limit2", "limit1", "limit1-2threads", "limit500m"]
+def test_backend_versions_become_rows_of_the_environment(results):
+    tables = inputs.read_tables(results / "local" / "tables")
+    env = tables["environment"].assign(**{"env.versions.runc": "1.1.12", "env.versions.Docker engine": "27.3.1"})
+    design = load_design(dict(CI_CONFIG), PROJECT / "config")
+    rows = dict(report.environment_rows(env, tables["runs"], tables["headers"], design, ["E2a"]))
+    assert (rows["runc"], rows["Docker engine"], rows["Backend"], rows["CPUs"]) == ("1.1.12", "27.3.1", "local", "2")
 
 
 # --------------------------------------------------------------------------
@@ -226,7 +227,7 @@ def test_variants_are_ordered_from_no_limit_down():
 
 
 def publish_fixture(results: Path, out: Path) -> Path:
-    return report.publish(results, results / "report", results / "local" / "tables", results / "local" / "raw",
+    return publish.publish(results, results / "report", results / "local" / "tables", results / "local" / "raw",
                           CI_CONFIG, out)
 
 
@@ -246,13 +247,13 @@ def test_published_archive_verifies_against_its_manifest(results, tmp_path, monk
     for member in ("report/index.html", "report/figures/e2a_completion.svg", "local/tables/findings.csv",
                    "local/raw/E2a/limit1/rep2.jsonl", "config/config.yaml", "config/profiles/ci.yaml"):
         assert (root / member).is_file(), member
-    assert report.verify_manifest(root) == []
+    assert publish.verify_manifest(root) == []
     if shutil.which("sha256sum"):
-        check = subprocess.run(["sha256sum", "--check", "--quiet", report.MANIFEST_NAME], cwd=root,
+        check = subprocess.run(["sha256sum", "--check", "--quiet", publish.MANIFEST_NAME], cwd=root,
                                capture_output=True, text=True)
         assert check.returncode == 0, check.stdout + check.stderr
     digest, name = Path(f"{archive}.sha256").read_text().split()
-    assert (digest, name) == (report.sha256_file(archive), archive.name)
+    assert (digest, name) == (sha256_file(archive), archive.name)
 
 
 def test_manifest_catches_a_changed_an_extra_and_a_missing_file(results, tmp_path):
@@ -260,7 +261,7 @@ def test_manifest_catches_a_changed_an_extra_and_a_missing_file(results, tmp_pat
     (root / "local/tables/findings.csv").write_text("id,verdict\nF1,reproduced\n")
     (root / "report/figures/e3_gomaxprocs.svg").unlink()
     (root / "local/tables/extra.csv").write_text("x\n")
-    problems = report.verify_manifest(root)
+    problems = publish.verify_manifest(root)
     assert "local/tables/findings.csv: checksum differs" in problems
     assert "report/figures/e3_gomaxprocs.svg: listed but missing" in problems
     assert "local/tables/extra.csv: present but not in the manifest" in problems
@@ -291,13 +292,13 @@ def test_publish_names_a_missing_raw_log(results, tmp_path):
     tables = tmp_path / "results/local/tables"
     shutil.copytree(results, tmp_path / "results", dirs_exist_ok=True)
     (tmp_path / "results/local/raw/E2a/limit1/rep1.jsonl").unlink()
-    with pytest.raises(report.ReportError, match=r"missing: .*E2a/limit1/rep1\.jsonl"):
-        report.publish(tmp_path / "results", tmp_path / "results/report", tables, tmp_path / "results/local/raw",
+    with pytest.raises(ReportError, match=r"missing: .*E2a/limit1/rep1\.jsonl"):
+        publish.publish(tmp_path / "results", tmp_path / "results/report", tables, tmp_path / "results/local/raw",
                        CI_CONFIG, tmp_path / "results/r.tar.gz")
 
 
 def test_config_overrides_travel_with_the_archive(results, tmp_path):
-    out = report.publish(results, results / "report", results / "local" / "tables", results / "local" / "raw",
+    out = publish.publish(results, results / "report", results / "local" / "tables", results / "local" / "raw",
                          {"profile": "ci", "stats": {"confidence": 0.9}}, tmp_path / "r.tar.gz")
     root = unpack(out, tmp_path / "unpacked")
     assert "confidence: 0.9" in (root / "config/config.yaml").read_text()

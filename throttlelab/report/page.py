@@ -1,62 +1,48 @@
-"""The HTML report and the published archive.
+"""The HTML report: one self-contained page from the tidy tables and the figures (``throttlelab report``).
 
-``render``: one self-contained page (results/report/index.html) from the tidy
-tables of docs/TABLES.md, the figures' SVG files (inlined, no external
-resource) and the raw logs' ``meta`` records (the environment). The findings
-table comes first, then one section per experiment, the environment, and
-relative links to the raw logs and tables.
+``render`` builds the page (results/report/index.html) from the tidy tables of
+docs/TABLES.md (the environment too: environment.csv, never the raw logs) and the
+figures' SVG files (inlined, no external resource). The findings table comes first,
+then one section per experiment, the environment, and relative links to the raw
+logs and tables. ``publish`` and ``verify`` (the archive) are :mod:`.publish`'s;
+:func:`main` takes all three, as the ``throttlelab`` command hands them over.
 
-``publish``: the report, the tidy tables, the raw logs and the config used,
-with a SHA-256 manifest, in one reproducible .tar.gz under results/.
-
-    python -m throttlelab.report.page --tables results/local/tables --raw-root results/local/raw \\
+    throttlelab report --tables results/local/tables --raw-root results/local/raw \\
         --figures results/report/figures --config-json '{"profile": "ci"}' --out results/report/index.html
-    python -m throttlelab.report.page publish --results results --report results/report \\
+    throttlelab publish --results results --report results/report \\
         --tables results/local/tables --raw-root results/local/raw --config-json '{"profile": "ci"}' \\
         --out results/throttlelab-report-local-ci.tar.gz
+
+The template lives in the project (``--project``, default the working directory):
+no module finds the checkout through its own path.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
-import hashlib
-import io
-import json
 import math
 import os
 import sys
-import tarfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jinja2
 import pandas as pd
-import yaml
 
-from throttlelab.errors import ReportError  # noqa: F401 (re-exported: callers import it from here too)
+from throttlelab.analysis.formatting import fmt_interval, fmt_number
+from throttlelab.analysis.metrics.services import LATENESS_SUSPECT_MS, lateness_rows
+from throttlelab.analysis.tidy import ENV_PREFIX, variant_specs
+from throttlelab.errors import ReportError
+from throttlelab.figures.registry import figures_for, resolve
 from throttlelab.model.config import ConfigError, Design, load_design
-from throttlelab.figures.plots import FIGURES
-from throttlelab.figures.services import lateness_rows, section_notes
-from throttlelab.analysis.service_metrics import LATENESS_SUSPECT_MS
-from throttlelab.model.quantities import format_cpu, parse_cpu
+from throttlelab.report.formatting import distinct, fmt_cell, fmt_size, setting_text, spec_settings, text
+from throttlelab.report.inputs import config_text, raw_log_path, read_table, read_tables
+from throttlelab.report.notes import section_notes
+from throttlelab.report.publish import config_arg, publish_main, verify_main
 
 TEMPLATE_NAME = "template.html.j2"
-MANIFEST_NAME = "MANIFEST.sha256"
-
-#: The columns the report reads from each table; anything else may come and go.
-REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
-    "findings": ("id", "claim", "verdict", "effect", "lo", "hi", "reference", "reason", "method"),
-    "estimates": ("experiment", "variant", "metric", "unit", "point", "lo", "hi", "n", "level", "method", "flag"),
-    "runs": ("experiment", "variant", "repeat", "start", "end", "spec_json"),
-    "headers": ("experiment", "variant", "go_version"),
-    "checks": ("id", "check", "experiment", "expected", "effect", "lo", "hi", "p_holm", "verdict", "reason"),
-}
-REQUIRED_TABLES = ("findings", "estimates", "runs", "headers")
-#: Tables the page shows when they exist (E1's read-back has no estimates).
-OPTIONAL_TABLES = ("readback", "checks", "metrics")
 
 VERDICT_CLASSES = {
     "reproduced": "reproduced",
@@ -64,99 +50,6 @@ VERDICT_CLASSES = {
     "inconclusive": "inconclusive",
     "not testable here": "untestable",
 }
-
-
-# --------------------------------------------------------------------------
-# reading
-
-
-def read_table(tables_dir: Path, name: str, required: bool = True) -> pd.DataFrame | None:
-    path = tables_dir / f"{name}.csv"
-    if not path.is_file():
-        if required:
-            raise ReportError(f"{path}: missing (the analysis writes it; see docs/TABLES.md)")
-        return None
-    frame = pd.read_csv(path)
-    missing = [c for c in REQUIRED_COLUMNS.get(name, ()) if c not in frame.columns]
-    if missing:
-        raise ReportError(f"{path}: no column {', '.join(missing)} (docs/TABLES.md lists the columns)")
-    return frame
-
-
-def read_tables(tables_dir: Path) -> dict[str, pd.DataFrame]:
-    tables = {name: read_table(tables_dir, name) for name in REQUIRED_TABLES}
-    for name in OPTIONAL_TABLES:
-        frame = read_table(tables_dir, name, required=False)
-        if frame is not None:
-            tables[name] = frame
-    return tables
-
-
-def raw_log_path(raw_root: Path, experiment: str, variant: str, repeat: int) -> Path:
-    return raw_root / experiment / variant / f"rep{int(repeat)}.jsonl"
-
-
-def read_meta(path: Path) -> dict[str, Any]:
-    """The raw log's first record, which the runner always writes as `meta`."""
-    try:
-        with path.open() as handle:
-            first = handle.readline()
-    except OSError as exc:
-        raise ReportError(f"{path}: cannot read the raw log ({exc.strerror})") from None
-    try:
-        record = json.loads(first)
-    except json.JSONDecodeError:
-        raise ReportError(f"{path}: the first line is not JSON; a raw log starts with its meta record") from None
-    if record.get("type") != "meta":
-        raise ReportError(f"{path}: the first record is {record.get('type')!r}, not 'meta'")
-    return record
-
-
-def read_metas(runs: pd.DataFrame, raw_root: Path) -> list[dict[str, Any]]:
-    return [read_meta(raw_log_path(raw_root, r.experiment, r.variant, r.repeat)) for r in runs.itertuples()]
-
-
-# --------------------------------------------------------------------------
-# formatting
-
-
-def is_missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
-
-
-def fmt_number(value: Any) -> str:
-    """Three significant digits without scientific notation: 7052, 84.4, 0.312, 0.0451."""
-    if is_missing(value):
-        return "—"
-    x = float(value)
-    if x == 0:
-        return "0"
-    if x.is_integer() and abs(x) < 1e6:
-        return str(int(x))
-    decimals = max(0, 2 - math.floor(math.log10(abs(x))))
-    return f"{x:.{decimals}f}"
-
-
-def fmt_interval(point: Any, lo: Any, hi: Any) -> str:
-    """'84.4 [80.1, 88.5]'; just the point when there is no interval."""
-    if is_missing(lo) or is_missing(hi):
-        return fmt_number(point)
-    return f"{fmt_number(point)} [{fmt_number(lo)}, {fmt_number(hi)}]"
-
-
-def text(value: Any) -> str:
-    return "" if is_missing(value) else str(value)
-
-
-def distinct(values: Iterable[Any], *, expect_one: bool = True) -> str:
-    """One value, or every value seen; when runs should agree and do not (a kernel changed
-    mid-run), say so."""
-    seen = list(dict.fromkeys(text(v) for v in values if not is_missing(v) and text(v) != ""))
-    if not seen:
-        return "—"
-    if len(seen) == 1:
-        return seen[0]
-    return ", ".join(seen) + (" (differs between runs)" if expect_one else "")
 
 
 # --------------------------------------------------------------------------
@@ -225,26 +118,6 @@ def verdict_counts(findings: list[Finding]) -> list[tuple[str, int]]:
     return list(counts.items())
 
 
-def flatten_spec(spec: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """{'app': {'limit': 2}} -> {'app limit': 2}: nested pod settings become columns."""
-    flat: dict[str, Any] = {}
-    for key, value in spec.items():
-        name = f"{prefix} {key}".strip()
-        if isinstance(value, Mapping):
-            flat.update(flatten_spec(value, name))
-        else:
-            flat[name] = value
-    return flat
-
-
-def setting_text(column: str, value: Any) -> str:
-    if value is None:
-        return "none" if column.split()[-1] in ("limit", "request") else "—"
-    if column.split()[-1] in ("limit", "request"):
-        return format_cpu(parse_cpu(value, column))
-    return str(value)
-
-
 def variant_order(runs: pd.DataFrame, experiment: str, design: Design | None) -> list[str]:
     """The design's order of variants, then any variant that ran but the design does not name."""
     ran = list(dict.fromkeys(runs.loc[runs["experiment"] == experiment, "variant"]))
@@ -253,13 +126,17 @@ def variant_order(runs: pd.DataFrame, experiment: str, design: Design | None) ->
 
 
 def settings_table(runs: pd.DataFrame, experiment: str, order: list[str]) -> Table:
-    """Each variant's parameters as they ran (runs.csv spec_json) and its number of runs."""
+    """Each variant's parameters as they ran (runs.csv's ``param_*`` columns) and its number of runs.
+
+    A column for every parameter some variant sets, in the spec's order; a variant that leaves
+    it unset shows 'none' for a limit or request and '—' otherwise.
+    """
     mine = runs[runs["experiment"] == experiment]
-    specs = {v: flatten_spec(json.loads(mine.loc[mine["variant"] == v, "spec_json"].iloc[0])) for v in order}
-    columns = list(dict.fromkeys(key for spec in specs.values() for key in spec))
+    specs = variant_specs(mine, experiment)
+    settings = {v: spec_settings(specs[v]) for v in order}
+    columns = list(dict.fromkeys(key for values in settings.values() for key in values))
     rows = [
-        [v, *(setting_text(c, specs[v][c]) if c in specs[v] else "—" for c in columns),
-         str(int((mine["variant"] == v).sum()))]
+        [v, *(setting_text(c, settings[v].get(c)) for c in columns), str(int((mine["variant"] == v).sum()))]
         for v in order
     ]
     return Table(["variant", *columns, "runs"], rows, [])
@@ -356,14 +233,6 @@ def readback_summary(readback: pd.DataFrame | None, experiment: str) -> str:
     return opening + f"{len(bad)} not as designed ({listed}{'; ...' if len(bad) > 5 else ''})."
 
 
-def fmt_cell(value: Any) -> str:
-    if is_missing(value):
-        return ""
-    if isinstance(value, float):
-        return fmt_number(value)
-    return str(value)
-
-
 @dataclass(frozen=True)
 class FigureView:
     name: str
@@ -373,14 +242,13 @@ class FigureView:
 
 
 def figure_views(experiment: str, figures_dir: Path, estimates: pd.DataFrame, runs: pd.DataFrame) -> list[FigureView]:
+    """The experiment's figures (the registry's, in its order): the SVG the plot_figure rule drew, and its caption."""
     views = []
-    for spec in FIGURES.values():
-        if spec.experiment != experiment:
-            continue
-        path = figures_dir / f"{spec.name}.svg"
+    for entry in figures_for([experiment]):
+        path = figures_dir / entry.svg
         if not path.is_file():
-            raise ReportError(f"{path}: missing; run `python -m throttlelab.figures.plots --figure {spec.name}` (the plot rules do)")
-        views.append(FigureView(spec.name, spec.title, path.read_text(), spec.caption(estimates, runs)))
+            raise ReportError(f"{path}: missing; run `throttlelab figure --figure {entry.name}` (the plot_figure rule does)")
+        views.append(FigureView(entry.name, entry.title, path.read_text(), resolve(entry.caption)(estimates, runs)))
     return views
 
 
@@ -404,14 +272,6 @@ def raw_links(runs: pd.DataFrame, experiment: str, order: list[str], raw_root: P
     return out
 
 
-def fmt_size(size: int) -> str:
-    if size < 1024:
-        return f"{size} bytes"
-    if size < 1024**2:
-        return f"{size / 1024:.1f} KiB"
-    return f"{size / 1024**2:.1f} MiB"
-
-
 def table_links(tables_dir: Path, page_dir: Path) -> list[tuple[str, str, str]]:
     """(name, href, size) of every tidy table, so readers can start from the data."""
     return [(p.name, relative_href(p, page_dir), fmt_size(p.stat().st_size)) for p in sorted(tables_dir.glob("*.csv"))]
@@ -427,23 +287,25 @@ def repeats_text(runs: pd.DataFrame, order_of_experiments: list[str]) -> str:
     return ", ".join(parts)
 
 
-def environment_rows(metas: list[dict[str, Any]], runs: pd.DataFrame, headers: pd.DataFrame,
+#: environment.csv's columns of the software versions a backend reports (docker: Docker engine, containerd, runc).
+VERSION_PREFIX = f"{ENV_PREFIX}versions."
+
+
+def environment_rows(environment: pd.DataFrame, runs: pd.DataFrame, headers: pd.DataFrame,
                      design: Design, experiments: list[str]) -> list[tuple[str, str]]:
-    """The machine and software the runs saw, straight from the raw logs' meta records."""
-    env = [m.get("environment", {}) for m in metas]
-    caps = [m.get("capabilities", {}) for m in metas]
-    cpus = distinct(e.get("cpu_count") for e in env)
-    usable = distinct(e.get("usable_cpus") for e in env)
-    # Software versions a backend reports (docker: Docker engine, containerd, runc), one row each.
-    versions = list(dict.fromkeys(name for e in env for name in (e.get("versions") or {})))
+    """The machine and software the runs saw: environment.csv (one row per run, from its meta record)."""
+    env = environment
+    cpus = distinct(env["cpu_count"])
+    usable = distinct(env["usable_cpus"])
+    versions = [c.removeprefix(VERSION_PREFIX) for c in env.columns if c.startswith(VERSION_PREFIX)]
     return [
-        ("Backend", distinct(m.get("backend") for m in metas)),
-        *((name, distinct((e.get("versions") or {}).get(name) for e in env)) for name in versions),
-        ("Runtime conversion", distinct(e.get("runtime_conversion", m.get("runtime")) for e, m in zip(env, metas))
+        ("Backend", distinct(env["backend"])),
+        *((name, distinct(env[f"{VERSION_PREFIX}{name}"])) for name in versions),
+        ("Runtime conversion", distinct(env["runtime_conversion"])
          + " (how CPU shares become cgroup v2 weights, SPEC §2)"),
-        ("Kernel", distinct(e.get("kernel") for e in env)),
-        ("cgroup version", distinct(e.get("cgroup_version", c.get("cgroup_version")) for e, c in zip(env, caps))),
-        ("CPU model", distinct(e.get("cpu_model") for e in env)),
+        ("Kernel", distinct(env["kernel"])),
+        ("cgroup version", distinct(env["cgroup_version"])),
+        ("CPU model", distinct(env["cpu_model"])),
         ("CPUs", cpus if usable in (cpus, "—") else f"{cpus} ({usable} usable by the lab)"),
         ("Go version", distinct(headers["go_version"])),
         ("Module lines", distinct(headers["variant_build"], expect_one=False) if "variant_build" in headers else "—"),
@@ -492,7 +354,7 @@ class ExperimentSection:
     raw: list[tuple[str, list[RawLink]]]
     #: runs with load records: every run's send lateness p99, suspect ones marked (generator_table)
     generator: Table | None = None
-    #: paragraphs computed from the tables (plots_services.section_notes)
+    #: paragraphs computed from the tables (notes.section_notes)
     notes: tuple[str, ...] = ()
 
 
@@ -553,11 +415,6 @@ def estimates_display(estimates: pd.DataFrame) -> pd.DataFrame:
 # the page
 
 
-def config_text(config: Mapping[str, Any], design: Design) -> tuple[str, str]:
-    """The effective config (with command-line overrides) and the profile file, as YAML text."""
-    return yaml.safe_dump(dict(config), sort_keys=False), design.profile_path.read_text()
-
-
 def render_page(context: Mapping[str, Any], template_dir: Path) -> str:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(template_dir),
@@ -587,7 +444,7 @@ def build_context(tables_dir: Path, raw_root: Path, figures_dir: Path, config: M
         "verdict_counts": verdict_counts(findings),
         "checks": checks_table(tables.get("checks")),
         "sections": sections,
-        "environment": environment_rows(read_metas(runs, raw_root), runs, tables["headers"], design,
+        "environment": environment_rows(tables["environment"], runs, tables["headers"], design,
                                         [s.name for s in sections]),
         "tables": table_links(tables_dir, page_dir),
         "effective_config": effective_config,
@@ -621,146 +478,11 @@ def render_report(tables_dir: Path, raw_root: Path, figures_dir: Path, config: M
 
 
 # --------------------------------------------------------------------------
-# publish: one archive with a checksum manifest
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def files_under(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*") if p.is_file())
-
-
-def archive_files(report_dir: Path, tables_dir: Path, raw_root: Path) -> list[Path]:
-    """Exactly what the page shows or links: itself, its figures and tables, the tidy tables and
-    the raw logs of the runs in runs.csv (not whatever else an earlier profile left on disk)."""
-    runs = read_table(tables_dir, "runs")
-    experiments = set(runs["experiment"])
-    files = [report_dir / "index.html"]
-    files += [p for p in (report_dir / "findings_table.csv", report_dir / "estimates_table.csv") if p.is_file()]
-    files += [report_dir / "figures" / f"{s.name}.svg" for s in FIGURES.values() if s.experiment in experiments]
-    files += sorted(tables_dir.glob("*.csv"))
-    files += [raw_log_path(raw_root, r.experiment, r.variant, r.repeat) for r in runs.itertuples()]
-    missing = [str(p) for p in files if not p.is_file()]
-    if missing:
-        raise ReportError(f"cannot publish, missing: {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
-    return files
-
-
-def archive_members(results: Path, files: Iterable[Path]) -> dict[str, Path]:
-    """Archive name -> file; names are relative to results/, so the report's relative links still work."""
-    members = {}
-    for path in files:
-        try:
-            name = path.resolve().relative_to(results.resolve()).as_posix()
-        except ValueError:
-            raise ReportError(f"{path} is not under {results}; the archive keeps paths relative to it") from None
-        members[name] = path
-    return members
-
-
-def manifest_text(entries: Mapping[str, bytes]) -> str:
-    """`sha256sum` format, so `sha256sum -c MANIFEST.sha256` verifies an unpacked archive."""
-    return "".join(f"{hashlib.sha256(data).hexdigest()}  {name}\n" for name, data in sorted(entries.items()))
-
-
-def _tar_info(name: str, size: int, mtime: int) -> tarfile.TarInfo:
-    info = tarfile.TarInfo(name)
-    info.size, info.mtime, info.mode = size, mtime, 0o644
-    info.uid = info.gid = 0
-    info.uname = info.gname = "root"
-    return info
-
-
-def write_archive(out: Path, prefix: str, entries: Mapping[str, bytes], mtime: int) -> None:
-    """A .tar.gz whose bytes depend only on the entries: sorted, fixed owner, times and gzip header."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for name in sorted(entries):
-            data = entries[name]
-            tar.addfile(_tar_info(f"{prefix}/{name}", len(data), mtime), io.BytesIO(data))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    with tmp.open("wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
-        gz.write(buffer.getvalue())
-    tmp.replace(out)
-
-
-def archive_stem(out: Path) -> str:
-    name = out.name
-    for suffix in (".tar.gz", ".tgz"):
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return out.stem
-
-
-def publish(results: Path, report_dir: Path, tables_dir: Path, raw_root: Path, config: Mapping[str, Any],
-            out: Path, project: Path = Path(".")) -> Path:
-    """Pack report, tables, raw logs and the config used, with MANIFEST.sha256, into `out`.
-
-    Also writes `out`.sha256 (the archive's own checksum, for a release page).
-    """
-    design = load_design(dict(config), project / "config")
-    if not (report_dir / "index.html").is_file():
-        raise ReportError(f"{report_dir / 'index.html'}: missing; build the report first (snakemake --cores 1 report)")
-    members = archive_members(results, archive_files(report_dir, tables_dir, raw_root))
-    entries = {name: path.read_bytes() for name, path in members.items()}
-    effective_config, profile_yaml = config_text(config, design)
-    entries["config/config.yaml"] = effective_config.encode()
-    entries[f"config/profiles/{design.profile_path.name}"] = profile_yaml.encode()
-    entries[MANIFEST_NAME] = manifest_text(entries).encode()
-    # SOURCE_DATE_EPOCH (reproducible-builds.org) if set, else the newest input's time.
-    mtime = int(os.environ.get("SOURCE_DATE_EPOCH") or max(p.stat().st_mtime for p in members.values()))
-    write_archive(out, archive_stem(out), entries, mtime)
-    Path(f"{out}.sha256").write_text(f"{sha256_file(out)}  {out.name}\n")
-    return out
-
-
-def verify_manifest(root: Path) -> list[str]:
-    """Problems of an unpacked archive against its manifest; empty when every checksum matches."""
-    manifest = root / MANIFEST_NAME
-    if not manifest.is_file():
-        return [f"{manifest}: missing"]
-    problems, listed = [], set()
-    for number, line in enumerate(manifest.read_text().splitlines(), 1):
-        digest, sep, name = line.partition("  ")
-        if not sep or len(digest) != 64:
-            problems.append(f"{manifest}:{number}: not a `sha256sum` line")
-            continue
-        listed.add(name)
-        path = root / name
-        if not path.is_file():
-            problems.append(f"{name}: listed but missing")
-        elif sha256_file(path) != digest:
-            problems.append(f"{name}: checksum differs")
-    for path in files_under(root):
-        name = path.relative_to(root).as_posix()
-        if name != MANIFEST_NAME and name not in listed:
-            problems.append(f"{name}: present but not in the manifest")
-    return problems
-
-
-# --------------------------------------------------------------------------
 # command line
 
 
-def config_arg(value: str) -> dict[str, Any]:
-    try:
-        config = json.loads(value)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"--config-json is not JSON: {exc}") from None
-    if not isinstance(config, dict):
-        raise argparse.ArgumentTypeError("--config-json must be a JSON object (Snakemake's config)")
-    return config
-
-
 def render_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m throttlelab.report.page", description="Render the HTML report.")
+    p = argparse.ArgumentParser(prog="throttlelab report", description="Render the HTML report.")
     p.add_argument("--tables", required=True, type=Path, help="directory of the tidy tables (docs/TABLES.md)")
     p.add_argument("--raw-root", required=True, type=Path, help="results/<backend>/raw")
     p.add_argument("--figures", required=True, type=Path, help="directory of the figures' SVG files")
@@ -772,47 +494,22 @@ def render_parser() -> argparse.ArgumentParser:
     return p
 
 
-def publish_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m throttlelab.report.page publish",
-                                description="Pack the report, tables, raw logs and config with a SHA-256 manifest.")
-    p.add_argument("--results", required=True, type=Path, help="the results directory every path lies under")
-    p.add_argument("--report", required=True, type=Path, help="the report directory (index.html, figures/)")
-    p.add_argument("--tables", required=True, type=Path)
-    p.add_argument("--raw-root", required=True, type=Path)
-    p.add_argument("--config-json", type=config_arg, default={})
-    p.add_argument("--project", type=Path, default=Path("."), help="the checkout holding config/ (default: .)")
-    p.add_argument("--out", required=True, type=Path, help="the archive, e.g. results/throttlelab-report-local-ci.tar.gz")
-    return p
-
-
-def verify_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m throttlelab.report.page verify",
-                                description="Check an unpacked archive against its MANIFEST.sha256.")
-    p.add_argument("root", type=Path)
-    return p
-
-
 def main(argv: list[str] | None = None) -> int:
+    """``render`` (the default), ``publish`` or ``verify``, then that command's options."""
     argv = sys.argv[1:] if argv is None else argv
     command = argv[0] if argv and argv[0] in ("render", "publish", "verify") else "render"
     rest = argv[1:] if argv and argv[0] == command else argv
     try:
         if command == "publish":
-            a = publish_parser().parse_args(rest)
-            out = publish(a.results, a.report, a.tables, a.raw_root, a.config_json, a.out, a.project)
-            print(f"throttlelab.report.page: wrote {out} and {out}.sha256")
-        elif command == "verify":
-            problems = verify_manifest(verify_parser().parse_args(rest).root)
-            for problem in problems:
-                print(problem, file=sys.stderr)
-            return 1 if problems else 0
-        else:
-            a = render_parser().parse_args(rest)
-            out = render_report(a.tables, a.raw_root, a.figures, a.config_json, a.out,
-                                a.findings_table, a.estimates_table, a.project)
-            print(f"throttlelab.report.page: wrote {out}")
+            return publish_main(rest)
+        if command == "verify":
+            return verify_main(rest)
+        a = render_parser().parse_args(rest)
+        out = render_report(a.tables, a.raw_root, a.figures, a.config_json, a.out,
+                            a.findings_table, a.estimates_table, a.project)
+        print(f"throttlelab report: wrote {out}")
     except (ReportError, ConfigError) as exc:
-        print(f"throttlelab.report.page: {exc}", file=sys.stderr)
+        print(f"throttlelab {command if command != 'render' else 'report'}: {exc}", file=sys.stderr)
         return 1
     return 0
 

@@ -1,0 +1,82 @@
+"""The figures: one registry, reproducible SVG, the lab's figures from model/reference.py, variant order.
+
+Drawn from the hand-made tables in tests/fixtures/tables (a `ci`-shaped run on 2 CPUs).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from conftest import PROJECT
+from throttlelab.figures import draw, registry
+from throttlelab.figures.style import by_limit
+from throttlelab.figures.svg import figure_to_svg
+from throttlelab.model.reference import lab_values
+from throttlelab.model.variants import VariantSpec
+
+TABLES = PROJECT / "tests" / "fixtures" / "tables"
+
+
+def _tables(*names: str) -> dict[str, pd.DataFrame]:
+    return {name: draw.read_figure_table(name, TABLES / f"{name}.csv") for name in names}
+
+
+def test_figures_are_reproducible_svg():
+    tables = _tables("metrics", "runs")
+    first = figure_to_svg(draw.draw("e3_gomaxprocs", tables), "e3_gomaxprocs")
+    again = figure_to_svg(draw.draw("e3_gomaxprocs", tables), "e3_gomaxprocs")
+    assert first == again
+    assert first.lstrip().startswith("<svg") and 'id="e3_gomaxprocs-' in first
+
+
+def test_lab_reference_values_follow_the_spec():
+    e2a = lab_values("E2a", "p50_wall_ms")
+    assert e2a == {"nolimit": 34.3, "limit2": 34.6, "limit1": 84.4, "limit500m": 260.4, "limit1-2threads": 132.3}
+    assert lab_values("E3", "gomaxprocs")["go125mod-2500m"] == 3
+
+
+def test_variants_are_ordered_from_no_limit_down():
+    given = {"limit1": {"limit": 1}, "nolimit": {"limit": None}, "limit500m": {"limit": "500m"},
+             "limit2": {"limit": 2}, "limit1-2threads": {"limit": 1, "threads": 2}}
+    specs = {name: VariantSpec.from_dict("E2a", name, spec) for name, spec in given.items()}
+    assert by_limit(specs) == ["nolimit", "limit2", "limit1", "limit1-2threads", "limit500m"]
+
+
+def test_every_registered_figure_names_functions_and_tables_that_exist():
+    table_outputs = {"runs", "rounds", "headers", "readback", "summaries", "requests", "share_samples",
+                     "share_expectations", "podstats", "target_stats", "environment", "metrics", "estimates"}
+    for entry in registry.FIGURES.values():
+        assert callable(registry.resolve(entry.draw)) and callable(registry.resolve(entry.caption)), entry.name
+        assert set(entry.tables) <= table_outputs, entry.name
+        assert (PROJECT / entry.caption_file).is_file(), entry.caption_file
+        assert entry.category and entry.title
+
+
+def test_the_registry_is_light_enough_for_the_rules_to_import():
+    # rules/report.smk imports it while Snakemake parses the workflow: no plotting library with it
+    code = ("import sys; import throttlelab.figures.registry; "
+            "print(sorted(m for m in ('matplotlib', 'seaborn', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PROJECT)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("experiments, names", [
+    (["E2a"], ["e2a_completion", "e2a_counters"]),
+    (["E3", "S1"], ["e3_gomaxprocs", "s1_throttling"]),
+    (["E10"], []),  # E10's shares are drawn beside E5's, in E5's figure
+    (["E1", "E4"], []),
+])
+def test_a_profile_gets_the_figures_of_its_experiments(experiments, names):
+    assert [entry.name for entry in registry.figures_for(experiments)] == names
+
+
+def test_the_command_draws_one_figure(tmp_path):
+    out = tmp_path / "e3.svg"
+    code = draw.main(["--figure", "e3_gomaxprocs", "--table", f"metrics={TABLES / 'metrics.csv'}",
+                      "--table", f"runs={TABLES / 'runs.csv'}", "--out", str(out)])
+    assert code == 0 and out.read_text().startswith("<svg")
+    assert "<title>E3: GOMAXPROCS by limit and module line</title>" in out.read_text()

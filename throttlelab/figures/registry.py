@@ -1,0 +1,118 @@
+"""Every figure of the report, in one place: the rules, the command line and the page read it here.
+
+A light module on purpose (the standard library only): the Snakemake rules import
+it while the workflow is parsed, so it names the drawing functions as dotted
+paths (``module:function``) and imports matplotlib nowhere. :func:`resolve`
+imports a figure's function when it is drawn.
+
+For each figure:
+
+* ``experiment``: the report section it belongs to; a profile that runs this
+  experiment gets the figure (rules/report.smk asks for exactly those), and the
+  caption's repeats are this experiment's;
+* ``also_shows``: other experiments whose runs it draws when the profile has them;
+* ``tables``: the tidy tables it reads, named as the outputs of the rules
+  parse_runs and compute_stats name them (``--table NAME=PATH``);
+* ``caption_file``: the caption Snakemake's own report shows (under report/captions/,
+  a Jinja template of ``snakemake.params``); ``category``: its section there;
+* ``draw`` and ``caption``: the figure's function (the tables as keyword arguments ->
+  a matplotlib Figure) and the caption under it on our page ((estimates, runs) -> text).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class FigureEntry:
+    name: str
+    experiment: str
+    title: str
+    tables: tuple[str, ...]
+    category: str
+    draw: str
+    caption: str
+    also_shows: tuple[str, ...] = ()
+
+    @property
+    def caption_file(self) -> str:
+        """The Snakemake report caption, relative to the project root."""
+        return f"report/captions/{self.name}.rst"
+
+    @property
+    def svg(self) -> str:
+        """The figure's file name in the report's figures/ folder."""
+        return f"{self.name}.svg"
+
+
+_JOBS = "throttlelab.figures.jobs"
+_WEIGHTS = "throttlelab.figures.weights"
+_SERVICES = "throttlelab.figures.services"
+_SERVICE_TABLES = ("metrics", "estimates", "runs")
+
+FIGURES: dict[str, FigureEntry] = {
+    entry.name: entry
+    for entry in (
+        FigureEntry("e2a_completion", "E2a", "Per-round completion time by limit",
+                    ("rounds", "metrics", "estimates", "runs"), "E2a burst job",
+                    f"{_JOBS}:e2a_completion_figure", f"{_JOBS}:e2a_completion_caption"),
+        FigureEntry("e2a_counters", "E2a", "cgroup counters: throttled share and throttled time per round",
+                    ("rounds", "metrics", "estimates", "runs"), "E2a burst job",
+                    f"{_JOBS}:e2a_counters_figure", f"{_JOBS}:e2a_counters_caption"),
+        FigureEntry("e3_gomaxprocs", "E3", "GOMAXPROCS by limit and module line",
+                    ("metrics", "runs"), "E3 GOMAXPROCS",
+                    f"{_JOBS}:e3_gomaxprocs_figure", f"{_JOBS}:e3_gomaxprocs_caption"),
+        FigureEntry("s1_throttling", "S1", "Throttling by GOMAXPROCS and limit",
+                    ("metrics", "estimates", "runs"), "S1 GOMAXPROCS and throttling",
+                    f"{_JOBS}:s1_throttling_figure", f"{_JOBS}:s1_throttling_caption"),
+        FigureEntry("weights_shares", "E5", "Shares of one CPU: measured, predicted by the weights, and the lab's",
+                    ("metrics", "estimates", "share_expectations"), "E4/E5/E10 requests become weights",
+                    f"{_WEIGHTS}:weights_shares_figure", f"{_WEIGHTS}:weights_shares_caption",
+                    also_shows=("E10",)),
+        FigureEntry("e2b_latency", "E2b", "/work p99 and throttled share by arrival shape and setting",
+                    _SERVICE_TABLES, "E2b service under load",
+                    f"{_SERVICES}:e2b_latency_figure", f"{_SERVICES}:e2b_latency_caption"),
+        FigureEntry("e7_replicas", "E7", "Replicas behind per-connection balancing against one pod",
+                    _SERVICE_TABLES, "E7 replicas or a raised limit",
+                    f"{_SERVICES}:e7_replicas_figure", f"{_SERVICES}:e7_replicas_caption"),
+        FigureEntry("e8_neighbor", "E8", "A busy neighbor: latency, and the CPU the service really got",
+                    _SERVICE_TABLES, "E8 busy neighbor",
+                    f"{_SERVICES}:e8_neighbor_figure", f"{_SERVICES}:e8_neighbor_caption"),
+        FigureEntry("e6_monitoring", "E6", "What a scraper computes against the real pause",
+                    _SERVICE_TABLES, "E6 what monitoring sees",
+                    f"{_SERVICES}:e6_monitoring_figure", f"{_SERVICES}:e6_monitoring_caption"),
+        FigureEntry("s2_throughput", "S2", "Closed-loop throughput: thread count and a limited upstream",
+                    _SERVICE_TABLES, "S2 threads and the cascade",
+                    f"{_SERVICES}:s2_throughput_figure", f"{_SERVICES}:s2_throughput_caption"),
+    )
+}
+
+
+def figures_for(experiments: Iterable[str]) -> list[FigureEntry]:
+    """The figures a profile (or a set of runs) with these experiments gets, in the registry's order."""
+    ran = set(experiments)
+    return [entry for entry in FIGURES.values() if entry.experiment in ran]
+
+
+def resolve(dotted: str) -> Callable[..., Any]:
+    """The function a ``module:function`` path names (imports its module, matplotlib with it)."""
+    module, _, name = dotted.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def report_caption(name: str, project: str | Path, *, repeats: int, confidence: float) -> str:
+    """The figure's caption file rendered as Snakemake renders a report caption (a Jinja template
+    of ``snakemake.params``). Snakemake takes one caption file per rule, so the plot_figure rule's
+    (report/captions/figure.rst) prints this text, handed over as a param."""
+    from jinja2 import Environment  # only when a plot job is planned: parsing stays light
+
+    template = (Path(project) / FIGURES[name].caption_file).read_text()
+    params = SimpleNamespace(repeats=repeats, confidence=confidence)
+    env = Environment(trim_blocks=True, lstrip_blocks=True)
+    return env.from_string(template).render(snakemake=SimpleNamespace(params=params))
