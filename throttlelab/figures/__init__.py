@@ -1,0 +1,9 @@
+"""The report's figures: tidy tables in, a matplotlib Figure out, SVG for the page.
+
+    registry.py   every figure once: its experiment, tables, captions, category and functions
+                  (light: the Snakemake rules import it while parsing)
+    style.py      colours, axes helpers, data selection and the method sentence every figure shares
+    jobs.py, weights.py, services.py   the figures (and captions) of each family of experiments
+    svg.py        a Figure as inline SVG with ids unique on the page
+    draw.py       `throttlelab figure`: one figure of the registry from its tables
+"""
