@@ -58,7 +58,6 @@ def shell_prelude():
     return text.replace("{", "{{").replace("}", "}}")  # shell.prefix() formats its text
 
 
-PY = f"{sys.executable}"  # transitional: rules not yet calling `throttlelab` (PYTHONPATH set above)
 shell.executable("bash")
 shell.prefix(shell_prelude())
 
@@ -130,7 +129,8 @@ def backend_settings_arg(wildcards):
     section = {"kind": DESIGN.kind, "kubernetes": DESIGN.kubernetes}.get(BACKEND)
     if not section:
         return ""
-    return "--backend-settings " + shlex.quote(json.dumps(section, sort_keys=True, separators=(",", ":")))
+    settings = json.dumps(section, sort_keys=True, separators=(",", ":"))
+    return f"--backend-settings {shlex.quote(settings)}"
 
 
 # kind rules (rules/clusters.smk) and the check before any job of a kind/kubernetes run.
@@ -247,36 +247,3 @@ def binary_args(wildcards, input):
 
 def node_cpus_arg(wildcards):
     return f"--node-cpus {DESIGN.node_cpus}" if DESIGN.node_cpus else ""
-
-
-# Report helpers (rules/report.smk); functions live here so rule files hold rules only.
-def figure_path(name):
-    return f"results/report/figures/{name}.svg"
-
-
-def repeats_of(experiment):
-    exp = DESIGN.experiments.get(experiment)
-    return exp.repeats if exp else 0
-
-
-def table_args(wildcards, input):
-    """--table NAME=PATH for every named input: the plot CLI reads what the rule declares."""
-    return " ".join(f"--table {name}={path}" for name, path in input.items())
-
-
-def profile_figures():
-    """The figures of the experiments this profile runs (a profile may leave some out).
-    Kept here rather than read from throttlelab.figures.plots, whose matplotlib import would slow every parse.
-    """
-    by_experiment = {
-        "E2a": [rules.plot_completion_times, rules.plot_cgroup_counters],
-        "E3": [rules.plot_gomaxprocs],
-        "S1": [rules.plot_throttling],
-        "E5": [rules.plot_weights_shares],
-        "E2b": [rules.plot_service_latency],
-        "E7": [rules.plot_replicas],
-        "E8": [rules.plot_busy_neighbor],
-        "E6": [rules.plot_monitoring],
-        "S2": [rules.plot_closed_loop],
-    }
-    return [r.output.svg for e, plots in by_experiment.items() if e in DESIGN.experiments for r in plots]

@@ -17,8 +17,9 @@ import pandas as pd
 import pytest
 
 from conftest import lab_cgroups, workload_pids
-from throttlelab.analysis.findings import engine as findings
-from throttlelab.analysis import metrics, service_metrics, tidy
+from throttlelab.analysis import findings, metrics, tidy
+from throttlelab.analysis.metrics import services as service_metrics
+from throttlelab.model.variants import VariantSpec
 from throttlelab.experiments.services import wall_ns_of, window_start_ns
 from throttlelab.backends.base import Output
 
@@ -161,7 +162,7 @@ def _evidence(num_cpu: int, rows: list[tuple[str, str, dict, dict[str, list[floa
     metric_rows, run_rows, header_rows = [], [], []
     for experiment, variant, spec, values in rows:
         for rep in range(len(next(iter(values.values())))):
-            run_rows.append({"experiment": experiment, "variant": variant, "repeat": rep, "spec_json": json.dumps(spec)})
+            run_rows.append({"experiment": experiment, "variant": variant, "repeat": rep, **VariantSpec.from_dict(experiment, variant, spec).columns()})
             header_rows.append({"experiment": experiment, "variant": variant, "repeat": rep, "num_cpu": num_cpu})
             metric_rows += [("local", experiment, variant, rep, m, v[rep], "") for m, v in values.items()]
     return findings.Evidence(

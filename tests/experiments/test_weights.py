@@ -16,7 +16,7 @@ import pytest
 
 from conftest import PROJECT, lab_cgroups, workload_pids
 from throttlelab.model.weights import E4_PODS, PHASES, expected_shares, lab_pods
-from throttlelab.analysis.findings.engine import F8, SHARE_TOLERANCE
+from throttlelab.analysis.findings.weights import F8, SHARE_TOLERANCE
 from throttlelab.analysis.metrics import share_metrics
 
 

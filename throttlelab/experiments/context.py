@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from throttlelab.backends.base import Backend, Capabilities, Output
+from throttlelab.backends.base import Backend, Capabilities, Deployment, Output
+from throttlelab.model.placement import LoadPlacement, Node
 
 
 @dataclass
@@ -31,3 +34,14 @@ class ExperimentResult:
             {"type": "process", "src": out.source, "returncode": out.returncode, "wall_s": round(out.wall_s, 4),
              "stderr_tail": out.stderr[-2000:]}
         )
+
+
+@contextmanager
+def deployed(ctx: Context, node: Node, result: ExperimentResult,
+             load: LoadPlacement | None = None) -> Iterator[Deployment]:
+    """Deploy, read every level back (a mismatch raises), and keep the readback in the log."""
+    with ctx.backend.deploy(node, load) as dep:
+        for readback in dep.verify():
+            result.records.append(readback.as_record())
+        result.records.extend(dep.ancestors())
+        yield dep

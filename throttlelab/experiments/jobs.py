@@ -4,37 +4,25 @@ E3 (GOMAXPROCS by go.mod line) and S1 (GOMAXPROCS and throttling, book chapter).
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
-from throttlelab.backends.base import Deployment
 
 from throttlelab.model.variants import VariantSpec
 from throttlelab.model.builds import GO_LINES
 from throttlelab.model.placement import Container, Node, Pod
 from throttlelab.model.quantities import go_default_gomaxprocs
-from throttlelab.experiments.context import Context, ExperimentResult
+from throttlelab.experiments.context import Context, ExperimentResult, deployed
 
 
 
 
-def _env(gomaxprocs: int | None, godebug: str | None = None) -> tuple[tuple[str, str], ...]:
+def container_env(gomaxprocs: int | None, godebug: str | None = None) -> tuple[tuple[str, str], ...]:
     env = []
     if gomaxprocs is not None:
         env.append(("GOMAXPROCS", str(gomaxprocs)))
     if godebug:
         env.append(("GODEBUG", str(godebug)))
     return tuple(env)
-
-
-@contextmanager
-def _deployed(ctx: Context, node: Node, result: ExperimentResult) -> Iterator[Deployment]:
-    """Deploy, read every level back (a mismatch raises), and keep the readback in the log."""
-    with ctx.backend.deploy(node) as dep:
-        for readback in dep.verify():
-            result.records.append(readback.as_record())
-        result.records.extend(dep.ancestors())
-        yield dep
 
 
 def run_e1(spec: VariantSpec, ctx: Context) -> ExperimentResult:
@@ -48,13 +36,13 @@ def run_e1(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     result = ExperimentResult()
     if not ctx.capabilities.has_pause_level:
         result.notes.append("no pause container on this backend: the pod level holds only the workload containers")
-    with _deployed(ctx, node, result) as dep:
+    with deployed(ctx, node, result) as dep:
         for c in containers:
             result.add_output(dep.run_job("e1", c.name, timeout_s=30))
     return result
 
 
-def _burst_timeout(spec: VariantSpec) -> float:
+def burst_timeout(spec: VariantSpec) -> float:
     # Worst case: each round needs threads*work of CPU at the limit's rate, plus the interval.
     limit = (spec.milli("limit") or 1000) / 1000
     per_round = spec.threads * spec.work_ms / 1000 / min(limit, 1.0) + spec.interval_ms / 1000
@@ -70,13 +58,13 @@ def run_e2a(spec: VariantSpec, ctx: Context) -> ExperimentResult:
         f"-interval={spec.interval_ms}ms",
         f"-rounds={spec.rounds}",
     )
-    env = _env(spec.gomaxprocs or spec.threads)
+    env = container_env(spec.gomaxprocs or spec.threads)
     container = Container("burst", args, variant=(spec.build or "go124mod"),
                           request_milli=spec.milli("request"), limit_milli=spec.milli("limit"), env=env)
     node = Node("node", (Pod("e2a", (container,)),), cpus=ctx.node_cpus)
     result = ExperimentResult()
-    with _deployed(ctx, node, result) as dep:
-        out = dep.run_job("e2a", "burst", timeout_s=_burst_timeout(spec))
+    with deployed(ctx, node, result) as dep:
+        out = dep.run_job("e2a", "burst", timeout_s=burst_timeout(spec))
     result.add_output(out)
     result.window_s = _summary_value(out.records, "elapsed_s")
     return result
@@ -87,10 +75,10 @@ def run_e3(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     build = spec.build
     limit = spec.milli("limit")
     container = Container("info", ("info",), variant=build, request_milli=spec.milli("request"),
-                          limit_milli=limit, env=_env(spec.gomaxprocs, spec.godebug))
+                          limit_milli=limit, env=container_env(spec.gomaxprocs, spec.godebug))
     node = Node("node", (Pod("e3", (container,)),), cpus=ctx.node_cpus)
     result = ExperimentResult()
-    with _deployed(ctx, node, result) as dep:
+    with deployed(ctx, node, result) as dep:
         result.add_output(dep.run_job("e3", "info", timeout_s=30))
     result.records.append(
         {
@@ -115,10 +103,10 @@ def run_s1(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     """The book chapter's program: busy on every P for a while, then the change in throttling."""
     args = ("spin", "-threads=0", f"-report={spec.report_ms}ms", f"-duration={spec.duration_ms}ms")
     container = Container("spin", args, variant=(spec.build or "go125mod"),
-                          request_milli=spec.milli("request"), limit_milli=spec.milli("limit"), env=_env(spec.gomaxprocs, spec.godebug))
+                          request_milli=spec.milli("request"), limit_milli=spec.milli("limit"), env=container_env(spec.gomaxprocs, spec.godebug))
     node = Node("node", (Pod("s1", (container,)),), cpus=ctx.node_cpus)
     result = ExperimentResult()
-    with _deployed(ctx, node, result) as dep:
+    with deployed(ctx, node, result) as dep:
         out = dep.run_job("s1", "spin", timeout_s=spec.duration_ms / 1000 * 3 + 30)
     result.add_output(out)
     result.window_s = _summary_value(out.records, "elapsed_s")

@@ -28,8 +28,8 @@ from throttlelab.backends.base import BackendError, Deployment
 from throttlelab.model.variants import VariantSpec
 from throttlelab.model.placement import Container, Node, Pod
 from throttlelab.model.quantities import parse_cpu
-from throttlelab.experiments.context import Context, ExperimentResult
-from throttlelab.experiments.jobs import _burst_timeout, _deployed, _env
+from throttlelab.experiments.context import Context, ExperimentResult, deployed
+from throttlelab.experiments.jobs import burst_timeout, container_env
 from throttlelab.experiments.services import podstat_record, wall_ns_of
 
 
@@ -44,7 +44,7 @@ def burst_container(name: str, spec: VariantSpec, rounds: int, limit: Any) -> Co
     return Container(name, args, variant=(spec.build or "go124mod"),
                      request_milli=None if spec.request is None else parse_cpu(spec.request, "request"),
                      limit_milli=None if limit is None else parse_cpu(limit, "limit"),
-                     env=_env(spec.gomaxprocs or spec.threads))
+                     env=container_env(spec.gomaxprocs or spec.threads))
 
 
 class Housekeeping:
@@ -95,11 +95,11 @@ def run_e6(spec: VariantSpec, ctx: Context) -> ExperimentResult:
                            f"({spec.housekeeping_ms}), or the first scrape may find no reading yet")
     rng = random.Random(ctx.seed)
     hk_s = spec.housekeeping_ms / 1000
-    with _deployed(ctx, node, result) as dep:
-        result.add_output(dep.run_job("calib", "burst", timeout_s=_burst_timeout(
+    with deployed(ctx, node, result) as dep:
+        result.add_output(dep.run_job("calib", "burst", timeout_s=burst_timeout(
             spec.with_changes(limit=None, rounds=spec.calibration_rounds))))
         keeper = Housekeeping(dep, "e6", "burst", hk_s, offset_s=rng.uniform(0, hk_s))
-        job_run = _Background(lambda: dep.run_job("e6", "burst", timeout_s=_burst_timeout(spec)))
+        job_run = _Background(lambda: dep.run_job("e6", "burst", timeout_s=burst_timeout(spec)))
         started = time.monotonic()
         keeper.start()
         scrapes: list[tuple[int, int, dict[str, Any]]] = []  # (scrape wall ns, reading wall ns, counters)

@@ -21,15 +21,14 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from throttlelab.backends.base import BackendError, Deployment, Output
 from throttlelab.model.variants import VariantSpec
 from throttlelab.model.placement import Container, LoadPlacement, Node, Pod, parse_cpuset
-from throttlelab.experiments.context import Context, ExperimentResult
+from throttlelab.experiments.context import Context, ExperimentResult, deployed
 
 #: The seconds the generator may still wait for its last requests (its -timeout).
 LOAD_TIMEOUT_S = 10.0
@@ -97,16 +96,6 @@ def node_of(spec: VariantSpec, ctx: Context, pods: tuple[Pod, ...]) -> Node:
 
 def placement_of(spec: VariantSpec) -> LoadPlacement:
     return LoadPlacement(cpus=spec.load_cpus)
-
-
-@contextmanager
-def deployed(ctx: Context, node: Node, load: LoadPlacement, result: ExperimentResult) -> Iterator[Deployment]:
-    """Deploy, read every level back (a mismatch raises) and keep the readback in the log."""
-    with ctx.backend.deploy(node, load) as dep:
-        for readback in dep.verify():
-            result.records.append(readback.as_record())
-        result.records.extend(dep.ancestors())
-        yield dep
 
 
 def listen_address(dep: Deployment, handle: Any) -> str:
@@ -225,7 +214,7 @@ def run_e2b(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     server = server_container(spec)
     node = node_of(spec, ctx, (Pod("e2b", (server,)),))
     result = ExperimentResult()
-    with deployed(ctx, node, placement_of(spec), result) as dep:
+    with deployed(ctx, node, result, placement_of(spec)) as dep:
         handle = dep.start("e2b", "server")
         addr = listen_address(dep, handle)
         _run_load_sampled(dep, spec, ctx, [addr], [("e2b", "server")], "E2b", result)
@@ -246,7 +235,7 @@ def run_e7(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     pods = replica_pods(spec)
     node = node_of(spec, ctx, pods)
     result = ExperimentResult()
-    with deployed(ctx, node, placement_of(spec), result) as dep:
+    with deployed(ctx, node, result, placement_of(spec)) as dep:
         handles = [dep.start(p.name, "server") for p in pods]
         addrs = [listen_address(dep, h) for h in handles]
         _run_load_sampled(dep, spec, ctx, addrs, [(p.name, None) for p in pods], "E7", result)
@@ -280,7 +269,7 @@ def run_e8(spec: VariantSpec, ctx: Context) -> ExperimentResult:
         pods.append(Pod("neighbor", (neighbor_container(spec, n_cpus),)))
     node = node_of(spec, ctx, tuple(pods))
     result = ExperimentResult()
-    with deployed(ctx, node, placement_of(spec), result) as dep:
+    with deployed(ctx, node, result, placement_of(spec)) as dep:
         spinner = dep.start("neighbor", "spin") if spec.neighbor else None
         handle = dep.start("e8", "server")
         addr = listen_address(dep, handle)
@@ -302,7 +291,7 @@ def run_s2(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     result = ExperimentResult()
     if spec.mode == "threads":
         node = node_of(spec, ctx, (Pod("s2", (server_container(spec),)),))
-        with deployed(ctx, node, placement_of(spec), result) as dep:
+        with deployed(ctx, node, result, placement_of(spec)) as dep:
             handle = dep.start("s2", "server")
             addr = listen_address(dep, handle)
             _run_load_sampled(dep, spec, ctx, [addr], [("s2", None)], "S2", result)
@@ -315,7 +304,7 @@ def run_s2(spec: VariantSpec, ctx: Context) -> ExperimentResult:
                                 prefix="upstream_", addr=up_addr)
     downstream = server_container(spec, "server", upstream=f"http://{up_addr}")
     node = node_of(spec, ctx, (Pod("upstream", (upstream,)), Pod("downstream", (downstream,))))
-    with deployed(ctx, node, placement_of(spec), result) as dep:
+    with deployed(ctx, node, result, placement_of(spec)) as dep:
         up = dep.start("upstream", "server")
         if listen_address(dep, up) != up_addr:
             raise BackendError(f"the upstream listens elsewhere than asked ({up_addr})")

@@ -15,8 +15,7 @@ import time
 from throttlelab.model.variants import VariantSpec
 from throttlelab.model.placement import Node
 from throttlelab.model.weights import E4_PODS, PHASES, expected_shares, lab_pods
-from throttlelab.experiments.context import Context, ExperimentResult
-from throttlelab.experiments.jobs import _deployed
+from throttlelab.experiments.context import Context, ExperimentResult, deployed
 
 def run_e4(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     """Every pod of the lab, read back at every level for one runtime conversion."""
@@ -24,7 +23,7 @@ def run_e4(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     node = Node("node", lab_pods(names, ("info",), (spec.build or "go124mod")), cpus=ctx.node_cpus,
                 runtime=spec.runtime)
     result = ExperimentResult()
-    with _deployed(ctx, node, result) as dep:
+    with deployed(ctx, node, result) as dep:
         for pod in node.pods:
             for c in pod.containers:
                 result.add_output(dep.run_job(pod.name, c.name, timeout_s=30))
@@ -52,7 +51,7 @@ def run_shares(spec: VariantSpec, ctx: Context) -> ExperimentResult:
         result.records.append({"type": "share_expectation", "member": member, "level": level,
                                "weight": weight, "share": share, "runtime": spec.runtime})
     members = _members(node, level)
-    with _deployed(ctx, node, result) as dep:
+    with deployed(ctx, node, result) as dep:
         handles = [dep.start(p.name, c.name) for p in node.pods for c in p.containers]
         start = time.monotonic()
         ctx.progress(f"{spec.phase}: {len(handles)} busy containers on CPU {node.cpus}; "
