@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=1000.0)
     parser.add_argument("--seconds", type=float, default=10.0)
     args = parser.parse_args(argv)
-    binary = args.binary or build_variant("go124mod", default_output("go124mod"))
+    binary = args.binary or build_variant("go124mod", PROJECT / default_output("go124mod"), PROJECT / "workload")
     print(f"binary: {binary}, CPUs: {os.cpu_count()}, kernel: {os.uname().release}")
     # Other work on the host shows up as lateness and wall time: say how busy it was.
     print(f"host load average before: {os.getloadavg()[0]:.2f}")

@@ -26,7 +26,7 @@ rule parse_runs:
     log:
         f"{ANALYSIS_LOGS}/parse_runs.log",
     params:
-        out_dir=lambda wildcards, output: Path(output.runs).parent,
+        out_dir=output_folder("runs"),
     shell:
         "throttlelab tables --raw {input.raw} --out-dir {params.out_dir} 2>&1 | tee {log} >&2"
 
@@ -40,7 +40,7 @@ rule compute_stats:
     log:
         f"{ANALYSIS_LOGS}/compute_stats.log",
     params:
-        tables_dir=lambda wildcards, input: Path(input.tables[0]).parent,
+        tables_dir=input_folder("tables"),
         confidence=DESIGN.confidence,
         seed=DESIGN.seed,
     shell:
@@ -60,7 +60,7 @@ rule evaluate_findings:
     log:
         f"{ANALYSIS_LOGS}/evaluate_findings.log",
     params:
-        tables_dir=lambda wildcards, input: Path(input.runs).parent,
+        tables_dir=input_folder("runs"),
         experiments=" ".join(DESIGN.experiments),
         confidence=DESIGN.confidence,
     shell:

@@ -10,7 +10,7 @@ rule build_workload:
     log:
         "results/logs/build_workload/{build}.log",
     params:
-        source=lambda wildcards, input: Path(input.gomod).parent,
+        source=input_folder("gomod"),
     shell:
         "throttlelab build-workload --variant {wildcards.build} --source {params.source:q} --out {output.binary}"
         " > {log} 2>&1"

@@ -20,7 +20,7 @@ rule build_podgate:
     log:
         "results/logs/build_podgate.log",
     params:
-        source=lambda wildcards, input: Path(input.gomod).parent,
+        source=input_folder("gomod"),
     shell:
         "throttlelab kind build-podgate --podgate-source {params.source:q} --out {output.binary} > {log} 2>&1"
 
@@ -48,7 +48,7 @@ rule create_cluster:
         "results/logs/create_cluster/{role}.log",
     params:
         settings=kind_settings_arg,
-        config_dir=lambda wildcards, input: Path(input.config).parent,
+        config_dir=input_folder("config"),
     shell:
         "throttlelab kind create --role {wildcards.role} --settings {params.settings} --config-dir {params.config_dir:q}"
         " --kubeconfig {output.kubeconfig} --stamp {output.stamp} > {log} 2>&1"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)  # the package works from a plain checkout too
 
+from throttlelab.figures.registry import FIGURES, figures_for, report_caption
 from throttlelab.model.builds import BUILDS
 from throttlelab.model.config import ConfigError, load_design
 from throttlelab.model.coverage import untestable_variants
@@ -40,6 +41,7 @@ def planned_design():
 
 DESIGN = planned_design()
 BACKEND = DESIGN.backend
+PROFILE_NAME = Path(DESIGN.profile).stem  # a profile given as a file path is named by its stem
 
 
 def shell_prelude():
@@ -170,12 +172,8 @@ def backend_preflight():
     if BACKEND not in ("kind", "kubernetes"):
         return
     # imported here, not at parse: only a kind or kubernetes run that starts loads these clients
-    from throttlelab.backends.base import BackendError
-    from throttlelab.backends.kind.backend import (
-        clusters_from_settings,
-        make_kube_backend,
-        preflight_tools,
-    )
+    from throttlelab.backends.base import BackendError, make_backend
+    from throttlelab.backends.kind.clusters import clusters_from_settings, preflight_tools
 
     jobs = jobs_to_run()
     names = {name for name, _ in jobs}
@@ -185,15 +183,15 @@ def backend_preflight():
             if names & {"create_cluster", "load_image"}:
                 need |= {"kind", "docker"}
                 roles |= {w["role"] for name, w in jobs if "role" in w}
-            if names & {"delete_clusters", "clean"}:
+            if names & {"clean"}:
                 need.add("kind")
                 roles |= {"new", "old"}
             if names & {"build_kind_image", "run_experiment"}:
                 need.add("docker")
-            clusters = clusters_from_settings(DESIGN.kind, Path.cwd())
+            clusters = clusters_from_settings(DESIGN.kind, Path.cwd(), Path(workflow.basedir) / "config" / "kind")
             preflight_tools(clusters, sorted(roles), need)
         elif "run_experiment" in names:
-            make_kube_backend("kubernetes", DESIGN.kubernetes, DESIGN.runtime).preflight()
+            make_backend("kubernetes", {}, DESIGN.runtime, DESIGN.kubernetes).preflight()
     except BackendError as exc:
         sys.exit(f"throttlelab: {exc}\n(nothing was run)")
 
@@ -247,3 +245,55 @@ def binary_args(wildcards, input):
 
 def node_cpus_arg(wildcards):
     return f"--node-cpus {DESIGN.node_cpus}" if DESIGN.node_cpus else ""
+
+
+# Params that name a folder of a rule's own input or output (so the folder follows the files).
+def input_folder(key, levels=1):
+    """A param function: the folder `levels` up from input `key` (its first file)."""
+
+    def folder(wildcards, input):
+        files = input[key]
+        path = files if isinstance(files, str) else files[0]
+        return str(Path(path).parents[levels - 1])
+
+    return folder
+
+
+def output_folder(key, levels=1):
+    """A param function: the folder `levels` up from output `key`."""
+
+    def folder(wildcards, output):
+        return str(Path(output[key]).parents[levels - 1])
+
+    return folder
+
+
+# The figures (rules/report.smk): one rule draws any figure of the registry
+# (throttlelab/figures/registry.py, a light module read while parsing).
+def figure_tables(wildcards):
+    """The tidy tables a figure reads, named as `throttlelab figure --table NAME=PATH` takes them."""
+    tables = {**dict(rules.parse_runs.output.items()), **dict(rules.compute_stats.output.items())}
+    return {name: tables[name] for name in FIGURES[wildcards.figure].tables}
+
+
+def figure_category(wildcards):
+    return FIGURES[wildcards.figure].category
+
+
+def table_args(wildcards, input):
+    return " ".join(f"--table {name}={path}" for name, path in input.items())
+
+
+def figure_repeats(wildcards):
+    exp = DESIGN.experiments.get(FIGURES[wildcards.figure].experiment)
+    return exp.repeats if exp else 0
+
+
+def figure_caption(wildcards):
+    """The figure's own caption, rendered for Snakemake's report (a param: editing it redraws)."""
+    return report_caption(
+        wildcards.figure,
+        workflow.basedir,
+        repeats=figure_repeats(wildcards),
+        confidence=DESIGN.confidence,
+    )

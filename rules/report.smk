@@ -12,20 +12,18 @@ import json
 import shlex
 from pathlib import Path
 
-from throttlelab.figures.registry import FIGURES, figures_for, report_caption
-
-REPORT_DIR = "results/report"
-REPORT_LOGS = "results/logs/report"
+# Each (backend, profile) has its own report; results/report/index.html is the page a user
+# opens first: the latest run's report, linking to the others.
+FRONT_PAGE = "results/report/index.html"
+REPORT_DIR = f"results/report/{BACKEND}-{PROFILE_NAME}"
+REPORT_LOGS = f"results/{BACKEND}/logs/report"
 FIGURES_DIR = f"{REPORT_DIR}/figures"
 # The figures of the experiments this profile runs (a profile may leave some out).
 PROFILE_FIGURES = [f"{FIGURES_DIR}/{entry.svg}" for entry in figures_for(DESIGN.experiments)]
-# The tables a figure may read, by the names the analysis rules give their outputs.
-TABLE_FILES = {**dict(rules.parse_runs.output.items()), **dict(rules.compute_stats.output.items())}
-REPEATS = {name: exp.repeats for name, exp in DESIGN.experiments.items()}
 # Snakemake's config (with --config overrides) as one shell word: the report and
 # the archive load the same design from it, and a changed setting reruns them.
 CONFIG_JSON = shlex.quote(json.dumps(config, sort_keys=True))
-ARCHIVE = f"results/throttlelab-report-{BACKEND}-{Path(DESIGN.profile).stem}.tar.gz"
+ARCHIVE = f"results/throttlelab-report-{BACKEND}-{PROFILE_NAME}.tar.gz"
 
 
 report: "../report/workflow.rst"
@@ -36,27 +34,22 @@ report: "../report/workflow.rst"
 # confidence of its experiment for that caption.
 rule plot_figure:
     input:
-        unpack(lambda wildcards: {t: TABLE_FILES[t] for t in FIGURES[wildcards.figure].tables}),
+        unpack(figure_tables),
     output:
         svg=report(
             f"{FIGURES_DIR}/{{figure}}.svg",
             caption="../report/captions/figure.rst",
-            category=lambda wildcards: FIGURES[wildcards.figure].category,
+            category=figure_category,
         ),
     log:
         f"{REPORT_LOGS}/plot_figure/{{figure}}.log",
     wildcard_constraints:
         figure="|".join(FIGURES),
     params:
-        tables=lambda wildcards, input: " ".join(f"--table {name}={path}" for name, path in input.items()),
-        repeats=lambda wildcards: REPEATS.get(FIGURES[wildcards.figure].experiment, 0),
+        tables=table_args,
+        repeats=figure_repeats,
         confidence=DESIGN.confidence,
-        caption=lambda wildcards: report_caption(
-            wildcards.figure,
-            workflow.basedir,
-            repeats=REPEATS.get(FIGURES[wildcards.figure].experiment, 0),
-            confidence=DESIGN.confidence,
-        ),
+        caption=figure_caption,
     shell:
         "throttlelab figure --figure {wildcards.figure} {params.tables} --out {output.svg} > {log} 2>&1"
 
@@ -85,19 +78,20 @@ rule render_report:
             caption="../report/captions/estimates.rst",
             category="Tables",
         ),
+        front_page=FRONT_PAGE,
     log:
         f"{REPORT_LOGS}/render_report.log",
     params:
-        tables=lambda wildcards, input: Path(input.tables[0]).parent,
+        tables=input_folder("tables"),
         # the raw logs are linked from the page, never read: not inputs of this rule
         raw_root=f"results/{BACKEND}/raw",
-        figures=lambda wildcards, output: Path(output.html).parent / "figures",
+        figures=input_folder("figures"),
         config=CONFIG_JSON,
     shell:
         "throttlelab report --tables {params.tables} --raw-root {params.raw_root}"
         " --figures {params.figures} --config-json {params.config} --out {output.html}"
         ' --findings-table {output.findings} --estimates-table {output.estimates} --project "$THROTTLELAB_PROJECT"'
-        " > {log} 2>&1"
+        " --front-page {output.front_page} > {log} 2>&1"
 
 
 rule pack_report:
@@ -112,9 +106,9 @@ rule pack_report:
     log:
         f"{REPORT_LOGS}/pack_report.log",
     params:
-        report_dir=lambda wildcards, input: Path(input.report[0]).parent,
-        tables=lambda wildcards, input: Path(input.tables[0]).parent,
-        raw_root=lambda wildcards, input: Path(input.raw[0]).parents[2],  # raw/<experiment>/<variant>/rep<k>.jsonl
+        report_dir=input_folder("report"),
+        tables=input_folder("tables"),
+        raw_root=input_folder("raw", levels=3),  # raw/<experiment>/<variant>/rep<k>.jsonl
         config=CONFIG_JSON,
     shell:
         "throttlelab publish --results results --report {params.report_dir}"

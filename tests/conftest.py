@@ -98,7 +98,8 @@ def real_cgroups():
 @pytest.fixture(scope="session")
 def binaries(tmp_path_factory) -> dict[str, Path]:
     """Both workload builds, built once per test session."""
-    from throttlelab.host.gobuild import VARIANTS, build_variant
+    from throttlelab.host.gobuild import build_variant
+    from throttlelab.model.builds import BUILDS
 
     out = tmp_path_factory.mktemp("cpulab")
-    return {variant: build_variant(variant, out / variant / "cpulab") for variant in VARIANTS}
+    return {variant: build_variant(variant, out / variant / "cpulab", PROJECT / "workload") for variant in BUILDS}

@@ -101,7 +101,7 @@ def test_an_existing_cluster_is_not_recreated(tmp_path):
 def test_clean_deletes_the_clusters(tmp_path):
     proc = snakemake(tmp_path, "-n", "-p", "clean", "--config", "backend=kind")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "throttlelab.backends.kind.backend delete --settings" in proc.stdout
+    assert "throttlelab kind delete --settings" in proc.stdout
 
 
 def test_a_run_without_kind_stops_at_once_naming_what_is_missing(tmp_path):

@@ -460,15 +460,41 @@ def write_atomically(path: Path, content: str) -> None:
     tmp.replace(path)  # never leave half a file behind
 
 
+@dataclass(frozen=True)
+class ReportLink:
+    label: str
+    href: str
+    current: bool
+
+
+def report_links(reports_root: Path, current: Path, page_dir: Path) -> list[ReportLink]:
+    """Every run's report under ``reports_root`` (``<backend>-<profile>/index.html``), newest
+    first, as links from a page in ``page_dir``; ``current`` is the one being written."""
+    pages = {p.resolve(): p for p in reports_root.glob("*/index.html")}
+    pages.setdefault(current.resolve(), current)
+    def mtime(p: Path) -> float:
+        return p.stat().st_mtime if p.exists() else float("inf")  # the page being written is the newest
+    ordered = sorted(pages.values(), key=mtime, reverse=True)
+    return [ReportLink(p.parent.name, relative_href(p, page_dir), p.resolve() == current.resolve()) for p in ordered]
+
+
 def render_report(tables_dir: Path, raw_root: Path, figures_dir: Path, config: Mapping[str, Any], out: Path,
                   findings_table: Path | None = None, estimates_table_path: Path | None = None,
-                  project: Path = Path(".")) -> Path:
+                  project: Path = Path("."), front_page: Path | None = None) -> Path:
     """Write the self-contained report page (and, if asked, its two tables as CSV); returns the page.
 
-    ``project`` is the checkout holding config/ and report/ (the template)."""
+    ``project`` is the checkout holding config/ and report/ (the template). ``front_page``: also
+    write the same report there (links made relative to it), the page a user opens first; both
+    list every run's report found beside ``out`` (``results/report/<backend>-<profile>/``)."""
     design = load_design(dict(config), project / "config")
+    reports_root = out.parent.parent
     context = build_context(tables_dir, raw_root, figures_dir, config, design, out.parent)
+    context["other_reports"] = report_links(reports_root, out, out.parent)
     write_atomically(out, render_page(context, project / "report"))
+    if front_page is not None:
+        front = build_context(tables_dir, raw_root, figures_dir, config, design, front_page.parent)
+        front["other_reports"] = report_links(reports_root, out, front_page.parent)
+        write_atomically(front_page, render_page(front, project / "report"))
     if findings_table is not None:
         write_atomically(findings_table, findings_display(context["findings"]).to_csv(index=False))
     if estimates_table_path is not None:
@@ -489,6 +515,8 @@ def render_parser() -> argparse.ArgumentParser:
     p.add_argument("--config-json", type=config_arg, default={}, help="Snakemake's config as JSON (default: config.yaml defaults)")
     p.add_argument("--out", required=True, type=Path, help="the page to write, e.g. results/report/index.html")
     p.add_argument("--findings-table", type=Path, help="also write the findings table as shown, as CSV")
+    p.add_argument("--front-page", type=Path,
+                   help="also write the page here (results/report/index.html: the latest run, linking to the others)")
     p.add_argument("--project", type=Path, default=Path("."), help="the checkout holding config/ and report/ (default: .)")
     p.add_argument("--estimates-table", type=Path, help="also write every estimate as shown, as CSV")
     return p
@@ -506,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
             return verify_main(rest)
         a = render_parser().parse_args(rest)
         out = render_report(a.tables, a.raw_root, a.figures, a.config_json, a.out,
-                            a.findings_table, a.estimates_table, a.project)
+                            a.findings_table, a.estimates_table, a.project, a.front_page)
         print(f"throttlelab report: wrote {out}")
     except (ReportError, ConfigError) as exc:
         print(f"throttlelab {command if command != 'render' else 'report'}: {exc}", file=sys.stderr)
