@@ -450,6 +450,7 @@ def build_context(tables_dir: Path, raw_root: Path, figures_dir: Path, config: M
         "effective_config": effective_config,
         "profile_yaml": profile_yaml,
         "profile_file": design.profile_path.name,
+        "other_reports": [],  # every run's report, filled in by render_report
     }
 
 
