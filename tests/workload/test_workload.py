@@ -49,7 +49,10 @@ def test_go_vet_gofmt_and_go_test_pass():
     fmt = subprocess.run([str(gofmt), "-l", "."], cwd=WORKLOAD, capture_output=True, text=True)
     assert fmt.returncode == 0 and fmt.stdout == "", f"not gofmt-clean: {fmt.stdout}{fmt.stderr}"
     tests = subprocess.run([go, "test", "./..."], cwd=WORKLOAD, env=env, capture_output=True, text=True, timeout=240)
-    assert tests.returncode == 0, tests.stdout + tests.stderr
+    # the failing packages and tests first: pytest may cut a long message, never its start
+    failures = [line for line in (tests.stdout + tests.stderr).splitlines()
+                if line.startswith(("--- FAIL", "FAIL", "panic:")) or "_test.go:" in line]
+    assert tests.returncode == 0, "\n".join(failures) + "\n\n" + tests.stdout + tests.stderr
 
 
 # --- info ------------------------------------------------------------------
