@@ -1,0 +1,48 @@
+"""The runner under interference: a disturbed run is kept beside the raw log, listed in it, and
+measured again; the last attempt is kept and marked when every attempt was disturbed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import PROJECT
+
+
+def _hogs(cpus: list[int]) -> list[subprocess.Popen]:
+    code = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
+    return [subprocess.Popen([sys.executable, "-c", code, str(cpu)]) for cpu in cpus]
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_a_disturbed_run_is_kept_listed_and_measured_again(real_cgroups, binaries, tmp_path):
+    spec = {"build": "go124mod", "request": "100m", "limit": "500m"}  # E3: a quick read-back job
+    out = tmp_path / "E3" / "go124mod-500m" / "rep0.jsonl"
+    cmd = [sys.executable, "-m", "throttlelab", "run", "--backend", "local", "--experiment", "E3",
+           "--variant", "go124mod-500m", "--repeat", "0", "--spec", json.dumps(spec),
+           "--max-other-share", "0.05", "--retries", "1", "--out", str(out)]
+    for build, path in binaries.items():
+        cmd += ["--binary", f"{build}={path}"]
+    hogs = _hogs(sorted(os.sched_getaffinity(0)))
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180,
+                              env={**os.environ, "PYTHONPATH": str(PROJECT)})
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    meta = json.loads(out.read_text().splitlines()[0])
+    assert meta["interference"]["disturbed"] is True  # still disturbed after its one retry: kept, marked
+    assert meta["attempt"] == 1
+    (earlier,) = meta["disturbed_attempts"]
+    assert earlier["disturbed"] and earlier["other_share"] > 0.05
+    kept = out.with_name(earlier["log"])
+    assert kept.name == "rep0.disturbed-1.jsonl" and kept.is_file()
+    assert json.loads(kept.read_text().splitlines()[0])["interference"]["disturbed"] is True
+    assert "measuring again" in proc.stderr

@@ -1,0 +1,92 @@
+"""The interference meter: /proc/stat parsing, the arithmetic of 'other', and a real run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from throttlelab.host.interference import Interference, InterferenceMeter, parse_proc_stat, parse_usage_percpu
+
+STAT = """cpu  100 0 50 1000 5 0 3 2 0 0
+cpu0 60 0 30 500 2 0 2 1 0 0
+cpu1 40 0 20 500 3 0 1 1 0 0
+intr 1 2 3
+"""
+
+
+def test_proc_stat_busy_is_user_nice_system_irq_softirq_steal():
+    assert parse_proc_stat(STAT) == {0: 60 + 30 + 2 + 1, 1: 40 + 20 + 1 + 1}
+
+
+def test_usage_percpu_is_one_value_per_cpu():
+    assert parse_usage_percpu("10 20 30\n") == {0: 10, 1: 20, 2: 30}
+
+
+def test_share_is_of_the_windows_capacity_on_the_runs_cpus():
+    seen = Interference(cpus=(0, 1), window_s=4.0, busy_s=3.0, lab_s=1.0, runner_s=0.2, other_s=1.8,
+                        lab_scope="per-cpu")
+    assert seen.other_share == pytest.approx(1.8 / 8.0)
+    record = seen.as_record(0.1)
+    assert record["disturbed"] is True and record["threshold"] == 0.1
+    assert seen.as_record(0.5)["disturbed"] is False
+
+
+def _fake_host(tmp_path: Path, busy0: int, busy1: int) -> tuple[Path, Path]:
+    mountinfo = tmp_path / "mountinfo"
+    acct = tmp_path / "cpuacct"
+    acct.mkdir(exist_ok=True)
+    mountinfo.write_text(f"33 31 0:30 / {acct} rw,relatime - cgroup cgroup rw,cpuacct\n")
+    stat = tmp_path / "stat"
+    stat.write_text(f"cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 {busy0} 0 0 0 0 0 0 0 0 0\ncpu1 {busy1} 0 0 0 0 0 0 0 0 0\n")
+    return mountinfo, stat
+
+
+def test_the_labs_own_cgroups_are_not_counted_as_other(tmp_path):
+    """On a file tree laid out as the kernel's: the lab's run cgroup used 1 s on CPU 0 in the window,
+    CPU 0 was busy 3 s in all: 2 s belong to someone else (less what the runner itself used)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    mountinfo, stat = _fake_host(tmp_path, 0, 0)
+    run = tmp_path / "cpuacct" / "throttlelab-4242-0"
+    run.mkdir()
+    (run / "cpuacct.usage_percpu").write_text("0 0\n")
+    meter = InterferenceMeter([0], runner_pid=4242, interval_s=0.01, proc_stat=stat, mountinfo=mountinfo)
+    meter.start()
+    (run / "cpuacct.usage_percpu").write_text(f"{1_000_000_000} {5_000_000_000}\n")  # CPU 1 is not the run's
+    stat.write_text(f"cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 {3 * ticks} 0 0 0 0 0 0 0 0 0\ncpu1 {9 * ticks} 0 0 0 0 0 0 0 0 0\n")
+    time.sleep(0.05)
+    seen = meter.stop()
+    assert seen.cpus == (0,) and seen.lab_scope == "per-cpu"
+    assert seen.busy_s == pytest.approx(3.0)
+    assert seen.lab_s == pytest.approx(1.0)
+    assert seen.other_s == pytest.approx(2.0 - seen.runner_s)
+
+
+def test_another_runners_cgroups_count_as_other(tmp_path):
+    ticks = os.sysconf("SC_CLK_TCK")
+    mountinfo, stat = _fake_host(tmp_path, 0, 0)
+    theirs = tmp_path / "cpuacct" / "throttlelab-1111-0"
+    theirs.mkdir()
+    (theirs / "cpuacct.usage_percpu").write_text("0\n")
+    meter = InterferenceMeter([0], runner_pid=4242, interval_s=0.01, proc_stat=stat, mountinfo=mountinfo)
+    meter.start()
+    (theirs / "cpuacct.usage_percpu").write_text(f"{2_000_000_000}\n")
+    stat.write_text(f"cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 {2 * ticks} 0 0 0 0 0 0 0 0 0\n")
+    seen = meter.stop()
+    assert seen.lab_s == 0 and seen.other_s == pytest.approx(2.0 - seen.runner_s)
+
+
+@pytest.mark.slow
+def test_a_busy_loop_on_the_runs_cpu_is_seen():
+    """Real /proc/stat: a busy loop pinned to CPU 0 for ~1.5 s shows up as most of CPU 0."""
+    meter = InterferenceMeter([0])
+    meter.start()
+    hog = subprocess.Popen([sys.executable, "-c", "import os, time\nos.sched_setaffinity(0, {0})\n"
+                            "end = time.monotonic() + 1.5\nwhile time.monotonic() < end: pass"])
+    hog.wait(timeout=30)
+    seen = meter.stop()
+    assert seen.other_share > 0.5, seen
