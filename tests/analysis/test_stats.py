@@ -263,22 +263,47 @@ def test_quantile_is_type_7():
 
 
 def test_run_latency_summary_known_values():
-    summary = run_latency_summary(np.arange(1.0, 101.0)[::-1])
-    assert summary["n"] == 100
-    assert summary["p50"] == pytest.approx(50.5)
-    assert summary["p90"] == pytest.approx(90.1)  # h = 89.1
-    assert summary["p99"] == pytest.approx(99.01)  # h = 98.01
-    assert summary["max"] == 100
+    summary = run_latency_summary(np.arange(1.0, 401.0)[::-1])
+    assert summary.n == 400 and summary.errors == 0
+    assert summary["p50"] == pytest.approx(200.5)
+    assert summary["p90"] == pytest.approx(360.1)  # h = 359.1
+    assert summary["p99"] == pytest.approx(396.01)  # h = 395.01
+    assert summary["max"] == 400
     assert math.isnan(summary["p99_9"])
+    assert summary.notes == {"p99_9": "n too small for p99.9: 400 requests (needs 3,688)"}
 
 
-def test_run_latency_summary_p999_needs_3700_samples():
+@pytest.mark.parametrize(("name", "q", "need"), [("p50", 0.5, 6), ("p90", 0.9, 36), ("p95", 0.95, 72),
+                                                  ("p99", 0.99, 368), ("p99_9", 0.999, 3688)])
+def test_minimum_samples_per_quantile(name, q, need):
+    """STATS.md §2: n >= ln 0.025 / ln q, so that the run's maximum lies above the true quantile
+    with probability 97.5%."""
+    assert stats.min_samples(q) == need and stats.QUANTILES[name] == q
+    assert 1 - q**need >= 0.975 > 1 - q ** (need - 1)
+    assert stats.too_few_samples(q, need) is None
+    assert stats.too_few_samples(q, need - 1) == (f"n too small for {stats.quantile_name(q)}: {need - 1} requests "
+                                                  f"(needs {need:,})")
+
+
+def test_a_quantile_is_not_computed_below_its_minimum():
     rng = np.random.default_rng(3)
-    few = run_latency_summary(rng.exponential(size=3699))
-    enough_values = rng.exponential(size=3700)
-    enough = run_latency_summary(enough_values)
-    assert math.isnan(few["p99_9"])
-    assert enough["p99_9"] == pytest.approx(np.quantile(enough_values, 0.999))
+    for name in ("p50", "p90", "p99", "p99_9"):
+        need = stats.min_samples(stats.QUANTILES[name])
+        few, enough_values = run_latency_summary(rng.exponential(size=need - 1)), rng.exponential(size=need)
+        assert math.isnan(few[name]) and few.notes[name].startswith(f"n too small for {name.replace('_', '.')}")
+        assert run_latency_summary(enough_values)[name] == pytest.approx(np.quantile(enough_values,
+                                                                                    stats.QUANTILES[name]))
+    sixty = run_latency_summary(rng.exponential(size=60))
+    assert sixty.notes["p99"] == "n too small for p99: 60 requests (needs 368)"
+    assert math.isfinite(sixty["p90"]) and math.isnan(sixty["p99"])
+
+
+def test_supported_quantile_is_the_highest_every_run_affords():
+    assert stats.supported_quantile([6000, 5800, 6100]) == 0.99
+    assert stats.supported_quantile([60, 58, 64]) == 0.9  # the quick profile's service runs
+    assert stats.supported_quantile([30, 29, 31]) == 0.5  # the ci profile's
+    assert stats.supported_quantile([400, 35]) == 0.5  # one short run decides
+    assert stats.supported_quantile([5, 60]) is None
 
 
 def test_estimate_log_of_1_2_4_by_hand():
@@ -434,7 +459,7 @@ def test_holm_and_bh_by_hand():
 @pytest.fixture
 def runs() -> list[np.ndarray]:
     rng = np.random.default_rng(5)
-    return [np.exp(MU + 0.1 * rng.standard_normal() + S_REQ * rng.standard_normal(300)) for _ in range(8)]
+    return [np.exp(MU + 0.1 * rng.standard_normal() + S_REQ * rng.standard_normal(400)) for _ in range(20)]
 
 
 C = 7.3
@@ -653,20 +678,27 @@ def test_bootstrap_over_runs_refused_below_20():
 
 def test_cluster_bootstrap_flags_and_is_wider_than_pooled_iid():
     rng = np.random.default_rng(6)
-    # strong run effect (sigma = 0.3), 10 runs of 2,000: the pooled i.i.d.
+    # strong run effect (sigma = 0.3), 20 runs of 2,000: the pooled i.i.d.
     # interval ignores the run effect and comes out much narrower
-    many = [np.exp(0.3 * rng.standard_normal() + S_REQ * rng.standard_normal(N_REQ)) for _ in range(10)]
+    many = [np.exp(0.3 * rng.standard_normal() + S_REQ * rng.standard_normal(N_REQ)) for _ in range(20)]
     cluster = cluster_bootstrap_quantile(many, 0.99, rng=np.random.default_rng(7), n_boot=500)
     naive = pooled_iid_quantile_ci(many, 0.99)
     assert cluster.flag == "pooled, cluster bootstrap" and cluster.has_interval
     assert cluster.point == naive.point
     assert cluster.hi - cluster.lo > 1.5 * (naive.hi - naive.lo)
-    assert "R = 10" in cluster.method
+    assert "R = 20" in cluster.method
     boot = pooled_iid_quantile_ci(many[:3], 0.99, method="bootstrap", rng=np.random.default_rng(8), n_boot=200)
     assert boot.lo < boot.point < boot.hi
-    two = cluster_bootstrap_quantile(many[:2], 0.999, rng=np.random.default_rng(7))
-    assert "p99.9 of requests pooled" in two.method
-    assert two.flag == "n too small" and not two.has_interval
+
+
+@pytest.mark.parametrize("r", [2, 3, 5, 10, 19])
+def test_no_bootstrap_below_20_runs(r):
+    """STATS.md §3: a cluster bootstrap of a pooled p99.9 covers 0.26-0.82 at R = 3-5. No exceptions."""
+    rng = np.random.default_rng(6)
+    few = [np.exp(S_REQ * rng.standard_normal(500)) for _ in range(r)]
+    est = cluster_bootstrap_quantile(few, 0.999, rng=np.random.default_rng(7))
+    assert est.flag == "n too small" and not est.has_interval
+    assert "p99.9 of requests pooled" in est.method and "needs R >= 20" in est.method
 
 
 @pytest.mark.parametrize(
@@ -706,3 +738,280 @@ def test_quantile_rejects_bad_probability():
 def test_public_names():
     assert "pooled_iid_quantile_ci" not in stats.__all__
     assert all(hasattr(stats, name) for name in stats.__all__)
+
+
+# ==========================================================================
+# STATS.md §8 as now written: the profiles' samples per run (60 to 6,000), R in {3, 5, 8, 10, 20},
+# run effects sigma 0 and 0.1 (normal) and a heavy-tailed t3 run effect; each cell >= 400 trials,
+# vectorised (trials x runs arrays) so the whole grid takes seconds. The per-run quantile is the one
+# the samples support (stats.supported_quantile: 60 -> p90, 600 and 6,000 -> p99), drawn exactly
+# through its order statistics (see expected_log_sample_quantile).
+
+GRID_TRIALS = 1000
+GRID_RS = (3, 5, 8, 10, 20)
+RUN_EFFECTS = ("none", "normal 0.1", "t3 0.1")
+SAMPLES = (60, 600, 6000)
+
+
+def per_run_log_quantile(n: int, q: float, rng: np.random.Generator, shape) -> np.ndarray:
+    """log of the type-7 sample q-quantile of n draws of exp(S_REQ * N(0, 1)), drawn exactly."""
+    k0, f = sample_quantile_position(n, q)
+    k = k0 + 1
+    u_k = rng.beta(k, n - k + 1, size=shape)
+    u_next = u_k + (1 - u_k) * rng.beta(1, n - k, size=shape) if f > 0 else u_k
+    return np.log((1 - f) * np.exp(S_REQ * special.ndtri(u_k)) + f * np.exp(S_REQ * special.ndtri(u_next)))
+
+
+def run_effect(kind: str, rng: np.random.Generator, shape) -> np.ndarray:
+    if kind == "none":
+        return np.zeros(shape)
+    if kind == "normal 0.1":
+        return 0.1 * rng.standard_normal(shape)
+    return 0.1 * rng.standard_t(3, shape)
+
+
+def t_intervals(x: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Student t interval of each row's mean (what stats.estimate draws on the log scale)."""
+    r = x.shape[1]
+    half = sps.t.ppf(0.5 + level / 2, r - 1) * x.std(axis=1, ddof=1) / math.sqrt(r)
+    return x.mean(axis=1) - half, x.mean(axis=1) + half
+
+
+@pytest.fixture(scope="module")
+def grid() -> dict[tuple[int, str], tuple[np.ndarray, float]]:
+    """(samples per run, run effect) -> (GRID_TRIALS x 20 per-run log quantiles, the log target)."""
+    rng = np.random.default_rng(20261201)
+    out = {}
+    for n in SAMPLES:
+        q = stats.supported_quantile([n])
+        target = MU + float(np.mean(per_run_log_quantile(n, q, rng, 2_000_000)))
+        for kind in RUN_EFFECTS:
+            shape = (GRID_TRIALS, max(GRID_RS))
+            out[(n, kind)] = (MU + per_run_log_quantile(n, q, rng, shape) + run_effect(kind, rng, shape), target)
+    return out
+
+
+def test_the_vectorised_interval_is_the_estimate(grid):
+    logs, _ = grid[(60, "t3 0.1")]
+    for row in logs[:20, :5]:
+        est = estimate(np.exp(row), log=True)
+        lo, hi = t_intervals(row[None, :])
+        assert (est.lo, est.hi) == (pytest.approx(math.exp(lo[0]), rel=1e-10), pytest.approx(math.exp(hi[0]),
+                                                                                              rel=1e-10))
+
+
+@pytest.mark.parametrize("r", GRID_RS)
+@pytest.mark.parametrize("kind", RUN_EFFECTS)
+@pytest.mark.parametrize("n", SAMPLES)
+def test_coverage_over_the_profiles_samples_and_run_effects(grid, n, kind, r):
+    logs, target = grid[(n, kind)]
+    lo, hi = t_intervals(logs[:, :r])
+    coverage = float(np.mean((lo <= target) & (target <= hi)))
+    print(f"coverage {stats.quantile_name(stats.supported_quantile([n]))} n={n} {kind} R={r}: {coverage:.3f}")
+    assert 0.92 <= coverage <= 0.98, f"coverage {coverage:.3f}"
+
+
+@pytest.mark.parametrize("r", GRID_RS)
+@pytest.mark.parametrize("kind", RUN_EFFECTS)
+def test_null_calibration_over_the_grid(grid, kind, r):
+    """Two identical configurations (trials 2i and 2i + 1): the Welch interval of the ratio excludes 1
+    in 2-8% of pairs."""
+    logs, _ = grid[(600, kind)]
+    a, b = logs[0::2, :r], logs[1::2, :r]
+    va, vb = a.var(axis=1, ddof=1) / r, b.var(axis=1, ddof=1) / r
+    df = (va + vb) ** 2 / (va**2 / (r - 1) + vb**2 / (r - 1))
+    half = sps.t.ppf(0.975, df) * np.sqrt(va + vb)
+    diff = a.mean(axis=1) - b.mean(axis=1)
+    rate = float(np.mean(np.abs(diff) > half))
+    print(f"null: declared different {kind} R={r}: {rate:.3f}")
+    assert 0.02 <= rate <= 0.08
+    c = compare(np.exp(a[0]), np.exp(b[0]))
+    assert math.log(c.hi) - math.log(c.effect) == pytest.approx(half[0], rel=1e-9)
+
+
+# --------------------------------------------------------------------------
+# proportions near 0 (throttled ratio 0.01-0.05) and shares near 0.05
+
+PERIODS = (30, 100, 600)  # counted periods per run: the ci/quick E2b windows, the paper's 60 s
+RATIOS = (0.01, 0.02, 0.05)
+
+
+def proportion_intervals(k: np.ndarray, n: int, level: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """stats.estimate_proportion for every row at once: (lo, hi, sparse) per trial."""
+    trials, r = k.shape
+    big_k = k.sum(axis=1)
+    big_n = n * r
+    sparse = np.minimum(big_k, big_n - big_k) < stats.MIN_EVENTS_PER_RUN * r
+    x = np.log((k + 0.5) / (n - k + 0.5))
+    lo_l, hi_l = t_intervals(x, level)
+    flat = x.std(axis=1, ddof=1) == 0
+    lo_l, hi_l = np.where(flat, np.nan, special.expit(lo_l)), np.where(flat, np.nan, special.expit(hi_l))
+    tail = (1 - level) / 2
+    lo_e = np.where(big_k > 0, sps.beta.ppf(tail, np.maximum(big_k, 1e-9), big_n - big_k + 1), 0.0)
+    hi_e = np.where(big_k < big_n, sps.beta.ppf(1 - tail, big_k + 1, np.maximum(big_n - big_k, 1e-9)), 1.0)
+    lo = np.where(sparse, np.fmin(lo_e, lo_l), lo_l)
+    hi = np.where(sparse, np.fmax(hi_e, hi_l), hi_l)
+    zero = big_k == 0  # "0 in R of R runs": no interval, a result (the exact bound shown for coverage)
+    return np.where(zero, 0.0, lo), hi, sparse
+
+
+@pytest.fixture(scope="module")
+def proportion_grid() -> dict[tuple[int, float, str, int], tuple[float, float]]:
+    rng = np.random.default_rng(20261202)
+    out = {}
+    for n in PERIODS:
+        for p in RATIOS:
+            for kind in RUN_EFFECTS:
+                shape = (GRID_TRIALS, max(GRID_RS))
+                p_run = special.expit(special.logit(p) + run_effect(kind, rng, shape))
+                k = rng.binomial(n, p_run)
+                for r in GRID_RS:
+                    lo, hi, sparse = proportion_intervals(k[:, :r], n)
+                    out[(n, p, kind, r)] = (float(np.mean((lo <= p) & (p <= hi))), float(np.mean(sparse)))
+                if (n, p, kind) == (100, 0.05, "t3 0.1"):
+                    for row in k[:30, :5]:  # the vectorised rule is estimate_proportion
+                        est = stats.estimate_proportion(row, [n] * 5)
+                        lo, hi, _ = proportion_intervals(row[None, :], n)
+                        if est.flag.startswith("0 in"):
+                            continue
+                        assert (est.lo, est.hi) == (pytest.approx(lo[0], rel=1e-9), pytest.approx(hi[0], rel=1e-9))
+    return out
+
+
+def test_proportion_coverage_never_falls_below_092(proportion_grid):
+    """Proportions near 0: the per-run empirical logit where each run holds enough events, the exact
+    binomial interval of the pooled count where it does not; coverage >= 0.92 in every cell."""
+    worst = min(proportion_grid.items(), key=lambda item: item[1][0])
+    print("worst proportion cell", worst)
+    assert worst[1][0] >= 0.92
+
+
+@pytest.mark.parametrize("r", GRID_RS)
+@pytest.mark.parametrize("kind", RUN_EFFECTS)
+@pytest.mark.parametrize("p", RATIOS)
+def test_proportion_coverage_at_the_paper_windows(proportion_grid, p, kind, r):
+    """600 counted periods per run (the paper profile's 60 s windows): coverage in [0.92, 0.98]."""
+    coverage, sparse = proportion_grid[(600, p, kind, r)]
+    print(f"proportion coverage p={p} n=600 {kind} R={r}: {coverage:.3f} (sparse in {sparse:.0%})")
+    assert 0.92 <= coverage <= 0.98
+
+
+def test_proportion_coverage_where_the_logit_is_used_stays_in_range(proportion_grid):
+    """Cells where the logit interval is drawn alone in (almost) every trial cover 0.92-0.98; sparse
+    cells (well under one throttled period per run) are conservative: no interval can cover near 95% when
+    most runs count 0 (the exact bound then covers up to 0.998)."""
+    logit_cells = {key: cov for key, (cov, sparse) in proportion_grid.items() if sparse < 0.05}
+    assert logit_cells and all(0.92 <= cov <= 0.98 for cov in logit_cells.values()), logit_cells
+    assert max(cov for cov, _ in proportion_grid.values()) <= 0.999
+
+
+@pytest.mark.parametrize("r", GRID_RS)
+@pytest.mark.parametrize("kind", RUN_EFFECTS)
+def test_share_log_ratio_coverage_near_005(kind, r):
+    """F8's comparison: the share of a 100m pod (weight 4 of 4 : 39 : 43, ~0.0465 of the CPU) over the
+    two-container pod's, per run the mean of 3 readings, as a log-ratio with a t interval."""
+    rng = np.random.default_rng(hash((kind, r)) % 2**32)
+    w = np.array([4.0, 39.0, 43.0])
+    effect = run_effect(kind, rng, (GRID_TRIALS, r, 3))
+    readings = rng.gamma(np.broadcast_to((w * np.exp(effect))[..., None, :] * 50, (GRID_TRIALS, r, 3, 3)))
+    shares = (readings / readings.sum(axis=-1, keepdims=True)).mean(axis=-2)
+    assert abs(float(shares[..., 0].mean()) - 4 / 86) < 0.002  # shares near 0.05
+    lo, hi = t_intervals(np.log(shares[..., 0] / shares[..., 2]))
+    truth = math.log(4 / 43)
+    coverage = float(np.mean((lo <= truth) & (truth <= hi)))
+    print(f"share log-ratio coverage {kind} R={r}: {coverage:.3f}")
+    assert 0.92 <= coverage <= 0.98
+
+
+def test_estimate_proportion_known_answers():
+    zero = stats.estimate_proportion([0, 0, 0, 0, 0], [30, 31, 29, 30, 30])
+    assert (zero.point, zero.flag, zero.has_interval) == (0.0, "0 in 5 of 5 runs", False)
+    # no quota, no period counted: also an exact zero
+    assert stats.estimate_proportion([0, 0, 0], [0, 0, 0]).flag == "0 in 3 of 3 runs"
+    sparse = stats.estimate_proportion([1, 0, 2, 1, 0], [40] * 5)
+    exact = sps.binomtest(4, 200).proportion_ci(0.95, method="exact")
+    logit = stats.estimate(stats.empirical_logit([1, 0, 2, 1, 0], [40] * 5), log=False)
+    assert sparse.flag == "sparse counts" and sparse.point == pytest.approx(special.expit(logit.point))
+    assert sparse.lo == pytest.approx(min(exact.low, special.expit(logit.lo)))
+    assert sparse.hi == pytest.approx(max(exact.high, special.expit(logit.hi)))
+    k, n = np.array([30, 25, 35, 28, 32]), np.array([100] * 5)
+    est = stats.estimate_proportion(k, n)
+    x = np.log((k + 0.5) / (n - k + 0.5))
+    half = T975_DF4 * x.std(ddof=1) / math.sqrt(5)
+    assert est.point == pytest.approx(special.expit(x.mean()))
+    assert (est.lo, est.hi) == (pytest.approx(special.expit(x.mean() - half), rel=1e-5),
+                                pytest.approx(special.expit(x.mean() + half), rel=1e-5))
+    assert 0 < est.lo < est.point < est.hi < 1 and est.scale == "logit" and est.flag == ""
+    with pytest.raises(ValueError):
+        stats.estimate_proportion([5], [3])
+
+
+def test_estimate_of_exact_zeros_is_a_result():
+    est = estimate([0.0] * 5, log=False)
+    assert (est.point, est.flag) == (0.0, "0 in 5 of 5 runs") and not est.has_interval
+
+
+# --------------------------------------------------------------------------
+# ratio of means (Fieller) for quantities that can be 0; Holm's floor
+
+
+def test_ratio_of_means_by_hand_and_with_zeros():
+    a, b = np.array([0.0, 0.0, 0.0, 0.0, 300.0]), np.array([600.0, 610.0, 590.0, 605.0, 600.0])
+    c = stats.ratio_of_means(a, b)
+    ma, mb = a.mean(), b.mean()
+    va, vb = a.var(ddof=1) / 5, b.var(ddof=1) / 5
+    se2 = va + (ma / mb) ** 2 * vb
+    df = se2**2 / (va**2 / 4 + ((ma / mb) ** 2 * vb) ** 2 / 4)
+    t2 = sps.t.ppf(0.975, df) ** 2
+    roots = np.roots([mb**2 - t2 * vb, -2 * ma * mb, ma**2 - t2 * va])
+    assert c.effect == pytest.approx(ma / mb) and (c.lo, c.hi) == tuple(pytest.approx(x) for x in sorted(roots))
+    assert c.hi < 0.5 and c.scale == "mean-ratio"
+    zero = stats.ratio_of_means([0.0] * 5, b)
+    assert (zero.effect, zero.flag) == (0.0, "0 in 5 of 5 runs")
+    unbounded = stats.ratio_of_means([1.0, 2.0, 3.0], [0.0, 0.1, 5.0])
+    assert not unbounded.has_interval and "not clearly above 0" in unbounded.note
+    # with positive values and little spread it agrees closely with the ratio of geometric means
+    x, y = np.array([10.0, 10.5, 9.8, 10.2, 10.1]), np.array([5.0, 5.1, 4.9, 5.05, 5.0])
+    assert stats.ratio_of_means(x, y).lo == pytest.approx(compare(x, y).lo, rel=0.02)
+
+
+def test_ratio_of_means_coverage():
+    rng = np.random.default_rng(9)
+    hits = 0
+    for _ in range(400):
+        a = rng.gamma(2.0, 50.0, 5)  # mean 100, often small
+        b = rng.gamma(20.0, 30.0, 5)  # mean 600
+        c = stats.ratio_of_means(a, b)
+        hits += c.lo <= 100 / 600 <= c.hi
+    assert 0.92 <= hits / 400 <= 0.985
+
+
+def test_holm_floor_after_the_adjustment():
+    # R = 5 vs 5: the smallest exact p is 2 / 252 = 0.0079; alone it can reach 0.05 ...
+    p_min = min_mwu_p(5, 5)
+    assert p_min == pytest.approx(0.0079, abs=1e-4)
+    assert stats.holm_floor([0.3], [p_min])[0] == pytest.approx(p_min)
+    # ... among 7 comparisons whose other p-values are large, Holm multiplies it by 7: out of reach
+    floors = stats.holm_floor([0.3] * 7, [p_min] * 7)
+    assert floors == pytest.approx([7 * p_min] * 7) and all(f > 0.05 for f in floors)
+    # when the others are tiny, the comparison comes last and keeps its own smallest p
+    assert stats.holm_floor([0.001, 0.001, 0.5], [p_min] * 3)[2] == pytest.approx(max(3 * 0.001, p_min))
+
+
+# --------------------------------------------------------------------------
+# coordinated omission: failed and timed-out requests stay in the tail
+
+
+def test_timed_out_requests_stay_in_the_tail():
+    rng = np.random.default_rng(23)
+    lat = np.exp(MU + S_REQ * rng.standard_normal(2000))
+    ok = np.ones(2000, dtype=bool)
+    ok[rng.choice(2000, 60, replace=False)] = False  # 3% timed out (their recorded latency is whatever)
+    lat[~ok] = rng.uniform(0, 5, (~ok).sum())  # e.g. a connection refused at once
+    kept = run_latency_summary(lat, ok=ok, timeout_ms=10_000.0)
+    assert kept.errors == 60 and kept.n == 2000
+    assert kept["p99"] == 10_000.0 and kept["max"] == 10_000.0  # the tail is the timeout
+    dropped = run_latency_summary(lat[ok])
+    assert dropped["p99"] < 100  # dropping failures loses the tail
+    with pytest.raises(ValueError, match="timeout_ms"):
+        run_latency_summary(lat, ok=ok)

@@ -22,7 +22,14 @@ Vocabulary of ``flag`` (shown beside a number in tables and figures):
     no spread to measure (a single run, or all runs identical): NaN bounds and a
     :class:`DegenerateWarning`, never a zero-width interval;
 ``"pooled, cluster bootstrap"``
-    a pooled quantile (p99.9 from short runs) with whole runs resampled.
+    a pooled quantile (p99.9 from short runs) with whole runs resampled, only
+    from :data:`MIN_RUNS_BOOTSTRAP` runs on;
+``"0 in R of R runs"`` (:func:`zeros_flag`)
+    every run measured exactly zero (no throttled period): a result, not a
+    missing interval; a check may use it from :data:`MIN_RUNS_ZEROS` runs on;
+``"sparse counts"``
+    a proportion whose runs hold too few events for the per-run logit: the
+    exact binomial interval of the pooled count instead.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -39,7 +46,11 @@ from scipy import stats as sps
 
 __all__ = [
     "QUANTILE_METHOD",
+    "QUANTILES",
+    "TAIL_MISS",
     "P999_MIN_SAMPLES",
+    "MIN_RUNS_ZEROS",
+    "MIN_EVENTS_PER_RUN",
     "MIN_RUNS_INTERVAL",
     "MIN_RUNS_TRUSTED",
     "MIN_RUNS_MEDIAN_CI",
@@ -48,16 +59,27 @@ __all__ = [
     "FLAG_N_TOO_SMALL",
     "FLAG_DEGENERATE",
     "FLAG_CLUSTER_BOOTSTRAP",
+    "FLAG_SPARSE",
     "DegenerateWarning",
     "Estimate",
     "Comparison",
+    "LatencySummary",
     "quantile",
+    "quantile_name",
+    "min_samples",
+    "too_few_samples",
+    "supported_quantile",
     "run_latency_summary",
     "estimate",
+    "zeros_flag",
+    "empirical_logit",
+    "estimate_proportion",
     "compare",
+    "ratio_of_means",
     "min_mwu_p",
     "mann_whitney_exact",
     "holm",
+    "holm_floor",
     "bh",
     "order_statistic_ranks",
     "median_ci",
@@ -69,12 +91,22 @@ __all__ = [
 #: numpy's name for the sample quantile used everywhere (Hyndman & Fan type 7).
 QUANTILE_METHOD = "linear"
 
-#: A run must hold at least this many latency samples before its own p99.9 is
-#: reported. 3,700 is about the smallest n for which the largest sample lies
-#: above the true p99.9 with probability 0.975 (1 - 0.999**n >= 0.975 needs
-#: n >= 3,688), i.e. the first n at which the sample says anything about that
-#: quantile. Shorter runs get a pooled p99.9 with a cluster bootstrap instead.
-P999_MIN_SAMPLES = 3700
+#: The per-run quantiles, by the name the tables give them.
+QUANTILES: dict[str, float] = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p99_9": 0.999}
+#: A run's q-quantile is computed only when the run's maximum lies above the true
+#: q-quantile with probability 1 - TAIL_MISS: 1 - q**n >= 0.975, i.e.
+#: n >= ln 0.025 / ln q (STATS.md §2; :func:`min_samples`).
+TAIL_MISS = 0.025
+
+#: Fewer runs than this: an exact zero in every run is shown but decides nothing.
+MIN_RUNS_ZEROS = 5
+#: A proportion gets the per-run empirical-logit t interval alone only when its
+#: runs hold at least this many events (and non-events) per run on average; below
+#: it the logit of a count of 0, 1 or 2 is biased upward and that interval covers
+#: the truth too rarely (tests/analysis/test_stats.py), so the interval is widened
+#: to also hold the exact binomial interval of the pooled count, which counting
+#: noise dominates there.
+MIN_EVENTS_PER_RUN = 5
 
 #: Fewer runs than this: no interval at all.
 MIN_RUNS_INTERVAL = 3
@@ -89,8 +121,9 @@ FLAG_LOW_N = "low n"
 FLAG_N_TOO_SMALL = "n too small"
 FLAG_DEGENERATE = "degenerate"
 FLAG_CLUSTER_BOOTSTRAP = "pooled, cluster bootstrap"
+FLAG_SPARSE = "sparse counts"
 
-Scale = Literal["log", "linear"]
+Scale = Literal["log", "linear", "logit", "mean-ratio"]
 
 
 class DegenerateWarning(UserWarning):
@@ -241,28 +274,115 @@ def quantile(values, q, *, axis: int | None = None):
     return np.quantile(arr, q, axis=axis, method=QUANTILE_METHOD)
 
 
-def run_latency_summary(latencies_ms) -> dict[str, float | int]:
-    """The per-run latency metrics of one run.
+def min_samples(q: float) -> int:
+    """The fewest samples a run needs before its own q-quantile is computed (STATS.md §2).
+
+    With n samples the run's maximum lies above the true q-quantile with
+    probability 1 - q**n; we ask for 1 - :data:`TAIL_MISS` = 97.5%, so
+    n >= ln 0.025 / ln q: p50 6, p90 36, p95 72, p99 368, p99.9 3,688.
+    Below that the sample quantile is mostly an interpolation between the few
+    largest values and says little about the tail it is named after.
+    """
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"a quantile's probability must lie strictly between 0 and 1, got {q!r}")
+    return math.ceil(math.log(TAIL_MISS) / math.log(q) - 1e-9)
+
+
+def quantile_name(q: float) -> str:
+    """``0.99`` -> ``"p99"``, ``0.999`` -> ``"p99.9"`` (as text; tables write ``p99_9``)."""
+    return f"p{100 * q:g}"
+
+
+#: The fewest samples per run for each named quantile (:func:`min_samples`).
+P999_MIN_SAMPLES = min_samples(QUANTILES["p99_9"])
+
+
+def too_few_samples(q: float, n: int, what: str = "requests") -> str | None:
+    """Why a run of ``n`` samples gets no q-quantile ("n too small for p99: 60 requests (needs 368)"), or None."""
+    need = min_samples(q)
+    if n >= need:
+        return None
+    return f"n too small for {quantile_name(q)}: {n} {what} (needs {need:,})"
+
+
+def supported_quantile(counts, candidates=(0.99, 0.9, 0.5)) -> float | None:
+    """The highest of ``candidates`` that every run supports, given each run's sample count; None if none.
+
+    The service findings name the quantile they compare with it, so a profile
+    that cannot afford the samples for p99 compares p90 (or p50) and says so.
+    """
+    n = np.asarray(counts, dtype=float)
+    if n.size == 0 or not np.all(np.isfinite(n)):
+        return None
+    fewest = float(n.min())
+    for q in sorted(candidates, reverse=True):
+        if fewest >= min_samples(q):
+            return q
+    return None
+
+
+@dataclass(frozen=True)
+class LatencySummary:
+    """The latency metrics of one run: ``values`` by name (``p50``, ``p90``, ``p99``, ``p99_9``, ``max``),
+    NaN where ``notes`` says why; ``n`` requests of which ``errors`` failed (counted at the timeout).
+    ``summary["p99"]`` reads ``values``."""
+
+    n: int
+    errors: int
+    values: Mapping[str, float]
+    notes: Mapping[str, str]
+
+    def __getitem__(self, key: str) -> float:
+        return self.values[key]
+
+
+def run_latency_summary(latencies_ms, *, ok=None, timeout_ms: float | None = None) -> LatencySummary:
+    """The per-run latency metrics of one run (STATS.md §2).
 
     ``latencies_ms``: the run's latencies after the warmup prefix, each one
-    measured from the SCHEDULED send time. Returns ``n`` and the quantiles
-    ``p50``, ``p90``, ``p99``, ``p99_9`` and ``max`` (all :func:`quantile`).
-    ``p99_9`` is NaN unless the run has at least :data:`P999_MIN_SAMPLES`
-    samples; use :func:`cluster_bootstrap_quantile` across runs instead. The
-    max is a per-run value only: show it per run, never with a CI.
+    measured from the SCHEDULED send time. ``ok``: which requests succeeded
+    (default: all). A failed or timed-out request enters every quantile AT THE
+    CLIENT TIMEOUT ``timeout_ms`` (wrk2 / HdrHistogram practice: the worst arms
+    must not lose their tail by losing their slowest requests) and is counted
+    in ``errors``; ``timeout_ms`` is required when any request failed.
+
+    Each quantile q is computed only when the run holds at least
+    :func:`min_samples` (q) requests; otherwise it is NaN and ``notes`` says
+    why ("n too small for p99: 60 requests (needs 368)"). The max is a per-run
+    value only: show it per run, never with a CI.
     """
-    lat = _values(latencies_ms, "latencies_ms")
+    lat = np.array(latencies_ms, dtype=float, ndmin=1)
+    if lat.ndim != 1:
+        raise ValueError(f"latencies_ms must be one-dimensional, got shape {lat.shape}")
+    if not np.all(np.isfinite(lat)):
+        raise ValueError("latencies_ms contains NaN or infinite entries")
     if np.any(lat < 0):
         raise ValueError("latencies_ms contains negative latencies (clock or parsing error)")
-    p50, p90, p99, p999 = quantile(lat, [0.5, 0.9, 0.99, 0.999])
-    return {
-        "n": int(lat.size),
-        "p50": float(p50),
-        "p90": float(p90),
-        "p99": float(p99),
-        "p99_9": float(p999) if lat.size >= P999_MIN_SAMPLES else math.nan,
-        "max": float(lat.max()),
-    }
+    good = np.ones(lat.size, dtype=bool) if ok is None else np.asarray(ok, dtype=bool)
+    if good.shape != lat.shape:
+        raise ValueError(f"ok has shape {good.shape}, latencies_ms {lat.shape}")
+    errors = int(lat.size - good.sum())
+    if errors:
+        if timeout_ms is None or not math.isfinite(timeout_ms) or timeout_ms <= 0:
+            raise ValueError(f"{errors} request(s) failed: their latency is the client timeout, so timeout_ms "
+                             f"must be a positive number, got {timeout_ms!r}")
+        lat[~good] = timeout_ms
+    n = int(lat.size)
+    values: dict[str, float] = {}
+    notes: dict[str, str] = {}
+    supported = [name for name, q in QUANTILES.items() if name != "p95" and n >= min_samples(q)]
+    picked = quantile(lat, [QUANTILES[name] for name in supported]) if supported else []
+    for name in ("p50", "p90", "p99", "p99_9"):
+        values[name] = math.nan
+        reason = "no requests" if n == 0 else too_few_samples(QUANTILES[name], n)
+        if reason:
+            notes[name] = reason
+    for name, value in zip(supported, picked):
+        values[name] = float(value)
+    values["max"] = float(lat.max()) if n else math.nan
+    if not n:
+        notes["max"] = "no requests"
+    return LatencySummary(n=n, errors=errors, values=values, notes=notes)
 
 
 # --------------------------------------------------------------------------
@@ -280,6 +400,8 @@ def estimate(values, *, log: bool, level: float = 0.95, label: str = "per-run va
 
     Outcomes by the number of runs R:
 
+    * every value exactly 0 (``log=False``): point 0, NaN bounds, flag
+      ``"0 in R of R runs"`` (:func:`zeros_flag`): a result, not a failure;
     * R = 1 or all values identical: point only, NaN bounds, a
       :class:`DegenerateWarning`, flag ``"degenerate"``;
     * otherwise R = 2: point only, NaN bounds, flag ``"n too small"``;
@@ -289,6 +411,10 @@ def estimate(values, *, log: bool, level: float = 0.95, label: str = "per-run va
     ``label`` names the values in the method text ("per-run p99").
     """
     _check_level(level)
+    if not log and np.all(_values(values) == 0):
+        n_zero = int(np.asarray(values).size)
+        return Estimate(0.0, math.nan, math.nan, n_zero, level, "linear",
+                        f"{label}: exactly 0 in every run, R = {n_zero}", zeros_flag(n_zero))
     x = _on_scale(values, log=log)
     n = int(x.size)
     scale: Scale = "log" if log else "linear"
@@ -309,6 +435,83 @@ def estimate(values, *, log: bool, level: float = 0.95, label: str = "per-run va
         lo, hi = math.exp(lo), math.exp(hi)
     flag = FLAG_LOW_N if n < MIN_RUNS_TRUSTED else ""
     return Estimate(point, lo, hi, n, level, scale, method, flag)
+
+
+def zeros_flag(n: int) -> str:
+    """The flag of a quantity that was exactly 0 in all ``n`` runs: "0 in 5 of 5 runs"."""
+    return f"0 in {n} of {n} runs"
+
+
+def _counts(k, n) -> tuple[np.ndarray, np.ndarray]:
+    ks, ns = _values(k, "k"), _values(n, "n")
+    if ks.shape != ns.shape:
+        raise ValueError(f"k and n must have one value per run each, got {ks.size} and {ns.size}")
+    if np.any(ks < 0) or np.any(ks > ns) or np.any(ks != np.round(ks)) or np.any(ns != np.round(ns)):
+        raise ValueError("counts must be whole numbers with 0 <= k <= n in every run")
+    return ks, ns
+
+
+def empirical_logit(k, n) -> np.ndarray:
+    """Per-run empirical logit log((k + 1/2) / (n - k + 1/2)) of k events in n trials (STATS.md §3)."""
+    ks, ns = _counts(k, n)
+    return np.log((ks + 0.5) / (ns - ks + 0.5))
+
+
+def _expit(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
+
+def estimate_proportion(k, n, *, level: float = 0.95, label: str = "per-run throttled ratio") -> Estimate:
+    """A proportion (throttled periods / counted periods) across runs, its interval inside [0, 1].
+
+    ``k`` and ``n``: each run's event count and trials (Δnr_throttled, Δnr_periods).
+
+    * every run without an event (runs with n = 0, where no period was counted,
+      included): point 0, no interval, flag ``"0 in R of R runs"``: a result
+      that a check may use from :data:`MIN_RUNS_ZEROS` runs on;
+    * at least :data:`MIN_EVENTS_PER_RUN` events and non-events per run on
+      average: per-run empirical logit, Student t interval across runs,
+      back-transformed (the point is the back-transformed mean logit, the
+      typical run's proportion);
+    * sparser counts: the union of that interval and the exact (Clopper-Pearson)
+      interval of the count pooled over runs, flag ``"sparse counts"``: at a
+      handful of events per run the logit is biased and counting noise dominates
+      run-to-run variation (at well under one event per run no interval can cover
+      near 95%: this one then covers up to 99.8%, never less than 92%);
+    * fewer than 3 runs: point only, flag ``"n too small"``.
+    """
+    _check_level(level)
+    ks, ns = _counts(k, n)
+    runs = int(ks.size)
+    if np.all(ks == 0):
+        return Estimate(0.0, math.nan, math.nan, runs, level, "logit",
+                        f"{label}: no event in any run, R = {runs}", zeros_flag(runs))
+    counted = ns > 0
+    ks, ns = ks[counted], ns[counted]
+    big_k, big_n = float(ks.sum()), float(ns.sum())
+    r = int(ks.size)
+    if r < MIN_RUNS_INTERVAL:
+        return Estimate(big_k / big_n, math.nan, math.nan, r, level, "logit",
+                        f"{label}: pooled count, R = {r}", FLAG_N_TOO_SMALL)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DegenerateWarning)
+        est = estimate(empirical_logit(ks, ns), log=False, level=level, label=label)
+    method = f"Student t on the per-run empirical logit log((k+1/2)/(n-k+1/2)) of {label}, back-transformed, R = {r}"
+    lo = _expit(est.lo) if math.isfinite(est.lo) else math.nan
+    hi = _expit(est.hi) if math.isfinite(est.hi) else math.nan
+    if min(big_k, big_n - big_k) < MIN_EVENTS_PER_RUN * r:
+        tail = (1 - level) / 2
+        exact_lo = float(sps.beta.ppf(tail, big_k, big_n - big_k + 1)) if big_k > 0 else 0.0
+        exact_hi = float(sps.beta.ppf(1 - tail, big_k + 1, big_n - big_k)) if big_k < big_n else 1.0
+        if math.isfinite(lo) and math.isfinite(hi):
+            exact_lo, exact_hi = min(lo, exact_lo), max(hi, exact_hi)
+        method = (f"union of that interval and the exact binomial (Clopper-Pearson) interval of {big_k:g} events in "
+                  f"{big_n:g} pooled over R = {r} runs: fewer than {MIN_EVENTS_PER_RUN} per run, too sparse for "
+                  "the per-run logit alone; " + method)
+        return Estimate(_expit(est.point), exact_lo, exact_hi, r, level, "logit", method, FLAG_SPARSE)
+    if est.flag == FLAG_DEGENERATE:
+        _degenerate(f"{label}: every run has the same logit")
+    return Estimate(_expit(est.point), lo, hi, r, level, "logit", method, est.flag)
 
 
 # --------------------------------------------------------------------------
@@ -465,6 +668,64 @@ def compare(a, b, *, log: bool = True, level: float = 0.95, label: str = "per-ru
     )
 
 
+def ratio_of_means(a, b, *, level: float = 0.95, label: str = "per-run values") -> Comparison:
+    """Ratio of arithmetic means A / B with Fieller's interval, for quantities that can be exactly 0.
+
+    Throttled time is 0 in a run that was never throttled, so a ratio of
+    geometric means (logs) does not exist there. Fieller's interval is the set
+    of ratios rho for which the contrast mean(A) - rho * mean(B) is not
+    rejected by a Welch t test: (mA - rho mB)^2 <= t^2 (vA + rho^2 vB), with
+    vX = var(X) / nX and Welch's degrees of freedom at the estimate. It needs
+    mean(B) clearly above 0 (else the set is unbounded: NaN bounds, flag
+    ``"n too small"`` with a note). Every run of A at exactly 0 gives the point
+    0 and the flag ``"0 in R of R runs"`` (the check decides from the exact zero).
+    The test beside it is the exact Mann-Whitney U, as in :func:`compare`.
+    """
+    _check_level(level)
+    xa, xb = _values(a, "a"), _values(b, "b")
+    na, nb = int(xa.size), int(xb.size)
+    u, p_value = mann_whitney_exact(xa, xb)
+    min_p = min_mwu_p(na, nb)
+    note = ""
+    if min_p > 1 - level:
+        runs = f"R = {na}" if na == nb else f"R = {na} vs {nb}"
+        note = (f"cannot reach significance with {runs}: the smallest exact Mann-Whitney p is "
+                f"{min_p:.3g} > {1 - level:.3g}")
+    method = f"ratio of means, Fieller interval (Welch) on {label}; exact Mann-Whitney U; R = {na} vs {nb}"
+    ma, mb = float(xa.mean()), float(xb.mean())
+    base = dict(n_a=na, n_b=nb, level=level, scale="mean-ratio", p_value=p_value, u=u, a12=u / (na * nb),
+                min_p=min_p, method=method, note=note)
+    if mb <= 0:
+        return Comparison(effect=math.nan, lo=math.nan, hi=math.nan, flag=FLAG_DEGENERATE,
+                          **{**base, "note": "; ".join(x for x in (note, "the baseline's mean is 0") if x)})
+    effect = ma / mb
+    if np.all(xa == 0):
+        return Comparison(effect=0.0, lo=math.nan, hi=math.nan, flag=zeros_flag(na), **base)
+    if min(na, nb) < MIN_RUNS_INTERVAL:
+        return Comparison(effect=effect, lo=math.nan, hi=math.nan, flag=FLAG_N_TOO_SMALL, **base)
+    va, vb = float(np.var(xa, ddof=1)) / na, float(np.var(xb, ddof=1)) / nb
+    se2 = va + effect**2 * vb
+    if se2 == 0:
+        _degenerate(f"{label}: both configurations constant")
+        return Comparison(effect=effect, lo=math.nan, hi=math.nan, flag=FLAG_DEGENERATE, **base)
+    terms = (va**2 / (na - 1) if na > 1 else 0.0) + ((effect**2 * vb) ** 2 / (nb - 1) if nb > 1 else 0.0)
+    df = se2**2 / terms if terms > 0 else float(min(na, nb) - 1)
+    t2 = float(sps.t.ppf(0.5 + level / 2, df)) ** 2
+    qa = mb**2 - t2 * vb
+    qb = ma * mb
+    qc = ma**2 - t2 * va
+    disc = qb**2 - qa * qc
+    if qa <= 0 or disc < 0:
+        return Comparison(effect=effect, lo=math.nan, hi=math.nan, flag=FLAG_N_TOO_SMALL,
+                          **{**base, "note": "; ".join(x for x in (note, "the baseline's mean is not clearly "
+                                                                    "above 0, so the ratio has no bounded "
+                                                                    "interval") if x)})
+    root = math.sqrt(disc)
+    lo, hi = (qb - root) / qa, (qb + root) / qa
+    flag = FLAG_LOW_N if min(na, nb) < MIN_RUNS_TRUSTED else ""
+    return Comparison(effect=effect, lo=lo, hi=hi, flag=flag, **base)
+
+
 # --------------------------------------------------------------------------
 # several comparisons
 
@@ -486,6 +747,26 @@ def holm(pvalues) -> np.ndarray:
     adjusted = np.empty(m)
     adjusted[order] = np.minimum(stepped, 1.0)
     return adjusted
+
+
+def holm_floor(pvalues, min_pvalues) -> np.ndarray:
+    """The smallest Holm-adjusted p each comparison could reach, the others' p-values as they are.
+
+    Comparison i's own p is replaced by the smallest p its test can produce
+    (``min_pvalues[i]``, e.g. :func:`min_mwu_p`) and the family adjusted again.
+    When the result stays above alpha, the comparison cannot reach significance
+    AFTER Holm's adjustment whatever its data (R = 5 vs 5: smallest exact p
+    0.0079; in a family of k comparisons Holm multiplies it by up to k).
+    """
+    p, floor = _pvalues(pvalues), _pvalues(min_pvalues)
+    if p.shape != floor.shape:
+        raise ValueError("one smallest p-value per comparison")
+    out = np.empty(p.size)
+    for i in range(p.size):
+        best = p.copy()
+        best[i] = floor[i]
+        out[i] = holm(best)[i]
+    return out
 
 
 def bh(pvalues) -> np.ndarray:
@@ -597,8 +878,9 @@ def cluster_bootstrap_quantile(
     all requests pooled; the interval is the percentile interval of that
     pooled quantile over ``n_boot`` resamples that draw R whole runs with
     replacement, so run-to-run variation stays in the interval. Flagged
-    "pooled, cluster bootstrap"; with fewer than 3 runs, NaN bounds and
-    "n too small".
+    "pooled, cluster bootstrap". Below :data:`MIN_RUNS_BOOTSTRAP` runs there
+    is no interval (NaN bounds, "n too small"): with few runs a bootstrap
+    covers the truth far too rarely (STATS.md §3).
     """
     _check_level(level)
     sorted_runs = _canonical_runs(runs)
@@ -612,8 +894,11 @@ def cluster_bootstrap_quantile(
         f"p{100 * q:g} of requests pooled over runs, percentile cluster bootstrap "
         f"(whole runs resampled, {n_boot} resamples), R = {n}"
     )
-    if n < MIN_RUNS_INTERVAL:
-        return Estimate(point, math.nan, math.nan, n, level, "linear", method, FLAG_N_TOO_SMALL)
+    if n < MIN_RUNS_BOOTSTRAP:
+        # STATS.md §3: no bootstrap below R = 20 (at R = 3-5 it covers 0.26-0.82). No exceptions.
+        return Estimate(point, math.nan, math.nan, n, level, "linear",
+                        method + f": no interval, a bootstrap over runs needs R >= {MIN_RUNS_BOOTSTRAP}",
+                        FLAG_N_TOO_SMALL)
     picks = rng.integers(0, n, size=(n_boot, n))
     boot = np.empty(n_boot)
     for b, row in enumerate(picks):
