@@ -273,3 +273,70 @@ def test_the_same_run_twice_is_an_error(tmp_path):
     shutil.copy(FIXTURES / LIMIT1, copy)
     with pytest.raises(tidy.RawLogError, match="the same run as"):
         tidy.tidy_tables([FIXTURES / LIMIT1, copy])
+
+
+# --------------------------------------------------------------------------
+# host interference (meta.interference, meta.disturbed_attempts) and the load's client timeout
+
+
+def _with_meta(tmp_path: Path, source: str, **keys) -> Path:
+    lines = (FIXTURES / source).read_text().splitlines()
+    meta = json.loads(lines[0])
+    meta.update(keys)
+    path = tmp_path / "raw" / source
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join([json.dumps(meta), *lines[1:]]) + "\n")
+    return path
+
+
+METERED = {"cpus": [0, 1], "window_s": 7.2, "busy_s": 3.1, "lab_s": 2.6, "runner_s": 0.2, "other_s": 0.3,
+           "other_share": 0.0208, "lab_scope": "per-cpu", "threshold": 0.2, "disturbed": False}
+
+
+def test_old_logs_without_interference_still_parse(tables):
+    runs = tables["runs"]
+    assert runs["other_share"].isna().all() and runs["disturbed"].isna().all()
+    assert runs["disturbed_attempts"].isna().all() and (runs["interference"] == "").all()
+
+
+def test_interference_and_disturbed_attempts_become_run_columns(tmp_path):
+    earlier = [{**METERED, "other_share": 0.41, "other_s": 5.9, "disturbed": True, "log": "rep0.disturbed-1.jsonl"},
+               {**METERED, "other_share": 0.33, "other_s": 4.8, "disturbed": True, "log": "rep0.disturbed-2.jsonl"}]
+    still = {**METERED, "other_share": 0.27, "disturbed": True}
+    path = _with_meta(tmp_path, "E2a/limit1/rep0.jsonl", interference=still, disturbed_attempts=earlier)
+    plain = _with_meta(tmp_path, "E2a/nolimit/rep0.jsonl", interference=METERED, disturbed_attempts=[])
+    tables = tidy.tidy_tables([path, plain])
+    runs = tables["runs"].set_index("variant")
+    assert runs.loc["limit1", "other_share"] == 0.27 and runs.loc["limit1", "disturbed"]
+    assert runs.loc["limit1", "interference_threshold"] == 0.2
+    assert runs.loc["limit1", "disturbed_attempts"] == 2
+    assert runs.loc["limit1", "disturbed_logs"] == (
+        "rep0.disturbed-1.jsonl (other processes 41.0% of CPUs 0,1 over 7.2 s (threshold 20%)); "
+        "rep0.disturbed-2.jsonl (other processes 33.0% of CPUs 0,1 over 7.2 s (threshold 20%))")
+    assert runs.loc["limit1", "interference"] == "other processes 27.0% of CPUs 0,1 over 7.2 s (threshold 20%)"
+    assert not runs.loc["nolimit", "disturbed"] and runs.loc["nolimit", "disturbed_attempts"] == 0
+    # the disturbed attempts' own logs are kept beside the raw log and never read: only the listed names
+    tidy.write_tables(tables, tmp_path / "tables")
+    back = tidy.read_table(tmp_path / "tables" / "runs.csv", "runs").set_index("variant")
+    assert bool(back.loc["limit1", "disturbed"]) and not bool(back.loc["nolimit", "disturbed"])
+    assert back.loc["limit1", "disturbed_attempts"] == 2
+
+
+def test_an_unmetered_backend_says_so(tmp_path):
+    path = _with_meta(tmp_path, "E2a/limit1/rep0.jsonl",
+                      interference={"disturbed": False, "note": "not metered on the kind backend"})
+    runs = tidy.tidy_tables([path])["runs"].iloc[0]
+    assert runs["interference"] == "not metered on the kind backend" and not runs["disturbed"]
+    assert math.isnan(runs["other_share"]) and pd.isna(runs["disturbed_attempts"])
+
+
+def test_the_load_timeout_comes_from_its_header(tmp_path, tables):
+    assert tables["headers"]["timeout_ms"].isna().all()  # the fixtures' load predates params.timeout
+    lines = (FIXTURES / "E2b/clump50/rep0.jsonl").read_text().splitlines()
+    header = json.loads(lines[1])
+    header["params"]["timeout"] = 10000.0
+    path = tmp_path / "raw" / "E2b" / "clump50" / "rep0.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("\n".join([lines[0], json.dumps(header), *lines[2:]]) + "\n")
+    headers = tidy.tidy_tables([path])["headers"]
+    assert headers.loc[headers["command"] == "load", "timeout_ms"].tolist() == [10000.0]

@@ -147,6 +147,9 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
     "runs": {
         "start": "str", "end": "str", "wall_s": "float64", "window_s": "float64", "kernel": "str",
         "cgroup_version": "Int64", "cpus": "Int64", "runtime": "str", **PARAM_DTYPES, "raw_path": "str",
+        # host interference (meta.interference, meta.disturbed_attempts; empty in logs that predate them)
+        "other_share": "float64", "interference_threshold": "float64", "disturbed": "boolean",
+        "disturbed_attempts": "Int64", "disturbed_logs": "str", "interference": "str",
     },
     "rounds": {"src": "str", "round": "int64", "t_s": "float64", "wall_ms": "float64",
                "thread_cpu_ms": "float64", **_COUNTERS},
@@ -155,7 +158,7 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
         "src": "str", "command": "str", "variant_build": "str", "go_version": "str", "gomaxprocs": "int64",
         "num_cpu": "int64", "env_gomaxprocs": "str", "env_godebug": "str", "default_godebug": "str",
         "cg_quota_us": "Int64", "cg_period_us": "Int64", "cg_weight": "Int64", "cg_shares": "Int64",
-        "expected_gomaxprocs": "Int64",
+        "expected_gomaxprocs": "Int64", "timeout_ms": "float64",
     },
     "readback": {
         "level": "str", "path": "str", "design_quota_us": "Int64", "design_period_us": "Int64",
@@ -347,6 +350,55 @@ def _bool_or_none(value: Any) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
+def _number_or_none(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _interference_text(seen: Mapping[str, Any]) -> str:
+    """One attempt's interference as a line: "other 3.5% of CPUs 0,1 over 7.1 s (threshold 20%)" or its note."""
+    share = _number_or_none(seen.get("other_share"))
+    if share is None:
+        return str(seen.get("note") or "not metered")
+    cpus = ",".join(str(c) for c in seen.get("cpus") or [])
+    text = f"other processes {share:.1%} of CPUs {cpus or '?'}"
+    window = _number_or_none(seen.get("window_s"))
+    if window is not None:
+        text += f" over {window:g} s"
+    threshold = _number_or_none(seen.get("threshold"))
+    if threshold is not None:
+        text += f" (threshold {threshold:.0%})"
+    return text
+
+
+def interference_cells(meta: Mapping[str, Any]) -> tuple[Any, ...]:
+    """runs.csv's interference columns from a meta record (STATS.md §2, host interference).
+
+    ``meta.interference`` is what the runner's meter saw over the analysed attempt
+    ({cpus, window_s, busy_s, lab_s, runner_s, other_s, other_share, lab_scope, threshold,
+    disturbed}, or {disturbed: false, note} where the backend is not metered);
+    ``meta.disturbed_attempts`` lists the earlier attempts that were disturbed, each with its
+    log (kept beside the raw log, not analysed). Logs that predate both give empty cells.
+    A run still disturbed after its retries is marked, never dropped.
+    """
+    seen = meta.get("interference")
+    attempts = meta.get("disturbed_attempts")
+    if not isinstance(seen, Mapping):
+        seen = None
+    if not isinstance(attempts, list):
+        attempts = None
+    logs = None
+    if attempts is not None:
+        logs = "; ".join(f"{a.get('log', '?')} ({_interference_text(a)})" for a in attempts if isinstance(a, Mapping))
+    return (
+        None if seen is None else _number_or_none(seen.get("other_share")),
+        None if seen is None else _number_or_none(seen.get("threshold")),
+        None if seen is None else _bool_or_none(seen.get("disturbed")),
+        None if attempts is None else len(attempts),
+        logs,
+        None if seen is None else _interference_text(seen),
+    )
+
+
 def environment_record(meta: Mapping[str, Any]) -> dict[str, Any]:
     """One run's row of environment.csv (without the run's identifiers), from its meta record.
 
@@ -439,7 +491,7 @@ class _LogReader:
         self.rows["runs"].append((
             *self.run, meta["start"], meta["end"], float(meta["wall_s"]), float(meta["window_s"]),
             env.get("kernel"), caps.get("cgroup_version", env.get("cgroup_version")), caps.get("cpus"),
-            meta["runtime"], *param_cells(spec).values(), self.raw_path,
+            meta["runtime"], *param_cells(spec).values(), self.raw_path, *interference_cells(meta),
         ))
         self.rows["environment"].append((*self.run, environment_record(meta)))
 
@@ -486,11 +538,13 @@ class _LogReader:
         self.open[src] = _Process(src, command, number)
         self.commands.add(command)
         env, cg = record["env"], record["cgroup"]
+        timeout = record["params"].get("timeout") if command == "load" else None
         self.header_rows.append([
             *self.run, src, command, record["variant"], record["go_version"], record["gomaxprocs"],
             record["num_cpu"], env.get("GOMAXPROCS", ""), env.get("GODEBUG", ""), record["default_godebug"],
             *(_int_or_none(cg.get(k)) for k in ("quota_us", "period_us", "weight", "shares")),
             None,  # expected_gomaxprocs, filled from the run's expectation record at the end
+            float(timeout) if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) else None,
         ])
 
     def read_summary(self, number: int, record: dict[str, Any], process: _Process) -> None:
@@ -591,7 +645,7 @@ class _LogReader:
                 raise self.fail(None, f"an {experiment} run without any {kind!r} record")
         expected = self.expected_gomaxprocs(experiment)
         for row in self.header_rows:
-            row[-1] = expected
+            row[-2] = expected
         self.rows["headers"] = [tuple(row) for row in self.header_rows]
         return RunTables(str(self.path), self.run, {name: tuple(rows) for name, rows in self.rows.items()})
 
