@@ -48,6 +48,9 @@ def test_burst_metrics_known_answers(per_run):
     assert got["throttled_ms"] == 432  # summed over ALL rounds, and never clipped to wall time
     assert got["throttled_over_wall"] == pytest.approx(1.1)  # median of 1.0, 1.1538, 1.1
     assert got["periods_per_wall_period"] == pytest.approx(9 / (2.4 / 0.1))
+    assert got["periods_per_round"] == pytest.approx(9 / 4)  # every round's counters
+    assert got["throttled_ms_per_round"] == pytest.approx((100 + 150 + 132) / 3)  # rounds after the first
+    assert got["mean_wall_ms"] == pytest.approx((100 + 130 + 120) / 3)
     assert got["avg_cores"] == pytest.approx(0.2667)
 
 
@@ -78,14 +81,47 @@ def test_spin_and_gomaxprocs_metrics(per_run):
 
 def test_latency_metrics_from_requests(per_run):
     got = _values(per_run, "E2b", "clump50")
-    # ok /work latencies 10, 30, 20, 40 (the 1000 ms timeout is an error, not a latency)
-    assert got["work_p50_ms"] == 25 and got["work_p90_ms"] == pytest.approx(37)
-    assert got["work_p99_ms"] == pytest.approx(39.7) and got["work_max_ms"] == 40
-    assert math.isnan(got["work_p99_9_ms"])  # 4 samples < 3,700: no per-run p99.9
+    # /work: 10, 30, 20, 40 ms and one timed-out request, which counts at the client timeout
+    # (the header predates params.timeout: cpulab's default 10 s)
     assert got["work_requests"] == 5 and got["work_errors"] == 1
-    assert got["ping_p50_ms"] == 2 and got["ping_errors"] == 0
+    assert got["work_max_ms"] == metrics.DEFAULT_LOAD_TIMEOUT_MS
+    for q in ("p50", "p90", "p99", "p99_9"):  # 5 requests: even p50 needs 6
+        assert math.isnan(got[f"work_{q}_ms"])
+    notes = per_run[(per_run["variant"] == "clump50")].set_index("metric")["note"]
+    assert notes["work_p50_ms"] == "/work: n too small for p50: 5 requests (needs 6)"
+    assert notes["work_p99_ms"] == "/work: n too small for p99: 5 requests (needs 368)"
+    assert notes["work_requests"] == ""
+    assert got["ping_errors"] == 0 and math.isnan(got["ping_p50_ms"])
     late = [0.1, 0.2, 0.0, 0.3, 0.4, 0.0, 0.5]
     assert got["late_p99_ms"] == pytest.approx(np.quantile(late, 0.99))
+
+
+def test_failed_requests_count_at_the_client_timeout():
+    lat = [float(x) for x in range(1, 61)]
+    ok = [True] * 57 + [False] * 3  # three requests failed (their recorded latency is whatever the client saw)
+    requests = pd.DataFrame({"ep": ["work"] * 60, "lat_ms": lat, "ok": ok, "late_ms": [0.0] * 60})
+    values, notes = metrics.latency_metrics(requests, timeout_ms=5000.0)
+    assert values["work_errors"] == 3 and values["work_requests"] == 60
+    assert values["work_max_ms"] == 5000.0
+    expected = np.quantile(lat[:57] + [5000.0] * 3, 0.9)
+    assert values["work_p90_ms"] == pytest.approx(expected)  # the timeouts sit in the tail
+    assert math.isnan(values["work_p99_ms"]) and notes["work_p99_ms"].endswith("60 requests (needs 368)")
+
+
+def test_the_timeout_comes_from_the_load_header():
+    headers = pd.DataFrame({"command": ["serve", "load"], "timeout_ms": [math.nan, 2500.0]})
+    assert metrics.load_timeout_ms(headers) == 2500.0
+    assert metrics.load_timeout_ms(headers.iloc[:1]) == metrics.DEFAULT_LOAD_TIMEOUT_MS
+    assert metrics.load_timeout_ms(None) == metrics.DEFAULT_LOAD_TIMEOUT_MS
+
+
+def test_supported_latency_metric_names_the_quantile():
+    rows = [("local", "E2b", v, r, "work_requests", n, "count", "") for v, n in (("a", 60.0), ("b", 400.0))
+            for r in range(3)]
+    frame = pd.DataFrame.from_records(rows, columns=metrics.METRICS_COLUMNS)
+    assert metrics.supported_latency_metric(frame, "E2b") == "work_p90_ms"
+    assert metrics.supported_latency_metric(frame, "E2b", ["b"]) == "work_p99_ms"
+    assert metrics.supported_latency_metric(frame, "E7") is None
 
 
 # --------------------------------------------------------------------------
@@ -94,7 +130,7 @@ def test_latency_metrics_from_requests(per_run):
 
 def _metric_frame(variant_values: dict[str, list[float]], metric: str = "p50_wall_ms") -> pd.DataFrame:
     rows = [
-        ("local", "E2a", variant, rep, metric, value, metrics.CATALOGUE[metric].unit)
+        ("local", "E2a", variant, rep, metric, value, metrics.CATALOGUE[metric].unit, "")
         for variant, values in variant_values.items()
         for rep, value in enumerate(values)
     ]
@@ -166,20 +202,52 @@ def _short_load_runs(seed: int, n_runs: int = 4, size: int = 500) -> tuple[pd.Da
     for rep in range(n_runs):
         lat = rng.lognormal(3, 0.5, size)
         req_rows += [("local", "E2b", "v", rep, "load/generator", "work", 0, 1, 0.0, x, 0.0, True, 200) for x in lat]
-        metric_rows.append(("local", "E2b", "v", rep, "work_p99_9_ms", math.nan, "ms"))
+        metric_rows.append(("local", "E2b", "v", rep, "work_p99_9_ms", math.nan, "ms",
+                            stats.too_few_samples(0.999, size)))
     columns = [*tidy.RUN_KEYS, *tidy.TABLE_COLUMNS["requests"]]
     return (pd.DataFrame.from_records(metric_rows, columns=metrics.METRICS_COLUMNS),
             pd.DataFrame.from_records(req_rows, columns=columns))
 
 
-def test_p999_of_short_runs_is_pooled_with_a_cluster_bootstrap():
-    per_run, requests = _short_load_runs(seed=3)
+def test_p999_of_short_runs_is_pooled_only_from_20_runs():
+    per_run, requests = _short_load_runs(seed=3, n_runs=20, size=200)
     first = metrics.estimates_table(per_run, requests, level=0.95, seed=11).iloc[0]
     again = metrics.estimates_table(per_run, requests, level=0.95, seed=11).iloc[0]
     assert first["flag"] == stats.FLAG_CLUSTER_BOOTSTRAP
     assert first["point"] == pytest.approx(np.quantile(requests["lat_ms"], 0.999))
     assert first["lo"] < first["point"] < first["hi"]
     assert (first["lo"], first["hi"]) == (again["lo"], again["hi"])  # seeded: reruns give the same table
+
+
+def test_p999_of_few_short_runs_says_why_it_is_empty():
+    per_run, requests = _short_load_runs(seed=3, n_runs=5)
+    row = metrics.estimates_table(per_run, requests, level=0.95, seed=11).iloc[0]
+    assert row["flag"] == stats.FLAG_N_TOO_SMALL and math.isnan(row["point"]) and math.isnan(row["lo"])
+    assert row["method"] == "not computed in 5 of 5 runs: n too small for p99.9: 500 requests (needs 3,688)"
+
+
+def test_a_throttled_ratio_is_estimated_from_its_counts():
+    rows = []
+    for rep, (k, n) in enumerate([(30, 100), (25, 100), (35, 100), (28, 100), (32, 100)]):
+        rows += [("local", "E2a", "v", rep, "throttled_ratio", k / n, "ratio", ""),
+                 ("local", "E2a", "v", rep, "nr_throttled", k, "count", ""),
+                 ("local", "E2a", "v", rep, "nr_periods", n, "count", "")]
+    frame = pd.DataFrame.from_records(rows, columns=metrics.METRICS_COLUMNS)
+    table = metrics.estimates_table(frame, None, level=0.95, seed=1).set_index("metric")
+    expected = stats.estimate_proportion([30, 25, 35, 28, 32], [100] * 5)
+    assert table.loc["throttled_ratio", "scale"] == "logit"
+    assert (table.loc["throttled_ratio", "lo"], table.loc["throttled_ratio", "hi"]) == (expected.lo, expected.hi)
+    zeros = frame.assign(value=np.where(frame["metric"] == "nr_periods", 100, 0))
+    row = metrics.estimates_table(zeros, None, level=0.95, seed=1).set_index("metric").loc["throttled_ratio"]
+    assert (row["point"], row["flag"]) == (0.0, "0 in 5 of 5 runs")
+
+
+def test_the_scrape_window_pause_counts_each_round_inside_it():
+    rounds = pd.DataFrame({"t_s": [0.0, 0.33, 0.66, 0.99], "wall_ms": [100.0, 100.0, 60.0, 100.0]})
+    # unlimited median 20 ms; window 300..1000 ms: round 1 (80 extra) whole, round 2 (40) whole,
+    # round 3 (80) for 10 of its 100 ms
+    pause = metrics.services.window_pause_ms(rounds, 20.0, 300.0, 1000.0)
+    assert pause == pytest.approx(80 + 40 + 8)
 
 
 def test_estimates_from_fixture_runs_cover_every_metric(per_run, tables):

@@ -57,7 +57,8 @@ def make_statistics(tables_dir: str | Path, metrics_path: str | Path, estimates_
     tables = read_tables(tables_dir, ("runs", "headers", "summaries", "rounds", "requests", "readback", "share_samples",
                                       "podstats", "target_stats"))
     per_run = metrics.run_metrics(tables)
-    across = metrics.estimates_table(per_run, tables["requests"], level=level, seed=seed)
+    across = metrics.estimates_table(per_run, tables["requests"], level=level, seed=seed,
+                                     timeout_ms=metrics.load_timeout_ms(tables["headers"]))
     _write_csv(per_run, metrics_path)
     _write_csv(across, estimates_path)
     return per_run, across

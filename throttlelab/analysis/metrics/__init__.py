@@ -23,13 +23,21 @@ from throttlelab.analysis.metrics.estimates import (
     summarise,
 )
 from throttlelab.analysis.metrics.jobs import burst_metrics, gomaxprocs_metrics, spin_metrics
-from throttlelab.analysis.metrics.per_run import METRICS_COLUMNS, run_metrics
-from throttlelab.analysis.metrics.services import LATENESS_SUSPECT_MS, SERVICE_EXPERIMENTS, latency_metrics
+from throttlelab.analysis.metrics.per_run import METRICS_COLUMNS, load_timeout_ms, run_metrics
+from throttlelab.analysis.metrics.services import (
+    DEFAULT_LOAD_TIMEOUT_MS,
+    LATENESS_SUSPECT_MS,
+    SERVICE_EXPERIMENTS,
+    SERVICE_QUANTILES,
+    latency_metrics,
+    supported_latency_metric,
+)
 from throttlelab.analysis.metrics.weights import SHARE_MEMBERS, readback_metrics, share_metrics
 
 __all__ = [
-    "CATALOGUE", "ESTIMATES_COLUMNS", "FLAG_RANGE", "FLAG_SETTING_VARIES", "FLAG_UNDEFINED", "LATENESS_SUSPECT_MS",
-    "METRICS_COLUMNS", "SERVICE_EXPERIMENTS", "SHARE_MEMBERS", "MetricSpec", "Scale", "Summarised", "Summary",
-    "burst_metrics", "estimates_table", "gomaxprocs_metrics", "latency_metrics", "pooled_p999", "readback_metrics",
-    "run_metrics", "share_metrics", "spin_metrics", "summarise",
+    "CATALOGUE", "DEFAULT_LOAD_TIMEOUT_MS", "ESTIMATES_COLUMNS", "FLAG_RANGE", "FLAG_SETTING_VARIES", "FLAG_UNDEFINED", "LATENESS_SUSPECT_MS",
+    "METRICS_COLUMNS", "SERVICE_EXPERIMENTS", "SERVICE_QUANTILES", "SHARE_MEMBERS", "MetricSpec", "Scale",
+    "Summarised", "Summary", "burst_metrics", "estimates_table", "gomaxprocs_metrics", "latency_metrics",
+    "load_timeout_ms", "pooled_p999", "readback_metrics", "run_metrics", "share_metrics", "spin_metrics",
+    "summarise", "supported_latency_metric",
 ]

@@ -15,7 +15,10 @@ import pandas as pd
 
 from throttlelab.analysis.tidy import InputError
 
-Scale = Literal["log", "linear"]
+#: log: geometric mean, t interval on the logs; linear: arithmetic mean, t interval;
+#: logit: a proportion of counts (``counts`` names the per-run event and trial metrics):
+#: per-run empirical logit, t interval, back-transformed (stats.estimate_proportion).
+Scale = Literal["log", "linear", "logit"]
 #: interval: a Student t interval across runs; range: min..max of the per-run
 #: values, never a CI (STATS.md §2 for maxima); setting: a value the run reads
 #: back rather than measures (GOMAXPROCS), the same in every run or flagged.
@@ -35,6 +38,8 @@ class MetricSpec:
     scale: Scale
     summary: Summary
     about: str
+    #: for scale "logit": the metrics holding each run's events and trials (nr_throttled, nr_periods)
+    counts: tuple[str, str] | None = None
 
 
 def number(value: Any) -> float:

@@ -21,14 +21,19 @@ JOB_EXPERIMENTS = ("E2a", "S1", "E3")
 SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("p50_wall_ms", "ms", "log", "interval", "median burst completion time, rounds after the first"),
     MetricSpec("max_wall_ms", "ms", "log", "range", "slowest burst, rounds after the first"),
-    MetricSpec("throttled_ratio", "ratio", "linear", "interval",
-               "throttled periods / active periods (0 when no period was counted)"),
+    MetricSpec("throttled_ratio", "ratio", "logit", "interval",
+               "throttled periods / active periods (0 when no period was counted)",
+               counts=("nr_throttled", "nr_periods")),
     MetricSpec("nr_periods", "count", "linear", "interval", "CFS periods counted (active periods only)"),
     MetricSpec("nr_throttled", "count", "linear", "interval", "CFS periods in which the cgroup was throttled"),
     MetricSpec("throttled_ms", "ms", "linear", "interval",
                "throttled time, summed over CPUs; can exceed wall time"),
     MetricSpec("throttled_over_wall", "ratio", "linear", "interval",
                "median over rounds after the first of throttled ms / wall ms"),
+    MetricSpec("throttled_ms_per_round", "ms", "linear", "interval",
+               "mean throttled time per round after the first, summed over the run queues throttled"),
+    MetricSpec("mean_wall_ms", "ms", "log", "interval", "mean burst completion time, rounds after the first"),
+    MetricSpec("periods_per_round", "periods", "linear", "interval", "nr_periods / rounds (every round counted)"),
     MetricSpec("avg_cores", "cores", "linear", "interval", "CPU used / elapsed time"),
     MetricSpec("periods_per_wall_period", "ratio", "linear", "interval",
                "nr_periods / (elapsed / period): 1 if every wall-clock period were counted"),
@@ -62,9 +67,14 @@ def burst_metrics(rounds: pd.DataFrame, summary: Mapping[str, Any], period_us: f
     elapsed = float(summary["elapsed_s"])
     wall_periods = elapsed / (period_us / 1e6) if period_us and period_us > 0 else math.nan
     avg_cores = summary.get("avg_cores")
+    later_throttled = later["d_throttled_usec"]
+    per_round = math.nan if later_throttled.isna().any() else float(later_throttled.astype(float).mean()) / USEC_PER_MS
     return {
         "p50_wall_ms": float(stats.quantile(wall, 0.5)),
         "max_wall_ms": float(wall.max()),
+        "mean_wall_ms": float(wall.mean()),
+        "throttled_ms_per_round": per_round,
+        "periods_per_round": periods / len(rounds),
         "throttled_ratio": ratio,
         "nr_periods": periods,
         "nr_throttled": throttled,

@@ -16,7 +16,8 @@ from throttlelab.analysis.metrics import jobs, services, weights
 from throttlelab.analysis.metrics.catalogue import CATALOGUE
 from throttlelab.analysis.tidy import RUN_KEYS, InputError
 
-METRICS_COLUMNS = [*RUN_KEYS, "metric", "value", "unit"]
+#: ``note``: why a value is empty ("/work: n too small for p99: 60 requests (needs 368)"), else "".
+METRICS_COLUMNS = [*RUN_KEYS, "metric", "value", "unit", "note"]
 
 
 def _by_run(frame: pd.DataFrame) -> dict[tuple[Any, ...], pd.DataFrame]:
@@ -49,8 +50,19 @@ def run_metrics(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
             values = experiment_metrics(run[1], parts)
         except InputError as exc:
             raise InputError(f"run {'/'.join(map(str, run))}: {exc}") from None
+        notes: dict[str, str] = {}
         if parts["requests"] is not None:
-            values.update(services.latency_metrics(parts["requests"]))
-        rows += [(*run, name, value, CATALOGUE[name].unit) for name, value in values.items()]
+            latency, notes = services.latency_metrics(parts["requests"], load_timeout_ms(parts["headers"]))
+            values.update(latency)
+        rows += [(*run, name, value, CATALOGUE[name].unit, notes.get(name, "")) for name, value in values.items()]
     frame = pd.DataFrame.from_records(rows, columns=METRICS_COLUMNS)
-    return frame.astype({"repeat": "int64", "value": "float64"})
+    return frame.astype({"repeat": "int64", "value": "float64", "note": "str"})
+
+
+def load_timeout_ms(headers: pd.DataFrame | None) -> float:
+    """The client timeout of the run's load generator (its header's params), else cpulab's default."""
+    if headers is not None and "timeout_ms" in headers.columns:
+        given = headers.loc[headers["command"] == "load", "timeout_ms"].dropna()
+        if len(given):
+            return float(given.iloc[0])
+    return services.DEFAULT_LOAD_TIMEOUT_MS

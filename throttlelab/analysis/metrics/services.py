@@ -32,18 +32,28 @@ SERVICE_EXPERIMENTS = ("E2b", "E7", "E8", "S2", "E6")
 #: A run whose send lateness p99 exceeds this is flagged "suspect" in the report: the generator,
 #: not the service, may have set its latencies.
 LATENESS_SUSPECT_MS = 5.0
+#: The client timeout of `cpulab load` when its header does not say (its default -timeout=10s, and
+#: SPEC §3's "client timeout 10 s"); the runner passes it explicitly and the header's params record it.
+DEFAULT_LOAD_TIMEOUT_MS = 10_000.0
+#: The latency quantiles the service findings and figures may compare, highest first: the highest
+#: one every run supports (stats.min_samples) is used and named.
+SERVICE_QUANTILES = (0.99, 0.9, 0.5)
 
 
 def _latency_specs() -> list[MetricSpec]:
     specs = []
     for ep in ENDPOINTS:
         for q in ("p50", "p90", "p99", "p99_9"):
-            specs.append(MetricSpec(f"{ep}_{q}_ms", "ms", "log", "interval",
-                                    f"{q.replace('_', '.')} latency of /{ep} from the scheduled send, ok requests"))
+            specs.append(MetricSpec(
+                f"{ep}_{q}_ms", "ms", "log", "interval",
+                f"{q.replace('_', '.')} latency of /{ep} from the scheduled send, failed requests at the client "
+                f"timeout; empty when the run holds fewer than {stats.min_samples(stats.QUANTILES[q]):,} requests"))
         specs += [
-            MetricSpec(f"{ep}_max_ms", "ms", "log", "range", f"slowest ok /{ep} request of the run"),
+            MetricSpec(f"{ep}_max_ms", "ms", "log", "range",
+                       f"slowest /{ep} request of the run (a failed one at the client timeout)"),
             MetricSpec(f"{ep}_requests", "count", "linear", "interval", f"/{ep} requests measured"),
-            MetricSpec(f"{ep}_errors", "count", "linear", "interval", f"/{ep} requests that failed"),
+            MetricSpec(f"{ep}_errors", "count", "linear", "interval",
+                       f"/{ep} requests that failed or timed out (in the quantiles at the client timeout)"),
         ]
     specs.append(MetricSpec("late_p99_ms", "ms", "linear", "interval",
                             "p99 of send lateness (actual minus scheduled send): the generator's health"))
@@ -73,7 +83,13 @@ SPECS: tuple[MetricSpec, ...] = tuple(MetricSpec(*spec) for spec in (
      "rate of throttled seconds between two scrapes, divided by the readings' own time difference"),
     ("throttled_s_per_s_naive", "s/s", "linear", "interval",
      "the same change divided by the time between the scrapes (the mistake the lab warns of)"),
-    ("overstatement", "ratio", "linear", "interval", "throttled_s_per_s / pause_s_per_s"),
+    ("throttled_ms_window", "ms", "linear", "interval",
+     "throttled time between the two readings the scrapes returned (summed over run queues)"),
+    ("pause_ms_window", "ms", "linear", "interval",
+     "the real pause inside the same window: each round's wall time minus the unlimited median round, "
+     "for the part of the round that lies between the two readings"),
+    ("overstatement", "ratio", "log", "interval",
+     "throttled_ms_window / pause_ms_window: the same window on both sides"),
     ("scrape_throttled_ratio", "ratio", "linear", "interval",
      "throttled periods / counted periods between the scrapes (counts only active periods)"),
     ("throttled_per_wall_period", "ratio", "linear", "interval",
@@ -87,25 +103,43 @@ SPECS: tuple[MetricSpec, ...] = tuple(MetricSpec(*spec) for spec in (
 # latencies of every run with requests (RECORDS.md `req`)
 
 
-def latency_metrics(requests: pd.DataFrame) -> dict[str, float]:
-    """Per-run latency metrics of one load run (RECORDS.md `req`), per endpoint.
+def latency_metrics(requests: pd.DataFrame, timeout_ms: float = DEFAULT_LOAD_TIMEOUT_MS
+                    ) -> tuple[dict[str, float], dict[str, str]]:
+    """Per-run latency metrics of one load run (RECORDS.md `req`), per endpoint, and why some are empty.
 
-    Quantiles cover successful requests only (as the workload's own summary
-    does); failures are counted in ``<ep>_errors``. ``<ep>_p99_9_ms`` is NaN
-    when the run holds fewer than :data:`stats.P999_MIN_SAMPLES` of them.
+    A failed or timed-out request (``ok`` false) enters the quantiles at the
+    client timeout ``timeout_ms`` and is counted in ``<ep>_errors`` (STATS.md
+    §2: the worst arms keep their tail). A quantile is empty when the run
+    holds too few requests for it (:func:`stats.min_samples`: p99 needs 368);
+    the second dict says why, per metric ("n too small for p99: 60 requests
+    (needs 368)").
     """
     out: dict[str, float] = {}
+    notes: dict[str, str] = {}
     for ep in ENDPOINTS:
         mine = requests[requests["ep"] == ep]
-        ok = mine.loc[mine["ok"].astype(bool), "lat_ms"].to_numpy(dtype=float)
-        summary = stats.run_latency_summary(ok) if ok.size else {}
+        summary = stats.run_latency_summary(mine["lat_ms"].to_numpy(dtype=float),
+                                            ok=mine["ok"].to_numpy(dtype=bool), timeout_ms=timeout_ms)
         for q in ("p50", "p90", "p99", "p99_9", "max"):
-            out[f"{ep}_{q}_ms"] = float(summary.get(q, math.nan))
-        out[f"{ep}_requests"] = float(len(mine))
-        out[f"{ep}_errors"] = float(len(mine) - ok.size)
+            out[f"{ep}_{q}_ms"] = summary.values[q]
+            if q in summary.notes:
+                notes[f"{ep}_{q}_ms"] = f"/{ep}: {summary.notes[q]}"
+        out[f"{ep}_requests"] = float(summary.n)
+        out[f"{ep}_errors"] = float(summary.errors)
     late = requests["late_ms"].to_numpy(dtype=float)
     out["late_p99_ms"] = float(stats.quantile(late, 0.99)) if late.size else math.nan
-    return out
+    return out, notes
+
+
+def supported_latency_metric(metrics: pd.DataFrame, experiment: str, variants=None, ep: str = "work"
+                             ) -> str | None:
+    """``<ep>_p99_ms``, ``<ep>_p90_ms`` or ``<ep>_p50_ms``: the highest quantile every run of the
+    experiment (of ``variants``, when given) supports, from their ``<ep>_requests``; None if none."""
+    rows = metrics[(metrics["experiment"] == experiment) & (metrics["metric"] == f"{ep}_requests")]
+    if variants is not None:
+        rows = rows[rows["variant"].isin(list(variants))]
+    q = stats.supported_quantile(rows["value"].to_numpy(dtype=float), SERVICE_QUANTILES)
+    return None if q is None else f"{ep}_{stats.quantile_name(q).replace('.', '_')}_ms"
 
 
 # --------------------------------------------------------------------------
@@ -252,6 +286,16 @@ def _median_round(rounds: pd.DataFrame, src: str) -> float:
     return float(stats.quantile(later["wall_ms"].to_numpy(dtype=float), 0.5))
 
 
+def window_pause_ms(rounds: pd.DataFrame, free_ms: float, start_ms: float, end_ms: float) -> float:
+    """The pause the limit caused between two readings: each round's wall minus ``free_ms`` (the
+    same burst without a limit), counted for the part of the round inside [start_ms, end_ms]."""
+    begin = rounds["t_s"].to_numpy(dtype=float) * 1000
+    wall = rounds["wall_ms"].to_numpy(dtype=float)
+    inside = np.clip(np.minimum(begin + wall, end_ms) - np.maximum(begin, start_ms), 0.0, None)
+    share = np.divide(inside, wall, out=np.zeros_like(wall), where=wall > 0)
+    return float(np.sum(np.clip(wall - free_ms, 0.0, None) * share))
+
+
 def monitoring_metrics(parts: Mapping[str, pd.DataFrame | None]) -> dict[str, float]:
     """E6: what two cached scrapes say against the pause the limit really caused."""
     rounds, summaries, headers = parts["rounds"], parts["summaries"], parts["headers"]
@@ -273,6 +317,9 @@ def monitoring_metrics(parts: Mapping[str, pd.DataFrame | None]) -> dict[str, fl
     period_us = headers.loc[headers["src"] == job, "cg_period_us"].dropna()
     period_s = float(period_us.iloc[0]) / 1e6 if len(period_us) else 0.1
     rate = d["throttled_usec"] / 1e6 / sample_gap if sample_gap > 0 else math.nan
+    pause_window = window_pause_ms(rounds[rounds["src"] == job], calib_p50, float(first["t_ms"]),
+                                   float(second["t_ms"]))
+    throttled_window = d["throttled_usec"] / USEC_PER_MS
     return {
         "p50_wall_ms": p50,
         "calib_p50_wall_ms": calib_p50,
@@ -280,7 +327,9 @@ def monitoring_metrics(parts: Mapping[str, pd.DataFrame | None]) -> dict[str, fl
         "pause_s_per_s": pause,
         "throttled_s_per_s": rate,
         "throttled_s_per_s_naive": d["throttled_usec"] / 1e6 / scrape_gap if scrape_gap > 0 else math.nan,
-        "overstatement": rate / pause if pause > 0 else math.nan,
+        "throttled_ms_window": throttled_window,
+        "pause_ms_window": pause_window,
+        "overstatement": throttled_window / pause_window if pause_window > 0 else math.nan,
         "scrape_throttled_ratio": throttled_ratio(d["nr_throttled"], d["nr_periods"]),
         "throttled_per_wall_period": d["nr_throttled"] / (sample_gap / period_s) if sample_gap > 0 else math.nan,
         "sample_gap_s": sample_gap,
