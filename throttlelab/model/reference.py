@@ -146,11 +146,15 @@ QUOTES: Mapping[str, Quote] = MappingProxyType({
     ),
     "F2": Quote(
         "limit 1: 7052.5 ms throttled over 20 rounds = 353 ms per round vs p50 wall 84.4 ms (4.2x)",
-        _checks({"throttled_over_wall limit500m": "limit 1: 353 / 84.4 = 4.2 (10 CPUs)"}),
+        _checks({
+            "throttled_ms_per_round / (run queues x extra wall) limit500m":
+                "limit 1: 353 / (8 x (84.4 - 34.3)) = 0.88 (8 threads on 10 CPUs)",
+            "throttled_ms_per_round / mean_wall_ms limit500m": "limit 1: 353 / 84.4 = 4.2 (10 CPUs)",
+        }),
     ),
     "F3": Quote(
         "limit 2: 40 periods in 20 s = 0.20 of the 200 wall-clock periods",
-        _checks({"periods_per_wall_period limit2": "40 / 200 = 0.20"}),
+        _checks({"periods_per_round limit2": "40 periods / 20 rounds = 2.0 per round"}),
     ),
     "F4": Quote(
         "limit 1, 8 -> 2 threads: throttled periods 20 -> 17, throttled 7052.5 -> 1301.6 ms, "
@@ -170,16 +174,17 @@ QUOTES: Mapping[str, Quote] = MappingProxyType({
         "nolimit 74.4 / 86.3 ms (5.0x / 4.2x); clump 1: 0 throttled, p99 13-16 ms in all settings",
         _checks({
             "throttled_ratio clumped-limit": "0.300 / 0.312",
-            "throttled_ratio steady-limit - clumped-limit": "0 - 0.30 = -0.30",
-            "work_p99_ms clumped-limit / clumped-nolimit": "370.1 / 74.4 = 5.0x; 359.9 / 86.3 = 4.2x",
+            "throttled_ratio steady-limit": "clump 1: 0 throttled in all settings",
+            "work {q} clumped-limit / clumped-nolimit": "p99 370.1 / 74.4 = 5.0x; 359.9 / 86.3 = 4.2x",
+            "avg_cores clumped-limit": "avg about 0.6 CPU = 30% of limit 2",
         }),
     ),
     "F7": Quote(
         "E7 /work p99 (run 1 / run 2): 2x1 602.5 / 495.7 vs 1x2 263.9 / 304.5 ms; 2x2 140.1 / 166.5 vs "
         "1x4 105.1 / 123.3 ms",
         _checks({
-            "work_p99_ms two-half / one-limit": "602.5 / 263.9 = 2.3x; 495.7 / 304.5 = 1.6x",
-            "work_p99_ms two-limit / one-double": "140.1 / 105.1 = 1.33x; 166.5 / 123.3 = 1.35x",
+            "work {q} two-half / one-limit": "p99 602.5 / 263.9 = 2.3x; 495.7 / 304.5 = 1.6x",
+            "work {q} two-limit / one-double": "p99 140.1 / 105.1 = 1.33x; 166.5 / 123.3 = 1.35x",
         }),
     ),
     "F8": Quote(
@@ -198,19 +203,18 @@ QUOTES: Mapping[str, Quote] = MappingProxyType({
         "E8 /work p99 ms (run 1 / run 2): idle-4 98.7 / 137; busy-2 8359 / 3590; busy-4 6045 / 3137 "
         "(throttled ratio 0); busy req 2 472 / 341; busy req 4 222 / 213; neighbor 7.3-7.5 CPUs",
         _checks({
-            "throttled_ratio busy-lim - idle-lim":
-                "busy: 0 (limit 4: 'throttled ratio 0!'); idle: as E2b's clumped limit-2 arm, ~0.30",
-            "work_p99_ms busy-lim2x / idle-lim2x": "6045 / 98.7 = 61x; 3137 / 137 = 23x",
+            "throttled_ratio busy-lim2x": "busy, limit 4: 0 ('throttled ratio 0!')",
+            "work {q} busy-lim2x / idle-lim2x": "p99 6045 / 98.7 = 61x; 3137 / 137 = 23x",
             "busy_cores busy-lim2x / busy-lim":
                 "not measured by the lab; its p99 6045 / 8359 = 0.72 and 3137 / 3590 = 0.87 say the same",
-            "work_p99_ms busy-lim2x-req-full / busy-lim2x": "222 / 6045 = 0.037; 213 / 3137 = 0.068",
+            "work {q} busy-lim2x-req-full / busy-lim2x": "p99 222 / 6045 = 0.037; 213 / 3137 = 0.068",
             "busy_cores busy-lim2x-req-full / busy-lim2x": "not measured by the lab (its p99 fell 27-45x)",
         }),
     ),
     "F10": Quote(
         "E6: rate 0.48 throttled s/s against a real extra delay of ~0.075 s per 1 s (p50 108 vs 34 ms): "
         "6.4x; cAdvisor's samples 12.149 s apart for scrapes 20 s apart",
-        _checks({"overstatement limit": "0.48 / 0.075 = 6.4 (8 threads on 10 CPUs)"}),
+        _checks({"throttled / pause in the scrape window, limit": "0.48 / 0.075 = 6.4 (8 threads on 10 CPUs)"}),
     ),
     "F11": Quote(
         "S2 (talk, 250m on 16 CPUs): GOMAXPROCS 16 ~126 req/s, p99 ~200 ms; GOMAXPROCS 1 ~2746 req/s, "

@@ -1,10 +1,12 @@
 """The lab's claims as data, evaluated on the per-run metrics (findings.csv, checks.csv).
 
-:mod:`.engine` holds the machinery (Finding, Check, Evidence, the evaluation,
-Holm, the verdicts) and no claim; one module per family holds the claims
-(:mod:`.jobs` F1-F5, :mod:`.weights` F8, :mod:`.services` F6, F7, F9-F11), each
-importing the engine; :mod:`.catalogue` puts them in order. The names below are
-the package's interface (``findings.evaluate(evidence)``).
+:mod:`.engine` holds the machinery (Finding, Check, Requirement, Derivation, Evidence, the
+evaluation, Holm, the verdicts) and no claim; :mod:`.predictions` is SPEC's model of a
+variant (the CFS bandwidth model of a burst, the service's clumps, the pods' weights) from
+which every threshold is derived; one module per family holds the claims (:mod:`.jobs`
+F1-F5, :mod:`.weights` F8, :mod:`.services` F6, F7, F9-F11), each importing the engine and
+the model; :mod:`.catalogue` puts them in order. The names below are the package's interface
+(``findings.evaluate(evidence)``).
 """
 
 from throttlelab.analysis.findings.catalogue import FINDINGS, evaluate
@@ -17,13 +19,18 @@ from throttlelab.analysis.findings.engine import (
     REPRODUCED,
     Check,
     CheckResult,
+    Derivation,
     Evidence,
     Finding,
     Requirement,
+    Unmet,
+    finding_verdict,
     interval_verdict,
+    zero_verdict,
 )
 
 __all__ = [
     "CHECKS_COLUMNS", "CONTRADICTED", "FINDINGS", "FINDINGS_COLUMNS", "INCONCLUSIVE", "NOT_TESTABLE", "REPRODUCED",
-    "Check", "CheckResult", "Evidence", "Finding", "Requirement", "evaluate", "interval_verdict",
+    "Check", "CheckResult", "Derivation", "Evidence", "Finding", "Requirement", "Unmet", "evaluate",
+    "finding_verdict", "interval_verdict", "zero_verdict",
 ]

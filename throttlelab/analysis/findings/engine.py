@@ -1,33 +1,42 @@
 """The findings' machinery: claims as data (:class:`Finding`, :class:`Check`), evaluated on the per-run metrics.
 
-A :class:`Finding` is a sentence plus the :class:`Check` s that would show it:
-each check names an experiment, a per-run metric, the variants it compares,
-the expected relation with a threshold, the lab's own figure and why the
-threshold is what it is on our scaled profiles. Evaluation (shared/STATS.md
-§4-5):
+A :class:`Finding` is a sentence plus the :class:`Check` s that would show it. Each check
+names an experiment, a per-run metric (or a function of several, ``values``), the variants it
+compares, the expected relation with a threshold and the threshold's derivation (``why``):
+fixed, or derived by ``derive`` from SPEC's model and the variant's own parameters (never from
+what a machine measured), the lab's figure beside it, and its own :class:`Requirement` s.
+Evaluation (shared/STATS.md §3-5):
 
-* a ratio check compares two variants: ratio of geometric means with a Welch
-  interval on the logs (or a difference on the linear scale), exact
-  Mann-Whitney p on the per-run values, A12 (:func:`stats.compare`);
-* a level check compares one variant's estimate with the threshold
-  (:func:`stats.estimate`);
-* an agreement check counts the variants whose read-back setting equals what
-  the rule predicts (deterministic, no interval);
-* the verdict comes from the interval (:func:`stats.verdict`): reproduced,
-  contradicted or inconclusive; "not testable here" is decided first, from the
-  profile (experiment or variant absent) and from the data (what this node can
-  express), with the numeric reason;
-* Holm's adjustment runs over every p-value of the testable checks together.
+* a ratio check compares two variants: ratio of geometric means with a Welch interval on the
+  logs (``scale="log"``), a difference of means (``"linear"``), or, for quantities that can be
+  exactly 0 (throttled time), a ratio of means with Fieller's interval (``"mean-ratio"``);
+  beside it the exact Mann-Whitney p and A12 (:func:`stats.compare`);
+* a level check compares one variant's estimate with the threshold: Student t (``"log"``,
+  ``"linear"``), or a proportion of counts (``"logit"``: per-run empirical logit);
+* an agreement check counts the variants whose read-back setting equals what the rule
+  predicts (deterministic, no interval);
+* per check: reproduced when the whole interval lies on the expected side, contradicted when it
+  lies wholly on the other side, inconclusive otherwise; a "within" band holds only when the
+  WHOLE interval lies inside it (TOST), and its p-value is not shown; "0 in R of R runs" (every
+  run exactly 0) is a result from R = 5 on; "not testable here" only through a named
+  requirement of the check (a variant absent from the profile, a node that cannot express it,
+  a model that predicts nothing to see, too few samples per run for any quantile), and only for
+  the checks that need it;
+* a finding is an intersection-union test: reproduced when every check holds, contradicted when
+  a decisive check is contradicted, not testable when a check is (and none contradicts),
+  inconclusive otherwise;
+* Holm's adjustment runs over the p-values shown beside the decisive comparisons only (">" and
+  "<" ratio checks), and "cannot reach significance" is judged after it.
 
-findings.csv has one row per finding (the check that decides its verdict);
-checks.csv has every check. The claims themselves live one module per family
-(:mod:`.jobs`, :mod:`.weights`, :mod:`.services`), which import this module; this
-module imports no claim. The lab's figures they cite come from
+findings.csv has one row per finding (the check that decides its verdict); checks.csv has every
+check. The claims live one module per family (:mod:`.jobs`, :mod:`.weights`, :mod:`.services`),
+which import this module; this module imports no claim. The lab's figures they cite come from
 :mod:`throttlelab.model.reference` (:func:`cite`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -38,6 +47,8 @@ import numpy as np
 import pandas as pd
 
 from throttlelab.analysis import stats
+from throttlelab.analysis.metrics.catalogue import CATALOGUE
+from throttlelab.analysis.metrics.services import SERVICE_QUANTILES
 from throttlelab.analysis.tidy import run_spec
 from throttlelab.model.reference import quote
 from throttlelab.model.variants import VariantSpec
@@ -49,6 +60,7 @@ NOT_TESTABLE = "not testable here"
 
 Relation = Literal[">", "<", "within"]
 CheckKind = Literal["ratio", "level", "agreement"]
+CheckScale = Literal["log", "linear", "logit", "mean-ratio"]
 
 FINDINGS_COLUMNS = [
     "id", "claim", "experiments", "metric", "expected", "effect", "lo", "hi", "p", "p_holm", "a12", "reference",
@@ -56,8 +68,20 @@ FINDINGS_COLUMNS = [
 ]
 CHECKS_COLUMNS = [
     "id", "check", "experiment", "metric", "expected", "effect", "lo", "hi", "p", "p_holm", "a12", "reference",
-    "verdict", "reason", "method", "why",
+    "verdict", "reason", "method", "why", "decisive", "requirement",
 ]
+#: The label and metric of a check comparing latency quantiles hold "{q}"; the highest quantile every run
+#: of its variants supports replaces it (p99, p90 or p50: stats.min_samples).
+QUANTILE_SLOT = "{q}"
+
+
+class Unmet(Exception):
+    """A requirement of a check does not hold on this evidence: its name and the numeric reason."""
+
+    def __init__(self, name: str, reason: str):
+        super().__init__(f"{name}: {reason}")
+        self.name = name
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -71,32 +95,107 @@ class Evidence:
     level: float = 0.95
 
     def variants(self, experiment: str) -> set[str]:
-        return set(self.runs.loc[self.runs["experiment"] == experiment, "variant"])
+        return self._variants.get(experiment, set())
+
+    @functools.cached_property
+    def _variants(self) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for experiment, variant in zip(self.runs["experiment"], self.runs["variant"]):
+            out.setdefault(experiment, set()).add(variant)
+        return out
+
+    @functools.cached_property
+    def _values(self) -> dict[tuple[str, str, str], np.ndarray]:
+        m = self.metrics.sort_values("repeat", kind="stable")
+        return {key: group["value"].to_numpy(dtype=float)
+                for key, group in m.groupby(["experiment", "variant", "metric"], sort=False)}
 
     def values(self, experiment: str, variant: str, metric: str) -> np.ndarray:
         """One value per run, in repeat order."""
-        m = self.metrics
-        rows = m[(m["experiment"] == experiment) & (m["variant"] == variant) & (m["metric"] == metric)]
-        return rows.sort_values("repeat")["value"].to_numpy(dtype=float)
+        return self._values.get((experiment, variant, metric), np.empty(0)).copy()
+
+    @functools.cached_property
+    def _specs(self) -> dict[tuple[str, str], VariantSpec]:
+        first = self.runs.drop_duplicates(["experiment", "variant"])
+        return {(row["experiment"], row["variant"]): run_spec(row) for row in first.to_dict("records")}
 
     def spec(self, experiment: str, variant: str) -> VariantSpec:
         """The variant's parameters (all its runs share them), from runs.csv's ``param_*`` columns."""
-        rows = self.runs[(self.runs["experiment"] == experiment) & (self.runs["variant"] == variant)]
-        return run_spec(rows.iloc[0].to_dict())
+        return self._specs[(experiment, variant)]
 
-    def num_cpus(self, experiment: str) -> set[int]:
-        """runtime.NumCPU() as the experiment's workload processes saw it."""
-        return set(self.headers.loc[self.headers["experiment"] == experiment, "num_cpu"].astype(int))
+    def num_cpus(self, experiment: str, variant: str | None = None) -> set[int]:
+        """runtime.NumCPU() as the experiment's (or one variant's) workload processes saw it."""
+        h = self.headers[self.headers["experiment"] == experiment]
+        if variant is not None and "variant" in h.columns:
+            h = h[h["variant"] == variant]
+        return set(h["num_cpu"].dropna().astype(int))
+
+    def num_cpu(self, experiment: str, variant: str) -> int:
+        """The one CPU count a variant's processes saw; :class:`Unmet` when it is missing or differs."""
+        cpus = self._node.get((experiment, variant), (set(), None))[0]
+        if len(cpus) != 1:
+            seen = ", ".join(map(str, sorted(cpus))) or "none"
+            raise Unmet("one node size", f"{experiment} {variant}'s processes saw num_cpu {seen}: the model "
+                                         "needs one number of CPUs")
+        return next(iter(cpus))
+
+    def period_ms(self, experiment: str, variant: str) -> float:
+        """The CFS period of a variant's cgroup (its headers' cg_period_us), 100 ms when unread."""
+        period = self._node.get((experiment, variant), (set(), None))[1]
+        return 100.0 if period is None else period
+
+    @functools.cached_property
+    def _node(self) -> dict[tuple[str, str], tuple[set[int], float | None]]:
+        out: dict[tuple[str, str], tuple[set[int], float | None]] = {}
+        h = self.headers
+        if "variant" not in h.columns or h.empty:
+            return out
+        for (experiment, variant), group in h.groupby(["experiment", "variant"], sort=False):
+            periods = group["cg_period_us"].dropna() if "cg_period_us" in group.columns else pd.Series(dtype=float)
+            out[(experiment, variant)] = (set(group["num_cpu"].dropna().astype(int)),
+                                          float(periods.iloc[0]) / 1000 if len(periods) else None)
+        return out
+
+    @functools.cached_property
+    def _disturbed(self) -> dict[tuple[str, str], int]:
+        if "disturbed" not in self.runs.columns:
+            return {}
+        flags = self.runs.assign(d=self.runs["disturbed"].fillna(False).astype(bool))
+        return {key: int(group["d"].sum()) for key, group in flags.groupby(["experiment", "variant"], sort=False)}
+
+    def disturbed(self, experiment: str, variant: str) -> int:
+        """Runs of the variant still disturbed after their retries (kept and marked, STATS.md §2)."""
+        return self._disturbed.get((experiment, variant), 0)
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A named condition a check needs; ``test`` returns the numeric reason it fails, or None."""
+
+    name: str
+    test: Callable[[Evidence], str | None]
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """A threshold derived from SPEC's model and the variant's parameters, with its derivation."""
+
+    threshold: tuple[float, ...]
+    why: str
 
 
 @dataclass(frozen=True)
 class Check:
     """One measurable consequence of a claim.
 
-    ``kind``: "ratio" compares ``variant`` with ``baseline``; "level" compares
-    ``variant``'s own estimate with the threshold; "agreement" counts the
-    variants whose ``metric`` equals ``baseline`` (a second metric) in every run.
-    ``threshold`` is one number for ">" and "<", (low, high) for "within".
+    ``kind``: "ratio" compares ``variant`` with ``baseline``; "level" compares ``variant``'s own
+    estimate with the threshold; "agreement" counts the variants whose ``metric`` equals
+    ``baseline`` (a second metric) in every run. ``threshold`` is one number for ">" and "<",
+    (low, high) for "within"; ``derive`` computes it (and its derivation) from the evidence's
+    parameters instead (called with the check as resolved: its quantile chosen), raising
+    :class:`Unmet` when the model says the check cannot show anything here. ``values`` computes each run's value from several metrics (the metric names
+    the quantity). A check that is not ``decisive`` (a premise, an explanation) must hold for
+    the finding to be reproduced but cannot contradict it.
     """
 
     label: str
@@ -106,29 +205,32 @@ class Check:
     variant: str
     baseline: str | None
     relation: Relation
-    threshold: tuple[float, ...]
-    scale: stats.Scale
+    scale: CheckScale
     why: str
+    threshold: tuple[float, ...] = ()
+    derive: Callable[[Evidence, Check], Derivation] | None = None
+    requirements: tuple[Requirement, ...] = ()
+    decisive: bool = True
+    #: the endpoint whose per-run request counts choose the quantile of "{q}" in label and metric
+    quantile_of: str | None = None
+    values: Callable[[Evidence, str], np.ndarray] | None = None
     #: the lab's figure the check compares with; :func:`cite` fills it from model/reference.py
     reference: str = ""
 
-    @property
-    def expected(self) -> str:
+    def expected(self, threshold: Sequence[float] | None = None) -> str:
+        bounds = tuple(self.threshold if threshold is None else threshold)
         if self.kind == "agreement":
             return f"{self.metric} = {self.baseline} in every {self.experiment} variant"
+        if not bounds:
+            return f"{self.label} {self.relation} (threshold not derived)"
         if self.relation == "within":
-            return f"{self.label} within [{self.threshold[0]:g}, {self.threshold[1]:g}]"
-        return f"{self.label} {self.relation} {self.threshold[0]:g}"
+            return f"{self.label} within [{bounds[0]:.3g}, {bounds[1]:.3g}]"
+        return f"{self.label} {self.relation} {bounds[0]:.3g}"
 
     def variants_needed(self) -> tuple[str, ...]:
         if self.kind == "agreement":
             return ()
         return tuple(v for v in (self.variant, self.baseline) if v is not None)
-
-
-#: A requirement looks at the evidence and returns why the finding cannot be
-#: tested on this node, or None when it can.
-Requirement = Callable[[Evidence], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -140,7 +242,6 @@ class Finding:
     checks: tuple[Check, ...]
     #: the lab's figures the claim rests on; :func:`cite` fills it from model/reference.py
     reference: str = ""
-    requirements: tuple[Requirement, ...] = ()
     #: experiments the claim also rests on that no check here covers yet
     not_covered: tuple[str, ...] = ()
 
@@ -157,15 +258,26 @@ class Finding:
 class CheckResult:
     finding: str
     check: Check
+    label: str = ""
+    metric: str = ""
+    threshold: tuple[float, ...] = ()
+    why: str = ""
     effect: float = math.nan
     lo: float = math.nan
     hi: float = math.nan
     p: float = math.nan
     p_holm: float = math.nan
+    min_p: float = math.nan
     a12: float = math.nan
     verdict: str = INCONCLUSIVE
     reason: str = ""
     method: str = ""
+    #: the named requirements that failed ("" when none)
+    requirement: str = ""
+
+    @property
+    def expected(self) -> str:
+        return replace(self.check, label=self.label or self.check.label).expected(self.threshold)
 
 
 def cite(finding: Finding) -> Finding:
@@ -182,7 +294,8 @@ def cite(finding: Finding) -> Finding:
 
 
 def interval_verdict(lo: float, hi: float, relation: Relation, threshold: Sequence[float]) -> str:
-    """stats.verdict for ">" and "<"; "within [a, b]" holds when both one-sided relations do."""
+    """stats.verdict for ">" and "<"; "within [a, b]" holds only when the whole interval lies inside
+    the band (both one-sided relations hold: TOST), and is contradicted when it lies wholly outside."""
     if relation != "within":
         return stats.verdict(lo, hi, threshold[0], relation)
     above = stats.verdict(lo, hi, threshold[0], ">")
@@ -194,18 +307,44 @@ def interval_verdict(lo: float, hi: float, relation: Relation, threshold: Sequen
     return INCONCLUSIVE
 
 
-def _interval_reason(verdict: str, flag: str, lo: float, hi: float, check: Check, what: str) -> str:
+def zero_verdict(runs: int, relation: Relation, threshold: Sequence[float]) -> tuple[str, str]:
+    """The verdict of an exact zero in every one of ``runs`` runs (STATS.md §3), and its reason."""
+    seen = f"exactly 0 in {runs} of {runs} runs"
+    if runs < stats.MIN_RUNS_ZEROS:
+        return INCONCLUSIVE, f"{seen}: an exact zero decides only from R = {stats.MIN_RUNS_ZEROS} runs on"
+    if relation == "within":
+        holds = threshold[0] <= 0 <= threshold[1]
+    elif relation == "<":
+        holds = 0 < threshold[0]
+    else:
+        holds = 0 > threshold[0]
+    return (REPRODUCED, seen) if holds else (CONTRADICTED, f"{seen}, on the other side of {_bounds(relation, threshold)}")
+
+
+def check_quantile(check: Check) -> float:
+    """The quantile a resolved latency check compares ("work_p90_ms" -> 0.9)."""
+    name = check.metric.split("_", 1)[1].removesuffix("_ms")
+    return stats.QUANTILES[name]
+
+
+def _bounds(relation: Relation, threshold: Sequence[float]) -> str:
+    if relation == "within":
+        return "[" + ", ".join(f"{t:.3g}" for t in threshold) + "]"
+    return f"{threshold[0]:.3g}"
+
+
+def _interval_reason(verdict: str, flag: str, lo: float, hi: float, relation: Relation,
+                     threshold: Sequence[float], what: str) -> str:
     """Why an interval did not reproduce the check (empty when it did)."""
     if verdict == REPRODUCED:
         return ""
     if math.isnan(lo) or math.isnan(hi):
         return f"no interval for {what} ({flag or 'no spread'})"
-    if check.relation == "within":
-        bounds = "[" + ", ".join(f"{t:g}" for t in check.threshold) + "]"
-    else:
-        bounds = f"{check.threshold[0]:g}"
+    bounds = _bounds(relation, threshold)
     if verdict == CONTRADICTED:
         return f"the interval [{lo:.3g}, {hi:.3g}] of {what} lies wholly on the other side of {bounds}"
+    if relation == "within":
+        return f"the interval [{lo:.3g}, {hi:.3g}] of {what} is not wholly inside {bounds}"
     return f"the interval [{lo:.3g}, {hi:.3g}] of {what} reaches {bounds}"
 
 
@@ -215,42 +354,106 @@ def _quiet(fn):
         return fn()
 
 
-def evaluate_ratio(finding: str, check: Check, evidence: Evidence) -> CheckResult:
-    a = evidence.values(check.experiment, check.variant, check.metric)
-    b = evidence.values(check.experiment, check.baseline, check.metric)
-    base = CheckResult(finding, check)
-    if np.isnan(a).any() or np.isnan(b).any():
-        return replace(base, reason=f"{check.metric} is undefined in some runs")
-    log = check.scale == "log"
-    if log and (a.min() <= 0 or b.min() <= 0):
-        return replace(base, reason=f"{check.metric} is 0 in some run, so no ratio of geometric means exists")
-    cmp = _quiet(lambda: stats.compare(a, b, log=log, level=evidence.level, label=f"per-run {check.metric}"))
-    verdict = interval_verdict(cmp.lo, cmp.hi, check.relation, check.threshold)
-    what = "the ratio" if log else "the difference"
-    reasons = [_interval_reason(verdict, cmp.flag, cmp.lo, cmp.hi, check, what)]
-    if cmp.note:
-        reasons.append(cmp.note)
-    method = cmp.method + (f" ({cmp.flag})" if cmp.flag else "")
-    return replace(base, effect=cmp.effect, lo=cmp.lo, hi=cmp.hi, p=cmp.p_value, a12=cmp.a12, verdict=verdict,
-                   reason="; ".join(r for r in reasons if r), method=method)
+def run_values(check: Check, evidence: Evidence, variant: str, metric: str) -> np.ndarray:
+    if check.values is not None:
+        return np.asarray(check.values(evidence, variant), dtype=float)
+    return evidence.values(check.experiment, variant, metric)
 
 
-def evaluate_level(finding: str, check: Check, evidence: Evidence) -> CheckResult:
-    values = evidence.values(check.experiment, check.variant, check.metric)
-    base = CheckResult(finding, check)
-    if np.isnan(values).any():
-        return replace(base, reason=f"{check.metric} is undefined in some runs")
-    est = _quiet(lambda: stats.estimate(values, log=check.scale == "log", level=evidence.level,
-                                        label=f"per-run {check.metric}"))
-    verdict = interval_verdict(est.lo, est.hi, check.relation, check.threshold)
-    reason = _interval_reason(verdict, est.flag, est.lo, est.hi, check, "the estimate")
+def _undefined(values: np.ndarray, metric: str, variant: str) -> str | None:
+    if values.size == 0:
+        return f"no runs of {variant} with {metric}"
+    bad = int(np.isnan(values).sum())
+    if bad:
+        return f"{metric} of {variant} is undefined in {bad} of {values.size} runs"
+    return None
+
+
+def evaluate_ratio(base: CheckResult, evidence: Evidence) -> CheckResult:
+    check, metric, threshold = base.check, base.metric, base.threshold
+    a = run_values(check, evidence, check.variant, metric)
+    b = run_values(check, evidence, check.baseline, metric)
+    problem = _undefined(a, metric, check.variant) or _undefined(b, metric, check.baseline)
+    if problem:
+        return replace(base, reason=problem)
+    label = f"per-run {metric}"
+    if check.scale == "mean-ratio":
+        cmp = _quiet(lambda: stats.ratio_of_means(a, b, level=evidence.level, label=label))
+        what = "the ratio of means"
+    elif check.scale in ("log", "linear"):
+        log = check.scale == "log"
+        if log and (a.min() <= 0 or b.min() <= 0):
+            zeros = int((a <= 0).sum() + (b <= 0).sum())
+            return replace(base, reason=f"{metric} is 0 in {zeros} runs, so no ratio of geometric means exists")
+        cmp = _quiet(lambda: stats.compare(a, b, log=log, level=evidence.level, label=label))
+        what = "the ratio" if log else "the difference"
+    else:
+        raise ValueError(f"a ratio check cannot use scale {check.scale!r}")
+    shown_p = check.decisive and check.relation != "within"
+    out = replace(base, effect=cmp.effect, lo=cmp.lo, hi=cmp.hi, p=cmp.p_value if shown_p else math.nan,
+                  min_p=cmp.min_p if shown_p else math.nan, a12=cmp.a12 if shown_p else math.nan,
+                  method=cmp.method + (f" ({cmp.flag})" if cmp.flag else ""))
+    if cmp.flag.startswith("0 in "):
+        if not np.all(b > 0):
+            return replace(out, reason=f"{check.variant} is 0 in every run, and so is {check.baseline} in "
+                                       f"{int((b <= 0).sum())} of {b.size}: no ratio to judge")
+        verdict, reason = zero_verdict(a.size, check.relation, threshold)
+        return replace(out, verdict=verdict, reason=f"{check.variant}: {reason}")
+    verdict = interval_verdict(cmp.lo, cmp.hi, check.relation, threshold)
+    reasons = [_interval_reason(verdict, cmp.flag, cmp.lo, cmp.hi, check.relation, threshold, what)]
+    # the note "cannot reach significance" is judged after Holm's adjustment (evaluate_checks)
+    reasons += [part for part in cmp.note.split("; ") if "baseline" in part]
+    return replace(out, verdict=verdict, reason="; ".join(r for r in reasons if r))
+
+
+def evaluate_level(base: CheckResult, evidence: Evidence) -> CheckResult:
+    check, metric, threshold = base.check, base.metric, base.threshold
+    label = f"per-run {metric}"
+    if check.scale == "logit":
+        counts = CATALOGUE[metric].counts if metric in CATALOGUE else None
+        if counts is None:
+            raise ValueError(f"{metric} has no counts: a logit check needs a proportion of counts")
+        k = evidence.values(check.experiment, check.variant, counts[0])
+        n = evidence.values(check.experiment, check.variant, counts[1])
+        problem = _undefined(k, counts[0], check.variant) or _undefined(n, counts[1], check.variant)
+        if problem:
+            return replace(base, reason=problem)
+        est = _quiet(lambda: stats.estimate_proportion(k, n, level=evidence.level, label=label))
+    else:
+        values = run_values(check, evidence, check.variant, metric)
+        problem = _undefined(values, metric, check.variant)
+        if problem:
+            return replace(base, reason=problem)
+        if check.scale == "log" and values.min() <= 0:
+            if np.all(values == 0):
+                est = _quiet(lambda: stats.estimate(values, log=False, level=evidence.level, label=label))
+            else:
+                return replace(base, reason=f"{metric} is 0 or less in {int((values <= 0).sum())} of "
+                                            f"{values.size} runs: no geometric mean")
+        else:
+            est = _quiet(lambda: stats.estimate(values, log=check.scale == "log", level=evidence.level, label=label))
     method = est.method + (f" ({est.flag})" if est.flag else "") + "; one configuration, no test"
-    return replace(base, effect=est.point, lo=est.lo, hi=est.hi, verdict=verdict, reason=reason, method=method)
+    out = replace(base, effect=est.point, lo=est.lo, hi=est.hi, method=method)
+    if est.flag.startswith("0 in "):
+        verdict, reason = zero_verdict(est.n, check.relation, threshold)
+        return replace(out, verdict=verdict, reason=reason)
+    verdict = interval_verdict(est.lo, est.hi, check.relation, threshold)
+    return replace(out, verdict=verdict,
+                   reason=_interval_reason(verdict, est.flag, est.lo, est.hi, check.relation, threshold,
+                                           "the estimate"))
 
 
-def evaluate_agreement(finding: str, check: Check, evidence: Evidence) -> CheckResult:
+def evaluate_agreement(base: CheckResult, evidence: Evidence) -> CheckResult:
+    check = base.check
     m = evidence.metrics[evidence.metrics["experiment"] == check.experiment]
-    wide = m.pivot_table(index=["variant", "repeat"], columns="metric", values="value", aggfunc="first")
+    wide = m.pivot_table(index=["variant", "repeat"], columns="metric", values="value", aggfunc="first",
+                         dropna=False)
+    unread = wide[check.metric].isna() | wide[check.baseline].isna()
+    if unread.any():
+        runs = ", ".join(f"{v} rep{int(r)}" for v, r in wide.index[unread])
+        return replace(base, reason=f"{int(unread.sum())} of {len(wide)} runs lack {check.metric} or "
+                                    f"{check.baseline} ({runs}): the count cannot be made",
+                       method="exact count of variants whose every run reads back the predicted value")
     run_ok = wide[check.metric] == wide[check.baseline]
     per_variant = run_ok.groupby(level="variant").all()
     matched, total = int(per_variant.sum()), int(per_variant.size)
@@ -259,77 +462,172 @@ def evaluate_agreement(finding: str, check: Check, evidence: Evidence) -> CheckR
     reason = f"{matched} of {total} variants ({int(run_ok.sum())} of {run_ok.size} runs) matched the rule"
     if off:
         reason += "; off the rule: " + ", ".join(off)
-    return CheckResult(finding, check, effect=matched / total if total else math.nan, verdict=verdict,
-                       reason=reason, method="exact count of variants whose every run reads back the "
-                                             "predicted value; deterministic, no interval")
+    return replace(base, effect=matched / total if total else math.nan, verdict=verdict, reason=reason,
+                   method="exact count of variants whose every run reads back the predicted value; deterministic, "
+                          "no interval")
 
 
 _EVALUATORS = {"ratio": evaluate_ratio, "level": evaluate_level, "agreement": evaluate_agreement}
 
 
 # --------------------------------------------------------------------------
-# findings -> tables
+# requirements every check has
 
 
-def _missing_reason(finding: Finding, evidence: Evidence) -> str | None:
-    """Why the profile cannot test the finding at all (experiment or variant absent), or None."""
-    absent = [e for e in finding.experiments if e not in evidence.profile_experiments]
-    if absent:
-        return f"experiment not in this profile: {', '.join(absent)}"
-    for check in finding.checks:
-        present = evidence.variants(check.experiment)
-        if check.kind == "agreement" and not present:
-            return f"no {check.experiment} runs in the tables"
-        lacking = [v for v in check.variants_needed() if v not in present]
-        if lacking:
-            return f"variant not in this profile: {check.experiment} {', '.join(lacking)}"
+def _presence(check: Check, evidence: Evidence) -> Unmet | None:
+    """The check's experiment and variants must be in this profile's tables."""
+    if check.experiment not in evidence.profile_experiments:
+        return Unmet("experiment in this profile", f"{check.experiment} is not in this profile")
+    present = evidence.variants(check.experiment)
+    if check.kind == "agreement" and not present:
+        return Unmet("runs in the tables", f"no {check.experiment} runs in the tables")
+    lacking = [v for v in check.variants_needed() if v not in present]
+    if lacking:
+        return Unmet("variants in this profile", f"variant not in this profile: {check.experiment} "
+                                                 f"{', '.join(lacking)}")
     return None
 
 
+def _resolve_quantile(check: Check, evidence: Evidence) -> tuple[Check, str]:
+    """The check with "{q}" replaced by the highest quantile every run of its variants supports,
+    and the derivation of that choice."""
+    if check.quantile_of is None:
+        return check, ""
+    counts = np.concatenate([evidence.values(check.experiment, v, f"{check.quantile_of}_requests")
+                             for v in check.variants_needed()])
+    q = stats.supported_quantile(counts, SERVICE_QUANTILES)
+    fewest = int(np.nanmin(counts)) if counts.size and not np.isnan(counts).all() else 0
+    if q is None:
+        raise Unmet("samples per run for a quantile",
+                    f"the fewest /{check.quantile_of} requests in a run is {fewest}; even p50 needs "
+                    f"{stats.min_samples(0.5)}")
+    name = stats.quantile_name(q)
+    higher = ", ".join(f"{stats.quantile_name(h)} needs {stats.min_samples(h):,}" for h in SERVICE_QUANTILES if h > q)
+    why = (f"Quantile {name}: the highest of " + "/".join(stats.quantile_name(h) for h in SERVICE_QUANTILES)
+           + f" that every run supports (fewest /{check.quantile_of} requests in a run: {fewest}"
+           + (f"; {higher}" if higher else "") + "). ")
+    resolved = replace(check, label=check.label.replace(QUANTILE_SLOT, name),
+                       metric=check.metric.replace(QUANTILE_SLOT, name.replace(".", "_")))
+    return resolved, why
+
+
+# --------------------------------------------------------------------------
+# findings -> tables
+
+
+def evaluate_check(finding: str, check: Check, evidence: Evidence) -> CheckResult:
+    """One check: its requirements, its threshold, its measurement and its verdict."""
+    unmet: list[Unmet] = []
+    absent = _presence(check, evidence)
+    if absent:
+        return CheckResult(finding, check, label=check.label, metric=check.metric, threshold=check.threshold,
+                           why=check.why, verdict=NOT_TESTABLE, requirement=absent.name,
+                           reason=f"needs {absent.name}: {absent.reason}")
+    resolved, why = check, check.why
+    try:
+        resolved, chosen = _resolve_quantile(check, evidence)
+        why = chosen + why
+    except Unmet as exc:
+        unmet.append(exc)
+    for requirement in check.requirements:
+        try:
+            problem = requirement.test(evidence)
+        except Unmet as exc:
+            problem = exc.reason
+        if problem:
+            unmet.append(Unmet(requirement.name, problem))
+    threshold = check.threshold
+    if check.derive is not None and QUANTILE_SLOT not in resolved.metric:
+        try:
+            derived = check.derive(evidence, resolved)
+            threshold, why = derived.threshold, why + (" " if why else "") + derived.why
+        except Unmet as exc:
+            unmet.append(exc)
+    base = CheckResult(finding, check, label=resolved.label, metric=resolved.metric, threshold=threshold, why=why)
+    result = base
+    if threshold or check.kind == "agreement":
+        if not (unmet and check.quantile_of and QUANTILE_SLOT in resolved.metric):
+            result = _EVALUATORS[check.kind](base, evidence)
+    if unmet:
+        names = "; ".join(dict.fromkeys(u.name for u in unmet))
+        reason = "; ".join(f"needs {u.name}: {u.reason}" for u in unmet)
+        if result.reason or math.isfinite(result.effect):
+            reason += f"; measured: {result.reason or 'see the effect'}"
+        return replace(result, verdict=NOT_TESTABLE, reason=reason, requirement=names, p=math.nan, min_p=math.nan)
+    disturbed = sum(evidence.disturbed(check.experiment, v) for v in check.variants_needed())
+    if disturbed:
+        note = f"{disturbed} disturbed run(s) kept and marked (runs.csv)"
+        result = replace(result, reason="; ".join(r for r in (result.reason, note) if r))
+    return result
+
+
 def evaluate_checks(findings: Iterable[Finding], evidence: Evidence) -> list[CheckResult]:
-    """Every check of every finding, with Holm's adjustment across the testable ones."""
-    results: list[CheckResult] = []
-    for finding in findings:
-        missing = _missing_reason(finding, evidence)
-        if missing:
-            results += [CheckResult(finding.id, c, verdict=NOT_TESTABLE, reason=missing) for c in finding.checks]
-            continue
-        node_reason = next((r for r in (req(evidence) for req in finding.requirements) if r), None)
-        for check in finding.checks:
-            result = _EVALUATORS[check.kind](finding.id, check, evidence)
-            if node_reason:
-                # Still measured and shown, but it cannot decide anything: out of the Holm family too.
-                reason = node_reason + (f"; measured: {result.reason}" if result.reason else "")
-                result = replace(result, verdict=NOT_TESTABLE, reason=reason)
-            results.append(result)
+    """Every check of every finding, with Holm's adjustment across the decisive comparisons shown."""
+    results = [evaluate_check(finding.id, check, evidence) for finding in findings for check in finding.checks]
     family = [i for i, r in enumerate(results) if r.verdict != NOT_TESTABLE and math.isfinite(r.p)]
-    adjusted = stats.holm([results[i].p for i in family])
-    for i, p_holm in zip(family, adjusted):
-        method = results[i].method + f"; Holm over {len(family)} comparisons"
-        results[i] = replace(results[i], p_holm=float(p_holm), method=method)
+    if family:
+        adjusted = stats.holm([results[i].p for i in family])
+        floors = stats.holm_floor([results[i].p for i in family], [results[i].min_p for i in family])
+        alpha = 1 - evidence.level
+        for i, p_holm, floor in zip(family, adjusted, floors):
+            r = results[i]
+            method = r.method + f"; Holm over {len(family)} comparison{'s' if len(family) > 1 else ''}"
+            reason = r.reason
+            if floor > alpha:
+                note = (f"cannot reach significance after Holm's adjustment over {len(family)} "
+                        f"comparison{'s' if len(family) > 1 else ''}: even "
+                        f"perfectly separated runs (exact p {r.min_p:.2g}, R = "
+                        f"{'/'.join(str(x) for x in _runs(r, evidence))}) would get an adjusted p of {floor:.2g} > "
+                        f"{alpha:.2g}")
+                reason = "; ".join(x for x in (reason, note) if x)
+            results[i] = replace(r, p_holm=float(p_holm), method=method, reason=reason)
     return results
 
 
-def _deciding(results: Sequence[CheckResult]) -> tuple[str, CheckResult]:
-    """A finding's verdict and the check that decides it: any contradiction, else any doubt, else all hold.
+def _runs(result: CheckResult, evidence: Evidence) -> list[int]:
+    c = result.check
+    return [len(evidence.values(c.experiment, v, result.metric)) for v in c.variants_needed()]
 
-    Among checks with the deciding verdict, one with a measured effect is shown first.
+
+def finding_verdict(results: Sequence[CheckResult]) -> tuple[str, CheckResult]:
+    """The intersection-union verdict of a finding and the check that decides it.
+
+    Contradicted when a decisive check is contradicted; else not testable when a check is;
+    else inconclusive when a check does not hold; else reproduced (every check holds). Among
+    the checks with the deciding verdict, one with a measured effect is shown first.
     """
-    for verdict in (NOT_TESTABLE, CONTRADICTED, INCONCLUSIVE):
-        same = [r for r in results if r.verdict == verdict]
-        if same:
-            return verdict, next((r for r in same if math.isfinite(r.effect)), same[0])
+    def first(same: list[CheckResult]) -> CheckResult:
+        return next((r for r in same if math.isfinite(r.effect)), same[0])
+
+    contradicted = [r for r in results if r.verdict == CONTRADICTED and r.check.decisive]
+    if contradicted:
+        return CONTRADICTED, first(contradicted)
+    untestable = [r for r in results if r.verdict == NOT_TESTABLE]
+    if untestable:
+        return NOT_TESTABLE, first(untestable)
+    doubtful = [r for r in results if r.verdict != REPRODUCED]
+    if doubtful:
+        return INCONCLUSIVE, first(doubtful)
     return REPRODUCED, results[0]
 
 
-def _finding_reason(finding: Finding, verdict: str, decider: CheckResult, n_checks: int) -> str:
+def _finding_reason(finding: Finding, verdict: str, decider: CheckResult, mine: Sequence[CheckResult]) -> str:
     parts = []
+    n_checks = len(mine)
     if verdict == REPRODUCED:
         parts.append("the check holds" if n_checks == 1 else f"all {n_checks} checks hold")
         if decider.reason:
             parts.append(decider.reason)
-    elif n_checks > 1 and verdict != NOT_TESTABLE:
-        parts.append(f"{decider.check.label}: {decider.reason or verdict}")
+    elif verdict == NOT_TESTABLE:
+        untestable = [r for r in mine if r.verdict == NOT_TESTABLE]
+        held = sum(r.verdict == REPRODUCED for r in mine)
+        parts.append("; ".join(f"{r.label}: {r.reason}" for r in untestable) if n_checks > 1 else decider.reason)
+        if n_checks > 1:
+            parts.append(f"{held} of the other {n_checks - len(untestable)} checks hold")
+    elif verdict == INCONCLUSIVE and not decider.check.decisive and decider.verdict == CONTRADICTED:
+        parts.append(f"{decider.label} (a premise, not decisive) does not hold: {decider.reason}")
+    elif n_checks > 1:
+        parts.append(f"{decider.label}: {decider.reason or verdict}")
     else:
         parts.append(decider.reason)
     if finding.not_covered:
@@ -340,8 +638,8 @@ def _finding_reason(finding: Finding, verdict: str, decider: CheckResult, n_chec
 def check_rows(results: Sequence[CheckResult]) -> pd.DataFrame:
     """checks.csv: one row per check."""
     rows = [
-        (r.finding, r.check.label, r.check.experiment, r.check.metric, r.check.expected, r.effect, r.lo, r.hi, r.p,
-         r.p_holm, r.a12, r.check.reference, r.verdict, r.reason, r.method, r.check.why)
+        (r.finding, r.label, r.check.experiment, r.metric, r.expected, r.effect, r.lo, r.hi, r.p,
+         r.p_holm, r.a12, r.check.reference, r.verdict, r.reason, r.method, r.why, r.check.decisive, r.requirement)
         for r in results
     ]
     return pd.DataFrame.from_records(rows, columns=CHECKS_COLUMNS)
@@ -352,13 +650,13 @@ def finding_rows(findings: Sequence[Finding], results: Sequence[CheckResult]) ->
     rows = []
     for finding in findings:
         mine = [r for r in results if r.finding == finding.id]
-        verdict, decider = _deciding(mine)
+        verdict, decider = finding_verdict(mine)
         rows.append((
             finding.id, finding.claim, ", ".join(finding.experiments + finding.not_covered),
-            "; ".join(finding.metrics), "; ".join(r.check.expected for r in mine), decider.effect, decider.lo,
-            decider.hi, decider.p, decider.p_holm, decider.a12, finding.reference, verdict,
-            _finding_reason(finding, verdict, decider, len(mine)),
-            (f"[{decider.check.label}] " if len(mine) > 1 else "") + decider.method,
+            "; ".join(dict.fromkeys(r.metric for r in mine)), "; ".join(r.expected for r in mine), decider.effect,
+            decider.lo, decider.hi, decider.p, decider.p_holm, decider.a12, finding.reference, verdict,
+            _finding_reason(finding, verdict, decider, mine),
+            (f"[{decider.label}] " if len(mine) > 1 else "") + decider.method,
         ))
     return pd.DataFrame.from_records(rows, columns=FINDINGS_COLUMNS)
 
