@@ -25,7 +25,7 @@ def test_a_disturbed_run_is_kept_listed_and_measured_again(real_cgroups, binarie
     out = tmp_path / "E3" / "go124mod-500m" / "rep0.jsonl"
     cmd = [sys.executable, "-m", "throttlelab", "run", "--backend", "local", "--experiment", "E3",
            "--variant", "go124mod-500m", "--repeat", "0", "--spec", json.dumps(spec),
-           "--max-other-share", "0.05", "--retries", "1", "--out", str(out)]
+           "--max-other-share", "0.05", "--retries", "1", "--quiet-wait-s", "2", "--out", str(out)]
     for build, path in binaries.items():
         cmd += ["--binary", f"{build}={path}"]
     hogs = _hogs(sorted(os.sched_getaffinity(0)))
@@ -45,4 +45,5 @@ def test_a_disturbed_run_is_kept_listed_and_measured_again(real_cgroups, binarie
     kept = out.with_name(earlier["log"])
     assert kept.name == "rep0.disturbed-1.jsonl" and kept.is_file()
     assert json.loads(kept.read_text().splitlines()[0])["interference"]["disturbed"] is True
-    assert "measuring again" in proc.stderr
+    assert earlier["waited_s"] >= 2  # it waited for quiet CPUs first; the busy loops outlasted the wait
+    assert "still busy after" in proc.stderr and "measuring again" in proc.stderr

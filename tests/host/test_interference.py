@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from throttlelab.host.interference import Interference, InterferenceMeter, parse_proc_stat, parse_usage_percpu
+from throttlelab.host.interference import (
+    Interference,
+    InterferenceMeter,
+    parse_proc_stat,
+    parse_usage_percpu,
+    wait_for_quiet,
+)
 
 STAT = """cpu  100 0 50 1000 5 0 3 2 0 0
 cpu0 60 0 30 500 2 0 2 1 0 0
@@ -90,3 +96,21 @@ def test_a_busy_loop_on_the_runs_cpu_is_seen():
     hog.wait(timeout=30)
     seen = meter.stop()
     assert seen.other_share > 0.5, seen
+
+
+def test_waiting_for_quiet_returns_once_the_cpus_are_quiet(tmp_path):
+    stat = tmp_path / "stat"
+    stat.write_text("cpu0 100 0 0 0 0 0 0 0 0 0\n")  # nothing changes: perfectly quiet
+    quiet, waited = wait_for_quiet([0], 0.1, timeout_s=5, window_s=0.05, proc_stat=stat)
+    assert quiet and waited < 1
+
+
+@pytest.mark.slow
+def test_waiting_for_quiet_gives_up_after_its_timeout():
+    hog = subprocess.Popen([sys.executable, "-c", "import os\nos.sched_setaffinity(0, {0})\nwhile True: pass"])
+    try:
+        quiet, waited = wait_for_quiet([0], 0.1, timeout_s=1.0, window_s=0.3)
+    finally:
+        hog.kill()
+        hog.wait()
+    assert not quiet and waited >= 1.0

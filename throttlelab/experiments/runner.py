@@ -30,7 +30,7 @@ from typing import Any, Iterator
 from throttlelab.backends.base import BackendError, make_backend
 from throttlelab.host.cgroupfs import CgroupError
 from throttlelab.experiments import REGISTRY, Context
-from throttlelab.host.interference import InterferenceMeter
+from throttlelab.host.interference import InterferenceMeter, wait_for_quiet
 from throttlelab.model.digest import sha256_file
 from throttlelab.model.placement import parse_cpuset
 from throttlelab.model.quantities import QuantityError
@@ -41,6 +41,9 @@ RAW_SCHEMA_VERSION = 1
 # from other processes'. On kind the lab's processes live inside node containers, so every kubelet
 # and API server tick would count as interference; an existing cluster is not this host at all.
 METERED_BACKENDS = ("local", "docker")
+# Before a retry the runner waits this long at most for the run's CPUs to be quiet again, so a
+# passing disturbance (a build, a cron job) is outlasted instead of measured three times.
+QUIET_WAIT_S = 60.0
 LOCK_PATH = Path(tempfile.gettempdir()) / "throttlelab-experiment.lock"
 
 
@@ -185,7 +188,11 @@ def run(args: argparse.Namespace) -> int:
                                     *attempt_run["result"].records])
             earlier.append({**seen, "log": kept.name})
             progress(f"disturbed: other processes used {seen['other_share']:.0%} of CPUs {seen['cpus']} "
-                     f"(threshold {args.max_other_share:.0%}); kept as {kept.name}, measuring again")
+                     f"(threshold {args.max_other_share:.0%}); kept as {kept.name}; waiting for the CPUs to be "
+                     f"quiet (at most {args.quiet_wait_s:.0f} s) before measuring again")
+            quiet, waited = wait_for_quiet(seen["cpus"], args.max_other_share, args.quiet_wait_s)
+            earlier[-1]["waited_s"] = round(waited, 1)
+            progress(f"{'quiet' if quiet else 'still busy'} after {waited:.0f} s; measuring again")
     meta = meta_record(args, spec, ctx, binaries, backend, attempt_run, digests)
     meta["disturbed_attempts"] = earlier
     write_atomically(out, [meta, *attempt_run["result"].records])
@@ -209,6 +216,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-other-share", type=float, default=0.1,
                    help="share of the run's CPUs other processes may use before the run counts as disturbed")
     p.add_argument("--retries", type=int, default=2, help="how often a disturbed run is measured again")
+    p.add_argument("--quiet-wait-s", type=float, default=QUIET_WAIT_S,
+                   help="before a retry, wait at most this long for the run's CPUs to be quiet")
     p.add_argument("--out", required=True)
     return p
 
