@@ -678,3 +678,49 @@ def test_cli_names_a_broken_log_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert str(broken) in err and "line 12" in err and "Traceback" not in err
     assert not (tmp_path / "tables").exists()  # nothing half-written
+
+
+# --------------------------------------------------------------------------
+# the profiles' own parameters (config/profiles): every threshold derives, or a named requirement says why not
+
+
+@pytest.mark.parametrize(("profile", "num_cpu", "quantile"), [("ci", 2, "p50"), ("quick", 2, "p90"),
+                                                              ("paper", 10, "p99")])
+def test_thresholds_derive_from_each_profiles_parameters(profile, num_cpu, quantile):
+    from conftest import PROJECT
+    from throttlelab.model.config import load_design
+
+    design = load_design({"profile": profile}, PROJECT / "config")
+    lab = Lab(num_cpu=num_cpu)
+    rng = np.random.default_rng(0)
+    for name, exp in design.experiments.items():
+        for variant, spec in exp.variants.items():
+            given = spec.to_dict()
+            if name == "E2a":
+                values = burst_values(given, num_cpu, rng, n=exp.repeats)
+            elif spec.rps is not None:
+                window = (spec.duration_ms or 0) / 1000
+                values = {"work_requests": [spec.rps * window] * exp.repeats}
+            else:
+                values = {"placeholder": [1.0] * exp.repeats}
+            lab.add(name, variant, given, values)
+    _, checks = evaluate(lab, experiments=tuple(design.experiments))
+    for row in checks.itertuples():
+        derived = "(threshold not derived)" not in row.expected
+        assert derived or row.requirement, (row.check, row.reason)
+    latency = checks[checks["metric"].str.startswith("work_") & (checks["requirement"] != "variants in this profile")]
+    assert len(latency) and set(latency["check"].str.split(" ").str[1]) == {quantile}
+    c = checks.set_index("check")
+    if profile == "quick":
+        assert c.loc["p50_wall_ms limit1 / nolimit", "expected"].endswith("> 1.75")
+        assert c.loc["work p90 clumped-limit / clumped-nolimit", "expected"].endswith("> 1.51")
+        assert c.loc["work p90 busy-lim2x / idle-lim2x", "expected"].endswith("> 3.22")
+    if profile == "ci":
+        row = c.loc["work p50 clumped-limit / clumped-nolimit"]
+        assert row["verdict"] == NOT_TESTABLE and row["requirement"] == "a predicted change at p50"
+        assert c.loc["work {q} two-limit / one-double", "requirement"] == "variants in this profile"
+    if profile == "paper":
+        # the lab's own parameters: thresholds below what the lab measured
+        assert float(c.loc["p50_wall_ms limit1 / nolimit", "expected"].split("> ")[1]) < 84.4 / 34.3
+        assert float(c.loc["work p99 clumped-limit / clumped-nolimit", "expected"].split("> ")[1]) < 370.1 / 74.4
+        assert float(c.loc["work p99 busy-lim2x / idle-lim2x", "expected"].split("> ")[1]) < 6045 / 98.7

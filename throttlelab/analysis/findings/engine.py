@@ -448,6 +448,9 @@ def evaluate_agreement(base: CheckResult, evidence: Evidence) -> CheckResult:
     m = evidence.metrics[evidence.metrics["experiment"] == check.experiment]
     wide = m.pivot_table(index=["variant", "repeat"], columns="metric", values="value", aggfunc="first",
                          dropna=False)
+    absent = [name for name in (check.metric, check.baseline) if name not in wide.columns]
+    if absent:
+        return replace(base, reason=f"no {check.experiment} run reports {' or '.join(absent)}")
     unread = wide[check.metric].isna() | wide[check.baseline].isna()
     if unread.any():
         runs = ", ".join(f"{v} rep{int(r)}" for v, r in wide.index[unread])
@@ -534,6 +537,8 @@ def evaluate_check(finding: str, check: Check, evidence: Evidence) -> CheckResul
             problem = requirement.test(evidence)
         except Unmet as exc:
             problem = exc.reason
+        except ValueError as exc:
+            problem = f"the variant's parameters: {exc}"
         if problem:
             unmet.append(Unmet(requirement.name, problem))
     threshold = check.threshold
@@ -543,6 +548,8 @@ def evaluate_check(finding: str, check: Check, evidence: Evidence) -> CheckResul
             threshold, why = derived.threshold, why + (" " if why else "") + derived.why
         except Unmet as exc:
             unmet.append(exc)
+        except ValueError as exc:  # the model lacks a parameter it needs (a variant from an older profile)
+            unmet.append(Unmet("the variant's parameters", str(exc)))
     base = CheckResult(finding, check, label=resolved.label, metric=resolved.metric, threshold=threshold, why=why)
     result = base
     if threshold or check.kind == "agreement":
@@ -622,7 +629,7 @@ def _finding_reason(finding: Finding, verdict: str, decider: CheckResult, mine: 
         untestable = [r for r in mine if r.verdict == NOT_TESTABLE]
         held = sum(r.verdict == REPRODUCED for r in mine)
         parts.append("; ".join(f"{r.label}: {r.reason}" for r in untestable) if n_checks > 1 else decider.reason)
-        if n_checks > 1:
+        if n_checks > len(untestable):
             parts.append(f"{held} of the other {n_checks - len(untestable)} checks hold")
     elif verdict == INCONCLUSIVE and not decider.check.decisive and decider.verdict == CONTRADICTED:
         parts.append(f"{decider.label} (a premise, not decisive) does not hold: {decider.reason}")
