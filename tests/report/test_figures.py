@@ -80,3 +80,18 @@ def test_the_command_draws_one_figure(tmp_path):
                       "--table", f"runs={TABLES / 'runs.csv'}", "--out", str(out)])
     assert code == 0 and out.read_text().startswith("<svg")
     assert "<title>E3: GOMAXPROCS by limit and module line</title>" in out.read_text()
+
+
+def test_service_figures_show_the_quantile_the_runs_support():
+    from throttlelab.figures.services import e2b_latency_caption, latency_metric
+
+    def est(points: dict[str, float]) -> pd.DataFrame:
+        return pd.DataFrame([{"experiment": "E2b", "variant": v, "metric": m, "point": p, "lo": float("nan"),
+                              "hi": float("nan"), "n": 5, "level": 0.95, "method": "Student t", "flag": ""}
+                             for v in ("a", "b") for m, p in points.items()])
+
+    assert latency_metric(est({"work_p99_ms": 10.0, "work_p90_ms": 8.0}), "E2b") == ("work_p99_ms", "p99")
+    short = est({"work_p99_ms": float("nan"), "work_p90_ms": 8.0, "work_p50_ms": 4.0})
+    assert latency_metric(short, "E2b") == ("work_p90_ms", "p90")
+    caption = e2b_latency_caption(short.assign(unit="ms", scale="log"), pd.DataFrame())
+    assert "one run's p90" in caption and "too short for a per-run p99" in caption

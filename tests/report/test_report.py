@@ -117,7 +117,7 @@ def test_findings_table_comes_first_with_one_row_per_finding(page):
     parsed = parse(page)
     findings = pd.read_csv(FIXTURES / "tables" / "findings.csv")
     assert parsed.tables[0] == "findings-table"
-    assert parsed.finding_rows == len(findings) == 5
+    assert parsed.finding_rows == len(findings) == 11
 
 
 def test_page_is_self_contained(page):
@@ -157,7 +157,7 @@ def test_environment_comes_from_the_environment_table(page):
 
 def test_display_tables_match_the_page(results):
     shown = pd.read_csv(results / "report" / "findings_table.csv")
-    assert list(shown["id"]) == ["F1", "F2", "F3", "F4", "F5"]
+    assert list(shown["id"]) == [f"F{k}" for k in range(1, 12)]
     assert shown.loc[0, "effect [CI]"] == "2.18 [1.97, 2.40]"
     estimates = pd.read_csv(results / "report" / "estimates_table.csv")
     assert len(estimates) == len(pd.read_csv(FIXTURES / "tables" / "estimates.csv"))
@@ -212,6 +212,51 @@ def test_the_page_reads_the_environment_table_not_the_raw_logs(tmp_path):
     (tables / "environment.csv").unlink()
     with pytest.raises(ReportError, match=r"environment\.csv: missing \(the analysis writes it"):
         inputs.read_tables(tables)
+
+
+def test_disturbed_runs_are_marked_and_their_attempts_listed(page):
+    html = page.read_text()
+    assert "<h3>Host interference</h3>" in html
+    assert "DISTURBED (kept, marked)" in html  # E2a limit1 rep2, still disturbed after its retries
+    assert "rep2.disturbed-1.jsonl" in html and "rep2.disturbed-2.jsonl" in html and "rep0.disturbed-1.jsonl" in html
+    assert "1 of 37 runs still disturbed after their retries" in html
+
+
+def test_interference_of_old_tables_is_said_to_be_missing():
+    runs = pd.DataFrame({"experiment": ["E2a"], "variant": ["v"], "repeat": [0]})
+    assert report.interference_table(runs, "E2a", ["v"]) is None
+    assert report.interference_text(runs).startswith("not recorded")
+
+
+def test_the_checks_table_shows_requirements_and_derivations(page):
+    html = page.read_text()
+    assert "<th>unmet requirement</th>" in html and "<th>derivation of the threshold</th>" in html
+    assert "a node where the go line can matter" in html  # F5's named requirement on 2 CPUs
+    assert "median wall time is" in html  # F1's threshold, derived from the model
+
+
+def test_the_generator_table_counts_errors_per_run():
+    rows = []
+    for rep, (late, errors) in enumerate([(0.4, 0.0), (7.5, 3.0)]):
+        rows += [("local", "E2b", "clumped-limit", rep, "late_p99_ms", late, "ms", ""),
+                 ("local", "E2b", "clumped-limit", rep, "work_errors", errors, "count", "")]
+    metrics = pd.DataFrame.from_records(rows, columns=["backend", "experiment", "variant", "repeat", "metric",
+                                                       "value", "unit", "note"])
+    table = report.generator_table(metrics, "E2b", ["clumped-limit"])
+    assert table.columns[2] == "/work errors per run"
+    assert table.rows == [["clumped-limit", "rep0: 0.400, rep1: 7.50 SUSPECT", "rep0: 0, rep1: 3", "1 suspect"]]
+    assert "at the client timeout" in table.notes[0]
+
+
+def test_an_empty_quantile_says_why_in_the_estimates_table():
+    estimates = pd.DataFrame([{
+        "backend": "local", "experiment": "E2b", "variant": "clumped-limit", "metric": "work_p99_ms", "unit": "ms",
+        "point": float("nan"), "lo": float("nan"), "hi": float("nan"), "n": 5, "level": 0.95, "scale": "log",
+        "method": "not computed in 5 of 5 runs: /work: n too small for p99: 60 requests (needs 368)",
+        "flag": "n too small"}])
+    table = report.estimates_table(estimates, "E2b", ["clumped-limit"])
+    (row,) = table.rows
+    assert "n too small for p99: 60 requests (needs 368)" in row.method and row.cells == ["—"]
 
 
 def test_backend_versions_become_rows_of_the_environment(results):

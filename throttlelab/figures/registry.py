@@ -75,7 +75,7 @@ FIGURES: dict[str, FigureEntry] = {
                     ("metrics", "estimates", "share_expectations"), "E4/E5/E10 requests become weights",
                     f"{_WEIGHTS}:weights_shares_figure", f"{_WEIGHTS}:weights_shares_caption",
                     also_shows=("E10",)),
-        FigureEntry("e2b_latency", "E2b", "/work p99 and throttled share by arrival shape and setting",
+        FigureEntry("e2b_latency", "E2b", "/work tail latency and throttled share by arrival shape and setting",
                     _SERVICE_TABLES, "E2b service under load",
                     f"{_SERVICES}:e2b_latency_figure", f"{_SERVICES}:e2b_latency_caption"),
         FigureEntry("e7_replicas", "E7", "Replicas behind per-connection balancing against one pod",

@@ -51,6 +51,20 @@ E6_RATES = (("throttled_s_per_s", "throttled s per s\n(÷ readings' times)"),
             ("pause_s_per_s", "real pause per s\n(extra completion)"))
 
 
+def latency_metric(estimates: pd.DataFrame, experiment: str) -> tuple[str, str]:
+    """The /work quantile the experiment's runs support (metric, name): p99, else p90, else p50.
+
+    A run too short for a quantile leaves it empty (STATS.md §2: p99 needs 368 requests per
+    run); the figure shows the highest quantile every variant has, as the findings compare it.
+    """
+    mine = estimates[estimates["experiment"] == experiment]
+    for name in ("p99", "p90", "p50"):
+        rows = mine[mine["metric"] == f"work_{name}_ms"]
+        if len(rows) and rows["point"].notna().all():
+            return f"work_{name}_ms", name
+    return "work_p50_ms", "p50"
+
+
 def _procs(metrics: pd.DataFrame, experiment: str) -> dict[str, str]:
     """GOMAXPROCS each variant's service reported (/stats), as '1' or '1/2' when runs differ."""
     rows = metrics[(metrics["experiment"] == experiment) & (metrics["metric"] == "gomaxprocs")].dropna()
@@ -102,12 +116,13 @@ def e2b_latency_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.
     specs = variant_specs(runs, "E2b")
     order = ordered(specs, E2B_ORDER)
     labels = e2b_labels(order, specs, _procs(metrics, "E2b"))
+    metric, name = latency_metric(estimates, "E2b")
     with paper_style(1.05):
         fig = Figure(figsize=(7.6, 6.4), layout="constrained")
         top, bottom = fig.subplots(2, 1, sharex=True)
-        _, est = _value_panel(top, metrics, estimates, "E2b", "work_p99_ms", order, labels, log=True)
-        top.set_ylabel("/work p99 (ms, log)")
-        top.set_title("(a) /work p99 latency, from the scheduled send", loc="left")
+        _, est = _value_panel(top, metrics, estimates, "E2b", metric, order, labels, log=True)
+        top.set_ylabel(f"/work {name} (ms, log)")
+        top.set_title(f"(a) /work {name} latency, from the scheduled send", loc="left")
         _value_panel(bottom, metrics, estimates, "E2b", "throttled_ratio", order, labels, log=False)
         bottom.set_ylim(-0.05, 1.0)
         bottom.set_ylabel("throttled / counted periods")
@@ -116,11 +131,20 @@ def e2b_latency_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.
     return fig
 
 
+def _quantile_note(name: str) -> str:
+    if name == "p99":
+        return ""
+    return (f" The runs are too short for a per-run p99 (it needs 368 requests), so {name} is shown, the highest "
+            "quantile every run supports; the lab's p99 is not drawn beside it.")
+
+
 def e2b_latency_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
+    metric, name = latency_metric(estimates, "E2b")
     return (
-        "Each open circle is one run's p99 (top) or throttled share (bottom); the diamond and bar are the estimate "
-        "across runs and its interval. GMP: the GOMAXPROCS the service reported. Dashed red: the lab on "
-        f"{LAB['E2b'].setup}, for the shape. Intervals: p99 {method_sentence(estimates_of(estimates, 'E2b', 'work_p99_ms'))}; "
+        f"Each open circle is one run's {name} (top; failed requests at the client timeout) or throttled share "
+        "(bottom); the diamond and bar are the estimate across runs and its interval. GMP: the GOMAXPROCS the "
+        f"service reported. Dashed red: the lab on {LAB['E2b'].setup}, for the shape.{_quantile_note(name)} "
+        f"Intervals: {name} {method_sentence(estimates_of(estimates, 'E2b', metric))}; "
         f"throttled share {method_sentence(estimates_of(estimates, 'E2b', 'throttled_ratio'))}."
     )
 
@@ -138,12 +162,13 @@ def e7_replicas_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.
     specs = variant_specs(runs, "E7")
     order = ordered(specs, E7_ORDER)
     labels = e7_labels(order, specs)
+    metric, name = latency_metric(estimates, "E7")
     with paper_style(1.05):
         fig = Figure(figsize=(7.6, 3.9), layout="constrained")
         left, right = fig.subplots(1, 2, width_ratios=(1.6, 1))
-        _, est = _value_panel(left, metrics, estimates, "E7", "work_p99_ms", order, labels, log=True)
-        left.set_ylabel("/work p99 (ms, log)")
-        left.set_title("(a) /work p99 by replicas x limit", loc="left")
+        _, est = _value_panel(left, metrics, estimates, "E7", metric, order, labels, log=True)
+        left.set_ylabel(f"/work {name} (ms, log)")
+        left.set_title(f"(a) /work {name} by replicas x limit", loc="left")
         multi = [v for v in order if int(specs[v].replicas) > 1]
         if multi:
             xpos = set_categories(right, multi, [labels[order.index(v)] for v in multi])
@@ -161,12 +186,13 @@ def e7_replicas_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.
 
 
 def e7_replicas_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
+    metric, name = latency_metric(estimates, "E7")
     return (
-        "(a) /work p99 per run (open circles) with the estimate and its interval, by replicas x limit per replica; "
-        f"dashed red: the lab on {LAB['E7'].setup}. (b) For the settings with replicas: the share of the measured "
-        "/work requests the busiest replica served; the generator gives each new connection to a random replica "
-        "and keeps it (as kube-proxy does), so the split is uneven (dotted: an even split). Intervals: "
-        f"{method_sentence(estimates_of(estimates, 'E7', 'work_p99_ms'))}."
+        f"(a) /work {name} per run (open circles) with the estimate and its interval, by replicas x limit per "
+        f"replica; dashed red: the lab on {LAB['E7'].setup}.{_quantile_note(name)} (b) For the settings with "
+        "replicas: the share of the measured /work requests the busiest replica served; the generator gives each "
+        "new connection to a random replica and keeps it (as kube-proxy does), so the split is uneven (dotted: an "
+        f"even split). Intervals: {method_sentence(estimates_of(estimates, 'E7', metric))}."
     )
 
 
@@ -203,12 +229,13 @@ def e8_neighbor_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.
     labels = e8_labels(order, specs)
     cpus = runs.loc[runs["experiment"] == "E8", "cpus"].dropna()
     host = int(cpus.iloc[0]) if len(cpus) else 1
+    metric, name = latency_metric(estimates, "E8")
     with paper_style(1.05):
         fig = Figure(figsize=(7.6, 6.6), layout="constrained")
         top, bottom = fig.subplots(2, 1, sharex=True)
-        _, est = _value_panel(top, metrics, estimates, "E8", "work_p99_ms", order, labels, log=True)
-        top.set_ylabel("/work p99 (ms, log)")
-        top.set_title("(a) /work p99", loc="left")
+        _, est = _value_panel(top, metrics, estimates, "E8", metric, order, labels, log=True)
+        top.set_ylabel(f"/work {name} (ms, log)")
+        top.set_title(f"(a) /work {name}", loc="left")
         xpos = set_categories(bottom, order, labels)
         draw_runs(bottom, per_run(metrics, "E8", "busy_cores"), xpos, -0.1)
         draw_estimates(bottom, estimates_of(estimates, "E8", "busy_cores"), xpos, 0.14)
@@ -237,14 +264,15 @@ def e8_neighbor_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.
 
 
 def e8_neighbor_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
+    metric, name = latency_metric(estimates, "E8")
     return (
-        "(a) /work p99 per run with the estimate and its interval; dashed red: the lab on "
-        f"{LAB['E8'].setup} (values far above ours are printed at the top). (b) The service's CPU "
+        f"(a) /work {name} per run with the estimate and its interval; dashed red: the lab on "
+        f"{LAB['E8'].setup} (values far above ours are printed at the top).{_quantile_note(name)} (b) The service's CPU "
         "over the moments when it had /work requests outstanding, from its pod's counters read every few ms "
         "(which the lab did not measure), against its limit (grey) and the share of the node its weight gets "
         "against the neighbor's (dash-dotted, kubelet's linear weights); 'throttled' is the median share of "
-        "periods throttled. Intervals: p99 "
-        f"{method_sentence(estimates_of(estimates, 'E8', 'work_p99_ms'))}; CPU "
+        f"periods throttled. Intervals: {name} "
+        f"{method_sentence(estimates_of(estimates, 'E8', metric))}; CPU "
         f"{method_sentence(estimates_of(estimates, 'E8', 'busy_cores'))}."
     )
 

@@ -98,17 +98,30 @@ def findings_rows(findings: pd.DataFrame) -> list[Finding]:
     return rows
 
 
+def _decisive(value: Any) -> bool:
+    return str(value).strip().lower() not in ("false", "0", "no")
+
+
 def checks_table(checks: pd.DataFrame | None) -> Table | None:
     """Every check behind the findings (checks.csv): what was compared, against what, and why that threshold."""
     if checks is None or checks.empty:
         return None
     rows = [
-        [text(r.id), text(r.check), text(r.experiment), text(r.expected), fmt_interval(r.effect, r.lo, r.hi),
-         fmt_number(r.p_holm), text(r.verdict), text(r.reason), text(getattr(r, "why", ""))]
+        [text(r.id), text(r.check) + ("" if _decisive(getattr(r, "decisive", True)) else " (premise: cannot "
+                                                                                          "contradict)"),
+         text(r.experiment), text(r.expected), fmt_interval(r.effect, r.lo, r.hi),
+         fmt_number(r.p_holm), text(r.verdict), text(getattr(r, "requirement", "")), text(r.reason),
+         text(getattr(r, "why", ""))]
         for r in checks.itertuples()
     ]
-    columns = ["finding", "check", "experiment", "expected", "effect [CI]", "p (Holm)", "verdict", "reason", "why"]
-    return Table(columns, rows, [])
+    columns = ["finding", "check", "experiment", "expected", "effect [CI]", "p (Holm)", "verdict",
+               "unmet requirement", "reason", "derivation of the threshold"]
+    notes = ["A finding is reproduced when every one of its checks holds by its own interval, contradicted when a "
+             "decisive check is contradicted, not testable here when a check's named requirement fails (and no "
+             "check contradicts it), inconclusive otherwise. A 'within' check holds only when its whole interval "
+             "lies inside the band; it shows no p-value. Holm's adjustment runs over the p-values of the decisive "
+             "comparisons only."]
+    return Table(columns, rows, notes)
 
 
 def verdict_counts(findings: list[Finding]) -> list[tuple[str, int]]:
@@ -313,8 +326,53 @@ def environment_rows(environment: pd.DataFrame, runs: pd.DataFrame, headers: pd.
         ("Repeats", repeats_text(runs, experiments)),
         ("Confidence level", f"{design.confidence:.0%}"),
         ("Measured", f"{min(runs['start'])} to {max(runs['end'])} (UTC), {len(runs)} runs"),
+        ("Host interference", interference_text(runs)),
         ("Seed", str(design.seed)),
     ]
+
+
+def interference_table(runs: pd.DataFrame, experiment: str, order: list[str]) -> Table | None:
+    """Host interference per run (runs.csv): what other processes took of the run's CPUs, the runs still
+    disturbed after their retries (kept and marked, never dropped) and the disturbed attempts kept beside
+    the raw log (not analysed)."""
+    if "other_share" not in runs.columns:
+        return None
+    mine = runs[runs["experiment"] == experiment]
+    known = mine["other_share"].notna() | mine["disturbed"].notna() | mine["disturbed_attempts"].notna()
+    if not known.any():
+        return None
+    body = []
+    for variant in [v for v in order if v in set(mine["variant"])]:
+        for r in mine[mine["variant"] == variant].sort_values("repeat").itertuples():
+            disturbed = r.disturbed is True or str(r.disturbed) == "True"
+            attempts = 0 if pd.isna(r.disturbed_attempts) else int(r.disturbed_attempts)
+            body.append([variant, f"rep{int(r.repeat)}", text(r.interference) or "not recorded",
+                         "DISTURBED (kept, marked)" if disturbed else ("ok" if pd.notna(r.disturbed) else "—"),
+                         f"{attempts}: {text(r.disturbed_logs)}" if attempts else "0"])
+    still = int(mine["disturbed"].fillna(False).astype(bool).sum())
+    earlier = int(mine["disturbed_attempts"].fillna(0).sum())
+    note = (f"Other processes' CPU time on the run's CPUs during its window (STATS.md §2). {still} of {len(mine)} "
+            f"runs were still disturbed after their retries: they are kept and marked, never dropped; {earlier} "
+            "disturbed earlier attempts were measured again and are kept beside the raw log, not analysed.")
+    return Table(["variant", "run", "host interference", "status", "disturbed attempts (logs, not analysed)"],
+                 body, [note])
+
+
+def interference_text(runs: pd.DataFrame) -> str:
+    """One line on host interference over all runs (runs.csv), or why there is none."""
+    if "disturbed" not in runs.columns or not (runs["disturbed"].notna() | runs["other_share"].notna()).any():
+        return "not recorded (raw logs that predate the interference meter)"
+    still = runs[runs["disturbed"].fillna(False).astype(bool)]
+    earlier = int(runs["disturbed_attempts"].fillna(0).sum())
+    shares = runs["other_share"].dropna()
+    text_ = (f"{len(still)} of {len(runs)} runs still disturbed after their retries (kept and marked in their "
+             f"experiment's section); {earlier} disturbed attempts measured again (kept beside the raw logs, not "
+             "analysed)")
+    if len(shares):
+        text_ += f"; other processes took {shares.min():.1%} to {shares.max():.1%} of the runs' CPUs"
+    if len(still):
+        text_ += ": " + ", ".join(f"{r.experiment} {r.variant} rep{int(r.repeat)}" for r in still.itertuples())
+    return text_
 
 
 def generator_table(metrics: pd.DataFrame | None, experiment: str, order: list[str]) -> Table | None:
@@ -331,14 +389,15 @@ def generator_table(metrics: pd.DataFrame | None, experiment: str, order: list[s
     for variant in [v for v in order if v in by_variant] + [v for v in by_variant if v not in order]:
         runs = sorted(by_variant[variant])
         cells = [f"rep{r}: {fmt_number(late)}" + (" SUSPECT" if bad else "") for r, late, _, bad in runs]
-        errors = sum(e for _, _, e, _ in runs if math.isfinite(e))
+        errors = [f"rep{r}: {fmt_number(e)}" for r, _, e, _ in runs]
         flagged = sum(bad for *_, bad in runs)
-        body.append([variant, ", ".join(cells), fmt_number(errors), f"{flagged} suspect" if flagged else "ok"])
+        body.append([variant, ", ".join(cells), ", ".join(errors), f"{flagged} suspect" if flagged else "ok"])
     total = sum(bad for *_, bad in rows)
     note = (f"Send lateness is the actual minus the scheduled send time of each request; a run whose p99 exceeds "
             f"{LATENESS_SUSPECT_MS:g} ms is flagged SUSPECT: its latencies may include the generator's own delay. "
-            f"{total} of {len(rows)} runs flagged.")
-    return Table(["variant", "send lateness p99 per run (ms)", "/work errors (all runs)", "status"], body, [note])
+            f"{total} of {len(rows)} runs flagged. A failed or timed-out /work request is counted per run and enters "
+            "the latency quantiles at the client timeout, so the worst runs keep their tail.")
+    return Table(["variant", "send lateness p99 per run (ms)", "/work errors per run", "status"], body, [note])
 
 
 @dataclass(frozen=True)
@@ -354,6 +413,8 @@ class ExperimentSection:
     raw: list[tuple[str, list[RawLink]]]
     #: runs with load records: every run's send lateness p99, suspect ones marked (generator_table)
     generator: Table | None = None
+    #: host interference per run, disturbed runs and attempts marked (interference_table)
+    interference: Table | None = None
     #: paragraphs computed from the tables (notes.section_notes)
     notes: tuple[str, ...] = ()
 
@@ -383,6 +444,7 @@ def experiment_sections(tables: Mapping[str, pd.DataFrame], design: Design, figu
             readback_note="" if shows_readback else readback_summary(tables.get("readback"), name),
             raw=raw_links(runs, name, order, raw_root, page_dir),
             generator=generator_table(tables.get("metrics"), name, order),
+            interference=interference_table(runs, name, order),
             notes=tuple(section_notes(name, tables)),
         ))
     return sections
