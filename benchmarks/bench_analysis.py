@@ -7,7 +7,8 @@ per latency sample, 85% /work and 15% /ping, plus a summary that agrees with
 them) for VARIANTS x REPEATS runs in a temporary folder, then times the stages
 the Snakemake rules run: parse_runs (raw logs -> tidy CSVs, requests.csv
 included), compute_stats (per-run p50/p90/p99/p99.9/max via
-stats.run_latency_summary, estimates across repeats) and evaluate_findings.
+stats.run_latency_summary, failed requests at the client timeout, estimates across repeats) and
+evaluate_findings.
 Prints figures; the goal is under 60 s in all. Asserts nothing.
 """
 
@@ -37,6 +38,10 @@ def _meta(variant: str, repeat: int) -> dict[str, Any]:
         "capabilities": {"cpus": 2, "cgroup_version": 2, "can_pin_cpus": True, "has_pause_level": False, "notes": []},
         "start": "2026-01-01T00:00:00+00:00", "end": "2026-01-01T00:01:00+00:00", "wall_s": 70.0, "window_s": 60.0,
         "notes": [],
+        "interference": {"cpus": [0, 1], "window_s": 70.0, "busy_s": 50.0, "lab_s": 48.0, "runner_s": 1.0,
+                         "other_s": 1.0, "other_share": 0.0071, "lab_scope": "per-cpu", "threshold": 0.2,
+                         "disturbed": False},
+        "disturbed_attempts": [],
     }
 
 
@@ -45,7 +50,7 @@ def _header() -> dict[str, Any]:
         "type": "header", "src": "load/generator", "program": "cpulab", "version": "bench", "variant": "go124mod",
         "go_version": "go1.25", "gomaxprocs": 2, "num_cpu": 2, "env": {"GOMAXPROCS": "", "GODEBUG": ""},
         "default_godebug": "", "cgroup": {"version": 2, "quota_us": None, "period_us": 100000},
-        "command": "load", "params": {"rate": 100}, "pid": 1, "time": "2026-01-01T00:00:00Z",
+        "command": "load", "params": {"rate": 100, "timeout": 10000.0}, "pid": 1, "time": "2026-01-01T00:00:00Z",
     }
 
 
