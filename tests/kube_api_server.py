@@ -449,13 +449,32 @@ def _is_gated(container: dict[str, Any]) -> bool:
 
 
 def _qos(containers: list[dict[str, Any]]) -> str:
-    res = [c.get("resources") or {} for c in containers]
-    if all(not r.get("requests") and not r.get("limits") for r in res):
+    """The API server's QoS class (pkg/apis/core/helper/qos): BestEffort when no container has a
+    cpu or memory request or limit; Guaranteed when every container has cpu AND memory limits
+    and its requests (defaulted to the limits) equal them; Burstable otherwise."""
+    def amount(value: Any) -> float | None:
+        if value in (None, ""):
+            return None
+        text = str(value)
+        for unit, factor in (("m", 1e-3), ("Ki", 2**10), ("Mi", 2**20), ("Gi", 2**30), ("k", 1e3), ("M", 1e6),
+                             ("G", 1e9)):
+            if text.endswith(unit):
+                return float(text[: -len(unit)]) * factor or None
+        return float(text) or None
+
+    any_set, guaranteed = False, True
+    for c in containers:
+        res = c.get("resources") or {}
+        requests, limits = res.get("requests") or {}, res.get("limits") or {}
+        for resource in ("cpu", "memory"):
+            limit = amount(limits.get(resource))
+            request = amount(requests.get(resource))
+            request = limit if request is None else request
+            any_set = any_set or request is not None or limit is not None
+            guaranteed = guaranteed and limit is not None and request == limit
+    if not any_set:
         return "BestEffort"
-    if all((r.get("limits") or {}).get("cpu") and (r.get("limits") or {}).get("memory")
-           and (r.get("requests") or {}).get("cpu", r["limits"]["cpu"]) == r["limits"]["cpu"] for r in res):
-        return "Guaranteed"
-    return "Burstable"
+    return "Guaranteed" if guaranteed else "Burstable"
 
 
 def _matches(labels: dict[str, str], selector: str) -> bool:

@@ -3,7 +3,7 @@
 import pytest
 
 from throttlelab.model.design import design_node
-from throttlelab.model.placement import Container, Node, Pod, format_cpuset, parse_cpuset
+from throttlelab.model.placement import Container, Node, Pod, format_cpuset, parse_cpuset, qos_class
 
 
 def _c(name, req, lim):
@@ -43,9 +43,43 @@ def test_e4_weights_for_both_runtimes():
 
 
 def test_guaranteed_pod_sits_under_the_node():
-    node = Node("node", (Pod("g", (Container("c", ("info",), request_milli=1000, limit_milli=1000),)),))
+    # Guaranteed needs cpu AND memory limits equal to their requests (kubelet's GetPodQOS)
+    gib = 1 << 30
+    node = Node("node", (Pod("g", (Container("c", ("info",), request_milli=1000, limit_milli=1000,
+                                             request_memory=gib, limit_memory=gib),)),))
     paths = [lvl.path for lvl in design_node(node, "runc-new", 2)]
     assert "node/pod-g" in paths and not any("burstable" in p for p in paths)
+
+
+def test_cpu_only_request_equal_limit_is_burstable():
+    # the lab on e4-req1-limit1: only CPU is set, no memory, so it is still Burstable
+    node = Node("node", (Pod("g", (_c("c", 1000, 1000),)),))
+    levels = _levels(node)
+    assert node.pods[0].qos == "burstable"
+    assert "node/burstable/pod-g" in levels and "node/pod-g" not in levels
+    assert levels["node/burstable"].weight == 39  # its request counts at the burstable level
+
+
+@pytest.mark.parametrize("containers, qos", [
+    ([((None, None), (None, None))], "besteffort"),
+    ([((None, 1000), (None, 1 << 30))], "guaranteed"),           # requests default to limits
+    ([((1000, 1000), (1 << 30, 1 << 30)), ((100, 100), (None, None))], "burstable"),  # every container
+    ([((500, 1000), (1 << 30, 1 << 30))], "burstable"),
+    ([((None, None), (1 << 20, None))], "burstable"),
+    ([((0, 0), (0, 0))], "besteffort"),                           # zero counts as unset
+])
+def test_qos_class_as_kubelet(containers, qos):
+    assert qos_class(containers) == qos
+
+
+def test_e4_burstable_level_is_what_kubelet_writes():
+    # all five lab pods are burstable (p1-limited too): 100m + 1 + 2 + 1 + 1.1 = 5.2 CPUs -> 203,
+    # the lab's 203-207 with the node's other burstable pods on top
+    from throttlelab.model.weights import E4_PODS, lab_pods
+    node = Node("node", lab_pods(tuple(n for n, _ in E4_PODS), ("info",), "go124mod"))
+    levels = _levels(node)
+    assert levels["node/burstable"].weight == 203
+    assert "node/burstable/pod-p1-limited" in levels
 
 
 def test_besteffort_qos_level_has_minimum_weight():

@@ -22,7 +22,8 @@ def _check_name(kind: str, name: str) -> None:
 
 @dataclass(frozen=True)
 class Container:
-    """One workload process: which build, what it runs, and its CPU request/limit."""
+    """One workload process: which build, what it runs, its CPU request/limit and its
+    memory request/limit in bytes (None: not set; the lab's pods set CPU only)."""
 
     name: str
     args: tuple[str, ...]
@@ -31,6 +32,8 @@ class Container:
     limit_milli: int | None = None
     env: tuple[tuple[str, str], ...] = ()
     role: str = "job"  # job: runs to completion; service: runs until stopped
+    request_memory: int | None = None
+    limit_memory: int | None = None
 
     def __post_init__(self) -> None:
         _check_name("container", self.name)
@@ -66,19 +69,39 @@ class Pod:
     @property
     def qos(self) -> str:
         """Kubernetes QoS class, which decides where kubelet puts the pod's cgroup."""
-        reqs = [c.request_milli for c in self.containers]
-        lims = [c.limit_milli for c in self.containers]
-        if all(r is None for r in reqs) and all(lim is None for lim in lims):
-            return "besteffort"
-        if all(lim is not None and (r is None or r == lim) for r, lim in zip(reqs, lims)):
-            return "guaranteed"
-        return "burstable"
+        return qos_class([((c.request_milli, c.limit_milli), (c.request_memory, c.limit_memory))
+                          for c in self.containers])
 
     def container(self, name: str) -> Container:
         for c in self.containers:
             if c.name == name:
                 return c
         raise KeyError(f"pod {self.name} has no container {name!r}")
+
+
+def qos_class(containers: list[tuple[tuple[int | None, int | None], tuple[int | None, int | None]]]) -> str:
+    """kubelet's GetPodQOS for containers given as ((cpu request, cpu limit), (memory request, memory limit)).
+
+    A request left out defaults to its limit (the API server's defaulting); zero counts as unset.
+    BestEffort: no container sets any request or limit. Guaranteed: EVERY container limits
+    both cpu and memory, and every request equals its limit. Otherwise Burstable, so a pod
+    that sets CPU only, however equal its request and limit, is Burstable.
+    """
+    any_set = False
+    guaranteed = True
+    for resources in containers:
+        for request, limit in resources:
+            request = request or None
+            limit = limit or None
+            if request is None:
+                request = limit
+            if request is not None or limit is not None:
+                any_set = True
+            if limit is None or request != limit:
+                guaranteed = False
+    if not any_set:
+        return "besteffort"
+    return "guaranteed" if guaranteed else "burstable"
 
 
 @dataclass(frozen=True)

@@ -236,7 +236,7 @@ def test_kube_node_defaults_requests_and_takes_the_nodes_cpus():
     kube = mf.kube_node(node, 10_000)
     assert kube.allocatable_milli == 10_000
     assert kube.pods[0].containers[0].request_milli == 1000
-    assert kube.pods[0].qos == "guaranteed"
+    assert kube.pods[0].qos == "burstable"  # CPU only, no memory: Burstable, as kubelet
 
 
 def test_stat_parsing_v1_and_v2():

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from throttlelab.model import quantities as q
-from throttlelab.model.placement import Container, Node, Pod
+from throttlelab.model.placement import Container, Node, Pod, qos_class
 
 LABEL_MANAGED = "app.kubernetes.io/managed-by"
 MANAGED_BY = "throttlelab"
@@ -159,11 +159,21 @@ def container_args(args: tuple[str, ...]) -> list[str]:
 
 def resources(c: Container) -> dict[str, Any]:
     c = kube_container(c)
-    out: dict[str, Any] = {}
+    requests: dict[str, str] = {}
+    limits: dict[str, str] = {}
     if c.request_milli is not None:
-        out["requests"] = {"cpu": cpu_quantity(c.request_milli)}
+        requests["cpu"] = cpu_quantity(c.request_milli)
     if c.limit_milli is not None:
-        out["limits"] = {"cpu": cpu_quantity(c.limit_milli)}
+        limits["cpu"] = cpu_quantity(c.limit_milli)
+    if c.request_memory is not None or c.limit_memory is not None:
+        requests["memory"] = str(c.request_memory if c.request_memory is not None else c.limit_memory)
+    if c.limit_memory is not None:
+        limits["memory"] = str(c.limit_memory)
+    out: dict[str, Any] = {}
+    if requests:
+        out["requests"] = requests
+    if limits:
+        out["limits"] = limits
     return out
 
 
@@ -258,13 +268,34 @@ def pod_request_milli(pod: dict[str, Any]) -> int:
     return total
 
 
+def _memory_bytes(value: Any) -> int | None:
+    if value in (None, ""):
+        return None
+    text = str(value)
+    units = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+    for unit, factor in units.items():
+        if text.endswith(unit):
+            return int(float(text[: -len(unit)]) * factor)
+    return int(float(text))
+
+
+def spec_qos(pod: dict[str, Any]) -> str:
+    """The QoS class the API server assigns to a Pod object from its spec (kubelet's GetPodQOS,
+    cpu and memory; see placement.qos_class)."""
+    containers = (pod.get("spec") or {}).get("containers") or []
+    rows = []
+    for c in containers:
+        res = c.get("resources") or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        cpu = tuple(None if not x.get("cpu") else q.parse_cpu(str(x["cpu"]), "cpu") for x in (req, lim))
+        mem = tuple(_memory_bytes(x.get("memory")) for x in (req, lim))
+        rows.append((cpu, mem))
+    return qos_class(rows)
+
+
 def pod_qos(pod: dict[str, Any]) -> str:
-    """The QoS class of a Pod object: status.qosClass when the API server set it."""
+    """The QoS class of a Pod object: status.qosClass when the API server set it, else from its spec."""
     cls = (pod.get("status") or {}).get("qosClass")
     if cls:
         return cls.lower()
-    containers = (pod.get("spec") or {}).get("containers") or []
-    res = [c.get("resources") or {} for c in containers]
-    if all(not r.get("requests") and not r.get("limits") for r in res):
-        return "besteffort"
-    return "burstable"
+    return spec_qos(pod)
