@@ -315,3 +315,22 @@ def test_a_client_is_named_in_the_errors_when_the_cluster_goes_away(api, backend
     kc.api.rest_client.pool_manager.clear()  # drop kept-alive connections to the stopped server
     with pytest.raises(KubeError, match="is unreachable"):
         kc.nodes()
+
+
+def test_the_s2_cascade_runs_by_pod_ips(api, backend):
+    """S2's cascade on kind/kubernetes: the upstream is a pod IP, not 127.0.0.1; the experiment
+    checks the port it asked for, and the downstream reaches its upstream by the pod's address."""
+    from pathlib import Path
+
+    from throttlelab.backends.base import Capabilities
+    from throttlelab.experiments import REGISTRY, Context
+    from throttlelab.model.config import load_design
+
+    design = load_design({"profile": "ci", "backend": "kind"}, Path(PROJECT) / "config")
+    (variant, spec), *_ = [(v, s) for v, s in design.experiments["S2"].variants.items() if s.mode == "cascade"]
+    spec = spec.with_changes(node_cpus=None, load_cpus=None)
+    caps = Capabilities(cpus=2, cgroup_version=2, can_pin_cpus=False, has_pause_level=True, runtime="runc-new")
+    result = REGISTRY["S2"](spec, Context(backend=backend, capabilities=caps, node_cpus=None, seed=1))
+    opened = [q["command"] for m, p, q, _ in api.requests if p.endswith("/exec") and "open" in q["command"]]
+    assert any(arg.startswith("serve:") for cmd in opened for arg in cmd[3:]), opened
+    assert any(r.get("src") == "load/generator" for r in result.records)
