@@ -12,10 +12,26 @@ from collections.abc import Mapping
 
 from throttlelab.model.variants import VariantSpec
 
+#: kind on a cgroup v1 host: why node containers cannot be pinned.
+V1_PIN_REASON = (
+    "pinning a kind node container (docker update --cpuset-cpus) fails with EBUSY on a cgroup v1 host: "
+    "cpuset.cpus of a v1 cgroup cannot shrink below its children's, and runc gives every container "
+    "inside the node all CPUs; run pinned variants on a cgroup v2 host"
+)
+
 
 def untestable_variants(backend: str, experiments: Mapping[str, Mapping[str, VariantSpec]],
-                        runtime: str) -> dict[tuple[str, str], str]:
-    """(experiment, variant) -> why ``backend`` cannot run it, for every variant it cannot."""
+                        runtime: str, cgroup_version: int | None = None) -> dict[tuple[str, str], str]:
+    """(experiment, variant) -> why ``backend`` cannot run it, for every variant it cannot.
+
+    ``cgroup_version``: the host's (Docker's) cgroup version, when known; kind cannot pin
+    its node containers on v1."""
+    if backend == "kind":
+        if cgroup_version != 1:
+            return {}
+        return {(experiment, variant): f"not testable on the kind backend on this cgroup v1 host: {V1_PIN_REASON}"
+                for experiment, variants in experiments.items() for variant, spec in variants.items()
+                if spec.cpus or spec.node_cpus or spec.load_cpus}
     if backend != "kubernetes":
         return {}
     out = {}

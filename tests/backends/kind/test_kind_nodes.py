@@ -128,11 +128,31 @@ def test_cgroup_v1_node_layout(tmp_path):
     (pod / APP / "cpu.cfs_quota_us").write_text("200000\n")
     (pod / APP / "cpu.cfs_period_us").write_text("100000\n")
     (root / "memory" / "kubelet" / "kubepods" / "burstable" / f"pod{UID}").mkdir(parents=True)
+    # on v1 the cpuset is the cpuset controller's hierarchy, not a file of the cpu controller's directory
+    cpuset = root / "cpuset" / "kubelet" / "kubepods" / "burstable" / f"pod{UID}" / APP
+    cpuset.mkdir(parents=True)
+    (cpuset / "cpuset.effective_cpus").write_text("0-1\n")
     layout = nodes.parse_discover(run_script(nodes.DISCOVER, "discover", [UID], root))
     assert layout.version == 1 and "/cpu,cpuacct/" in layout.pod_dirs[UID]
-    files = nodes.parse_read(run_script(nodes.READ, "read", [f"{pod / APP}/{f}" for f in nodes.V1_FILES], root))
+    paths = nodes.level_files(str(pod / APP), 1)
+    assert f"{cpuset}/cpuset.effective_cpus" in paths
+    files = nodes.parse_read(run_script(nodes.READ, "read", paths, root))
     got = nodes.settings_of(str(pod / APP), files, 1)
-    assert (got["quota_us"], got["period_us"], got["shares"]) == (200_000, 100_000, 512)
+    assert (got["quota_us"], got["period_us"], got["shares"], got["cpus"]) == (200_000, 100_000, 512, "0-1")
+
+
+def test_kind_cannot_pin_nodes_on_a_cgroup_v1_host():
+    from types import SimpleNamespace
+
+    from throttlelab.backends.kind.backend import KindBackend
+    from throttlelab.model.placement import LoadPlacement
+
+    pinned = Node("node", E1.pods, cpus="0")
+    v1, v2 = SimpleNamespace(host_cgroup_version=lambda: 1), SimpleNamespace(host_cgroup_version=lambda: 2)
+    assert "EBUSY" in KindBackend.untestable(v1, pinned, None)
+    assert "EBUSY" in KindBackend.untestable(v1, E1, LoadPlacement(cpus="1"))
+    assert KindBackend.untestable(v1, E1, None) is None
+    assert KindBackend.untestable(v2, pinned, LoadPlacement(cpus="1")) is None
 
 
 def test_kube_design_v1_shares_are_kubelets_raw_shares():

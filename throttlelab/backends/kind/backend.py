@@ -23,16 +23,16 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+from throttlelab.model.coverage import V1_PIN_REASON
 from throttlelab.model.placement import LoadPlacement, Node
 from throttlelab.backends.base import BackendError, Capabilities
 from throttlelab.backends.kube.client import KubeClient, container_id
-from throttlelab.backends.kube.backend import KubeBackend, KubeDeployment, KubeSettings, parse_cpu_stat
+from throttlelab.backends.kube.backend import KubeBackend, KubeDeployment, KubeSettings, NotTestable, parse_cpu_stat
 from throttlelab.backends.kind.clusters import NODE_IMAGES, ROLE_OF_RUNTIME, KindCluster, clusters_from_settings, image_tag
 from throttlelab.backends.kind.nodes import (
     DISCOVER,
     READ,
-    V1_FILES,
-    V2_FILES,
+    level_files,
     docker_client,
     level_dirs,
     node_container,
@@ -64,6 +64,9 @@ class KindDeployment(KubeDeployment):
 
     def _check_placement(self) -> None:
         """The worker's runc must convert shares the way this variant's runtime says."""
+        reason = self.backend.untestable(self.model, self.load)
+        if reason:
+            raise NotTestable(reason)
         version = runc_version(node_container(self.docker, self.cluster.worker))
         if version and node_conversion(version) != self.runtime:
             raise BackendError(
@@ -101,8 +104,7 @@ class KindDeployment(KubeDeployment):
             raise BackendError(f"kind backend: no cgroup of pod(s) {', '.join(missing)} in node {worker.name}")
         containers = {lv.design.path for lv in self.levels if lv.design.level == "container"}
         dirs = {path: d for path, d in level_dirs(self.node, layout, uids, ids).items() if path not in containers}
-        files = V2_FILES if layout.version == 2 else V1_FILES
-        paths = [f"{d}/{f}" for d in dirs.values() for f in files]
+        paths = [path for d in dirs.values() for path in level_files(d, layout.version)]
         read = parse_read(node_exec(worker, ["sh", "-c", READ, "read", *paths], "read the cgroup files"))
         return {path: settings_of(d, read, layout.version) for path, d in dirs.items()}
 
@@ -179,15 +181,22 @@ class KindBackend(KubeBackend):
                                        f"{', '.join(names)}); delete and recreate it: snakemake clean")
                 node_container(docker, node)
 
+    def host_cgroup_version(self) -> int | None:
+        info = self.docker.info()
+        return int(info["CgroupVersion"]) if str(info.get("CgroupVersion", "")).isdigit() else None
+
     def untestable(self, node: Node, load: LoadPlacement | None) -> str | None:
-        return None  # kind can pin CPUs and has both runtimes
+        """kind has both runtimes; it can pin node containers only on cgroup v2 hosts."""
+        if (node.cpus or (load and load.cpus)) and self.host_cgroup_version() == 1:
+            return V1_PIN_REASON
+        return None
 
     def capabilities(self) -> Capabilities:
         info = self.docker.info()
         return Capabilities(
             cpus=int(info.get("NCPU", 0)),
             cgroup_version=int(info["CgroupVersion"]) if str(info.get("CgroupVersion", "")).isdigit() else None,
-            can_pin_cpus=True,
+            can_pin_cpus=str(info.get("CgroupVersion", "")) != "1",
             has_pause_level=True,
             runtime=self.runtime,
             notes=(

@@ -154,9 +154,25 @@ def level_dirs(node: Node, layout: NodeLayout, uids: dict[str, str], ids: dict[t
     return dirs
 
 
+_V1_CPU_CONTROLLER = re.compile(r"/(cpu,cpuacct|cpuacct,cpu|cpu|cpuacct)(?=/|$)")
+
+
+def v1_cpuset_dir(directory: str) -> str:
+    """On cgroup v1 the cpuset is another controller's hierarchy: the same path under
+    .../cpuset instead of .../cpu,cpuacct (DISCOVER finds the cpu controller's directory)."""
+    return _V1_CPU_CONTROLLER.sub("/cpuset", directory, count=1)
+
+
+def level_files(directory: str, version: int) -> list[str]:
+    """Every file to read for one level: on v1, cpuset.effective_cpus from the cpuset controller."""
+    if version == 2:
+        return [f"{directory}/{name}" for name in V2_FILES]
+    return [f"{v1_cpuset_dir(directory) if name.startswith('cpuset.') else directory}/{name}" for name in V1_FILES]
+
+
 def settings_of(directory: str, files: dict[str, str | None], version: int) -> dict[str, Any]:
     names = V2_FILES if version == 2 else V1_FILES
-    texts = {name: files.get(f"{directory}/{name}") for name in names}
+    texts = {name: files.get(path) for name, path in zip(names, level_files(directory, version))}
     out = parse_settings(texts)
     cpus = texts.get("cpuset.cpus.effective") or texts.get("cpuset.effective_cpus")
     out["cpus"] = cpus.strip() if cpus else None
