@@ -569,7 +569,23 @@ def test_disturbed_runs_are_named_beside_the_verdict():
         lab.add("E2a", variant, spec, burst_values(spec, 2, rng), disturbed=(2,) if variant == "limit1" else ())
     _, checks = evaluate(lab, experiments=("E2a",))
     row = checks[checks["check"] == "p50_wall_ms limit1 / nolimit"].iloc[0]
-    assert "1 disturbed run(s) kept and marked" in row["reason"]
+    assert row["verdict"] == REPRODUCED
+    assert "1 disturbed run(s) kept and marked (runs.csv); without them: reproduced" in row["reason"]
+
+
+def test_a_verdict_that_hangs_on_disturbed_runs_is_not_trusted():
+    """STATS.md §6: with the two disturbed runs the interval clears the threshold, without them (R = 3)
+    it does not: the verdict hangs on them, so it is inconclusive; the runs stay in the tables, marked."""
+    lab = Lab()
+    nolimit = {**E2A_BASE, **E2A_ARMS["nolimit"]}
+    lab.add("E2a", "nolimit", nolimit, {"p50_wall_ms": [28.0, 28.2, 27.8, 28.1, 27.9]})
+    limit1 = {**E2A_BASE, **E2A_ARMS["limit1"]}
+    lab.add("E2a", "limit1", limit1, {"p50_wall_ms": [50.0, 75.0, 60.0, 62.0, 61.0]}, disturbed=(3, 4))
+    _, checks = evaluate(lab, experiments=("E2a",))
+    row = checks[checks["check"] == "p50_wall_ms limit1 / nolimit"].iloc[0]
+    assert row["verdict"] == INCONCLUSIVE
+    assert ("the verdict hangs on 2 disturbed run(s) (kept and marked, runs.csv): with them reproduced, "
+            "without them inconclusive") in row["reason"]
 
 
 # --------------------------------------------------------------------------

@@ -167,6 +167,24 @@ class Evidence:
         """Runs of the variant still disturbed after their retries (kept and marked, STATS.md §2)."""
         return self._disturbed.get((experiment, variant), 0)
 
+    def without_disturbed(self) -> Evidence:
+        """The same evidence without the runs still disturbed after their retries (for a sensitivity check)."""
+        if "disturbed" not in self.runs.columns:
+            return self
+        flagged = self.runs["disturbed"].fillna(False).astype(bool)
+        gone = set(zip(self.runs.loc[flagged, "experiment"], self.runs.loc[flagged, "variant"],
+                       self.runs.loc[flagged, "repeat"].astype(int)))
+        if not gone:
+            return self
+
+        def keep(frame: pd.DataFrame) -> pd.DataFrame:
+            if frame.empty or "repeat" not in frame.columns:
+                return frame
+            keys = zip(frame["experiment"], frame["variant"], frame["repeat"].astype(int))
+            return frame[[key not in gone for key in keys]]
+
+        return replace(self, metrics=keep(self.metrics), runs=keep(self.runs), headers=keep(self.headers))
+
 
 @dataclass(frozen=True)
 class Requirement:
@@ -558,12 +576,23 @@ def evaluate_check(finding: str, check: Check, evidence: Evidence) -> CheckResul
     if unmet:
         names = "; ".join(dict.fromkeys(u.name for u in unmet))
         reason = "; ".join(f"needs {u.name}: {u.reason}" for u in unmet)
-        if result.reason or math.isfinite(result.effect):
-            reason += f"; measured: {result.reason or 'see the effect'}"
+        if result.reason:
+            reason += f"; measured: {result.reason}"
+        elif math.isfinite(result.effect):
+            shown = f"{result.effect:.3g}" + (f" [{result.lo:.3g}, {result.hi:.3g}]" if math.isfinite(result.lo)
+                                              and math.isfinite(result.hi) else "")
+            reason += f"; measured: {shown}"
         return replace(result, verdict=NOT_TESTABLE, reason=reason, requirement=names, p=math.nan, min_p=math.nan)
     disturbed = sum(evidence.disturbed(check.experiment, v) for v in check.variants_needed())
     if disturbed:
-        note = f"{disturbed} disturbed run(s) kept and marked (runs.csv)"
+        # STATS.md §6: a verdict must not hang on a disturbed run. Kept and marked, never dropped; but
+        # when leaving them out changes the verdict, the verdict is not one to trust.
+        without = evaluate_check(finding, check, evidence.without_disturbed())
+        note = f"{disturbed} disturbed run(s) kept and marked (runs.csv); without them: {without.verdict}"
+        if without.verdict != result.verdict and result.verdict in (REPRODUCED, CONTRADICTED):
+            note = (f"the verdict hangs on {disturbed} disturbed run(s) (kept and marked, runs.csv): with them "
+                    f"{result.verdict}, without them {without.verdict}")
+            result = replace(result, verdict=INCONCLUSIVE)
         result = replace(result, reason="; ".join(r for r in (result.reason, note) if r))
     return result
 
