@@ -110,7 +110,12 @@ class FakeKubeAPI:
         self.cgroup_dir: Path | None = None
         self.cgroup_node = "throttlelab-new-worker"
         self.node_cpus = lambda: "0-9"
-        self.nodes: list[dict[str, Any]] = json.loads((FIXTURES / "nodes.json").read_text())["items"]
+        self._nodes: list[dict[str, Any]] = json.loads((FIXTURES / "nodes.json").read_text())["items"]
+        # node name -> monotonic time until which it is NotReady (tainted not-ready), as a node
+        # that is still joining after `kind create --wait` (which waits for the control plane only)
+        self.not_ready_until: dict[str, float] = {}
+        # kubelet's admission: pods bound to one of these nodes are rejected (phase Failed, OutOfcpu)
+        self.out_of_cpu_nodes: set[str] = set()
         self.system_pods: list[dict[str, Any]] = json.loads((FIXTURES / "system-pods.json").read_text())["items"]
         self.namespaces = {"default", "kube-system"}
         self.images: set[str] = set()  # images loaded on every node ("kind load")
@@ -169,6 +174,28 @@ class FakeKubeAPI:
             return sorted(name for (_ns, name) in self.pods)
 
     # -- the cluster's behaviour -----------------------------------------------------------------
+    def not_ready_for(self, node: str, seconds: float) -> None:
+        self.not_ready_until[node] = time.monotonic() + seconds
+
+    @property
+    def nodes(self) -> list[dict[str, Any]]:
+        """The Node objects as of now: a node within its NotReady time has Ready=False and the
+        node.kubernetes.io/not-ready:NoSchedule taint, as the node lifecycle controller sets."""
+        out = []
+        now = time.monotonic()
+        for node in self._nodes:
+            name = node["metadata"]["name"]
+            if now < self.not_ready_until.get(name, 0.0):
+                node = copy.deepcopy(node)
+                for cond in node["status"]["conditions"]:
+                    if cond["type"] == "Ready":
+                        cond.update(status="False", reason="KubeletNotReady",
+                                    message="container runtime network not ready: NetworkReady=false")
+                node["spec"]["taints"] = [*(node["spec"].get("taints") or []),
+                                          {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]
+            out.append(node)
+        return out
+
     def _node(self, name: str) -> dict[str, Any] | None:
         return next((n for n in self.nodes if n["metadata"]["name"] == name), None)
 
@@ -183,7 +210,7 @@ class FakeKubeAPI:
             taints = [t for t in (node["spec"].get("taints") or []) if t["effect"] in ("NoSchedule", "NoExecute")]
             if all(_tolerates(tolerations, t) for t in taints):
                 return node["metadata"]["name"], None
-        taint = candidates[0]["spec"]["taints"][0]
+        taint = next(t for t in candidates[0]["spec"]["taints"] if not _tolerates(tolerations, t))
         return None, (
             f"0/{total} nodes are available: 1 node(s) had untolerated taint {{{taint['key']}: }}, "
             f"{total - 1} node(s) didn't match Pod's node affinity/selector."
@@ -236,6 +263,19 @@ class FakeKubeAPI:
         now = time.monotonic()
         obj = copy.deepcopy(pod.obj)
         status: dict[str, Any] = {"qosClass": _qos(obj["spec"]["containers"])}
+        if pod.node is None:  # the scheduler retries: a node that became Ready takes the pod
+            node, pod.unschedulable = self._schedule(obj["spec"])
+            if node:
+                pod.node, pod.created = node, now
+                pod.obj["spec"]["nodeName"] = obj["spec"]["nodeName"] = node
+                if self.cgroup_dir is not None and node == self.cgroup_node:
+                    self._write_cgroups()
+        if pod.node in self.out_of_cpu_nodes:
+            status.update(phase="Failed", reason="OutOfcpu", message=(
+                "Pod was rejected: Node didn't have enough resource: cpu, requested: "
+                f"{_pod_request(obj)}, used: 9500, capacity: 10000"))
+            obj["status"] = status
+            return obj
         if pod.node is None:
             status.update(phase="Pending", conditions=[{
                 "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": pod.unschedulable,

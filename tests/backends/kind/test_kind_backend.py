@@ -126,6 +126,24 @@ class FastKind(kind_backend.KindBackend):
         dep.__class__ = FastKindDeployment
         return dep
 
+    def host_cgroup_version(self):
+        # The stand-in nodes run no containers inside them, so `docker update --cpuset-cpus` meets no
+        # child cpusets and works on a v1 host too; a real kind node on v1 is EBUSY (see
+        # test_a_real_kind_node_on_a_v1_host_is_not_pinned), which is what the backend says there.
+        return 2
+
+
+def test_a_real_kind_node_on_a_v1_host_is_not_pinned(cluster):
+    _, clusters, _ = cluster
+
+    class OnV1(FastKind):
+        def host_cgroup_version(self):
+            return 1
+
+    with pytest.raises(kind_backend.NotTestable, match="EBUSY"):
+        with OnV1(clusters).deploy(Node("node", E1.pods, cpus="0")):
+            pass
+
 
 def test_a_pinned_node_is_read_back_at_every_level_and_restored(engine, cluster):
     api, clusters, containers = cluster
@@ -175,7 +193,7 @@ def test_capabilities_and_environment(engine, cluster):
     _, clusters, _ = cluster
     backend = FastKind(clusters)
     caps = backend.capabilities()
-    assert caps.can_pin_cpus and caps.has_pause_level and caps.cpus == engine.info()["NCPU"]
+    assert caps.can_pin_cpus == (caps.cgroup_version != 1) and caps.has_pause_level and caps.cpus == engine.info()["NCPU"]
     with backend.deploy(E1):
         pass
     env = backend.environment()

@@ -334,3 +334,51 @@ def test_the_s2_cascade_runs_by_pod_ips(api, backend):
     opened = [q["command"] for m, p, q, _ in api.requests if p.endswith("/exec") and "open" in q["command"]]
     assert any(arg.startswith("serve:") for cmd in opened for arg in cmd[3:]), opened
     assert any(r.get("src") == "load/generator" for r in result.records)
+
+
+def test_preflight_waits_for_every_node_to_be_ready(api, tmp_path):
+    api.not_ready_for(WORKER, 0.6)  # still joining, as after `kind create --wait`
+    t0 = time.monotonic()
+    FastKube(settings(api, tmp_path), "runc-new").preflight()
+    assert time.monotonic() - t0 >= 0.5
+
+    class Impatient(FastKube):
+        node_ready_timeout_s = 0.3
+
+    api.not_ready_for(WORKER, 30)
+    with pytest.raises(BackendError, match=rf"not Ready.*{WORKER}: Ready=False \(KubeletNotReady"):
+        Impatient(settings(api, tmp_path), "runc-new").preflight()
+
+
+def test_a_pod_refused_by_kubelets_admission_fails_at_once(api, backend):
+    api.out_of_cpu_nodes.add(WORKER)
+    t0 = time.monotonic()
+    with pytest.raises(KubeError, match="failed: OutOfcpu"):
+        with backend.deploy(E1):
+            pass
+    assert time.monotonic() - t0 < 2
+    assert api.live_pods() == []
+
+
+class Patient(FastDeployment):
+    unschedulable_grace_s = 60.0
+
+
+class PatientKube(KubeBackend):
+    def deploy(self, node, load=None):
+        return Patient(self, node, load, self.settings, self.client)
+
+
+def test_a_pod_pending_on_a_taint_is_reported_at_once(api, tmp_path):
+    backend = PatientKube(settings(api, tmp_path, tolerate_control_plane=False), "runc-new")
+    t0 = time.monotonic()
+    with backend.deploy(E1) as dep:
+        with pytest.raises(KubeError, match="untolerated taint"):
+            dep.run_load(["-rps=1"], timeout_s=10)
+    assert time.monotonic() - t0 < 5
+
+
+def test_a_pod_waits_out_a_node_that_is_not_ready_yet(api, tmp_path):
+    api.not_ready_for(WORKER, 0.5)  # the not-ready taint passes: the scheduler places the pod then
+    with PatientKube(settings(api, tmp_path), "runc-new").deploy(E1) as dep:
+        assert dep.live["e1"]["spec"]["nodeName"] == WORKER

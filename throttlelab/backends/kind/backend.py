@@ -26,7 +26,7 @@ from typing import Any, Callable
 from throttlelab.model.coverage import V1_PIN_REASON
 from throttlelab.model.placement import LoadPlacement, Node
 from throttlelab.backends.base import BackendError, Capabilities
-from throttlelab.backends.kube.client import KubeClient, container_id
+from throttlelab.backends.kube.client import KubeClient, KubeError, container_id
 from throttlelab.backends.kube.backend import KubeBackend, KubeDeployment, KubeSettings, NotTestable, parse_cpu_stat
 from throttlelab.backends.kind.clusters import NODE_IMAGES, ROLE_OF_RUNTIME, KindCluster, clusters_from_settings, image_tag
 from throttlelab.backends.kind.nodes import (
@@ -180,6 +180,10 @@ class KindBackend(KubeBackend):
                     raise BackendError(f"kind backend: cluster {cluster.name} has no node {node!r} (its nodes: "
                                        f"{', '.join(names)}); delete and recreate it: snakemake clean")
                 node_container(docker, node)
+            try:
+                kc.wait_nodes_ready([cluster.control_plane, cluster.worker], self.node_ready_timeout_s)
+            except KubeError as exc:
+                raise BackendError(f"kind backend: cluster {cluster.name}: {exc}") from None
 
     def host_cgroup_version(self) -> int | None:
         info = self.docker.info()

@@ -196,6 +196,9 @@ def configured_images(config: Path) -> list[str]:
     return [n.get("image", "") for n in (yaml.safe_load(config.read_text()) or {}).get("nodes") or []]
 
 
+NODE_READY_TIMEOUT_S = 300.0
+
+
 def create_cluster(cluster: KindCluster, kubeconfig: Path, stamp: Path) -> dict[str, Any]:
     """Create the cluster once; a cluster that already exists with the configured node image is reused."""
     binary = check_kind(cluster)
@@ -218,6 +221,8 @@ def create_cluster(cluster: KindCluster, kubeconfig: Path, stamp: Path) -> dict[
     names = [n["metadata"]["name"] for n in kc.nodes()]
     if sorted(names) != sorted([cluster.control_plane, cluster.worker]):
         raise BackendError(f"kind cluster {cluster.name}: nodes {names}, expected {cluster.control_plane} and {cluster.worker}")
+    # `kind create --wait` waits for the control plane only: the worker may still be joining
+    kc.wait_nodes_ready([cluster.control_plane, cluster.worker], NODE_READY_TIMEOUT_S, poll_s=2.0)
     runc = runc_version(node_container(client, cluster.worker))
     record = {
         "cluster": cluster.name,

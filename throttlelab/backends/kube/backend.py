@@ -595,6 +595,7 @@ class KubeBackend(Backend):
 
     name = "kubernetes"
     unreadable_reason = "an existing cluster gives no access to its nodes; only the container level is read (exec)"
+    node_ready_timeout_s = 120.0  # the preflight waits this long for the worker and load nodes to be Ready
 
     def __init__(self, settings: KubeSettings, runtime: str = "runc-new",
                  progress: Callable[[str], None] = lambda message: None):
@@ -622,6 +623,10 @@ class KubeBackend(Backend):
             if node not in names:
                 raise BackendError(f"{self.name} backend: {role} {node!r} is not a node of the cluster at {kc.server} "
                                    f"({where}); its nodes: {', '.join(names) or 'none'}")
+        try:
+            kc.wait_nodes_ready(sorted({s.worker_node, s.load_node}), self.node_ready_timeout_s)
+        except KubeError as exc:
+            raise BackendError(f"{self.name} backend ({where}): {exc}") from None
         try:
             kc.namespace(s.namespace)
         except NotFound:

@@ -228,13 +228,36 @@ class KubeClient:
             fatal = fatal_reason(pod)
             if fatal:
                 raise KubeError(f"pod {namespace}/{name}: {fatal}")
+            status = pod.get("status") or {}
+            if status.get("phase") == "Failed":  # admission (OutOfcpu, ...) or a crash: never waited out
+                raise KubeError(f"pod {namespace}/{name} failed: {status.get('reason') or 'Failed'}: "
+                                f"{status.get('message', '')}; {describe_pod(pod)}")
             unschedulable = unschedulable_reason(pod)
             if unschedulable:
                 unschedulable_since = unschedulable_since or time.monotonic()
-                if time.monotonic() - unschedulable_since > unschedulable_grace_s:
+                if (not passing_unschedulable(unschedulable)
+                        or time.monotonic() - unschedulable_since > unschedulable_grace_s):
                     raise KubeError(f"pod {namespace}/{name} cannot be scheduled: {unschedulable}")
             if time.monotonic() > deadline:
                 raise KubeError(f"pod {namespace}/{name}: not {what} after {timeout_s:.0f} s; {describe_pod(pod)}")
+            time.sleep(poll_s)
+
+    def wait_nodes_ready(self, names: list[str], timeout_s: float, poll_s: float = 1.0) -> None:
+        """Every node in ``names`` Ready, or a KubeError naming those that are not (`kind create
+        --wait` waits for the control plane only; a worker may still be joining)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            nodes = {n["metadata"]["name"]: n for n in self.nodes()}
+            waiting = {}
+            for name in names:
+                ok, why = node_ready(nodes[name]) if name in nodes else (False, "not a node of the cluster")
+                if not ok:
+                    waiting[name] = why
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                raise KubeError(f"node(s) not Ready after {timeout_s:.0f} s at {self.server}: "
+                                + "; ".join(f"{n}: {w}" for n, w in waiting.items()))
             time.sleep(poll_s)
 
     def logs(self, namespace: str, name: str, container: str) -> str:
@@ -439,6 +462,32 @@ def unschedulable_reason(pod: dict[str, Any]) -> str | None:
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
             return cond.get("message", "Unschedulable")
     return None
+
+
+#: Taints a node carries while it becomes Ready: a pod refused for them alone may still be placed.
+PASSING_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
+def passing_unschedulable(message: str) -> bool:
+    """Whether the scheduler's refusal can pass by itself: only while the sole taint it names
+    is a node's not-ready / unreachable one. An untolerated taint of another kind, too little
+    CPU or a node selector no node matches stays, and is reported at once."""
+    taints = re.findall(r"untolerated taint\(?s?\)? \{([^:}]+)", message)
+    if not taints:
+        return False
+    permanent = ("Insufficient", "didn't match Pod's node affinity", "didn't have free ports")
+    only_matches = re.sub(r"\d+ node\(s\) didn't match Pod's node affinity/selector", "", message)
+    return all(t.strip() in PASSING_TAINTS for t in taints) and not any(w in only_matches for w in permanent)
+
+
+def node_ready(node: dict[str, Any]) -> tuple[bool, str]:
+    """(Ready?, why not) from a Node object's Ready condition."""
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            if cond.get("status") == "True":
+                return True, ""
+            return False, f"Ready={cond.get('status')} ({cond.get('reason', '')}: {cond.get('message', '')})"
+    return False, "no Ready condition yet"
 
 
 def describe_pod(pod: dict[str, Any]) -> str:
