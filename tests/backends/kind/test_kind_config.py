@@ -142,3 +142,34 @@ def test_the_kind_configs_live_where_the_backend_reads_them(tmp_path):
         assert clusters.KindCluster(role, "x", "kind", "v0", Path("/w"), KIND_DIR).config == KIND_DIR / f"{role}.yaml"
     with pytest.raises(BackendError, match="--config-dir"):
         _ = clusters.KindCluster("new", "x", "kind", "v0", Path("/w")).config
+
+
+def test_kind_load_falls_back_to_an_image_archive_on_the_containerd_image_store():
+    from throttlelab.backends.base import BackendError
+    from throttlelab.backends.kind.clusters import load_into_cluster
+
+    ran = []
+
+    def run(argv, what, timeout_s):
+        ran.append(argv[:3])
+        if argv[1:3] == ["load", "docker-image"]:
+            raise BackendError(f"{what} failed (exit 1): ERROR: failed to load image: command \"docker save -o "
+                               "/tmp/images-tar/images.tar cpulab-kind:go124mod\" failed with error: exit status 1: "
+                               "Error response from daemon: content digest sha256:0a1b: not found")
+        return ""
+
+    assert load_into_cluster("kind", "cpulab-kind:go124mod", "throttlelab-new", run) == "image-archive"
+    assert ran == [["kind", "load", "docker-image"], ["docker", "save", "-o"], ["kind", "load", "image-archive"]]
+
+
+def test_kind_load_other_failures_are_not_hidden():
+    import pytest as _pytest
+
+    from throttlelab.backends.base import BackendError
+    from throttlelab.backends.kind.clusters import load_into_cluster
+
+    def run(argv, what, timeout_s):
+        raise BackendError(f"{what} failed (exit 1): ERROR: no nodes found for cluster \"throttlelab-new\"")
+
+    with _pytest.raises(BackendError, match="no nodes found"):
+        load_into_cluster("kind", "cpulab-kind:go124mod", "throttlelab-new", run)

@@ -31,7 +31,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from throttlelab.errors import BuildError
 from throttlelab.host import docker_engine
@@ -240,12 +240,29 @@ def create_cluster(cluster: KindCluster, kubeconfig: Path, stamp: Path) -> dict[
     return record
 
 
+def load_into_cluster(binary: str, tag: str, name: str, run: Callable[[list[str], str, float], str] = _run) -> str:
+    """`kind load docker-image`; on a Docker engine with the containerd image store it fails with
+    "content digest ... not found" (kind exports a manifest whose layers the engine never pulled),
+    so then `docker save` + `kind load image-archive`. Returns the way that worked."""
+    try:
+        run([binary, "load", "docker-image", tag, "--name", name], f"kind load docker-image {tag}", 600)
+        return "docker-image"
+    except BackendError as exc:
+        if "content digest" not in str(exc) or "not found" not in str(exc):
+            raise
+    with tempfile.TemporaryDirectory(prefix="throttlelab-image-") as tmp:
+        archive = str(Path(tmp) / "image.tar")
+        run(["docker", "save", "-o", archive, tag], f"docker save {tag}", 600)
+        run([binary, "load", "image-archive", archive, "--name", name], f"kind load image-archive {tag}", 600)
+    return "image-archive"
+
+
 def load_image(cluster: KindCluster, variant: str, image_stamp: Path, stamp: Path) -> dict[str, Any]:
     """`kind load docker-image cpulab-kind:<variant>` into both nodes, then check each node has it."""
     binary = check_kind(cluster)
     image = json.loads(image_stamp.read_text())
     tag = image["tag"]
-    _run([binary, "load", "docker-image", tag, "--name", cluster.name], f"kind load docker-image {tag}", 600)
+    load_into_cluster(binary, tag, cluster.name)
     client = docker_client()
     for node in (cluster.control_plane, cluster.worker):
         listing = node_exec(node_container(client, node), ["crictl", "images", "-o", "json"], f"list images on {node}")
