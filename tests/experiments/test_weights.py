@@ -16,7 +16,7 @@ import pytest
 
 from conftest import PROJECT, lab_cgroups, workload_pids
 from throttlelab.model.weights import E4_PODS, PHASES, expected_shares, lab_pods
-from throttlelab.analysis.findings.weights import F8, SHARE_TOLERANCE
+from throttlelab.analysis.findings.weights import F8, SHARE_BAND
 from throttlelab.analysis.metrics import share_metrics
 
 
@@ -44,7 +44,7 @@ def test_container_level_shares_follow_the_runtime():
 def test_the_labs_pods_are_all_there():
     assert [name for name, _ in E4_PODS] == ["p100m", "p1", "p2", "p1-limited", "two"]
     limited = lab_pods(("p1-limited",), ("info",), "go124mod")[0]
-    assert limited.qos == "guaranteed"
+    assert limited.qos == "burstable"  # CPU only, no memory: kubelet makes it Burstable (the lab: e4-req1-limit1)
 
 
 def test_share_metric_averages_readings():
@@ -57,13 +57,15 @@ def test_share_metric_averages_readings():
     assert got == {"share_small": pytest.approx(0.2), "share_big": pytest.approx(0.8)}
 
 
-def test_f8_thresholds_sit_around_the_predicted_shares():
+def test_f8_bands_sit_around_the_predicted_weight_ratios():
+    """F8 compares shares as log-ratios: share_small / share_big against the runtime's weights,
+    17 : 100 (runc-new) and 4 : 39 (runc-old), each within a relative band that keeps them apart."""
     checks = {c.label: c for c in F8.checks}
-    small_new = checks["share_small E5 two-container"]
-    assert small_new.threshold == pytest.approx((0.1453 - SHARE_TOLERANCE, 0.1453 + SHARE_TOLERANCE), abs=1e-3)
-    # the band must tell the two conversions apart
-    small_old = checks["share_small E10 two-container"]
-    assert small_old.threshold[1] < small_new.threshold[0]
+    new = checks["share_small / share_big E5 two-container"]
+    old = checks["share_small / share_big E10 two-container"]
+    assert new.threshold == pytest.approx((0.17 / SHARE_BAND, 0.17 * SHARE_BAND), rel=1e-3)
+    assert old.threshold == pytest.approx((4 / 39 / SHARE_BAND, 4 / 39 * SHARE_BAND), rel=1e-3)
+    assert old.threshold[1] <= new.threshold[0]  # the band tells the two conversions apart
 
 
 @pytest.mark.root
