@@ -10,6 +10,7 @@ from pathlib import Path
 sys.path.insert(0, workflow.basedir)  # the package works from a plain checkout too
 
 from throttlelab.figures.registry import FIGURES, figures_for, report_caption
+from throttlelab.host.facts import cgroup_version
 from throttlelab.model.builds import BUILDS
 from throttlelab.model.config import ConfigError, load_design
 from throttlelab.model.coverage import untestable_variants
@@ -33,6 +34,7 @@ def planned_design():
         design.backend,
         {name: exp.variants for name, exp in design.experiments.items()},
         design.runtime,
+        cgroup_version(),  # kind's nodes share this host's kernel
     )
     for (experiment, variant), reason in sorted(left_out.items()):
         print(f"throttlelab: {experiment}/{variant} {reason}", file=sys.stderr)

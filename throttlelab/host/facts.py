@@ -24,3 +24,9 @@ def host_facts() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "usable_cpus": len(os.sched_getaffinity(0)),
     }
+
+
+def cgroup_version(root: Path = Path("/sys/fs/cgroup")) -> int:
+    """This host's cgroup version, read without any engine: 2 when the unified hierarchy is
+    mounted at the root (its cgroup.controllers file exists), else 1."""
+    return 2 if (root / "cgroup.controllers").exists() else 1
