@@ -21,10 +21,12 @@ def _hogs(cpus: list[int]) -> list[subprocess.Popen]:
 @pytest.mark.root
 @pytest.mark.slow
 def test_a_disturbed_run_is_kept_listed_and_measured_again(real_cgroups, binaries, tmp_path):
-    spec = {"build": "go124mod", "request": "100m", "limit": "500m"}  # E3: a quick read-back job
-    out = tmp_path / "E3" / "go124mod-500m" / "rep0.jsonl"
-    cmd = [sys.executable, "-m", "throttlelab", "run", "--backend", "local", "--experiment", "E3",
-           "--variant", "go124mod-500m", "--repeat", "0", "--spec", json.dumps(spec),
+    # a short E2a job (a timed window of ~0.5 s); read-outs (E1, E3, E4) are metered but not judged
+    spec = {"build": "go124mod", "threads": 2, "work_ms": 20, "interval_ms": 230, "rounds": 2, "request": "100m",
+            "limit": "250m"}
+    out = tmp_path / "E2a" / "limit1" / "rep0.jsonl"
+    cmd = [sys.executable, "-m", "throttlelab", "run", "--backend", "local", "--experiment", "E2a",
+           "--variant", "limit1", "--repeat", "0", "--spec", json.dumps(spec),
            "--max-other-share", "0.05", "--retries", "1", "--quiet-wait-s", "2", "--out", str(out)]
     for build, path in binaries.items():
         cmd += ["--binary", f"{build}={path}"]
@@ -47,3 +49,26 @@ def test_a_disturbed_run_is_kept_listed_and_measured_again(real_cgroups, binarie
     assert json.loads(kept.read_text().splitlines()[0])["interference"]["disturbed"] is True
     assert earlier["waited_s"] >= 2  # it waited for quiet CPUs first; the busy loops outlasted the wait
     assert "still busy after" in proc.stderr and "measuring again" in proc.stderr
+
+
+@pytest.mark.root
+def test_a_read_out_is_metered_but_never_judged_disturbed(real_cgroups, binaries, tmp_path):
+    spec = {"build": "go124mod", "request": "100m", "limit": "500m"}  # E3: values read back, nothing timed
+    out = tmp_path / "rep0.jsonl"
+    cmd = [sys.executable, "-m", "throttlelab", "run", "--backend", "local", "--experiment", "E3",
+           "--variant", "go124mod-500m", "--repeat", "0", "--spec", json.dumps(spec),
+           "--max-other-share", "0.0", "--retries", "1", "--quiet-wait-s", "1", "--out", str(out)]
+    for build, path in binaries.items():
+        cmd += ["--binary", f"{build}={path}"]
+    hogs = _hogs(sorted(os.sched_getaffinity(0)))
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(PROJECT)})
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    meta = json.loads(out.read_text().splitlines()[0])
+    assert meta["interference"]["disturbed"] is False and "not judged" in meta["interference"]["note"]
+    assert meta["disturbed_attempts"] == [] and "busy_s" in meta["interference"]

@@ -113,6 +113,11 @@ def measure(args: argparse.Namespace, spec: VariantSpec, ctx: Context, attempt: 
     wall = time.monotonic() - t0
     interference = (seen.as_record(args.max_other_share) if seen is not None
                     else {"disturbed": False, "note": f"not metered on the {args.backend} backend"})
+    if seen is not None and result.window_s <= 0:
+        # a read-out (E1, E3, E4): values read back, nothing timed, so other work cannot bias it; and
+        # its cgroups live for less than one sample of the meter, so their CPU would count as other's
+        interference = {**interference, "disturbed": False,
+                        "note": "a read-out without a timed window: metered, not judged"}
     return {
         "result": result, "wall": wall, "started": started, "ended": datetime.now(timezone.utc),
         "load_before": load_before, "load_after": os.getloadavg(), "interference": interference,
