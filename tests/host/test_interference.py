@@ -114,3 +114,20 @@ def test_waiting_for_quiet_gives_up_after_its_timeout():
         hog.kill()
         hog.wait()
     assert not quiet and waited >= 1.0
+
+
+def test_a_cgroup_made_inside_the_window_counts_from_its_creation(tmp_path):
+    """The run's cgroups are made after the meter starts: their whole usage is the lab's, even
+    when the first sample sees them already busy (a spin on every CPU from the first instant)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    mountinfo, stat = _fake_host(tmp_path, 0, 0)
+    meter = InterferenceMeter([0, 1], runner_pid=4242, interval_s=10.0, proc_stat=stat, mountinfo=mountinfo)
+    meter.start()
+    run = tmp_path / "cpuacct" / "throttlelab-4242-0"
+    run.mkdir()
+    (run / "cpuacct.usage_percpu").write_text(f"{1_500_000_000} {1_500_000_000}\n")
+    stat.write_text(f"cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 {int(1.5 * ticks)} 0 0 0 0 0 0 0 0 0\n"
+                    f"cpu1 {int(1.5 * ticks)} 0 0 0 0 0 0 0 0 0\n")
+    seen = meter.stop()  # the only sample of the new cgroup is the last one
+    assert seen.lab_s == pytest.approx(3.0)
+    assert seen.other_s == pytest.approx(0.0, abs=seen.runner_s + 1e-9)

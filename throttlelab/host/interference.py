@@ -10,9 +10,9 @@ The meter samples, every ``interval_s`` while the run measures:
   irq, softirq and steal; steal counts, since the hypervisor took the CPU);
 - the CPU time of the lab's own cgroups of this runner (``throttlelab-<pid>-*``
   at the top of the cpuacct hierarchy on v1, per CPU; of the unified hierarchy
-  on v2, in total), summed over consecutive samples so that a cgroup made or
-  removed inside the window counts for the time it existed (at most one interval
-  is lost at each end);
+  on v2, in total), summed over consecutive samples: a cgroup made inside the
+  window counts from its creation, and one removed inside it loses at most one
+  interval (20 ms) of its time;
 - the runner's own CPU time (``os.times``), kept apart: it is the lab's too.
 
 ``other = busy(run CPUs) - lab - runner``, as a share of the window's capacity
@@ -87,7 +87,7 @@ class Interference:
 class InterferenceMeter:
     """Samples the run's CPUs in a background thread between start() and stop()."""
 
-    def __init__(self, cpus: list[int], runner_pid: int | None = None, interval_s: float = 0.1,
+    def __init__(self, cpus: list[int], runner_pid: int | None = None, interval_s: float = 0.02,
                  proc_stat: Path = PROC_STAT, mountinfo: Path = Path("/proc/self/mountinfo")):
         self.cpus = tuple(sorted(set(cpus)))
         self.prefix = f"throttlelab-{runner_pid if runner_pid is not None else os.getpid()}-"
@@ -128,7 +128,11 @@ class InterferenceMeter:
         now = self._lab_sample()
         for name, ns in now.items():
             before = self._last.get(name)
-            if before is not None and ns >= before:
+            if before is None:
+                # made inside the window (the ones there at start() are the baseline): all its time is
+                # the lab's, from its creation on
+                self._lab_ns += ns
+            elif ns >= before:
                 self._lab_ns += ns - before
         self._last = now
 
