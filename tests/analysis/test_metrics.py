@@ -262,3 +262,15 @@ def test_a_burst_run_without_its_process_names_the_run(tables):
     broken["headers"] = tables["headers"][tables["headers"]["command"] != "burst"]
     with pytest.raises(tidy.InputError, match="run local/E2a/limit1/0: expected exactly one burst process"):
         metrics.run_metrics(broken)
+
+
+def test_periods_per_round_counts_the_whole_runs_periods_not_only_the_bursts():
+    """The kernel also counts the idle period after each burst (SPEC §1, F3): the rounds' own deltas
+    end with the burst, the summary's span the run. 27 periods over 12 rounds (a quick-profile run)."""
+    from throttlelab.analysis.metrics.jobs import burst_metrics
+
+    rounds = pd.DataFrame({"round": range(12), "wall_ms": [20.0] * 12, "d_nr_periods": [0, 1] * 6,
+                           "d_nr_throttled": [0] * 12, "d_throttled_usec": [0] * 12})
+    summary = {"nr_periods": 27, "elapsed_s": 6.36, "avg_cores": 0.08}
+    got = burst_metrics(rounds, summary, 100_000)
+    assert got["periods_per_round"] == pytest.approx(27 / 12)

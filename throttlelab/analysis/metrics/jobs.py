@@ -33,7 +33,7 @@ SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("throttled_ms_per_round", "ms", "linear", "interval",
                "mean throttled time per round after the first, summed over the run queues throttled"),
     MetricSpec("mean_wall_ms", "ms", "log", "interval", "mean burst completion time, rounds after the first"),
-    MetricSpec("periods_per_round", "periods", "linear", "interval", "nr_periods / rounds (every round counted)"),
+    MetricSpec("periods_per_round", "periods", "linear", "interval", "the run's nr_periods / rounds (the idle period after each burst included)"),
     MetricSpec("avg_cores", "cores", "linear", "interval", "CPU used / elapsed time"),
     MetricSpec("periods_per_wall_period", "ratio", "linear", "interval",
                "nr_periods / (elapsed / period): 1 if every wall-clock period were counted"),
@@ -41,6 +41,12 @@ SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("expected_gomaxprocs", "procs", "linear", "setting", "GOMAXPROCS the SPEC rule predicts"),
     MetricSpec("num_cpu", "cpus", "linear", "setting", "runtime.NumCPU(): CPUs the process may use"),
 )
+
+
+def _run_periods(summary: Mapping[str, Any], rounds_total: float) -> float:
+    """Δnr_periods over the whole run: the summary's, else (older logs) the rounds' sum."""
+    value = summary.get("nr_periods")
+    return float(value) if value is not None else rounds_total
 
 
 def burst_metrics(rounds: pd.DataFrame, summary: Mapping[str, Any], period_us: float) -> dict[str, float]:
@@ -74,7 +80,9 @@ def burst_metrics(rounds: pd.DataFrame, summary: Mapping[str, Any], period_us: f
         "max_wall_ms": float(wall.max()),
         "mean_wall_ms": float(wall.mean()),
         "throttled_ms_per_round": per_round,
-        "periods_per_round": periods / len(rounds),
+        # the whole run's Δnr_periods (the summary's, before the first round to after the last): the
+        # rounds' own deltas stop when the burst ends and miss the idle period the kernel counts after it
+        "periods_per_round": _run_periods(summary, periods) / len(rounds),
         "throttled_ratio": ratio,
         "nr_periods": periods,
         "nr_throttled": throttled,
