@@ -18,6 +18,23 @@ def _hogs(cpus: list[int]) -> list[subprocess.Popen]:
     return [subprocess.Popen([sys.executable, "-c", code, str(cpu)]) for cpu in cpus]
 
 
+def _run_under_busy_loops(experiment: str, variant: str, spec: dict, binaries: dict, out, *options: str,
+                          timeout: float = 180) -> subprocess.CompletedProcess:
+    """`throttlelab run` of one job while a busy loop spins on every CPU the runner may use."""
+    cmd = [sys.executable, "-m", "throttlelab", "run", "--backend", "local", "--experiment", experiment,
+           "--variant", variant, "--repeat", "0", "--spec", json.dumps(spec), *options, "--out", str(out)]
+    for build, path in binaries.items():
+        cmd += ["--binary", f"{build}={path}"]
+    hogs = _hogs(sorted(os.sched_getaffinity(0)))
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, "PYTHONPATH": str(PROJECT)})
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
 @pytest.mark.root
 @pytest.mark.slow
 def test_a_disturbed_run_is_kept_listed_and_measured_again(real_cgroups, binaries, tmp_path):
@@ -25,19 +42,8 @@ def test_a_disturbed_run_is_kept_listed_and_measured_again(real_cgroups, binarie
     spec = {"build": "go124mod", "threads": 2, "work_ms": 20, "interval_ms": 230, "rounds": 2, "request": "100m",
             "limit": "250m"}
     out = tmp_path / "E2a" / "limit1" / "rep0.jsonl"
-    cmd = [sys.executable, "-m", "throttlelab", "run", "--backend", "local", "--experiment", "E2a",
-           "--variant", "limit1", "--repeat", "0", "--spec", json.dumps(spec),
-           "--max-other-share", "0.05", "--retries", "1", "--quiet-wait-s", "2", "--out", str(out)]
-    for build, path in binaries.items():
-        cmd += ["--binary", f"{build}={path}"]
-    hogs = _hogs(sorted(os.sched_getaffinity(0)))
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180,
-                              env={**os.environ, "PYTHONPATH": str(PROJECT)})
-    finally:
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
+    proc = _run_under_busy_loops("E2a", "limit1", spec, binaries, out, "--max-other-share", "0.05",
+                                 "--retries", "1", "--quiet-wait-s", "2")
     assert proc.returncode == 0, proc.stderr[-3000:]
     meta = json.loads(out.read_text().splitlines()[0])
     assert meta["interference"]["disturbed"] is True  # still disturbed after its one retry: kept, marked
@@ -55,19 +61,8 @@ def test_a_disturbed_run_is_kept_listed_and_measured_again(real_cgroups, binarie
 def test_a_read_out_is_metered_but_never_judged_disturbed(real_cgroups, binaries, tmp_path):
     spec = {"build": "go124mod", "request": "100m", "limit": "500m"}  # E3: values read back, nothing timed
     out = tmp_path / "rep0.jsonl"
-    cmd = [sys.executable, "-m", "throttlelab", "run", "--backend", "local", "--experiment", "E3",
-           "--variant", "go124mod-500m", "--repeat", "0", "--spec", json.dumps(spec),
-           "--max-other-share", "0.0", "--retries", "1", "--quiet-wait-s", "1", "--out", str(out)]
-    for build, path in binaries.items():
-        cmd += ["--binary", f"{build}={path}"]
-    hogs = _hogs(sorted(os.sched_getaffinity(0)))
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "PYTHONPATH": str(PROJECT)})
-    finally:
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
+    proc = _run_under_busy_loops("E3", "go124mod-500m", spec, binaries, out, "--max-other-share", "0.0",
+                                 "--retries", "1", "--quiet-wait-s", "1", timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     meta = json.loads(out.read_text().splitlines()[0])
     assert meta["interference"]["disturbed"] is False and "not judged" in meta["interference"]["note"]
