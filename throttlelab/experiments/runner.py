@@ -126,7 +126,7 @@ def measure(args: argparse.Namespace, spec: VariantSpec, ctx: Context, attempt: 
 
 
 def meta_record(args: argparse.Namespace, spec: VariantSpec, ctx: Context, binaries: dict[str, Path],
-                backend: Any, run: dict[str, Any], digests: dict[str, str]) -> dict[str, Any]:
+                environment: dict[str, Any], run: dict[str, Any], digests: dict[str, str]) -> dict[str, Any]:
     caps = ctx.capabilities
     return {
         "type": "meta",
@@ -140,7 +140,7 @@ def meta_record(args: argparse.Namespace, spec: VariantSpec, ctx: Context, binar
         "seed": ctx.seed,
         "config_seed": args.seed,
         "binaries": {v: {"path": str(p), "sha256": digests[v]} for v, p in binaries.items()},
-        "environment": backend.environment(),
+        "environment": environment,
         "capabilities": {
             "cpus": caps.cpus,
             "cgroup_version": caps.cgroup_version,
@@ -178,18 +178,20 @@ def run(args: argparse.Namespace) -> int:
     job_seed = int(hashlib.sha256(f"{args.seed}/{args.experiment}/{args.variant}/{args.repeat}".encode()).hexdigest()[:8], 16)
     ctx = Context(backend=backend, capabilities=caps, node_cpus=args.node_cpus, seed=job_seed, progress=progress)
     digests = {v: sha256_file(p) for v, p in binaries.items()}
+    environment: dict[str, Any] = {}  # asked once, after the first attempt (kind reports the clusters it used)
     out = Path(args.out)
     progress(f"{args.experiment}/{args.variant} repeat {args.repeat} on {args.backend}: start")
     earlier: list[dict[str, Any]] = []
     with experiment_lock():
         for attempt in range(args.retries + 1):
             attempt_run = measure(args, spec, ctx, attempt)
+            environment = environment or backend.environment()
             seen = attempt_run["interference"]
             if not seen["disturbed"] or attempt == args.retries:
                 break
             # a disturbed attempt is kept beside the log and listed in it, never dropped silently
             kept = disturbed_path(out, attempt + 1)
-            write_atomically(kept, [meta_record(args, spec, ctx, binaries, backend, attempt_run, digests),
+            write_atomically(kept, [meta_record(args, spec, ctx, binaries, environment, attempt_run, digests),
                                     *attempt_run["result"].records])
             earlier.append({**seen, "log": kept.name})
             progress(f"disturbed: other processes used {seen['other_share']:.0%} of CPUs {seen['cpus']} "
@@ -198,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
             quiet, waited = wait_for_quiet(seen["cpus"], args.max_other_share, args.quiet_wait_s)
             earlier[-1]["waited_s"] = round(waited, 1)
             progress(f"{'quiet' if quiet else 'still busy'} after {waited:.0f} s; measuring again")
-    meta = meta_record(args, spec, ctx, binaries, backend, attempt_run, digests)
+    meta = meta_record(args, spec, ctx, binaries, environment, attempt_run, digests)
     meta["disturbed_attempts"] = earlier
     write_atomically(out, [meta, *attempt_run["result"].records])
     state = " (still disturbed: kept and marked)" if attempt_run["interference"]["disturbed"] else ""
