@@ -96,3 +96,30 @@ def test_exhaust_time():
 def test_format_cpu_round_trips():
     for milli in (100, 500, 1000, 1500, 2000):
         assert q.parse_cpu(q.format_cpu(milli)) == milli
+
+
+@pytest.mark.parametrize(("rate", "clump", "span_ms", "arrivals"), [
+    (20, 10, 3000, 6),      # quick E2b clumped: 60 requests
+    (20, 1, 1500, 30),      # ci steady
+    (100, 50, 60000, 120),  # the lab's clumps of 50
+    (20, 10, 250, 1),       # 0.5 clumps: half away from zero, as Go's math.Round
+    (20, 10, 200, 0),
+    (4, 1, 400, 2),         # /ping in the warm-up
+])
+def test_span_arrivals_is_the_generators_count(rate, clump, span_ms, arrivals):
+    assert q.span_arrivals(rate, clump, span_ms) == arrivals
+
+
+@pytest.mark.parametrize(("rate", "clump", "span_ms"), [(0, 1, 100), (10, 0, 100), (10, 1, -1)])
+def test_span_arrivals_rejects_what_the_generator_rejects(rate, clump, span_ms):
+    with pytest.raises(ValueError, match="rate"):
+        q.span_arrivals(rate, clump, span_ms)
+
+
+def test_window_requests_per_profile_design():
+    from throttlelab.model.variants import VariantSpec
+
+    quick = VariantSpec.from_dict("E2b", "clumped-limit", {"rps": 20, "clump": 10, "ping_rps": 4, "duration_ms": 3000})
+    assert quick.window_requests() == 60 and quick.window_requests("ping") == 12
+    closed = VariantSpec.from_dict("S2", "threads-one", {"workers": 8, "duration_ms": 3000})
+    assert closed.window_requests() is None

@@ -17,6 +17,8 @@ import yaml
 
 from conftest import PROJECT, left_behind, workload_pids, workload_pids_of
 
+from throttlelab.model.variants import VariantSpec
+
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 
@@ -333,8 +335,12 @@ def test_service_runs_have_no_errors_and_show_the_generators_health(ci_run):
         for variant, reps in runs.items():
             for records in reps:
                 load = next(r for r in records if r["type"] == "summary" and r["src"] == "load/generator")
-                # Poisson clumps: a short ci window may hold none, but nothing sent may fail
+                # nothing sent may fail, and an open loop sends exactly the design's count per window
+                # (round(rate x window / clump) clumps: the generator conditions its Poisson arrivals on it)
                 assert load["work"]["errors"] == 0 and load["work"]["ok"] == load["work"]["sent"], (experiment, variant)
+                spec = VariantSpec.from_dict(experiment, variant, records[0]["spec"])
+                if spec.window_requests() is not None:
+                    assert load["work"]["sent"] == spec.window_requests(), (experiment, variant, load["work"])
                 assert any(r["type"] == "podstat" for r in records)
     page = (ci_run / "results/report/index.html").read_text()
     assert page.count("Load generator health") == 4 and "send lateness p99 per run" in page

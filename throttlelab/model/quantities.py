@@ -127,3 +127,16 @@ def exhaust_time_ms(limit_milli: int, threads: int, period_us: int = DEFAULT_PER
     quota = milli_to_quota(limit_milli, period_us)
     assert quota is not None
     return quota / threads / 1000.0
+
+
+def span_arrivals(rate_per_s: float, clump: int, span_ms: float) -> int:
+    """Arrivals the load generator schedules in a span: round(rate x span / clump), half away from zero.
+
+    The generator (workload/internal/pacer) places exactly this many clumps in the
+    warm-up and in the window, as a Poisson process conditioned on its count, so
+    every run of a design holds the same number of requests.
+    """
+    if rate_per_s <= 0 or clump < 1 or span_ms < 0:
+        raise ValueError(f"rate {rate_per_s:g}/s, clump {clump}, span {span_ms:g} ms: rate > 0, clump >= 1, "
+                         "span >= 0 are needed")
+    return math.floor(rate_per_s * span_ms / 1000 / clump + 0.5)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Union
 
 from throttlelab.errors import SpecError  # noqa: F401 (re-exported: callers import it from here too)
-from throttlelab.model.quantities import parse_cpu
+from throttlelab.model.quantities import parse_cpu, span_arrivals
 
 Cpu = Union[str, int, float]  # a CPU quantity as written: "250m", "1.5", 2
 
@@ -150,6 +150,14 @@ class VariantSpec:
         """A CPU quantity field in millicores (None when unset)."""
         value = getattr(self, key)
         return None if value is None else parse_cpu(value, f"experiments.{self.experiment}.variants.{self.name}.{key}")
+
+    def window_requests(self, endpoint: str = "work") -> int | None:
+        """The requests an open-loop run schedules in its window on ``endpoint`` (work or ping): a
+        fixed count by design (:func:`span_arrivals`); None for a closed loop or an unset rate."""
+        rate, clump = (self.rps, self.clump or 1) if endpoint == "work" else (self.ping_rps, 1)
+        if self.workers or not rate or self.duration_ms is None:
+            return None
+        return span_arrivals(float(rate), int(clump), float(self.duration_ms)) * int(clump)
 
     def with_changes(self, **changes: Any) -> VariantSpec:
         """A copy with some fields set (they count as given)."""

@@ -510,23 +510,29 @@ def _presence(check: Check, evidence: Evidence) -> Unmet | None:
 
 
 def _resolve_quantile(check: Check, evidence: Evidence) -> tuple[Check, str]:
-    """The check with "{q}" replaced by the highest quantile every run of its variants supports,
-    and the derivation of that choice."""
+    """The check with "{q}" replaced by the highest quantile that the design's requests per run
+    support (fixed before the data: the generator schedules an exact count per window), and the
+    derivation of that choice. A run that ends up with fewer requests than that quantile needs has
+    no value for it, and the check says so."""
     if check.quantile_of is None:
         return check, ""
-    counts = np.concatenate([evidence.values(check.experiment, v, f"{check.quantile_of}_requests")
-                             for v in check.variants_needed()])
-    q = stats.supported_quantile(counts, SERVICE_QUANTILES)
-    fewest = int(np.nanmin(counts)) if counts.size and not np.isnan(counts).all() else 0
+    planned = {v: evidence.spec(check.experiment, v).window_requests(check.quantile_of)
+               for v in check.variants_needed()}
+    if any(n is None for n in planned.values()):
+        raise Unmet("the variant's parameters",
+                    f"{', '.join(v for v, n in planned.items() if n is None)}: no open-loop rate and window, so "
+                    "the design fixes no request count to choose a quantile from")
+    fewest = min(planned.values())
+    q = stats.supported_quantile([fewest], SERVICE_QUANTILES)
     if q is None:
         raise Unmet("samples per run for a quantile",
-                    f"the fewest /{check.quantile_of} requests in a run is {fewest}; even p50 needs "
+                    f"the design schedules {fewest} /{check.quantile_of} requests per run; even p50 needs "
                     f"{stats.min_samples(0.5)}")
     name = stats.quantile_name(q)
     higher = ", ".join(f"{stats.quantile_name(h)} needs {stats.min_samples(h):,}" for h in SERVICE_QUANTILES if h > q)
     why = (f"Quantile {name}: the highest of " + "/".join(stats.quantile_name(h) for h in SERVICE_QUANTILES)
-           + f" that every run supports (fewest /{check.quantile_of} requests in a run: {fewest}"
-           + (f"; {higher}" if higher else "") + "). ")
+           + f" that the design's {fewest:,} /{check.quantile_of} requests per run support (rate x window, "
+           "an exact count per run" + (f"; {higher}" if higher else "") + "). ")
     resolved = replace(check, label=check.label.replace(QUANTILE_SLOT, name),
                        metric=check.metric.replace(QUANTILE_SLOT, name.replace(".", "_")))
     return resolved, why

@@ -1,7 +1,9 @@
 // Package loadgen drives cpulab services over HTTP: open-loop Poisson
-// arrivals (latency from the scheduled send time, so a slow server cannot
-// slow the generator down and hide its queue) or a closed loop of workers,
-// balanced over several targets per connection the way kube-proxy does.
+// arrivals conditioned on a fixed count in the warm-up and in the window
+// (package pacer; latency from the scheduled send time, so a slow server
+// cannot slow the generator down and hide its queue) or a closed loop of
+// workers, balanced over several targets per connection the way
+// kube-proxy does.
 package loadgen
 
 import (
@@ -9,6 +11,8 @@ import (
 	"math"
 	"net/url"
 	"time"
+
+	"cpulab/internal/pacer"
 )
 
 // Config describes one load run.
@@ -66,6 +70,18 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout <= 0 {
 		return &FieldError{"timeout", fmt.Sprintf("must be positive, got %v", c.Timeout)}
+	}
+	// The schedules themselves: an absurd rate x duration is refused here,
+	// naming the flag, not when the stream starts.
+	if !c.Closed {
+		if _, err := pacer.New(c.RPS, c.Clump, c.Warmup, c.Duration, c.Seed, 0); err != nil {
+			return &FieldError{"rps", err.Error()}
+		}
+	}
+	if c.PingRPS > 0 {
+		if _, err := pacer.New(c.PingRPS, 1, c.Warmup, c.Duration, c.Seed, 0); err != nil {
+			return &FieldError{"ping-rps", err.Error()}
+		}
 	}
 	return nil
 }

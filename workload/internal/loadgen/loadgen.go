@@ -2,6 +2,8 @@ package loadgen
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -113,19 +115,32 @@ func (g *generator) sendUntil(ctx context.Context, t0, end time.Time) time.Time 
 	return stopped
 }
 
-// startStream starts an open-loop Poisson stream of ep requests.
+// startStream starts an open-loop stream of ep requests: a Poisson process
+// conditioned on its count, so the warm-up and the window each hold a fixed
+// number of arrivals (see package pacer). The sender ends after the last
+// arrival, or when ctx ends: an arrival due before ctx's deadline is still
+// sent when the sender wakes after it (it belongs to the window, only its
+// send is late), while a cancelled ctx drops what is left.
 func (g *generator) startStream(ctx context.Context, wg *sync.WaitGroup, ep string,
 	rate float64, clump int, stream uint64, t0 time.Time) {
-	schedule, _ := pacer.New(rate, clump, g.cfg.Seed, stream) // arguments validated
+	schedule, err := pacer.New(rate, clump, g.cfg.Warmup, g.cfg.Duration, g.cfg.Seed, stream)
+	if err != nil {
+		// Config.Validate checks every argument; only an absurd rate x
+		// duration (over 2^53 arrivals) gets here.
+		panic(fmt.Sprintf("loadgen: %s schedule: %v (Config.Validate refuses this)", ep, err))
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		// This goroutine ends locked on purpose; see LockForPreciseSleep.
 		_ = pacer.LockForPreciseSleep() // without it sleeps are only less precise
 		for {
-			arrival := schedule.Next()
+			arrival, ok := schedule.Next()
+			if !ok {
+				return // every arrival sent
+			}
 			due := t0.Add(arrival.At)
-			if pacer.SleepUntil(ctx, due) != nil {
+			if pacer.SleepUntil(ctx, due) != nil && !dueBeforeDeadline(ctx, due) {
 				return // window over or interrupted
 			}
 			for range arrival.Count {
@@ -137,6 +152,13 @@ func (g *generator) startStream(ctx context.Context, wg *sync.WaitGroup, ep stri
 			}
 		}
 	}()
+}
+
+// dueBeforeDeadline reports whether ctx ended at its deadline (not by a
+// cancel) and due comes before that deadline.
+func dueBeforeDeadline(ctx context.Context, due time.Time) bool {
+	deadline, ok := ctx.Deadline()
+	return ok && errors.Is(ctx.Err(), context.DeadlineExceeded) && due.Before(deadline)
 }
 
 // startWorkers starts the closed loop: each worker sends /work as soon as

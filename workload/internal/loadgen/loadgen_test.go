@@ -275,3 +275,60 @@ func TestValidateNamesTheBadSetting(t *testing.T) {
 		}
 	}
 }
+
+func TestOpenLoopSendsTheScheduledCount(t *testing.T) {
+	_, url := newService(t)
+	// The pacer puts round(rate x span / clump) arrivals in the warm-up and
+	// in the window: 10 clumps of 10 /work and 15 /ping here, whatever the
+	// seed.
+	for _, seed := range []uint64{1, 2} {
+		cfg := Config{Targets: []string{url}, RPS: 200, Clump: 10, PingRPS: 30,
+			Duration: 500 * time.Millisecond, Warmup: 200 * time.Millisecond, Seed: seed, Timeout: 2 * time.Second}
+		summary, recs := runLoad(t, context.Background(), cfg)
+		if summary.Work.Sent != 100 || summary.Ping.Sent != 15 {
+			t.Errorf("seed %d: sent work=%d ping=%d, want 100 and 15", seed, summary.Work.Sent, summary.Ping.Sent)
+		}
+		perInstant := map[float64]int{}
+		for _, r := range ofType(recs, "req") {
+			if sched := r["sched_ms"].(float64); sched < 0 || sched >= 500 {
+				t.Fatalf("seed %d: request scheduled outside the window: %v", seed, r)
+			}
+			if r["ep"] == epWork {
+				perInstant[r["sched_ms"].(float64)]++
+			}
+		}
+		for sched, n := range perInstant {
+			if n%10 != 0 {
+				t.Errorf("seed %d: %d /work requests scheduled at %v ms, not whole clumps of 10", seed, n, sched)
+			}
+		}
+	}
+}
+
+func TestLateWakeStillSendsWhatWasDueInTheWindow(t *testing.T) {
+	end := time.Now().Add(-time.Millisecond) // the window is over
+	ctx, cancel := context.WithDeadline(context.Background(), end)
+	defer cancel()
+	<-ctx.Done()
+	if !dueBeforeDeadline(ctx, end.Add(-time.Microsecond)) {
+		t.Error("an arrival due before the window's end was dropped")
+	}
+	if dueBeforeDeadline(ctx, end) {
+		t.Error("an arrival due at the window's end was kept")
+	}
+	interrupted, stop := context.WithDeadline(context.Background(), time.Now().Add(time.Hour))
+	stop()
+	if dueBeforeDeadline(interrupted, time.Now().Add(-time.Second)) {
+		t.Error("an interrupted run kept sending")
+	}
+}
+
+func TestValidateRefusesAScheduleTooLargeToPlace(t *testing.T) {
+	cfg := Config{Targets: []string{"http://127.0.0.1:1"}, RPS: 1e300, Clump: 1, Duration: time.Second,
+		Timeout: time.Second}
+	err := cfg.Validate()
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "rps" {
+		t.Fatalf("Validate() = %v, want a FieldError naming rps", err)
+	}
+}
