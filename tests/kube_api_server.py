@@ -4,19 +4,42 @@ Not a mock of our functions: the kubernetes Python client talks to it over
 TCP exactly as it talks to an API server (kubeconfig, bearer token, JSON over
 HTTP/1.1, exec over a WebSocket with the v4.channel.k8s.io subprotocol). Paths,
 verbs, status codes and JSON shapes follow the Kubernetes v1.34 API reference
-(core/v1 Pod, Node, Namespace, Status; pods/log, pods/exec, nodes/proxy) and the
-kubelet's behaviour that the lab relies on:
+(core/v1 Pod, Node, Namespace, Status; pods/log, pods/exec, nodes/proxy), and
+the cluster behaves as the API server, the scheduler and kubelet do where the
+lab's code could otherwise get it wrong:
 
-* a pod is scheduled by its nodeSelector `kubernetes.io/hostname`; a node's
-  NoSchedule taint without a matching toleration leaves it Pending with a
-  PodScheduled=False/Unschedulable condition (the scheduler's message);
+* scheduling runs the scheduler's filters in its order (TaintToleration, then
+  NodeAffinity: nodeSelector and required node affinity, matchExpressions on
+  labels, matchFields on metadata.name; then NodeResourcesFit on CPU requests)
+  and sums up the reasons per node in the scheduler's own message; a required
+  affinity on metadata.name narrows the nodes first, as its PreFilter does. A
+  refused pod stays Pending with PodScheduled=False/Unschedulable and is
+  retried when read; a node can be NotReady (its not-ready taint) for a while;
+* kubelet's admission: a pod bound to a node whose kubelet counts too little
+  CPU left (`kubelet_allocatable`, or a pod that names its node itself) is
+  rejected: phase Failed, reason OutOfcpu, as kubelet reports it;
+* status.qosClass is the API server's rule (cpu AND memory: `_qos`);
 * an image that is not loaded on the node, with imagePullPolicy Never, leaves
   the container waiting with reason ErrImageNeverPull;
 * a gated container (our podgate) is running but idle until `podgate open`
   is exec'd in it; then it prints its scripted output and ends after its
-  scripted run time, or when `podgate signal TERM` is exec'd in it;
-* deleting a pod sets deletionTimestamp, ends its containers, and removes it a
-  moment later; delete-collection does so for every pod matching the selector;
+  scripted run time, or when `podgate signal TERM` is exec'd in it; a podgate
+  that cannot wait (`Script.gate_error`) ends as it starts, exit 1;
+* exec takes time (`exec_latency_s`: the command runs in its middle) and costs
+  the container CPU (`exec_cpu_us` per exec, added to its cpu.stat usage, as
+  the exec'd process runs in the container's cgroup; `charged_us` reads it);
+* deletion is the API server's and kubelet's: with a grace period (>= 1 s) the
+  object stays, Terminating, while its containers get SIGTERM (podgate and
+  cpulab stop at once, a workload that ignores it is killed when the grace
+  period ends), and goes `deletion_s` after the last of them stopped; with
+  grace 0 (forced) the object goes at once while the containers run on for
+  `force_linger_s` (kubelet kills them later), so "the object is gone" then
+  proves nothing: `running_containers()` shows what still runs on the nodes.
+  An unscheduled pod or one that has ended is deleted at once (nothing runs);
+* a restricted user (`restricted_to`: a namespace) may do what a Role in that
+  namespace and a ClusterRole for getting nodes and their proxy allow: no pods
+  of other namespaces, no list of all pods or nodes, no namespace objects (403
+  with the API server's message);
 * the node proxy serves the kubelet's cAdvisor metrics (Prometheus text with
   sample timestamps) from recorded files.
 
@@ -33,19 +56,23 @@ import itertools
 import json
 import math
 import re
+import shutil
 import struct
 import threading
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import parse_qs, unquote, urlparse
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kube_api"
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+#: A pod's terminationGracePeriodSeconds when its spec names none (the API server's default).
+DEFAULT_GRACE_S = 30
 
 
 def now_rfc3339() -> str:
@@ -71,6 +98,8 @@ class Script:
     run_s: float | None = 0.0  # None: runs until signalled or its pod is deleted
     term_exit_code: int = 0  # exit code after SIGTERM (cpulab handles it and exits 0)
     ignores_term: bool = False  # a workload that does not stop on SIGTERM (only deleting its pod ends it)
+    stuck_s: float = 0.0  # how long it outlives the SIGTERM or SIGKILL of a deletion (blocked in the kernel)
+    gate_error: str | None = None  # podgate cannot wait at the gate: it writes this and exits 1 as it starts
     cgroup: dict[str, str] = field(default_factory=dict)  # file -> content, for `podgate cat`
 
 
@@ -78,35 +107,54 @@ class Script:
 class _Container:
     name: str
     script: Script
+    spec: dict[str, Any]
     opened_at: float | None = None
     ended_at: float | None = None
     exit_code: int | None = None
+    stop_at: float | None = None  # when a deletion's SIGTERM or SIGKILL ends it
+    stop_code: int | None = None
+    execs: int = 0
+    exec_cpu_us: int = 0  # CPU time of the processes exec'd in it (they run in its cgroup)
     container_id: str = field(default_factory=lambda: uuid.uuid4().hex + uuid.uuid4().hex[:32])
+
+    @property
+    def gated(self) -> bool:
+        return _is_gated(self.spec)
 
 
 @dataclass
 class _Pod:
     obj: dict[str, Any]
-    created: float
+    created: float  # when it was bound to its node (its containers start pending_s later)
     node: str | None
     unschedulable: str | None
     containers: dict[str, _Container]
     deleted_at: float | None = None
+    grace: int | None = None  # the deletion's grace period
+    rejected: str | None = None  # kubelet's admission refused it (OutOfcpu)
     ip: str = ""
 
 
 class FakeKubeAPI:
     """State of the fake cluster; `start()` serves it on 127.0.0.1:<free port>."""
 
-    def __init__(self, token: str = "throttlelab-test-token", pending_s: float = 0.15, deletion_s: float = 0.3):
+    def __init__(self, token: str = "throttlelab-test-token", pending_s: float = 0.15, deletion_s: float = 0.3,
+                 stop_s: float = 0.05, force_linger_s: float = 2.0, exec_latency_s: float = 0.01,
+                 exec_cpu_us: int = 20_000):
         self.token = token
         self.pending_s = pending_s
-        self.deletion_s = deletion_s  # how long a deleted pod stays, terminating
+        self.deletion_s = deletion_s  # kubelet's cleanup after a deleted pod's last container stopped
+        self.stop_s = stop_s  # how long a container takes to exit on SIGTERM (podgate, cpulab)
+        self.force_linger_s = force_linger_s  # how long a force-deleted pod's containers run on (>= kubelet's 2 s)
+        self.exec_latency_s = exec_latency_s  # an exec's round trip (API server, kubelet, runc exec)
+        self.exec_cpu_us = exec_cpu_us  # CPU one exec costs the container (runc init and the command)
         self.runc = "new"  # which conversion the fake node's runc applies (SPEC §2)
+        self.qos_rule: Callable[[list[dict[str, Any]]], str] = _qos  # the API server's (and kubelet's) QoS rule
         # kubelet's side, for a stand-in kind node: when set, every pod scheduled to `cgroup_node` gets
         # its cgroup directories written under `cgroup_dir`, laid out as kubelet (systemd driver,
-        # cgroup root /kubelet, cgroup v2) and runc lay them out in a kind node; `node_cpus()` says
-        # what the node's cpuset is now (what kubepods' cpuset.cpus.effective shows)
+        # cgroup root /kubelet, cgroup v2) and runc lay them out in a kind node, and removed when
+        # kubelet would (its containers stopped, its object gone); `node_cpus()` says what the
+        # node's cpuset is now (what kubepods' cpuset.cpus.effective shows)
         self.cgroup_dir: Path | None = None
         self.cgroup_node = "throttlelab-new-worker"
         self.node_cpus = lambda: "0-9"
@@ -114,8 +162,12 @@ class FakeKubeAPI:
         # node name -> monotonic time until which it is NotReady (tainted not-ready), as a node
         # that is still joining after `kind create --wait` (which waits for the control plane only)
         self.not_ready_until: dict[str, float] = {}
-        # kubelet's admission: pods bound to one of these nodes are rejected (phase Failed, OutOfcpu)
-        self.out_of_cpu_nodes: set[str] = set()
+        # node name -> the CPU kubelet's admission counts as allocatable ("500m"), when it differs from
+        # what the Node object says (which the scheduler uses): kubelet then rejects pods (OutOfcpu)
+        self.kubelet_allocatable: dict[str, str] = {}
+        # a namespace: the user may only do what a Role there (pods, pods/log, pods/exec) and a
+        # ClusterRole for get nodes and nodes/proxy allow; None: cluster-admin
+        self.restricted_to: str | None = None
         self.system_pods: list[dict[str, Any]] = json.loads((FIXTURES / "system-pods.json").read_text())["items"]
         self.namespaces = {"default", "kube-system"}
         self.images: set[str] = set()  # images loaded on every node ("kind load")
@@ -124,7 +176,9 @@ class FakeKubeAPI:
         self.cadvisor_calls = 0
         self.cadvisor_pods: dict[str, str] = {}
         self.pods: dict[tuple[str, str], _Pod] = {}
+        self.orphans: list[_Pod] = []  # force-deleted pods whose containers still run on their node
         self.requests: list[tuple[str, str, dict[str, list[str]], Any]] = []
+        self.execs: list[tuple[int, str, str, list[str]]] = []  # (monotonic ns when it ran, pod, container, argv)
         self.lock = threading.RLock()
         self._ips = itertools.count(10)
         self.server: ThreadingHTTPServer | None = None
@@ -169,9 +223,29 @@ class FakeKubeAPI:
         return [body for m, p, _q, body in self.requests if m == method and re.fullmatch(pattern, p)]
 
     def live_pods(self) -> list[str]:
+        """The names of the Pod objects the API still has (Terminating ones included)."""
         with self.lock:
             self._reap()
             return sorted(name for (_ns, name) in self.pods)
+
+    def running_containers(self, node: str | None = None) -> list[dict[str, Any]]:
+        """What runs on the nodes now (or on one node): every started container that has not
+        stopped, whether its Pod object still exists or was force-deleted."""
+        now = time.monotonic()
+        with self.lock:
+            self._reap()
+            return [
+                {"pod": pod.obj["metadata"]["name"], "uid": pod.obj["metadata"]["uid"], "container": c.name,
+                 "container_id": c.container_id, "node": pod.node}
+                for pod in [*self.pods.values(), *self.orphans] for c in pod.containers.values()
+                if (node is None or pod.node == node) and self._running(pod, c, now)
+            ]
+
+    def charged_us(self, pod_name: str, container: str) -> int:
+        """The CPU time the execs into a container have cost it so far (in its cpu.stat usage)."""
+        with self.lock:
+            pod = next(p for p in [*self.pods.values(), *self.orphans] if p.obj["metadata"]["name"] == pod_name)
+            return pod.containers[container].exec_cpu_us
 
     # -- the cluster's behaviour -----------------------------------------------------------------
     def not_ready_for(self, node: str, seconds: float) -> None:
@@ -199,22 +273,67 @@ class FakeKubeAPI:
     def _node(self, name: str) -> dict[str, Any] | None:
         return next((n for n in self.nodes if n["metadata"]["name"] == name), None)
 
+    # -- the scheduler -----------------------------------------------------------------------------
+    def _requested(self, node: str, exclude: _Pod | None = None) -> int:
+        """Σ CPU requests (milli) of the pods that hold CPU on a node: the system pods and ours,
+        Terminating ones included (the scheduler frees their requests when their objects go)."""
+        now = time.monotonic()
+        total = sum(_pod_request(p) for p in self.system_pods
+                    if p["spec"].get("nodeName") == node and p["status"].get("phase") == "Running")
+        for pod in self.pods.values():
+            if pod is exclude or pod.node != node or pod.rejected:
+                continue
+            if self._phase(pod, now) in ("Succeeded", "Failed"):
+                continue
+            total += _pod_request(pod.obj)
+        return total
+
+    def _filter(self, node: dict[str, Any], spec: dict[str, Any], request: int) -> str | None:
+        """The scheduler's Filter plugins in their order; the first that refuses gives the node's reason."""
+        for taint in node["spec"].get("taints") or []:
+            if taint["effect"] in ("NoSchedule", "NoExecute") and not _tolerates(spec.get("tolerations") or [], taint):
+                return f"node(s) had untolerated taint {{{taint['key']}: {taint.get('value', '')}}}"
+        if not _node_matches(node, spec):
+            return "node(s) didn't match Pod's node affinity/selector"
+        allocatable = _milli(node["status"]["allocatable"]["cpu"]) or 0
+        if request > allocatable - self._requested(node["metadata"]["name"]):
+            return "Insufficient cpu"
+        return None
+
     def _schedule(self, spec: dict[str, Any]) -> tuple[str | None, str | None]:
-        wanted = (spec.get("nodeSelector") or {}).get("kubernetes.io/hostname")
-        candidates = [n for n in self.nodes if wanted is None or n["metadata"]["name"] == wanted]
-        total = len(self.nodes)
-        if not candidates:
-            return None, f"0/{total} nodes are available: {total} node(s) didn't match Pod's node affinity/selector."
-        tolerations = spec.get("tolerations") or []
-        for node in candidates:
-            taints = [t for t in (node["spec"].get("taints") or []) if t["effect"] in ("NoSchedule", "NoExecute")]
-            if all(_tolerates(tolerations, t) for t in taints):
-                return node["metadata"]["name"], None
-        taint = next(t for t in candidates[0]["spec"]["taints"] if not _tolerates(tolerations, t))
-        return None, (
-            f"0/{total} nodes are available: 1 node(s) had untolerated taint {{{taint['key']}: }}, "
-            f"{total - 1} node(s) didn't match Pod's node affinity/selector."
-        )
+        """(node, None), or (None, the scheduler's message) as kube-scheduler's FitError words it."""
+        nodes = self.nodes
+        narrowed = _affinity_node_names(spec)  # NodeAffinity's PreFilter: only the named nodes are tried
+        request = _pod_request({"spec": spec})
+        reasons: Counter[str] = Counter()
+        for node in nodes:
+            name = node["metadata"]["name"]
+            if narrowed is not None and name not in narrowed:
+                reasons["node(s) didn't satisfy plugin(s) [NodeAffinity]"] += 1
+                continue
+            why = self._filter(node, spec, request)
+            if why is None:
+                return name, None
+            reasons[why] += 1
+        total = len(nodes)
+        summary = ", ".join(sorted(f"{n} {r}" for r, n in reasons.items()))
+        return None, (f"0/{total} nodes are available: {summary}. preemption: 0/{total} nodes are available: "
+                      f"{total} Preemption is not helpful for scheduling.")
+
+    def _bind(self, pod: _Pod, node: str, now: float) -> None:
+        """The pod is on `node`: kubelet admits it (or rejects it: OutOfcpu) and makes its cgroups."""
+        pod.node, pod.created = node, now
+        pod.obj["spec"]["nodeName"] = node
+        spec_node = self._node(node)
+        allocatable = _milli(self.kubelet_allocatable.get(node)) if node in self.kubelet_allocatable else (
+            _milli(spec_node["status"]["allocatable"]["cpu"]) if spec_node else 0)
+        used, asked = self._requested(node, exclude=pod), _pod_request(pod.obj)
+        if used + asked > (allocatable or 0):
+            pod.rejected = (f"Pod was rejected: Node didn't have enough resource: cpu, requested: {asked}, "
+                            f"used: {used}, capacity: {allocatable}")
+            return
+        if self.cgroup_dir is not None and node == self.cgroup_node:
+            self._write_cgroups()
 
     def create(self, namespace: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         with self.lock:
@@ -233,53 +352,151 @@ class FakeKubeAPI:
             meta = obj.setdefault("metadata", {})
             meta.update(namespace=namespace, uid=str(uuid.uuid4()), resourceVersion=str(next(self._ips) + 2000),
                         creationTimestamp=now_rfc3339())
-            node, unschedulable = self._schedule(obj["spec"])
-            if node:
-                obj["spec"]["nodeName"] = node
-            pod = _Pod(obj, time.monotonic(), node, unschedulable,
-                       {c["name"]: _Container(c["name"], self.scripts.get(c["name"]) or workload_script(c))
-                        for c in containers},
+            obj["spec"].setdefault("terminationGracePeriodSeconds", DEFAULT_GRACE_S)
+            pod = _Pod(obj, time.monotonic(), None, None,
+                       {c["name"]: _Container(c["name"], self.scripts.get(c["name"]) or workload_script(c), c)
+                        for c in obj["spec"]["containers"]},
                        ip=f"10.244.1.{next(self._ips)}")
-            gated = {c["name"] for c in containers if _is_gated(c)}
-            for c in containers:  # an ungated container runs its script from the start
-                if c["name"] not in gated:
-                    pod.containers[c["name"]].opened_at = pod.created + self.pending_s
+            preset = obj["spec"].get("nodeName")  # a pod that names its node skips the scheduler
+            if preset:  # (on a node that does not exist nobody runs it: Pending for ever)
+                node, pod.unschedulable = (preset if self._node(preset) else None), None
+            else:
+                node, pod.unschedulable = self._schedule(obj["spec"])
             self.pods[(namespace, name)] = pod
-            if self.cgroup_dir is not None and node == self.cgroup_node:
-                self._write_cgroups()
+            if node:
+                self._bind(pod, node, pod.created)
             return 201, self._render(pod)
 
-    def _reap(self) -> None:
-        now = time.monotonic()
-        for key, pod in list(self.pods.items()):
-            if pod.deleted_at is not None and now - pod.deleted_at > self.deletion_s:
-                del self.pods[key]
-
+    # -- kubelet: containers, deletion ----------------------------------------------------------------
     def _image_loaded(self, container: dict[str, Any]) -> bool:
         return container.get("image") in self.images or container.get("imagePullPolicy") != "Never"
+
+    def _start_time(self, pod: _Pod, c: _Container) -> float | None:
+        """When kubelet starts the container, or None if it never does."""
+        if pod.node is None or pod.rejected or not self._image_loaded(c.spec):
+            return None
+        start = pod.created + self.pending_s
+        if pod.deleted_at is not None and pod.deleted_at < start:
+            return None
+        return start
+
+    def _advance(self, pod: _Pod, c: _Container, now: float) -> None:
+        """Move the container along the clock: it starts, its gate opens (ungated: at once), it ends
+        when its script ends or when a deletion stopped it, whichever comes first."""
+        if c.ended_at is not None:
+            return
+        start = self._start_time(pod, c)
+        if start is None or now < start:
+            return
+        if not c.gated and c.opened_at is None:
+            c.opened_at = start
+        if c.gated and c.opened_at is None and c.script.gate_error is not None:
+            c.ended_at, c.exit_code = start, 1
+            return
+        ends = []
+        if c.opened_at is not None and c.script.run_s is not None:
+            ends.append((c.opened_at + c.script.run_s, c.script.exit_code))
+        if c.stop_at is not None:
+            ends.append((c.stop_at, c.stop_code))
+        if ends:
+            at, code = min(ends, key=lambda e: e[0])
+            if now >= at:
+                c.ended_at, c.exit_code = at, code
+
+    def _running(self, pod: _Pod, c: _Container, now: float) -> bool:
+        start = self._start_time(pod, c)
+        if start is None or now < start:
+            return False
+        self._advance(pod, c, now)
+        return c.ended_at is None
+
+    def _phase(self, pod: _Pod, now: float) -> str:
+        if pod.rejected:
+            return "Failed"
+        if pod.node is None:
+            return "Pending"
+        started = [c for c in pod.containers.values() if (s := self._start_time(pod, c)) is not None and now >= s]
+        for c in started:
+            self._advance(pod, c, now)
+        if len(started) < len(pod.containers):
+            return "Running" if any(c.ended_at is None for c in started) else "Pending"
+        if all(c.ended_at is not None for c in started):
+            return "Succeeded" if all(c.exit_code == 0 for c in started) else "Failed"
+        return "Running"
+
+    def delete(self, key: tuple[str, str], grace: int | None) -> dict[str, Any]:
+        """DELETE of one pod, as the API server and kubelet carry it out; returns the object."""
+        now = time.monotonic()
+        pod = self.pods[key]
+        if grace is None:
+            grace = int(pod.obj["spec"].get("terminationGracePeriodSeconds", DEFAULT_GRACE_S))
+        running = [c for c in pod.containers.values() if self._running(pod, c, now)]
+        if pod.node is None or self._phase(pod, now) in ("Succeeded", "Failed"):
+            grace = 0  # the API server deletes a pod at once when no kubelet has anything of it running
+        if grace == 0:
+            pod.deleted_at, pod.grace = pod.deleted_at or now, 0
+            for c in running:  # kubelet kills them when it notices, some time later
+                c.stop_at, c.stop_code = min(c.stop_at or math.inf, now + self.force_linger_s + c.script.stuck_s), 137
+            rendered = self._render(pod)
+            del self.pods[key]
+            if running:
+                self.orphans.append(pod)
+            else:
+                self._forget_cgroups(pod)
+            return rendered
+        if pod.deleted_at is None:
+            pod.deleted_at = now
+        pod.grace = min(grace, pod.grace if pod.grace is not None else grace)
+        for c in running:  # SIGTERM now, SIGKILL when the grace period ends
+            if c.opened_at is None:
+                at, code = now + self.stop_s, 0  # podgate: stopped before the gate opened
+            elif c.script.ignores_term:
+                at, code = now + grace, 137
+            else:
+                at, code = now + self.stop_s, c.script.term_exit_code
+            at += c.script.stuck_s
+            if c.stop_at is None or at < c.stop_at:
+                c.stop_at, c.stop_code = at, code
+        return self._render(pod)
+
+    def _reap(self) -> None:
+        """Remove what kubelet and the API server have finished with: a deleted pod's object
+        `deletion_s` after its last container stopped; a force-deleted pod's leftovers when they end."""
+        now = time.monotonic()
+        for key, pod in list(self.pods.items()):
+            if pod.deleted_at is None or any(self._running(pod, c, now) for c in pod.containers.values()):
+                continue
+            last = max([pod.deleted_at, *(c.ended_at for c in pod.containers.values() if c.ended_at is not None)])
+            if now - last >= self.deletion_s:
+                del self.pods[key]
+                self._forget_cgroups(pod)
+        for pod in list(self.orphans):
+            if not any(self._running(pod, c, now) for c in pod.containers.values()):
+                self.orphans.remove(pod)
+                self._forget_cgroups(pod)
 
     def _render(self, pod: _Pod) -> dict[str, Any]:
         """The Pod object as of now: phase, conditions and container states follow the clock."""
         now = time.monotonic()
-        obj = copy.deepcopy(pod.obj)
-        status: dict[str, Any] = {"qosClass": _qos(obj["spec"]["containers"])}
-        if pod.node is None:  # the scheduler retries: a node that became Ready takes the pod
-            node, pod.unschedulable = self._schedule(obj["spec"])
+        if pod.node is None and pod.deleted_at is None and pod.unschedulable:  # the scheduler retries
+            node, pod.unschedulable = self._schedule(pod.obj["spec"])
             if node:
-                pod.node, pod.created = node, now
-                pod.obj["spec"]["nodeName"] = obj["spec"]["nodeName"] = node
-                if self.cgroup_dir is not None and node == self.cgroup_node:
-                    self._write_cgroups()
-        if pod.node in self.out_of_cpu_nodes:
-            status.update(phase="Failed", reason="OutOfcpu", message=(
-                "Pod was rejected: Node didn't have enough resource: cpu, requested: "
-                f"{_pod_request(obj)}, used: 9500, capacity: 10000"))
+                self._bind(pod, node, now)
+        obj = copy.deepcopy(pod.obj)
+        status: dict[str, Any] = {"qosClass": self.qos_rule(obj["spec"]["containers"])}
+        if pod.deleted_at is not None:
+            obj["metadata"]["deletionTimestamp"] = now_rfc3339()
+            obj["metadata"]["deletionGracePeriodSeconds"] = pod.grace
+        if pod.rejected:
+            status.update(phase="Failed", reason="OutOfcpu", message=pod.rejected, startTime=now_rfc3339())
             obj["status"] = status
             return obj
         if pod.node is None:
-            status.update(phase="Pending", conditions=[{
-                "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": pod.unschedulable,
-                "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}])
+            status["phase"] = "Pending"
+            if pod.unschedulable:
+                status["conditions"] = [{
+                    "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": pod.unschedulable,
+                    "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}]
             obj["status"] = status
             return obj
         started = now - pod.created >= self.pending_s
@@ -291,48 +508,44 @@ class FakeKubeAPI:
             if not self._image_loaded(spec):
                 base["state"] = {"waiting": {"reason": "ErrImageNeverPull",
                                              "message": f'Container image "{spec["image"]}" is not present with pull policy of Never'}}
-            elif not started:
+            elif not self._running(pod, c, now) and c.ended_at is None:
                 base["state"] = {"waiting": {"reason": "ContainerCreating"}}
             else:
-                self._advance(pod, c, now)
                 base["containerID"] = f"containerd://{c.container_id}"
                 if c.ended_at is not None:
-                    base["state"] = {"terminated": {"exitCode": c.exit_code, "reason": "Completed" if c.exit_code == 0 else "Error",
-                                                    "startedAt": now_rfc3339(), "finishedAt": now_rfc3339(),
-                                                    "containerID": f"containerd://{c.container_id}"}}
+                    ended = {"exitCode": c.exit_code, "reason": "Completed" if c.exit_code == 0 else "Error",
+                             "startedAt": now_rfc3339(), "finishedAt": now_rfc3339(),
+                             "containerID": f"containerd://{c.container_id}"}
+                    if c.exit_code != 0 and spec.get("terminationMessagePolicy") == "FallbackToLogsOnError":
+                        ended["message"] = self.log_text(pod, c)[-2048:]
+                    base["state"] = {"terminated": ended}
                 else:
                     base.update(ready=True, started=True, state={"running": {"startedAt": now_rfc3339()}})
             statuses.append(base)
-        states = [s["state"] for s in statuses]
-        if all("terminated" in s for s in states):
-            phase = "Succeeded" if all(s["terminated"]["exitCode"] == 0 for s in states) else "Failed"
-        elif any("running" in s for s in states):
-            phase = "Running"
-        else:
-            phase = "Pending"
-        status.update(phase=phase, hostIP="172.18.0.3", podIP=pod.ip if started else None,
+        status.update(phase=self._phase(pod, now), hostIP="172.18.0.3", podIP=pod.ip if started else None,
                       podIPs=[{"ip": pod.ip}] if started else [], startTime=now_rfc3339(),
                       conditions=[{"type": "PodScheduled", "status": "True", "lastProbeTime": None,
                                    "lastTransitionTime": now_rfc3339()}],
                       containerStatuses=statuses)
-        if pod.deleted_at is not None:
-            obj["metadata"]["deletionTimestamp"] = now_rfc3339()
-            obj["metadata"]["deletionGracePeriodSeconds"] = 0
         obj["status"] = status
         return obj
 
-    def _advance(self, pod: _Pod, c: _Container, now: float) -> None:
-        if c.ended_at is None and c.opened_at is not None and c.script.run_s is not None:
-            if now - c.opened_at >= c.script.run_s:
-                c.ended_at, c.exit_code = c.opened_at + c.script.run_s, c.script.exit_code
-        if c.ended_at is None and pod.deleted_at is not None:
-            c.ended_at, c.exit_code = pod.deleted_at, (c.script.term_exit_code if c.opened_at else 137)
-
     def log_text(self, pod: _Pod, c: _Container) -> str:
         # kubelet serves stdout and stderr of the container interleaved, as written
-        return (c.script.stdout + c.script.stderr) if c.opened_at is not None else ""
+        if c.opened_at is None:
+            return f"{c.script.gate_error}\n" if c.script.gate_error is not None and c.ended_at is not None else ""
+        return c.script.stdout + c.script.stderr
 
     def exec(self, pod: _Pod, c: _Container, argv: list[str]) -> tuple[str, str, int]:
+        """Run argv in the container now (under the lock); the exec costs the container CPU."""
+        self.execs.append((time.monotonic_ns(), pod.obj["metadata"]["name"], c.name, list(argv)))
+        try:
+            return self._run(pod, c, argv)
+        finally:
+            c.execs += 1
+            c.exec_cpu_us += self.exec_cpu_us
+
+    def _run(self, pod: _Pod, c: _Container, argv: list[str]) -> tuple[str, str, int]:
         if not argv or argv[0] != "/podgate":
             return "", f'exec: "{argv[0] if argv else ""}": executable file not found in $PATH', 126
         if argv[1:2] == ["open"]:
@@ -349,26 +562,64 @@ class FakeKubeAPI:
             return json.dumps(out) + "\n", "", 0 if all(v is not None for v in out.values()) else 1
         return "", f"podgate: unknown command {argv[1:2]}", 2
 
+    # -- authorization -------------------------------------------------------------------------------
+    def forbidden(self, method: str, path: str, query: dict[str, list[str]]) -> str | None:
+        """The API server's 403 message when the restricted user may not do this, else None."""
+        ns = self.restricted_to
+        if ns is None or path in ("/version", "/version/"):
+            return None
+        user = f"system:serviceaccount:{ns}:throttlelab"
+        if path == "/api/v1/nodes":
+            return f'nodes is forbidden: User "{user}" cannot list resource "nodes" in API group "" at the cluster scope'
+        if re.fullmatch(r"/api/v1/nodes/[^/]+(/proxy/.*)?", path):
+            return None  # the ClusterRole: get nodes, nodes/proxy
+        if path == "/api/v1/pods":
+            return f'pods is forbidden: User "{user}" cannot list resource "pods" in API group "" at the cluster scope'
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)(/pods(/[^/]+(/log|/exec)?)?)?", path)
+        if m and m[2] is None:
+            return (f'namespaces "{m[1]}" is forbidden: User "{user}" cannot get resource "namespaces" in API group "" '
+                    f'in the namespace "{m[1]}"')
+        if m and m[1] != ns:
+            verb = {"GET": "list" if m[3] is None else "get", "POST": "create",
+                    "DELETE": "deletecollection" if m[3] is None else "delete"}[method]
+            return (f'pods is forbidden: User "{user}" cannot {verb} resource "pods" in API group "" '
+                    f'in the namespace "{m[1]}"')
+        return None
+
+    # -- the node's cgroups (a stand-in kind node) ------------------------------------------------------
+    def _kubepods(self) -> Path:
+        assert self.cgroup_dir is not None
+        return self.cgroup_dir / "kubelet.slice" / "kubelet-kubepods.slice"
+
+    def _pod_dir(self, pod: _Pod) -> Path:
+        qos = self.qos_rule(pod.obj["spec"]["containers"]).lower()
+        uid = pod.obj["metadata"]["uid"].replace("-", "_")
+        kubepods = self._kubepods()
+        if qos == "guaranteed":
+            return kubepods / f"kubelet-kubepods-pod{uid}.slice"
+        return kubepods / f"kubelet-kubepods-{qos}.slice" / f"kubelet-kubepods-{qos}-pod{uid}.slice"
+
+    def _forget_cgroups(self, pod: _Pod) -> None:
+        """kubelet removes a pod's cgroup once its containers have stopped."""
+        if self.cgroup_dir is not None and pod.node == self.cgroup_node:
+            shutil.rmtree(self._pod_dir(pod), ignore_errors=True)
 
     def _write_cgroups(self) -> None:
         """kubelet's and runc's files for every live pod on the node (SPEC §2), written anew."""
         assert self.cgroup_dir is not None
         node = next(n for n in self.nodes if n["metadata"]["name"] == self.cgroup_node)
         allocatable = _milli(node["status"]["allocatable"]["cpu"])
-        kubepods = self.cgroup_dir / "kubelet.slice" / "kubelet-kubepods.slice"
+        kubepods = self._kubepods()
         _write(kubepods, _linear(_shares(allocatable)), None, self.node_cpus())
-        mine = [p for p in self.pods.values() if p.node == self.cgroup_node and p.deleted_at is None]
+        mine = [p for p in self.pods.values() if p.node == self.cgroup_node and p.deleted_at is None and not p.rejected]
         others = [p for p in self.system_pods if p["spec"].get("nodeName") == self.cgroup_node]
-        burstable = sum(_pod_request(p.obj) for p in mine if _qos(p.obj["spec"]["containers"]) == "Burstable")
+        burstable = sum(_pod_request(p.obj) for p in mine if self.qos_rule(p.obj["spec"]["containers"]) == "Burstable")
         burstable += sum(_pod_request(p) for p in others if p["status"]["qosClass"] == "Burstable")
         _write(kubepods / "kubelet-kubepods-burstable.slice", _linear(_shares(burstable)), None)
         _write(kubepods / "kubelet-kubepods-besteffort.slice", 1, None)
         for pod in mine:
-            qos = _qos(pod.obj["spec"]["containers"]).lower()
             uid = pod.obj["metadata"]["uid"].replace("-", "_")
-            parent = kubepods if qos == "guaranteed" else kubepods / f"kubelet-kubepods-{qos}.slice"
-            pod_dir = parent / (f"kubelet-kubepods-pod{uid}.slice" if qos == "guaranteed"
-                                else f"kubelet-kubepods-{qos}-pod{uid}.slice")
+            pod_dir = self._pod_dir(pod)
             limits = [_milli(((c.get("resources") or {}).get("limits") or {}).get("cpu"))
                       for c in pod.obj["spec"]["containers"]]
             pod_limit = sum(limits) if all(limits) else None
@@ -382,7 +633,8 @@ class FakeKubeAPI:
                     (d / path.rsplit("/", 1)[1]).write_text(content)
 
     def container_cgroup(self, pod: _Pod, c: _Container) -> dict[str, str]:
-        """What runc writes for the container on a cgroup v2 node (SPEC §2), and a cpu.stat."""
+        """What runc writes for the container on a cgroup v2 node (SPEC §2), and a cpu.stat that
+        includes the CPU its execs cost."""
         spec = next(x for x in pod.obj["spec"]["containers"] if x["name"] == c.name)
         res = spec.get("resources") or {}
         limit = _milli((res.get("limits") or {}).get("cpu"))
@@ -396,8 +648,9 @@ class FakeKubeAPI:
         return {
             "/sys/fs/cgroup/cpu.max": f"{limit * 100 if limit else 'max'} 100000\n",
             "/sys/fs/cgroup/cpu.weight": f"{weight}\n",
-            "/sys/fs/cgroup/cpu.stat": ("usage_usec 1500000\nuser_usec 1400000\nsystem_usec 100000\nnr_periods 40\n"
-                                        "nr_throttled 12\nthrottled_usec 7052500\nnr_bursts 0\nburst_usec 0\n"),
+            "/sys/fs/cgroup/cpu.stat": (f"usage_usec {1_500_000 + c.exec_cpu_us}\nuser_usec {1_400_000 + c.exec_cpu_us}\n"
+                                        "system_usec 100000\nnr_periods 40\nnr_throttled 12\nthrottled_usec 7052500\n"
+                                        "nr_bursts 0\nburst_usec 0\n"),
         }
 
 
@@ -484,6 +737,63 @@ def _tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool
     return False
 
 
+def _required_terms(spec: dict[str, Any]) -> list[dict[str, Any]] | None:
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    return required.get("nodeSelectorTerms") if required else None
+
+
+def _affinity_node_names(spec: dict[str, Any]) -> set[str] | None:
+    """NodeAffinity's PreFilter: when every required term names nodes by metadata.name (matchFields
+    In), only those nodes are tried; None: every node."""
+    terms = _required_terms(spec)
+    if not terms:
+        return None
+    names: set[str] = set()
+    for term in terms:
+        fields = [f for f in term.get("matchFields") or [] if f.get("key") == "metadata.name" and f.get("operator") == "In"]
+        if not fields:
+            return None
+        names |= set(fields[0].get("values") or [])
+    return names
+
+
+def _requirement(value: str | None, present: bool, req: dict[str, Any]) -> bool:
+    op, values = req.get("operator"), req.get("values") or []
+    if op == "In":
+        return present and value in values
+    if op == "NotIn":
+        return not present or value not in values
+    if op == "Exists":
+        return present
+    if op == "DoesNotExist":
+        return not present
+    if op in ("Gt", "Lt") and present and values:
+        try:
+            return int(value or "") > int(values[0]) if op == "Gt" else int(value or "") < int(values[0])
+        except ValueError:
+            return False
+    return False
+
+
+def _node_matches(node: dict[str, Any], spec: dict[str, Any]) -> bool:
+    """nodeSelector (every label equal) and the required node affinity (any term; in a term, every
+    matchExpression on the node's labels and every matchField on its metadata.name)."""
+    labels = node["metadata"].get("labels") or {}
+    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+        return False
+    terms = _required_terms(spec)
+    if terms is None:
+        return True
+    for term in terms:
+        fields = {"metadata.name": node["metadata"]["name"]}
+        if (all(_requirement(labels.get(r["key"]), r["key"] in labels, r) for r in term.get("matchExpressions") or [])
+                and all(_requirement(fields.get(r["key"]), r["key"] in fields, r) for r in term.get("matchFields") or [])
+                and (term.get("matchExpressions") or term.get("matchFields"))):
+            return True
+    return False
+
+
 def _is_gated(container: dict[str, Any]) -> bool:
     return (container.get("command") or [""])[0] == "/podgate"
 
@@ -535,6 +845,15 @@ def _matches(labels: dict[str, str], selector: str) -> bool:
     return True
 
 
+def _grace(query: dict[str, list[str]], body: Any) -> int | None:
+    """gracePeriodSeconds of a DELETE: the query parameter, or the DeleteOptions body."""
+    if query.get("gracePeriodSeconds"):
+        return int(query["gracePeriodSeconds"][0])
+    if isinstance(body, dict) and body.get("gracePeriodSeconds") is not None:
+        return int(body["gracePeriodSeconds"])
+    return None
+
+
 class _Handler(BaseHTTPRequestHandler):
     state: FakeKubeAPI
     protocol_version = "HTTP/1.1"
@@ -578,13 +897,16 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         url = urlparse(self.path)
         query = parse_qs(url.query)
-        body = self._read_body() if method in ("POST", "PUT", "PATCH") else None
+        body = self._read_body() if method in ("POST", "PUT", "PATCH", "DELETE") else None
         # Go's net/http hands the API server the decoded path: the client's "metrics%2Fcadvisor" is "metrics/cadvisor"
         path = unquote(url.path)
         self.state.requests.append((method, path, query, body))
         if not self._authorized():
             return
         st = self.state
+        refused = st.forbidden(method, path, query)
+        if refused:
+            return self._send(403, status_object(403, "Forbidden", refused, {"kind": path.rsplit("/", 1)[-1]}))
         if method == "GET" and path in ("/version", "/version/"):  # the client asks for /version/
             return self._send(200, json.loads((FIXTURES / "version.json").read_text()))
         if method == "GET" and path == "/api/v1/nodes":
@@ -620,7 +942,7 @@ class _Handler(BaseHTTPRequestHandler):
             if method == "GET":
                 return self._list(m[1], query)
             if method == "DELETE":
-                return self._delete_collection(m[1], query)
+                return self._delete_collection(m[1], query, body)
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)(/log|/exec)?", path)
         if m:
             ns, name, sub = m[1], m[2], m[3]
@@ -634,9 +956,9 @@ class _Handler(BaseHTTPRequestHandler):
                     return self._send(200, st._render(pod))
             if sub is None and method == "DELETE":
                 with st.lock:
-                    if pod.deleted_at is None:
-                        pod.deleted_at = time.monotonic()
-                    return self._send(200, st._render(pod))
+                    if (ns, name) not in st.pods:
+                        return self._not_found("pods", name)
+                    return self._send(200, st.delete((ns, name), _grace(query, body)))
             if sub == "/log" and method == "GET":
                 return self._log(pod, query)
             if sub == "/exec" and method == "GET":
@@ -662,12 +984,14 @@ class _Handler(BaseHTTPRequestHandler):
             items = [p for p in items if p["spec"].get("nodeName") == node]
         self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items})
 
-    def _delete_collection(self, ns: str, query: dict[str, list[str]]) -> None:
+    def _delete_collection(self, ns: str, query: dict[str, list[str]], body: Any) -> None:
         selector = (query.get("labelSelector") or [""])[0]
+        grace = _grace(query, body)
         with self.state.lock:
-            for (pns, _), pod in self.state.pods.items():
-                if pns == ns and _matches(pod.obj["metadata"].get("labels") or {}, selector) and pod.deleted_at is None:
-                    pod.deleted_at = time.monotonic()
+            self.state._reap()
+            for key, pod in list(self.state.pods.items()):
+                if key[0] == ns and _matches(pod.obj["metadata"].get("labels") or {}, selector):
+                    self.state.delete(key, grace)
         self._send(200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"})
 
     def _container(self, pod: _Pod, query: dict[str, list[str]]) -> _Container | None:
@@ -724,7 +1048,7 @@ class _Handler(BaseHTTPRequestHandler):
         argv = query.get("command") or []
         with st.lock:
             rendered = st._render(pod)
-        state = next(s["state"] for s in rendered["status"].get("containerStatuses", []) if s["name"] == c.name)
+        state = next((s["state"] for s in rendered["status"].get("containerStatuses", []) if s["name"] == c.name), {})
         if "running" not in state:
             # kubelet refuses before the upgrade; the client sees a failed handshake
             return self._send(400, status_object(400, "BadRequest", f'container "{c.name}" is not running'))
@@ -738,8 +1062,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Sec-WebSocket-Accept", accept)
         self.send_header("Sec-WebSocket-Protocol", protocol)
         self.end_headers()
+        time.sleep(st.exec_latency_s / 2)  # API server -> kubelet -> runc exec: the command runs in the middle
         with st.lock:
             stdout, stderr, code = st.exec(pod, c, argv)
+        time.sleep(st.exec_latency_s / 2)
         if code == 0:
             error = {"metadata": {}, "status": "Success"}
         else:

@@ -40,6 +40,9 @@ class Capabilities:
     has_pause_level: bool
     runtime: str
     notes: tuple[str, ...] = ()
+    #: the kubelet's cAdvisor can be scraped (`Deployment.monitoring_sample`): E6 then reads it, as
+    #: the lab did, instead of emulating it (kind, kubernetes; local and docker have none)
+    cadvisor: bool = False
 
 
 @dataclass
@@ -134,6 +137,14 @@ class Deployment(ABC):
     def wait_for_record(self, handle: Any, record_type: str, timeout_s: float) -> dict[str, Any]:
         """The first record of this type a running workload wrote (e.g. serve's
         `listening`, which carries the address to send load to)."""
+
+    def monitoring_sample(self, pod: str, container: str) -> dict[str, Any]:
+        """One scrape of the kubelet's cAdvisor for one container, where the backend has one
+        (`Capabilities.cadvisor`): cAdvisor's cached counters under their metric names
+        (container_cpu_cfs_periods_total, ..._throttled_periods_total, ..._throttled_seconds_total,
+        container_cpu_usage_seconds_total) and `t_ms`, cAdvisor's own sample time (Unix ms)."""
+        raise BackendError(f"{type(self).__name__}: this backend has no cAdvisor to scrape "
+                           "(E6 emulates one from the container's counters here)")
 
 
 class Backend(ABC):

@@ -4,13 +4,27 @@ metrics pipeline scrapes it.
 The lab scraped the kubelet's cAdvisor metrics twice, ~20 s apart, and divided
 the counters' change by the difference of cAdvisor's OWN sample timestamps
 (12.149 s there), because cAdvisor serves cached readings taken by its
-housekeeping loop, not readings taken at scrape time. The local backend has no
-cAdvisor, so the run emulates exactly that part: a housekeeping thread reads the
-container's counters every `housekeeping_ms` (first reading at a seeded random
-offset) and keeps the latest one; a "scrape" at `first_scrape_ms` and again
-`scrape_gap_ms` later returns that cached reading with its own timestamp. Both
-the readings and the scrapes are written as `podstat` records (`t_ms` the
-reading's time, `at_ms` the scrape's), with times in ms since the job started.
+housekeeping loop, not readings taken at scrape time.
+
+Where the backend has a cAdvisor (`Capabilities.cadvisor`: kind, kubernetes),
+E6 does exactly that: it scrapes the kubelet's cAdvisor through the backend
+(`Deployment.monitoring_sample`) at `first_scrape_ms` and again `scrape_gap_ms`
+later; when the second scrape still gets the reading the first one got, it
+scrapes again every `RESCRAPE_EVERY_S` until cAdvisor has a newer one (bounded;
+a clear error otherwise), so the two scrapes always hold two different readings.
+Nothing is run in the throttled container but the job itself.
+
+Local and docker have no cAdvisor, so the run emulates exactly that part: a
+housekeeping thread reads the container's counters every `housekeeping_ms`
+(first reading at a seeded random offset) and keeps the latest one; a "scrape"
+returns that cached reading with its own timestamp.
+
+Both ways, the readings and the scrapes are written as `podstat` records
+(`when` housekeeping / scrape; `t_ms` the reading's time, `at_ms` the scrape's,
+in ms since the job started) with `source` "cadvisor" or "emulated"; the
+analysis treats both alike. With a real cAdvisor the `housekeeping` records are
+the distinct readings the scrapes saw, `cadvisor_ms` cAdvisor's own sample time
+(Unix ms) and a scrape's `rescrapes` how often it was repeated.
 
 To know what the throttling really cost, the same burst first runs without a
 limit for `calibration_rounds` rounds in a pod of its own (`calib`): the extra
@@ -22,15 +36,34 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
-from throttlelab.backends.base import BackendError, Deployment
+from throttlelab.backends.base import BackendError, Deployment, Output
 from throttlelab.model.variants import VariantSpec
 from throttlelab.model.placement import Container, Node, Pod
 from throttlelab.model.quantities import parse_cpu
 from throttlelab.experiments.context import Context, ExperimentResult, deployed
 from throttlelab.experiments.jobs import burst_timeout, container_env
 from throttlelab.experiments.services import podstat_record, wall_ns_of
+
+
+#: `source` of E6's podstat records: the kubelet's real cAdvisor, or the emulation of its housekeeping.
+CADVISOR, EMULATED = "cadvisor", "emulated"
+#: The kubelet's cAdvisor (pkg/kubelet/cadvisor) reads a container every 10 s, stretched to at most
+#: 15 s while the container is quiet, each interval jittered by up to its own length.
+KUBELET_HOUSEKEEPING_S = 10.0
+#: The longest a scrape keeps being repeated for a newer reading: 15 s, jittered up to double.
+CADVISOR_LONGEST_S = 30.0
+#: How often a scrape is repeated while cAdvisor still serves the reading the previous scrape got.
+RESCRAPE_EVERY_S = 1.0
+#: cAdvisor's metric -> the cgroup counter it is, and the factor to that counter's unit.
+CADVISOR_COUNTERS: dict[str, tuple[str, float]] = {
+    "container_cpu_cfs_periods_total": ("nr_periods", 1),
+    "container_cpu_cfs_throttled_periods_total": ("nr_throttled", 1),
+    "container_cpu_cfs_throttled_seconds_total": ("throttled_usec", 1e6),
+    "container_cpu_usage_seconds_total": ("usage_usec", 1e6),
+}
 
 
 def burst_container(name: str, spec: VariantSpec, rounds: int, limit: Any) -> Container:
@@ -85,44 +118,171 @@ class Housekeeping:
             return self.readings[-1] if self.readings else None
 
 
+def cadvisor_misfit(spec: VariantSpec) -> str | None:
+    """Why this E6 variant cannot be measured against the kubelet's real cAdvisor, or None."""
+    gap_s, job_s = spec.scrape_gap_ms / 1000, spec.rounds * spec.interval_ms / 1000
+    if gap_s < KUBELET_HOUSEKEEPING_S:
+        return (f"its scrapes are {gap_s:g} s apart and the kubelet's cAdvisor reads a container only every "
+                f"{KUBELET_HOUSEKEEPING_S:g}-15 s, so both would mostly get the same cached reading (the lab "
+                f"scraped ~20 s apart): it needs scrape_gap_ms of at least {KUBELET_HOUSEKEEPING_S * 1000:.0f} "
+                "and a job that outlasts the second scrape")
+    second_s = (spec.first_scrape_ms + spec.scrape_gap_ms) / 1000
+    if job_s <= second_s:
+        return (f"its job lasts {job_s:g} s (rounds x interval_ms) and the second scrape comes at {second_s:g} s; "
+                "cAdvisor drops a container's series when the container ends")
+    return None
+
+
+def cadvisor_counters(sample: dict[str, Any], where: str) -> dict[str, int]:
+    """A cAdvisor scrape's counters as the cgroup names them (seconds -> usec)."""
+    missing = [name for name in CADVISOR_COUNTERS if sample.get(name) is None]
+    if missing:
+        raise BackendError(f"cAdvisor gave no {', '.join(missing)} for {where} (the CFS series exist only for a "
+                           "container with a CPU limit)")
+    return {counter: int(round(float(sample[name]) * factor)) for name, (counter, factor) in CADVISOR_COUNTERS.items()}
+
+
+class CadvisorScrapes:
+    """The kubelet's cAdvisor, scraped as a metrics pipeline scrapes it: each scrape returns cAdvisor's
+    latest cached reading with cAdvisor's own sample time; every distinct reading seen is kept."""
+
+    def __init__(self, dep: Deployment, pod: str, container: str, job_done: Callable[[], bool]):
+        self.dep, self.pod, self.container, self.job_done = dep, pod, container, job_done
+        self.where = f"{pod}/{container}"
+        self.readings: list[tuple[int, dict[str, Any]]] = []  # (reading wall ns, counters), oldest first
+
+    def _once(self) -> tuple[int, int, dict[str, Any]]:
+        sample = self.dep.monitoring_sample(self.pod, self.container)
+        scraped = time.time_ns()
+        stamps = set(sample.get("timestamps_ms") or [sample["t_ms"]])
+        if len(stamps) > 1:
+            raise BackendError(f"cAdvisor's series of {self.where} carry different sample times {sorted(stamps)}: "
+                               "not one reading")
+        reading = int(sample["t_ms"]) * 1_000_000
+        stat = cadvisor_counters(sample, self.where)
+        if not self.readings or reading > self.readings[-1][0]:
+            self.readings.append((reading, stat))
+        return scraped, reading, stat
+
+    def scrape(self, after_ns: int | None = None) -> tuple[int, int, dict[str, Any], int]:
+        """(scrape wall ns, reading wall ns, counters, repeats): a scrape now, repeated every
+        RESCRAPE_EVERY_S while it gets no reading (cAdvisor has no series yet) or, with `after_ns`,
+        none newer than that; up to CADVISOR_LONGEST_S and never after the job ended."""
+        deadline = time.monotonic() + CADVISOR_LONGEST_S
+        wanted = ("a reading" if after_ns is None else
+                  f"a reading newer than the previous scrape's (sample time {after_ns // 1_000_000} Unix ms)")
+        repeats = 0
+        while True:
+            try:
+                scraped, reading, stat = self._once()
+            except BackendError as exc:
+                problem = str(exc)
+            else:
+                if after_ns is None or reading > after_ns:
+                    return scraped, reading, stat, repeats
+                if reading < after_ns:
+                    raise BackendError(f"E6: cAdvisor's reading of {self.where} went back in time "
+                                       f"({reading // 1_000_000} < {after_ns // 1_000_000} Unix ms): the kubelet or "
+                                       "the container restarted between the scrapes")
+                problem = "cAdvisor still served the reading the previous scrape got"
+            if self.job_done():
+                raise BackendError(f"E6: the job {self.where} ended before the kubelet's cAdvisor gave {wanted} "
+                                   f"({repeats + 1} scrapes; last: {problem}); the job must outlast the second "
+                                   "scrape by one of cAdvisor's housekeeping intervals (10-15 s)")
+            if time.monotonic() >= deadline:
+                raise BackendError(f"E6: the kubelet's cAdvisor did not give {wanted} of {self.where} within "
+                                   f"{CADVISOR_LONGEST_S:g} s, scraped every {RESCRAPE_EVERY_S:g} s "
+                                   f"({repeats + 1} scrapes; last: {problem})")
+            repeats += 1
+            time.sleep(RESCRAPE_EVERY_S)
+
+
+#: (scrape wall ns, reading wall ns, counters, extra keys of its record)
+Scrape = tuple[int, int, dict[str, Any], dict[str, Any]]
+#: (reading wall ns, counters, extra keys of its record)
+Reading = tuple[int, dict[str, Any], dict[str, Any]]
+
+
 def run_e6(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     calib = burst_container("burst", spec, spec.calibration_rounds, None)
     job = burst_container("burst", spec, spec.rounds, spec.limit)
     node = Node("node", (Pod("calib", (calib,)), Pod("e6", (job,))), cpus=spec.node_cpus or ctx.node_cpus)
     result = ExperimentResult()
-    if spec.first_scrape_ms < spec.housekeeping_ms:
+    real = ctx.capabilities.cadvisor
+    if real:
+        misfit = cadvisor_misfit(spec)
+        if misfit:
+            raise BackendError(f"E6 {spec.name} cannot be measured against the kubelet's cAdvisor: {misfit}")
+    elif spec.first_scrape_ms < spec.housekeeping_ms:
         raise BackendError(f"E6: first_scrape_ms ({spec.first_scrape_ms}) must be at least housekeeping_ms "
                            f"({spec.housekeeping_ms}), or the first scrape may find no reading yet")
     rng = random.Random(ctx.seed)
-    hk_s = spec.housekeeping_ms / 1000
     with deployed(ctx, node, result) as dep:
         result.add_output(dep.run_job("calib", "burst", timeout_s=burst_timeout(
             spec.with_changes(limit=None, rounds=spec.calibration_rounds))))
-        keeper = Housekeeping(dep, "e6", "burst", hk_s, offset_s=rng.uniform(0, hk_s))
         job_run = _Background(lambda: dep.run_job("e6", "burst", timeout_s=burst_timeout(spec)))
-        started = time.monotonic()
-        keeper.start()
-        scrapes: list[tuple[int, int, dict[str, Any]]] = []  # (scrape wall ns, reading wall ns, counters)
-        try:
-            for at_ms in (spec.first_scrape_ms, spec.first_scrape_ms + spec.scrape_gap_ms):
-                time.sleep(max(0.0, started + at_ms / 1000 - time.monotonic()))
-                got = keeper.scrape()
-                if got is not None:
-                    scrapes.append((time.time_ns(), *got))
-        finally:
-            keeper.stop()  # on an interrupt too; leaving the deployment then ends the job
-        out = job_run.result()
-    if keeper.error is not None:
-        raise keeper.error
+        if real:
+            out, readings, scrapes = _scrape_cadvisor(dep, spec, job_run)
+        else:
+            out, readings, scrapes = _scrape_emulated(dep, spec, rng, job_run)
     origin = job_start_ns(out.records)
     result.add_output(out)
-    for seq, (wall, stat) in enumerate(keeper.readings):
-        result.records.append(podstat_record("e6", "burst", "housekeeping", seq, (wall - origin) / 1e6, stat))
-    for seq, (scrape_wall, reading_wall, stat) in enumerate(scrapes):
-        result.records.append(podstat_record("e6", "burst", "scrape", seq, (reading_wall - origin) / 1e6, stat,
-                                             at_ms=(scrape_wall - origin) / 1e6))
+    source = CADVISOR if real else EMULATED
+    for seq, (wall, stat, extra) in enumerate(readings):
+        result.records.append({**podstat_record("e6", "burst", "housekeeping", seq, (wall - origin) / 1e6, stat),
+                               "source": source, **extra})
+    for seq, (scrape_wall, reading_wall, stat, extra) in enumerate(scrapes):
+        result.records.append({**podstat_record("e6", "burst", "scrape", seq, (reading_wall - origin) / 1e6, stat,
+                                                at_ms=(scrape_wall - origin) / 1e6),
+                               "source": source, **extra})
+    result.notes.append(
+        "E6 scraped the kubelet's cAdvisor (/metrics/cadvisor through the API server's node proxy): rates over "
+        "the difference of cAdvisor's own sample times" if real else
+        f"E6 emulated cAdvisor (this backend has none): the container's counters read every "
+        f"{spec.housekeeping_ms:g} ms, each scrape returning the latest reading with its own time")
     result.window_s = (spec.rounds + spec.calibration_rounds) * spec.interval_ms / 1000
     return result
+
+
+def _scrape_emulated(dep: Deployment, spec: VariantSpec, rng: random.Random,
+                     job_run: "_Background") -> tuple[Output, list[Reading], list[Scrape]]:
+    """Local, docker: the housekeeping thread reads the container's counters; scrapes take its latest."""
+    hk_s = spec.housekeeping_ms / 1000
+    keeper = Housekeeping(dep, "e6", "burst", hk_s, offset_s=rng.uniform(0, hk_s))
+    started = time.monotonic()
+    keeper.start()
+    scrapes: list[Scrape] = []
+    try:
+        for at_ms in (spec.first_scrape_ms, spec.first_scrape_ms + spec.scrape_gap_ms):
+            time.sleep(max(0.0, started + at_ms / 1000 - time.monotonic()))
+            got = keeper.scrape()
+            if got is not None:
+                scrapes.append((time.time_ns(), *got, {}))
+    finally:
+        keeper.stop()  # on an interrupt too; leaving the deployment then ends the job
+    out = job_run.result()
+    if keeper.error is not None:
+        raise keeper.error
+    return out, [(wall, stat, {}) for wall, stat in keeper.readings], scrapes
+
+
+def _scrape_cadvisor(dep: Deployment, spec: VariantSpec,
+                     job_run: "_Background") -> tuple[Output, list[Reading], list[Scrape]]:
+    """kind, kubernetes: two scrapes of the kubelet's cAdvisor, holding two different readings."""
+    started = time.monotonic()
+    scraper = CadvisorScrapes(dep, "e6", "burst", job_run.done)
+    scrapes: list[Scrape] = []
+    try:
+        for at_ms in (spec.first_scrape_ms, spec.first_scrape_ms + spec.scrape_gap_ms):
+            time.sleep(max(0.0, started + at_ms / 1000 - time.monotonic()))
+            scraped, reading, stat, repeats = scraper.scrape(scrapes[-1][1] if scrapes else None)
+            scrapes.append((scraped, reading, stat, {"cadvisor_ms": reading // 1_000_000, "rescrapes": repeats}))
+    except BackendError:
+        if job_run.done():
+            job_run.result()  # the job's own failure, when it failed, says more
+        raise
+    out = job_run.result()
+    return out, [(wall, stat, {"cadvisor_ms": wall // 1_000_000}) for wall, stat in scraper.readings], scrapes
 
 
 class _Background:
@@ -139,6 +299,9 @@ class _Background:
             self._value = fn()
         except BaseException as exc:
             self._error = exc
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
 
     def result(self) -> Any:
         self._thread.join()

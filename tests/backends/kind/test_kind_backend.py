@@ -1,78 +1,44 @@
 """The kind backend composed, as far as this machine allows: the loopback API server plays the
 cluster (and kubelet, writing each pod's cgroup files with SPEC §2 values as kubelet and runc
 lay them out in a kind node), and two REAL Docker containers play the kind node containers
-(a shell, find, cat: what a kind node image offers; the fixture tree mounted where the node's
-/sys/fs/cgroup would be). Pinning goes through the real engine; the readback runs the real
-scripts by docker exec. No kind binary, no node image and no kubelet are involved: what a real
-kind node does differently (the real cgroup files, runc's version) is not tested here."""
+(kind_standins.py: a shell, find, cat, runc and crictl answering as a kind node's; the fixture
+tree mounted where the node's cgroups are found). Pinning goes through the real engine; each
+pod's cgroup directories are found by the real script (docker exec), then read from this host
+through the node container's /proc/<pid>/root, as on a real kind node. No kind binary, no node
+image and no kubelet are involved: what a real kind node does differently (the kernel's own
+cgroup files) is not tested here."""
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
-import tarfile
+import subprocess
+import time
+from collections import Counter
 
 import pytest
 
-from kube_api_server import FakeKubeAPI
-from conftest import PROJECT
-from throttlelab.backends.kind import backend as kind_backend, clusters as kind_clusters, nodes, pins
+from kind_standins import FastKind, build_node_image, engine_or_skip, lab_clusters, stand_in
+from throttlelab.backends.kind import backend as kind_backend, pins
 from throttlelab.backends.base import BackendError
-from throttlelab.model.config import load_design
 from throttlelab.model.placement import Container, LoadPlacement, Node, Pod, parse_cpuset
 
 pytestmark = pytest.mark.docker
 
-TOOLS = ["/bin/dash", "/usr/bin/find", "/usr/bin/head", "/usr/bin/tr", "/bin/cat", "/bin/sleep"]
 E1 = Node("node", (Pod("e1", (
     Container("app", ("info",), request_milli=500, limit_milli=2000),
     Container("sidecar", ("info",), request_milli=100, limit_milli=500),
 )),))
 
 
-def _libraries(binary: str) -> set[str]:
-    import subprocess
-
-    out = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
-    libs = set()
-    for line in out.splitlines():
-        parts = line.split()
-        for part in parts:
-            if part.startswith("/") and os.path.exists(part):
-                libs.add(part)
-    return libs
-
-
 @pytest.fixture(scope="module")
 def engine():
-    try:
-        client = nodes.docker_client()
-    except BackendError as exc:
-        pytest.skip(f"no Docker engine: {exc}")
-    if not all(os.path.exists(t) for t in TOOLS) or shutil.which("ldd") is None:
-        pytest.skip("this host lacks the tools the stand-in node image is made of")
-    return client
+    return engine_or_skip()
 
 
 @pytest.fixture(scope="module")
 def node_image(engine):
-    """An image with what the readback needs from a kind node: sh, find, head, tr, cat (this host's)."""
-    tag = f"throttlelab-kindtest-node:{os.getpid()}"
-    files = set(TOOLS) | {lib for t in TOOLS for lib in _libraries(t)}
-    buf = io.BytesIO()
-    dockerfile = b"FROM scratch\nCOPY rootfs/ /\n"
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(dockerfile)
-        tar.addfile(info, io.BytesIO(dockerfile))
-        for path in sorted(files):
-            tar.add(os.path.realpath(path), arcname=f"rootfs{path}")
-        link = tarfile.TarInfo("rootfs/bin/sh")
-        link.type, link.linkname = tarfile.SYMTYPE, "dash"
-        tar.addfile(link)
-    buf.seek(0)
-    engine.images.build(fileobj=buf, custom_context=True, tag=tag, pull=False, rm=True)
+    tag = build_node_image(engine, f"throttlelab-kindtest-node:{os.getpid()}")
     yield tag
     engine.images.remove(tag, force=True)
 
@@ -80,57 +46,12 @@ def node_image(engine):
 @pytest.fixture
 def cluster(engine, node_image, tmp_path):
     """The fake API as cluster `tlkt<pid>`, and its two stand-in node containers."""
-    name = f"tlkt{os.getpid()}"
-    api = FakeKubeAPI(pending_s=0.05, deletion_s=0.05)
-    for node in api.nodes:
-        role = node["metadata"]["name"].rsplit("-", 2 if node["metadata"]["name"].endswith("control-plane") else 1)[1:]
-        new = f"{name}-{'-'.join(role)}"
-        node["metadata"]["name"] = node["metadata"]["labels"]["kubernetes.io/hostname"] = new
-    for pod in api.system_pods:
-        pod["spec"]["nodeName"] = f"{name}-worker"
-    api.images |= {kind_clusters.image_tag("go124mod"), kind_clusters.image_tag("go125mod")}
-    tree = tmp_path / "cgroup"
-    tree.mkdir()
-    (tree / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
-    api.cgroup_dir, api.cgroup_node = tree, f"{name}-worker"
-    containers = {}
-    for node in (f"{name}-control-plane", f"{name}-worker"):
-        containers[node] = engine.containers.run(
-            node_image, ["/bin/sleep", "100000"], name=node, detach=True, network_mode="none",
-            labels={"throttlelab.backend": "kind-test"}, environment={"CGROUP_ROOT": "/fixture"},
-            volumes={str(tree): {"bind": "/fixture", "mode": "ro"}},
-        )
-    worker = containers[f"{name}-worker"]
-    api.node_cpus = lambda: pins.current_cpuset(worker) or pins.usable_cpus(engine, worker)
-    api.start()
-    settings = {**load_design({"backend": "kind"}, PROJECT / "config").kind, "new_cluster": name, "old_cluster": f"{name}-old"}
-    clusters = kind_clusters.clusters_from_settings(settings, tmp_path)
-    clusters["new"].kubeconfig.parent.mkdir(parents=True)
-    api.write_kubeconfig(clusters["new"].kubeconfig, context=f"kind-{name}")
+    clusters = lab_clusters(tmp_path, f"tlkt{os.getpid()}")
+    new = stand_in(engine, node_image, clusters["new"], tmp_path)
     try:
-        yield api, clusters, containers
+        yield new.api, clusters, new.containers
     finally:
-        api.stop()
-        for c in containers.values():
-            c.remove(force=True)
-            pins.state_file(c.name).unlink(missing_ok=True)
-
-
-class FastKindDeployment(kind_backend.KindDeployment):
-    poll_s = 0.02
-
-
-class FastKind(kind_backend.KindBackend):
-    def deploy(self, node, load=None):
-        dep = super().deploy(node, load)
-        dep.__class__ = FastKindDeployment
-        return dep
-
-    def host_cgroup_version(self):
-        # The stand-in nodes run no containers inside them, so `docker update --cpuset-cpus` meets no
-        # child cpusets and works on a v1 host too; a real kind node on v1 is EBUSY (see
-        # test_a_real_kind_node_on_a_v1_host_is_not_pinned), which is what the backend says there.
-        return 2
+        new.remove()
 
 
 def test_a_real_kind_node_on_a_v1_host_is_not_pinned(cluster):
@@ -198,4 +119,93 @@ def test_capabilities_and_environment(engine, cluster):
         pass
     env = backend.environment()
     assert env["backend"] == "kind" and env["clusters"]["new"]["kubelet"] == "v1.34.11"
-    assert env["clusters"]["new"]["runc"] is None  # the stand-in node has no runc: said, not invented
+    assert env["clusters"]["new"]["runc"] == "1.4.3"  # what the node's `runc --version` says
+
+
+def counting(monkeypatch) -> Counter:
+    """Counts, from now on, what a reading could cost beside the read itself: a process started
+    here (docker exec and kubectl alike start one, or ask the engine to), and a request to the
+    Docker engine (inspect, exec)."""
+    import docker.api.client
+
+    counts: Counter = Counter()
+
+    def counted(owner, name, key):
+        original = getattr(owner, name)
+
+        def wrapper(*args, **kwargs):
+            counts[key] += 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, wrapper)
+
+    counted(subprocess.Popen, "__init__", "process started")
+    counted(docker.api.client.APIClient, "request", "Docker engine request")
+    return counts
+
+
+def test_sampling_a_pod_starts_no_process_and_asks_neither_engine_nor_api(engine, cluster, monkeypatch, capsys):
+    """Issue 13 item 5: a pod's (and a container's) counters are read from this host through the
+    node's /proc/<pid>/root; once the directories are found, a sample is a file read, nothing else."""
+    api, clusters, _ = cluster
+    with FastKind(clusters).deploy(E1) as dep:
+        dep.verify()  # finds every level's directory (one exec in the node) and reads them back
+        # the pod's own files and the container's own files (the fake writes different counters to each)
+        assert (dep.read_stat("e1")["usage_usec"], dep.read_stat("e1", "app")["usage_usec"]) == (3_000_000, 1_500_000)
+        counts = counting(monkeypatch)
+        api_requests = len(api.requests)
+        rounds = 2000
+        t0 = time.perf_counter()
+        for _ in range(rounds):
+            dep.read_stat("e1")
+        t1 = time.perf_counter()
+        for _ in range(rounds):
+            dep.read_stat("e1", "app")
+        t2 = time.perf_counter()
+        monkeypatch.undo()
+        assert dict(counts) == {} and len(api.requests) == api_requests, \
+            f"a sample cost more than a file read: {dict(counts)}, {len(api.requests) - api_requests} API request(s)"
+        assert dep.files.located == 1  # the node's pid was asked once
+    with capsys.disabled():
+        print(f"\n[kind read_stat through /proc/{dep.files.pid}/root, {rounds} reads each] pod: "
+              f"{(t1 - t0) / rounds * 1e6:.1f} us, container: {(t2 - t1) / rounds * 1e6:.1f} us per sample")
+    assert api.live_pods() == []
+
+
+def test_a_restarted_node_is_found_again_and_a_vanished_pod_is_named(engine, cluster):
+    api, clusters, containers = cluster
+    worker = containers[clusters["new"].worker]
+    with FastKind(clusters).deploy(E1) as dep:
+        assert dep.read_stat("e1")["usage_usec"] == 3_000_000
+        before = dep.files.pid
+        worker.restart(timeout=0)  # the node container restarts: another main process, another pid
+        assert dep.read_stat("e1")["usage_usec"] == 3_000_000
+        assert dep.files.pid != before and dep.files.located == 2  # inspected once more, not per sample
+        uid = dep.live["e1"]["metadata"]["uid"].replace("-", "_")
+        shutil.rmtree(next(api.cgroup_dir.rglob(f"*pod{uid}.slice")))  # kubelet removed the pod's cgroup
+        with pytest.raises(BackendError, match=rf"the cgroup of pod e1 is gone from node {worker.name} "
+                                               rf"\(/fixture/.*\).*describe pod tl-e1-"):
+            dep.read_stat("e1")
+        with pytest.raises(BackendError, match=rf"the cgroup of container e1/app is gone from node {worker.name}"):
+            dep.read_stat("e1", "app")
+        assert dep.files.located == 2  # a missing file in a running node is not taken for a restart
+    assert api.live_pods() == []
+
+
+def test_a_node_whose_process_is_not_the_container_is_refused(engine, cluster, monkeypatch):
+    """The pid the engine names must be the node container's on this host (not Docker Desktop's VM,
+    a remote engine, a runner inside a container): checked by the node's /etc/hostname."""
+    _, clusters, containers = cluster
+    worker = containers[clusters["new"].worker]
+    from throttlelab.backends.kind import nodes
+
+    real = nodes.node_container
+
+    def lying(client, name):
+        container = real(client, name)
+        container.attrs["State"]["Pid"] = os.getpid()  # a process of this host, not in the container
+        return container
+
+    monkeypatch.setattr(nodes, "node_container", lying)
+    with pytest.raises(BackendError, match=rf"process {os.getpid()}.*node container {worker.name}.*not that container"):
+        nodes.node_pid(engine, worker.name)

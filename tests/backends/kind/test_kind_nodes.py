@@ -1,6 +1,6 @@
-"""kind's node side: the cgroup readback scripts run in a node container (here: run by this
-host's sh on a fixture tree laid out as kubelet lays it out in a kind node), the SPEC §2
-values they must find, runc's conversion by version, the kind binary checks, and, where a
+"""kind's node side: the script that finds each pod's cgroups in a node container (here: run by
+this host's sh on a fixture tree laid out as kubelet lays it out in a kind node), the files then
+read as the backend reads a node's (through /proc/<pid>/root), the SPEC §2 values they must find, runc's conversion by version, the kind binary checks, and, where a
 Docker engine answers, cpuset pinning of a real container, always restored (finally, sweep,
 guardian after SIGKILL), and the kind image with podgate gating cpulab in a real container."""
 
@@ -82,6 +82,16 @@ def run_script(script: str, name: str, args: list[str], root: Path) -> str:
     return out.stdout
 
 
+def read_files(paths: list[str]) -> dict[str, str | None]:
+    """The files, read as the kind backend reads a node's: through /proc/<pid>/root (here this test's
+    own process, whose root is this host's)."""
+    files = nodes.NodeFiles("this-host", os.getpid)
+    try:
+        return {path: files.read_optional(path) for path in paths}
+    finally:
+        files.close()
+
+
 def test_the_node_scripts_find_and_read_every_level(kind_node_tree):
     layout = nodes.parse_discover(run_script(nodes.DISCOVER, "discover", [UID], kind_node_tree))
     assert layout.version == 2
@@ -93,7 +103,7 @@ def test_the_node_scripts_find_and_read_every_level(kind_node_tree):
                          "node/burstable/pod-e1/sidecar", "node/burstable/pod-e1/pause"}
     assert dirs["node/burstable/pod-e1/pause"].endswith(f"cri-containerd-{SANDBOX}.scope")
     paths = [f"{d}/{f}" for d in dirs.values() for f in nodes.V2_FILES]
-    files = nodes.parse_read(run_script(nodes.READ, "read", paths, kind_node_tree))
+    files = read_files(paths)
     read = {path: nodes.settings_of(d, files, 2) for path, d in dirs.items()}
     assert read["node"]["cpus"] == "0-9" and read["node/burstable/pod-e1/app"]["cpus"] is None
 
@@ -109,8 +119,7 @@ def test_the_node_scripts_find_and_read_every_level(kind_node_tree):
 
 
 def test_a_missing_file_reads_as_none(kind_node_tree, tmp_path):
-    files = nodes.parse_read(run_script(nodes.READ, "read", [f"{kind_node_tree}/cgroup.controllers", "/nope/cpu.max"],
-                                       kind_node_tree))
+    files = read_files([f"{kind_node_tree}/cgroup.controllers", "/nope/cpu.max"])
     assert files["/nope/cpu.max"] is None and files[f"{kind_node_tree}/cgroup.controllers"].startswith("cpuset")
 
 
@@ -136,9 +145,18 @@ def test_cgroup_v1_node_layout(tmp_path):
     assert layout.version == 1 and "/cpu,cpuacct/" in layout.pod_dirs[UID]
     paths = nodes.level_files(str(pod / APP), 1)
     assert f"{cpuset}/cpuset.effective_cpus" in paths
-    files = nodes.parse_read(run_script(nodes.READ, "read", paths, root))
+    files = read_files(paths)
     got = nodes.settings_of(str(pod / APP), files, 1)
     assert (got["quota_us"], got["period_us"], got["shares"], got["cpus"]) == (200_000, 100_000, 512, "0-1")
+
+
+def test_counters_come_from_cpu_stat_and_on_v1_from_the_cpuacct_hierarchy():
+    assert nodes.stat_files("/sys/fs/cgroup/kubelet.slice/p", 2) == ["/sys/fs/cgroup/kubelet.slice/p/cpu.stat"]
+    together = "/sys/fs/cgroup/cpu,cpuacct/kubelet/kubepods/burstable/pod1"
+    assert nodes.stat_files(together, 1) == [f"{together}/cpu.stat", f"{together}/cpuacct.usage"]
+    apart = "/sys/fs/cgroup/cpu/kubelet/kubepods/burstable/pod1"
+    assert nodes.stat_files(apart, 1) == [f"{apart}/cpu.stat",
+                                          "/sys/fs/cgroup/cpuacct/kubelet/kubepods/burstable/pod1/cpuacct.usage"]
 
 
 def test_kind_cannot_pin_nodes_on_a_cgroup_v1_host():

@@ -1,5 +1,7 @@
 """throttlelab.backends.kube.client against a real HTTP server on 127.0.0.1 (tests/kube_api_server.py)
-that speaks the Kubernetes API endpoints the lab uses; the kubernetes Python client does the talking."""
+that speaks the Kubernetes API endpoints the lab uses; the kubernetes Python client does the talking.
+The last tests here hold the fake to the cluster it stands for (deletion, admission, scheduling,
+QoS, exec, authorization), so that the backends' tests against it can catch what a cluster would."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import pytest
 
 from kube_api_server import FakeKubeAPI, Script
 from throttlelab.backends.kube import client as kcm
-from throttlelab.backends.kube.client import KubeClient, KubeError, NotFound
+from throttlelab.backends.kube.client import Forbidden, KubeClient, KubeError, NotFound
 
 WORKER = "throttlelab-new-worker"
 CONTROL_PLANE = "throttlelab-new-control-plane"
@@ -133,7 +135,9 @@ def test_exit_code_of_a_failed_exec_and_a_failed_container(api, kc):
 
 def test_scheduling_failures_are_explained_at_once(kc):
     kc.create_pod("default", pod("on-nothing", node="no-such-node"))
-    with pytest.raises(KubeError, match=r"cannot be scheduled: 0/2 nodes are available: 2 node\(s\) didn't match"):
+    # the scheduler's filters in their order: the control-plane fails on its taint before its labels
+    with pytest.raises(KubeError, match=r"cannot be scheduled: 0/2 nodes are available: 1 node\(s\) didn't match Pod's "
+                                        r"node affinity/selector, 1 node\(s\) had untolerated taint \{node-role"):
         kc.wait_pod("default", "on-nothing", kcm.all_running, 30, "running", unschedulable_grace_s=0.3)
     # the control-plane is tainted: without the toleration a pod cannot go there, with it it can
     kc.create_pod("default", pod("untolerated", node=CONTROL_PLANE))
@@ -240,3 +244,135 @@ def test_execs_and_plain_calls_from_several_threads_do_not_mix(api, kc):
         plains = [pool.submit(plain_many, i) for i in range(3)]
         assert all(code == 0 for f in execs for code in f.result())
         assert all(phase == "Running" for f in plains for phase in f.result())
+
+
+# -- the fake behaves as the cluster does where the lab's code could get it wrong ------------------------
+
+def wait_until(condition, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.02)
+
+
+def test_a_forced_deletion_removes_the_object_while_the_containers_run_on(api, kc):
+    api.force_linger_s = 0.5
+    kc.create_pod("default", pod("forced"))
+    kc.wait_pod("default", "forced", kcm.all_running, 5, "running")
+    kc.core.delete_namespaced_pod("forced", "default", grace_period_seconds=0)  # what the lab never does
+    with pytest.raises(NotFound):
+        kc.read_pod("default", "forced")
+    assert [c["pod"] for c in api.running_containers(WORKER)] == ["forced"]  # kubelet kills it later
+    wait_until(lambda: api.running_containers() == [])
+
+
+def test_a_graceful_deletion_keeps_the_pod_until_its_containers_stopped(api, kc):
+    api.scripts["app"] = Script(stdout="", run_s=None, ignores_term=True)  # only the grace period's end stops it
+    kc.create_pod("default", pod("stubborn"))
+    kc.wait_pod("default", "stubborn", kcm.all_running, 5, "running")
+    kc.exec("default", "stubborn", "app", ["/podgate", "open", "/throttlelab/gate/app"])
+    t0 = time.monotonic()
+    assert kc.delete_pod("default", "stubborn") is True
+    terminating = kc.read_pod("default", "stubborn")
+    assert terminating["metadata"]["deletionTimestamp"] and terminating["metadata"]["deletionGracePeriodSeconds"] == 1
+    assert "running" in kcm.container_state(terminating, "app")
+    kc.wait_deleted("default", [terminating], timeout_s=5, poll_s=0.02)
+    assert time.monotonic() - t0 >= 1.0  # SIGKILL at the end of the 1 s grace, then the object went
+    assert api.running_containers() == []
+
+
+def test_a_gated_pod_stops_at_once_on_a_graceful_deletion(api, kc):
+    kc.create_pod("default", pod("waiting"))
+    kc.wait_pod("default", "waiting", kcm.all_running, 5, "running")
+    before = kc.read_pod("default", "waiting")
+    t0 = time.monotonic()
+    kc.delete_pod("default", "waiting")
+    kc.wait_deleted("default", [before], timeout_s=5, poll_s=0.02)
+    assert time.monotonic() - t0 < 1.0  # podgate ends on SIGTERM, no need to wait out the grace period
+    assert api.running_containers() == []
+
+
+def test_the_client_never_forces_a_deletion(kc):
+    with pytest.raises(ValueError, match="grace period 0 s: a deletion without grace removes the Pod object"):
+        kc.delete_pod("default", "x", grace_s=0)
+    with pytest.raises(ValueError, match="grace period 0 s"):
+        kc.delete_pods("default", "lab=t", grace_s=0)
+
+
+def test_kubelets_admission_rejects_a_pod_it_has_no_cpu_for(kc):
+    """A pod that names its node skips the scheduler; kubelet's admission rejects it (Failed, OutOfcpu),
+    and waiting for it fails at once."""
+    big = pod("big")
+    big["spec"]["nodeName"] = WORKER
+    big["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "12"}}
+    kc.create_pod("default", big)
+    t0 = time.monotonic()
+    with pytest.raises(KubeError, match=r"failed: OutOfcpu: Pod was rejected: Node didn't have enough resource: cpu, "
+                                        r"requested: 12000, used: 200, capacity: 10000"):
+        kc.wait_pod("default", "big", kcm.all_running, 30, "running")
+    assert time.monotonic() - t0 < 2
+
+
+def test_the_scheduler_refuses_a_pod_that_asks_more_than_its_node_has_left(kc):
+    big = pod("big")
+    big["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "9900m"}}  # 200m are coredns' and kindnet's
+    kc.create_pod("default", big)
+    t0 = time.monotonic()
+    with pytest.raises(KubeError, match=rf"Insufficient cpu.*\(node {WORKER}: Insufficient cpu\)"):
+        kc.wait_pod("default", "big", kcm.all_running, 30, "running", unschedulable_grace_s=30, node=WORKER)
+    assert time.monotonic() - t0 < 2
+
+
+def test_a_container_that_ends_at_its_gate_fails_the_wait_at_once(api, kc):
+    api.scripts["app"] = Script(gate_error="podgate: cannot watch /throttlelab/gate for the gate: inotify_init1: "
+                                           "too many open files (raise fs.inotify.max_user_instances on the node)")
+    manifest = pod("no-inotify")
+    manifest["spec"]["containers"][0]["terminationMessagePolicy"] = "FallbackToLogsOnError"
+    kc.create_pod("default", manifest)
+    t0 = time.monotonic()
+    with pytest.raises(KubeError, match=r"container app ended \(exit 1, Error\): .*raise fs.inotify.max_user_instances"):
+        kc.wait_pod("default", "no-inotify", kcm.all_running, 30, "running")
+    assert time.monotonic() - t0 < 2
+
+
+@pytest.mark.parametrize("resources, qos", [
+    ({}, "BestEffort"),
+    ({"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}, "Burstable"),  # cpu only: never Guaranteed
+    ({"limits": {"cpu": "500m", "memory": "64Mi"}}, "Guaranteed"),  # requests default to the limits
+    ({"requests": {"cpu": "1", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "64Mi"}}, "Guaranteed"),
+    ({"requests": {"cpu": "500m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "64Mi"}}, "Burstable"),
+    ({"requests": {"memory": "64Mi"}}, "Burstable"),
+])
+def test_the_qos_class_is_the_api_servers(kc, resources, qos):
+    manifest = pod("q")
+    manifest["spec"]["containers"][0]["resources"] = resources
+    assert kc.create_pod("default", manifest)["status"]["qosClass"] == qos
+
+
+def test_an_exec_takes_time_and_costs_the_container_cpu(api, kc):
+    api.exec_latency_s, api.exec_cpu_us = 0.3, 25_000
+    kc.create_pod("default", pod("busy"))
+    kc.wait_pod("default", "busy", kcm.all_running, 5, "running")
+
+    def usage() -> int:
+        text = json.loads(kc.exec("default", "busy", "app", ["/podgate", "cat", "/sys/fs/cgroup/cpu.stat"]).stdout)
+        return int(text["/sys/fs/cgroup/cpu.stat"].split()[1])
+
+    t0 = time.monotonic()
+    first = usage()
+    assert time.monotonic() - t0 >= 0.3
+    assert usage() - first == 25_000  # the first read cost the container 25 ms of CPU
+    assert api.charged_us("busy", "app") == 50_000
+
+
+def test_a_restricted_user_is_refused_what_its_role_does_not_grant(api, kc):
+    api.restricted_to = "default"
+    with pytest.raises(Forbidden, match='cannot list resource "nodes" in API group "" at the cluster scope'):
+        kc.nodes()
+    with pytest.raises(Forbidden, match='cannot list resource "pods" in API group "" at the cluster scope'):
+        kc.pods_on_node(WORKER)
+    with pytest.raises(Forbidden, match='cannot get resource "namespaces"'):
+        kc.namespace("default")
+    with pytest.raises(Forbidden, match='in the namespace "kube-system"'):
+        kc.list_pods("kube-system", "k8s-app=kube-dns")
+    assert kc.list_pods("default", "lab=t") == [] and kc.node(WORKER)["metadata"]["name"] == WORKER

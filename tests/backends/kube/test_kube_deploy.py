@@ -1,6 +1,7 @@
 """The Kubernetes deployment (shared by the kind and kubernetes backends) against the loopback
 API server: pods behind their start gates, readback, jobs, services, load, cAdvisor, errors,
-and cleanup on success, failure, a dead runner's leftovers and SIGKILL of the runner."""
+and cleanup on success, failure, Ctrl-C, a dead runner's leftovers and SIGKILL of the runner:
+each time until the API objects are gone AND nothing of them runs on a node any more."""
 
 from __future__ import annotations
 
@@ -14,10 +15,10 @@ import time
 import pytest
 
 from conftest import PROJECT
-from kube_api_server import FakeKubeAPI, Script
+from kube_api_server import FakeKubeAPI, Script, _qos as api_server_qos
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.base import BackendError, DesignMismatch
-from throttlelab.backends.kube.client import KubeClient, KubeError
+from throttlelab.backends.kube.client import KubeClient, KubeError, all_running
 from throttlelab.backends.kube.backend import KubeBackend, KubeDeployment, KubeSettings, NotTestable
 from throttlelab.model.placement import Container, LoadPlacement, Node, Pod
 
@@ -29,6 +30,8 @@ class FastDeployment(KubeDeployment):
     poll_s = 0.02
     term_grace_s = 0.3
     unschedulable_grace_s = 0.2
+    deletion_timeout_s = 10.0
+    containers_gone_timeout_s = 10.0
 
 
 class FastKube(KubeBackend):
@@ -42,6 +45,13 @@ def api():
     server.images |= {"cpulab-kind:go124mod", "cpulab-kind:go125mod"}
     yield server
     server.stop()
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_running(api):
+    """After every test: no container of the lab runs on any node (a force-deleted pod's would)."""
+    yield
+    assert api.running_containers() == [], "containers left running on a node"
 
 
 def settings(api, tmp_path, **changes) -> KubeSettings:
@@ -84,13 +94,54 @@ def test_pods_wait_at_their_gates_then_run_and_are_removed(api, backend):
     assert api.live_pods() == []
 
 
-def test_the_burstable_level_counts_the_nodes_other_pods(api, backend):
-    with backend.deploy(E1) as dep:
+class ReadsTheNode(FastDeployment):
+    """A deployment that reads the levels above the containers back (as kind's does)."""
+
+    def _read_upper_levels(self):
+        return {}
+
+
+def test_the_burstable_level_counts_the_nodes_other_pods_where_it_is_read(api, backend):
+    with ReadsTheNode(backend, E1, None, backend.settings, backend.client) as dep:
         levels = {lv.design.path: lv for lv in dep.levels}
     qos = levels["node/burstable"]
     assert "other burstable pods 100m" in qos.design.formula  # coredns on the worker (fixture)
     assert qos.design.weight == 1 + ((700 * 1024 // 1000 - 2) * 9999) // 262142
     assert levels["node"].design.weight == 391  # SPEC §2: kubepods for 10 allocatable CPUs
+    assert ("GET", "/api/v1/pods") in {(m, p) for m, p, _q, _b in api.requests}  # every namespace's pods
+
+
+def test_an_existing_cluster_needs_no_right_beyond_the_namespace(api, tmp_path):
+    """Issue 13, item 10a: the kubernetes backend lists no pods of other namespaces (the design uses
+    them only for the burstable level, which it cannot read there), lists no nodes and reads no
+    namespace object: a user with a Role in its namespace (pods, pods/log, pods/exec) and get on
+    the two nodes and their proxy runs every step. The fake answers 403 to anything else."""
+    api.restricted_to = "default"
+    backend = FastKube(settings(api, tmp_path), "runc-new")
+    backend.preflight()
+    assert backend.capabilities().cpus == 10 and backend.environment()["worker_node"] == WORKER
+    node = Node("node", (*E1.pods, Pod("e6", (Container("burst", ("burst", "-threads=8"), request_milli=100,
+                                                                  limit_milli=1000),))))
+    with backend.deploy(node) as dep:
+        dep.verify()
+        assert dep.run_job("e1", "app", timeout_s=10).returncode == 0
+        assert dep.read_stat("e1", "app")["nr_periods"] == 40
+        assert dep.run_load(["-target=http://10.244.1.12:41234", "-rps=10"], timeout_s=10).returncode == 0
+        api.cadvisor_pods["tl-e6-abc123"] = mf.pod_name(node.pod("e6"), dep.ident.run)
+        assert dep.monitoring_sample("e6", "burst")["t_ms"] > 0
+        burstable = next(lv.design for lv in dep.levels if lv.design.path == "node/burstable")
+    assert "other burstable pods not counted" in burstable.formula
+    asked = {(m, p) for m, p, _q, _b in api.requests}
+    assert ("GET", "/api/v1/pods") not in asked and ("GET", "/api/v1/nodes") not in asked
+    assert api.live_pods() == []
+
+
+def test_a_forbidden_call_says_what_right_is_missing(api, tmp_path):
+    api.restricted_to = "default"
+    kc = FastKube(settings(api, tmp_path), "runc-new").client
+    with pytest.raises(KubeError, match=r'cannot list resource "pods" in API group "" at the cluster scope.*'
+                                        r"grant the right with a Role or ClusterRole"):
+        kc.pods_on_node(WORKER)
 
 
 def test_a_wrong_runtime_conversion_is_a_design_mismatch(api, backend):
@@ -147,7 +198,10 @@ def test_a_service_reports_a_reachable_address_and_stops_on_sigterm(api, backend
         assert listening["addr"] == f"{pod['status']['podIP']}:41234"  # not the pod's wildcard address
         assert listening["listen_addr"] == "[::]:41234"
         stat = dep.read_stat("svc", "server")
-        assert stat["nr_throttled"] == 12 and stat["usage_usec"] == 1_500_000 and stat["t_ns"] > 0
+        # the usage includes what the execs into the container cost it (the open and earlier reads; the
+        # fake charges an exec when it ends, so not this read itself)
+        charged = api.charged_us(handle.pod_name, "server") - api.exec_cpu_us
+        assert stat["nr_throttled"] == 12 and stat["usage_usec"] == 1_500_000 + charged and stat["t_ns"] > 0
         pod_stat = dep.read_stat("svc")
         assert pod_stat["level"].startswith("container") and pod_stat["nr_periods"] == 40
         out = dep.stop(handle)
@@ -189,8 +243,32 @@ def test_the_load_generator_runs_on_the_load_node(api, backend, tmp_path):
     (load,) = [b for b in api.sent("POST", r"/api/v1/namespaces/default/pods") if b["metadata"]["labels"][mf.LABEL_ROLE] == "load"]
     deleted = [p for m, p, _q, _b in api.requests if m == "DELETE"]
     assert f"/api/v1/namespaces/default/pods/{load['metadata']['name']}" in deleted  # deleted as soon as it is read
-    assert load["spec"]["nodeSelector"] == {"kubernetes.io/hostname": CONTROL_PLANE}
+    assert load["spec"]["affinity"] == mf.node_affinity(CONTROL_PLANE)
     assert load["spec"]["containers"][0]["command"][:2] == ["/cpulab", "load"]
+
+
+def test_the_load_generator_is_not_besteffort(api, backend):
+    """Issue 13, item 8: the load generator requests CPU (mf.LOAD_CPU_REQUEST_MILLI; no limit), so
+    the API server makes it Burstable; BestEffort it would weigh 1 beside the control plane."""
+    with backend.deploy(E1) as dep:
+        dep.run_load(["-target=http://10.244.1.12:41234", "-rps=10"], timeout_s=10)
+    (load,) = [b for b in api.sent("POST", r"/api/v1/namespaces/default/pods") if b["metadata"]["labels"][mf.LABEL_ROLE] == "load"]
+    (c,) = load["spec"]["containers"]
+    assert c["resources"] == {"requests": {"cpu": "1"}}
+    assert api_server_qos(load["spec"]["containers"]) == "Burstable"
+
+
+def test_a_load_generator_the_load_node_has_no_room_for_is_reported_at_once(api, backend):
+    api.system_pods.append({"metadata": {"name": "etcd", "namespace": "kube-system"},
+                            "spec": {"nodeName": CONTROL_PLANE, "containers": [
+                                {"name": "etcd", "resources": {"requests": {"cpu": "9500m"}}}]},
+                            "status": {"phase": "Running", "qosClass": "Burstable"}})
+    with backend.deploy(E1) as dep:
+        t0 = time.monotonic()
+        with pytest.raises(KubeError, match=r"Insufficient cpu.*the load generator requests 1 CPU .* more than that node has left"):
+            dep.run_load(["-rps=1"], timeout_s=10)
+        assert time.monotonic() - t0 < 5
+    assert api.live_pods() == []
 
 
 def test_without_the_toleration_the_control_plane_refuses_the_load(api, tmp_path):
@@ -266,11 +344,15 @@ def test_the_sweep_removes_what_dead_runners_left(api, backend):
     for ident in (stale, mine):
         kc.create_pod("default", mf.pod_manifest(E1.pods[0], node_name=WORKER, image_of=lambda v: f"cpulab-kind:{v}",
                                                  ident=ident))
+    kc.wait_pod("default", mf.pod_name(E1.pods[0], "stale-run"), all_running, 5, "running")
     with backend.deploy(Node("node", (Pod("x", (Container("c", ("info",)),)),))):
         names = api.live_pods()
+        # the stale pod is gone, and so are its containers: none of them runs beside this job
+        assert [c for c in api.running_containers() if c["pod"] == mf.pod_name(E1.pods[0], "stale-run")] == []
     assert mf.pod_name(E1.pods[0], "stale-run") not in names
     assert mf.pod_name(E1.pods[0], "live-run") in names
     kc.delete_pods("default", mine.selector)
+    kc.wait_gone("default", mine.selector, timeout_s=5)
 
 
 RUNNER = textwrap.dedent("""
@@ -351,9 +433,9 @@ def test_preflight_waits_for_every_node_to_be_ready(api, tmp_path):
 
 
 def test_a_pod_refused_by_kubelets_admission_fails_at_once(api, backend):
-    api.out_of_cpu_nodes.add(WORKER)
+    api.kubelet_allocatable[WORKER] = "500m"  # the kubelet counts less than the Node object told the scheduler
     t0 = time.monotonic()
-    with pytest.raises(KubeError, match="failed: OutOfcpu"):
+    with pytest.raises(KubeError, match="failed: OutOfcpu: Pod was rejected: Node didn't have enough resource: cpu"):
         with backend.deploy(E1):
             pass
     assert time.monotonic() - t0 < 2
@@ -382,3 +464,149 @@ def test_a_pod_waits_out_a_node_that_is_not_ready_yet(api, tmp_path):
     api.not_ready_for(WORKER, 0.5)  # the not-ready taint passes: the scheduler places the pod then
     with PatientKube(settings(api, tmp_path), "runc-new").deploy(E1) as dep:
         assert dep.live["e1"]["spec"]["nodeName"] == WORKER
+
+
+class Impatient(FastDeployment):
+    unschedulable_grace_s = 0.0  # not even the scheduler's catching up: a Ready node must take the pod at once
+
+
+class ImpatientKube(KubeBackend):
+    def deploy(self, node, load=None):
+        return Impatient(self, node, load, self.settings, self.client)
+
+
+def test_a_not_ready_node_is_waited_out_whatever_the_other_nodes_refuse(api, tmp_path):
+    """The scheduler's message sums up every node: the control-plane's own taint is in it too, and
+    says nothing about the worker; whether to wait is decided by the worker itself (not Ready yet)."""
+    api.not_ready_for(WORKER, 0.5)
+    with ImpatientKube(settings(api, tmp_path), "runc-new").deploy(E1) as dep:
+        assert dep.live["e1"]["spec"]["nodeName"] == WORKER
+
+
+def test_a_taint_on_the_pinned_node_is_reported_at_once(api, tmp_path):
+    api._nodes[1]["spec"]["taints"] = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
+    t0 = time.monotonic()
+    with pytest.raises(KubeError, match=rf"node {WORKER} has the taint\(s\) dedicated=gpu:NoSchedule"):
+        with PatientKube(settings(api, tmp_path), "runc-new").deploy(E1):
+            pass
+    assert time.monotonic() - t0 < 5
+
+
+def test_pods_are_bound_to_the_node_by_its_name_not_its_hostname_label(api, backend):
+    """Issue 13, item 10b: the backend is given node names; a node's kubernetes.io/hostname label is
+    the kubelet's hostname, which differs from the name where kubelet runs with --hostname-override
+    (and on clouds that name nodes otherwise). The pods are bound by metadata.name (matchFields)."""
+    for node in api.nodes:
+        node["metadata"]["labels"]["kubernetes.io/hostname"] = node["metadata"]["name"].removeprefix("throttlelab-new-")
+    with backend.deploy(E1) as dep:
+        assert dep.live["e1"]["spec"]["nodeName"] == WORKER
+        assert dep.run_load(["-rps=1"], timeout_s=10).returncode == 0
+    for body in api.sent("POST", r"/api/v1/namespaces/default/pods"):
+        assert "nodeSelector" not in body["spec"]
+
+
+# -- deletion: the API object gone AND nothing of the pod left on the node -------------------------------
+
+SPIN = Node("node", (Pod("s", (Container("spin", ("spin", "-threads=1"), request_milli=100),)), *E1.pods))
+
+
+def test_deleted_pods_are_gone_from_the_node_not_only_from_the_api(api, backend):
+    """Issue 13, item 7: a forced deletion (grace 0) removes the API object at once while kubelet kills
+    the containers later (the fake lets them run on for 5 s), so "gone from the API" proved nothing and
+    a workload could run into the next job. The deployment deletes with grace 1 and returns only when
+    the objects are gone, which after a graceful deletion means their containers have stopped."""
+    api.force_linger_s = 5.0
+    with backend.deploy(SPIN) as dep:
+        dep.start("s", "spin")  # running when the block ends
+        dep.run_load(["-rps=1"], timeout_s=10)
+        assert api.running_containers(CONTROL_PLANE) == []  # the load pod: gone before run_load returned
+    assert api.running_containers() == [] and api.live_pods() == []
+    graces = [q.get("gracePeriodSeconds") for m, _p, q, _b in api.requests if m == "DELETE"]
+    assert graces and all(g == ["1"] for g in graces), graces
+
+
+def test_ctrl_c_inside_the_block_still_removes_everything(api, backend):
+    with pytest.raises(KeyboardInterrupt):
+        with backend.deploy(SPIN) as dep:
+            dep.start("s", "spin")
+            raise KeyboardInterrupt
+    assert api.running_containers() == [] and api.live_pods() == []
+
+
+def looking_at(api, gone=None):
+    """A deployment that, as kind does (crictl, or the pod's cgroup directory in the node), looks at the
+    node for a deleted pod's containers: here at the fake's node. `gone` overrides the answer."""
+
+    class LooksAtTheNode(FastDeployment):
+        containers_gone_timeout_s = 0.3
+        asked: list[dict] = []
+
+        def _containers_gone(self, pod):
+            self.asked.append(pod)
+            if gone is not None:
+                return gone
+            return not [c for c in api.running_containers() if c["uid"] == pod["metadata"]["uid"]]
+
+    return LooksAtTheNode
+
+
+def test_a_backend_with_node_access_waits_for_the_node_too(api, backend):
+    deployment = looking_at(api)
+    with deployment(backend, SPIN, None, backend.settings, backend.client) as dep:
+        dep.start("s", "spin")
+        uids = {obj["metadata"]["uid"] for obj in dep.live.values()}
+    assert {p["metadata"]["uid"] for p in deployment.asked} == uids
+    # what the hook gets names what to look for on the node: the pod's uid and the runtime's container ids
+    for pod in deployment.asked:
+        assert all(s["containerID"].startswith("containerd://") for s in pod["status"]["containerStatuses"])
+
+
+def test_containers_left_on_the_node_are_an_error_naming_the_pod(api, backend):
+    t0 = time.monotonic()
+    with pytest.raises(BackendError, match=r"pod\(s\) tl-e1-\S+ \(uid [0-9a-f-]+\): deleted from the API, but node "
+                                           rf"{WORKER} still holds their containers 0 s later"):
+        with looking_at(api, gone=False)(backend, E1, None, backend.settings, backend.client):
+            pass
+    assert time.monotonic() - t0 < 10
+
+
+def test_a_pod_kubelet_cannot_stop_is_an_error_naming_it(api, backend):
+    """A container that outlives its SIGKILL (stuck in the kernel) keeps its pod Terminating: the
+    wait is bounded, and the error names the pod and where to look."""
+    api.scripts["spin"] = Script(stdout="", run_s=None, stuck_s=1.0)
+
+    class Hasty(FastDeployment):
+        deletion_timeout_s = 0.3
+
+    with pytest.raises(BackendError, match=r"not gone 0 s after their deletion: tl-s-\S+ \(Terminating on "
+                                           rf"{WORKER}; .*spin: running.*kubelet has not confirmed"):
+        with Hasty(backend, SPIN, None, backend.settings, backend.client):
+            pass
+    # the guardian finished the job once the container ended
+
+
+def test_a_qos_class_other_than_the_designs_is_a_design_mismatch(api, backend):
+    """The API server's status.qosClass decides where kubelet puts the pod; the deployment checks it
+    against the design (a cluster whose rule is the old, CPU-only one is caught)."""
+    def cpu_only(containers):
+        res = [c.get("resources") or {} for c in containers]
+        if all((r.get("limits") or {}).get("cpu") and (r.get("requests") or {}).get("cpu", r["limits"]["cpu"])
+               == r["limits"]["cpu"] for r in res):
+            return "Guaranteed"
+        return api_server_qos(containers)
+
+    api.qos_rule = cpu_only
+    node = Node("node", (Pod("g", (Container("c", ("info",), request_milli=1000, limit_milli=1000),)),))
+    with pytest.raises(DesignMismatch, match="g: the API server made it guaranteed, the design expects burstable"):
+        with backend.deploy(node):
+            pass
+    assert api.live_pods() == []
+
+
+def test_counters_are_stamped_with_the_middle_of_their_exec(api, backend):
+    """An exec takes time (here 0.4 s); the files are read inside it, not when it has returned."""
+    with backend.deploy(E1) as dep:
+        api.exec_latency_s = 0.4
+        stat = dep.read_stat("e1", "app")
+        read_at = api.execs[-1][0]
+    assert abs(stat["t_ns"] - read_at) < 0.1e9, (stat["t_ns"] - read_at) / 1e9

@@ -108,6 +108,7 @@ def sent_manifests(tmp_path_factory):
                 REGISTRY[experiment](spec, ctx)
                 ran.append((experiment, variant))
         assert api.live_pods() == [], "a deployment left pods behind"
+        assert api.running_containers() == [], "a deployment left containers running on a node"
         yield api.sent("POST", r"/api/v1/namespaces/default/pods"), ran
     finally:
         api.stop()
@@ -135,7 +136,8 @@ def test_every_pod_runs_on_the_worker_behind_its_gate(sent_manifests):
         if manifest["metadata"]["labels"][mf.LABEL_ROLE] == "load":
             continue  # the load generator: test_load_pods_go_to_the_control_plane
         spec = manifest["spec"]
-        assert spec["nodeSelector"] == {"kubernetes.io/hostname": WORKER}
+        assert spec["affinity"] == mf.node_affinity(WORKER) and "nodeSelector" not in spec
+        assert spec["securityContext"] == mf.pod_security_context()  # test_pod_security: the restricted standard
         assert spec["restartPolicy"] == "Never" and spec["enableServiceLinks"] is False
         assert "tolerations" not in spec  # only the load generator may go to the control-plane
         labels = manifest["metadata"]["labels"]
@@ -145,16 +147,19 @@ def test_every_pod_runs_on_the_worker_behind_its_gate(sent_manifests):
             assert c["command"][5] == "/cpulab"
             assert c["image"] in ("cpulab-kind:go124mod", "cpulab-kind:go125mod") and c["imagePullPolicy"] == "Never"
             assert {"name": mf.GATE_VOLUME, "mountPath": mf.GATE_DIR} in c["volumeMounts"]
+            assert c["securityContext"] == mf.container_security_context()
 
 
 def test_load_pods_go_to_the_control_plane(sent_manifests):
     manifests, _ = sent_manifests
     loads = [m for m in manifests if m["metadata"]["labels"][mf.LABEL_ROLE] == "load"]
     for m in loads:
-        assert m["spec"]["nodeSelector"] == {"kubernetes.io/hostname": CONTROL_PLANE}
+        assert m["spec"]["affinity"] == mf.node_affinity(CONTROL_PLANE)
         assert m["spec"]["tolerations"][0]["key"] == "node-role.kubernetes.io/control-plane"
         (c,) = m["spec"]["containers"]
-        assert c["command"][:2] == ["/cpulab", "load"] and c["resources"] == {}
+        assert c["command"][:2] == ["/cpulab", "load"]
+        # a CPU request (one CPU per load CPU the variant pins, else one), no limit: Burstable, not BestEffort
+        assert set(c["resources"]) == {"requests"} and q.parse_cpu(c["resources"]["requests"]["cpu"]) >= 1000
         targets = [a.split("=", 1)[1] for a in c["command"] if a.startswith("-target=")]
         assert targets and all(t.startswith("http://10.244.") for t in ",".join(targets).split(",")), targets
 
@@ -185,13 +190,23 @@ def test_the_load_generator_goes_to_the_control_plane_with_a_toleration():
                          node_name=CONTROL_PLANE, image="cpulab-kind:go124mod", ident=mf.RunIdentity.here("9-1-abcd", 9))
     validate(m)
     spec = m["spec"]
-    assert spec["nodeSelector"] == {"kubernetes.io/hostname": CONTROL_PLANE}
+    assert spec["affinity"] == {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [CONTROL_PLANE]}]}]}}}
     assert spec["tolerations"] == [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists",
                                     "effect": "NoSchedule"}]
     (c,) = spec["containers"]
     assert c["command"] == ["/cpulab", "load", "-target=http://10.244.1.7:8080", "-rps=100", "-clump=50"]
-    assert c["resources"] == {}
+    assert c["resources"] == {"requests": {"cpu": "1"}}  # mf.LOAD_CPU_REQUEST_MILLI: Burstable, not BestEffort
     assert m["metadata"]["labels"][mf.LABEL_ROLE] == "load"
+
+
+def test_the_load_generator_requests_the_cpus_it_is_given():
+    assert mf.load_request_milli(None) == mf.LOAD_CPU_REQUEST_MILLI == 1000
+    assert mf.load_request_milli("8-9") == 2000 and mf.load_request_milli("1") == 1000
+    m = mf.load_manifest([], name="x", node_name=CONTROL_PLANE, image="i", ident=mf.RunIdentity.here("r", 1),
+                         cpu_request_milli=mf.load_request_milli("6-9"))
+    validate(m)
+    assert m["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "4"}}
 
 
 def test_a_schema_violation_is_caught():

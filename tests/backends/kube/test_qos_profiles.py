@@ -10,51 +10,19 @@ rule (Guaranteed when the CPU request equals the limit) fails here on E4, S1, S2
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.kube_api_server import _qos as api_server_qos
-from throttlelab.backends.base import Capabilities
+from kube_api_server import _qos as api_server_qos
+from profile_pods import PROFILES, deployed_nodes
 from throttlelab.backends.kube import manifests as mf
-from throttlelab.experiments import REGISTRY, Context
-from throttlelab.model.config import load_design
 from throttlelab.model.design import design_node
-from throttlelab.model.placement import Node
-
-CONFIG = Path(__file__).resolve().parents[3] / "config"
 
 
-class _Captured(Exception):
-    def __init__(self, node: Node) -> None:
-        super().__init__(node.name)
-        self.node = node
-
-
-class _CaptureBackend:
-    def deploy(self, node, load=None):
-        raise _Captured(node)
-
-    def __getattr__(self, name):  # anything else an experiment asks before deploying
-        raise AssertionError(f"experiment asked the backend for {name} before deploying")
-
-
-def _nodes(profile: str):
-    design = load_design({"profile": profile, "backend": "kind"}, CONFIG)
-    caps = Capabilities(cpus=10, cgroup_version=2, can_pin_cpus=True, has_pause_level=True, runtime="runc-new")
-    for exp in design.experiments.values():
-        for variant, spec in exp.variants.items():
-            ctx = Context(backend=_CaptureBackend(), capabilities=caps, node_cpus=None, seed=1)
-            with pytest.raises(_Captured) as captured:
-                REGISTRY[exp.name](spec, ctx)
-            yield exp.name, variant, captured.value.node
-
-
-@pytest.mark.parametrize("profile", ["ci", "quick", "paper"])
+@pytest.mark.parametrize("profile", PROFILES)
 def test_api_server_qos_equals_the_design(profile):
     ident = mf.RunIdentity(run="r1", host="h", pid=1)
     seen = 0
-    for exp, variant, node in _nodes(profile):
+    for exp, variant, node, _load in deployed_nodes(profile):
         kube = mf.kube_node(node, 10_000)
         paths = {lvl.pod: lvl.path for lvl in design_node(kube, "runc-new", 10) if lvl.level == "pod"}
         for pod in kube.pods:

@@ -12,7 +12,10 @@ Pure functions of one run's tidy rows:
   ``podstats`` readings, restricted to the window;
 * E6 compares what a scraper computes from two cached readings with the
   measured extra completion time (the job's median round minus the median
-  round of the same burst without a limit, in the same run).
+  round of the same burst without a limit, in the same run); the readings come
+  from the kubelet's real cAdvisor (kind, kubernetes) or its emulation (local,
+  docker), and both are treated alike: rates over the readings' own time
+  difference. ``scrapes_cadvisor`` says which it was.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ DEFAULT_LOAD_TIMEOUT_MS = 10_000.0
 #: The latency quantiles the service findings and figures may compare, highest first: the highest
 #: one every run supports (stats.min_samples) is used and named.
 SERVICE_QUANTILES = (0.99, 0.9, 0.5)
+#: E6: the ``source`` of a scrape that read the kubelet's real cAdvisor (the other: "emulated").
+SCRAPE_CADVISOR = "cadvisor"
 
 
 def _latency_specs() -> list[MetricSpec]:
@@ -96,6 +101,9 @@ SPECS: tuple[MetricSpec, ...] = tuple(MetricSpec(*spec) for spec in (
      "throttled periods / wall-clock periods between the scrapes"),
     ("sample_gap_s", "s", "linear", "interval", "time between the two readings the scrapes returned"),
     ("scrape_gap_s", "s", "linear", "interval", "time between the two scrapes"),
+    ("scrapes_cadvisor", "scrapes", "linear", "setting",
+     "how many of the two scrapes read the kubelet's real cAdvisor (kind, kubernetes: 2); 0 where cAdvisor is "
+     "emulated (local, docker: the container's counters read every housekeeping_ms)"),
 ))
 
 
@@ -334,7 +342,16 @@ def monitoring_metrics(parts: Mapping[str, pd.DataFrame | None]) -> dict[str, fl
         "throttled_per_wall_period": d["nr_throttled"] / (sample_gap / period_s) if sample_gap > 0 else math.nan,
         "sample_gap_s": sample_gap,
         "scrape_gap_s": scrape_gap,
+        **scrape_source(scrapes),
     }
+
+
+def scrape_source(scrapes: pd.DataFrame) -> dict[str, float]:
+    """E6's ``scrapes_cadvisor``: how many scrapes read the kubelet's real cAdvisor (podstat ``source``
+    "cadvisor"); none where the table carries no source (logs before it are all emulated: "" counts as 0)."""
+    if "source" not in scrapes.columns:
+        return {}
+    return {"scrapes_cadvisor": float((scrapes["source"] == SCRAPE_CADVISOR).sum())}
 
 
 def service_run_metrics(experiment: str, parts: Mapping[str, pd.DataFrame | None]) -> dict[str, float]:

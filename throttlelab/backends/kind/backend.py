@@ -9,8 +9,13 @@ Docker containers on this host, so
 * node-level CPU pinning (E5, E8) is `docker update --cpuset-cpus` on the node
   containers, ALWAYS restored (kind/pins.py; the guardian is
   throttlelab.backends.kind.guardian);
-* the node, QoS, pod and pause cgroup levels are read inside the node container
-  (docker exec; kind/nodes.py), where the whole kubelet hierarchy is visible.
+* the node, QoS, pod and pause cgroup levels are found inside the node container
+  (one docker exec per deployment) and then read from this host through the
+  node's /proc/<pid>/root (kind/nodes.py), where the whole kubelet hierarchy is
+  visible: pod and container counters are sampled with no process started in the
+  node or the pod;
+* the other, idle cluster's node containers are paused while a deployment lives
+  (kind/pauses.py), always resumed.
 
 A variant runs on the cluster of its runtime conversion: runc-new on `new`,
 runc-old on `old`.
@@ -20,35 +25,40 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
+from throttlelab.model import design
 from throttlelab.model.coverage import V1_PIN_REASON
 from throttlelab.model.placement import LoadPlacement, Node
 from throttlelab.backends.base import BackendError, Capabilities
+from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.kube.client import KubeClient, KubeError, container_id
 from throttlelab.backends.kube.backend import KubeBackend, KubeDeployment, KubeSettings, NotTestable, parse_cpu_stat
 from throttlelab.backends.kind.clusters import NODE_IMAGES, ROLE_OF_RUNTIME, KindCluster, clusters_from_settings, image_tag
 from throttlelab.backends.kind.nodes import (
     DISCOVER,
-    READ,
-    level_files,
+    NodeFiles,
     docker_client,
     level_dirs,
+    level_files,
     node_container,
     node_conversion,
     node_exec,
+    node_pid,
     parse_discover,
-    parse_read,
     runc_version,
     settings_of,
+    stat_files,
 )
+from throttlelab.backends.kind.pauses import ClusterLocks, hold, pause, plan_pauses, resume, sweep_pauses, using
 from throttlelab.backends.kind.pins import Pin, apply_pins, plan_pins, restore_pins, sweep_pins
 
 
 class KindDeployment(KubeDeployment):
     strict_upper = True  # every level is in the node container: one we cannot find is an error, not "unreadable"
-    guardian_module = "throttlelab.backends.kind.guardian"  # the kubernetes guardian, then the pins restored
+    guardian_module = "throttlelab.backends.kind.guardian"  # the kubernetes guardian, then pins and pauses undone
 
     def __init__(self, backend: "KindBackend", node: Node, load: LoadPlacement | None, cluster: KindCluster):
         super().__init__(backend, node, load, backend.settings_for(cluster), backend.client_for(cluster))
@@ -61,6 +71,37 @@ class KindDeployment(KubeDeployment):
         if load and load.cpus:
             wanted[cluster.control_plane] = load.cpus
         self.wanted = wanted
+        # the other cluster stays idle while this one measures: its nodes are paused (kind/pauses.py)
+        self.idle = [c for c in backend.clusters.values() if c.name != cluster.name]
+        self.paused: list[str] = []
+        self.locks: ClusterLocks | None = None
+        # the worker's files, read from this host (kind/nodes.py); each level's directory is found once
+        self.files = NodeFiles(cluster.worker, lambda: node_pid(self.docker, cluster.worker))
+        self._dirs: dict[str, str] | None = None
+        self._pod_dirs: dict[str, str] = {}  # pod uid -> its directory in the worker
+        self._finding = threading.Lock()
+
+    # -- lifecycle: the idle cluster's lock and pause around the kubernetes deployment ----------------
+    def __enter__(self) -> "KindDeployment":
+        self.locks = hold(using=[self.cluster.name], pausing=[c.name for c in self.idle], progress=self.backend.progress)
+        try:
+            super().__enter__()
+        except BaseException:
+            self._release()  # (the deployment's own exit ran already; this is for a failure before it could)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            super().__exit__(*exc)
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        self.files.close()
+        if self.locks is not None:
+            self.locks.release()
+            self.locks = None
 
     def _check_placement(self) -> None:
         """The worker's runc must convert shares the way this variant's runtime says."""
@@ -77,47 +118,120 @@ class KindDeployment(KubeDeployment):
 
     def _guardian_description(self) -> dict[str, Any]:
         self.pins = plan_pins(self.docker, self.wanted) if self.wanted else []
+        self.paused = plan_pauses(self.docker, [n for c in self.idle for n in (c.control_plane, c.worker)])
         desc = super()._guardian_description()
         desc["pins"] = [{"container": p.container, "restore_to": p.restore_to} for p in self.pins]
+        desc["pauses"] = list(self.paused)
         return desc
 
     def _prepare_nodes(self) -> None:
         if self.pins:
             apply_pins(self.docker, self.pins, os.getpid())
             self.backend.progress("pinned " + ", ".join(f"{p.container} to CPUs {p.cpus}" for p in self.pins))
+        if self.paused:
+            pause(self.docker, self.paused, os.getpid())
+            self.backend.progress("paused the idle cluster's nodes while this one measures: " + ", ".join(self.paused))
 
     def _restore_nodes(self) -> None:
+        problems = []
         if self.pins:
-            done = restore_pins(self.docker, self.pins)
-            if done:
-                self.backend.progress("restored " + ", ".join(done))
+            try:
+                done = restore_pins(self.docker, self.pins)
+                if done:
+                    self.backend.progress("restored " + ", ".join(done))
+            except BackendError as exc:
+                problems.append(str(exc))
+        if self.paused:
+            try:
+                resumed = resume(self.docker, self.paused)
+                if resumed:
+                    self.backend.progress("resumed the idle cluster's nodes: " + ", ".join(resumed))
+            except BackendError as exc:
+                problems.append(str(exc))
+        if problems:
+            raise BackendError("; ".join(problems))
+
+    # -- the node side: each level's directory found once, its files read from this host ----------------
+    def _node_dirs(self) -> dict[str, str]:
+        """design path -> directory inside the worker, for every level of our pods (node, QoS, pod,
+        pause, container): found by one exec of DISCOVER at the first readback or sample."""
+        with self._finding:
+            if self._dirs is None:
+                worker = node_container(self.docker, self.cluster.worker)
+                uids = {name: obj["metadata"]["uid"] for name, obj in self.live.items()}
+                ids = {(p.name, c.name): container_id(self.live[p.name], c.name)
+                       for p in self.node.pods for c in p.containers}
+                layout = parse_discover(node_exec(worker, ["sh", "-c", DISCOVER, "discover", *uids.values()],
+                                                  "find the pods' cgroups"))
+                missing = [p for p, uid in uids.items() if uid not in layout.pod_dirs]
+                if missing:
+                    raise BackendError(f"kind backend: no cgroup of pod(s) {', '.join(missing)} in node {worker.name}")
+                self.cgroup_version = layout.version
+                self._pod_dirs = dict(layout.pod_dirs)
+                self._dirs = level_dirs(self.node, layout, uids, ids)
+            return self._dirs
+
+    def _containers_gone(self, pod: dict[str, Any]) -> bool:
+        """Whether the pod's node holds no cgroup of the deleted pod any more (kubelet removes it once
+        its containers have stopped). A pod of the worker whose directory is known: looked at from
+        this host; any other (the load generator, on the control-plane): searched in its node."""
+        uid = pod["metadata"].get("uid") or ""
+        node = (pod.get("spec") or {}).get("nodeName") or self.cluster.worker
+        known = self._pod_dirs.get(uid)
+        if known and node == self.cluster.worker:
+            try:
+                return not self.files.exists(known)
+            except OSError as exc:
+                raise BackendError(f"kind backend: cannot look for {known} in node {node}: {exc.strerror}") from None
+        layout = parse_discover(node_exec(node_container(self.docker, node), ["sh", "-c", DISCOVER, "discover", uid],
+                                          f"look for the cgroup of deleted pod {pod['metadata'].get('name')}"))
+        return uid not in layout.pod_dirs
+
+    def _read_file(self, path: str) -> str | None:
+        try:
+            return self.files.read_optional(path)
+        except OSError as exc:
+            raise BackendError(f"kind backend: cannot read {path} in node {self.cluster.worker}: {exc.strerror}") from None
 
     def _read_upper_levels(self) -> dict[str, dict[str, Any]]:
-        worker = node_container(self.docker, self.cluster.worker)
-        uids = {name: obj["metadata"]["uid"] for name, obj in self.live.items()}
-        ids = {(p.name, c.name): container_id(self.live[p.name], c.name) for p in self.node.pods for c in p.containers}
-        layout = parse_discover(node_exec(worker, ["sh", "-c", DISCOVER, "discover", *uids.values()],
-                                          "find the pods' cgroups"))
-        self.cgroup_version = layout.version
-        missing = [p for p, uid in uids.items() if uid not in layout.pod_dirs]
-        if missing:
-            raise BackendError(f"kind backend: no cgroup of pod(s) {', '.join(missing)} in node {worker.name}")
+        dirs = self._node_dirs()
+        version = self.cgroup_version or 2
         containers = {lv.design.path for lv in self.levels if lv.design.level == "container"}
-        dirs = {path: d for path, d in level_dirs(self.node, layout, uids, ids).items() if path not in containers}
-        paths = [path for d in dirs.values() for path in level_files(d, layout.version)]
-        read = parse_read(node_exec(worker, ["sh", "-c", READ, "read", *paths], "read the cgroup files"))
-        return {path: settings_of(d, read, layout.version) for path, d in dirs.items()}
+        upper = {path: d for path, d in dirs.items() if path not in containers}
+        files = {path: self._read_file(path) for d in upper.values() for path in level_files(d, version)}
+        return {path: settings_of(d, files, version) for path, d in upper.items()}
+
+    def _stat_at(self, path: str, pod: str, container: str | None) -> dict[str, Any]:
+        """The counters of one level, read through the node's /proc/<pid>/root: no process is started
+        in the node or in the pod, and the engine is not asked."""
+        what = f"container {pod}/{container}" if container else f"pod {pod}"
+        directory = self._node_dirs().get(path)
+        if directory is None:
+            raise BackendError(f"kind backend: the cgroup of {what} was not found in node {self.cluster.worker} "
+                               f"(its pod's directories: {sorted(self._node_dirs())})")
+        try:
+            texts = [self.files.read(f) for f in stat_files(directory, self.cgroup_version or 2)]
+        except FileNotFoundError:
+            raise BackendError(self._gone(what, pod, directory)) from None
+        except OSError as exc:
+            raise BackendError(f"kind backend: cannot read the counters of {what} in node {self.cluster.worker} "
+                               f"({directory}): {exc.strerror}") from None
+        return parse_cpu_stat(texts[0], texts[1] if len(texts) > 1 else None)
+
+    def _gone(self, what: str, pod: str, directory: str) -> str:
+        name = mf.pod_name(self.node.pod(pod), self.ident.run)
+        return (f"kind backend: the cgroup of {what} is gone from node {self.cluster.worker} ({directory}): kubelet "
+                "and runc remove it when the container ends or its pod is deleted, so its counters can be read only "
+                f"while it runs; see what happened: kubectl --kubeconfig {self.settings.kubeconfig} --context "
+                f"{self.settings.context} -n {self.ns} describe pod {name}")
 
     def _stat_pod(self, pod: str) -> dict[str, Any]:
-        worker = node_container(self.docker, self.cluster.worker)
-        uid = self.live[pod]["metadata"]["uid"]
-        layout = parse_discover(node_exec(worker, ["sh", "-c", DISCOVER, "discover", uid], "find the pod's cgroup"))
-        pod_dir = layout.pod_dirs.get(uid)
-        if not pod_dir:
-            raise BackendError(f"kind backend: pod {pod} has no cgroup in node {worker.name}")
-        files = [f"{pod_dir}/cpu.stat"] + ([f"{pod_dir}/cpuacct.usage"] if layout.version == 1 else [])
-        read = parse_read(node_exec(worker, ["sh", "-c", READ, "read", *files], "read cpu.stat"))
-        return parse_cpu_stat(read.get(files[0]) or "", read.get(files[1]) if len(files) > 1 else None)
+        return self._stat_at(design.pod_path(self.node, self.node.pod(pod)), pod, None)
+
+    def _stat_container(self, pod: str, container: str) -> dict[str, Any]:
+        p = self.node.pod(pod)
+        p.container(container)  # KeyError names what is missing
+        return self._stat_at(design.container_path(self.node, p, container), pod, container)
 
 
 class KindBackend(KubeBackend):
@@ -167,23 +281,28 @@ class KindBackend(KubeBackend):
 
     def preflight(self) -> None:
         docker = self.docker  # an unreachable engine: a BackendError naming it
+        resumed = sweep_pauses(docker)
+        if resumed:
+            self.progress("resumed kind nodes a dead run left paused: " + ", ".join(resumed))
         ready = [c for c in self.clusters.values() if c.kubeconfig.is_file()]
         if not ready:
             raise BackendError("kind backend: no cluster exists yet (no kubeconfig under results/kind/clusters/); "
                                "create them: snakemake --cores 1 --config backend=kind create_clusters")
-        for cluster in ready:
-            kc = self.client_for(cluster)
-            kc.version()
-            names = [n["metadata"]["name"] for n in kc.nodes()]
-            for node in (cluster.worker, cluster.control_plane):
-                if node not in names:
-                    raise BackendError(f"kind backend: cluster {cluster.name} has no node {node!r} (its nodes: "
-                                       f"{', '.join(names)}); delete and recreate it: snakemake clean")
-                node_container(docker, node)
-            try:
-                kc.wait_nodes_ready([cluster.control_plane, cluster.worker], self.node_ready_timeout_s)
-            except KubeError as exc:
-                raise BackendError(f"kind backend: cluster {cluster.name}: {exc}") from None
+        with using(*(c.name for c in ready), progress=self.progress):  # not while a run has one paused
+            for cluster in ready:
+                kc = self.client_for(cluster)
+                kc.version()
+                names = [n["metadata"]["name"] for n in kc.nodes()]
+                for node in (cluster.worker, cluster.control_plane):
+                    if node not in names:
+                        raise BackendError(f"kind backend: cluster {cluster.name} has no node {node!r} (its nodes: "
+                                           f"{', '.join(names)}); delete and recreate it: snakemake clean")
+                    node_container(docker, node)
+                node_pid(docker, cluster.worker)  # its files can be read from here (this host, root)
+                try:
+                    kc.wait_nodes_ready([cluster.control_plane, cluster.worker], self.node_ready_timeout_s)
+                except KubeError as exc:
+                    raise BackendError(f"kind backend: cluster {cluster.name}: {exc}") from None
 
     def host_cgroup_version(self) -> int | None:
         info = self.docker.info()
@@ -205,7 +324,9 @@ class KindBackend(KubeBackend):
             runtime=self.runtime,
             notes=(
                 "kind backend: node cpusets set with docker update on the node containers, restored on exit",
-                "pod, QoS and node levels read inside the node container; container levels by exec in the container",
+                "the idle cluster's node containers are paused (docker pause) while a job measures, resumed on exit",
+                "pod, QoS and node levels found once in the node container, then read from this host through "
+                "/proc/<pid>/root (counters too: no exec per sample); container levels checked by exec in the container",
             ),
         )
 
@@ -248,6 +369,9 @@ class KindBackend(KubeBackend):
         restored = sweep_pins(self.docker)
         if restored:
             self.progress("restored node cpusets a dead run left pinned: " + ", ".join(restored))
+        resumed = sweep_pauses(self.docker)
+        if resumed:
+            self.progress("resumed kind nodes a dead run left paused: " + ", ".join(resumed))
         return super().sweep(kc, namespace)
 
     def deploy(self, node: Node, load: LoadPlacement | None = None) -> KindDeployment:

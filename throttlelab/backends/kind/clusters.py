@@ -41,6 +41,7 @@ from throttlelab.backends import images
 from throttlelab.backends.base import BackendError
 from throttlelab.backends.kube.client import KubeClient, KubeError
 from throttlelab.backends.kind.nodes import docker_client, node_conversion, node_container, node_exec, runc_version
+from throttlelab.backends.kind.pauses import sweep_pauses, using
 
 #: SPEC §4's pinned node images and the kind release each is built for.
 NODE_IMAGES = {
@@ -199,8 +200,19 @@ def configured_images(config: Path) -> list[str]:
 NODE_READY_TIMEOUT_S = 300.0
 
 
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
 def create_cluster(cluster: KindCluster, kubeconfig: Path, stamp: Path) -> dict[str, Any]:
-    """Create the cluster once; a cluster that already exists with the configured node image is reused."""
+    """Create the cluster once; a cluster that already exists with the configured node image is reused.
+    Not while a run on the other cluster has this one paused (kind/pauses.py): that run is waited for."""
+    with using(cluster.name, progress=_progress):
+        sweep_pauses(docker_client())  # a dead run's pause is undone before the nodes are used
+        return _create_cluster(cluster, kubeconfig, stamp)
+
+
+def _create_cluster(cluster: KindCluster, kubeconfig: Path, stamp: Path) -> dict[str, Any]:
     binary = check_kind(cluster)
     client = docker_client()
     wanted = set(configured_images(cluster.config))
@@ -258,7 +270,14 @@ def load_into_cluster(binary: str, tag: str, name: str, run: Callable[[list[str]
 
 
 def load_image(cluster: KindCluster, variant: str, image_stamp: Path, stamp: Path) -> dict[str, Any]:
-    """`kind load docker-image cpulab-kind:<variant>` into both nodes, then check each node has it."""
+    """`kind load docker-image cpulab-kind:<variant>` into both nodes, then check each node has it.
+    Not while a run on the other cluster has this one paused (kind/pauses.py): that run is waited for."""
+    with using(cluster.name, progress=_progress):
+        sweep_pauses(docker_client())  # a dead run's pause is undone before the nodes are used
+        return _load_image(cluster, variant, image_stamp, stamp)
+
+
+def _load_image(cluster: KindCluster, variant: str, image_stamp: Path, stamp: Path) -> dict[str, Any]:
     binary = check_kind(cluster)
     image = json.loads(image_stamp.read_text())
     tag = image["tag"]
@@ -275,7 +294,13 @@ def load_image(cluster: KindCluster, variant: str, image_stamp: Path, stamp: Pat
 
 
 def delete_clusters(clusters: dict[str, KindCluster]) -> list[str]:
-    """Delete every lab cluster that exists, with its kubeconfig and stamps."""
+    """Delete every lab cluster that exists, with its kubeconfig and stamps (after a run that has
+    one of them paused has ended)."""
+    with using(*(c.name for c in clusters.values()), progress=_progress):
+        return _delete_clusters(clusters)
+
+
+def _delete_clusters(clusters: dict[str, KindCluster]) -> list[str]:
     deleted = []
     for cluster in clusters.values():
         binary = find_binary(cluster.binary)

@@ -1,22 +1,40 @@
 """Guardian of one kind deployment: the kubernetes guardian (the run's pods are deleted), and
-then every node container the run pinned is set back to its cpuset.
+then every node container the run pinned is set back to its cpuset and every node of the idle
+cluster it paused is resumed.
 
 A kind deployment starts `python -m throttlelab.backends.kind.guardian '<json>'`;
-the description is the kubernetes guardian's plus the pins:
+the description is the kubernetes guardian's plus the pins and the pauses:
 
-    {..., "pins": [{"container": NODE_CONTAINER, "restore_to": CPUSET}, ...]}
+    {..., "pins": [{"container": NODE_CONTAINER, "restore_to": CPUSET}, ...],
+          "pauses": [NODE_CONTAINER, ...]}
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
+from throttlelab.backends.base import BackendError
 from throttlelab.backends.kube import guardian
+from throttlelab.backends.kind.pauses import resume_described
 from throttlelab.backends.kind.pins import restore_described
 
 
+def undo_nodes(desc: dict[str, Any]) -> list[str]:
+    """Restore the pins and resume the paused nodes; both are tried, whatever the other does."""
+    done, problems = [], []
+    for step in (restore_described, resume_described):
+        try:
+            done += step(desc)
+        except BackendError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise BackendError("; ".join(problems))
+    return done
+
+
 def main(argv: list[str]) -> int:
-    return guardian.main(argv, also=restore_described)
+    return guardian.main(argv, also=undo_nodes)
 
 
 if __name__ == "__main__":

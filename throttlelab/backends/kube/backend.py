@@ -22,6 +22,18 @@ container's gate (podgate execs cpulab, which becomes the container's main
 process); `stop()` sends it SIGTERM through podgate; logs come from the logs
 API; leaving the `with` block deletes every pod of the run by label, and a
 guardian process does so even when the runner is SIGKILLed.
+
+Deletion is graceful (client.DELETE_GRACE_S) and waited out: a pod counts as
+removed when its API object is gone, which kubelet allows only once it has
+stopped the pod's containers and removed its cgroups, and, where the backend
+can look at the node (kind: `_containers_gone`), when the node holds none of
+its containers either. A forced deletion (grace 0) would remove the object at
+once while the containers ran on into the next job.
+
+What this backend asks of an existing cluster is the least the design needs:
+the pods of its own namespace, the worker and load nodes by name, and their
+cAdvisor (E6). It lists no pods of other namespaces: the only use of them, the
+burstable QoS level's other requests, is for a level it cannot read back here.
 """
 
 from __future__ import annotations
@@ -32,6 +44,7 @@ import os
 import re
 import secrets
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +56,8 @@ from throttlelab.model.placement import LoadPlacement, Node, parse_cpuset
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.base import Backend, BackendError, Capabilities, Deployment, DesignMismatch, Output, Readback
 from throttlelab.backends.kube.client import (
+    DELETE_GRACE_S,
+    Forbidden,
     KubeClient,
     KubeError,
     NotFound,
@@ -103,12 +118,16 @@ class KubeLevel:
     v1_shares: int
 
 
-def kube_design(node: Node, runtime: str, others: list[dict[str, Any]], period_us: int = q.DEFAULT_PERIOD_US) -> list[KubeLevel]:
+def kube_design(node: Node, runtime: str, others: list[dict[str, Any]] | None,
+                period_us: int = q.DEFAULT_PERIOD_US) -> list[KubeLevel]:
     """design.design_node for a real node: `node` already has the node's allocatable CPUs and
     defaulted requests (manifests.kube_node); `others` are the node's other live pods, whose
-    requests kubelet adds to the burstable QoS level."""
+    requests kubelet adds to the burstable QoS level, or None when they were not asked for (the
+    level is not read back): the burstable level's design then counts our pods only, and says so."""
     levels = design.design_node(node, runtime, (node.allocatable_milli or 0) // 1000, period_us)
-    other_burstable = sum(mf.pod_request_milli(p) for p in others if mf.pod_qos(p) == "burstable")
+    other_burstable = sum(mf.pod_request_milli(p) for p in others or [] if mf.pod_qos(p) == "burstable")
+    others_text = ("not counted (this level is not read back here, and listing every namespace's pods "
+                   "needs cluster-wide rights)" if others is None else q.format_cpu(other_burstable))
     ours = sum(p.request_milli for p in node.pods if p.qos == "burstable")
     out = []
     for level in levels:
@@ -120,7 +139,7 @@ def kube_design(node: Node, runtime: str, others: list[dict[str, Any]], period_u
                 level="qos", path=level.path, quota_us=None, period_us=period_us,
                 weight=q.shares_to_weight_linear(shares), cpus=None,
                 formula=(f"burstable: requests of our pods {q.format_cpu(ours)} + the node's other burstable pods "
-                         f"{q.format_cpu(other_burstable)} -> shares {shares} -> linear weight"),
+                         f"{others_text} -> shares {shares} -> linear weight"),
             )
         elif level.level == "qos":
             shares = q.MIN_SHARES
@@ -195,17 +214,20 @@ def compare(designed: dict[str, Any], got: dict[str, Any], cgroup_version: int |
     return out
 
 
-def sweep_stale_pods(kc: KubeClient, namespace: str, host: str, alive: Callable[[int], bool]) -> list[str]:
-    """Delete the lab's pods left on this cluster by runners of this host that no longer exist."""
-    removed = []
+def sweep_stale_pods(kc: KubeClient, namespace: str, host: str, alive: Callable[[int], bool],
+                     timeout_s: float = 90.0, poll_s: float = 0.25) -> list[str]:
+    """Delete the lab's pods left on this cluster by runners of this host that no longer exist, and
+    wait until they are gone (their containers stopped), so none of them runs beside the next job."""
+    stale = []
     selector = f"{mf.MANAGED_SELECTOR},{mf.LABEL_HOST}={host}"
     for pod in kc.list_pods(namespace, selector):
         labels = pod["metadata"].get("labels") or {}
         pid = labels.get(mf.LABEL_PID, "")
         if pid.isdigit() and not alive(int(pid)):
-            if kc.delete_pod(namespace, pod["metadata"]["name"], grace_s=0):
-                removed.append(pod["metadata"]["name"])
-    return removed
+            if kc.delete_pod(namespace, pod["metadata"]["name"]):
+                stale.append(pod)
+    kc.wait_deleted(namespace, stale, timeout_s, poll_s)
+    return [pod["metadata"]["name"] for pod in stale]
 
 
 # -- the deployment ---------------------------------------------------------------------------
@@ -253,6 +275,8 @@ class KubeDeployment(Deployment):
     poll_s = 0.2  # how often pod states are read while waiting
     unschedulable_grace_s = 5.0  # a pod the scheduler refuses this long is an error
     term_grace_s = 10.0  # an overdue workload gets this long after SIGTERM before its pod is deleted
+    deletion_timeout_s = 90.0  # a deleted pod's object must be gone (its containers stopped) within this
+    containers_gone_timeout_s = 60.0  # then the node must hold none of its containers within this
     strict_upper = False  # kubernetes: the levels above the container are unreadable, and said so
     guardian_module = GUARDIAN_MODULE  # kind's guardian also restores the nodes it pinned
 
@@ -294,6 +318,66 @@ class KubeDeployment(Deployment):
         An existing cluster gives no node access: nothing readable."""
         return {}
 
+    def _containers_gone(self, pod: dict[str, Any]) -> bool:
+        """Whether the node holds none of this deleted pod's containers (nor its cgroup). `pod` is
+        the Pod object as last read before its deletion: metadata.uid, spec.nodeName and
+        status.containerStatuses[].containerID ("containerd://<id>") name what to look for.
+        Called only once the API object is gone, which after a graceful deletion kubelet allows
+        only when the containers have stopped; an existing cluster gives no node access, so that
+        is all the kubernetes backend can know (True). kind looks in the node container."""
+        return True
+
+    def _reads_upper_levels(self) -> bool:
+        """Whether verify() reads the levels above the containers (a subclass reads them)."""
+        return type(self)._read_upper_levels is not KubeDeployment._read_upper_levels
+
+    def _other_pods(self) -> list[dict[str, Any]] | None:
+        """The worker's other live pods, whose requests kubelet adds to the burstable level: asked for
+        only where that level is read back (listing the pods of every namespace needs cluster-wide
+        rights); None otherwise."""
+        if not self._reads_upper_levels():
+            return None
+        return [
+            p for p in self.kc.pods_on_node(self.settings.worker_node)
+            if (p["metadata"].get("labels") or {}).get(mf.LABEL_RUN) != self.ident.run
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        ]
+
+    def _await_removal(self, pods: list[dict[str, Any]]) -> None:
+        """After the graceful deletion of `pods` (Pod objects as last read): wait until the API has
+        removed each (kubelet stopped its containers), then until the node holds none of their
+        containers (`_containers_gone`). Bounded; the errors name the pods."""
+        if not pods:
+            return
+        self.kc.wait_deleted(self.ns, pods, self.deletion_timeout_s, poll_s=self.poll_s)
+        deadline = time.monotonic() + self.containers_gone_timeout_s
+        left = list(pods)
+        while True:
+            left = [p for p in left if not self._containers_gone(p)]
+            if not left:
+                return
+            if time.monotonic() > deadline:
+                names = ", ".join(f"{p['metadata']['name']} (uid {p['metadata'].get('uid')})" for p in left)
+                node = (left[0].get("spec") or {}).get("nodeName") or self.settings.worker_node
+                raise BackendError(
+                    f"pod(s) {names}: deleted from the API, but node {node} still holds their containers "
+                    f"{self.containers_gone_timeout_s:.0f} s later; they would run beside the next job: remove "
+                    "them on the node (crictl rm -f) and look at kubelet's log"
+                )
+            time.sleep(self.poll_s)
+
+    def _delete_and_wait(self, name: str) -> bool:
+        """Delete one pod of the run (graceful) and wait until nothing of it is left; False when it
+        was gone already."""
+        try:
+            pod = self.kc.read_pod(self.ns, name)  # its uid and container ids, for _containers_gone
+        except NotFound:
+            return False
+        if not self.kc.delete_pod(self.ns, name, grace_s=DELETE_GRACE_S):
+            return False
+        self._await_removal([pod])
+        return True
+
     # -- lifecycle ------------------------------------------------------------------------------
     def __enter__(self) -> "KubeDeployment":
         self._check_placement()
@@ -305,12 +389,7 @@ class KubeDeployment(Deployment):
             worker = self.kc.node(self.settings.worker_node)
             allocatable = q.parse_cpu(worker["status"]["allocatable"]["cpu"], "allocatable cpu")
             self.node = mf.kube_node(self.model, allocatable)
-            others = [
-                p for p in self.kc.pods_on_node(self.settings.worker_node)
-                if (p["metadata"].get("labels") or {}).get(mf.LABEL_RUN) != self.ident.run
-                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-            ]
-            self.levels = kube_design(self.node, self.runtime, others)
+            self.levels = kube_design(self.node, self.runtime, self._other_pods())
             for pod in self.node.pods:
                 manifest = mf.pod_manifest(
                     pod, node_name=self.settings.worker_node, image_of=self.settings.image, ident=self.ident,
@@ -321,29 +400,48 @@ class KubeDeployment(Deployment):
                 self.live[pod.name] = self.kc.wait_pod(
                     self.ns, mf.pod_name(pod, self.ident.run), all_running, self.settings.pod_start_timeout_s,
                     "running (every container at its start gate)", poll_s=self.poll_s,
-                    unschedulable_grace_s=self.unschedulable_grace_s,
+                    unschedulable_grace_s=self.unschedulable_grace_s, node=self.settings.worker_node,
                 )
+            self._check_qos_classes()
             self.backend.progress(f"{len(self.node.pods)} pod(s) of run {self.ident.run} at their start gates "
                                   f"on {self.settings.worker_node}")
         except BaseException:
-            self.__exit__(None, None, None)
+            self.__exit__(*sys.exc_info())
             raise
         return self
 
+    def _check_qos_classes(self) -> None:
+        """The QoS class the API server gave each pod (status.qosClass) must be the design's: it
+        decides the pod's parent cgroup and the burstable level's weight (SPEC §2)."""
+        wrong = []
+        for pod in self.node.pods:
+            assigned = ((self.live[pod.name].get("status") or {}).get("qosClass") or "").lower()
+            if assigned and assigned != pod.qos:
+                wrong.append(f"{pod.name}: the API server made it {assigned}, the design expects {pod.qos}")
+        if wrong:
+            raise DesignMismatch("QoS classes on " + self.settings.worker_node + " differ from the design "
+                                 "(kubelet's rule: Guaranteed needs cpu AND memory limits equal to their "
+                                 "requests in every container): " + "; ".join(wrong))
+
     def __exit__(self, *exc: object) -> None:
         problems = []
+        cleaned = False
         try:
-            self.kc.delete_pods(self.ns, self.ident.selector, grace_s=0)
-            self.kc.wait_gone(self.ns, self.ident.selector, timeout_s=90, poll_s=self.poll_s)
-        except KubeError as err:
-            problems.append(str(err))
-        try:
-            self._restore_nodes()
-        except BackendError as err:
-            problems.append(str(err))
-        finally:
+            try:
+                pods = self.kc.list_pods(self.ns, self.ident.selector)
+                if pods:
+                    self.kc.delete_pods(self.ns, self.ident.selector, grace_s=DELETE_GRACE_S)
+                    self._await_removal(pods)
+            except BackendError as err:  # KubeError included
+                problems.append(str(err))
+            try:
+                self._restore_nodes()
+            except BackendError as err:
+                problems.append(str(err))
+            cleaned = not problems
+        finally:  # also when a second Ctrl-C interrupts the cleanup: the guardian then does it all again
             if self.guardian is not None:
-                self.guardian.close(cleaned=not problems)  # otherwise it repeats both steps (idempotent)
+                self.guardian.close(cleaned=cleaned)  # otherwise it repeats both steps (idempotent)
                 self.guardian = None
         if problems and not any(exc):
             raise BackendError("cleanup of run " + self.ident.run + " incomplete: " + "; ".join(problems))
@@ -456,7 +554,8 @@ class KubeDeployment(Deployment):
     def _end(self, handle: KubeHandle) -> str:
         """Stop an overdue workload: SIGTERM through podgate (cpulab then writes its summary); if it is
         still running after term_grace_s, delete its pod (kubelet kills from outside: a SIGKILL sent to
-        PID 1 from inside its own PID namespace is dropped by the kernel). Says what it did."""
+        PID 1 from inside its own PID namespace is dropped by the kernel) and wait until kubelet has
+        stopped it. Says what it did."""
         try:
             self._exec(handle.pod, handle.container, [mf.PODGATE, "signal", "TERM"])
             if self._wait_terminated(handle, self.term_grace_s) is not None:
@@ -464,7 +563,8 @@ class KubeDeployment(Deployment):
                 return f"stopped with SIGTERM. Last stderr: {out.stderr[-300:]!r}"
         except KubeError:
             pass
-        self.kc.delete_pod(self.ns, handle.pod_name, grace_s=0)
+        if not self._delete_and_wait(handle.pod_name):
+            return "its pod was gone"
         return "its pod was deleted"
 
     def _collect(self, handle: KubeHandle, terminated: dict[str, Any] | None) -> Output:
@@ -501,20 +601,29 @@ class KubeDeployment(Deployment):
 
     def run_load(self, args: list[str], timeout_s: float, variant: str = "go124mod") -> Output:
         name = f"tl-load-{self.ident.run}-{next(self._loads)}"[:63]
+        request = mf.load_request_milli(self.load.cpus if self.load else None)
         manifest = mf.load_manifest(
             list(args), name=name, node_name=self.settings.load_node, image=self.settings.image(variant),
             ident=self.ident, pull_policy=self.settings.pull_policy,
-            tolerate_control_plane=self.settings.tolerate_control_plane,
+            tolerate_control_plane=self.settings.tolerate_control_plane, cpu_request_milli=request,
         )
         self.kc.create_pod(self.ns, manifest)
         handle = KubeHandle("load", "generator", name, time.monotonic())
         try:
-            self.kc.wait_pod(self.ns, name, lambda p: all_running(p) or finished(p), self.settings.pod_start_timeout_s,
-                             "started", poll_s=self.poll_s, unschedulable_grace_s=self.unschedulable_grace_s)
+            try:
+                self.kc.wait_pod(self.ns, name, lambda p: all_running(p) or finished(p),
+                                 self.settings.pod_start_timeout_s, "started", poll_s=self.poll_s,
+                                 unschedulable_grace_s=self.unschedulable_grace_s, node=self.settings.load_node)
+            except KubeError as exc:
+                if "Insufficient cpu" in str(exc) or "OutOfcpu" in str(exc):
+                    raise KubeError(f"{exc}; the load generator requests {mf.cpu_quantity(request)} CPU "
+                                    f"(manifests.load_request_milli) on {self.settings.load_node}, more than "
+                                    "that node has left") from None
+                raise
             handle.started = time.monotonic()
             return self._finish(handle, timeout_s)
         finally:
-            self.kc.delete_pod(self.ns, name, grace_s=0)
+            self._delete_and_wait(name)
 
     def _stat_container(self, pod: str, container: str) -> dict[str, Any]:
         if self.cgroup_version == 1:
@@ -530,8 +639,11 @@ class KubeDeployment(Deployment):
         raise NotTestable(f"pod-level counters of {pod} need node access: {self.backend.unreadable_reason}")
 
     def read_stat(self, pod: str, container: str | None = None) -> dict[str, Any]:
+        """The counters, stamped with the middle of the read: an exec takes tens of milliseconds on
+        a real cluster, and the files are read somewhere inside it, not when it has returned."""
+        before = time.monotonic_ns()
         stat = self._stat_container(pod, container) if container else self._stat_pod(pod)
-        return {**stat, "t_ns": time.monotonic_ns()}
+        return {**stat, "t_ns": (before + time.monotonic_ns()) // 2}
 
     def wait_for_record(self, handle: KubeHandle, record_type: str, timeout_s: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
@@ -618,11 +730,16 @@ class KubeBackend(Backend):
                                f"set {self.name}.kubeconfig in config/config.yaml")
         kc = self.client
         kc.version()  # unreachable -> KubeError naming the server
-        names = [n["metadata"]["name"] for n in kc.nodes()]
         for role, node in (("worker_node", s.worker_node), ("load_node", s.load_node)):
-            if node not in names:
+            try:
+                kc.node(node)  # by name: the lab needs no right to list the cluster's nodes
+            except NotFound:
+                try:
+                    names = ", ".join(n["metadata"]["name"] for n in kc.nodes()) or "none"
+                except Forbidden:
+                    names = "(not allowed to list them)"
                 raise BackendError(f"{self.name} backend: {role} {node!r} is not a node of the cluster at {kc.server} "
-                                   f"({where}); its nodes: {', '.join(names) or 'none'}")
+                                   f"({where}); its nodes: {names}") from None
         try:
             kc.wait_nodes_ready(sorted({s.worker_node, s.load_node}), self.node_ready_timeout_s)
         except KubeError as exc:
@@ -632,6 +749,8 @@ class KubeBackend(Backend):
         except NotFound:
             raise BackendError(f"{self.name} backend: namespace {s.namespace!r} does not exist ({where}); "
                                "create it or choose another") from None
+        except Forbidden:
+            pass  # a namespaced user may not read its namespace; creating the first pod says if it is missing
 
     def untestable(self, node: Node, load: LoadPlacement | None) -> str | None:
         """Why this backend cannot run this placement, or None."""

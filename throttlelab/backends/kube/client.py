@@ -8,14 +8,27 @@ lab needs on top, and nothing else:
     kc.version()                                   GET    /version
     kc.nodes() / kc.node(name)                     GET    /api/v1/nodes[/{name}]
     kc.namespace(ns)                               GET    /api/v1/namespaces/{ns}
-    kc.pods_on_node(node)                          GET    /api/v1/pods?fieldSelector=spec.nodeName=...
+    kc.pods_on_node(node)                          GET    /api/v1/pods?fieldSelector=spec.nodeName=...  (cluster-wide)
     kc.list_pods(ns, selector)                     GET    /api/v1/namespaces/{ns}/pods?labelSelector=...
     kc.create_pod(ns, manifest)                    POST   /api/v1/namespaces/{ns}/pods
     kc.read_pod(ns, name) / kc.wait_pod(...)       GET    /api/v1/namespaces/{ns}/pods/{name}
     kc.logs(ns, name, container[, follow])         GET    /api/v1/namespaces/{ns}/pods/{name}/log
     kc.exec(ns, name, container, argv)             GET    /api/v1/namespaces/{ns}/pods/{name}/exec (WebSocket)
-    kc.delete_pod(ns, name) / kc.delete_pods(...)  DELETE /api/v1/namespaces/{ns}/pods[/{name}]
+    kc.delete_pod(ns, name) / kc.delete_pods(...)  DELETE /api/v1/namespaces/{ns}/pods[/{name}]  (grace >= 1 s)
+    kc.wait_deleted(ns, pods, ...)                 GET    /api/v1/namespaces/{ns}/pods/{name} until 404
     kc.cadvisor(node)                              GET    /api/v1/nodes/{node}/proxy/metrics/cadvisor
+
+The rights this needs: in the lab's namespace, pods (create, get, list, delete,
+deletecollection), pods/log (get) and pods/exec (create, get); on the cluster,
+get on the worker and load nodes and on their nodes/proxy (E6's cAdvisor). Only
+`pods_on_node` lists the pods of every namespace, and only the kind backend,
+which reads the node's QoS level back, calls it.
+
+Deletion is always graceful (DELETE_GRACE_S): the API server then keeps the
+object, Terminating, until kubelet has stopped its containers and removed its
+cgroups, so "the object is gone" means "nothing of it runs on the node". A
+grace of 0 would remove the object at once while kubelet kills the containers
+some time later, and leftovers would run into the next job.
 
 Objects come back as the API's own JSON (plain dicts, camelCase keys), not as
 generated model classes: the manifests we send and the objects we read have
@@ -58,6 +71,15 @@ class KubeError(BackendError):
 
 class NotFound(KubeError):
     """The object does not exist (HTTP 404)."""
+
+
+class Forbidden(KubeError):
+    """The kubeconfig's user may not do this (HTTP 403: authenticated, not authorized)."""
+
+
+#: The grace period of every deletion the lab asks for, in seconds: SIGTERM, then SIGKILL after one
+#: second. Not 0: a forced deletion removes the API object before kubelet has stopped the containers.
+DELETE_GRACE_S = 1
 
 
 @dataclass(frozen=True)
@@ -166,7 +188,12 @@ class KubeClient:
         message = message or getattr(exc, "reason", "") or str(exc)
         if status == 404:
             return NotFound(f"{what}: not found ({message})")
-        if status in (401, 403):
+        if status == 403:
+            return Forbidden(
+                f"{what}: the API server {self.server} does not allow the user of kubeconfig {self.kubeconfig} "
+                f"context {self.context} to do this (HTTP 403: {message}); grant the right with a Role or ClusterRole"
+            )
+        if status == 401:
             return KubeError(
                 f"{what}: the API server {self.server} refused the credentials of kubeconfig {self.kubeconfig} "
                 f"context {self.context} (HTTP {status}: {message})"
@@ -190,7 +217,8 @@ class KubeClient:
 
     # -- pods ---------------------------------------------------------------------
     def pods_on_node(self, node: str) -> list[dict[str, Any]]:
-        """Every pod bound to a node, in every namespace (for the QoS-level design)."""
+        """Every pod bound to a node, in every namespace (for the QoS-level design where that level is
+        read back). Needs the right to list pods cluster-wide, which a namespaced user lacks."""
         return self._json(
             f"pods on node {node}", self.core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={node}"
         )["items"]
@@ -216,8 +244,16 @@ class KubeClient:
         what: str,
         poll_s: float = 0.25,
         unschedulable_grace_s: float = 5.0,
+        node: str | None = None,
     ) -> dict[str, Any]:
-        """Poll the pod until `until(pod)`; fail at once when it cannot get there by itself."""
+        """Poll the pod until `until(pod)`; fail at once when it cannot get there by itself.
+
+        `node`: the node the pod is bound to by its affinity. The scheduler's refusal is then judged
+        by that node (`pinned_refusal`): final at once when it has too little of a resource or a
+        taint the pod does not tolerate; waited out while it is not Ready (still joining: its
+        not-ready taint goes when it is), and for `unschedulable_grace_s` after (the scheduler
+        retries). The scheduler's message alone cannot tell: it sums up the reasons of every
+        node, and the other nodes refuse a pinned pod for reasons of their own (their taints)."""
         deadline = time.monotonic() + timeout_s
         unschedulable_since: float | None = None
         pod: dict[str, Any] = {}
@@ -225,7 +261,7 @@ class KubeClient:
             pod = self.read_pod(namespace, name)
             if until(pod):
                 return pod
-            fatal = fatal_reason(pod)
+            fatal = fatal_reason(pod) or ended_reason(pod)
             if fatal:
                 raise KubeError(f"pod {namespace}/{name}: {fatal}")
             status = pod.get("status") or {}
@@ -234,9 +270,23 @@ class KubeClient:
                                 f"{status.get('message', '')}; {describe_pod(pod)}")
             unschedulable = unschedulable_reason(pod)
             if unschedulable:
-                unschedulable_since = unschedulable_since or time.monotonic()
-                if (not passing_unschedulable(unschedulable)
-                        or time.monotonic() - unschedulable_since > unschedulable_grace_s):
+                now = time.monotonic()
+                if node is not None:
+                    target = self.node(node)
+                    final = pinned_refusal(pod, target)
+                    if final:
+                        raise KubeError(f"pod {namespace}/{name} cannot be scheduled: {final}")
+                    if not node_ready(target)[0]:
+                        unschedulable_since = now  # the grace counts from the moment the node is Ready
+                        passing = True
+                    else:
+                        unschedulable_since = unschedulable_since or now
+                        passing = now - unschedulable_since <= unschedulable_grace_s
+                else:
+                    unschedulable_since = unschedulable_since or now
+                    passing = (passing_unschedulable(unschedulable)
+                               and now - unschedulable_since <= unschedulable_grace_s)
+                if not passing:
                     raise KubeError(f"pod {namespace}/{name} cannot be scheduled: {unschedulable}")
             if time.monotonic() > deadline:
                 raise KubeError(f"pod {namespace}/{name}: not {what} after {timeout_s:.0f} s; {describe_pod(pod)}")
@@ -244,13 +294,16 @@ class KubeClient:
 
     def wait_nodes_ready(self, names: list[str], timeout_s: float, poll_s: float = 1.0) -> None:
         """Every node in ``names`` Ready, or a KubeError naming those that are not (`kind create
-        --wait` waits for the control plane only; a worker may still be joining)."""
+        --wait` waits for the control plane only; a worker may still be joining). Reads each node
+        by name: a user who may get these nodes need not be allowed to list all of them."""
         deadline = time.monotonic() + timeout_s
         while True:
-            nodes = {n["metadata"]["name"]: n for n in self.nodes()}
             waiting = {}
             for name in names:
-                ok, why = node_ready(nodes[name]) if name in nodes else (False, "not a node of the cluster")
+                try:
+                    ok, why = node_ready(self.node(name))
+                except NotFound:
+                    ok, why = False, "not a node of the cluster"
                 if not ok:
                     waiting[name] = why
             if not waiting:
@@ -317,8 +370,10 @@ class KubeClient:
             ws.close()
         return ExecResult(stdout=stdout, stderr=stderr, returncode=exit_code(error, what))
 
-    def delete_pod(self, namespace: str, name: str, grace_s: int = 0) -> bool:
-        """Ask for the pod's deletion; False when it was already gone."""
+    def delete_pod(self, namespace: str, name: str, grace_s: int = DELETE_GRACE_S) -> bool:
+        """Ask for the pod's graceful deletion; False when it was already gone. The object stays,
+        Terminating, until kubelet has stopped its containers (wait_deleted)."""
+        _check_grace(grace_s)
         try:
             self._call(
                 f"delete pod {namespace}/{name}", self.core.delete_namespaced_pod, name, namespace,
@@ -328,21 +383,48 @@ class KubeClient:
             return False
         return True
 
-    def delete_pods(self, namespace: str, selector: str, grace_s: int = 0) -> None:
+    def delete_pods(self, namespace: str, selector: str, grace_s: int = DELETE_GRACE_S) -> None:
+        """Ask for the graceful deletion of every pod matching `selector` (see delete_pod)."""
+        _check_grace(grace_s)
         self._call(
             f"delete pods {selector} in {namespace}", self.core.delete_collection_namespaced_pod, namespace,
             label_selector=selector, grace_period_seconds=grace_s,
         )
 
     def wait_gone(self, namespace: str, selector: str, timeout_s: float, poll_s: float = 0.25) -> None:
+        """Until no pod matches `selector` (after a graceful deletion: until kubelet has stopped them all)."""
         deadline = time.monotonic() + timeout_s
         while True:
             left = self.list_pods(namespace, selector)
             if not left:
                 return
             if time.monotonic() > deadline:
-                names = ", ".join(p["metadata"]["name"] for p in left)
-                raise KubeError(f"pods {selector} in {namespace} still exist after {timeout_s:.0f} s: {names}")
+                raise KubeError(f"pods {selector} in {namespace} still exist after {timeout_s:.0f} s: "
+                                + "; ".join(still_there(p) for p in left))
+            time.sleep(poll_s)
+
+    def wait_deleted(self, namespace: str, pods: list[dict[str, Any]], timeout_s: float, poll_s: float = 0.25) -> None:
+        """Until each of these Pod objects (as last read) is gone from the API: after a graceful
+        deletion the API server removes a pod only once kubelet has stopped its containers. A pod
+        of the same name but another uid is a new pod, so the old one is gone."""
+        deadline = time.monotonic() + timeout_s
+        left = list(pods)
+        while True:
+            still = []
+            for pod in left:
+                meta = pod["metadata"]
+                try:
+                    current = self.read_pod(namespace, meta["name"])
+                except NotFound:
+                    continue
+                if current["metadata"].get("uid") == meta.get("uid"):
+                    still.append(current)
+            if not still:
+                return
+            if time.monotonic() > deadline:
+                raise KubeError(f"pod(s) in {namespace} not gone {timeout_s:.0f} s after their deletion: "
+                                + "; ".join(still_there(p) for p in still))
+            left = still
             time.sleep(poll_s)
 
     # -- monitoring -----------------------------------------------------------------
@@ -416,6 +498,21 @@ def exit_code(error_channel: str, what: str) -> int:
     raise KubeError(f"{what}: {status.get('message') or status}")
 
 
+def _check_grace(grace_s: int) -> None:
+    if grace_s < 1:
+        raise ValueError(f"grace period {grace_s} s: a deletion without grace removes the Pod object while "
+                         f"kubelet kills its containers later; use {DELETE_GRACE_S} s or more")
+
+
+def still_there(pod: dict[str, Any]) -> str:
+    """A pod that should be gone, for an error message: name, whether it is Terminating, its containers."""
+    meta = pod.get("metadata") or {}
+    how = "Terminating" if meta.get("deletionTimestamp") else "not being deleted"
+    where = (pod.get("spec") or {}).get("nodeName") or "no node"
+    return (f"{meta.get('name')} ({how} on {where}; {describe_pod(pod)}): kubelet has not confirmed that its "
+            "containers stopped; look at the node (kubectl describe pod, kubelet's log)")
+
+
 def container_state(pod: dict[str, Any], container: str) -> dict[str, Any]:
     """{"waiting": {...}} | {"running": {...}} | {"terminated": {...}} | {} for one container."""
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
@@ -457,6 +554,20 @@ def fatal_reason(pod: dict[str, Any]) -> str | None:
     return None
 
 
+def ended_reason(pod: dict[str, Any]) -> str | None:
+    """A container that has ended in a pod that never restarts one (restartPolicy Never): whatever
+    the caller waits for that needs it running will not come."""
+    if (pod.get("spec") or {}).get("restartPolicy") != "Never":
+        return None
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        ended = (status.get("state") or {}).get("terminated")
+        if ended is not None:
+            message = (ended.get("message") or "").strip()
+            return (f"container {status.get('name')} ended (exit {ended.get('exitCode')}, {ended.get('reason', '')})"
+                    + (f": {message[-300:]!r}" if message else ""))
+    return None
+
+
 def unschedulable_reason(pod: dict[str, Any]) -> str | None:
     for cond in (pod.get("status") or {}).get("conditions") or []:
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
@@ -478,6 +589,40 @@ def passing_unschedulable(message: str) -> bool:
     permanent = ("Insufficient", "didn't match Pod's node affinity", "didn't have free ports")
     only_matches = re.sub(r"\d+ node\(s\) didn't match Pod's node affinity/selector", "", message)
     return all(t.strip() in PASSING_TAINTS for t in taints) and not any(w in only_matches for w in permanent)
+
+
+def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
+    """Whether one of the pod's tolerations matches a node's taint (core/v1 Toleration semantics)."""
+    for t in tolerations:
+        if t.get("effect") not in (None, "", taint.get("effect")):
+            continue
+        if t.get("operator") == "Exists" and (not t.get("key") or t["key"] == taint.get("key")):
+            return True
+        if (t.get("key") == taint.get("key") and t.get("operator", "Equal") == "Equal"
+                and (t.get("value") or "") == (taint.get("value") or "")):
+            return True
+    return False
+
+
+def pinned_refusal(pod: dict[str, Any], node: dict[str, Any]) -> str | None:
+    """Why the scheduler's refusal of a pod bound to `node` (by its affinity) is final, or None
+    while it may still pass: the node lacks a resource the pod requests ("Insufficient cpu": the
+    other nodes of a pinned pod fail earlier filters, so the shortage is this node's), or it
+    has a NoSchedule / NoExecute taint the pod does not tolerate other than the not-ready /
+    unreachable ones a joining node carries."""
+    message = unschedulable_reason(pod) or ""
+    name = (node.get("metadata") or {}).get("name")
+    short = re.findall(r"Insufficient [\w./-]+", message)
+    if short:
+        return f"{message} (node {name}: {', '.join(sorted(set(short)))})"
+    tolerations = (pod.get("spec") or {}).get("tolerations") or []
+    taints = [t for t in (node.get("spec") or {}).get("taints") or []
+              if t.get("effect") in ("NoSchedule", "NoExecute") and t.get("key") not in PASSING_TAINTS
+              and not tolerates(tolerations, t)]
+    if taints:
+        listed = ", ".join(f"{t['key']}={t.get('value') or ''}:{t['effect']}" for t in taints)
+        return f"{message} (node {name} has the taint(s) {listed}, which the pod does not tolerate)"
+    return None
 
 
 def node_ready(node: dict[str, Any]) -> tuple[bool, str]:

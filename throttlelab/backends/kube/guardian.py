@@ -3,9 +3,10 @@
 The deployment starts `python -m throttlelab.backends.kube.guardian '<json>'` in a
 session of its own, before it creates anything, and keeps a pipe to its
 stdin. When the pipe closes (the runner exited, however), the guardian deletes
-every pod carrying the run's label. A deployment that cleaned up by itself
-writes "cleaned" before closing the pipe, and the guardian just exits. The
-description:
+every pod carrying the run's label, gracefully, and waits until the API has
+removed them (kubelet removes a gracefully deleted pod only once its containers
+have stopped). A deployment that cleaned up by itself writes "cleaned" before
+closing the pipe, and the guardian just exits. The description:
 
     {"kubeconfig": PATH, "context": NAME, "namespace": NS, "selector": LABELS}
 
@@ -31,15 +32,16 @@ Also = Callable[[dict[str, Any]], list[str]]
 
 def clean_up(desc: dict[str, Any], also: Also | None = None) -> list[str]:
     """Delete the run's pods, then whatever `also` undoes; returns what was done (problems raise)."""
-    from throttlelab.backends.kube.client import KubeClient, KubeError
+    from throttlelab.backends.kube.client import DELETE_GRACE_S, KubeClient, KubeError
 
     done, problems = [], []
     try:
         kc = KubeClient(Path(desc["kubeconfig"]), desc.get("context"))
         left = kc.list_pods(desc["namespace"], desc["selector"])
         if left:
-            kc.delete_pods(desc["namespace"], desc["selector"], grace_s=0)
-            kc.wait_gone(desc["namespace"], desc["selector"], timeout_s=90)
+            # graceful, and waited out: the objects go only once kubelet has stopped their containers
+            kc.delete_pods(desc["namespace"], desc["selector"], grace_s=DELETE_GRACE_S)
+            kc.wait_deleted(desc["namespace"], left, timeout_s=90)
             done.append(f"deleted {len(left)} pod(s) ({desc['selector']})")
     except KubeError as exc:
         problems.append(str(exc))

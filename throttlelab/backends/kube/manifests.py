@@ -1,11 +1,14 @@
 """The Pod manifests the kind and kubernetes backends send, from the placement model.
 
 Pure functions, no API calls: tests validate every manifest built here against
-the Kubernetes 1.34 schemas (kubernetes-validate) without a cluster.
+the Kubernetes 1.34 schemas (kubernetes-validate) and the "restricted" Pod
+Security Standard without a cluster.
 
 Mapping (SPEC §4, §6):
-* a model Pod -> a v1 Pod on the worker node (nodeSelector kubernetes.io/hostname),
-  restartPolicy Never, one container per model container;
+* a model Pod -> a v1 Pod bound to the worker node by its name (required node
+  affinity, matchFields metadata.name: the node's name is what the backend is
+  given, while its kubernetes.io/hostname label may differ), restartPolicy
+  Never, one container per model container;
 * requests / limits -> resources.requests.cpu / resources.limits.cpu; a limit
   without a request gets request = limit written out, which is what the API
   server's defaulting would do anyway (so what we send is what runs);
@@ -14,8 +17,15 @@ Mapping (SPEC §4, §6):
 * every container starts behind `podgate` (a start gate in the image): the
   pod and all its cgroups exist, idle, until the backend opens a container's
   gate; then podgate execs cpulab, which becomes the container's main process;
+* every container runs as a non-root user with no capabilities, no privilege
+  escalation and the runtime's default seccomp profile, so the pods pass the
+  "restricted" Pod Security Standard (namespaces that enforce it admit them).
+  Nothing in them needs root: cpulab and podgate only READ cgroup and proc
+  files (world-readable), podgate writes its gate files in an emptyDir (which
+  kubelet makes world-writable) and signals PID 1, its own user's process;
 * the load generator -> a Pod on the load node (the control-plane on kind) with
-  a toleration of the control-plane taint, no CPU request or limit;
+  a toleration of the control-plane taint and a CPU request (LOAD_CPU_REQUEST_MILLI,
+  or its load_cpus), no limit;
 * every object carries labels naming the lab, the run, the host and the runner's
   pid, so a sweep can find and delete exactly what a dead run left behind.
 """
@@ -28,7 +38,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from throttlelab.model import quantities as q
-from throttlelab.model.placement import Container, Node, Pod, qos_class
+from throttlelab.model.placement import Container, Node, Pod, parse_cpuset, qos_class
 
 LABEL_MANAGED = "app.kubernetes.io/managed-by"
 MANAGED_BY = "throttlelab"
@@ -39,7 +49,6 @@ LABEL_POD = "throttlelab.io/pod"
 LABEL_ROLE = "throttlelab.io/role"
 MANAGED_SELECTOR = f"{LABEL_MANAGED}={MANAGED_BY}"
 
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
 
 PODGATE = "/podgate"
@@ -48,6 +57,17 @@ GATE_VOLUME = "throttlelab-gate"
 GATE_DIR = "/throttlelab/gate"
 #: Port serve listens on inside a pod when the model asked for loopback port 0 or none.
 SERVE_PORT = 8080
+#: The user (and group) every container runs as: not root, so the pods pass the "restricted" Pod
+#: Security Standard. 65532 is the conventional "nonroot" id of distroless images; the lab's
+#: images hold static binaries only (mode 0755, owned by root), so no account entry is needed.
+RUN_AS_USER = 65532
+#: The load generator's CPU request when its placement names no CPUs (load_cpus), in millicores.
+#: Without a request it would be BestEffort: its cgroup under kubepods/besteffort weighs 1 beside
+#: the control plane's Burstable pods (API server 250m, controller manager 200m, etcd and
+#: scheduler 100m each on kind), so under contention the instrument would measure the control
+#: plane instead of the service. One CPU is what one `cpulab load` process, a pacer goroutine and
+#: its HTTP clients, uses at the profiles' rates. No limit: a quota would throttle the instrument.
+LOAD_CPU_REQUEST_MILLI = 1000
 
 _LABEL_VALUE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -181,6 +201,38 @@ def gate_file(container: str) -> str:
     return f"{GATE_DIR}/{container}"
 
 
+def node_affinity(node_name: str) -> dict[str, Any]:
+    """spec.affinity that binds a pod to the Node whose metadata.name is `node_name` (matchFields,
+    as the DaemonSet controller pins its pods): a node's kubernetes.io/hostname label is the
+    kubelet's hostname, which differs from the node's name wherever the kubelet runs with
+    --hostname-override or the cloud names nodes otherwise."""
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+
+
+def pod_security_context() -> dict[str, Any]:
+    """The pod-level settings of the "restricted" Pod Security Standard: a non-root user and the
+    runtime's default seccomp profile."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": RUN_AS_USER,
+        "runAsGroup": RUN_AS_USER,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security_context() -> dict[str, Any]:
+    """The container-level settings of the "restricted" Pod Security Standard: no privilege
+    escalation, every capability dropped."""
+    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def load_request_milli(cpus: str | None) -> int:
+    """The load generator's CPU request: one CPU per CPU of its placement (load_cpus), so on a
+    pinned control-plane it weighs as much as the CPUs it was given; else LOAD_CPU_REQUEST_MILLI."""
+    return len(parse_cpuset(cpus)) * 1000 if cpus else LOAD_CPU_REQUEST_MILLI
+
+
 def _container(c: Container, image: str, pull_policy: str, gated: bool) -> dict[str, Any]:
     argv = [CPULAB, *container_args(c.args)]
     spec: dict[str, Any] = {
@@ -189,6 +241,10 @@ def _container(c: Container, image: str, pull_policy: str, gated: bool) -> dict[
         "imagePullPolicy": pull_policy,
         "command": [PODGATE, "run", "-gate", gate_file(c.name), "--", *argv] if gated else argv,
         "resources": resources(c),
+        "securityContext": container_security_context(),
+        # a container that ends with an error (podgate unable to wait, cpulab refusing its flags)
+        # leaves its last log lines in its terminated state, where the backend's errors quote them
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     if c.env:
         spec["env"] = [{"name": k, "value": v} for k, v in c.env]
@@ -214,7 +270,8 @@ def pod_manifest(
         "metadata": {"name": pod_name(pod, ident.run), "labels": labels},
         "spec": {
             "restartPolicy": "Never",
-            "nodeSelector": {HOSTNAME_LABEL: node_name},
+            "affinity": node_affinity(node_name),
+            "securityContext": pod_security_context(),
             "terminationGracePeriodSeconds": grace_s,
             "enableServiceLinks": False,
             "automountServiceAccountToken": False,
@@ -233,11 +290,14 @@ def load_manifest(
     ident: RunIdentity,
     pull_policy: str = "Never",
     tolerate_control_plane: bool = True,
+    cpu_request_milli: int = LOAD_CPU_REQUEST_MILLI,
 ) -> dict[str, Any]:
-    """The load generator: `cpulab load ...` on the load node, no CPU request or limit, ungated."""
+    """The load generator: `cpulab load ...` on the load node, ungated, with a CPU request and no
+    limit (Burstable: see LOAD_CPU_REQUEST_MILLI)."""
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
-        "nodeSelector": {HOSTNAME_LABEL: node_name},
+        "affinity": node_affinity(node_name),
+        "securityContext": pod_security_context(),
         "terminationGracePeriodSeconds": 10,
         "enableServiceLinks": False,
         "automountServiceAccountToken": False,
@@ -247,7 +307,9 @@ def load_manifest(
                 "image": image,
                 "imagePullPolicy": pull_policy,
                 "command": [CPULAB, "load", *args],
-                "resources": {},
+                "resources": {"requests": {"cpu": cpu_quantity(cpu_request_milli)}},
+                "securityContext": container_security_context(),
+                "terminationMessagePolicy": "FallbackToLogsOnError",
             }
         ],
     }

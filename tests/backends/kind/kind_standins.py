@@ -1,0 +1,190 @@
+"""Stand-ins for kind clusters, shared by the kind backend's tests (not a test module).
+
+A stand-in cluster is the loopback API server (tests/kube_api_server.py) playing the
+cluster and kubelet (it writes each pod's cgroup files with SPEC §2 values, laid out
+as kubelet and runc lay them out in a kind node), plus two REAL Docker containers
+playing its node containers, named as kind names them. Their image is built FROM
+scratch around this host's tools (sh, find, cat: what a kind node image offers, and
+`runc` / `crictl` scripts that answer as a kind node's would); the fixture cgroup tree
+is bind-mounted where the node's cgroups are found (CGROUP_ROOT). So pinning, pausing
+and the readback through /proc/<pid>/root go through the real engine and real
+processes; what a real node does differently (the kernel's own cgroup files, kubelet)
+is not tested here.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import PROJECT
+from kube_api_server import FakeKubeAPI
+from throttlelab.backends.base import BackendError
+from throttlelab.backends.kind import backend as kind_backend, clusters as kind_clusters, nodes, pauses, pins
+from throttlelab.model.config import load_design
+
+TOOLS = ["/bin/dash", "/usr/bin/find", "/usr/bin/head", "/usr/bin/tr", "/bin/cat", "/bin/sleep"]
+TEST_LABEL = {"throttlelab.backend": "kind-test"}  # not the docker backend's label: its sweeps leave these alone
+#: What a kind node's `runc --version` and `crictl images -o json` say (RUNC_VERSION is set per cluster).
+RUNC = '#!/bin/sh\necho "runc version ${RUNC_VERSION:-unknown}"\necho "spec: 1.2.1"\n'
+CRICTL = ('#!/bin/sh\necho \'{"images": [{"repoTags": ["docker.io/library/cpulab-kind:go124mod", '
+          '"docker.io/library/cpulab-kind:go125mod"]}]}\'\n')
+RUNC_OF_ROLE = {"new": "1.4.3", "old": "1.3.0"}  # SPEC §4: the node images' runc releases
+
+
+def engine_or_skip() -> Any:
+    try:
+        client = nodes.docker_client()
+    except BackendError as exc:
+        pytest.skip(f"no Docker engine: {exc}")
+    if not all(os.path.exists(t) for t in TOOLS) or shutil.which("ldd") is None:
+        pytest.skip("this host lacks the tools the stand-in node image is made of")
+    return client
+
+
+def _libraries(binary: str) -> set[str]:
+    out = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
+    return {part for line in out.splitlines() for part in line.split() if part.startswith("/") and os.path.exists(part)}
+
+
+def _add_text(tar: tarfile.TarFile, name: str, text: str, mode: int = 0o644) -> None:
+    data = text.encode()
+    info = tarfile.TarInfo(name)
+    info.size, info.mode = len(data), mode
+    tar.addfile(info, io.BytesIO(data))
+
+
+def build_node_image(engine: Any, tag: str) -> str:
+    """An image with what the lab needs from a kind node: sh, find, head, tr, cat (this host's), runc, crictl."""
+    files = set(TOOLS) | {lib for t in TOOLS for lib in _libraries(t)}
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        _add_text(tar, "Dockerfile", "FROM scratch\nCOPY rootfs/ /\n")
+        for path in sorted(files):
+            tar.add(os.path.realpath(path), arcname=f"rootfs{path}")
+        link = tarfile.TarInfo("rootfs/bin/sh")
+        link.type, link.linkname = tarfile.SYMTYPE, "dash"
+        tar.addfile(link)
+        _add_text(tar, "rootfs/usr/bin/runc", RUNC, 0o755)
+        _add_text(tar, "rootfs/usr/bin/crictl", CRICTL, 0o755)
+    buf.seek(0)
+    engine.images.build(fileobj=buf, custom_context=True, tag=tag, pull=False, rm=True)
+    return tag
+
+
+def lab_settings(name: str, **kind_cfg: Any) -> dict[str, Any]:
+    """config.yaml's kind section (schema defaults) with the clusters named `name` and `name`-old."""
+    return {**load_design({"backend": "kind"}, PROJECT / "config").kind, "new_cluster": name,
+            "old_cluster": f"{name}-old", **kind_cfg}
+
+
+def lab_clusters(workdir: Path, name: str, **kind_cfg: Any) -> dict[str, kind_clusters.KindCluster]:
+    """The lab's two clusters as the backend sees them, named `name` and `name`-old, files under `workdir`."""
+    return kind_clusters.clusters_from_settings(lab_settings(name, **kind_cfg), workdir)
+
+
+@dataclass
+class StandIn:
+    """One stand-in cluster: its API server, its cgroup tree and its two node containers."""
+
+    cluster: kind_clusters.KindCluster
+    api: FakeKubeAPI
+    tree: Path
+    containers: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def worker(self) -> Any:
+        return self.containers[self.cluster.worker]
+
+    @property
+    def control_plane(self) -> Any:
+        return self.containers[self.cluster.control_plane]
+
+    def status(self) -> dict[str, str]:
+        for c in self.containers.values():
+            c.reload()
+        return {name: c.status for name, c in self.containers.items()}
+
+    def remove(self) -> None:
+        self.api.stop()
+        for c in self.containers.values():
+            c.remove(force=True)
+            pins.state_file(c.name).unlink(missing_ok=True)
+            pauses.state_file(c.name).unlink(missing_ok=True)
+
+
+class KindNodeAPI(FakeKubeAPI):
+    """The fake API, plus what kubelet does in a kind node that the fake leaves out: once a deleted
+    pod is gone from the API, its cgroup directories are gone from the node too (kubelet lets the
+    API object go only after it has stopped the containers and removed the pod's cgroup)."""
+
+    def _reap(self) -> None:
+        before = dict(self.pods)
+        super()._reap()
+        if self.cgroup_dir is None:
+            return
+        for key, pod in before.items():
+            if key not in self.pods:
+                uid = pod.obj["metadata"]["uid"].replace("-", "_")
+                for directory in list(self.cgroup_dir.rglob(f"*pod{uid}.slice")):
+                    shutil.rmtree(directory, ignore_errors=True)
+
+
+def stand_in(engine: Any, image: str, cluster: kind_clusters.KindCluster, tmp: Path) -> StandIn:
+    """The fake API as `cluster` (its nodes renamed as kind names them) and its node containers."""
+    api = KindNodeAPI(pending_s=0.05, deletion_s=0.05)
+    api.runc = cluster.role  # the conversion the node's runc applies: new (quadratic) or old (linear)
+    for node in api.nodes:
+        name = cluster.control_plane if node["metadata"]["name"].endswith("control-plane") else cluster.worker
+        node["metadata"]["name"] = node["metadata"]["labels"]["kubernetes.io/hostname"] = name
+    for pod in api.system_pods:
+        pod["spec"]["nodeName"] = cluster.worker
+    api.images |= {kind_clusters.image_tag("go124mod"), kind_clusters.image_tag("go125mod")}
+    tree = tmp / f"cgroup-{cluster.role}"
+    tree.mkdir()
+    (tree / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    api.cgroup_dir, api.cgroup_node = tree, cluster.worker
+    standin = StandIn(cluster, api, tree)
+    try:
+        for node in (cluster.control_plane, cluster.worker):
+            standin.containers[node] = engine.containers.run(
+                image, ["/bin/sleep", "100000"], name=node, hostname=node, detach=True, network_mode="none",
+                labels=TEST_LABEL, environment={"CGROUP_ROOT": "/fixture", "RUNC_VERSION": RUNC_OF_ROLE[cluster.role]},
+                volumes={str(tree): {"bind": "/fixture", "mode": "ro"}},
+            )
+        worker = standin.worker
+        api.node_cpus = lambda: pins.current_cpuset(worker) or pins.usable_cpus(engine, worker)
+        api.start()
+        cluster.kubeconfig.parent.mkdir(parents=True, exist_ok=True)
+        api.write_kubeconfig(cluster.kubeconfig, context=cluster.context)
+    except BaseException:
+        standin.remove()
+        raise
+    return standin
+
+
+class FastKindDeployment(kind_backend.KindDeployment):
+    poll_s = 0.02
+
+
+class FastKind(kind_backend.KindBackend):
+    deployment_class = FastKindDeployment
+
+    def deploy(self, node, load=None):
+        dep = super().deploy(node, load)
+        dep.__class__ = self.deployment_class
+        return dep
+
+    def host_cgroup_version(self):
+        # The stand-in nodes run no containers inside them, so `docker update --cpuset-cpus` meets no
+        # child cpusets and works on a v1 host too; a real kind node on v1 is EBUSY (see
+        # test_a_real_kind_node_on_a_v1_host_is_not_pinned), which is what the backend says there.
+        return 2

@@ -1,0 +1,392 @@
+"""Every variant of the `ci` profile through the kind backend, on the lab's two stand-in clusters
+(kind_standins.py: the loopback API server per cluster, real Docker containers as their nodes):
+each experiment runs as a job would, its pods deployed, read back at every level (the node's
+files through /proc/<pid>/root), sampled, stopped and removed, the S2 cascade reaching its
+upstream by pod IP; meanwhile the other, idle cluster is paused, and it is resumed however the
+job ends (return, exception, Ctrl-C, SIGKILL of the runner); `kind load` into the idle cluster
+waits for the job. What kind cannot run on this host is listed, with the reason, before any job.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from conftest import PROJECT
+from kind_standins import (
+    FastKind,
+    FastKindDeployment,
+    StandIn,
+    build_node_image,
+    engine_or_skip,
+    lab_clusters,
+    lab_settings,
+    stand_in,
+)
+from throttlelab.backends.base import Capabilities
+from throttlelab.backends.kind import clusters as kind_clusters, pauses, pins
+from throttlelab.backends.kind.backend import KindBackend
+from throttlelab.backends.kind.clusters import ROLE_OF_RUNTIME
+from throttlelab.backends.kube import manifests as mf
+from throttlelab.experiments import REGISTRY, Context
+from throttlelab.model.config import load_design
+from throttlelab.model.coverage import V1_PIN_REASON, untestable_variants
+from throttlelab.model.placement import Container, Node, Pod, parse_cpuset
+
+CI = load_design({"profile": "ci", "backend": "kind"}, PROJECT / "config")
+VARIANTS = [(e, v) for e, exp in CI.experiments.items() for v in exp.variants]
+E1 = Node("node", (Pod("e1", (Container("app", ("info",), request_milli=500, limit_milli=2000),)),))
+
+
+# -- what kind can run: listed before any job ------------------------------------------------------------
+
+class _Captured(Exception):
+    def __init__(self, node, load) -> None:
+        super().__init__(node.name)
+        self.node, self.load = node, load
+
+
+class _Capture:
+    def deploy(self, node, load=None):
+        raise _Captured(node, load)
+
+
+def placements() -> dict[tuple[str, str], tuple[Node, Any]]:
+    """(experiment, variant) -> the node and load placement its experiment deploys."""
+    caps = Capabilities(cpus=2, cgroup_version=2, can_pin_cpus=True, has_pause_level=True, runtime="runc-new")
+    out = {}
+    for experiment, variant in VARIANTS:
+        ctx = Context(backend=_Capture(), capabilities=caps, node_cpus=None, seed=1)
+        with pytest.raises(_Captured) as captured:
+            REGISTRY[experiment](CI.experiments[experiment].variants[variant], ctx)
+        out[(experiment, variant)] = (captured.value.node, captured.value.load)
+    return out
+
+
+def test_what_kind_cannot_run_is_listed_with_its_reason_and_the_backend_agrees():
+    """The plan (model.coverage, used by rules/common.smk before any job) and the backend's own
+    refusal (NotTestable at deploy) say the same, variant by variant: on a cgroup v2 host kind runs
+    every variant of the ci profile; on a v1 host, every variant that pins a node is left out with
+    the EBUSY reason, and nothing else."""
+    experiments = {name: exp.variants for name, exp in CI.experiments.items()}
+    assert untestable_variants("kind", experiments, CI.runtime, cgroup_version=2) == {}
+    on_v1 = untestable_variants("kind", experiments, CI.runtime, cgroup_version=1)
+    for reason in on_v1.values():
+        assert reason == f"not testable on the kind backend on this cgroup v1 host: {V1_PIN_REASON}"
+    v1, v2 = SimpleNamespace(host_cgroup_version=lambda: 1), SimpleNamespace(host_cgroup_version=lambda: 2)
+    placed = placements()
+    assert set(placed) == set(VARIANTS)
+    for key, (node, load) in placed.items():
+        assert KindBackend.untestable(v2, node, load) is None, key
+        refused = KindBackend.untestable(v1, node, load)
+        assert (refused is not None) == (key in on_v1), key
+        assert refused is None or refused in on_v1[key], key
+    pinned = {k for k, (node, load) in placed.items() if node.cpus or (load and load.cpus)}
+    assert set(on_v1) == pinned and {"E5", "E10", "E2b", "E7", "E8", "S2"} == {e for e, _ in pinned}
+
+
+# -- the lab: two stand-in clusters --------------------------------------------------------------------
+
+@dataclass
+class Lab:
+    engine: Any
+    workdir: Path
+    name: str
+    standins: dict[str, StandIn]
+
+    @property
+    def clusters(self):
+        return {role: s.cluster for role, s in self.standins.items()}
+
+    def nodes(self) -> dict[str, Any]:
+        return {name: c for s in self.standins.values() for name, c in s.containers.items()}
+
+    def status(self) -> dict[str, str]:
+        return {name: status for s in self.standins.values() for name, status in s.status().items()}
+
+    def cpusets(self) -> dict[str, list[int]]:
+        """Each node's CPUs; no cpuset is every CPU (a restored pin writes them out)."""
+        every = list(range(int(self.engine.info()["NCPU"])))
+        return {name: parse_cpuset(pins.current_cpuset(c)) or every for name, c in self.nodes().items()}
+
+    def live_pods(self) -> list[str]:
+        return [pod for s in self.standins.values() for pod in s.api.live_pods()]
+
+    def state_files(self) -> list[str]:
+        return [str(f(name)) for name in self.nodes() for f in (pins.state_file, pauses.state_file) if f(name).exists()]
+
+    def locks_free(self) -> bool:
+        """No lab process holds a lock on either cluster (an exclusive one can be taken at once)."""
+        pauses.LOCK_DIR.mkdir(parents=True, exist_ok=True)
+        for cluster in self.clusters.values():
+            with open(pauses.lock_file(cluster.name), "a") as handle:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return False
+                fcntl.flock(handle, fcntl.LOCK_UN)
+        return True
+
+    def assert_as_before(self, cpusets: dict[str, list[int]]) -> None:
+        """Nothing of a job left: no pod in either cluster, every node running with its cpuset, no
+        state file of a pin or a pause, no lock held."""
+        assert self.live_pods() == []
+        assert set(self.status().values()) == {"running"}, self.status()
+        assert self.cpusets() == cpusets
+        assert self.state_files() == []
+        assert self.locks_free()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    engine = engine_or_skip()
+    workdir = tmp_path_factory.mktemp("kindlab")
+    image = build_node_image(engine, f"throttlelab-kindlab-node:{os.getpid()}")
+    name = f"tlkl{os.getpid()}"
+    clusters = lab_clusters(workdir, name)
+    standins: dict[str, StandIn] = {}
+    try:
+        for role in ("new", "old"):
+            standins[role] = stand_in(engine, image, clusters[role], workdir)
+        yield Lab(engine, workdir, name, standins)
+    finally:
+        for s in standins.values():
+            s.remove()
+        engine.images.remove(image, force=True)
+
+
+# -- every variant of the ci profile ---------------------------------------------------------------------
+
+class CheckedDeployment(FastKindDeployment):
+    """Looks around once the experiment has verified its pods: what the job's deployment sees."""
+
+    def verify(self):
+        readbacks = super().verify()
+        idle = [n for c in self.idle for n in (c.control_plane, c.worker)]
+        self.backend.seen.append({
+            "cluster": self.cluster.role,
+            "designed": {lv.design.path for lv in self.levels},
+            "readback": {r.path: r for r in readbacks},
+            "pods": {p.name: self.read_stat(p.name) for p in self.node.pods},
+            "containers": {(p.name, c.name): self.read_stat(p.name, c.name) for p in self.node.pods for c in p.containers},
+            "idle": {name: self.docker.containers.get(name).status for name in idle},
+            "pinned": {self.cluster.worker: self.model.cpus, self.cluster.control_plane: self.load.cpus if self.load else None},
+            "cpusets": {name: pins.current_cpuset(self.docker.containers.get(name))
+                        for name in (self.cluster.worker, self.cluster.control_plane)},
+            "pod_ips": {name: (obj.get("status") or {}).get("podIP") for name, obj in self.live.items()},
+            "names": {p.name: mf.pod_name(p, self.ident.run) for p in self.node.pods},
+        })
+        return readbacks
+
+
+class CheckedKind(FastKind):
+    deployment_class = CheckedDeployment
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seen: list[dict[str, Any]] = []
+
+
+def run_variant(lab: Lab, experiment: str, variant: str) -> tuple[CheckedKind, Any]:
+    backend = CheckedKind(lab.clusters, runtime=CI.runtime)
+    ctx = Context(backend=backend, capabilities=backend.capabilities(), node_cpus=None, seed=1)
+    return backend, REGISTRY[experiment](CI.experiments[experiment].variants[variant], ctx)
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("experiment, variant", VARIANTS, ids=[f"{e}/{v}" for e, v in VARIANTS])
+def test_every_ci_variant_runs_through_kind(lab, experiment, variant):
+    spec = CI.experiments[experiment].variants[variant]
+    before = lab.cpusets()
+    backend, result = run_variant(lab, experiment, variant)
+    assert len(backend.seen) == 1, "one deployment per job"
+    seen = backend.seen[0]
+    assert seen["cluster"] == ROLE_OF_RUNTIME[spec.runtime or CI.runtime]
+    # the design read back at every level (node, QoS, pod, container, and each pod's pause container):
+    # every value found in the node, none "unreadable", none different (verify() raised otherwise)
+    readback = seen["readback"]
+    pods = {p for p in seen["designed"] if p.rsplit("/", 1)[-1].startswith("pod-")}
+    assert set(readback) == seen["designed"] | {f"{p}/pause" for p in pods}
+    assert all(not r.mismatches and "unreadable" not in r.actual for r in readback.values())
+    assert {r["path"] for r in result.records if r["type"] == "readback"} == set(readback)  # and kept in the log
+    # the counters of each pod and each container, from its own directory in the node (the fake
+    # writes 3 s of usage for a pod, 1.5 s for a container)
+    assert {s["usage_usec"] for s in seen["pods"].values()} == {3_000_000}
+    assert {s["usage_usec"] for s in seen["containers"].values()} == {1_500_000}
+    # while the job ran the idle cluster was paused, and this one's nodes pinned as the variant asks
+    assert set(seen["idle"].values()) == {"paused"}, seen["idle"]
+    for node, cpus in seen["pinned"].items():
+        if cpus:
+            assert seen["cpusets"][node] == cpus, node
+    # and afterwards nothing is left: no pod, no pin, no pause, no lock
+    lab.assert_as_before(before)
+
+
+@pytest.mark.docker
+def test_the_s2_cascade_reaches_its_upstream_by_pod_ip(lab):
+    """The downstream's gate opens with its upstream's address: the upstream pod's IP and the port
+    it was asked to listen on (127.0.0.1 would be the downstream's own pod on a real cluster)."""
+    (variant,) = [v for v, s in CI.experiments["S2"].variants.items() if s.mode == "cascade"]
+    api = lab.standins["new"].api
+    sent = len(api.requests)
+    backend, result = run_variant(lab, "S2", variant)
+    seen = backend.seen[0]
+    downstream = seen["names"]["downstream"]
+    opened = [q["command"] for _m, p, q, _b in api.requests[sent:]
+              if p.endswith(f"/pods/{downstream}/exec") and q["command"][1:2] == ["open"]]
+    assert len(opened) == 1
+    (binding,) = [a for a in opened[0][3:] if a.startswith("serve:")]
+    port = binding.split("=", 1)[0].split(":", 1)[1]
+    assert binding == f"serve:{port}={seen['pod_ips']['upstream']}:{port}"
+    assert seen["pod_ips"]["upstream"] != seen["pod_ips"]["downstream"]
+    assert any(r.get("src") == "load/generator" for r in result.records)
+    assert lab.live_pods() == []
+
+
+# -- the idle cluster: paused while a job runs, always resumed ------------------------------------------------
+
+@pytest.mark.docker
+def test_the_idle_cluster_is_paused_during_a_job_and_resumed_when_it_fails(lab):
+    before = lab.cpusets()
+    old = lab.standins["old"]
+    with pytest.raises(RuntimeError, match="boom"):
+        with FastKind(lab.clusters).deploy(E1):
+            assert set(old.status().values()) == {"paused"}
+            assert set(lab.standins["new"].status().values()) == {"running"}
+            assert all(pauses.state_file(name).exists() for name in old.containers)  # for the sweep
+            raise RuntimeError("boom")
+    lab.assert_as_before(before)
+
+
+@pytest.mark.docker
+def test_a_job_on_the_old_cluster_pauses_the_new_one(lab):
+    before = lab.cpusets()
+    with FastKind(lab.clusters).deploy(Node("node", E1.pods, runtime="runc-old")) as dep:
+        assert dep.cluster.role == "old"
+        assert set(lab.standins["new"].status().values()) == {"paused"}
+        assert set(lab.standins["old"].status().values()) == {"running"}
+    lab.assert_as_before(before)
+
+
+RUNNER = textwrap.dedent("""
+    import json, sys, time
+    from pathlib import Path
+    sys.path.insert(0, {project!r})
+    from throttlelab.backends.kind.backend import KindBackend
+    from throttlelab.backends.kind.clusters import clusters_from_settings
+    from throttlelab.model.placement import Container, Node, Pod, parse_cpuset
+    clusters = clusters_from_settings(json.loads({settings!r}), Path({workdir!r}))
+    node = Node("node", (Pod("e1", (Container("app", ("info",), request_milli=500, limit_milli=2000),)),))
+    with KindBackend(clusters).deploy(node) as dep:
+        print("deployed", flush=True)
+        time.sleep(600)
+""")
+
+
+def start_runner(lab: Lab) -> subprocess.Popen:
+    script = RUNNER.format(project=str(PROJECT), settings=json.dumps(lab_settings(lab.name)), workdir=str(lab.workdir))
+    runner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = runner.stdout.readline().strip()
+    if line != "deployed":
+        runner.kill()
+        raise AssertionError(f"the runner did not deploy: {line!r} {runner.communicate()[1][-2000:]}")
+    return runner
+
+
+@pytest.mark.docker
+def test_ctrl_c_of_the_runner_resumes_the_idle_cluster(lab):
+    before = lab.cpusets()
+    runner = start_runner(lab)
+    try:
+        assert set(lab.standins["old"].status().values()) == {"paused"}
+        runner.send_signal(signal.SIGINT)
+        _out, err = runner.communicate(timeout=120)
+        assert runner.returncode != 0 and "KeyboardInterrupt" in err
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+    lab.assert_as_before(before)  # undone by the runner itself, on its way out
+
+
+@pytest.mark.docker
+def test_the_guardian_resumes_the_idle_cluster_when_the_runner_is_sigkilled(lab):
+    before = lab.cpusets()
+    runner = start_runner(lab)
+    try:
+        assert set(lab.standins["old"].status().values()) == {"paused"}
+        runner.kill()
+        runner.wait()
+        deadline = time.monotonic() + 90
+        while (lab.live_pods() or lab.state_files() or set(lab.status().values()) != {"running"}) \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)  # the guardian works in its own process: its results are what there is to wait for
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+    lab.assert_as_before(before)
+
+
+@pytest.mark.docker
+def test_the_next_run_resumes_nodes_a_dead_run_left_paused(lab):
+    before = lab.cpusets()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    old = lab.standins["old"]
+    pauses.pause(lab.engine, list(old.containers), dead.pid)  # as if that runner had paused them and died unguarded
+    assert set(old.status().values()) == {"paused"}
+    FastKind(lab.clusters).preflight()  # the runner's first step: the sweep resumes them
+    lab.assert_as_before(before)
+
+
+@pytest.mark.docker
+def test_kind_load_into_the_idle_cluster_waits_until_the_job_is_over(lab, tmp_path, monkeypatch):
+    """Snakemake may run `kind load` for one cluster beside a job on the other: the load waits for
+    the job (a paused node can be neither exec'd into nor loaded), and the job's measurement is
+    not disturbed by it."""
+    log = tmp_path / "kind.log"
+    stub = tmp_path / "kind-old"
+    release = lab.clusters["old"].release
+    stub.write_text(f'#!/bin/sh\ncase "$1" in\n  version) echo "kind {release} go1.24.6 linux/amd64" ;;\n'
+                    f'  load) echo "$*" >> {log} ;;\n  *) exit 1 ;;\nesac\n')
+    stub.chmod(0o755)
+    old = lab_clusters(lab.workdir, lab.name, old_binary=str(stub))["old"]
+    image_stamp = tmp_path / "image.json"
+    image_stamp.write_text(json.dumps({"tag": kind_clusters.image_tag("go124mod"), "id": "sha256:" + "0" * 64}))
+    waiting = threading.Event()
+    monkeypatch.setattr(kind_clusters, "_progress",
+                        lambda message: waiting.set() if "waiting for kind cluster" in message else None)
+    outcome: dict[str, Any] = {}
+
+    def load() -> None:
+        try:
+            outcome["record"] = kind_clusters.load_image(old, "go124mod", image_stamp, tmp_path / "loaded.json")
+        except BaseException as exc:  # handed to the test's thread
+            outcome["error"] = exc
+
+    before = lab.cpusets()
+    loader = threading.Thread(target=load)
+    with FastKind(lab.clusters).deploy(E1):
+        loader.start()
+        assert waiting.wait(60), "kind load did not wait for the cluster the job has paused"
+        assert not log.exists()  # nothing was loaded into the paused nodes
+        assert set(lab.standins["old"].status().values()) == {"paused"}
+    loader.join(120)
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome["record"]["cluster"] == old.name
+    assert log.read_text() == f"load docker-image {kind_clusters.image_tag('go124mod')} --name {old.name}\n"
+    lab.assert_as_before(before)

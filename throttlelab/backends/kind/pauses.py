@@ -1,0 +1,182 @@
+"""The idle cluster is paused while a job measures on the other one, and always resumed.
+
+The lab keeps two kind clusters (runc-new and runc-old). A job uses one; the
+other's kubelet, API server, etcd and controllers would keep waking on the very
+CPUs being measured. So a deployment `docker pause`s the idle cluster's node
+containers for its whole life and resumes them on exit, failure and interrupt
+(finally), by the guardian when the runner is SIGKILLed (resume_described, run
+by throttlelab.backends.kind.guardian), and by the sweep at the next start:
+before a node is paused, a state file names the runner's pid.
+
+Where both clusters are needed at once, pausing must wait: Snakemake may run
+`kind create` or `kind load` for one cluster (rules/clusters.smk) beside a job
+on the other, and a paused node cannot be exec'd into or loaded. Every lab
+process therefore holds a lock per cluster (flock on a file named after it):
+shared to use a cluster, exclusive to pause it. A job takes shared on its own
+cluster and exclusive on the idle one, so it waits for a `kind load` into the
+idle cluster to end, and that `kind load` waits for the job. Locks are always
+taken in the order of the clusters' names, so two processes never deadlock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+from throttlelab.host.processes import pid_alive
+from throttlelab.backends.base import BackendError
+from throttlelab.backends.kind.nodes import docker_client
+
+LOCK_DIR = Path(tempfile.gettempdir()) / "throttlelab-kind-locks"
+PAUSE_STATE_DIR = Path(tempfile.gettempdir()) / "throttlelab-kind-pauses"
+
+
+def lock_file(cluster: str) -> Path:
+    return LOCK_DIR / f"{cluster}.lock"
+
+
+def state_file(container: str) -> Path:
+    """Where a paused node's runner pid is kept until the node is resumed."""
+    return PAUSE_STATE_DIR / f"{container}.json"
+
+
+class ClusterLocks:
+    """The cluster locks one process holds; release() drops them all (closing a file drops its flock,
+    so a runner that dies drops them too)."""
+
+    def __init__(self) -> None:
+        self.held: dict[str, str] = {}  # cluster -> "shared" | "exclusive"
+        self._files: list[IO[str]] = []
+
+    def release(self) -> None:
+        while self._files:
+            self._files.pop().close()
+        self.held.clear()
+
+
+def hold(using: Iterable[str] = (), pausing: Iterable[str] = (),
+         progress: Callable[[str], None] = lambda message: None) -> ClusterLocks:
+    """Lock the clusters `using` (shared) and `pausing` (exclusive), waiting for other lab processes
+    as long as they need them (saying so through `progress`)."""
+    modes = {name: "shared" for name in using}
+    for name in pausing:
+        if name in modes:
+            raise ValueError(f"cluster {name} cannot be used and paused at once")
+        modes[name] = "exclusive"
+    LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    locks = ClusterLocks()
+    try:
+        for name in sorted(modes):  # one order for every process: no two of them wait for each other
+            handle = open(lock_file(name), "a")
+            locks._files.append(handle)
+            flag = fcntl.LOCK_EX if modes[name] == "exclusive" else fcntl.LOCK_SH
+            try:
+                fcntl.flock(handle, flag | fcntl.LOCK_NB)
+            except BlockingIOError:
+                why = ("another lab process uses it (kind create/load/delete, or a run's checks)"
+                       if modes[name] == "exclusive" else "a run on the other cluster has paused it")
+                progress(f"waiting for kind cluster {name}: {why} (lock {lock_file(name)})")
+                fcntl.flock(handle, flag)
+            locks.held[name] = modes[name]
+    except BaseException:
+        locks.release()
+        raise
+    return locks
+
+
+@contextmanager
+def using(*clusters: str, progress: Callable[[str], None] = lambda message: None) -> Iterator[None]:
+    """Use clusters that must not be paused meanwhile (kind create / load / delete, the preflight)."""
+    locks = hold(using=clusters, progress=progress)
+    try:
+        yield
+    finally:
+        locks.release()
+
+
+def _get(client: Any, name: str) -> Any | None:
+    import docker.errors
+
+    try:
+        return client.containers.get(name)
+    except docker.errors.NotFound:
+        return None
+    except docker.errors.APIError as exc:
+        raise BackendError(f"kind backend: cannot inspect node container {name}: {exc}") from None
+
+
+def plan_pauses(client: Any, names: Iterable[str]) -> list[str]:
+    """The node containers among `names` that run now: the ones to pause (a cluster never created,
+    or a node already stopped or paused by someone else, is left as it is)."""
+    out = []
+    for name in names:
+        container = _get(client, name)
+        if container is not None and container.status == "running":
+            out.append(name)
+    return out
+
+
+def pause(client: Any, names: list[str], pid: int) -> None:
+    import docker.errors
+
+    PAUSE_STATE_DIR.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        # the state file first: a runner killed right after `docker pause` still gets its node resumed
+        state_file(name).write_text(json.dumps({"pid": pid}))
+        container = _get(client, name)
+        if container is None:
+            state_file(name).unlink(missing_ok=True)
+            continue
+        try:
+            container.pause()
+        except docker.errors.APIError as exc:
+            raise BackendError(f"kind backend: docker pause {name} (a node of the idle cluster) failed: {exc}") from None
+
+
+def resume(client: Any, names: Iterable[str]) -> list[str]:
+    """Unpause every node of `names` that is paused; returns those resumed. Idempotent."""
+    import docker.errors
+
+    done, problems = [], []
+    for name in names:
+        try:
+            container = _get(client, name)
+            if container is not None and container.status == "paused":
+                container.unpause()
+                done.append(name)
+            state_file(name).unlink(missing_ok=True)
+        except (BackendError, docker.errors.APIError) as exc:
+            problems.append(f"{name}: {exc}")
+    if problems:
+        raise BackendError("kind backend: could not resume the idle cluster's nodes (resume them by hand: "
+                           "docker unpause NAME): " + "; ".join(problems))
+    return done
+
+
+def sweep_pauses(client: Any, alive: Callable[[int], bool] = pid_alive) -> list[str]:
+    """Resume nodes a dead runner left paused (its state file names its pid)."""
+    if not PAUSE_STATE_DIR.is_dir():
+        return []
+    stale = []
+    for path in sorted(PAUSE_STATE_DIR.glob("*.json")):
+        try:
+            pid = int(json.loads(path.read_text()).get("pid", 0))
+        except (OSError, ValueError, AttributeError):
+            continue
+        if not alive(pid):
+            stale.append(path.stem)
+    return resume(client, stale)
+
+
+def resume_described(desc: dict[str, Any]) -> list[str]:
+    """The guardian's part: resume the nodes its description lists under "pauses"
+    ([NODE_CONTAINER, ...]); returns what it did."""
+    if not desc.get("pauses"):
+        return []
+    resumed = resume(docker_client(), desc["pauses"])
+    return ["resumed " + ", ".join(resumed)] if resumed else []
