@@ -45,6 +45,12 @@ METERED_BACKENDS = ("local", "docker")
 # passing disturbance (a build, a cron job) is outlasted instead of measured three times.
 QUIET_WAIT_S = 60.0
 LOCK_PATH = Path(tempfile.gettempdir()) / "throttlelab-experiment.lock"
+# When a wait for quiet CPUs times out, the host is busy for longer than a passing job: the time is
+# noted here, and for BUSY_MEMO_S after it the next jobs check the CPUs once (one second) instead of
+# waiting again, so a persistently busy host costs each job seconds, not a minute. An attempt that
+# is not disturbed removes the note.
+HOST_BUSY_PATH = Path(tempfile.gettempdir()) / "throttlelab-host-busy"
+BUSY_MEMO_S = 300.0
 
 
 class Interrupted(Exception):
@@ -194,18 +200,46 @@ def run(args: argparse.Namespace) -> int:
             write_atomically(kept, [meta_record(args, spec, ctx, binaries, environment, attempt_run, digests),
                                     *attempt_run["result"].records])
             earlier.append({**seen, "log": kept.name})
+            busy_since = host_busy_since()
+            wait_s = 1.0 if busy_since is not None else args.quiet_wait_s
+            how = (f"the host has been busy since {time.strftime('%H:%M:%S', time.localtime(busy_since))} (a "
+                   "wait for quiet CPUs timed out): checking them once" if busy_since is not None else
+                   f"waiting for the CPUs to be quiet (at most {wait_s:.0f} s)")
             progress(f"disturbed: other processes used {seen['other_share']:.0%} of CPUs {seen['cpus']} "
-                     f"(threshold {args.max_other_share:.0%}); kept as {kept.name}; waiting for the CPUs to be "
-                     f"quiet (at most {args.quiet_wait_s:.0f} s) before measuring again")
-            quiet, waited = wait_for_quiet(seen["cpus"], args.max_other_share, args.quiet_wait_s)
+                     f"(threshold {args.max_other_share:.0%}); kept as {kept.name}; {how} before measuring again")
+            quiet, waited = wait_for_quiet(seen["cpus"], args.max_other_share, wait_s)
             earlier[-1]["waited_s"] = round(waited, 1)
-            progress(f"{'quiet' if quiet else 'still busy'} after {waited:.0f} s; measuring again")
+            if not quiet:
+                note_host_busy(busy_since)
+                earlier.pop()  # this attempt stays the run: kept and marked, not beside it
+                kept.unlink()
+                progress(f"still busy after {waited:.0f} s: measuring again would meet the same load; "
+                         "keeping this attempt, marked disturbed")
+                break
+            progress(f"quiet after {waited:.0f} s; measuring again")
+        if not attempt_run["interference"]["disturbed"]:
+            HOST_BUSY_PATH.unlink(missing_ok=True)
     meta = meta_record(args, spec, ctx, binaries, environment, attempt_run, digests)
     meta["disturbed_attempts"] = earlier
     write_atomically(out, [meta, *attempt_run["result"].records])
     state = " (still disturbed: kept and marked)" if attempt_run["interference"]["disturbed"] else ""
     progress(f"{args.experiment}/{args.variant} repeat {args.repeat}: done in {attempt_run['wall']:.1f} s{state} -> {out}")
     return 0
+
+
+def host_busy_since(now: float | None = None) -> float | None:
+    """When a wait for quiet CPUs last timed out on this host, if within BUSY_MEMO_S; else None."""
+    try:
+        since = float(HOST_BUSY_PATH.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    now = time.time() if now is None else now
+    return since if 0 <= now - since <= BUSY_MEMO_S else None
+
+
+def note_host_busy(since: float | None) -> None:
+    """Remember that the host stayed busy through a wait (keeping the first time it was noted)."""
+    HOST_BUSY_PATH.write_text(f"{since if since is not None else time.time():.3f}\n")
 
 
 def parser() -> argparse.ArgumentParser:
