@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -110,25 +109,26 @@ def test_a_disturbed_run_is_kept_listed_and_measured_again(real_cgroups, binarie
 
 @pytest.mark.root
 @pytest.mark.slow
-def test_a_persistently_busy_host_keeps_the_run_marked_and_the_next_job_does_not_wait(
+def test_a_persistently_busy_host_marks_the_run_and_the_next_jobs_do_not_wait(
         real_cgroups, binaries, tmp_path, no_busy_note):
     out = tmp_path / "first" / "rep0.jsonl"
     proc = _run_under_busy_loops("E2a", "limit1", E2A_SHORT, binaries, out, "--max-other-share", _threshold(),
-                                 "--retries", "2", "--quiet-wait-s", "3")
+                                 "--retries", "1", "--quiet-wait-s", "3")
     assert proc.returncode == 0, proc.stderr[-3000:]
     meta = json.loads(out.read_text().splitlines()[0])
-    # the loops outlast the wait: measuring again would meet the same load, so attempt 0 stays, marked
-    assert meta["attempt"] == 0 and meta["interference"]["disturbed"] is True and meta["disturbed_attempts"] == []
-    assert list(out.parent.iterdir()) == [out]
-    assert re.search(r"still busy after \d+ s", proc.stderr) and no_busy_note.exists()
-    # the next job on the still busy host checks the CPUs once instead of waiting the whole time again
+    # the loops outlast the wait and the retry: the last attempt is kept and marked, the first beside it
+    assert meta["attempt"] == 1 and meta["interference"]["disturbed"] is True
+    assert [a["log"] for a in meta["disturbed_attempts"]] == ["rep0.disturbed-1.jsonl"]
+    assert meta["disturbed_attempts"][0]["waited_s"] >= 3
+    assert "still busy after" in proc.stderr and no_busy_note.exists()
+    # a job that starts on the still busy host checks the CPUs once instead of waiting the whole time
     out = tmp_path / "second" / "rep0.jsonl"
     proc = _run_under_busy_loops("E2a", "limit1", E2A_SHORT, binaries, out, "--max-other-share", _threshold(),
-                                 "--retries", "2", "--quiet-wait-s", "30")
+                                 "--retries", "1", "--quiet-wait-s", "30")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "the host has been busy since" in proc.stderr and "at most 30 s" not in proc.stderr
-    assert float(re.search(r"still busy after (\d+) s", proc.stderr)[1]) < 30
-    assert json.loads(out.read_text().splitlines()[0])["interference"]["disturbed"] is True
+    meta = json.loads(out.read_text().splitlines()[0])
+    assert meta["interference"]["disturbed"] is True and meta["disturbed_attempts"][0]["waited_s"] < 30
 
 
 @pytest.mark.root

@@ -46,9 +46,10 @@ METERED_BACKENDS = ("local", "docker")
 QUIET_WAIT_S = 60.0
 LOCK_PATH = Path(tempfile.gettempdir()) / "throttlelab-experiment.lock"
 # When a wait for quiet CPUs times out, the host is busy for longer than a passing job: the time is
-# noted here, and for BUSY_MEMO_S after it the next jobs check the CPUs once (one second) instead of
-# waiting again, so a persistently busy host costs each job seconds, not a minute. An attempt that
-# is not disturbed removes the note.
+# noted here, and for BUSY_MEMO_S after it the jobs that start check the CPUs once (one second)
+# between attempts instead of waiting, so a persistently busy host costs each job seconds, not
+# minutes. The job that met the load still waits in full (a disturbance of a minute or two passes
+# within its retries). An attempt that is not disturbed removes the note.
 HOST_BUSY_PATH = Path(tempfile.gettempdir()) / "throttlelab-host-busy"
 BUSY_MEMO_S = 300.0
 
@@ -189,6 +190,8 @@ def run(args: argparse.Namespace) -> int:
     progress(f"{args.experiment}/{args.variant} repeat {args.repeat} on {args.backend}: start")
     earlier: list[dict[str, Any]] = []
     with experiment_lock():
+        # a wait for quiet CPUs timed out in an earlier job: this one checks them once between attempts
+        busy_since = host_busy_since()
         for attempt in range(args.retries + 1):
             attempt_run = measure(args, spec, ctx, attempt)
             environment = environment or backend.environment()
@@ -200,7 +203,6 @@ def run(args: argparse.Namespace) -> int:
             write_atomically(kept, [meta_record(args, spec, ctx, binaries, environment, attempt_run, digests),
                                     *attempt_run["result"].records])
             earlier.append({**seen, "log": kept.name})
-            busy_since = host_busy_since()
             wait_s = 1.0 if busy_since is not None else args.quiet_wait_s
             how = (f"the host has been busy since {time.strftime('%H:%M:%S', time.localtime(busy_since))} (a "
                    "wait for quiet CPUs timed out): checking them once" if busy_since is not None else
@@ -210,13 +212,8 @@ def run(args: argparse.Namespace) -> int:
             quiet, waited = wait_for_quiet(seen["cpus"], args.max_other_share, wait_s)
             earlier[-1]["waited_s"] = round(waited, 1)
             if not quiet:
-                note_host_busy(busy_since)
-                earlier.pop()  # this attempt stays the run: kept and marked, not beside it
-                kept.unlink()
-                progress(f"still busy after {waited:.0f} s: measuring again would meet the same load; "
-                         "keeping this attempt, marked disturbed")
-                break
-            progress(f"quiet after {waited:.0f} s; measuring again")
+                note_host_busy(busy_since)  # later jobs check once instead of waiting again
+            progress(f"{'quiet' if quiet else 'still busy'} after {waited:.0f} s; measuring again")
         if not attempt_run["interference"]["disturbed"]:
             HOST_BUSY_PATH.unlink(missing_ok=True)
     meta = meta_record(args, spec, ctx, binaries, environment, attempt_run, digests)
