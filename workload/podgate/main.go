@@ -1,7 +1,7 @@
 // Command podgate runs inside the lab's pods (kind and kubernetes backends),
 // next to cpulab, in an image that has no shell:
 //
-//	podgate run -gate FILE -- /cpulab burst ...   wait until FILE exists, then exec the program
+//	podgate run -gate FILE -- /cpulab burst ...   wait until FILE exists (blocked: no wake-ups), then exec the program
 //	podgate open FILE [KEY=VALUE...]              create FILE (opens that container's gate)
 //	podgate signal TERM|INT                       send a signal to the container's main process (PID 1)
 //	podgate cat FILE...                           print the files as one JSON object {path: content|null}
@@ -29,7 +29,6 @@ import (
 	"regexp"
 	"strings"
 	"syscall"
-	"time"
 )
 
 type usageError struct{ msg string }
@@ -103,7 +102,7 @@ func runGated(ctx context.Context, args []string, exec execFunc) error {
 		return &usageError{"run needs -gate FILE -- PROGRAM [ARGS...]"}
 	}
 	gate, argv := args[1], args[3:]
-	if err := waitFor(ctx, gate, time.Second); err != nil {
+	if err := waitFor(ctx, gate); err != nil {
 		return err
 	}
 	values, err := os.ReadFile(gate)
@@ -145,46 +144,51 @@ func bind(argv []string, lines string) ([]string, error) {
 	return out, nil
 }
 
-// waitFor returns when path exists. It sleeps in inotify (no wake-ups that
-// would count as busy CFS periods) and checks again at least every `recheck`.
-func waitFor(ctx context.Context, path string, recheck time.Duration) error {
-	for {
-		if _, err := os.Stat(path); err == nil {
-			return nil
-		}
-		if err := sleepUntilCreated(ctx, filepath.Dir(path), recheck); err != nil {
-			return err
-		}
-	}
-}
-
-func sleepUntilCreated(ctx context.Context, dir string, recheck time.Duration) error {
+// waitFor returns when path exists, or errStopped when ctx ends first.
+//
+// It blocks in the kernel until something is created in (or moved into) the
+// gate's directory: an inotify watch, read through Go's poller (epoll), and no
+// timer at all. A container waiting at its gate thus wakes no CPU: no wake-up
+// that the CFS would count as a period of the container's cgroup, and no CPU
+// time added to the idle neighbours of a measurement. Without inotify (the
+// node's fs.inotify.max_user_instances spent) it fails with that reason
+// instead of falling back to polling.
+func waitFor(ctx context.Context, path string) error {
+	dir := filepath.Dir(path)
 	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC | syscall.IN_NONBLOCK)
-	if err == nil {
-		defer syscall.Close(fd)
-		_, err = syscall.InotifyAddWatch(fd, dir, syscall.IN_CREATE|syscall.IN_MOVED_TO)
+	if err != nil {
+		return fmt.Errorf("cannot watch %s for the gate: inotify_init1: %w (raise fs.inotify.max_user_instances on the node)", dir, err)
 	}
-	deadline := time.Now().Add(recheck)
-	for time.Now().Before(deadline) {
-		select {
-		case <-ctx.Done():
-			return errStopped
-		default:
-		}
-		if err != nil { // no inotify: plain polling
-			time.Sleep(50 * time.Millisecond)
-			continue
-		}
-		fds := []pollFd{{fd: int32(fd), events: pollIn}}
-		n, perr := poll(fds, 200)
-		if perr != nil && !errors.Is(perr, syscall.EINTR) {
-			return perr
-		}
-		if n > 0 {
-			return nil
-		}
+	// non-blocking, so os.File registers it with the poller: Read parks the goroutine, Close wakes it
+	events := os.NewFile(uintptr(fd), "inotify "+dir)
+	defer events.Close()
+	if _, err := syscall.InotifyAddWatch(fd, dir, syscall.IN_CREATE|syscall.IN_MOVED_TO); err != nil {
+		return fmt.Errorf("cannot watch %s for the gate: %w", dir, err)
 	}
-	return nil
+	// From here on every creation in dir wakes the read; a gate opened before the watch is seen by Stat.
+	woke := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 4096) // whole events only: each is SizeofInotifyEvent + a name of at most 256 bytes
+		for {
+			if _, err := os.Stat(path); err == nil {
+				woke <- nil
+				return
+			}
+			if _, err := events.Read(buf); err != nil {
+				woke <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-woke:
+		if err != nil {
+			return fmt.Errorf("watching %s for the gate: %w", dir, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return errStopped // the deferred Close ends the reading goroutine
+	}
 }
 
 // open writes the KEY=VALUE pairs to a temporary file beside path and renames

@@ -125,7 +125,7 @@ def test_an_existing_cluster_needs_no_right_beyond_the_namespace(api, tmp_path):
     with backend.deploy(node) as dep:
         dep.verify()
         assert dep.run_job("e1", "app", timeout_s=10).returncode == 0
-        assert dep.read_stat("e1", "app")["nr_periods"] == 40
+        assert dep.read_stat("e6", "burst")["nr_periods"] == 40
         assert dep.run_load(["-target=http://10.244.1.12:41234", "-rps=10"], timeout_s=10).returncode == 0
         api.cadvisor_pods["tl-e6-abc123"] = mf.pod_name(node.pod("e6"), dep.ident.run)
         assert dep.monitoring_sample("e6", "burst")["t_ms"] > 0
