@@ -119,28 +119,12 @@ class StandIn:
             c.remove(force=True)
             pins.state_file(c.name).unlink(missing_ok=True)
             pauses.state_file(c.name).unlink(missing_ok=True)
-
-
-class KindNodeAPI(FakeKubeAPI):
-    """The fake API, plus what kubelet does in a kind node that the fake leaves out: once a deleted
-    pod is gone from the API, its cgroup directories are gone from the node too (kubelet lets the
-    API object go only after it has stopped the containers and removed the pod's cgroup)."""
-
-    def _reap(self) -> None:
-        before = dict(self.pods)
-        super()._reap()
-        if self.cgroup_dir is None:
-            return
-        for key, pod in before.items():
-            if key not in self.pods:
-                uid = pod.obj["metadata"]["uid"].replace("-", "_")
-                for directory in list(self.cgroup_dir.rglob(f"*pod{uid}.slice")):
-                    shutil.rmtree(directory, ignore_errors=True)
+        pauses.lock_file(self.cluster.name).unlink(missing_ok=True)  # a test cluster's name is not used again
 
 
 def stand_in(engine: Any, image: str, cluster: kind_clusters.KindCluster, tmp: Path) -> StandIn:
     """The fake API as `cluster` (its nodes renamed as kind names them) and its node containers."""
-    api = KindNodeAPI(pending_s=0.05, deletion_s=0.05)
+    api = FakeKubeAPI(pending_s=0.05, deletion_s=0.05)
     api.runc = cluster.role  # the conversion the node's runc applies: new (quadratic) or old (linear)
     for node in api.nodes:
         name = cluster.control_plane if node["metadata"]["name"].endswith("control-plane") else cluster.worker

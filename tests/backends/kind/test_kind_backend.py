@@ -19,7 +19,7 @@ from collections import Counter
 import pytest
 
 from kind_standins import FastKind, build_node_image, engine_or_skip, lab_clusters, stand_in
-from throttlelab.backends.kind import backend as kind_backend, pins
+from throttlelab.backends.kind import backend as kind_backend, pauses, pins
 from throttlelab.backends.base import BackendError
 from throttlelab.model.placement import Container, LoadPlacement, Node, Pod, parse_cpuset
 
@@ -52,6 +52,7 @@ def cluster(engine, node_image, tmp_path):
         yield new.api, clusters, new.containers
     finally:
         new.remove()
+        pauses.lock_file(clusters["old"].name).unlink(missing_ok=True)  # locked (never created) while jobs ran
 
 
 def test_a_real_kind_node_on_a_v1_host_is_not_pinned(cluster):

@@ -41,7 +41,9 @@ from throttlelab.backends.kind import clusters as kind_clusters, pauses, pins
 from throttlelab.backends.kind.backend import KindBackend
 from throttlelab.backends.kind.clusters import ROLE_OF_RUNTIME
 from throttlelab.backends.kube import manifests as mf
+from throttlelab.backends.kube.backend import parse_cpu_stat
 from throttlelab.experiments import REGISTRY, Context
+from throttlelab.model import design
 from throttlelab.model.config import load_design
 from throttlelab.model.coverage import V1_PIN_REASON, untestable_variants
 from throttlelab.model.placement import Container, Node, Pod, parse_cpuset
@@ -125,6 +127,10 @@ class Lab:
     def live_pods(self) -> list[str]:
         return [pod for s in self.standins.values() for pod in s.api.live_pods()]
 
+    def running_containers(self) -> list[dict[str, Any]]:
+        """What still runs on the clusters' nodes, Pod object or not (a force-deleted pod's containers)."""
+        return [c for s in self.standins.values() for c in s.api.running_containers()]
+
     def state_files(self) -> list[str]:
         return [str(f(name)) for name in self.nodes() for f in (pins.state_file, pauses.state_file) if f(name).exists()]
 
@@ -143,7 +149,7 @@ class Lab:
     def assert_as_before(self, cpusets: dict[str, list[int]]) -> None:
         """Nothing of a job left: no pod in either cluster, every node running with its cpuset, no
         state file of a pin or a pause, no lock held."""
-        assert self.live_pods() == []
+        assert self.live_pods() == [] and self.running_containers() == []
         assert set(self.status().values()) == {"running"}, self.status()
         assert self.cpusets() == cpusets
         assert self.state_files() == []
@@ -176,12 +182,22 @@ class CheckedDeployment(FastKindDeployment):
     def verify(self):
         readbacks = super().verify()
         idle = [n for c in self.idle for n in (c.control_plane, c.worker)]
+        tree = self.backend.trees[self.cluster.role]
+        levels = {(p.name, None): design.pod_path(self.node, p) for p in self.node.pods}
+        levels |= {(p.name, c.name): design.container_path(self.node, p, c.name) for p in self.node.pods
+                   for c in p.containers}
+        counters = {}
+        for (pod, container), path in levels.items():
+            got = {k: v for k, v in self.read_stat(pod, container).items() if k != "t_ns"}
+            # the same level's cpu.stat as this host sees it in the fixture tree the node mounts at /fixture
+            inside = self._node_dirs()[path]
+            on_host = parse_cpu_stat((tree / inside.removeprefix("/fixture/") / "cpu.stat").read_text())
+            counters[(pod, container)] = (got, on_host)
         self.backend.seen.append({
             "cluster": self.cluster.role,
             "designed": {lv.design.path for lv in self.levels},
             "readback": {r.path: r for r in readbacks},
-            "pods": {p.name: self.read_stat(p.name) for p in self.node.pods},
-            "containers": {(p.name, c.name): self.read_stat(p.name, c.name) for p in self.node.pods for c in p.containers},
+            "counters": counters,
             "idle": {name: self.docker.containers.get(name).status for name in idle},
             "pinned": {self.cluster.worker: self.model.cpus, self.cluster.control_plane: self.load.cpus if self.load else None},
             "cpusets": {name: pins.current_cpuset(self.docker.containers.get(name))
@@ -195,13 +211,14 @@ class CheckedDeployment(FastKindDeployment):
 class CheckedKind(FastKind):
     deployment_class = CheckedDeployment
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, trees: dict[str, Path], **kwargs):
         super().__init__(*args, **kwargs)
+        self.trees = trees  # role -> the fixture tree its worker mounts at /fixture
         self.seen: list[dict[str, Any]] = []
 
 
 def run_variant(lab: Lab, experiment: str, variant: str) -> tuple[CheckedKind, Any]:
-    backend = CheckedKind(lab.clusters, runtime=CI.runtime)
+    backend = CheckedKind(lab.clusters, runtime=CI.runtime, trees={role: s.tree for role, s in lab.standins.items()})
     ctx = Context(backend=backend, capabilities=backend.capabilities(), node_cpus=None, seed=1)
     return backend, REGISTRY[experiment](CI.experiments[experiment].variants[variant], ctx)
 
@@ -222,10 +239,13 @@ def test_every_ci_variant_runs_through_kind(lab, experiment, variant):
     assert set(readback) == seen["designed"] | {f"{p}/pause" for p in pods}
     assert all(not r.mismatches and "unreadable" not in r.actual for r in readback.values())
     assert {r["path"] for r in result.records if r["type"] == "readback"} == set(readback)  # and kept in the log
-    # the counters of each pod and each container, from its own directory in the node (the fake
-    # writes 3 s of usage for a pod, 1.5 s for a container)
-    assert {s["usage_usec"] for s in seen["pods"].values()} == {3_000_000}
-    assert {s["usage_usec"] for s in seen["containers"].values()} == {1_500_000}
+    # the counters of each pod and each container: its own cpu.stat in the node, read through the
+    # node's /proc/<pid>/root, equal to that file as this host sees it (a pod's differ from its
+    # containers', so a level read from the wrong directory shows)
+    for level, (got, on_host) in seen["counters"].items():
+        assert got == on_host and got["usage_usec"], level
+    assert {got["usage_usec"] for (_, c), (got, _) in seen["counters"].items() if c is None}.isdisjoint(
+        {got["usage_usec"] for (_, c), (got, _) in seen["counters"].items() if c is not None})
     # while the job ran the idle cluster was paused, and this one's nodes pinned as the variant asks
     assert set(seen["idle"].values()) == {"paused"}, seen["idle"]
     for node, cpus in seen["pinned"].items():

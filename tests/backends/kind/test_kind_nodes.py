@@ -386,7 +386,11 @@ def test_podgate_stops_cpulab_as_the_containers_pid_1(engine, kind_image):
     )
     try:
         assert container.exec_run(["/podgate", "open", "/g/spin"]).exit_code == 0
-        time.sleep(1.0)
+        # signal only once cpulab runs and has reported (a fixed second was too short on a loaded host)
+        deadline = time.monotonic() + 30
+        while '"type":"report"' not in container.logs(stdout=True, stderr=True).decode().replace(" ", ""):
+            assert time.monotonic() < deadline, "cpulab never reported after the gate opened"
+            time.sleep(0.1)
         assert container.exec_run(["/podgate", "signal", "TERM"]).exit_code == 0
         assert container.wait(timeout=30)["StatusCode"] == 0
         records, _ = records_from_log(container.logs(stdout=True, stderr=True).decode(), "spin")
