@@ -21,7 +21,7 @@ from __future__ import annotations
 import importlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -176,6 +176,21 @@ BACKENDS: dict[str, str] = {
     "kind": "throttlelab.backends.kind.backend",
     "kubernetes": "throttlelab.backends.kube.backend",
 }
+
+
+def every_step(steps: Iterable[Callable[[], list[str] | None]]) -> list[str]:
+    """Run every cleanup step whatever the others do; returns what they did, or raises one
+    BackendError naming every step that failed ("; "-joined)."""
+    done: list[str] = []
+    problems: list[str] = []
+    for step in steps:
+        try:
+            done += step() or []
+        except BackendError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise BackendError("; ".join(problems))
+    return done
 
 
 def make_backend(

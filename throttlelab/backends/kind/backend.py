@@ -32,7 +32,7 @@ from typing import Any, Callable
 from throttlelab.model import design
 from throttlelab.model.coverage import V1_PIN_REASON
 from throttlelab.model.placement import LoadPlacement, Node
-from throttlelab.backends.base import BackendError, Capabilities
+from throttlelab.backends.base import BackendError, Capabilities, every_step
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.kube.client import KubeClient, KubeError, container_id
 from throttlelab.backends.kube.backend import KubeBackend, KubeDeployment, KubeSettings, NotTestable, parse_cpu_stat
@@ -133,23 +133,17 @@ class KindDeployment(KubeDeployment):
             self.backend.progress("paused the idle cluster's nodes while this one measures: " + ", ".join(self.paused))
 
     def _restore_nodes(self) -> None:
-        problems = []
-        if self.pins:
-            try:
-                done = restore_pins(self.docker, self.pins)
-                if done:
-                    self.backend.progress("restored " + ", ".join(done))
-            except BackendError as exc:
-                problems.append(str(exc))
-        if self.paused:
-            try:
-                resumed = resume(self.docker, self.paused)
-                if resumed:
-                    self.backend.progress("resumed the idle cluster's nodes: " + ", ".join(resumed))
-            except BackendError as exc:
-                problems.append(str(exc))
-        if problems:
-            raise BackendError("; ".join(problems))
+        def restore() -> None:
+            done = restore_pins(self.docker, self.pins) if self.pins else []
+            if done:
+                self.backend.progress("restored " + ", ".join(done))
+
+        def resume_idle() -> None:
+            done = resume(self.docker, self.paused) if self.paused else []
+            if done:
+                self.backend.progress("resumed the idle cluster's nodes: " + ", ".join(done))
+
+        every_step([restore, resume_idle])
 
     # -- the node side: each level's directory found once, its files read from this host ----------------
     def _node_dirs(self) -> dict[str, str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from throttlelab.backends.base import BackendError
+from throttlelab.backends.base import every_step
 from throttlelab.backends.kube import guardian
 from throttlelab.backends.kind.pauses import resume_described
 from throttlelab.backends.kind.pins import restore_described
@@ -22,15 +22,7 @@ from throttlelab.backends.kind.pins import restore_described
 
 def undo_nodes(desc: dict[str, Any]) -> list[str]:
     """Restore the pins and resume the paused nodes; both are tried, whatever the other does."""
-    done, problems = [], []
-    for step in (restore_described, resume_described):
-        try:
-            done += step(desc)
-        except BackendError as exc:
-            problems.append(str(exc))
-    if problems:
-        raise BackendError("; ".join(problems))
-    return done
+    return every_step([lambda: restore_described(desc), lambda: resume_described(desc)])
 
 
 def main(argv: list[str]) -> int:

@@ -54,7 +54,7 @@ from throttlelab.model import design, quantities as q
 from throttlelab.host.processes import pid_alive, spawn_guardian
 from throttlelab.model.placement import LoadPlacement, Node, parse_cpuset
 from throttlelab.backends.kube import manifests as mf
-from throttlelab.backends.base import Backend, BackendError, Capabilities, Deployment, DesignMismatch, Output, Readback
+from throttlelab.backends.base import Backend, BackendError, Capabilities, Deployment, DesignMismatch, Output, Readback, every_step
 from throttlelab.backends.kube.client import (
     DELETE_GRACE_S,
     Forbidden,
@@ -424,27 +424,26 @@ class KubeDeployment(Deployment):
                                  "requests in every container): " + "; ".join(wrong))
 
     def __exit__(self, *exc: object) -> None:
-        problems = []
+        def delete_pods() -> None:
+            pods = self.kc.list_pods(self.ns, self.ident.selector)
+            if pods:
+                self.kc.delete_pods(self.ns, self.ident.selector, grace_s=DELETE_GRACE_S)
+                self._await_removal(pods)
+
+        problem: BackendError | None = None
         cleaned = False
         try:
             try:
-                pods = self.kc.list_pods(self.ns, self.ident.selector)
-                if pods:
-                    self.kc.delete_pods(self.ns, self.ident.selector, grace_s=DELETE_GRACE_S)
-                    self._await_removal(pods)
-            except BackendError as err:  # KubeError included
-                problems.append(str(err))
-            try:
-                self._restore_nodes()
+                every_step([delete_pods, self._restore_nodes])  # KubeError included
+                cleaned = True
             except BackendError as err:
-                problems.append(str(err))
-            cleaned = not problems
+                problem = err
         finally:  # also when a second Ctrl-C interrupts the cleanup: the guardian then does it all again
             if self.guardian is not None:
                 self.guardian.close(cleaned=cleaned)  # otherwise it repeats both steps (idempotent)
                 self.guardian = None
-        if problems and not any(exc):
-            raise BackendError("cleanup of run " + self.ident.run + " incomplete: " + "; ".join(problems))
+        if problem is not None and not any(exc):
+            raise BackendError(f"cleanup of run {self.ident.run} incomplete: {problem}")
 
     # -- readback ---------------------------------------------------------------------------------
     def _pod_obj(self, pod: str) -> dict[str, Any]:

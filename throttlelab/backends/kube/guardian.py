@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from throttlelab.backends.base import BackendError
+from throttlelab.backends.base import BackendError, every_step
 
 #: Undoes what a backend did beyond the pods; returns what it did, raises BackendError on a problem.
 Also = Callable[[dict[str, Any]], list[str]]
@@ -32,27 +32,19 @@ Also = Callable[[dict[str, Any]], list[str]]
 
 def clean_up(desc: dict[str, Any], also: Also | None = None) -> list[str]:
     """Delete the run's pods, then whatever `also` undoes; returns what was done (problems raise)."""
-    from throttlelab.backends.kube.client import DELETE_GRACE_S, KubeClient, KubeError
+    from throttlelab.backends.kube.client import DELETE_GRACE_S, KubeClient
 
-    done, problems = [], []
-    try:
+    def delete_pods() -> list[str]:
         kc = KubeClient(Path(desc["kubeconfig"]), desc.get("context"))
         left = kc.list_pods(desc["namespace"], desc["selector"])
-        if left:
-            # graceful, and waited out: the objects go only once kubelet has stopped their containers
-            kc.delete_pods(desc["namespace"], desc["selector"], grace_s=DELETE_GRACE_S)
-            kc.wait_deleted(desc["namespace"], left, timeout_s=90)
-            done.append(f"deleted {len(left)} pod(s) ({desc['selector']})")
-    except KubeError as exc:
-        problems.append(str(exc))
-    if also is not None:
-        try:
-            done += also(desc)
-        except BackendError as exc:
-            problems.append(str(exc))
-    if problems:
-        raise BackendError("; ".join(problems))
-    return done
+        if not left:
+            return []
+        # graceful, and waited out: the objects go only once kubelet has stopped their containers
+        kc.delete_pods(desc["namespace"], desc["selector"], grace_s=DELETE_GRACE_S)
+        kc.wait_deleted(desc["namespace"], left, timeout_s=90)
+        return [f"deleted {len(left)} pod(s) ({desc['selector']})"]
+
+    return every_step([delete_pods, *([lambda: also(desc)] if also is not None else [])])
 
 
 def main(argv: list[str], also: Also | None = None) -> int:
