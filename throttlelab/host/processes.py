@@ -9,11 +9,12 @@ the run made. Which module the guardian runs is the backend's choice.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 
@@ -26,6 +27,23 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def left_by_dead_runners(state_dir: Path, alive: Callable[[int], bool] = pid_alive) -> list[tuple[str, dict]]:
+    """The state files (``<name>.json`` holding the ``pid`` of the runner that wrote them) in
+    ``state_dir`` whose runner is gone, as (name, state), sorted; unreadable files are skipped."""
+    if not state_dir.is_dir():
+        return []
+    stale = []
+    for path in sorted(state_dir.glob("*.json")):
+        try:
+            state = json.loads(path.read_text())
+            pid = int(state.get("pid", 0))
+        except (OSError, ValueError, AttributeError, TypeError):
+            continue
+        if not alive(pid):
+            stale.append((path.stem, state))
+    return stale
 
 
 def kill_all(pids: Iterable[int]) -> list[int]:

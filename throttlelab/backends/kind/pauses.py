@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from throttlelab.host.processes import pid_alive
+from throttlelab.host.processes import left_by_dead_runners, pid_alive
 from throttlelab.backends.base import BackendError
 from throttlelab.backends.kind.nodes import docker_client
 
@@ -160,17 +160,7 @@ def resume(client: Any, names: Iterable[str]) -> list[str]:
 
 def sweep_pauses(client: Any, alive: Callable[[int], bool] = pid_alive) -> list[str]:
     """Resume nodes a dead runner left paused (its state file names its pid)."""
-    if not PAUSE_STATE_DIR.is_dir():
-        return []
-    stale = []
-    for path in sorted(PAUSE_STATE_DIR.glob("*.json")):
-        try:
-            pid = int(json.loads(path.read_text()).get("pid", 0))
-        except (OSError, ValueError, AttributeError):
-            continue
-        if not alive(pid):
-            stale.append(path.stem)
-    return resume(client, stale)
+    return resume(client, [name for name, _state in left_by_dead_runners(PAUSE_STATE_DIR, alive)])
 
 
 def resume_described(desc: dict[str, Any]) -> list[str]:

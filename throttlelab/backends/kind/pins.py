@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from throttlelab.host.processes import pid_alive
+from throttlelab.host.processes import left_by_dead_runners, pid_alive
 from throttlelab.model.placement import format_cpuset, parse_cpuset
 from throttlelab.backends.base import BackendError
 from throttlelab.backends.kind.nodes import docker_client, node_container, node_exec
@@ -120,17 +120,8 @@ def restore_pins(client: Any, pins: list[dict[str, str]] | list[Pin]) -> list[st
 
 def sweep_pins(client: Any, alive: Callable[[int], bool] = pid_alive) -> list[str]:
     """Restore nodes a dead runner left pinned (its state file names its pid)."""
-    if not PIN_STATE_DIR.is_dir():
-        return []
-    stale = []
-    for path in sorted(PIN_STATE_DIR.glob("*.json")):
-        try:
-            state = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue
-        if not alive(int(state.get("pid", 0))):
-            stale.append({"container": path.stem, "restore_to": state["restore_to"]})
-    return restore_pins(client, stale)
+    stale = left_by_dead_runners(PIN_STATE_DIR, alive)
+    return restore_pins(client, [{"container": name, "restore_to": state["restore_to"]} for name, state in stale])
 
 
 def restore_described(desc: dict[str, Any]) -> list[str]:
