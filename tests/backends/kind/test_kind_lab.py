@@ -18,6 +18,8 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -316,48 +318,43 @@ RUNNER = textwrap.dedent("""
 """)
 
 
-def start_runner(lab: Lab) -> subprocess.Popen:
+@contextmanager
+def deployed_runner(lab: Lab) -> Iterator[subprocess.Popen]:
+    """A runner process that has deployed on the new cluster (the old one paused); killed on the way out."""
     script = RUNNER.format(project=str(PROJECT), settings=json.dumps(lab_settings(lab.name)), workdir=str(lab.workdir))
     runner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = runner.stdout.readline().strip()
-    if line != "deployed":
-        runner.kill()
-        raise AssertionError(f"the runner did not deploy: {line!r} {runner.communicate()[1][-2000:]}")
-    return runner
+    try:
+        line = runner.stdout.readline().strip()
+        if line != "deployed":
+            raise AssertionError(f"the runner did not deploy: {line!r} {runner.stderr.read()[-2000:]}")
+        assert set(lab.standins["old"].status().values()) == {"paused"}
+        yield runner
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+        runner.wait()
 
 
 @pytest.mark.docker
 def test_ctrl_c_of_the_runner_resumes_the_idle_cluster(lab):
     before = lab.cpusets()
-    runner = start_runner(lab)
-    try:
-        assert set(lab.standins["old"].status().values()) == {"paused"}
+    with deployed_runner(lab) as runner:
         runner.send_signal(signal.SIGINT)
         _out, err = runner.communicate(timeout=120)
         assert runner.returncode != 0 and "KeyboardInterrupt" in err
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-            runner.wait()
     lab.assert_as_before(before)  # undone by the runner itself, on its way out
 
 
 @pytest.mark.docker
 def test_the_guardian_resumes_the_idle_cluster_when_the_runner_is_sigkilled(lab):
     before = lab.cpusets()
-    runner = start_runner(lab)
-    try:
-        assert set(lab.standins["old"].status().values()) == {"paused"}
+    with deployed_runner(lab) as runner:
         runner.kill()
         runner.wait()
         deadline = time.monotonic() + 90
         while (lab.live_pods() or lab.state_files() or set(lab.status().values()) != {"running"}) \
                 and time.monotonic() < deadline:
             time.sleep(0.2)  # the guardian works in its own process: its results are what there is to wait for
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-            runner.wait()
     lab.assert_as_before(before)
 
 
