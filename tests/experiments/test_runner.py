@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
@@ -71,14 +70,9 @@ def _threshold() -> str:
     """The busy loops take every CPU (other share ~1). The host's own background (up to ~0.1 of
     unattributed kernel work when idle, ~0.5 with a busy loop on one of two CPUs) must not decide an
     attempt, so the tests judge at that background + 0.25, measured over a second before the job."""
-    from throttlelab.host.interference import PROC_STAT, parse_proc_stat
+    from throttlelab.host.interference import busy_share
 
-    cpus = sorted(os.sched_getaffinity(0))
-    before, t0 = parse_proc_stat(PROC_STAT.read_text()), time.monotonic()
-    time.sleep(1.0)
-    after, elapsed = parse_proc_stat(PROC_STAT.read_text()), time.monotonic() - t0
-    busy = sum(after[c] - before[c] for c in cpus) / os.sysconf("SC_CLK_TCK")
-    background = busy / (elapsed * len(cpus))
+    background = busy_share(sorted(os.sched_getaffinity(0)))
     if background > 0.6:
         pytest.skip(f"the host's CPUs are {background:.0%} busy before the job: a disturbance cannot be told apart")
     return f"{background + 0.25:.2f}"

@@ -168,21 +168,26 @@ def _own_cpu_s() -> float:
     return t.user + t.system
 
 
+def busy_share(cpus: list[int], window_s: float = 1.0, proc_stat: Path = PROC_STAT) -> float:
+    """The share of ``cpus``' capacity that processes other than this one used over the next
+    ``window_s`` (nothing of the lab runs then: it is all other work)."""
+    before, own = parse_proc_stat(proc_stat.read_text()), _own_cpu_s()
+    t0 = time.monotonic()
+    time.sleep(window_s)
+    after, own_after = parse_proc_stat(proc_stat.read_text()), _own_cpu_s()
+    elapsed = time.monotonic() - t0
+    busy_s = sum(after.get(c, 0) - before.get(c, 0) for c in cpus) / os.sysconf("SC_CLK_TCK")
+    return max(0.0, busy_s - (own_after - own)) / (elapsed * max(1, len(cpus)))
+
+
 def wait_for_quiet(cpus: list[int], threshold: float, timeout_s: float = 60.0, window_s: float = 1.0,
                    proc_stat: Path = PROC_STAT) -> tuple[bool, float]:
     """Between attempts (nothing of the lab runs): wait until other processes use at most
     ``threshold`` of ``cpus`` over one ``window_s`` window, at most ``timeout_s``. Returns whether the
     host got quiet and how long it took, so a retry is not measured inside the same disturbance."""
-    ticks = os.sysconf("SC_CLK_TCK")
     started = time.monotonic()
     while True:
-        before, own = parse_proc_stat(proc_stat.read_text()), _own_cpu_s()
-        t0 = time.monotonic()
-        time.sleep(window_s)
-        after, own_after = parse_proc_stat(proc_stat.read_text()), _own_cpu_s()
-        elapsed = time.monotonic() - t0
-        busy_s = sum(after.get(c, 0) - before.get(c, 0) for c in cpus) / ticks
-        share = max(0.0, busy_s - (own_after - own)) / (elapsed * max(1, len(cpus)))
+        share = busy_share(cpus, window_s, proc_stat)
         waited = time.monotonic() - started
         if share <= threshold:
             return True, waited
