@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -135,3 +136,15 @@ def test_a_read_out_is_metered_but_never_judged_disturbed(real_cgroups, binaries
     meta = json.loads(out.read_text().splitlines()[0])
     assert meta["interference"]["disturbed"] is False and "not judged" in meta["interference"]["note"]
     assert meta["disturbed_attempts"] == [] and "busy_s" in meta["interference"]
+
+
+@pytest.mark.root
+def test_a_read_out_on_a_busy_host_keeps_the_note_that_it_is_busy(real_cgroups, binaries, tmp_path, no_busy_note):
+    # a read-out is never judged disturbed, but what its meter saw still says the host is busy
+    no_busy_note.write_text(f"{time.time():.3f}\n")
+    spec = {"build": "go124mod", "request": "100m", "limit": "500m"}
+    proc = _run_under_busy_loops("E3", "go124mod-500m", spec, binaries, tmp_path / "rep0.jsonl",
+                                 "--max-other-share", _threshold(), "--retries", "1", "--quiet-wait-s", "1",
+                                 timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert no_busy_note.exists()

@@ -214,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
             if not quiet:
                 note_host_busy(busy_since)  # later jobs check once instead of waiting again
             progress(f"{'quiet' if quiet else 'still busy'} after {waited:.0f} s; measuring again")
-        if not attempt_run["interference"]["disturbed"]:
+        if measured_quiet(attempt_run["interference"]):
             HOST_BUSY_PATH.unlink(missing_ok=True)
     meta = meta_record(args, spec, ctx, binaries, environment, attempt_run, digests)
     meta["disturbed_attempts"] = earlier
@@ -224,14 +224,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def host_busy_since(now: float | None = None) -> float | None:
+def host_busy_since() -> float | None:
     """When a wait for quiet CPUs last timed out on this host, if within BUSY_MEMO_S; else None."""
     try:
         since = float(HOST_BUSY_PATH.read_text().strip())
     except (OSError, ValueError):
         return None
-    now = time.time() if now is None else now
-    return since if 0 <= now - since <= BUSY_MEMO_S else None
+    return since if 0 <= time.time() - since <= BUSY_MEMO_S else None
+
+
+def measured_quiet(interference: dict[str, Any]) -> bool:
+    """Whether the meter saw the run's CPUs quiet: a read-out (never judged) counts by its share,
+    a job on a backend that is not metered says nothing about this host."""
+    share, threshold = interference.get("other_share"), interference.get("threshold")
+    return share is not None and threshold is not None and share <= threshold
 
 
 def note_host_busy(since: float | None) -> None:
