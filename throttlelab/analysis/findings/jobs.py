@@ -87,14 +87,16 @@ def sums_run_queues(variant: str):
         a = arm(evidence, variant)
         _throttles(a, variant)
         wall = float(np.mean(a.burst().wall_ms))
-        low, high = round(1 / SAME_BAND, 3), round(a.queues * SAME_BAND, 3)
+        fewest, most = a.counted_queues
+        low, high = round(fewest / SAME_BAND, 3), round(most * SAME_BAND, 3)
         return Derivation((low, high), (
             f"SPEC §1: the kernel adds throttled time per CPU run queue on which the group was throttled. Model: "
             f"{variant} = {a.describe()}: its waits (mean wall {wall:.3g} ms against {a.free_wall_ms:g} ms "
-            f"unthrottled) are counted on each of the run queues that was throttled, at least 1 and at most "
-            f"min(threads, CPUs) = {a.queues} (how many depends on where the scheduler placed the threads, which "
-            f"the model does not fix), so throttled ms per round / extra wall ms per round lies in [1, {a.queues}]. "
-            f"Band [1/{SAME_BAND:g}, {a.queues} x {SAME_BAND:g}] (the equivalence margin at both ends); the whole "
+            f"unthrottled) are counted on each of the run queues that was throttled, at least {fewest} and at most "
+            f"min(threads, CPUs) = {most} (how many depends on where the scheduler placed the threads, which "
+            f"the model does not fix), so throttled ms per round / extra wall ms per round lies in "
+            f"[{fewest}, {most}]. Band [{fewest}/{SAME_BAND:g}, {most} x {SAME_BAND:g}] (the equivalence margin at "
+            "both ends); the whole "
             "interval must lie inside it. A value above the band would mean time counted on queues the group "
             "never had; below it, less than one clock."
         ))

@@ -8,8 +8,10 @@ per period, shared by all its threads; a group idle before a burst starts it wit
 quota; once the quota is spent every thread waits for the next period. A burst of C ms of CPU
 on p = min(threads, CPUs) run queues starting at phase phi of the period (:func:`fluid_burst`)
 runs at p ms of CPU per ms until it is done, the quota is spent (then waits out the period)
-or the period ends (then carries on with a fresh quota). Each throttled wait is counted on
-every one of the p run queues (the kernel's throttled time is per cfs_rq). Bursts start at
+or the period ends (then carries on with a fresh quota). Each throttled wait is counted once per
+run queue on which the group was throttled (the kernel's throttled time is per cfs_rq): at least
+one, at most p, as the scheduler placed the threads (:attr:`BurstArm.counted_queues`); the
+model's throttled time (:meth:`BurstArm.throttled_ms`) is the upper end. Bursts start at
 every phase alike: a profile's round interval is never a multiple of the period (SPEC §6).
 
 The service model (E2b, E7, E8): a clump of c requests of s ms of CPU each is served as one
@@ -122,6 +124,12 @@ class BurstArm:
         return min(self.threads, self.cpus)
 
     @property
+    def counted_queues(self) -> tuple[int, int]:
+        """How many run queues count each throttled wait (SPEC §1): at least 1, at most ``queues``;
+        where in between depends on the scheduler's placement, which the model does not fix."""
+        return 1, self.queues
+
+    @property
     def cpu_ms(self) -> float:
         return self.threads * self.work_ms
 
@@ -141,7 +149,8 @@ class BurstArm:
         return float(np.median(self.burst().wall_ms))
 
     def throttled_ms(self) -> float:
-        """Mean throttled time per round: every wait counted once per busy run queue."""
+        """Mean throttled time per round at the upper end of :attr:`counted_queues`: every wait
+        counted once per busy run queue."""
         return float(np.mean(self.burst().pause_ms)) * self.queues
 
     def describe(self) -> str:

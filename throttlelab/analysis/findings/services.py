@@ -217,12 +217,13 @@ def overstatement(experiment: str, variant: str):
             raise Unmet("two or more run queues", (
                 f"the job keeps min(threads {a.threads}, num_cpu {a.cpus}) = 1 run queue busy: throttled time then "
                 "equals the pause and cannot overstate it"))
-        return Derivation((1.0,), (
+        fewest, most = a.counted_queues
+        return Derivation((float(fewest),), (
             f"SPEC §1: the throttled time is added per run queue on which the group was throttled. Model: "
-            f"{a.describe()}: every pause is counted once per throttled run queue, at least 1 and at most "
-            f"min(threads, CPUs) = {a.queues} (how many depends on where the scheduler put the threads, which the "
+            f"{a.describe()}: every pause is counted once per throttled run queue, at least {fewest} and at most "
+            f"min(threads, CPUs) = {most} (how many depends on where the scheduler put the threads, which the "
             f"model does not fix; F2 measures it), so Δthrottled / the pause in the same window lies in "
-            f"[1, {a.queues}]. The claim is the overstatement itself: above 1 holds it, below 1 contradicts it. "
+            f"[{fewest}, {most}]. The claim is the overstatement itself: above 1 holds it, below 1 contradicts it. "
             "Both sides cover the window between the two readings the scrapes returned (each round's wall minus "
             "the unlimited median round, for its part inside the window), compared on the log scale."
         ))
