@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import resource
 import statistics
@@ -34,6 +33,7 @@ PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
 
 from throttlelab.host.gobuild import build_variant, default_output  # noqa: E402
+from throttlelab.model.quantities import span_arrivals  # noqa: E402
 
 V1_CPU = Path("/sys/fs/cgroup/cpu")
 V1_CPUACCT = Path("/sys/fs/cgroup/cpuacct")
@@ -133,7 +133,7 @@ def load_fidelity(binary: Path, rate: float, seconds: float) -> None:
     work = summary["work"]
     late = sorted(r["late_ms"] for r in recs if r["type"] == "req")
     window = summary["window_s"]
-    planned = math.floor(rate * seconds + 0.5)
+    planned = span_arrivals(rate, 1, seconds * 1000)
     print(f"scheduled in window : {work['sent']} requests = {work['sent'] / window:.1f} req/s "
           f"(the schedule's fixed count: {planned})")
     print(f"achieved rate       : {work['achieved_rps']:.1f} req/s ok = {100 * (work['achieved_rps'] / rate - 1):+.2f}% "

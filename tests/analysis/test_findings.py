@@ -449,7 +449,7 @@ def test_f2_holds_between_one_and_all_run_queues(faithful):
 
 
 def test_f10_an_overstatement_short_of_every_run_queue_is_still_one():
-    # a quick run on kernel 6.18 read 1.19 [1.03, 1.35] on 2 CPUs: the kernel summed fewer than both queues'
+    # a quick run on kernel 6.18 read 1.18 [1.03, 1.35] on 2 CPUs: the kernel summed fewer than both queues'
     # waiting, which still overstates the pause; the old threshold sqrt(2) called that "contradicted"
     got, checks = evaluate(full_lab(e6={"overstatement": 1.19, "rel": 0.05}))
     assert got["F10"]["verdict"] == REPRODUCED, checks[checks["id"] == "F10"].to_string()
@@ -496,7 +496,7 @@ def test_thresholds_follow_the_variants_parameters(faithful):
     assert "[1, 2]" in c.loc["throttled / pause in the scrape window, limit", "why"]
 
 
-def test_the_quantile_follows_the_samples_per_run():
+def test_the_quantile_follows_the_designs_requests_per_run():
     lab = Lab()
     e2b(lab, requests=6000)
     _, checks = evaluate(lab, experiments=("E2b",))

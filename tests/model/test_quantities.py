@@ -102,7 +102,7 @@ def test_format_cpu_round_trips():
     (20, 10, 3000, 6),      # quick E2b clumped: 60 requests
     (20, 1, 1500, 30),      # ci steady
     (100, 50, 60000, 120),  # the lab's clumps of 50
-    (20, 10, 250, 1),       # 0.5 clumps: half away from zero, as Go's math.Round
+    (20, 10, 250, 1),       # 0.5 clumps: half up, as the generator's math.Floor(x + 0.5)
     (20, 10, 200, 0),
     (4, 1, 400, 2),         # /ping in the warm-up
 ])

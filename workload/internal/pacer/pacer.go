@@ -14,7 +14,8 @@
 //
 // Why: a plain Poisson process puts Poisson(R x span / C) arrivals in a
 // window, which for short windows varies a lot (3 s at 20 req/s in clumps of
-// 10 is Poisson(6) clumps: 10 to 130 requests), so a run's load differs from
+// 10 is Poisson(6) clumps, fewer than the 4 that p90 needs in 15% of runs; a
+// quick profile's service runs held 10 to 130 requests), so a run's load differs from
 // its design and its latency quantiles are at times not computable (p90
 // needs 36 requests). Conditioning on the count gives every run the
 // requests its quantiles need and the same offered load.
