@@ -36,7 +36,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from throttlelab.backends.base import BackendError, Deployment, Output
@@ -249,12 +249,11 @@ def _scrape_emulated(dep: Deployment, spec: VariantSpec, rng: random.Random,
     """Local, docker: the housekeeping thread reads the container's counters; scrapes take its latest."""
     hk_s = spec.housekeeping_ms / 1000
     keeper = Housekeeping(dep, "e6", "burst", hk_s, offset_s=rng.uniform(0, hk_s))
-    started = time.monotonic()
+    times = _scrape_times(spec)
     keeper.start()
     scrapes: list[Scrape] = []
     try:
-        for at_ms in (spec.first_scrape_ms, spec.first_scrape_ms + spec.scrape_gap_ms):
-            time.sleep(max(0.0, started + at_ms / 1000 - time.monotonic()))
+        for _ in times:
             got = keeper.scrape()
             if got is not None:
                 scrapes.append((time.time_ns(), *got, {}))
@@ -269,12 +268,10 @@ def _scrape_emulated(dep: Deployment, spec: VariantSpec, rng: random.Random,
 def _scrape_cadvisor(dep: Deployment, spec: VariantSpec,
                      job_run: "_Background") -> tuple[Output, list[Reading], list[Scrape]]:
     """kind, kubernetes: two scrapes of the kubelet's cAdvisor, holding two different readings."""
-    started = time.monotonic()
     scraper = CadvisorScrapes(dep, "e6", "burst", job_run.done)
     scrapes: list[Scrape] = []
     try:
-        for at_ms in (spec.first_scrape_ms, spec.first_scrape_ms + spec.scrape_gap_ms):
-            time.sleep(max(0.0, started + at_ms / 1000 - time.monotonic()))
+        for _ in _scrape_times(spec):
             scraped, reading, stat, repeats = scraper.scrape(scrapes[-1][1] if scrapes else None)
             scrapes.append((scraped, reading, stat, {"cadvisor_ms": reading // 1_000_000, "rescrapes": repeats}))
     except BackendError:
@@ -283,6 +280,18 @@ def _scrape_cadvisor(dep: Deployment, spec: VariantSpec,
         raise
     out = job_run.result()
     return out, [(wall, stat, {"cadvisor_ms": wall // 1_000_000}) for wall, stat in scraper.readings], scrapes
+
+
+def _scrape_times(spec: VariantSpec) -> Iterator[None]:
+    """Yields at the two scrape times, first_scrape_ms and scrape_gap_ms later, counted from the call."""
+    started = time.monotonic()
+
+    def wait_for_each() -> Iterator[None]:
+        for at_ms in (spec.first_scrape_ms, spec.first_scrape_ms + spec.scrape_gap_ms):
+            time.sleep(max(0.0, started + at_ms / 1000 - time.monotonic()))
+            yield
+
+    return wait_for_each()
 
 
 class _Background:
