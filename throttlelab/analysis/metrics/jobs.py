@@ -45,8 +45,8 @@ SPECS: tuple[MetricSpec, ...] = (
 
 def _run_periods(summary: Mapping[str, Any], rounds_total: float) -> float:
     """Δnr_periods over the whole run: the summary's, else (older logs) the rounds' sum."""
-    value = summary.get("nr_periods")
-    return float(value) if value is not None else rounds_total
+    value = number(summary.get("nr_periods"))
+    return rounds_total if math.isnan(value) else value
 
 
 def burst_metrics(rounds: pd.DataFrame, summary: Mapping[str, Any], period_us: float) -> dict[str, float]:
