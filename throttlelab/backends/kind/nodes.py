@@ -37,12 +37,16 @@ def docker_client() -> Any:
     return connect(timeout_s=30, user=KIND_ENGINE_USER)
 
 
-def node_container(client: Any, name: str) -> Any:
+def node_container(client: Any, name: str, missing_ok: bool = False) -> Any:
+    """The node container `name`; a BackendError when the engine cannot say, or when it does not
+    exist (None instead with `missing_ok`: its cluster is gone, or was never created)."""
     import docker.errors
 
     try:
         return client.containers.get(name)
     except docker.errors.NotFound:
+        if missing_ok:
+            return None
         raise BackendError(f"kind backend: the node container {name!r} does not exist; is its cluster created? "
                            "(snakemake --cores 1 --config backend=kind create_clusters)") from None
     except docker.errors.APIError as exc:

@@ -30,7 +30,7 @@ from typing import IO, Any
 
 from throttlelab.host.processes import left_by_dead_runners, pid_alive
 from throttlelab.backends.base import BackendError
-from throttlelab.backends.kind.nodes import docker_client
+from throttlelab.backends.kind.nodes import docker_client, node_container
 
 LOCK_DIR = Path(tempfile.gettempdir()) / "throttlelab-kind-locks"
 PAUSE_STATE_DIR = Path(tempfile.gettempdir()) / "throttlelab-kind-pauses"
@@ -99,23 +99,12 @@ def using(*clusters: str, progress: Callable[[str], None] = lambda message: None
         locks.release()
 
 
-def _get(client: Any, name: str) -> Any | None:
-    import docker.errors
-
-    try:
-        return client.containers.get(name)
-    except docker.errors.NotFound:
-        return None
-    except docker.errors.APIError as exc:
-        raise BackendError(f"kind backend: cannot inspect node container {name}: {exc}") from None
-
-
 def plan_pauses(client: Any, names: Iterable[str]) -> list[str]:
     """The node containers among `names` that run now: the ones to pause (a cluster never created,
     or a node already stopped or paused by someone else, is left as it is)."""
     out = []
     for name in names:
-        container = _get(client, name)
+        container = node_container(client, name, missing_ok=True)
         if container is not None and container.status == "running":
             out.append(name)
     return out
@@ -128,7 +117,7 @@ def pause(client: Any, names: list[str], pid: int) -> None:
     for name in names:
         # the state file first: a runner killed right after `docker pause` still gets its node resumed
         state_file(name).write_text(json.dumps({"pid": pid}))
-        container = _get(client, name)
+        container = node_container(client, name, missing_ok=True)
         if container is None:
             state_file(name).unlink(missing_ok=True)
             continue
@@ -145,7 +134,7 @@ def resume(client: Any, names: Iterable[str]) -> list[str]:
     done, problems = [], []
     for name in names:
         try:
-            container = _get(client, name)
+            container = node_container(client, name, missing_ok=True)
             if container is not None and container.status == "paused":
                 container.unpause()
                 done.append(name)

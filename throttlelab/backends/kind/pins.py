@@ -101,9 +101,8 @@ def restore_pins(client: Any, pins: list[dict[str, str]] | list[Pin]) -> list[st
     problems = []
     for pin in pins:
         name, restore_to = (pin.container, pin.restore_to) if isinstance(pin, Pin) else (pin["container"], pin["restore_to"])
-        try:
-            container = client.containers.get(name)
-        except docker.errors.NotFound:
+        container = node_container(client, name, missing_ok=True)
+        if container is None:
             state_file(name).unlink(missing_ok=True)  # the cluster is gone: nothing to restore
             continue
         try:
