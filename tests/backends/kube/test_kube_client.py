@@ -116,7 +116,7 @@ def test_pod_lifecycle_logs_exec_and_delete(api, kc):
     assert "unreachable" not in str(refused.value)
 
     assert kc.delete_pod("default", "p1") is True
-    kc.wait_gone("default", "lab=t", timeout_s=5)
+    kc.wait_deleted("default", [done], timeout_s=5)
     assert kc.delete_pod("default", "p1") is False
     with pytest.raises(NotFound):
         kc.read_pod("default", "p1")
@@ -164,8 +164,7 @@ def test_delete_by_label_and_list_by_label(api, kc):
     for name, run in (("a", "1"), ("b", "1"), ("c", "2")):
         kc.create_pod("default", pod(name, run=run))
     assert sorted(p["metadata"]["name"] for p in kc.list_pods("default", "lab=t,run=1")) == ["a", "b"]
-    kc.delete_pods("default", "lab=t,run=1")
-    kc.wait_gone("default", "lab=t,run=1", timeout_s=5)
+    kc.delete_selected("default", "lab=t,run=1", timeout_s=5)
     assert api.live_pods() == ["c"]
     on_worker = kc.pods_on_node(WORKER)
     assert {"c", "kindnet-x7k2p", "coredns-66bc5c9577-4hx2m"} <= {p["metadata"]["name"] for p in on_worker}

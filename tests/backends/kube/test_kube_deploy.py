@@ -351,8 +351,7 @@ def test_the_sweep_removes_what_dead_runners_left(api, backend):
         assert [c for c in api.running_containers() if c["pod"] == mf.pod_name(E1.pods[0], "stale-run")] == []
     assert mf.pod_name(E1.pods[0], "stale-run") not in names
     assert mf.pod_name(E1.pods[0], "live-run") in names
-    kc.delete_pods("default", mine.selector)
-    kc.wait_gone("default", mine.selector, timeout_s=5)
+    kc.delete_selected("default", mine.selector, timeout_s=5)
 
 
 RUNNER = textwrap.dedent("""

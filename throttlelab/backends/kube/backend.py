@@ -57,6 +57,7 @@ from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.base import Backend, BackendError, Capabilities, Deployment, DesignMismatch, Output, Readback, every_step
 from throttlelab.backends.kube.client import (
     DELETE_GRACE_S,
+    DELETION_TIMEOUT_S,
     Forbidden,
     KubeClient,
     KubeError,
@@ -214,8 +215,7 @@ def compare(designed: dict[str, Any], got: dict[str, Any], cgroup_version: int |
     return out
 
 
-def sweep_stale_pods(kc: KubeClient, namespace: str, host: str, alive: Callable[[int], bool],
-                     timeout_s: float = 90.0, poll_s: float = 0.25) -> list[str]:
+def sweep_stale_pods(kc: KubeClient, namespace: str, host: str, alive: Callable[[int], bool]) -> list[str]:
     """Delete the lab's pods left on this cluster by runners of this host that no longer exist, and
     wait until they are gone (their containers stopped), so none of them runs beside the next job."""
     stale = []
@@ -226,7 +226,7 @@ def sweep_stale_pods(kc: KubeClient, namespace: str, host: str, alive: Callable[
         if pid.isdigit() and not alive(int(pid)):
             if kc.delete_pod(namespace, pod["metadata"]["name"]):
                 stale.append(pod)
-    kc.wait_deleted(namespace, stale, timeout_s, poll_s)
+    kc.wait_deleted(namespace, stale, DELETION_TIMEOUT_S)
     return [pod["metadata"]["name"] for pod in stale]
 
 
@@ -275,7 +275,7 @@ class KubeDeployment(Deployment):
     poll_s = 0.2  # how often pod states are read while waiting
     unschedulable_grace_s = 5.0  # a pod the scheduler refuses this long is an error
     term_grace_s = 10.0  # an overdue workload gets this long after SIGTERM before its pod is deleted
-    deletion_timeout_s = 90.0  # a deleted pod's object must be gone (its containers stopped) within this
+    deletion_timeout_s = DELETION_TIMEOUT_S  # a deleted pod's object must be gone (its containers stopped) within this
     containers_gone_timeout_s = 60.0  # then the node must hold none of its containers within this
     strict_upper = False  # kubernetes: the levels above the container are unreadable, and said so
     guardian_module = GUARDIAN_MODULE  # kind's guardian also restores the nodes it pinned
@@ -343,13 +343,12 @@ class KubeDeployment(Deployment):
             and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
         ]
 
-    def _await_removal(self, pods: list[dict[str, Any]]) -> None:
-        """After the graceful deletion of `pods` (Pod objects as last read): wait until the API has
-        removed each (kubelet stopped its containers), then until the node holds none of their
-        containers (`_containers_gone`). Bounded; the errors name the pods."""
+    def _await_containers_gone(self, pods: list[dict[str, Any]]) -> None:
+        """Once the API has removed `pods` (Pod objects as last read before their graceful deletion):
+        wait until the node holds none of their containers (`_containers_gone`). Bounded; the error
+        names the pods."""
         if not pods:
             return
-        self.kc.wait_deleted(self.ns, pods, self.deletion_timeout_s, poll_s=self.poll_s)
         deadline = time.monotonic() + self.containers_gone_timeout_s
         left = list(pods)
         while True:
@@ -375,7 +374,8 @@ class KubeDeployment(Deployment):
             return False
         if not self.kc.delete_pod(self.ns, name, grace_s=DELETE_GRACE_S):
             return False
-        self._await_removal([pod])
+        self.kc.wait_deleted(self.ns, [pod], self.deletion_timeout_s, poll_s=self.poll_s)
+        self._await_containers_gone([pod])
         return True
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -425,10 +425,8 @@ class KubeDeployment(Deployment):
 
     def __exit__(self, *exc: object) -> None:
         def delete_pods() -> None:
-            pods = self.kc.list_pods(self.ns, self.ident.selector)
-            if pods:
-                self.kc.delete_pods(self.ns, self.ident.selector, grace_s=DELETE_GRACE_S)
-                self._await_removal(pods)
+            self._await_containers_gone(
+                self.kc.delete_selected(self.ns, self.ident.selector, self.deletion_timeout_s, poll_s=self.poll_s))
 
         problem: BackendError | None = None
         cleaned = False

@@ -16,6 +16,7 @@ lab needs on top, and nothing else:
     kc.exec(ns, name, container, argv)             GET    /api/v1/namespaces/{ns}/pods/{name}/exec (WebSocket)
     kc.delete_pod(ns, name) / kc.delete_pods(...)  DELETE /api/v1/namespaces/{ns}/pods[/{name}]  (grace >= 1 s)
     kc.wait_deleted(ns, pods, ...)                 GET    /api/v1/namespaces/{ns}/pods/{name} until 404
+    kc.delete_selected(ns, selector, ...)          list_pods, delete_pods, then wait_deleted
     kc.cadvisor(node)                              GET    /api/v1/nodes/{node}/proxy/metrics/cadvisor
 
 The rights this needs: in the lab's namespace, pods (create, get, list, delete,
@@ -80,6 +81,10 @@ class Forbidden(KubeError):
 #: The grace period of every deletion the lab asks for, in seconds: SIGTERM, then SIGKILL after one
 #: second. Not 0: a forced deletion removes the API object before kubelet has stopped the containers.
 DELETE_GRACE_S = 1
+
+#: How long a gracefully deleted pod's object may take to go from the API (kubelet stopping its
+#: containers and removing its cgroups), in seconds.
+DELETION_TIMEOUT_S = 90.0
 
 
 @dataclass(frozen=True)
@@ -391,18 +396,6 @@ class KubeClient:
             label_selector=selector, grace_period_seconds=grace_s,
         )
 
-    def wait_gone(self, namespace: str, selector: str, timeout_s: float, poll_s: float = 0.25) -> None:
-        """Until no pod matches `selector` (after a graceful deletion: until kubelet has stopped them all)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            left = self.list_pods(namespace, selector)
-            if not left:
-                return
-            if time.monotonic() > deadline:
-                raise KubeError(f"pods {selector} in {namespace} still exist after {timeout_s:.0f} s: "
-                                + "; ".join(still_there(p) for p in left))
-            time.sleep(poll_s)
-
     def wait_deleted(self, namespace: str, pods: list[dict[str, Any]], timeout_s: float, poll_s: float = 0.25) -> None:
         """Until each of these Pod objects (as last read) is gone from the API: after a graceful
         deletion the API server removes a pod only once kubelet has stopped its containers. A pod
@@ -426,6 +419,17 @@ class KubeClient:
                                 + "; ".join(still_there(p) for p in still))
             left = still
             time.sleep(poll_s)
+
+    def delete_selected(self, namespace: str, selector: str, timeout_s: float,
+                        poll_s: float = 0.25) -> list[dict[str, Any]]:
+        """Delete every pod matching `selector`, gracefully, and wait until the API has removed
+        each of them (wait_deleted: kubelet has stopped their containers). Returns the pods
+        deleted, as read before their deletion (none: nothing is deleted)."""
+        pods = self.list_pods(namespace, selector)
+        if pods:
+            self.delete_pods(namespace, selector)
+            self.wait_deleted(namespace, pods, timeout_s, poll_s)
+        return pods
 
     # -- monitoring -----------------------------------------------------------------
     def cadvisor(self, node: str) -> list[Sample]:

@@ -32,17 +32,13 @@ Also = Callable[[dict[str, Any]], list[str]]
 
 def clean_up(desc: dict[str, Any], also: Also | None = None) -> list[str]:
     """Delete the run's pods, then whatever `also` undoes; returns what was done (problems raise)."""
-    from throttlelab.backends.kube.client import DELETE_GRACE_S, KubeClient
+    from throttlelab.backends.kube.client import DELETION_TIMEOUT_S, KubeClient
 
     def delete_pods() -> list[str]:
         kc = KubeClient(Path(desc["kubeconfig"]), desc.get("context"))
-        left = kc.list_pods(desc["namespace"], desc["selector"])
-        if not left:
-            return []
         # graceful, and waited out: the objects go only once kubelet has stopped their containers
-        kc.delete_pods(desc["namespace"], desc["selector"], grace_s=DELETE_GRACE_S)
-        kc.wait_deleted(desc["namespace"], left, timeout_s=90)
-        return [f"deleted {len(left)} pod(s) ({desc['selector']})"]
+        deleted = kc.delete_selected(desc["namespace"], desc["selector"], timeout_s=DELETION_TIMEOUT_S)
+        return [f"deleted {len(deleted)} pod(s) ({desc['selector']})"] if deleted else []
 
     return every_step([delete_pods, *([lambda: also(desc)] if also is not None else [])])
 
