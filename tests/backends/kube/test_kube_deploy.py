@@ -97,6 +97,8 @@ def test_pods_wait_at_their_gates_then_run_and_are_removed(api, backend):
 class ReadsTheNode(FastDeployment):
     """A deployment that reads the levels above the containers back (as kind's does)."""
 
+    strict_upper = True
+
     def _read_upper_levels(self):
         return {}
 

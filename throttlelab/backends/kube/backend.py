@@ -277,7 +277,10 @@ class KubeDeployment(Deployment):
     term_grace_s = 10.0  # an overdue workload gets this long after SIGTERM before its pod is deleted
     deletion_timeout_s = DELETION_TIMEOUT_S  # a deleted pod's object must be gone (its containers stopped) within this
     containers_gone_timeout_s = 60.0  # then the node must hold none of its containers within this
-    strict_upper = False  # kubernetes: the levels above the container are unreadable, and said so
+    # Whether the levels above the containers are read back (kind: from the node), so that one not
+    # found is an error, and the node's other pods are listed for the burstable level. kubernetes:
+    # they are unreadable, and said so.
+    strict_upper = False
     guardian_module = GUARDIAN_MODULE  # kind's guardian also restores the nodes it pinned
 
     def __init__(self, backend: "KubeBackend", node: Node, load: LoadPlacement | None,
@@ -327,15 +330,11 @@ class KubeDeployment(Deployment):
         is all the kubernetes backend can know (True). kind looks in the node container."""
         return True
 
-    def _reads_upper_levels(self) -> bool:
-        """Whether verify() reads the levels above the containers (a subclass reads them)."""
-        return type(self)._read_upper_levels is not KubeDeployment._read_upper_levels
-
     def _other_pods(self) -> list[dict[str, Any]] | None:
         """The worker's other live pods, whose requests kubelet adds to the burstable level: asked for
         only where that level is read back (listing the pods of every namespace needs cluster-wide
         rights); None otherwise."""
-        if not self._reads_upper_levels():
+        if not self.strict_upper:
             return None
         return [
             p for p in self.kc.pods_on_node(self.settings.worker_node)
