@@ -364,7 +364,7 @@ def test_the_next_run_resumes_nodes_a_dead_run_left_paused(lab):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     old = lab.standins["old"]
-    pauses.pause(lab.engine, list(old.containers), dead.pid)  # as if that runner had paused them and died unguarded
+    pauses.pause(old.containers.values(), dead.pid)  # as if that runner had paused them and died unguarded
     assert set(old.status().values()) == {"paused"}
     FastKind(lab.clusters).preflight()  # the runner's first step: the sweep resumes them
     lab.assert_as_before(before)

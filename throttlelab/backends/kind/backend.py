@@ -73,7 +73,7 @@ class KindDeployment(KubeDeployment):
         self.wanted = wanted
         # the other cluster stays idle while this one measures: its nodes are paused (kind/pauses.py)
         self.idle = [c for c in backend.clusters.values() if c.name != cluster.name]
-        self.paused: list[str] = []
+        self.paused: dict[str, Any] = {}  # node container name -> the container (plan_pauses)
         self.locks: ClusterLocks | None = None
         # the worker's files, read from this host (kind/nodes.py); each level's directory is found once
         self.files = NodeFiles(cluster.worker, lambda: node_pid(self.docker, cluster.worker))
@@ -129,7 +129,7 @@ class KindDeployment(KubeDeployment):
             apply_pins(self.docker, self.pins, os.getpid())
             self.backend.progress("pinned " + ", ".join(f"{p.container} to CPUs {p.cpus}" for p in self.pins))
         if self.paused:
-            pause(self.docker, self.paused, os.getpid())
+            pause(self.paused.values(), os.getpid())
             self.backend.progress("paused the idle cluster's nodes while this one measures: " + ", ".join(self.paused))
 
     def _restore_nodes(self) -> None:

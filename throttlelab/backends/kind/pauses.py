@@ -99,30 +99,30 @@ def using(*clusters: str, progress: Callable[[str], None] = lambda message: None
         locks.release()
 
 
-def plan_pauses(client: Any, names: Iterable[str]) -> list[str]:
-    """The node containers among `names` that run now: the ones to pause (a cluster never created,
-    or a node already stopped or paused by someone else, is left as it is)."""
-    out = []
+def plan_pauses(client: Any, names: Iterable[str]) -> dict[str, Any]:
+    """The node containers among `names` that run now, by name: the ones to pause (a cluster never
+    created, or a node already stopped or paused by someone else, is left as it is)."""
+    out = {}
     for name in names:
         container = node_container(client, name, missing_ok=True)
         if container is not None and container.status == "running":
-            out.append(name)
+            out[name] = container
     return out
 
 
-def pause(client: Any, names: list[str], pid: int) -> None:
+def pause(containers: Iterable[Any], pid: int) -> None:
+    """`docker pause` the node containers (as plan_pauses found them: they are not looked up again)."""
     import docker.errors
 
     PAUSE_STATE_DIR.mkdir(parents=True, exist_ok=True)
-    for name in names:
+    for container in containers:
+        name = container.name
         # the state file first: a runner killed right after `docker pause` still gets its node resumed
         state_file(name).write_text(json.dumps({"pid": pid}))
-        container = node_container(client, name, missing_ok=True)
-        if container is None:
-            state_file(name).unlink(missing_ok=True)
-            continue
         try:
             container.pause()
+        except docker.errors.NotFound:
+            state_file(name).unlink(missing_ok=True)  # gone since it was found: nothing to resume
         except docker.errors.APIError as exc:
             raise BackendError(f"kind backend: docker pause {name} (a node of the idle cluster) failed: {exc}") from None
 
