@@ -414,8 +414,11 @@ class KubeDeployment(Deployment):
         decides the pod's parent cgroup and the burstable level's weight (SPEC §2)."""
         wrong = []
         for pod in self.node.pods:
-            assigned = ((self.live[pod.name].get("status") or {}).get("qosClass") or "").lower()
-            if assigned and assigned != pod.qos:
+            live = self.live[pod.name]
+            if not (live.get("status") or {}).get("qosClass"):
+                continue  # not assigned: nothing to check (pod_qos would derive it from the spec)
+            assigned = mf.pod_qos(live)
+            if assigned != pod.qos:
                 wrong.append(f"{pod.name}: the API server made it {assigned}, the design expects {pod.qos}")
         if wrong:
             raise DesignMismatch("QoS classes on " + self.settings.worker_node + " differ from the design "
