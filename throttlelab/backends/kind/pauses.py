@@ -50,13 +50,11 @@ class ClusterLocks:
     so a runner that dies drops them too)."""
 
     def __init__(self) -> None:
-        self.held: dict[str, str] = {}  # cluster -> "shared" | "exclusive"
         self._files: list[IO[str]] = []
 
     def release(self) -> None:
         while self._files:
             self._files.pop().close()
-        self.held.clear()
 
 
 def hold(using: Iterable[str] = (), pausing: Iterable[str] = (),
@@ -82,7 +80,6 @@ def hold(using: Iterable[str] = (), pausing: Iterable[str] = (),
                        if modes[name] == "exclusive" else "a run on the other cluster has paused it")
                 progress(f"waiting for kind cluster {name}: {why} (lock {lock_file(name)})")
                 fcntl.flock(handle, flag)
-            locks.held[name] = modes[name]
     except BaseException:
         locks.release()
         raise
