@@ -233,19 +233,40 @@ def load_request_milli(cpus: str | None) -> int:
     return len(parse_cpuset(cpus)) * 1000 if cpus else LOAD_CPU_REQUEST_MILLI
 
 
-def _container(c: Container, image: str, pull_policy: str, gated: bool) -> dict[str, Any]:
-    argv = [CPULAB, *container_args(c.args)]
-    spec: dict[str, Any] = {
-        "name": c.name,
+def _pod_spec(node_name: str, grace_s: int) -> dict[str, Any]:
+    """What the spec of every pod of the lab holds: never restarted, bound to `node_name`, the
+    restricted pod security context, no service links and no service account token."""
+    return {
+        "restartPolicy": "Never",
+        "affinity": node_affinity(node_name),
+        "securityContext": pod_security_context(),
+        "terminationGracePeriodSeconds": grace_s,
+        "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+    }
+
+
+def _container_spec(name: str, image: str, pull_policy: str, command: list[str],
+                    resources: dict[str, Any]) -> dict[str, Any]:
+    """What every container of the lab holds: the restricted container security context, and
+    its last log lines kept when it fails."""
+    return {
+        "name": name,
         "image": image,
         "imagePullPolicy": pull_policy,
-        "command": [PODGATE, "run", "-gate", gate_file(c.name), "--", *argv] if gated else argv,
-        "resources": resources(c),
+        "command": command,
+        "resources": resources,
         "securityContext": container_security_context(),
         # a container that ends with an error (podgate unable to wait, cpulab refusing its flags)
         # leaves its last log lines in its terminated state, where the backend's errors quote them
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
+
+
+def _container(c: Container, image: str, pull_policy: str, gated: bool) -> dict[str, Any]:
+    argv = [CPULAB, *container_args(c.args)]
+    command = [PODGATE, "run", "-gate", gate_file(c.name), "--", *argv] if gated else argv
+    spec = _container_spec(c.name, image, pull_policy, command, resources(c))
     if c.env:
         spec["env"] = [{"name": k, "value": v} for k, v in c.env]
     if gated:
@@ -269,12 +290,7 @@ def pod_manifest(
         "kind": "Pod",
         "metadata": {"name": pod_name(pod, ident.run), "labels": labels},
         "spec": {
-            "restartPolicy": "Never",
-            "affinity": node_affinity(node_name),
-            "securityContext": pod_security_context(),
-            "terminationGracePeriodSeconds": grace_s,
-            "enableServiceLinks": False,
-            "automountServiceAccountToken": False,
+            **_pod_spec(node_name, grace_s),
             "volumes": [{"name": GATE_VOLUME, "emptyDir": {"sizeLimit": "1Mi"}}],
             "containers": [_container(c, image_of(c.variant), pull_policy, gated=True) for c in pod.containers],
         },
@@ -294,25 +310,9 @@ def load_manifest(
 ) -> dict[str, Any]:
     """The load generator: `cpulab load ...` on the load node, ungated, with a CPU request and no
     limit (Burstable: see LOAD_CPU_REQUEST_MILLI)."""
-    spec: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "affinity": node_affinity(node_name),
-        "securityContext": pod_security_context(),
-        "terminationGracePeriodSeconds": 10,
-        "enableServiceLinks": False,
-        "automountServiceAccountToken": False,
-        "containers": [
-            {
-                "name": "generator",
-                "image": image,
-                "imagePullPolicy": pull_policy,
-                "command": [CPULAB, "load", *args],
-                "resources": {"requests": {"cpu": cpu_quantity(cpu_request_milli)}},
-                "securityContext": container_security_context(),
-                "terminationMessagePolicy": "FallbackToLogsOnError",
-            }
-        ],
-    }
+    generator = _container_spec("generator", image, pull_policy, [CPULAB, "load", *args],
+                                {"requests": {"cpu": cpu_quantity(cpu_request_milli)}})
+    spec: dict[str, Any] = {**_pod_spec(node_name, 10), "containers": [generator]}
     if tolerate_control_plane:
         spec["tolerations"] = [{"key": CONTROL_PLANE_TAINT, "operator": "Exists", "effect": "NoSchedule"}]
     labels = {**ident.labels(), LABEL_POD: "load", LABEL_ROLE: "load"}
