@@ -45,7 +45,6 @@ from throttlelab.backends.kind.clusters import ROLE_OF_RUNTIME
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.kube.backend import parse_cpu_stat
 from throttlelab.experiments import REGISTRY, Context
-from throttlelab.model import design
 from throttlelab.model.config import load_design
 from throttlelab.model.coverage import V1_PIN_REASON, untestable_variants
 from throttlelab.model.placement import Container, Node, Pod, parse_cpuset
@@ -178,6 +177,18 @@ def lab(tmp_path_factory):
 
 # -- every variant of the ci profile ---------------------------------------------------------------------
 
+def level_in_tree(tree: Path, pod: dict[str, Any], container: str | None) -> Path:
+    """A pod's directory in the fixture tree (`*pod<uid>.slice`, from the live pod's uid), or one of its
+    container's (the child whose name holds the container's id in the pod's status)."""
+    uid = pod["metadata"]["uid"].replace("-", "_")
+    [pod_dir] = tree.rglob(f"*pod{uid}.slice")
+    if container is None:
+        return pod_dir
+    [cid] = [s["containerID"].split("://", 1)[-1] for s in pod["status"]["containerStatuses"] if s["name"] == container]
+    [container_dir] = [d for d in pod_dir.iterdir() if d.is_dir() and cid in d.name]
+    return container_dir
+
+
 class CheckedDeployment(FastKindDeployment):
     """Looks around once the experiment has verified its pods: what the job's deployment sees."""
 
@@ -185,15 +196,14 @@ class CheckedDeployment(FastKindDeployment):
         readbacks = super().verify()
         idle = [n for c in self.idle for n in (c.control_plane, c.worker)]
         tree = self.backend.trees[self.cluster.role]
-        levels = {(p.name, None): design.pod_path(self.node, p) for p in self.node.pods}
-        levels |= {(p.name, c.name): design.container_path(self.node, p, c.name) for p in self.node.pods
-                   for c in p.containers}
+        levels = [(p.name, None) for p in self.node.pods] + [(p.name, c.name) for p in self.node.pods
+                                                              for c in p.containers]
         counters = {}
-        for (pod, container), path in levels.items():
+        for pod, container in levels:
             got = {k: v for k, v in self.read_stat(pod, container).items() if k != "t_ns"}
-            # the same level's cpu.stat as this host sees it in the fixture tree the node mounts at /fixture
-            inside = self._node_dirs()[path]
-            on_host = parse_cpu_stat((tree / inside.removeprefix("/fixture/") / "cpu.stat").read_text())
+            # the same level's cpu.stat as this host sees it in the fixture tree the node mounts at /fixture,
+            # found there apart from the backend: the pod's directory by its uid, a container's by its id
+            on_host = parse_cpu_stat((level_in_tree(tree, self.live[pod], container) / "cpu.stat").read_text())
             counters[(pod, container)] = (got, on_host)
         self.backend.seen.append({
             "cluster": self.cluster.role,
