@@ -56,7 +56,6 @@ from throttlelab.model.placement import LoadPlacement, Node, parse_cpuset
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.base import Backend, BackendError, Capabilities, Deployment, DesignMismatch, Output, Readback, every_step
 from throttlelab.backends.kube.client import (
-    DELETE_GRACE_S,
     DELETION_TIMEOUT_S,
     Forbidden,
     KubeClient,
@@ -371,7 +370,7 @@ class KubeDeployment(Deployment):
             pod = self.kc.read_pod(self.ns, name)  # its uid and container ids, for _containers_gone
         except NotFound:
             return False
-        if not self.kc.delete_pod(self.ns, name, grace_s=DELETE_GRACE_S):
+        if not self.kc.delete_pod(self.ns, name):
             return False
         self.kc.wait_deleted(self.ns, [pod], self.deletion_timeout_s, poll_s=self.poll_s)
         self._await_containers_gone([pod])
