@@ -40,6 +40,7 @@ from throttlelab.backends.kind.clusters import NODE_IMAGES, ROLE_OF_RUNTIME, Kin
 from throttlelab.backends.kind.nodes import (
     DISCOVER,
     NodeFiles,
+    NodeLayout,
     docker_client,
     level_dirs,
     level_files,
@@ -77,8 +78,8 @@ class KindDeployment(KubeDeployment):
         self.locks: ClusterLocks | None = None
         # the worker's files, read from this host (kind/nodes.py); each level's directory is found once
         self.files = NodeFiles(cluster.worker, lambda: node_pid(self.docker, cluster.worker))
-        self._dirs: dict[str, str] | None = None
-        self._pod_dirs: dict[str, str] = {}  # pod uid -> its directory in the worker
+        self._layout: NodeLayout | None = None  # where DISCOVER found our pods in the worker (once)
+        self._dirs: dict[str, str] = {}  # design path -> directory in the worker, made from _layout
         self._finding = threading.Lock()
 
     # -- lifecycle: the idle cluster's lock and pause around the kubernetes deployment ----------------
@@ -146,11 +147,12 @@ class KindDeployment(KubeDeployment):
         every_step([restore, resume_idle])
 
     # -- the node side: each level's directory found once, its files read from this host ----------------
-    def _node_dirs(self) -> dict[str, str]:
-        """design path -> directory inside the worker, for every level of our pods (node, QoS, pod,
-        pause, container): found by one exec of DISCOVER at the first readback or sample."""
+    def _find_levels(self) -> tuple[NodeLayout, dict[str, str]]:
+        """Where our pods are in the worker (their cgroup version and directories), and design path ->
+        directory inside the worker for every level of them (node, QoS, pod, pause, container): found
+        by one exec of DISCOVER at the first readback or sample."""
         with self._finding:
-            if self._dirs is None:
+            if self._layout is None:
                 worker = node_container(self.docker, self.cluster.worker)
                 uids = {name: obj["metadata"]["uid"] for name, obj in self.live.items()}
                 ids = {(p.name, c.name): container_id(self.live[p.name], c.name)
@@ -161,9 +163,9 @@ class KindDeployment(KubeDeployment):
                 if missing:
                     raise BackendError(f"kind backend: no cgroup of pod(s) {', '.join(missing)} in node {worker.name}")
                 self.cgroup_version = layout.version
-                self._pod_dirs = dict(layout.pod_dirs)
                 self._dirs = level_dirs(self.node, layout, uids, ids)
-            return self._dirs
+                self._layout = layout
+            return self._layout, self._dirs
 
     def _containers_gone(self, pod: dict[str, Any]) -> bool:
         """Whether the pod's node holds no cgroup of the deleted pod any more (kubelet removes it once
@@ -171,7 +173,7 @@ class KindDeployment(KubeDeployment):
         this host; any other (the load generator, on the control-plane): searched in its node."""
         uid = pod["metadata"].get("uid") or ""
         node = (pod.get("spec") or {}).get("nodeName") or self.cluster.worker
-        known = self._pod_dirs.get(uid)
+        known = self._layout.pod_dirs.get(uid) if self._layout else None
         if known and node == self.cluster.worker:
             try:
                 return not self.files.exists(known)
@@ -188,23 +190,23 @@ class KindDeployment(KubeDeployment):
             raise BackendError(f"kind backend: cannot read {path} in node {self.cluster.worker}: {exc.strerror}") from None
 
     def _read_upper_levels(self) -> dict[str, dict[str, Any]]:
-        dirs = self._node_dirs()
-        version = self.cgroup_version or 2
+        layout, dirs = self._find_levels()
         containers = {lv.design.path for lv in self.levels if lv.design.level == "container"}
         upper = {path: d for path, d in dirs.items() if path not in containers}
-        files = {path: self._read_file(path) for d in upper.values() for path in level_files(d, version)}
-        return {path: settings_of(d, files, version) for path, d in upper.items()}
+        files = {path: self._read_file(path) for d in upper.values() for path in level_files(d, layout.version)}
+        return {path: settings_of(d, files, layout.version) for path, d in upper.items()}
 
     def _stat_at(self, path: str, pod: str, container: str | None) -> dict[str, Any]:
         """The counters of one level, read through the node's /proc/<pid>/root: no process is started
         in the node or in the pod, and the engine is not asked."""
         what = f"container {pod}/{container}" if container else f"pod {pod}"
-        directory = self._node_dirs().get(path)
+        layout, dirs = self._find_levels()
+        directory = dirs.get(path)
         if directory is None:
             raise BackendError(f"kind backend: the cgroup of {what} was not found in node {self.cluster.worker} "
-                               f"(its pod's directories: {sorted(self._node_dirs())})")
+                               f"(its pod's directories: {sorted(dirs)})")
         try:
-            texts = [self.files.read(f) for f in stat_files(directory, self.cgroup_version or 2)]
+            texts = [self.files.read(f) for f in stat_files(directory, layout.version)]
         except FileNotFoundError:
             raise BackendError(self._gone(what, pod, directory)) from None
         except OSError as exc:
