@@ -363,13 +363,15 @@ class KubeDeployment(Deployment):
                 )
             time.sleep(self.poll_s)
 
-    def _delete_and_wait(self, name: str) -> bool:
+    def _delete_and_wait(self, name: str, pod: dict[str, Any] | None = None) -> bool:
         """Delete one pod of the run (graceful) and wait until nothing of it is left; False when it
-        was gone already."""
-        try:
-            pod = self.kc.read_pod(self.ns, name)  # its uid and container ids, for _containers_gone
-        except NotFound:
-            return False
+        was gone already. `pod`: the Pod object as last read (its uid and container ids, for
+        _containers_gone); read here when not given."""
+        if pod is None:
+            try:
+                pod = self.kc.read_pod(self.ns, name)
+            except NotFound:
+                return False
         if not self.kc.delete_pod(self.ns, name):
             return False
         self.kc.wait_deleted(self.ns, [pod], self.deletion_timeout_s, poll_s=self.poll_s)
@@ -607,11 +609,13 @@ class KubeDeployment(Deployment):
         )
         self.kc.create_pod(self.ns, manifest)
         handle = KubeHandle("load", "generator", name, time.monotonic())
+        started: dict[str, Any] | None = None  # the pod as wait_pod last read it
         try:
             try:
-                self.kc.wait_pod(self.ns, name, lambda p: all_running(p) or finished(p),
-                                 self.settings.pod_start_timeout_s, "started", poll_s=self.poll_s,
-                                 unschedulable_grace_s=self.unschedulable_grace_s, node=self.settings.load_node)
+                started = self.kc.wait_pod(self.ns, name, lambda p: all_running(p) or finished(p),
+                                           self.settings.pod_start_timeout_s, "started", poll_s=self.poll_s,
+                                           unschedulable_grace_s=self.unschedulable_grace_s,
+                                           node=self.settings.load_node)
             except KubeError as exc:
                 if "Insufficient cpu" in str(exc) or "OutOfcpu" in str(exc):
                     raise KubeError(f"{exc}; the load generator requests {mf.cpu_quantity(request)} CPU "
@@ -621,7 +625,7 @@ class KubeDeployment(Deployment):
             handle.started = time.monotonic()
             return self._finish(handle, timeout_s)
         finally:
-            self._delete_and_wait(name)
+            self._delete_and_wait(name, started)
 
     def _stat_container(self, pod: str, container: str) -> dict[str, Any]:
         if self.cgroup_version == 1:
