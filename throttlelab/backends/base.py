@@ -178,6 +178,16 @@ BACKENDS: dict[str, str] = {
 }
 
 
+#: The kubelet's cAdvisor series E6 reads -> the cgroup counter each is, and the factor to its unit
+#: (the backends that scrape cAdvisor ask for these; E6 converts them).
+CADVISOR_COUNTERS: dict[str, tuple[str, float]] = {
+    "container_cpu_cfs_periods_total": ("nr_periods", 1),
+    "container_cpu_cfs_throttled_periods_total": ("nr_throttled", 1),
+    "container_cpu_cfs_throttled_seconds_total": ("throttled_usec", 1e6),
+    "container_cpu_usage_seconds_total": ("usage_usec", 1e6),
+}
+
+
 def every_step(steps: Iterable[Callable[[], list[str] | None]]) -> list[str]:
     """Run every cleanup step whatever the others do; returns what they did, or raises one
     BackendError naming every step that failed ("; "-joined)."""

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from throttlelab.backends.base import BackendError, Deployment, Output
+from throttlelab.backends.base import CADVISOR_COUNTERS, BackendError, Deployment, Output
 from throttlelab.model.variants import VariantSpec
 from throttlelab.model.placement import Container, Node, Pod
 from throttlelab.model.quantities import parse_cpu
@@ -57,13 +57,6 @@ KUBELET_HOUSEKEEPING_S = 10.0
 CADVISOR_LONGEST_S = 30.0
 #: How often a scrape is repeated while cAdvisor still serves the reading the previous scrape got.
 RESCRAPE_EVERY_S = 1.0
-#: cAdvisor's metric -> the cgroup counter it is, and the factor to that counter's unit.
-CADVISOR_COUNTERS: dict[str, tuple[str, float]] = {
-    "container_cpu_cfs_periods_total": ("nr_periods", 1),
-    "container_cpu_cfs_throttled_periods_total": ("nr_throttled", 1),
-    "container_cpu_cfs_throttled_seconds_total": ("throttled_usec", 1e6),
-    "container_cpu_usage_seconds_total": ("usage_usec", 1e6),
-}
 
 
 def burst_container(name: str, spec: VariantSpec, rounds: int, limit: Any) -> Container:

@@ -54,7 +54,7 @@ from throttlelab.model import design, quantities as q
 from throttlelab.host.processes import pid_alive, spawn_guardian
 from throttlelab.model.placement import LoadPlacement, Node, parse_cpuset
 from throttlelab.backends.kube import manifests as mf
-from throttlelab.backends.base import Backend, BackendError, Capabilities, Deployment, DesignMismatch, Output, Readback, every_step
+from throttlelab.backends.base import CADVISOR_COUNTERS, Backend, BackendError, Capabilities, Deployment, DesignMismatch, Output, Readback, every_step
 from throttlelab.backends.kube.client import (
     DELETION_TIMEOUT_S,
     Forbidden,
@@ -74,12 +74,7 @@ CGROUP_V1_FILES = ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cp
 STAT_V2 = "/sys/fs/cgroup/cpu.stat"
 STAT_V1 = ("/sys/fs/cgroup/cpu/cpu.stat", "/sys/fs/cgroup/cpuacct/cpuacct.usage")
 #: The cAdvisor series E6 compares with what the workload saw.
-CADVISOR_METRICS = (
-    "container_cpu_cfs_periods_total",
-    "container_cpu_cfs_throttled_periods_total",
-    "container_cpu_cfs_throttled_seconds_total",
-    "container_cpu_usage_seconds_total",
-)
+CADVISOR_METRICS = tuple(CADVISOR_COUNTERS)
 
 
 class NotTestable(BackendError):
