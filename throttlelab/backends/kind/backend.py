@@ -275,11 +275,14 @@ class KindBackend(KubeBackend):
     def client(self) -> KubeClient:
         return self.client_for(self.cluster_for(self.runtime))
 
-    def preflight(self) -> None:
-        docker = self.docker  # an unreachable engine: a BackendError naming it
-        resumed = sweep_pauses(docker)
+    def _resume_dead_pauses(self) -> None:
+        resumed = sweep_pauses(self.docker)
         if resumed:
             self.progress("resumed kind nodes a dead run left paused: " + ", ".join(resumed))
+
+    def preflight(self) -> None:
+        docker = self.docker  # an unreachable engine: a BackendError naming it
+        self._resume_dead_pauses()
         ready = [c for c in self.clusters.values() if c.kubeconfig.is_file()]
         if not ready:
             raise BackendError("kind backend: no cluster exists yet (no kubeconfig under results/kind/clusters/); "
@@ -289,12 +292,13 @@ class KindBackend(KubeBackend):
                 kc = self.client_for(cluster)
                 kc.version()
                 names = [n["metadata"]["name"] for n in kc.nodes()]
-                for node in (cluster.worker, cluster.control_plane):
+                # each node's container is inspected once: the worker's by node_pid, which also checks that
+                # its files can be read from here (this host, root)
+                for node, inspect in ((cluster.worker, node_pid), (cluster.control_plane, node_container)):
                     if node not in names:
                         raise BackendError(f"kind backend: cluster {cluster.name} has no node {node!r} (its nodes: "
                                            f"{', '.join(names)}); delete and recreate it: snakemake clean")
-                    node_container(docker, node)
-                node_pid(docker, cluster.worker)  # its files can be read from here (this host, root)
+                    inspect(docker, node)
                 try:
                     kc.wait_nodes_ready([cluster.control_plane, cluster.worker], self.node_ready_timeout_s)
                 except KubeError as exc:
@@ -365,9 +369,7 @@ class KindBackend(KubeBackend):
         restored = sweep_pins(self.docker)
         if restored:
             self.progress("restored node cpusets a dead run left pinned: " + ", ".join(restored))
-        resumed = sweep_pauses(self.docker)
-        if resumed:
-            self.progress("resumed kind nodes a dead run left paused: " + ", ".join(resumed))
+        self._resume_dead_pauses()
         return super().sweep(kc, namespace)
 
     def deploy(self, node: Node, load: LoadPlacement | None = None) -> KindDeployment:
