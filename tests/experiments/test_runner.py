@@ -1,6 +1,7 @@
 """The runner under interference: a disturbed run is kept beside the raw log, listed in it, and
 measured again once the CPUs are quiet; when they stay busy through the wait, the attempt is kept
-and marked, and the next jobs on that host check once instead of waiting again."""
+and marked, and the next jobs on that host check once instead of waiting again, measuring again
+only if the CPUs are quiet then."""
 
 from __future__ import annotations
 
@@ -122,8 +123,11 @@ def test_a_persistently_busy_host_marks_the_run_and_the_next_jobs_do_not_wait(
                                  "--retries", "1", "--quiet-wait-s", "30")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "the host has been busy since" in proc.stderr and "at most 30 s" not in proc.stderr
+    # ... and, finding them still busy, keeps its one attempt (marked) instead of measuring again
+    assert "this attempt is kept as the run, marked disturbed" in proc.stderr
     meta = json.loads(out.read_text().splitlines()[0])
-    assert meta["interference"]["disturbed"] is True and meta["disturbed_attempts"][0]["waited_s"] < 30
+    assert meta["attempt"] == 0 and meta["interference"]["disturbed"] is True
+    assert meta["disturbed_attempts"] == [] and list(out.parent.glob("*disturbed*")) == []
 
 
 @pytest.mark.root

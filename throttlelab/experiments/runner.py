@@ -47,8 +47,9 @@ QUIET_WAIT_S = 60.0
 LOCK_PATH = Path(tempfile.gettempdir()) / "throttlelab-experiment.lock"
 # When a wait for quiet CPUs times out, the host is busy for longer than a passing job: the time is
 # noted here, and for BUSY_MEMO_S after it the jobs that start check the CPUs once (one second)
-# between attempts instead of waiting, so a persistently busy host costs each job seconds, not
-# minutes. The job that met the load still waits in full (a disturbance of a minute or two passes
+# after a disturbed attempt instead of waiting, and measure again only if they are quiet then: a
+# persistently busy host costs each job one measurement, not three, nor minutes of waiting. The job
+# that met the load still waits in full and measures again (a disturbance of a minute or two passes
 # within its retries). An attempt that is not disturbed removes the note.
 HOST_BUSY_PATH = Path(tempfile.gettempdir()) / "throttlelab-host-busy"
 BUSY_MEMO_S = 300.0
@@ -198,22 +199,27 @@ def run(args: argparse.Namespace) -> int:
             seen = attempt_run["interference"]
             if not seen["disturbed"] or attempt == args.retries:
                 break
-            # a disturbed attempt is kept beside the log and listed in it, never dropped silently
-            kept = disturbed_path(out, attempt + 1)
-            write_atomically(kept, [meta_record(args, spec, ctx, binaries, environment, attempt_run, digests),
-                                    *attempt_run["result"].records])
-            earlier.append({**seen, "log": kept.name})
             wait_s = 1.0 if busy_since is not None else args.quiet_wait_s
             how = (f"the host has been busy since {time.strftime('%H:%M:%S', time.localtime(busy_since))} (a "
                    "wait for quiet CPUs timed out): checking them once" if busy_since is not None else
                    f"waiting for the CPUs to be quiet (at most {wait_s:.0f} s)")
             progress(f"disturbed: other processes used {seen['other_share']:.0%} of CPUs {seen['cpus']} "
-                     f"(threshold {args.max_other_share:.0%}); kept as {kept.name}; {how} before measuring again")
+                     f"(threshold {args.max_other_share:.0%}); {how} before measuring again")
             quiet, waited = wait_for_quiet(seen["cpus"], args.max_other_share, wait_s)
-            earlier[-1]["waited_s"] = round(waited, 1)
             if not quiet:
                 note_host_busy(busy_since)  # later jobs check once instead of waiting again
-            progress(f"{'quiet' if quiet else 'still busy'} after {waited:.0f} s; measuring again")
+            if not quiet and busy_since is not None:
+                # the host is still as busy as it has been for a while: measuring again would be
+                # disturbed too, so this attempt is the run's, kept and marked
+                progress(f"still busy after {waited:.0f} s: this attempt is kept as the run, marked disturbed")
+                break
+            # a disturbed attempt is kept beside the log and listed in it, never dropped silently
+            kept = disturbed_path(out, attempt + 1)
+            write_atomically(kept, [meta_record(args, spec, ctx, binaries, environment, attempt_run, digests),
+                                    *attempt_run["result"].records])
+            earlier.append({**seen, "log": kept.name, "waited_s": round(waited, 1)})
+            progress(f"{'quiet' if quiet else 'still busy'} after {waited:.0f} s; kept the disturbed attempt as "
+                     f"{kept.name}; measuring again")
         if measured_quiet(attempt_run["interference"]):
             HOST_BUSY_PATH.unlink(missing_ok=True)
     meta = meta_record(args, spec, ctx, binaries, environment, attempt_run, digests)
