@@ -351,8 +351,11 @@ def test_ctrl_c_of_the_runner_resumes_the_idle_cluster(lab):
     with deployed_runner(lab) as runner:
         runner.send_signal(signal.SIGINT)
         _out, err = runner.communicate(timeout=120)
-        assert runner.returncode != 0 and "KeyboardInterrupt" in err
-    lab.assert_as_before(before)  # undone by the runner itself, on its way out
+        assert runner.returncode != 0 and "KeyboardInterrupt" in err, err[-3000:]
+    try:
+        lab.assert_as_before(before)  # undone by the runner itself, on its way out
+    except AssertionError as exc:  # what the runner said on its way out tells why
+        raise AssertionError(f"{exc}\nthe runner's stderr:\n{err[-3000:]}") from None
 
 
 @pytest.mark.docker
