@@ -66,14 +66,15 @@ def package_parent() -> str:
     return str(Path(next(iter(spec.submodule_search_locations))).resolve().parent)
 
 
-def spawn_guardian(module: str, *args: str) -> subprocess.Popen:
+def spawn_guardian(module: str, *args: str, pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
     """Start `python -m module args...` as a guardian holding a pipe from this process.
 
     Its own session keeps a Ctrl-C to the runner's group from stopping it, and its
     PYTHONPATH finds this package however the runner did (installed or a checkout).
+    `pass_fds`: open files the guardian keeps (a lock it must hold until it has undone its part).
     """
     package_root = package_parent()
     path = os.environ.get("PYTHONPATH")
     env = {**os.environ, "PYTHONPATH": f"{package_root}{os.pathsep}{path}" if path else package_root}
     return subprocess.Popen([sys.executable, "-m", module, *args], stdin=subprocess.PIPE, env=env,
-                            start_new_session=True)
+                            start_new_session=True, pass_fds=pass_fds)

@@ -314,8 +314,9 @@ def test_a_job_on_the_old_cluster_pauses_the_new_one(lab):
 
 
 RUNNER = textwrap.dedent("""
-    import json, sys, time
+    import faulthandler, json, signal, sys, time
     from pathlib import Path
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks where a stuck runner is
     sys.path.insert(0, {project!r})
     from throttlelab.backends.kind.backend import KindBackend
     from throttlelab.backends.kind.clusters import clusters_from_settings
@@ -350,7 +351,15 @@ def test_ctrl_c_of_the_runner_resumes_the_idle_cluster(lab):
     before = lab.cpusets()
     with deployed_runner(lab) as runner:
         runner.send_signal(signal.SIGINT)
-        _out, err = runner.communicate(timeout=120)
+        try:
+            _out, err = runner.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            runner.send_signal(signal.SIGUSR1)  # faulthandler: every thread's stack
+            time.sleep(2)
+            runner.kill()
+            _out, err = runner.communicate()
+            raise AssertionError(f"the runner did not finish within 120 s of Ctrl-C; where it was:\n{err[-8000:]}") \
+                from None
         assert runner.returncode != 0 and "KeyboardInterrupt" in err, err[-3000:]
     try:
         lab.assert_as_before(before)  # undone by the runner itself, on its way out
@@ -362,11 +371,16 @@ def test_ctrl_c_of_the_runner_resumes_the_idle_cluster(lab):
 def test_the_guardian_resumes_the_idle_cluster_when_the_runner_is_sigkilled(lab):
     before = lab.cpusets()
     with deployed_runner(lab) as runner:
+        # the guardian holds the runner's cluster locks too: a runner killed drops its own at once, and
+        # the next run must not take the clusters before the guardian has resumed and restored them
+        (guardian,) = Path(f"/proc/{runner.pid}/task/{runner.pid}/children").read_text().split()
+        held = {os.path.realpath(f"/proc/{guardian}/fd/{fd}") for fd in os.listdir(f"/proc/{guardian}/fd")}
+        assert {str(pauses.lock_file(c.name).resolve()) for c in lab.clusters.values()} <= held, held
         runner.kill()
         runner.wait()
         deadline = time.monotonic() + 90
-        while (lab.live_pods() or lab.state_files() or set(lab.status().values()) != {"running"}) \
-                and time.monotonic() < deadline:
+        while (lab.live_pods() or lab.state_files() or set(lab.status().values()) != {"running"}
+               or not lab.locks_free()) and time.monotonic() < deadline:
             time.sleep(0.2)  # the guardian works in its own process: its results are what there is to wait for
     lab.assert_as_before(before)
 
@@ -380,6 +394,27 @@ def test_the_next_run_resumes_nodes_a_dead_run_left_paused(lab):
     pauses.pause(old.containers.values(), dead.pid)  # as if that runner had paused them and died unguarded
     assert set(old.status().values()) == {"paused"}
     FastKind(lab.clusters).preflight()  # the runner's first step: the sweep resumes them
+    lab.assert_as_before(before)
+
+
+@pytest.mark.docker
+def test_a_node_another_process_resumed_meanwhile_counts_as_resumed(lab, monkeypatch):
+    """A dead runner's guardian and the next run's sweep may both resume the same node: the one
+    that comes second finds it paused when it reads it and running when it unpauses (docker: "is
+    not paused"); that is the state it wanted, not an error."""
+    before = lab.cpusets()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    old = lab.standins["old"]
+    pauses.pause(old.containers.values(), dead.pid)
+    stale = {name: lab.engine.containers.get(name) for name in old.containers}  # read while paused
+    assert {c.status for c in stale.values()} == {"paused"}
+    for container in stale.values():
+        lab.engine.api.unpause(container.id)  # the other process wins the race
+    real = pauses.node_container
+    monkeypatch.setattr(pauses, "node_container",  # each node's first read is the stale one
+                        lambda client, name, missing_ok=False: stale.pop(name, None) or real(client, name, missing_ok))
+    assert pauses.sweep_pauses(lab.engine) == []  # nothing left for this one to do, and no error
     lab.assert_as_before(before)
 
 

@@ -125,6 +125,12 @@ class KindDeployment(KubeDeployment):
         desc["pauses"] = list(self.paused)
         return desc
 
+    def _guardian_fds(self) -> tuple[int, ...]:
+        # A runner killed with SIGKILL drops its own copies of the locks at once; the guardian's keep
+        # them until it has resumed the idle cluster and restored the pins, so the next run's sweep
+        # and pause cannot race with it (it would resume nodes the next run has just paused).
+        return self.locks.fds() if self.locks is not None else ()
+
     def _prepare_nodes(self) -> None:
         if self.pins:
             apply_pins(self.docker, self.pins, os.getpid())

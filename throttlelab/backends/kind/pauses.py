@@ -52,6 +52,10 @@ class ClusterLocks:
     def __init__(self) -> None:
         self._files: list[IO[str]] = []
 
+    def fds(self) -> tuple[int, ...]:
+        """The lock files' descriptors (a process that inherits them holds the locks too)."""
+        return tuple(handle.fileno() for handle in self._files)
+
     def release(self) -> None:
         while self._files:
             self._files.pop().close()
@@ -133,8 +137,14 @@ def resume(client: Any, names: Iterable[str]) -> list[str]:
         try:
             container = node_container(client, name, missing_ok=True)
             if container is not None and container.status == "paused":
-                container.unpause()
-                done.append(name)
+                try:
+                    container.unpause()
+                    done.append(name)
+                except docker.errors.APIError:
+                    # resumed (or removed) by another process since it was read: its guardian, a sweep
+                    now = node_container(client, name, missing_ok=True)
+                    if now is not None and now.status == "paused":
+                        raise
             state_file(name).unlink(missing_ok=True)
         except (BackendError, docker.errors.APIError) as exc:
             problems.append(f"{name}: {exc}")

@@ -243,8 +243,8 @@ class KubeGuardian:
     """`python -m <module> '<description>'` holding a pipe: when the runner goes away, however, it
     deletes the run's pods (kube.guardian); kind's guardian also restores the node cpusets."""
 
-    def __init__(self, description: dict[str, Any], module: str = GUARDIAN_MODULE):
-        self.proc = spawn_guardian(module, json.dumps(description))
+    def __init__(self, description: dict[str, Any], module: str = GUARDIAN_MODULE, pass_fds: tuple[int, ...] = ()):
+        self.proc = spawn_guardian(module, json.dumps(description), pass_fds=pass_fds)
 
     def close(self, cleaned: bool = False, timeout_s: float = 120.0) -> None:
         """`cleaned`: the deployment removed everything itself, so the guardian has nothing to check."""
@@ -303,6 +303,11 @@ class KubeDeployment(Deployment):
             "namespace": self.ns,
             "selector": self.ident.selector,
         }
+
+    def _guardian_fds(self) -> tuple[int, ...]:
+        """Open files the guardian inherits (kind: its cluster locks, so that no other run takes the
+        clusters before the guardian has undone this one's changes to them)."""
+        return ()
 
     def _prepare_nodes(self) -> None:
         """kind: pin the node containers' CPUs (the kubernetes backend changes no node)."""
@@ -378,7 +383,7 @@ class KubeDeployment(Deployment):
         self._check_placement()
         self.backend.sweep(self.kc, self.ns)
         # first: the guardian must exist before what it guards
-        self.guardian = KubeGuardian(self._guardian_description(), self.guardian_module)
+        self.guardian = KubeGuardian(self._guardian_description(), self.guardian_module, self._guardian_fds())
         try:
             self._prepare_nodes()
             worker = self.kc.node(self.settings.worker_node)
