@@ -571,6 +571,14 @@ def test_containers_left_on_the_node_are_an_error_naming_the_pod(api, backend):
     assert time.monotonic() - t0 < 10
 
 
+def test_a_cleanup_problem_under_ctrl_c_is_said_and_the_ctrl_c_goes_on(api, backend, capsys):
+    with pytest.raises(KeyboardInterrupt):
+        with looking_at(api, gone=False)(backend, E1, None, backend.settings, backend.client):
+            raise KeyboardInterrupt
+    err = capsys.readouterr().err
+    assert "incomplete (its guardian tried again): pod(s) tl-e1-" in err and "still holds their containers" in err
+
+
 def test_a_pod_kubelet_cannot_stop_is_an_error_naming_it(api, backend):
     """A container that outlives its SIGKILL (stuck in the kernel) keeps its pod Terminating: the
     wait is bounded, and the error names the pod and where to look."""

@@ -443,8 +443,11 @@ class KubeDeployment(Deployment):
             if self.guardian is not None:
                 self.guardian.close(cleaned=cleaned)  # otherwise it repeats both steps (idempotent)
                 self.guardian = None
-        if problem is not None and not any(exc):
-            raise BackendError(f"cleanup of run {self.ident.run} incomplete: {problem}")
+        if problem is not None:
+            if not any(exc):
+                raise BackendError(f"cleanup of run {self.ident.run} incomplete: {problem}")
+            # an error (or Ctrl-C) is on its way out already: it goes on, and this is said, not lost
+            print(f"cleanup of run {self.ident.run} incomplete (its guardian tried again): {problem}", file=sys.stderr)
 
     # -- readback ---------------------------------------------------------------------------------
     def _pod_obj(self, pod: str) -> dict[str, Any]:
