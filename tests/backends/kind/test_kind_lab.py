@@ -317,6 +317,9 @@ RUNNER = textwrap.dedent("""
     import faulthandler, json, signal, sys, time
     from pathlib import Path
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks where a stuck runner is
+    # Ctrl-C raises KeyboardInterrupt even when the tests were started in the background, where the
+    # shell hands every child SIGINT ignored (the lab's runner installs its own handlers likewise)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.path.insert(0, {project!r})
     from throttlelab.backends.kind.backend import KindBackend
     from throttlelab.backends.kind.clusters import clusters_from_settings
