@@ -29,8 +29,9 @@ V1_PIN_REASON = (
 #: The kubelet's cAdvisor (pkg/kubelet/cadvisor) reads a container every 10 s, stretched to at most
 #: 15 s while the container is quiet, each interval jittered by up to its own length.
 KUBELET_HOUSEKEEPING_S = 10.0
-#: The backends where E6 scrapes the kubelet's real cAdvisor (their Capabilities.cadvisor is True).
-CADVISOR_BACKENDS = ("kind", "kubernetes")
+#: The backends that run on a Kubernetes cluster: E6 scrapes the kubelet's real cAdvisor there (their
+#: Capabilities.cadvisor is True).
+CLUSTER_BACKENDS = ("kind", "kubernetes")
 
 
 def cadvisor_misfit(spec: VariantSpec) -> str | None:
@@ -51,7 +52,7 @@ def cadvisor_misfit(spec: VariantSpec) -> str | None:
 def _cadvisor_reason(backend: str, spec: VariantSpec) -> str | None:
     """Why E6 cannot scrape the kubelet's cAdvisor for this variant on `backend`, or None (also for
     every variant that scrapes nothing: only E6's have scrape_gap_ms)."""
-    if backend not in CADVISOR_BACKENDS or spec.scrape_gap_ms is None:
+    if backend not in CLUSTER_BACKENDS or spec.scrape_gap_ms is None:
         return None
     misfit = cadvisor_misfit(spec)
     return None if misfit is None else (f"it is measured against the kubelet's real cAdvisor on the {backend} "
@@ -65,7 +66,7 @@ def untestable_variants(backend: str, experiments: Mapping[str, Mapping[str, Var
     ``cgroup_version``: the host's (Docker's) cgroup version, when known; kind cannot pin
     its node containers on v1. On kind and kubernetes, E6 variants that do not fit the kubelet's
     cAdvisor (`cadvisor_misfit`) are listed too."""
-    if backend not in CADVISOR_BACKENDS:
+    if backend not in CLUSTER_BACKENDS:
         return {}
     out = {}
     for experiment, variants in experiments.items():

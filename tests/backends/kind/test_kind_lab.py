@@ -46,7 +46,7 @@ from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.kube.backend import parse_cpu_stat
 from throttlelab.experiments import REGISTRY, Context
 from throttlelab.model.config import load_design
-from throttlelab.model.coverage import V1_PIN_REASON, untestable_variants
+from throttlelab.model.coverage import V1_PIN_REASON, cadvisor_misfit, untestable_variants
 from throttlelab.model.placement import Container, Node, Pod, parse_cpuset
 
 CI = load_design({"profile": "ci", "backend": "kind"}, PROJECT / "config")
@@ -271,6 +271,42 @@ def test_every_ci_variant_runs_through_kind(lab, experiment, variant):
         if cpus:
             assert seen["cpusets"][node] == cpus, node
     # and afterwards nothing is left: no pod, no pin, no pause, no lock
+    lab.assert_as_before(before)
+
+
+@pytest.mark.docker
+def test_e6_on_kind_scrapes_the_workers_cadvisor_through_the_node_proxy(lab):
+    """E6 on kind reads the kubelet's real cAdvisor, as the lab did, not an emulation: two scrapes of
+    the worker's /metrics/cadvisor through the API server's node proxy, each holding a different
+    reading of cAdvisor's housekeeping (every 10 s) with cAdvisor's own sample time, and counters
+    that are the e6 container's cpu.stat in the worker, which advances while its job runs (the fake:
+    at its 250m limit, 10 periods a second, each throttled for 50 ms), between the two readings'
+    times. The ci profile's E6 is too short for that (the plan leaves it out); this one has the
+    lab's shape at a smaller scale."""
+    spec = CI.experiments["E6"].variants["limit"].with_changes(
+        interval_ms=500, rounds=22, calibration_rounds=1, housekeeping_ms=200, first_scrape_ms=200, scrape_gap_ms=10_000)
+    assert cadvisor_misfit(spec) is None
+    before = lab.cpusets()
+    api = lab.standins["new"].api
+    sent = len(api.requests)
+    backend = CheckedKind(lab.clusters, runtime=CI.runtime, trees={role: s.tree for role, s in lab.standins.items()})
+    ctx = Context(backend=backend, capabilities=backend.capabilities(), node_cpus=None, seed=1)
+    result = REGISTRY["E6"](spec, ctx)
+    worker = lab.clusters["new"].worker
+    scraped = [p for m, p, _q, _b in api.requests[sent:] if m == "GET" and p.endswith("/metrics/cadvisor")]
+    assert len(scraped) >= 2 and set(scraped) == {f"/api/v1/nodes/{worker}/proxy/metrics/cadvisor"}
+    scrapes = [r for r in result.records if r["type"] == "podstat" and r["when"] == "scrape"]
+    assert [r["source"] for r in scrapes] == ["cadvisor", "cadvisor"]
+    first, second = scrapes
+    assert second["cadvisor_ms"] - first["cadvisor_ms"] >= api.housekeeping_s * 1000  # two readings, not one
+    gap_s = (second["cadvisor_ms"] - first["cadvisor_ms"]) / 1000
+    periods = second["nr_periods"] - first["nr_periods"]
+    # (the first reading may predate the job: cAdvisor read the container when it started, gated)
+    assert 0 < periods <= 10 * gap_s + 1 and second["nr_throttled"] - first["nr_throttled"] == periods
+    assert second["throttled_usec"] - first["throttled_usec"] == 50_000 * periods
+    # 25 ms of CPU per period at 250m, and what the execs into it cost (podgate open)
+    assert second["usage_usec"] - first["usage_usec"] >= 25_000 * (periods - 1)
+    assert any("kubelet's cAdvisor" in note for note in result.notes)
     lab.assert_as_before(before)
 
 

@@ -322,6 +322,7 @@ class KindBackend(KubeBackend):
             can_pin_cpus=str(info.get("CgroupVersion", "")) != "1",
             has_pause_level=True,
             runtime=self.runtime,
+            cadvisor=True,  # the worker's kubelet, through the API server's node proxy (E6)
             notes=(
                 "kind backend: node cpusets set with docker update on the node containers, restored on exit",
                 "the idle cluster's node containers are paused (docker pause) while a job measures, resumed on exit",
