@@ -14,6 +14,9 @@ from pathlib import Path
 import pytest
 
 from conftest import PROJECT
+from throttlelab.host.facts import cgroup_version
+from throttlelab.model.config import load_design
+from throttlelab.model.coverage import untestable_variants
 
 NO_KIND = "kind={binary: /nonexistent/kind, old_binary: /nonexistent/kind-v0.30.0}"
 
@@ -121,6 +124,37 @@ def test_a_run_without_kind_stops_at_once_naming_what_is_missing(tmp_path):
 def test_a_dry_run_needs_no_kind(tmp_path):
     proc = snakemake(tmp_path, "-n", "report", "--config", "backend=kind", NO_KIND)
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def listed_as_untestable(output: str, backend: str) -> dict[tuple[str, str], str]:
+    """The variants a run printed as left out, with their reasons (rules/common.smk, while parsing)."""
+    found = re.findall(rf"^throttlelab: ([^/\s]+)/(\S+) (not testable on the {backend} backend.*)$", output, re.M)
+    return {(e, v): reason for e, v, reason in found}
+
+
+def test_the_quick_plan_on_kind_runs_what_kind_can_and_lists_the_rest_with_reasons_first(tmp_path):
+    """`snakemake -n report --config backend=kind profile=quick`, with no kind installed: every
+    repeat of every variant kind can run on this host is planned, and every other variant is listed
+    with the reason model.coverage gives (E6: scrapes too close for the kubelet's cAdvisor; on a
+    cgroup v1 host also every pinned variant). A real run prints the same list while parsing, before
+    its first job: here it stops at the missing kind with the list printed and nothing made."""
+    design = load_design({"profile": "quick", "backend": "kind"}, PROJECT / "config")
+    left = untestable_variants("kind", {n: e.variants for n, e in design.experiments.items()}, design.runtime,
+                               cgroup_version())
+    assert ("E6", "limit") in left
+    proc = snakemake(tmp_path, "-n", "report", "--config", "backend=kind", "profile=quick", NO_KIND)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert listed_as_untestable(proc.stderr, "kind") == left
+    planned = set(re.findall(r"results/kind/raw/([^/\s]+)/([^/\s]+)/rep(\d+)\.jsonl", proc.stdout))
+    runnable = {(e, v, str(r)) for e, exp in design.experiments.items() for v in exp.variants
+                if (e, v) not in left for r in range(exp.repeats)}
+    assert planned == runnable
+    assert {e for e, _v, _r in planned} == {e for e, exp in design.experiments.items()
+                                            if any((e, v) not in left for v in exp.variants)}
+    real = snakemake(tmp_path, "report", "--config", "backend=kind", "profile=quick", NO_KIND)
+    assert real.returncode != 0 and "(nothing was run)" in real.stdout + real.stderr
+    assert listed_as_untestable(real.stderr, "kind") == left
+    assert not (tmp_path / "results").exists(), "a job ran"
 
 
 def test_kubernetes_leaves_out_what_it_cannot_do_and_says_why(tmp_path):
