@@ -822,6 +822,12 @@ def workload_script(container: dict[str, Any]) -> Script:
     if sub == "spin" and not any(a.startswith("-duration=") for a in argv):
         return Script(stdout=header, run_s=None)
     params = _params(argv[2:])
+    if sub == "load":  # every request sent in the window answered (the fake sends none: its output is scripted)
+        window_s = params.get("duration", 60_000) / 1000
+        sent = int(float(params.get("rps", 100)) * window_s)
+        load_summary = json.dumps({"type": "summary", "window_s": window_s,
+                                   "work": {"sent": sent, "ok": sent, "errors": 0}}) + "\n"
+        return Script(stdout=header + load_summary, stderr="load: done\n", run_s=0.05)
     if sub == "burst":  # as long as the real one: rounds x interval
         return Script(stdout=header + summary, stderr="burst: done\n",
                       run_s=params.get("rounds", 20) * params.get("interval", 1000) / 1000)

@@ -157,6 +157,33 @@ def test_the_quick_plan_on_kind_runs_what_kind_can_and_lists_the_rest_with_reaso
     assert not (tmp_path / "results").exists(), "a job ran"
 
 
+def test_the_smoke_target_plans_the_new_cluster_its_images_and_the_smoke_without_kind(tmp_path):
+    """`snakemake -n smoke --config backend=kind`: the runtime's cluster, both images loaded into it,
+    then the smoke job; no experiment, no second cluster. A real run without kind stops first."""
+    proc = snakemake(tmp_path, "-n", "smoke", "--dag", "--config", "backend=kind", NO_KIND)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    nodes = dict(re.findall(r'^\s*(\d+)\[label = "([^"]*)"', proc.stdout, re.M))
+    edges = set(re.findall(r"^\s*(\d+) -> (\d+)", proc.stdout, re.M))
+    rules = sorted(rule_of(label) for label in nodes.values())
+    assert rules.count("create_cluster") == 1 and rules.count("load_image") == 2 and rules.count("smoke") == 1
+    assert "run_experiment" not in rules
+    (smoke,) = [n for n, label in nodes.items() if rule_of(label) == "smoke"]
+    (cluster,) = [label for label in nodes.values() if rule_of(label) == "create_cluster"]
+    assert "role: new" in cluster
+    assert sum((n, smoke) in edges for n, label in nodes.items() if rule_of(label) == "load_image") == 2
+    real = snakemake(tmp_path, "smoke", "--config", "backend=kind", NO_KIND)
+    assert real.returncode != 0 and "(nothing was run)" in real.stdout + real.stderr
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("backend", ["local", "docker"])
+def test_the_smoke_target_refuses_a_backend_without_a_cluster(tmp_path, backend):
+    proc = snakemake(tmp_path, "-n", "smoke", "--config", f"backend={backend}")
+    assert proc.returncode != 0
+    assert (f"the smoke target is the smallest real-cluster test and runs on kind or kubernetes only; this "
+            f"run's backend is '{backend}'") in proc.stdout + proc.stderr
+
+
 def test_kubernetes_leaves_out_what_it_cannot_do_and_says_why(tmp_path):
     proc = snakemake(tmp_path, "-n", "--config", "backend=kubernetes", "profile=ci")
     assert proc.returncode == 0, proc.stderr[-3000:]

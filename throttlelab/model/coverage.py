@@ -30,7 +30,7 @@ V1_PIN_REASON = (
 #: 15 s while the container is quiet, each interval jittered by up to its own length.
 KUBELET_HOUSEKEEPING_S = 10.0
 #: The backends that run on a Kubernetes cluster: E6 scrapes the kubelet's real cAdvisor there (their
-#: Capabilities.cadvisor is True).
+#: Capabilities.cadvisor is True), and the smoke target (docs/KIND_SMOKE.md) runs there only.
 CLUSTER_BACKENDS = ("kind", "kubernetes")
 
 

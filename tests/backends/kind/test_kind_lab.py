@@ -44,7 +44,7 @@ from throttlelab.backends.kind.backend import KindBackend
 from throttlelab.backends.kind.clusters import ROLE_OF_RUNTIME
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.kube.backend import parse_cpu_stat
-from throttlelab.experiments import REGISTRY, Context
+from throttlelab.experiments import REGISTRY, Context, monitoring, smoke
 from throttlelab.model.config import load_design
 from throttlelab.model.coverage import V1_PIN_REASON, cadvisor_misfit, untestable_variants
 from throttlelab.model.placement import Container, Node, Pod, parse_cpuset
@@ -329,6 +329,58 @@ def test_the_s2_cascade_reaches_its_upstream_by_pod_ip(lab):
     assert seen["pod_ips"]["upstream"] != seen["pod_ips"]["downstream"]
     assert any(r.get("src") == "load/generator" for r in result.records)
     assert lab.live_pods() == []
+
+
+# -- the smoke target's steps (docs/KIND_SMOKE.md) ---------------------------------------------------------
+
+SMOKE_STEPS = ["readback", "burst and cAdvisor", "load by pod IP", "pin and restore", "nothing left"]
+
+
+@pytest.mark.docker
+def test_the_smoke_tests_steps_pass_on_the_stand_in_clusters(lab):
+    """`throttlelab smoke` on the stand-ins: what it can show offline. The fake's counters and the
+    load's output are scripted (docs/KIND_SMOKE.md says which parts only a real cluster can show)."""
+    before = lab.cpusets()
+    api = lab.standins["new"].api
+    sent = len(api.requests)
+    report = smoke.run_smoke(FastKind(lab.clusters, runtime=CI.runtime))
+    assert report["ok"], report
+    steps = {s["step"]: s for s in report["steps"]}
+    assert list(steps) == SMOKE_STEPS and all(s["ok"] for s in steps.values())
+    readback = steps["readback"]
+    assert readback["unreadable"] == [] and len(readback["pauses"]) == 2
+    assert {q.rsplit("/", 1)[-1] for q in readback["qos"]} == {"burstable", "besteffort"}
+    burst = steps["burst and cAdvisor"]
+    assert burst["nr_throttled_after"] > burst["nr_throttled_before"]
+    first, second = burst["cadvisor"]
+    assert second["sample_ms"] - first["sample_ms"] >= api.housekeeping_s * 1000
+    worker = lab.clusters["new"].worker
+    assert [p for m, p, _q, _b in api.requests[sent:] if p.endswith("/metrics/cadvisor")].count(
+        f"/api/v1/nodes/{worker}/proxy/metrics/cadvisor") >= 2
+    load = steps["load by pod IP"]
+    assert load["target"].startswith("10.244.") and load["answered"] > 0
+    assert steps["pin and restore"]["pinned"] == {worker: "0"}
+    assert steps["nothing left"]["left"] == []
+    lab.assert_as_before(before)
+
+
+@pytest.mark.docker
+def test_a_failed_smoke_step_says_why_stops_the_next_ones_and_leaves_nothing(lab, monkeypatch):
+    """A cAdvisor that serves no series for the container: the step fails naming cAdvisor, the load
+    and pin steps do not run, the check for leftovers still does, and nothing is left."""
+    monkeypatch.setattr(monitoring, "CADVISOR_LONGEST_S", 1.0)
+    monkeypatch.setattr(monitoring, "RESCRAPE_EVERY_S", 0.2)
+    before = lab.cpusets()
+    api = lab.standins["new"].api
+    monkeypatch.setattr(api, "recorded_cadvisor", ["# an empty page: no series\n"])
+    report = smoke.run_smoke(FastKind(lab.clusters, runtime=CI.runtime))
+    assert not report["ok"]
+    steps = {s["step"]: s for s in report["steps"]}
+    assert list(steps) == ["readback", "burst and cAdvisor", "nothing left"]
+    assert not steps["burst and cAdvisor"]["ok"]
+    assert "the kubelet's cAdvisor did not give a reading" in steps["burst and cAdvisor"]["error"]
+    assert steps["nothing left"]["ok"]
+    lab.assert_as_before(before)
 
 
 # -- the idle cluster: paused while a job runs, always resumed ------------------------------------------------

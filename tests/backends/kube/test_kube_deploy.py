@@ -355,6 +355,15 @@ def test_cadvisor_without_rights_on_the_node_proxy_is_a_clear_error(api, tmp_pat
         backend.client.cadvisor("nope")
 
 
+def test_leftovers_are_the_labs_pods_still_in_the_namespace(api, backend):
+    """What the smoke test's last step asks: none once a deployment is over, each live pod while one lives."""
+    assert backend.leftovers() == []
+    with backend.deploy(E1):
+        (left,) = backend.leftovers()
+        assert left.startswith(f"a pod of the lab in default: {api.live_pods()[0]} (not being deleted on {WORKER}")
+    assert backend.leftovers() == []
+
+
 def test_node_level_placements_are_not_testable_on_an_existing_cluster(api, backend):
     pinned = Node("node", E1.pods, cpus="0")
     with pytest.raises(NotTestable, match="pinning node CPUs"):

@@ -64,6 +64,7 @@ from throttlelab.backends.kube.client import (
     all_running,
     container_state,
     finished,
+    still_there,
 )
 
 _counter = itertools.count()
@@ -816,6 +817,11 @@ class KubeBackend(Backend):
 
     def deploy(self, node: Node, load: LoadPlacement | None = None) -> KubeDeployment:
         return KubeDeployment(self, node, load, self.settings, self.client)
+
+    def leftovers(self) -> list[str]:
+        """The lab's pods still in its namespace, whoever made them (none once every run is over)."""
+        return [f"a pod of the lab in {self.settings.namespace}: {still_there(p)}"
+                for p in self.client.list_pods(self.settings.namespace, mf.MANAGED_SELECTOR)]
 
 
 def settings_from_config(cfg: dict[str, Any]) -> KubeSettings:
