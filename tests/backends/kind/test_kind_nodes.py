@@ -424,7 +424,9 @@ def test_podgate_and_cpulab_run_as_the_restricted_pods_do_under_dockers_default_
         while '"type":"report"' not in container.logs(stdout=True, stderr=True).decode().replace(" ", ""):
             assert time.monotonic() < deadline, "cpulab never reported after the gate opened"
             time.sleep(0.1)
-        assert container.exec_run(["/podgate", "signal", "TERM"], user=user).exit_code == 0
+        # the exec may be killed (137) when cpulab, the container's PID 1, exits before it does: what
+        # counts is that cpulab got the signal and ended cleanly
+        assert container.exec_run(["/podgate", "signal", "TERM"], user=user).exit_code in (0, 137)
         assert container.wait(timeout=30)["StatusCode"] == 0
         records, _ = records_from_log(container.logs(stdout=True, stderr=True).decode(), "spin")
         assert [r["type"] for r in records][-1] == "summary"
