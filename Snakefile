@@ -16,6 +16,7 @@ include: "rules/clusters.smk"
 include: "rules/experiments.smk"
 include: "rules/analysis.smk"
 include: "rules/report.smk"
+include: "rules/smoke.smk"
 
 
 rule all:

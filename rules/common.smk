@@ -13,7 +13,7 @@ from throttlelab.figures.registry import FIGURES, figures_for, report_caption
 from throttlelab.host.facts import cgroup_version
 from throttlelab.model.builds import BUILDS
 from throttlelab.model.config import ConfigError, load_design
-from throttlelab.model.coverage import untestable_variants
+from throttlelab.model.coverage import CLUSTER_BACKENDS, untestable_variants
 
 IMPLEMENTED_BACKENDS = ("local", "docker", "kind", "kubernetes")
 
@@ -188,11 +188,11 @@ def backend_preflight():
             if names & {"clean"}:
                 need.add("kind")
                 roles |= {"new", "old"}
-            if names & {"build_kind_image", "run_experiment"}:
+            if names & {"build_kind_image", "run_experiment", "smoke"}:
                 need.add("docker")
             clusters = clusters_from_settings(DESIGN.kind, Path.cwd(), Path(workflow.basedir) / "config" / "kind")
             preflight_tools(clusters, sorted(roles), need)
-        elif "run_experiment" in names:
+        elif names & {"run_experiment", "smoke"}:
             make_backend("kubernetes", {}, DESIGN.runtime, DESIGN.kubernetes).preflight()
     except BackendError as exc:
         sys.exit(f"throttlelab: {exc}\n(nothing was run)")
@@ -299,3 +299,22 @@ def figure_caption(wildcards):
         repeats=figure_repeats(wildcards),
         confidence=DESIGN.confidence,
     )
+
+
+# The smoke test (rules/smoke.smk, docs/KIND_SMOKE.md): kind and kubernetes only.
+def smoke_inputs(wildcards):
+    """What `throttlelab smoke` needs: kind, the cluster of the configured runtime with both images
+    loaded; kubernetes, nothing of this project (the cluster exists). Any other backend is refused
+    here, when the smoke target is asked for, with what to do instead."""
+    if BACKEND not in CLUSTER_BACKENDS:
+        raise ValueError(
+            f"the smoke target is the smallest real-cluster test and runs on "
+            f"{' or '.join(CLUSTER_BACKENDS)} only; this run's backend is {BACKEND!r}: use "
+            "`snakemake --cores 1 smoke --config backend=kind` (docs/KIND_SMOKE.md), or for this backend "
+            "`snakemake --cores 1 report --config profile=ci`"
+        )
+    if BACKEND != "kind":
+        return []
+    role = KIND_ROLE_OF_RUNTIME[DESIGN.runtime]
+    names = ["kubeconfig", "cluster.json"] + [f"images/{build}.json" for build in BUILDS]
+    return [cluster_file(role, name) for name in names]

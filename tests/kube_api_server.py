@@ -40,8 +40,19 @@ lab's code could otherwise get it wrong:
   namespace and a ClusterRole for getting nodes and their proxy allow: no pods
   of other namespaces, no list of all pods or nodes, no namespace objects (403
   with the API server's message);
-* the node proxy serves the kubelet's cAdvisor metrics (Prometheus text with
-  sample timestamps) from recorded files.
+* the node proxy serves the kubelet's cAdvisor metrics (`/metrics/cadvisor`,
+  Prometheus text with cAdvisor's own sample timestamps) of the containers
+  running on that node, pod series (container="") and container series
+  (container, pod, namespace, id, image, name labels), as cAdvisor does: a
+  housekeeping loop (`housekeeping_s`, kubelet's 10 s) reads each container's
+  cpu.stat when it starts and then every interval, and a scrape gets the
+  latest cached reading, not the counters of the moment; the CFS series only
+  for a cgroup with periods (a CPU limit); a container's series go when it
+  stops. The counters come from the cpu.stat file of the stand-in node's
+  fixture tree where there is one (`cgroup_dir`), else from what
+  `container_cgroup` says. An unknown node is 404; a restricted user without
+  get on nodes/proxy (`proxy_allowed` False) is 403, with the API server's
+  messages. `recorded_cadvisor`: serve recorded texts in turn instead.
 
 Every request is recorded (method, path, query, body) so tests can check what
 was sent, e.g. validate every Pod manifest against the Kubernetes schemas.
@@ -73,6 +84,12 @@ FIXTURES = Path(__file__).parent / "fixtures" / "kube_api"
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 #: A pod's terminationGracePeriodSeconds when its spec names none (the API server's default).
 DEFAULT_GRACE_S = 30
+
+
+def recorded_cadvisor() -> list[str]:
+    """Two scrapes of a kind worker's /metrics/cadvisor recorded 20 s apart (pod tl-e6-abc123), for
+    FakeKubeAPI.recorded_cadvisor: cAdvisor's own sample times in them are 12.149 s apart (SPEC E6)."""
+    return [(FIXTURES / "cadvisor-1.txt").read_text(), (FIXTURES / "cadvisor-2.txt").read_text()]
 
 
 def now_rfc3339() -> str:
@@ -140,7 +157,7 @@ class FakeKubeAPI:
 
     def __init__(self, token: str = "throttlelab-test-token", pending_s: float = 0.15, deletion_s: float = 0.3,
                  stop_s: float = 0.05, force_linger_s: float = 2.0, exec_latency_s: float = 0.01,
-                 exec_cpu_us: int = 20_000):
+                 exec_cpu_us: int = 20_000, housekeeping_s: float = 10.0):
         self.token = token
         self.pending_s = pending_s
         self.deletion_s = deletion_s  # kubelet's cleanup after a deleted pod's last container stopped
@@ -172,9 +189,16 @@ class FakeKubeAPI:
         self.namespaces = {"default", "kube-system"}
         self.images: set[str] = set()  # images loaded on every node ("kind load")
         self.scripts: dict[str, Script] = {}  # container name -> script (default: Script())
-        self.cadvisor = [(FIXTURES / "cadvisor-1.txt").read_text(), (FIXTURES / "cadvisor-2.txt").read_text()]
+        # cAdvisor: its housekeeping interval, and container id -> its readings (Unix ms, counters), oldest first
+        self.housekeeping_s = housekeeping_s
+        self.readings: dict[str, list[tuple[int, dict[str, int]]]] = {}
+        self.proxy_allowed = True  # the restricted user's ClusterRole has get on nodes/proxy
+        # recorded /metrics/cadvisor texts served in turn instead of the live ones (their pod names
+        # replaced by cadvisor_pods: recorded -> live), for tests of what cAdvisor wrote in the lab
+        self.recorded_cadvisor: list[str] | None = None
         self.cadvisor_calls = 0
         self.cadvisor_pods: dict[str, str] = {}
+        self._housekeeping_stop = threading.Event()
         self.pods: dict[tuple[str, str], _Pod] = {}
         self.orphans: list[_Pod] = []  # force-deleted pods whose containers still run on their node
         self.requests: list[tuple[str, str, dict[str, list[str]], Any]] = []
@@ -193,9 +217,11 @@ class FakeKubeAPI:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self._housekeeping, name="cadvisor-housekeeping", daemon=True).start()
         return self
 
     def stop(self) -> None:
+        self._housekeeping_stop.set()
         if self.server:
             self.server.shutdown()
             self.server.server_close()
@@ -562,6 +588,98 @@ class FakeKubeAPI:
             return json.dumps(out) + "\n", "", 0 if all(v is not None for v in out.values()) else 1
         return "", f"podgate: unknown command {argv[1:2]}", 2
 
+    # -- the kubelet's cAdvisor ------------------------------------------------------------------------
+    def _housekeeping(self) -> None:
+        """cAdvisor's housekeeping: the cgroup of each running container, and of its pod, is read when
+        it appears, then every `housekeeping_s`; a stopped one's readings go (cAdvisor drops its series)."""
+        while not self._housekeeping_stop.wait(0.02):
+            now, wall_ms = time.monotonic(), int(time.time() * 1000)
+            with self.lock:
+                live = set()
+                for pod in [*self.pods.values(), *self.orphans]:
+                    running = [c for c in pod.containers.values() if self._running(pod, c, now)]
+                    if self._on_node(pod):  # the workloads ran on: their cpu.stat files in the node say so
+                        for c in running:
+                            if c.opened_at is not None:
+                                self._write_stat(pod, c)
+                    # each running container's cgroup (by its id), and its pod's (by the pod's uid: None)
+                    cgroups = [(c.container_id, c) for c in running]
+                    cgroups += [(pod.obj["metadata"]["uid"], None)] if running else []
+                    for key, c in cgroups:
+                        live.add(key)
+                        seen = self.readings.setdefault(key, [])
+                        if not seen or wall_ms - seen[-1][0] >= self.housekeeping_s * 1000:
+                            seen.append((wall_ms, self._pod_counters(pod) if c is None else self._counters(pod, c)))
+                for gone in set(self.readings) - live:
+                    del self.readings[gone]
+
+    def _write_stat(self, pod: _Pod, c: _Container) -> None:
+        """The container's cpu.stat in the stand-in node's tree, as of now (kept while its directory is)."""
+        d = self._pod_dir(pod) / f"cri-containerd-{c.container_id}.scope"
+        if d.is_dir():
+            tmp = d / ".cpu.stat.new"
+            tmp.write_text(self.container_cgroup(pod, c)["/sys/fs/cgroup/cpu.stat"])
+            tmp.replace(d / "cpu.stat")
+
+    def _on_node(self, pod: _Pod) -> bool:
+        """The pod's cgroup files are in the stand-in node's fixture tree."""
+        return self.cgroup_dir is not None and pod.node == self.cgroup_node
+
+    def _counters(self, pod: _Pod, c: _Container) -> dict[str, int]:
+        """The container's cpu.stat now: the stand-in node's file where the fixture tree has it."""
+        path = self._pod_dir(pod) / f"cri-containerd-{c.container_id}.scope" / "cpu.stat" if self._on_node(pod) else None
+        text = path.read_text() if path and path.is_file() else self.container_cgroup(pod, c)["/sys/fs/cgroup/cpu.stat"]
+        return _cpu_stat(text)
+
+    def _pod_counters(self, pod: _Pod) -> dict[str, int]:
+        """The pod's cpu.stat now: the stand-in node's file, else its containers' together."""
+        path = self._pod_dir(pod) / "cpu.stat" if self._on_node(pod) else None
+        if path and path.is_file():
+            return _cpu_stat(path.read_text())
+        stats = [self._counters(pod, c) for c in pod.containers.values()]
+        return {k: sum(st.get(k, 0) for st in stats) for k in CFS_AND_USAGE}
+
+    def cadvisor_text(self, node: str) -> str:
+        """/metrics/cadvisor of a node as the kubelet serves it: for each pod with a running container
+        on the node, the pod's series (container="") and each running container's, each at
+        cAdvisor's latest reading of that cgroup, stamped with the reading's time (Unix ms)."""
+        families = {
+            "container_cpu_cfs_periods_total": ("Number of elapsed enforcement period intervals.",
+                                                lambda r: str(r["nr_periods"])),
+            "container_cpu_cfs_throttled_periods_total": ("Number of throttled period intervals.",
+                                                          lambda r: str(r["nr_throttled"])),
+            "container_cpu_cfs_throttled_seconds_total": ("Total time duration the container has been throttled.",
+                                                          lambda r: repr(r["throttled_usec"] / 1e6)),
+            "container_cpu_usage_seconds_total": ("Cumulative cpu time consumed in seconds.",
+                                                  lambda r: repr(r["usage_usec"] / 1e6)),
+        }
+        series: list[tuple[dict[str, str], int, dict[str, int]]] = []  # (labels, reading ms, counters)
+        with self.lock:
+            for pod in [*self.pods.values(), *self.orphans]:
+                meta = pod.obj["metadata"]
+                if pod.node != node or not self.readings.get(meta["uid"]):
+                    continue
+                pod_id = "/" + self._pod_slice(pod)
+                base = {"namespace": meta["namespace"], "pod": meta["name"]}
+                series.append(({"container": "", "id": pod_id, "image": "", "name": "", **base},
+                               *self.readings[meta["uid"]][-1]))
+                for spec in pod.obj["spec"]["containers"]:
+                    c = pod.containers[spec["name"]]
+                    if self.readings.get(c.container_id):
+                        series.append(({"container": c.name, "id": f"{pod_id}/cri-containerd-{c.container_id}.scope",
+                                        "image": f"docker.io/library/{spec['image']}", "name": c.container_id,
+                                        **base}, *self.readings[c.container_id][-1]))
+        lines = []
+        for name, (help_text, value) in families.items():
+            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} counter"]
+            for labels, at, counters in series:
+                if name.startswith("container_cpu_cfs_") and not counters.get("nr_periods"):
+                    continue  # no quota, no CFS periods: cAdvisor writes no CFS series
+                shown = {**labels, **({"cpu": "total"} if name == "container_cpu_usage_seconds_total" else {})}
+                text = ",".join(f'{k}="{v}"' for k, v in sorted(shown.items()))
+                lines.append(f"{name}{{{text}}} {value(counters)} {at}")
+        return "\n".join(lines) + "\n"
+
     # -- authorization -------------------------------------------------------------------------------
     def forbidden(self, method: str, path: str, query: dict[str, list[str]]) -> str | None:
         """The API server's 403 message when the restricted user may not do this, else None."""
@@ -571,7 +689,11 @@ class FakeKubeAPI:
         user = f"system:serviceaccount:{ns}:throttlelab"
         if path == "/api/v1/nodes":
             return f'nodes is forbidden: User "{user}" cannot list resource "nodes" in API group "" at the cluster scope'
-        if re.fullmatch(r"/api/v1/nodes/[^/]+(/proxy/.*)?", path):
+        m = re.fullmatch(r"/api/v1/nodes/([^/]+)(/proxy/.*)?", path)
+        if m and m[2] and not self.proxy_allowed:
+            return (f'nodes "{m[1]}" is forbidden: User "{user}" cannot get resource "nodes/proxy" in API group "" '
+                    "at the cluster scope")
+        if m:
             return None  # the ClusterRole: get nodes, nodes/proxy
         if path == "/api/v1/pods":
             return f'pods is forbidden: User "{user}" cannot list resource "pods" in API group "" at the cluster scope'
@@ -591,13 +713,18 @@ class FakeKubeAPI:
         assert self.cgroup_dir is not None
         return self.cgroup_dir / "kubelet.slice" / "kubelet-kubepods.slice"
 
-    def _pod_dir(self, pod: _Pod) -> Path:
+    def _pod_slice(self, pod: _Pod) -> str:
+        """The pod's cgroup under the node's cgroup root, as kubelet (systemd driver, root /kubelet) names it."""
         qos = self.qos_rule(pod.obj["spec"]["containers"]).lower()
         uid = pod.obj["metadata"]["uid"].replace("-", "_")
-        kubepods = self._kubepods()
+        kubepods = "kubelet.slice/kubelet-kubepods.slice"
         if qos == "guaranteed":
-            return kubepods / f"kubelet-kubepods-pod{uid}.slice"
-        return kubepods / f"kubelet-kubepods-{qos}.slice" / f"kubelet-kubepods-{qos}-pod{uid}.slice"
+            return f"{kubepods}/kubelet-kubepods-pod{uid}.slice"
+        return f"{kubepods}/kubelet-kubepods-{qos}.slice/kubelet-kubepods-{qos}-pod{uid}.slice"
+
+    def _pod_dir(self, pod: _Pod) -> Path:
+        assert self.cgroup_dir is not None
+        return self.cgroup_dir / self._pod_slice(pod)
 
     def _forget_cgroups(self, pod: _Pod) -> None:
         """kubelet removes a pod's cgroup once its containers have stopped."""
@@ -632,12 +759,23 @@ class FakeKubeAPI:
                 for path, content in files.items():
                     (d / path.rsplit("/", 1)[1]).write_text(content)
 
+    def _ran_s(self, c: _Container) -> float:
+        """How long the container's workload has run: from its gate's opening to its end or now."""
+        if c.opened_at is None:
+            return 0.0
+        return max(0.0, (c.ended_at if c.ended_at is not None else time.monotonic()) - c.opened_at)
+
     def container_cgroup(self, pod: _Pod, c: _Container) -> dict[str, str]:
         """What runc writes for the container on a cgroup v2 node (SPEC §2), and a cpu.stat that
-        includes the CPU its execs cost."""
+        includes the CPU its execs cost and, once its gate is open, what its workload ran: a
+        container with a CPU limit uses the limit in full and is throttled for half of each 100 ms
+        period it runs (a scripted workload, not a scheduler); without a limit no period is counted."""
         spec = next(x for x in pod.obj["spec"]["containers"] if x["name"] == c.name)
         res = spec.get("resources") or {}
         limit = _milli((res.get("limits") or {}).get("cpu"))
+        ran_s = self._ran_s(c)
+        periods = int(ran_s * 10) if limit else 0
+        ran_us = int(ran_s * (limit or 0) * 1000)
         request = _milli((res.get("requests") or {}).get("cpu")) or limit  # the API server's defaulting
         shares = max(2, (request or 0) * 1024 // 1000)
         if self.runc == "old":
@@ -648,10 +786,21 @@ class FakeKubeAPI:
         return {
             "/sys/fs/cgroup/cpu.max": f"{limit * 100 if limit else 'max'} 100000\n",
             "/sys/fs/cgroup/cpu.weight": f"{weight}\n",
-            "/sys/fs/cgroup/cpu.stat": (f"usage_usec {1_500_000 + c.exec_cpu_us}\nuser_usec {1_400_000 + c.exec_cpu_us}\n"
-                                        "system_usec 100000\nnr_periods 40\nnr_throttled 12\nthrottled_usec 7052500\n"
-                                        "nr_bursts 0\nburst_usec 0\n"),
+            "/sys/fs/cgroup/cpu.stat": (f"usage_usec {1_500_000 + c.exec_cpu_us + ran_us}\n"
+                                        f"user_usec {1_400_000 + c.exec_cpu_us + ran_us}\nsystem_usec 100000\n" + (
+                                            f"nr_periods {40 + periods}\nnr_throttled {12 + periods}\n"
+                                            f"throttled_usec {7052500 + periods * 50_000}\n" if limit else
+                                            "nr_periods 0\nnr_throttled 0\nthrottled_usec 0\n")  # no quota, no periods
+                                        + "nr_bursts 0\nburst_usec 0\n"),
         }
+
+
+#: The cpu.stat counters cAdvisor's CPU series come from.
+CFS_AND_USAGE = ("nr_periods", "nr_throttled", "throttled_usec", "usage_usec")
+
+
+def _cpu_stat(text: str) -> dict[str, int]:
+    return {k: int(v) for k, v in (line.split() for line in text.splitlines() if line.strip())}
 
 
 def workload_script(container: dict[str, Any]) -> Script:
@@ -673,6 +822,12 @@ def workload_script(container: dict[str, Any]) -> Script:
     if sub == "spin" and not any(a.startswith("-duration=") for a in argv):
         return Script(stdout=header, run_s=None)
     params = _params(argv[2:])
+    if sub == "load":  # every request sent in the window answered (the fake sends none: its output is scripted)
+        window_s = params.get("duration", 60_000) / 1000
+        sent = int(float(params.get("rps", 100)) * window_s)
+        load_summary = json.dumps({"type": "summary", "window_s": window_s,
+                                   "work": {"sent": sent, "ok": sent, "errors": 0}}) + "\n"
+        return Script(stdout=header + load_summary, stderr="load: done\n", run_s=0.05)
     if sub == "burst":  # as long as the real one: rounds x interval
         return Script(stdout=header + summary, stderr="burst: done\n",
                       run_s=params.get("rounds", 20) * params.get("interval", 1000) / 1000)
@@ -916,10 +1071,13 @@ class _Handler(BaseHTTPRequestHandler):
         if m and method == "GET":
             if not st._node(m[1]):
                 return self._not_found("nodes", m[1])
-            text = st.cadvisor[min(st.cadvisor_calls, len(st.cadvisor) - 1)]
             st.cadvisor_calls += 1
-            for recorded, live in st.cadvisor_pods.items():  # the recorded pod name -> a pod of this test
-                text = text.replace(f'pod="{recorded}"', f'pod="{live}"')
+            if st.recorded_cadvisor is None:
+                text = st.cadvisor_text(m[1])
+            else:
+                text = st.recorded_cadvisor[min(st.cadvisor_calls - 1, len(st.recorded_cadvisor) - 1)]
+                for recorded, live in st.cadvisor_pods.items():  # the recorded pod name -> a pod of this test
+                    text = text.replace(f'pod="{recorded}"', f'pod="{live}"')
             return self._send(200, text, "text/plain; version=0.0.4; charset=utf-8")
         m = re.fullmatch(r"/api/v1/nodes/([^/]+)", path)
         if m and method == "GET":

@@ -99,3 +99,16 @@ def test_a_build_context_is_the_dockerfile_and_the_files_named(tmp_path):
         assert sorted(tar.getnames()) == ["Dockerfile", "x"]
         assert tar.extractfile("Dockerfile").read() == b"FROM scratch\nCOPY x /x\n"
         assert tar.extractfile("x").read() == b"binary"
+
+
+@pytest.mark.parametrize("on_disk", [0o600, 0o644, 0o700, 0o775])
+def test_each_file_of_a_build_context_is_a_root_owned_executable_whatever_its_mode_here(tmp_path, on_disk):
+    """COPY keeps the context's mode: a binary written under umask 077 (0600) would be an image whose
+    entrypoint cannot be executed. The context says 0755, owner root, whatever the file's mode here."""
+    binary = tmp_path / "cpulab"
+    binary.write_bytes(b"\x7fELF")
+    binary.chmod(on_disk)
+    with tarfile.open(fileobj=build_context(b"FROM scratch\n", {"cpulab": binary})) as tar:
+        info = tar.getmember("cpulab")
+        assert (info.mode, info.uid, info.gid) == (0o755, 0, 0)
+        assert tar.getmember("Dockerfile").mode == 0o644

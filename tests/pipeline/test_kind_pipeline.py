@@ -14,6 +14,9 @@ from pathlib import Path
 import pytest
 
 from conftest import PROJECT
+from throttlelab.host.facts import cgroup_version
+from throttlelab.model.config import load_design
+from throttlelab.model.coverage import untestable_variants
 
 NO_KIND = "kind={binary: /nonexistent/kind, old_binary: /nonexistent/kind-v0.30.0}"
 
@@ -121,6 +124,64 @@ def test_a_run_without_kind_stops_at_once_naming_what_is_missing(tmp_path):
 def test_a_dry_run_needs_no_kind(tmp_path):
     proc = snakemake(tmp_path, "-n", "report", "--config", "backend=kind", NO_KIND)
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def listed_as_untestable(output: str, backend: str) -> dict[tuple[str, str], str]:
+    """The variants a run printed as left out, with their reasons (rules/common.smk, while parsing)."""
+    found = re.findall(rf"^throttlelab: ([^/\s]+)/(\S+) (not testable on the {backend} backend.*)$", output, re.M)
+    return {(e, v): reason for e, v, reason in found}
+
+
+def test_the_quick_plan_on_kind_runs_what_kind_can_and_lists_the_rest_with_reasons_first(tmp_path):
+    """`snakemake -n report --config backend=kind profile=quick`, with no kind installed: every
+    repeat of every variant kind can run on this host is planned, and every other variant is listed
+    with the reason model.coverage gives (E6: scrapes too close for the kubelet's cAdvisor; on a
+    cgroup v1 host also every pinned variant). A real run prints the same list while parsing, before
+    its first job: here it stops at the missing kind with the list printed and nothing made."""
+    design = load_design({"profile": "quick", "backend": "kind"}, PROJECT / "config")
+    left = untestable_variants("kind", {n: e.variants for n, e in design.experiments.items()}, design.runtime,
+                               cgroup_version())
+    assert ("E6", "limit") in left
+    proc = snakemake(tmp_path, "-n", "report", "--config", "backend=kind", "profile=quick", NO_KIND)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert listed_as_untestable(proc.stderr, "kind") == left
+    planned = set(re.findall(r"results/kind/raw/([^/\s]+)/([^/\s]+)/rep(\d+)\.jsonl", proc.stdout))
+    runnable = {(e, v, str(r)) for e, exp in design.experiments.items() for v in exp.variants
+                if (e, v) not in left for r in range(exp.repeats)}
+    assert planned == runnable
+    assert {e for e, _v, _r in planned} == {e for e, exp in design.experiments.items()
+                                            if any((e, v) not in left for v in exp.variants)}
+    real = snakemake(tmp_path, "report", "--config", "backend=kind", "profile=quick", NO_KIND)
+    assert real.returncode != 0 and "(nothing was run)" in real.stdout + real.stderr
+    assert listed_as_untestable(real.stderr, "kind") == left
+    assert not (tmp_path / "results").exists(), "a job ran"
+
+
+def test_the_smoke_target_plans_the_new_cluster_its_images_and_the_smoke_without_kind(tmp_path):
+    """`snakemake -n smoke --config backend=kind`: the runtime's cluster, both images loaded into it,
+    then the smoke job; no experiment, no second cluster. A real run without kind stops first."""
+    proc = snakemake(tmp_path, "-n", "smoke", "--dag", "--config", "backend=kind", NO_KIND)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    nodes = dict(re.findall(r'^\s*(\d+)\[label = "([^"]*)"', proc.stdout, re.M))
+    edges = set(re.findall(r"^\s*(\d+) -> (\d+)", proc.stdout, re.M))
+    rules = sorted(rule_of(label) for label in nodes.values())
+    assert rules.count("create_cluster") == 1 and rules.count("load_image") == 2 and rules.count("smoke") == 1
+    assert "run_experiment" not in rules
+    (smoke,) = [n for n, label in nodes.items() if rule_of(label) == "smoke"]
+    (cluster,) = [label for label in nodes.values() if rule_of(label) == "create_cluster"]
+    assert "role: new" in cluster
+    assert sum((n, smoke) in edges for n, label in nodes.items() if rule_of(label) == "load_image") == 2
+    real = snakemake(tmp_path, "smoke", "--config", "backend=kind", NO_KIND)
+    assert real.returncode != 0 and "(nothing was run)" in real.stdout + real.stderr
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("backend", ["local", "docker"])
+def test_the_smoke_target_refuses_a_backend_without_a_cluster(tmp_path, backend):
+    proc = snakemake(tmp_path, "-n", "smoke", "--config", f"backend={backend}")
+    assert proc.returncode != 0
+    assert (f"the smoke target is the smallest real-cluster test and runs on kind or kubernetes only; this "
+            f"run's backend is '{backend}'") in proc.stdout + proc.stderr
 
 
 def test_kubernetes_leaves_out_what_it_cannot_do_and_says_why(tmp_path):

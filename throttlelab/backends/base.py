@@ -164,6 +164,12 @@ class Backend(ABC):
     @abstractmethod
     def deploy(self, node: Node, load: LoadPlacement | None = None) -> Deployment: ...
 
+    def leftovers(self) -> list[str]:
+        """What the lab's deployments left on this backend's nodes (pods, pinned or paused nodes), one
+        line each; [] when nothing is left, or where the backend has no way to look (the smoke test
+        of kind and kubernetes checks it after its deployments)."""
+        return []
+
 
 # -- the registry ----------------------------------------------------------------------------
 

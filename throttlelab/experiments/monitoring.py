@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from throttlelab.backends.base import CADVISOR_COUNTERS, BackendError, Deployment, Output
+from throttlelab.model.coverage import cadvisor_misfit
 from throttlelab.model.variants import VariantSpec
 from throttlelab.model.placement import Container, Node, Pod
 from throttlelab.model.quantities import parse_cpu
@@ -50,9 +51,6 @@ from throttlelab.experiments.services import podstat_record, wall_ns_of
 
 #: `source` of E6's podstat records: the kubelet's real cAdvisor, or the emulation of its housekeeping.
 CADVISOR, EMULATED = "cadvisor", "emulated"
-#: The kubelet's cAdvisor (pkg/kubelet/cadvisor) reads a container every 10 s, stretched to at most
-#: 15 s while the container is quiet, each interval jittered by up to its own length.
-KUBELET_HOUSEKEEPING_S = 10.0
 #: The longest a scrape keeps being repeated for a newer reading: 15 s, jittered up to double.
 CADVISOR_LONGEST_S = 30.0
 #: How often a scrape is repeated while cAdvisor still serves the reading the previous scrape got.
@@ -109,21 +107,6 @@ class Housekeeping:
             raise self.error
         with self.lock:
             return self.readings[-1] if self.readings else None
-
-
-def cadvisor_misfit(spec: VariantSpec) -> str | None:
-    """Why this E6 variant cannot be measured against the kubelet's real cAdvisor, or None."""
-    gap_s, job_s = spec.scrape_gap_ms / 1000, spec.rounds * spec.interval_ms / 1000
-    if gap_s < KUBELET_HOUSEKEEPING_S:
-        return (f"its scrapes are {gap_s:g} s apart and the kubelet's cAdvisor reads a container only every "
-                f"{KUBELET_HOUSEKEEPING_S:g}-15 s, so both would mostly get the same cached reading (the lab "
-                f"scraped ~20 s apart): it needs scrape_gap_ms of at least {KUBELET_HOUSEKEEPING_S * 1000:.0f} "
-                "and a job that outlasts the second scrape")
-    second_s = (spec.first_scrape_ms + spec.scrape_gap_ms) / 1000
-    if job_s <= second_s:
-        return (f"its job lasts {job_s:g} s (rounds x interval_ms) and the second scrape comes at {second_s:g} s; "
-                "cAdvisor drops a container's series when the container ends")
-    return None
 
 
 def cadvisor_counters(sample: dict[str, Any], where: str) -> dict[str, int]:

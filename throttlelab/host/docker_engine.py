@@ -107,15 +107,26 @@ def connect(timeout_s: int = 60, user: EngineUser = DOCKER_BACKEND) -> docker.Do
 # -- image builds: no base image is ever pulled ---------------------------------------------
 
 
+#: The mode of every file a build context carries: they are the programs the image runs (cpulab,
+#: podgate), and COPY keeps the mode in the context, whatever the umask gave the file on this host.
+EXECUTABLE_MODE = 0o755
+
+
 def build_context(dockerfile: bytes, files: dict[str, Path]) -> io.BytesIO:
-    """A build context as a tar stream: the Dockerfile and these files (name in the context -> path), nothing else."""
+    """A build context as a tar stream: the Dockerfile and these files (name in the context -> path),
+    nothing else; each file as a root-owned executable (EXECUTABLE_MODE)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         info = tarfile.TarInfo("Dockerfile")
-        info.size = len(dockerfile)
+        info.size, info.mode = len(dockerfile), 0o644
         tar.addfile(info, io.BytesIO(dockerfile))
         for name, path in files.items():
-            tar.add(str(path), arcname=name)
+            info = tar.gettarinfo(str(path), arcname=name)
+            if not info.isfile():
+                raise BackendError(f"build context: {path} is not a regular file")
+            info.mode, info.uid, info.gid, info.uname, info.gname = EXECUTABLE_MODE, 0, 0, "root", "root"
+            with open(path, "rb") as handle:
+                tar.addfile(info, handle)
     buf.seek(0)
     return buf
 

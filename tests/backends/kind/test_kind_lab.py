@@ -44,13 +44,17 @@ from throttlelab.backends.kind.backend import KindBackend
 from throttlelab.backends.kind.clusters import ROLE_OF_RUNTIME
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.kube.backend import parse_cpu_stat
-from throttlelab.experiments import REGISTRY, Context
+from throttlelab.experiments import REGISTRY, Context, monitoring, smoke
 from throttlelab.model.config import load_design
-from throttlelab.model.coverage import V1_PIN_REASON, untestable_variants
+from throttlelab.model.coverage import V1_PIN_REASON, cadvisor_misfit, untestable_variants
 from throttlelab.model.placement import Container, Node, Pod, parse_cpuset
 
 CI = load_design({"profile": "ci", "backend": "kind"}, PROJECT / "config")
 VARIANTS = [(e, v) for e, exp in CI.experiments.items() for v in exp.variants]
+#: What the plan leaves out on kind on a cgroup v2 host, whatever the host: E6 measured against the
+#: kubelet's cAdvisor with scrapes closer than its housekeeping (model.coverage.cadvisor_misfit)
+ON_V2 = untestable_variants("kind", {n: e.variants for n, e in CI.experiments.items()}, CI.runtime, cgroup_version=2)
+RUNNABLE = [key for key in VARIANTS if key not in ON_V2]
 E1 = Node("node", (Pod("e1", (Container("app", ("info",), request_milli=500, limit_milli=2000),)),))
 
 
@@ -82,11 +86,14 @@ def placements() -> dict[tuple[str, str], tuple[Node, Any]]:
 def test_what_kind_cannot_run_is_listed_with_its_reason_and_the_backend_agrees():
     """The plan (model.coverage, used by rules/common.smk before any job) and the backend's own
     refusal (NotTestable at deploy) say the same, variant by variant: on a cgroup v2 host kind runs
-    every variant of the ci profile; on a v1 host, every variant that pins a node is left out with
-    the EBUSY reason, and nothing else."""
+    every variant of the ci profile but E6, whose scrapes are too close for the kubelet's cAdvisor
+    (run_e6 refuses it before deploying); on a v1 host, every variant that pins a node is left out
+    with the EBUSY reason too, and nothing else."""
     experiments = {name: exp.variants for name, exp in CI.experiments.items()}
-    assert untestable_variants("kind", experiments, CI.runtime, cgroup_version=2) == {}
-    on_v1 = untestable_variants("kind", experiments, CI.runtime, cgroup_version=1)
+    assert set(ON_V2) == {("E6", "limit")} and "kubelet's real cAdvisor" in ON_V2[("E6", "limit")]
+    both = untestable_variants("kind", experiments, CI.runtime, cgroup_version=1)
+    assert {k: both[k] for k in ON_V2} == ON_V2
+    on_v1 = {k: r for k, r in both.items() if k not in ON_V2}
     for reason in on_v1.values():
         assert reason == f"not testable on the kind backend on this cgroup v1 host: {V1_PIN_REASON}"
     v1, v2 = SimpleNamespace(host_cgroup_version=lambda: 1), SimpleNamespace(host_cgroup_version=lambda: 2)
@@ -236,7 +243,7 @@ def run_variant(lab: Lab, experiment: str, variant: str) -> tuple[CheckedKind, A
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("experiment, variant", VARIANTS, ids=[f"{e}/{v}" for e, v in VARIANTS])
+@pytest.mark.parametrize("experiment, variant", RUNNABLE, ids=[f"{e}/{v}" for e, v in RUNNABLE])
 def test_every_ci_variant_runs_through_kind(lab, experiment, variant):
     spec = CI.experiments[experiment].variants[variant]
     before = lab.cpusets()
@@ -268,6 +275,42 @@ def test_every_ci_variant_runs_through_kind(lab, experiment, variant):
 
 
 @pytest.mark.docker
+def test_e6_on_kind_scrapes_the_workers_cadvisor_through_the_node_proxy(lab):
+    """E6 on kind reads the kubelet's real cAdvisor, as the lab did, not an emulation: two scrapes of
+    the worker's /metrics/cadvisor through the API server's node proxy, each holding a different
+    reading of cAdvisor's housekeeping (every 10 s) with cAdvisor's own sample time, and counters
+    that are the e6 container's cpu.stat in the worker, which advances while its job runs (the fake:
+    at its 250m limit, 10 periods a second, each throttled for 50 ms), between the two readings'
+    times. The ci profile's E6 is too short for that (the plan leaves it out); this one has the
+    lab's shape at a smaller scale."""
+    spec = CI.experiments["E6"].variants["limit"].with_changes(
+        interval_ms=500, rounds=22, calibration_rounds=1, housekeeping_ms=200, first_scrape_ms=200, scrape_gap_ms=10_000)
+    assert cadvisor_misfit(spec) is None
+    before = lab.cpusets()
+    api = lab.standins["new"].api
+    sent = len(api.requests)
+    backend = CheckedKind(lab.clusters, runtime=CI.runtime, trees={role: s.tree for role, s in lab.standins.items()})
+    ctx = Context(backend=backend, capabilities=backend.capabilities(), node_cpus=None, seed=1)
+    result = REGISTRY["E6"](spec, ctx)
+    worker = lab.clusters["new"].worker
+    scraped = [p for m, p, _q, _b in api.requests[sent:] if m == "GET" and p.endswith("/metrics/cadvisor")]
+    assert len(scraped) >= 2 and set(scraped) == {f"/api/v1/nodes/{worker}/proxy/metrics/cadvisor"}
+    scrapes = [r for r in result.records if r["type"] == "podstat" and r["when"] == "scrape"]
+    assert [r["source"] for r in scrapes] == ["cadvisor", "cadvisor"]
+    first, second = scrapes
+    assert second["cadvisor_ms"] - first["cadvisor_ms"] >= api.housekeeping_s * 1000  # two readings, not one
+    gap_s = (second["cadvisor_ms"] - first["cadvisor_ms"]) / 1000
+    periods = second["nr_periods"] - first["nr_periods"]
+    # (the first reading may predate the job: cAdvisor read the container when it started, gated)
+    assert 0 < periods <= 10 * gap_s + 1 and second["nr_throttled"] - first["nr_throttled"] == periods
+    assert second["throttled_usec"] - first["throttled_usec"] == 50_000 * periods
+    # 25 ms of CPU per period at 250m, and what the execs into it cost (podgate open)
+    assert second["usage_usec"] - first["usage_usec"] >= 25_000 * (periods - 1)
+    assert any("kubelet's cAdvisor" in note for note in result.notes)
+    lab.assert_as_before(before)
+
+
+@pytest.mark.docker
 def test_the_s2_cascade_reaches_its_upstream_by_pod_ip(lab):
     """The downstream's gate opens with its upstream's address: the upstream pod's IP and the port
     it was asked to listen on (127.0.0.1 would be the downstream's own pod on a real cluster)."""
@@ -286,6 +329,58 @@ def test_the_s2_cascade_reaches_its_upstream_by_pod_ip(lab):
     assert seen["pod_ips"]["upstream"] != seen["pod_ips"]["downstream"]
     assert any(r.get("src") == "load/generator" for r in result.records)
     assert lab.live_pods() == []
+
+
+# -- the smoke target's steps (docs/KIND_SMOKE.md) ---------------------------------------------------------
+
+SMOKE_STEPS = ["readback", "burst and cAdvisor", "load by pod IP", "pin and restore", "nothing left"]
+
+
+@pytest.mark.docker
+def test_the_smoke_tests_steps_pass_on_the_stand_in_clusters(lab):
+    """`throttlelab smoke` on the stand-ins: what it can show offline. The fake's counters and the
+    load's output are scripted (docs/KIND_SMOKE.md says which parts only a real cluster can show)."""
+    before = lab.cpusets()
+    api = lab.standins["new"].api
+    sent = len(api.requests)
+    report = smoke.run_smoke(FastKind(lab.clusters, runtime=CI.runtime))
+    assert report["ok"], report
+    steps = {s["step"]: s for s in report["steps"]}
+    assert list(steps) == SMOKE_STEPS and all(s["ok"] for s in steps.values())
+    readback = steps["readback"]
+    assert readback["unreadable"] == [] and len(readback["pauses"]) == 2
+    assert {q.rsplit("/", 1)[-1] for q in readback["qos"]} == {"burstable", "besteffort"}
+    burst = steps["burst and cAdvisor"]
+    assert burst["nr_throttled_after"] > burst["nr_throttled_before"]
+    first, second = burst["cadvisor"]
+    assert second["sample_ms"] - first["sample_ms"] >= api.housekeeping_s * 1000
+    worker = lab.clusters["new"].worker
+    assert [p for m, p, _q, _b in api.requests[sent:] if p.endswith("/metrics/cadvisor")].count(
+        f"/api/v1/nodes/{worker}/proxy/metrics/cadvisor") >= 2
+    load = steps["load by pod IP"]
+    assert load["target"].startswith("10.244.") and load["answered"] > 0
+    assert steps["pin and restore"]["pinned"] == {worker: "0"}
+    assert steps["nothing left"]["left"] == []
+    lab.assert_as_before(before)
+
+
+@pytest.mark.docker
+def test_a_failed_smoke_step_says_why_stops_the_next_ones_and_leaves_nothing(lab, monkeypatch):
+    """A cAdvisor that serves no series for the container: the step fails naming cAdvisor, the load
+    and pin steps do not run, the check for leftovers still does, and nothing is left."""
+    monkeypatch.setattr(monitoring, "CADVISOR_LONGEST_S", 1.0)
+    monkeypatch.setattr(monitoring, "RESCRAPE_EVERY_S", 0.2)
+    before = lab.cpusets()
+    api = lab.standins["new"].api
+    monkeypatch.setattr(api, "recorded_cadvisor", ["# an empty page: no series\n"])
+    report = smoke.run_smoke(FastKind(lab.clusters, runtime=CI.runtime))
+    assert not report["ok"]
+    steps = {s["step"]: s for s in report["steps"]}
+    assert list(steps) == ["readback", "burst and cAdvisor", "nothing left"]
+    assert not steps["burst and cAdvisor"]["ok"]
+    assert "the kubelet's cAdvisor did not give a reading" in steps["burst and cAdvisor"]["error"]
+    assert steps["nothing left"]["ok"]
+    lab.assert_as_before(before)
 
 
 # -- the idle cluster: paused while a job runs, always resumed ------------------------------------------------

@@ -402,6 +402,40 @@ def test_podgate_stops_cpulab_as_the_containers_pid_1(engine, kind_image):
 
 
 @pytest.mark.docker
+def test_podgate_and_cpulab_run_as_the_restricted_pods_do_under_dockers_default_seccomp(engine, kind_image):
+    """What the pods' security context asks (manifests: uid/gid 65532, every capability dropped, no
+    privilege escalation, the runtime's default seccomp profile), in a real container of the kind
+    image under Docker's default seccomp profile: podgate waits on inotify, opens, execs cpulab,
+    and stops it with SIGTERM from an exec as the same user. (Docker's profile, not a cluster
+    runtime's: containerd's and CRI-O's defaults have not been run here.)"""
+    user = f"{mf.RUN_AS_USER}:{mf.RUN_AS_USER}"
+    container = engine.containers.run(
+        kind_image["tag"], ["/podgate", "run", "-gate", "/g/spin", "--", "/cpulab", "spin", "-threads=1", "-report=100ms"],
+        detach=True, labels=TEST_LABEL, network_mode="none", tmpfs={"/g": "mode=1777"}, entrypoint=[],
+        nano_cpus=200_000_000, user=user, cap_drop=["ALL"], security_opt=["no-new-privileges"],
+    )
+    try:
+        assert "seccomp" in " ".join(engine.info().get("SecurityOptions") or [])  # the engine applies its profile
+        time.sleep(0.5)
+        container.reload()
+        assert container.status == "running" and container.logs() == b""  # waiting at its gate, on inotify
+        assert container.exec_run(["/podgate", "open", "/g/spin"], user=user).exit_code == 0
+        deadline = time.monotonic() + 30
+        while '"type":"report"' not in container.logs(stdout=True, stderr=True).decode().replace(" ", ""):
+            assert time.monotonic() < deadline, "cpulab never reported after the gate opened"
+            time.sleep(0.1)
+        # the exec may be killed (137) when cpulab, the container's PID 1, exits before it does: what
+        # counts is that cpulab got the signal and ended cleanly
+        assert container.exec_run(["/podgate", "signal", "TERM"], user=user).exit_code in (0, 137)
+        assert container.wait(timeout=30)["StatusCode"] == 0
+        records, _ = records_from_log(container.logs(stdout=True, stderr=True).decode(), "spin")
+        assert [r["type"] for r in records][-1] == "summary"
+        assert next(r for r in records if r["type"] == "header")["pid"] == 1
+    finally:
+        container.remove(force=True)
+
+
+@pytest.mark.docker
 def test_a_node_is_pinned_and_always_restored(engine, idle_node):
     (pin,) = pins.plan_pins(engine, {idle_node.name: "0"})
     before = pins.current_cpuset(idle_node)

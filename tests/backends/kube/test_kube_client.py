@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from kube_api_server import FakeKubeAPI, Script
+from kube_api_server import FakeKubeAPI, Script, recorded_cadvisor
 from throttlelab.backends.kube import client as kcm
 from throttlelab.backends.kube.client import Forbidden, KubeClient, KubeError, NotFound
 
@@ -172,6 +172,7 @@ def test_delete_by_label_and_list_by_label(api, kc):
 
 
 def test_cadvisor_through_the_node_proxy_keeps_its_own_timestamps(api, kc):
+    api.recorded_cadvisor = recorded_cadvisor()
     first, second = kc.cadvisor(WORKER), kc.cadvisor(WORKER)
     assert ("GET", f"/api/v1/nodes/{WORKER}/proxy/metrics/cadvisor") in {(m, p) for m, p, _q, _b in api.requests}
 

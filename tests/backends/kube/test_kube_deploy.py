@@ -15,10 +15,10 @@ import time
 import pytest
 
 from conftest import PROJECT
-from kube_api_server import FakeKubeAPI, Script, _qos as api_server_qos
+from kube_api_server import FakeKubeAPI, Script, _qos as api_server_qos, recorded_cadvisor
 from throttlelab.backends.kube import manifests as mf
-from throttlelab.backends.base import BackendError, DesignMismatch
-from throttlelab.backends.kube.client import KubeClient, KubeError, all_running
+from throttlelab.backends.base import CADVISOR_COUNTERS, BackendError, DesignMismatch
+from throttlelab.backends.kube.client import Forbidden, KubeClient, KubeError, NotFound, all_running
 from throttlelab.backends.kube.backend import KubeBackend, KubeDeployment, KubeSettings, NotTestable
 from throttlelab.model.placement import Container, LoadPlacement, Node, Pod
 
@@ -129,8 +129,7 @@ def test_an_existing_cluster_needs_no_right_beyond_the_namespace(api, tmp_path):
         assert dep.run_job("e1", "app", timeout_s=10).returncode == 0
         assert dep.read_stat("e6", "burst")["nr_periods"] == 40
         assert dep.run_load(["-target=http://10.244.1.12:41234", "-rps=10"], timeout_s=10).returncode == 0
-        api.cadvisor_pods["tl-e6-abc123"] = mf.pod_name(node.pod("e6"), dep.ident.run)
-        assert dep.monitoring_sample("e6", "burst")["t_ms"] > 0
+        assert dep.monitoring_sample("e6", "burst")["container_cpu_cfs_periods_total"] == 40
         burstable = next(lv.design for lv in dep.levels if lv.design.path == "node/burstable")
     assert "other burstable pods not counted" in burstable.formula
     asked = {(m, p) for m, p, _q, _b in api.requests}
@@ -203,9 +202,11 @@ def test_a_service_reports_a_reachable_address_and_stops_on_sigterm(api, backend
         # the usage includes what the execs into the container cost it (the open and earlier reads; the
         # fake charges an exec when it ends, so not this read itself)
         charged = api.charged_us(handle.pod_name, "server") - api.exec_cpu_us
-        assert stat["nr_throttled"] == 12 and stat["usage_usec"] == 1_500_000 + charged and stat["t_ns"] > 0
+        # (no CPU limit: the kernel counts no CFS periods for it)
+        assert stat["nr_periods"] == stat["nr_throttled"] == 0
+        assert stat["usage_usec"] == 1_500_000 + charged and stat["t_ns"] > 0
         pod_stat = dep.read_stat("svc")
-        assert pod_stat["level"].startswith("container") and pod_stat["nr_periods"] == 40
+        assert pod_stat["level"].startswith("container") and pod_stat["usage_usec"] > stat["usage_usec"]
         out = dep.stop(handle)
         assert out.returncode == 0 and [r["type"] for r in out.records] == ["header", "listening"]
     execs = [q["command"] for m, p, q, _ in api.requests if p.endswith("/exec")]
@@ -285,6 +286,7 @@ def test_monitoring_uses_cadvisors_own_timestamps(api, backend):
     node = Node("node", (Pod("e6", (Container("burst", ("burst", "-threads=8"), request_milli=100, limit_milli=1000),)),))
     with backend.deploy(node) as dep:
         (live,) = api.live_pods()
+        api.recorded_cadvisor = recorded_cadvisor()
         api.cadvisor_pods["tl-e6-abc123"] = live
         first = dep.monitoring_sample("e6", "burst")
         second = dep.monitoring_sample("e6", "burst")
@@ -292,6 +294,74 @@ def test_monitoring_uses_cadvisors_own_timestamps(api, backend):
     assert second["container_cpu_cfs_throttled_periods_total"] - first["container_cpu_cfs_throttled_periods_total"] == 13
     assert second["container_cpu_cfs_periods_total"] - first["container_cpu_cfs_periods_total"] == 37
     assert second["scraped_t_ns"] > first["scraped_t_ns"]
+
+
+E6 = Node("node", (Pod("e6", (Container("burst", ("burst", "-threads=8"), request_milli=100, limit_milli=1000),
+                               Container("calm", ("spin",), request_milli=100))),))
+
+
+def first_scrape(dep, pod, container, timeout_s=2.0):
+    """monitoring_sample once cAdvisor has read the container (it reads a new one within its loop's tick)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return dep.monitoring_sample(pod, container)
+        except BackendError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+def test_cadvisor_serves_its_cached_readings_of_each_containers_cpu_stat(api, backend):
+    """The node proxy's /metrics/cadvisor as the kubelet's: the container's cpu.stat as cAdvisor's
+    housekeeping last read it, with that reading's time; a scrape between two readings gets the
+    cached one; the CFS series only for a container with a quota; the pod's own series beside."""
+    api.housekeeping_s = 0.4
+    with backend.deploy(E6) as dep:
+        first = first_scrape(dep, "e6", "burst")
+        again = dep.monitoring_sample("e6", "burst")
+        assert again["t_ms"] == first["t_ms"] and again["scraped_t_ns"] > first["scraped_t_ns"]  # cached
+        assert first["container_cpu_usage_seconds_total"] == 1.5  # its cpu.stat: usage_usec 1500000, no exec yet
+        assert (first["container_cpu_cfs_periods_total"], first["container_cpu_cfs_throttled_periods_total"],
+                first["container_cpu_cfs_throttled_seconds_total"]) == (40, 12, 7.0525)
+        dep.read_stat("e6", "burst")  # an exec in the container: its cpu.stat counts the CPU it cost
+        charged = api.charged_us(api.live_pods()[0], "burst")
+        time.sleep(0.45)
+        later = dep.monitoring_sample("e6", "burst")
+        assert later["t_ms"] - first["t_ms"] >= 400
+        assert later["container_cpu_usage_seconds_total"] == pytest.approx(1.5 + charged / 1e6)
+        samples = dep.kc.cadvisor(WORKER)
+        (live,) = api.live_pods()
+        mine = [s for s in samples if s.labels.get("pod") == live]
+        calm = {s.name for s in mine if s.labels["container"] == "calm"}
+        assert calm == {"container_cpu_usage_seconds_total"}  # no quota: no CFS periods, no CFS series
+        pod_level = {s.name for s in mine if s.labels["container"] == ""}
+        assert pod_level == set(CADVISOR_COUNTERS)
+        assert all(s.labels["namespace"] == "default" and s.timestamp_ms for s in mine)
+    assert not [s for s in dep.kc.cadvisor(WORKER) if s.labels.get("pod") == live]  # gone with its containers
+
+
+def test_cadvisor_without_rights_on_the_node_proxy_is_a_clear_error(api, tmp_path):
+    api.restricted_to, api.proxy_allowed = "default", False
+    backend = FastKube(settings(api, tmp_path), "runc-new")
+    with backend.deploy(E6) as dep:
+        with pytest.raises(BackendError, match=rf'may not: .*HTTP 403: nodes "{WORKER}" is forbidden: .* cannot get '
+                                               r'resource "nodes/proxy".*the lab needs get on the resource nodes/proxy'):
+            dep.monitoring_sample("e6", "burst")
+    with pytest.raises(Forbidden):  # the API server authorizes before it looks the node up
+        backend.client.cadvisor("nope")
+    api.proxy_allowed = True
+    with pytest.raises(NotFound, match='nodes "nope" not found'):
+        backend.client.cadvisor("nope")
+
+
+def test_leftovers_are_the_labs_pods_still_in_the_namespace(api, backend):
+    """What the smoke test's last step asks: none once a deployment is over, each live pod while one lives."""
+    assert backend.leftovers() == []
+    with backend.deploy(E1):
+        (left,) = backend.leftovers()
+        assert left.startswith(f"a pod of the lab in default: {api.live_pods()[0]} (not being deleted on {WORKER}")
+    assert backend.leftovers() == []
 
 
 def test_node_level_placements_are_not_testable_on_an_existing_cluster(api, backend):

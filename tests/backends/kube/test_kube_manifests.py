@@ -10,6 +10,7 @@ request body. No cluster is needed, and none was used.
 from __future__ import annotations
 
 import re
+from unittest import mock
 
 import pytest
 
@@ -19,7 +20,7 @@ kubernetes_validate = pytest.importorskip(
 
 from kube_api_server import FakeKubeAPI  # noqa: E402
 from conftest import PROJECT  # noqa: E402
-from throttlelab.model import quantities as q  # noqa: E402
+from throttlelab.model import coverage, quantities as q  # noqa: E402
 from throttlelab.backends.kube import manifests as mf  # noqa: E402
 from throttlelab.backends.kube.backend import KubeBackend, KubeDeployment, KubeSettings, parse_cpu_stat  # noqa: E402
 from throttlelab.model.config import load_design  # noqa: E402
@@ -91,6 +92,10 @@ def sent_manifests(tmp_path_factory):
                             load_node=CONTROL_PLANE, pull_policy="Never")
     design = load_design({"profile": "ci"}, PROJECT / "config")
     ran = []
+    # E6 scrapes the fake's cAdvisor; at the ci profile's scale (scrapes 1.5 s apart) it reads every 0.5 s
+    api.housekeeping_s = 0.5
+    at_ci_scale = mock.patch.object(coverage, "KUBELET_HOUSEKEEPING_S", 0.5)
+    at_ci_scale.start()
     try:
         for experiment in EXPERIMENTS:
             if experiment not in design.experiments:
@@ -111,6 +116,7 @@ def sent_manifests(tmp_path_factory):
         assert api.running_containers() == [], "a deployment left containers running on a node"
         yield api.sent("POST", r"/api/v1/namespaces/default/pods"), ran
     finally:
+        at_ci_scale.stop()
         api.stop()
 
 

@@ -54,7 +54,9 @@ from throttlelab.backends.kind.nodes import (
     stat_files,
 )
 from throttlelab.backends.kind.pauses import ClusterLocks, hold, pause, plan_pauses, resume, sweep_pauses, using
-from throttlelab.backends.kind.pins import Pin, apply_pins, plan_pins, restore_pins, sweep_pins
+from throttlelab.backends.kind.pauses import state_file as pause_state_file
+from throttlelab.backends.kind.pins import Pin, apply_pins, current_cpuset, plan_pins, restore_pins, sweep_pins, usable_cpus
+from throttlelab.backends.kind.pins import state_file as pin_state_file
 
 
 class KindDeployment(KubeDeployment):
@@ -328,6 +330,7 @@ class KindBackend(KubeBackend):
             can_pin_cpus=str(info.get("CgroupVersion", "")) != "1",
             has_pause_level=True,
             runtime=self.runtime,
+            cadvisor=True,  # the worker's kubelet, through the API server's node proxy (E6)
             notes=(
                 "kind backend: node cpusets set with docker update on the node containers, restored on exit",
                 "the idle cluster's node containers are paused (docker pause) while a job measures, resumed on exit",
@@ -377,6 +380,33 @@ class KindBackend(KubeBackend):
             self.progress("restored node cpusets a dead run left pinned: " + ", ".join(restored))
         self._resume_dead_pauses()
         return super().sweep(kc, namespace)
+
+    def node_cpusets(self) -> dict[str, str]:
+        """The CPUs each node container of both clusters may use now (none set: every usable CPU, as a
+        restored pin writes them out)."""
+        out = {}
+        for cluster in self.clusters.values():
+            if cluster.kubeconfig.is_file():
+                for name in (cluster.control_plane, cluster.worker):
+                    container = node_container(self.docker, name)
+                    out[name] = current_cpuset(container) or usable_cpus(self.docker, container)
+        return out
+
+    def leftovers(self) -> list[str]:
+        """The lab's pods in either cluster, node cpusets not restored, node containers left paused."""
+        left = []
+        for cluster in self.clusters.values():
+            if not cluster.kubeconfig.is_file():
+                continue
+            kc = self.client_for(cluster)
+            left += [f"pod {self.namespace}/{p['metadata']['name']} in {cluster.name}"
+                     for p in kc.list_pods(self.namespace, mf.MANAGED_SELECTOR)]
+            for name in (cluster.control_plane, cluster.worker):
+                if pin_state_file(name).exists():
+                    left.append(f"node {name} still pinned (its cpuset not restored: {pin_state_file(name)})")
+                if node_container(self.docker, name).status == "paused" or pause_state_file(name).exists():
+                    left.append(f"node {name} left paused")
+        return left
 
     def deploy(self, node: Node, load: LoadPlacement | None = None) -> KindDeployment:
         cluster = self.cluster_for(node.runtime or self.runtime)

@@ -64,6 +64,7 @@ from throttlelab.backends.kube.client import (
     all_running,
     container_state,
     finished,
+    still_there,
 )
 
 _counter = itertools.count()
@@ -682,7 +683,16 @@ class KubeDeployment(Deployment):
         these timestamps, not by the time between scrapes."""
         name = mf.pod_name(self.node.pod(pod), self.ident.run)
         scraped_ns = time.monotonic_ns()
-        samples = self.kc.cadvisor(self.settings.worker_node)
+        node = self.settings.worker_node
+        try:
+            samples = self.kc.cadvisor(node)
+        except Forbidden as exc:
+            raise BackendError(f"E6 reads the kubelet's cAdvisor of node {node} through the API server's node proxy, "
+                               f"and this user may not: {exc}; the lab needs get on the resource nodes/proxy "
+                               "(a ClusterRole bound to it)") from None
+        except NotFound as exc:
+            raise BackendError(f"E6: the API server has no node {node!r} whose cAdvisor to read ({exc}); "
+                               "check the worker node's name") from None
         mine = [s for s in samples if s.name in CADVISOR_METRICS and s.labels.get("namespace") == self.ns
                 and s.labels.get("pod") == name and s.labels.get("container") == container]
         return select_cadvisor(mine, pod, container, scraped_ns)
@@ -776,6 +786,7 @@ class KubeBackend(Backend):
             can_pin_cpus=False,
             has_pause_level=True,
             runtime=self.runtime,
+            cadvisor=True,  # the kubelet's, through the API server's node proxy (monitoring_sample)
             notes=(
                 "kubernetes backend: node CPUs cannot be pinned (variants with cpus, node_cpus or load_cpus are not testable here)",
                 "kubernetes backend: " + self.unreadable_reason,
@@ -814,6 +825,11 @@ class KubeBackend(Backend):
 
     def deploy(self, node: Node, load: LoadPlacement | None = None) -> KubeDeployment:
         return KubeDeployment(self, node, load, self.settings, self.client)
+
+    def leftovers(self) -> list[str]:
+        """The lab's pods still in its namespace, whoever made them (none once every run is over)."""
+        return [f"a pod of the lab in {self.settings.namespace}: {still_there(p)}"
+                for p in self.client.list_pods(self.settings.namespace, mf.MANAGED_SELECTOR)]
 
 
 def settings_from_config(cfg: dict[str, Any]) -> KubeSettings:
