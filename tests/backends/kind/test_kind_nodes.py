@@ -391,7 +391,9 @@ def test_podgate_stops_cpulab_as_the_containers_pid_1(engine, kind_image):
         while '"type":"report"' not in container.logs(stdout=True, stderr=True).decode().replace(" ", ""):
             assert time.monotonic() < deadline, "cpulab never reported after the gate opened"
             time.sleep(0.1)
-        assert container.exec_run(["/podgate", "signal", "TERM"]).exit_code == 0
+        # the exec itself may be killed (137) when cpulab, PID 1, exits before it does (seen under load);
+        # the backends ignore the exec's exit code too: what counts is cpulab's clean end below
+        assert container.exec_run(["/podgate", "signal", "TERM"]).exit_code in (0, 137)
         assert container.wait(timeout=30)["StatusCode"] == 0
         records, _ = records_from_log(container.logs(stdout=True, stderr=True).decode(), "spin")
         types = [r["type"] for r in records]
