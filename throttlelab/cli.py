@@ -37,6 +37,8 @@ COMMANDS: dict[str, Command] = {
                     "build-image, preflight", "build"),
     "run": Command("throttlelab.experiments.runner", (), "run ONE (experiment, variant, repeat) -> its raw log",
                    "measure"),
+    "vm-batch": Command("throttlelab.experiments.batch", (), "run one experiment's jobs in ONE guest (vm backend)",
+                        "measure"),
     "sweep": Command("throttlelab.backends.docker", ("sweep",), "remove docker containers and cgroups of dead runs",
                      "measure"),
     "tables": Command("throttlelab.analysis.commands", ("tables",), "raw logs -> tidy tables", "analyse"),
