@@ -182,5 +182,6 @@ def load_design(config: dict[str, Any], config_dir: Path) -> Design:
         disturbance=_section(cfg, top_schema, "disturbance"),
         kind=_section(cfg, top_schema, "kind"),
         kubernetes=_section(cfg, top_schema, "kubernetes"),
-        vm=_section(cfg, top_schema, "vm"),
+        # the profile says what guest it needs (lab-node: 10 vCPUs); config.yaml or --config can override
+        vm=_with_defaults({**(profile.get("vm") or {}), **(cfg.get("vm") or {})}, top_schema["properties"]["vm"]),
     )
