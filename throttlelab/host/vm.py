@@ -16,7 +16,9 @@ when the caller dies without unwinding (SIGKILL).
 
 from __future__ import annotations
 
+import argparse
 import glob
+import json
 import os
 import shlex
 import shutil
@@ -27,6 +29,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any
 
 from throttlelab.errors import BackendError
 from throttlelab.host.processes import spawn_guardian
@@ -154,7 +157,7 @@ def vng_command(tools: VmTools, settings: VmSettings, accel: str, rwdirs: Sequen
 
 def run_in_guest(settings: VmSettings, command: Sequence[str], rwdirs: Sequence[Path],
                  env: Mapping[str, str] | None = None, log: Callable[[str], None] = lambda message: None,
-                 timeout_s: float | None = None) -> int:
+                 timeout_s: float | None = None, stdout: IO[Any] | int | None = None) -> int:
     """Boot a guest, run ``command`` in it (cwd: this process's), and return its exit status.
 
     The guest's processes, QEMU and vng are gone when this returns or raises, whatever ends it;
@@ -171,7 +174,8 @@ def run_in_guest(settings: VmSettings, command: Sequence[str], rwdirs: Sequence[
     log(f"booting a {settings.vcpus}-vCPU guest ({accel.upper()}, kernel {tools.kernel.name}, "
         f"{settings.memory}): {shlex.join(command)}")
     started = time.monotonic()
-    proc = subprocess.Popen(argv, env=vng_env, stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(argv, env=vng_env, stdin=subprocess.DEVNULL, stdout=stdout,
+                            stderr=subprocess.STDOUT if stdout is not None else None, start_new_session=True)
     guardian = spawn_guardian("throttlelab.host.vm", "guard", str(proc.pid))
     try:
         code = proc.wait(timeout=timeout_s)
@@ -186,8 +190,6 @@ def run_in_guest(settings: VmSettings, command: Sequence[str], rwdirs: Sequence[
 
 
 def _json(value: object) -> str:
-    import json
-
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
@@ -244,11 +246,43 @@ def guard(pgid: int) -> int:
     return 0
 
 
+def run_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m throttlelab.host.vm run",
+                                description="Boot a guest, run one command in it (in this folder), return its status.")
+    p.add_argument("--vcpus", type=int, default=VmSettings.vcpus)
+    p.add_argument("--memory", default=VmSettings.memory)
+    p.add_argument("--kernel", default=None, help="guest kernel image (default: the newest /boot/vmlinuz-*)")
+    p.add_argument("--accel", default=VmSettings.accel, choices=("auto", KVM, TCG))
+    p.add_argument("--rwdir", action="append", default=[], help="a folder the guest may write (repeatable)")
+    p.add_argument("--env", action="append", default=[], help="NAME=VALUE for the command (repeatable)")
+    p.add_argument("--timeout-s", type=float, default=None)
+    p.add_argument("command", nargs="+", help="the command (after --)")
+    return p
+
+
 def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "guard":
         return guard(int(argv[1]))
-    print("usage: python -m throttlelab.host.vm guard PGID", file=sys.stderr)
+    if argv[:1] == ["run"]:
+        args = run_parser().parse_args(argv[1:])
+        settings = VmSettings.from_mapping({"vcpus": args.vcpus, "memory": args.memory, "kernel": args.kernel,
+                                            "accel": args.accel})
+        env = dict(item.split("=", 1) for item in args.env)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, _raise_exit)
+        try:
+            return run_in_guest(settings, args.command, [Path(d) for d in args.rwdir], env=env,
+                                log=lambda message: print(f"throttlelab vm: {message}", file=sys.stderr, flush=True),
+                                timeout_s=args.timeout_s)
+        except BackendError as exc:
+            print(f"throttlelab vm: {exc}", file=sys.stderr)
+            return 1
+    print("usage: python -m throttlelab.host.vm run [options] -- COMMAND... | guard PGID", file=sys.stderr)
     return 2
+
+
+def _raise_exit(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)  # unwinds through run_in_guest's cleanup
 
 
 if __name__ == "__main__":
