@@ -78,6 +78,14 @@ def test_lab_node_reproduces_f5_and_the_labs_e3_table_cell_by_cell(tmp_path):
     assert "The lab&#39;s values beside ours, cell by cell" in page or "The lab's values beside ours" in page
     assert "14 of 14 cells equal the lab" in page
     assert {row["cpu_accel"] for row in runs} <= {"tcg", "kvm"}
+    # one edited variant of E3 reruns E3's batch, and no other experiment's
+    edited = tmp_path / "lab-node-edited.yaml"
+    edited.write_text((PROJECT / "config/profiles/lab-node.yaml").read_text().replace(
+        "go125mod-2500m: {build: go125mod, limit: 2500m}", "go125mod-2500m: {build: go125mod, limit: 2600m}"))
+    dry = snakemake(tmp_path, "-n", "raw", "--config", "backend=vm", f"profile={edited}")
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    batches = {line.split()[0] for line in dry.stdout.splitlines() if line.startswith("run_batch_")}
+    assert batches == {"run_batch_E3"}, dry.stdout[-3000:]
 
 
 def test_ci_profile_in_a_v2_guest(tmp_path):
