@@ -15,7 +15,7 @@ from throttlelab.model.builds import BUILDS
 from throttlelab.model.config import ConfigError, load_design
 from throttlelab.model.coverage import CLUSTER_BACKENDS, untestable_variants
 
-IMPLEMENTED_BACKENDS = ("local", "docker", "kind", "kubernetes")
+IMPLEMENTED_BACKENDS = ("local", "docker", "kind", "kubernetes", "vm")
 
 
 def planned_design():
@@ -168,9 +168,27 @@ def jobs_to_run():
         return [("create_cluster", {"role": r}) for r in ("new", "old")] + [("run_experiment", {})]
 
 
+def vm_preflight():
+    """vm: QEMU, virtme-ng, a static busybox and the guest kernel, before any batch boots a guest."""
+    if not any(name.startswith("run_batch_") for name, _ in jobs_to_run()):
+        return
+    from throttlelab.errors import BackendError
+    from throttlelab.host.vm import VmSettings, choose_accel, find_tools
+
+    try:
+        settings = VmSettings.from_mapping(DESIGN.vm)
+        find_tools(settings)
+        choose_accel(settings.accel)
+    except BackendError as exc:
+        sys.exit(f"throttlelab: {exc}\n(nothing was run)")
+
+
 def backend_preflight():
     """kind / kubernetes: what the jobs about to run need, checked before the first of them
     (onstart: never on a dry run). Exits with every problem named."""
+    if BACKEND == "vm":
+        vm_preflight()
+        return
     if BACKEND not in ("kind", "kubernetes"):
         return
     # imported here, not at parse: only a kind or kubernetes run that starts loads these clients
@@ -243,6 +261,40 @@ def variant_spec(wildcards):
 
 def binary_args(wildcards, input):
     return " ".join(f"--binary {build}={path}" for build, path in zip(BUILDS, input.binaries))
+
+
+def batch_plan(experiment):
+    """The vm backend's batch of one experiment, as one shell word: the runner options every job
+    shares, then each job (variant, repeat, spec, raw log) in the seeded measuring order."""
+    exp = DESIGN.experiments[experiment]
+    common = ["--runtime", DESIGN.runtime, "--seed", str(DESIGN.seed)]
+    common += [f"--binary={build}={binary_path(build)}" for build in BUILDS]
+    common += ["--max-other-share", str(DESIGN.disturbance["max_other_share"])]
+    common += ["--retries", str(DESIGN.disturbance["retries"])]
+    if DESIGN.node_cpus:
+        common += ["--node-cpus", DESIGN.node_cpus]
+    jobs = sorted(
+        ((v, r) for v in exp.variants for r in range(exp.repeats)),
+        key=lambda job: -RUN_ORDER[(experiment, *job)],
+    )
+    plan = {
+        "common": common,
+        "jobs": [
+            {
+                "variant": v,
+                "repeat": r,
+                "spec": exp.spec_json(v),
+                "out": f"results/vm/raw/{experiment}/{v}/rep{r}.jsonl",
+            }
+            for v, r in jobs
+        ],
+    }
+    return shlex.quote(json.dumps(plan, sort_keys=True, separators=(",", ":")))
+
+
+def vm_settings_arg():
+    """config.yaml's vm section as one shell word (vcpus, memory, kernel, accel)."""
+    return shlex.quote(json.dumps(DESIGN.vm, sort_keys=True, separators=(",", ":")))
 
 
 def node_cpus_arg(wildcards):

@@ -2,33 +2,60 @@
 # Raw logs are not protected(): a changed variant must be able to rerun (see README).
 
 
-rule run_experiment:
-    input:
-        binaries=[binary_path(build) for build in BUILDS],
-        images=backend_images(),
-        clusters=cluster_inputs,
-    output:
-        raw="results/{backend}/raw/{experiment}/{variant}/rep{rep}.jsonl",
-    log:
-        "results/{backend}/logs/{experiment}/{variant}/rep{rep}.log",
-    priority: run_priority
-    resources:
-        experiment_slot=1,
-    params:
-        spec=variant_spec,
-        binaries=binary_args,
-        node_cpus=node_cpus_arg,
-        runtime=DESIGN.runtime,
-        seed=DESIGN.seed,
-        backend=backend_settings_arg,
-        max_other_share=DESIGN.disturbance["max_other_share"],
-        retries=DESIGN.disturbance["retries"],
-    shell:
-        "throttlelab run --backend {wildcards.backend} --experiment {wildcards.experiment}"
-        " --variant {wildcards.variant} --repeat {wildcards.rep} --spec '{params.spec}'"
-        " --runtime {params.runtime} --seed {params.seed} {params.node_cpus} {params.binaries} {params.backend}"
-        " --max-other-share {params.max_other_share} --retries {params.retries}"
-        " --out {output.raw} 2>&1 | tee {log} >&2"
+if BACKEND != "vm":
+
+    rule run_experiment:
+        input:
+            binaries=[binary_path(build) for build in BUILDS],
+            images=backend_images(),
+            clusters=cluster_inputs,
+        output:
+            raw="results/{backend}/raw/{experiment}/{variant}/rep{rep}.jsonl",
+        log:
+            "results/{backend}/logs/{experiment}/{variant}/rep{rep}.log",
+        priority: run_priority
+        resources:
+            experiment_slot=1,
+        params:
+            spec=variant_spec,
+            binaries=binary_args,
+            node_cpus=node_cpus_arg,
+            runtime=DESIGN.runtime,
+            seed=DESIGN.seed,
+            backend=backend_settings_arg,
+            max_other_share=DESIGN.disturbance["max_other_share"],
+            retries=DESIGN.disturbance["retries"],
+        shell:
+            "throttlelab run --backend {wildcards.backend} --experiment {wildcards.experiment}"
+            " --variant {wildcards.variant} --repeat {wildcards.rep} --spec '{params.spec}'"
+            " --runtime {params.runtime} --seed {params.seed} {params.node_cpus} {params.binaries} {params.backend}"
+            " --max-other-share {params.max_other_share} --retries {params.retries}"
+            " --out {output.raw} 2>&1 | tee {log} >&2"
+
+else:
+    # The vm backend: one job per experiment, all its variants and repeats in ONE guest
+    # (throttlelab/experiments/batch.py), so a boot is paid per experiment, not per run; the
+    # variants' parameters are a param, so editing one reruns its experiment's batch only.
+    for _experiment in DESIGN.experiments:
+
+        rule:
+            name:
+                f"run_batch_{_experiment}"
+            input:
+                binaries=[binary_path(build) for build in BUILDS],
+            output:
+                raw=raw_logs(_experiment),
+            log:
+                f"results/vm/logs/{_experiment}/batch.log",
+            resources:
+                experiment_slot=1,
+            params:
+                experiment=_experiment,
+                plan=batch_plan(_experiment),
+                vm=vm_settings_arg(),
+            shell:
+                "throttlelab vm-batch --experiment {params.experiment} --results results/vm"
+                " --vm {params.vm} --plan {params.plan} 2>&1 | tee {log} >&2"
 
 
 for _experiment in DESIGN.experiments:

@@ -39,6 +39,8 @@ COMMANDS: dict[str, Command] = {
                    "measure"),
     "smoke": Command("throttlelab.experiments.smoke", (), "the smallest real-cluster smoke test (kind, kubernetes)",
                      "measure"),
+    "vm-batch": Command("throttlelab.experiments.batch", (), "run one experiment's jobs in ONE guest (vm backend)",
+                        "measure"),
     "sweep": Command("throttlelab.backends.docker", ("sweep",), "remove docker containers and cgroups of dead runs",
                      "measure"),
     "tables": Command("throttlelab.analysis.commands", ("tables",), "raw logs -> tidy tables", "analyse"),

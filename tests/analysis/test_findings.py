@@ -780,3 +780,24 @@ def test_thresholds_derive_from_each_profiles_parameters(profile, num_cpu, quant
         assert float(c.loc["p50_wall_ms limit1 / nolimit", "expected"].split("> ")[1]) < 84.4 / 34.3
         assert float(c.loc["work p99 clumped-limit / clumped-nolimit", "expected"].split("> ")[1]) < 370.1 / 74.4
         assert float(c.loc["work p99 busy-lim2x / idle-lim2x", "expected"].split("> ")[1]) < 6045 / 98.7
+
+
+# --------------------------------------------------------------------------
+# an emulated CPU (the vm backend without KVM): timings not testable, read-outs judged
+
+
+def test_timed_checks_are_not_testable_on_an_emulated_cpu_and_read_outs_are_judged():
+    lab = full_lab()
+    for row in lab.run_rows:
+        row["cpu_accel"] = "tcg"
+    rows, checks = evaluate(lab)
+    for fid in ("F1", "F2", "F3", "F4", "F6", "F7", "F9", "F10", "F11"):
+        assert rows[fid]["verdict"] == findings.NOT_TESTABLE, fid
+        assert "needs a CPU whose timing is real: emulated CPU (TCG)" in rows[fid]["reason"], fid
+    assert rows["F5"]["verdict"] == findings.REPRODUCED  # GOMAXPROCS is read back, not timed
+    agreement = checks[checks["check"] == "read back = design (E4)"].iloc[0]
+    assert agreement["verdict"] == findings.REPRODUCED
+    # the same lab on a CPU that keeps real time (KVM, or a host) is judged as usual
+    for row in lab.run_rows:
+        row["cpu_accel"] = "kvm"
+    assert evaluate(lab)[0]["F1"]["verdict"] == findings.REPRODUCED

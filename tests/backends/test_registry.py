@@ -13,10 +13,26 @@ from throttlelab.backends.base import BACKENDS, BackendError, make_backend
 
 
 def test_every_backend_has_a_module_with_a_factory():
-    assert set(BACKENDS) == {"local", "docker", "kind", "kubernetes"}
+    assert set(BACKENDS) == {"local", "docker", "kind", "kubernetes", "vm"}
     local = make_backend("local", {"go124mod": "/x/cpulab"}, "runc-old")
     assert local.name == "local" and local.runtime == "runc-old" and local.binaries == {"go124mod": Path("/x/cpulab")}
     assert make_backend("docker", {}, "runc-new").name == "docker"
+    assert make_backend("vm", {}, "runc-new").name == "vm"
+
+
+def test_the_vm_backend_on_the_host_says_it_runs_in_its_guest(monkeypatch):
+    monkeypatch.delenv("THROTTLELAB_VM_GUEST", raising=False)
+    with pytest.raises(BackendError, match="the vm backend runs inside its guest: `throttlelab vm-batch`"):
+        make_backend("vm", {}, "runc-new").preflight()
+
+
+def test_the_vm_backend_says_where_it_measured(monkeypatch):
+    monkeypatch.setenv("THROTTLELAB_VM_GUEST", '{"accel": "tcg", "vcpus": 10, "memory": "4G", "kernel": "/boot/k"}')
+    backend = make_backend("vm", {}, "runc-new")
+    env = backend.environment()
+    assert env["backend"] == "vm" and env["vm"] == {"accel": "tcg", "cpu_emulated": True, "vcpus": 10,
+                                                    "memory": "4G", "kernel_image": "/boot/k"}
+    assert any("emulated (TCG)" in note for note in backend.capabilities().notes)
 
 
 def test_a_backend_without_its_settings_or_an_unknown_name_says_what_to_do():

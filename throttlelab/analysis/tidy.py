@@ -150,6 +150,8 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
         # host interference (meta.interference, meta.disturbed_attempts; empty in logs that predate them)
         "other_share": "float64", "interference_threshold": "float64", "disturbed": "boolean",
         "disturbed_attempts": "Int64", "disturbed_logs": "str", "interference": "str",
+        # how the CPU ran: "tcg" (emulated by QEMU), "kvm" (virtualized); empty on a host (vm backend only)
+        "cpu_accel": "str",
     },
     "rounds": {"src": "str", "round": "int64", "t_s": "float64", "wall_ms": "float64",
                "thread_cpu_ms": "float64", **_COUNTERS},
@@ -370,6 +372,14 @@ def _interference_text(seen: Mapping[str, Any]) -> str:
     return text
 
 
+def cpu_accel(environment: Mapping[str, Any]) -> str | None:
+    """How the run's CPU ran, from the vm backend's ``environment.vm.accel``: "tcg" (emulated),
+    "kvm" (virtualized); None on a host."""
+    vm = environment.get("vm")
+    accel = vm.get("accel") if isinstance(vm, Mapping) else None
+    return accel if isinstance(accel, str) and accel else None
+
+
 def interference_cells(meta: Mapping[str, Any]) -> tuple[Any, ...]:
     """runs.csv's interference columns from a meta record (STATS.md §2, host interference).
 
@@ -492,6 +502,7 @@ class _LogReader:
             *self.run, meta["start"], meta["end"], float(meta["wall_s"]), float(meta["window_s"]),
             env.get("kernel"), caps.get("cgroup_version", env.get("cgroup_version")), caps.get("cpus"),
             meta["runtime"], *param_cells(spec).values(), self.raw_path, *interference_cells(meta),
+            cpu_accel(env),
         ))
         self.rows["environment"].append((*self.run, environment_record(meta)))
 

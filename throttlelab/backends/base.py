@@ -181,6 +181,7 @@ BACKENDS: dict[str, str] = {
     "docker": "throttlelab.backends.docker",
     "kind": "throttlelab.backends.kind.backend",
     "kubernetes": "throttlelab.backends.kube.backend",
+    "vm": "throttlelab.backends.vm",
 }
 
 

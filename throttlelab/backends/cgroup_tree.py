@@ -19,7 +19,7 @@ from throttlelab.model.placement import LoadPlacement, Node, format_cpuset, pars
 from throttlelab.model.quantities import weight_to_v1_shares
 from throttlelab.backends.base import Readback
 
-SETTINGS = ("quota_us", "period_us", "weight", "shares", "cpus")
+SETTINGS = ("quota_us", "period_us", "weight", "shares", "cpus", "burst_us")
 
 
 def detect_fs() -> cgroupfs.CgroupFS:
@@ -73,6 +73,8 @@ def designed(level: LevelDesign, version: int) -> dict[str, Any]:
     out: dict[str, Any] = {"quota_us": level.quota_us, "period_us": level.period_us, "weight": level.weight}
     if version == 1:
         out["shares"] = weight_to_v1_shares(level.weight)
+    else:
+        out["burst_us"] = 0  # neither kubelet nor runc writes cpu.max.burst: no quota carried over
     if level.cpus:
         out["cpus"] = level.cpus
     return out
@@ -80,12 +82,14 @@ def designed(level: LevelDesign, version: int) -> dict[str, Any]:
 
 def read_level(fs: cgroupfs.CgroupFS, rel: str) -> dict[str, Any]:
     s = fs.read_settings(rel)
-    return {"quota_us": s.quota_us, "period_us": s.period_us, "weight": s.weight, "shares": s.shares, "cpus": s.cpus}
+    return {"quota_us": s.quota_us, "period_us": s.period_us, "weight": s.weight, "shares": s.shares, "cpus": s.cpus,
+            "burst_us": s.burst_us}
 
 
 def compare(want: dict[str, Any], got: dict[str, Any], version: int) -> list[str]:
     """The settings that differ, each as 'key: designed X, read Y'. v1 has no weight file and v2
-    no shares, so those are not compared there; a cpuset compares as a set of CPUs."""
+    no shares, so those are not compared there; a cpuset compares as a set of CPUs; v2's
+    cpu.max.burst must read 0 where the kernel has it."""
     out = []
     for key in SETTINGS:
         if key not in want:
@@ -95,6 +99,8 @@ def compare(want: dict[str, Any], got: dict[str, Any], version: int) -> list[str
             continue
         if key == "shares" and version == 2:
             continue
+        if key == "burst_us" and have is None:
+            continue  # a kernel before 5.14 has no cpu.max.burst
         if key == "cpus" and have is not None and parse_cpuset(have) == parse_cpuset(wanted):
             continue
         if wanted != have:

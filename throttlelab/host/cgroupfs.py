@@ -26,6 +26,7 @@ class CpuSettings:
     weight: int | None  # v2 only
     shares: int | None  # v1 only
     cpus: str | None
+    burst_us: int | None = None  # v2 only (cpu.max.burst, kernel >= 5.14): quota a group may carry over
 
 
 def _read(path: Path) -> str:
@@ -258,12 +259,14 @@ class CgroupV2(CgroupFS):
         path = self.root / rel
         quota, period = _read(path / "cpu.max").split()
         cpus_file = path / "cpuset.cpus"
+        burst_file = path / "cpu.max.burst"
         return CpuSettings(
             quota_us=None if quota == "max" else int(quota),
             period_us=int(period),
             weight=int(_read(path / "cpu.weight")),
             shares=None,
             cpus=(_read(cpus_file) or None) if cpus_file.exists() else None,
+            burst_us=int(_read(burst_file)) if burst_file.exists() else None,
         )
 
     def read_stat(self, rel: str) -> dict[str, int | None]:

@@ -51,6 +51,8 @@ class Design:
     # the kind / kubernetes backends' settings, every key present (schema defaults filled in)
     kind: dict[str, Any] = field(default_factory=dict)
     kubernetes: dict[str, Any] = field(default_factory=dict)
+    # the vm backend's guest (vcpus, memory, kernel, kvm), every key present
+    vm: dict[str, Any] = field(default_factory=dict)
 
     def without(self, left_out: Mapping[tuple[str, str], str]) -> Design:
         """The design less the (experiment, variant) pairs in ``left_out``; an experiment left
@@ -180,4 +182,6 @@ def load_design(config: dict[str, Any], config_dir: Path) -> Design:
         disturbance=_section(cfg, top_schema, "disturbance"),
         kind=_section(cfg, top_schema, "kind"),
         kubernetes=_section(cfg, top_schema, "kubernetes"),
+        # the profile says what guest it needs (lab-node: 10 vCPUs); config.yaml or --config can override
+        vm=_with_defaults({**(profile.get("vm") or {}), **(cfg.get("vm") or {})}, top_schema["properties"]["vm"]),
     )

@@ -37,6 +37,7 @@ from throttlelab.analysis.tidy import ENV_PREFIX, variant_specs
 from throttlelab.errors import ReportError
 from throttlelab.figures.registry import figures_for, resolve
 from throttlelab.model.config import ConfigError, Design, load_design
+from throttlelab.model.reference import LAB, lab_values
 from throttlelab.report.formatting import distinct, fmt_cell, fmt_size, setting_text, spec_settings, text
 from throttlelab.report.inputs import config_text, raw_log_path, read_table, read_tables
 from throttlelab.report.notes import section_notes
@@ -232,6 +233,54 @@ def readback_table(readback: pd.DataFrame | None, experiment: str) -> Table | No
     return Table([READBACK_COLUMNS[c] for c in columns], rows, notes)
 
 
+#: Read-outs whose every cell the lab reported: the report puts the lab's value beside each of ours.
+LAB_CELL_METRICS = {"E3": "gomaxprocs"}
+
+
+def lab_cells_table(metrics: pd.DataFrame | None, runs: pd.DataFrame, experiment: str,
+                    order: list[str]) -> Table | None:
+    """The lab's read-out beside ours, cell by cell (E3: GOMAXPROCS per module line and limit):
+    every run's value, the SPEC rule on this node, and whether each run equals the lab's figure."""
+    metric = LAB_CELL_METRICS.get(experiment)
+    lab = lab_values(experiment, metric) if metric else {}
+    if metrics is None or not lab:
+        return None
+    mine = metrics[(metrics["experiment"] == experiment)]
+    values = mine[mine["metric"] == metric]
+    rule = mine[mine["metric"] == f"expected_{metric}"].groupby("variant")["value"].first()
+    specs = variant_specs(runs, experiment)
+    rows, same, compared = [], 0, 0
+    for variant in order:
+        got = sorted(values.loc[values["variant"] == variant, "value"].dropna().unique())
+        theirs = lab.get(variant)
+        if theirs is None or not got:
+            equal = "—"
+        else:
+            compared += 1
+            ok = all(v == theirs for v in got)
+            same += ok
+            equal = "yes" if ok else "no"
+        spec = specs.get(variant)
+        rows.append([variant, text(spec.build) if spec else "—", _limit_setting(spec) if spec else "—",
+                     fmt_cell(theirs), "/".join(f"{v:g}" for v in got) or "—",
+                     fmt_cell(rule.get(variant)), equal])
+    cpus = distinct(runs.loc[runs["experiment"] == experiment, "cpus"])
+    notes = [f"The lab: {LAB[experiment].setup} ({LAB[experiment].source}); here: {cpus} CPUs. "
+             f"{same} of {compared} cells equal the lab's."]
+    return Table(["variant", "module line", "setting", f"lab {metric}", f"ours ({metric}, each run)",
+                  "SPEC rule here", "same as the lab"], rows, notes)
+
+
+def _limit_setting(spec: Any) -> str:
+    """'limit 2, GOMAXPROCS=6': the CPU limit and the overrides a variant sets."""
+    parts = [f"limit {spec.limit if spec.limit is not None else 'none'}"]
+    if spec.gomaxprocs is not None:
+        parts.append(f"GOMAXPROCS={spec.gomaxprocs}")
+    if spec.godebug:
+        parts.append(f"GODEBUG={spec.godebug}")
+    return ", ".join(parts)
+
+
 def readback_summary(readback: pd.DataFrame | None, experiment: str) -> str:
     """One sentence on the read-back check of an experiment whose result is not the read-back itself."""
     mine = readback_rows(readback, experiment)
@@ -417,6 +466,8 @@ class ExperimentSection:
     interference: Table | None = None
     #: paragraphs computed from the tables (notes.section_notes)
     notes: tuple[str, ...] = ()
+    #: the lab's read-out beside ours, cell by cell (lab_cells_table; E3)
+    lab_cells: Table | None = None
 
 
 def experiment_sections(tables: Mapping[str, pd.DataFrame], design: Design, figures_dir: Path,
@@ -446,6 +497,7 @@ def experiment_sections(tables: Mapping[str, pd.DataFrame], design: Design, figu
             generator=generator_table(tables.get("metrics"), name, order),
             interference=interference_table(runs, name, order),
             notes=tuple(section_notes(name, tables)),
+            lab_cells=lab_cells_table(tables.get("metrics"), runs, name, order),
         ))
     return sections
 

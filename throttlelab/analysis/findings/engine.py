@@ -57,6 +57,10 @@ REPRODUCED = "reproduced"
 CONTRADICTED = "contradicted"
 INCONCLUSIVE = "inconclusive"
 NOT_TESTABLE = "not testable here"
+#: runs.csv's cpu_accel of a CPU that QEMU emulates (TCG): its clock is not a real node's
+EMULATED_ACCEL = "tcg"
+#: The requirement every timed check (ratio, level) has: a CPU whose timing is real.
+REAL_TIME_CPU = "a CPU whose timing is real"
 
 Relation = Literal[">", "<", "within"]
 CheckKind = Literal["ratio", "level", "agreement"]
@@ -162,6 +166,17 @@ class Evidence:
             return {}
         flags = self.runs.assign(d=self.runs["disturbed"].fillna(False).astype(bool))
         return {key: int(group["d"].sum()) for key, group in flags.groupby(["experiment", "variant"], sort=False)}
+
+    def emulated(self, experiment: str, variants: Sequence[str] = ()) -> int:
+        """Runs of the experiment (of ``variants`` only, when given) measured on an emulated CPU (a
+        TCG guest of the vm backend, runs.csv's cpu_accel)."""
+        runs = self.runs
+        if "cpu_accel" not in runs.columns or runs.empty:
+            return 0
+        mine = runs[runs["experiment"] == experiment]
+        if variants:
+            mine = mine[mine["variant"].isin(list(variants))]
+        return int((mine["cpu_accel"].fillna("").astype(str) == EMULATED_ACCEL).sum())
 
     def disturbed(self, experiment: str, variant: str) -> int:
         """Runs of the variant still disturbed after their retries (kept and marked, STATS.md §2)."""
@@ -509,6 +524,21 @@ def _presence(check: Check, evidence: Evidence) -> Unmet | None:
     return None
 
 
+def _real_time(check: Check, evidence: Evidence) -> Unmet | None:
+    """Ratio and level checks compare what was timed (durations, throttled time, CPU shares over
+    a window); on an emulated CPU (TCG) those are QEMU's, not a node's. Agreement checks compare
+    settings read back (GOMAXPROCS, weights) and hold on any CPU."""
+    if check.kind == "agreement":
+        return None
+    emulated = evidence.emulated(check.experiment, check.variants_needed())
+    if not emulated:
+        return None
+    return Unmet(REAL_TIME_CPU, f"emulated CPU (TCG): {emulated} {check.experiment} run(s) of "
+                                f"{', '.join(check.variants_needed())} ran in a QEMU guest without KVM, where "
+                                "wall-clock timing is not a real node's; run the vm backend with KVM "
+                                "(vm.accel: kvm) or on a host")
+
+
 def _resolve_quantile(check: Check, evidence: Evidence) -> tuple[Check, str]:
     """The check with "{q}" replaced by the highest quantile that the design's requests per run
     support (fixed before the data: the generator schedules an exact count per window), and the
@@ -551,6 +581,9 @@ def evaluate_check(finding: str, check: Check, evidence: Evidence) -> CheckResul
                            why=check.why, verdict=NOT_TESTABLE, requirement=absent.name,
                            reason=f"needs {absent.name}: {absent.reason}")
     resolved, why = check, check.why
+    timing = _real_time(check, evidence)
+    if timing:
+        unmet.append(timing)
     try:
         resolved, chosen = _resolve_quantile(check, evidence)
         why = chosen + why

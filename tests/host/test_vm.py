@@ -1,0 +1,173 @@
+"""The vm host module: the guest's command line, the tool check, and the guest itself.
+
+The tests marked ``vm`` boot real QEMU guests (virtme-ng); they skip, with the reason, where the
+tools are missing. One of them runs the ``cgroup_v2_kernel`` tests inside a 2-vCPU guest, so the
+v2 code meets a real v2 kernel in CI although this host's cgroups are v1.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import PROJECT
+from throttlelab.errors import BackendError
+from throttlelab.host import vm
+
+
+def _tools_or_skip() -> vm.VmTools:
+    try:
+        return vm.find_tools(vm.VmSettings())
+    except BackendError as exc:
+        pytest.skip(str(exc))
+
+
+# -- without a guest ----------------------------------------------------------------------------
+
+
+def test_command_line_asks_for_the_guest_and_quotes_the_command(tmp_path):
+    tools = vm.VmTools(vng="/x/vng", qemu="/usr/bin/qemu-system-x86_64", kernel=Path("/boot/vmlinuz-6.1.0-1-amd64"))
+    argv = vm.vng_command(tools, vm.VmSettings(vcpus=10, memory="4G"), vm.TCG, [tmp_path],
+                          ["python", "-c", "print('a b')"], {"K": "v w"})
+    assert argv[:2] == ["/x/vng", "--run"] and "--disable-kvm" in argv
+    assert argv[argv.index("--cpus") + 1] == "10" and argv[argv.index("--memory") + 1] == "4G"
+    assert argv[argv.index("--rwdir") + 1] == str(tmp_path.resolve())
+    assert argv[-1] == "exec env 'K=v w' python -c 'print('\"'\"'a b'\"'\"')'"
+    kvm_argv = vm.vng_command(tools, vm.VmSettings(), vm.KVM, [], ["true"], {})
+    assert "--disable-kvm" not in kvm_argv
+
+
+def test_accel_choice(tmp_path):
+    device = tmp_path / "kvm"
+    assert vm.choose_accel("tcg", device) == vm.TCG
+    assert vm.choose_accel("auto", device, nested=False) == vm.TCG  # no /dev/kvm
+    with pytest.raises(BackendError, match="vm.accel is kvm, but .* missing"):
+        vm.choose_accel("kvm", device)
+    device.write_text("")
+    assert vm.choose_accel("auto", device, nested=False) == vm.KVM
+    assert vm.choose_accel("auto", device, nested=True) == vm.TCG  # a nested guest hangs at boot
+    assert vm.choose_accel("kvm", device) == vm.KVM
+
+
+def test_settings_are_checked():
+    with pytest.raises(BackendError, match="unknown key"):
+        vm.VmSettings.from_mapping({"cpus": 2})
+    with pytest.raises(BackendError, match="accel must be"):
+        vm.VmSettings.from_mapping({"accel": "on"})
+    assert vm.VmSettings.from_mapping({"vcpus": 10}).vcpus == 10
+
+
+def test_newest_kernel_by_version(tmp_path):
+    for name in ("vmlinuz-6.1.0-9-amd64", "vmlinuz-6.1.0-57-amd64", "vmlinuz-5.10.0-30-amd64"):
+        (tmp_path / name).write_text("")
+    assert vm.newest_kernel(tmp_path).name == "vmlinuz-6.1.0-57-amd64"
+    assert vm.newest_kernel(tmp_path / "none") is None
+
+
+def test_missing_tools_are_named_with_the_install_command(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+    with pytest.raises(BackendError) as caught:
+        vm.find_tools(vm.VmSettings(kernel=str(tmp_path / "vmlinuz-none")))
+    message = str(caught.value)
+    for part in ("virtme-ng", "QEMU", "vmlinuz-none", "apt-get install qemu-system-x86 linux-image-amd64",
+                 "pip install virtme-ng"):
+        assert part in message
+
+
+def test_the_cli_says_what_is_missing_without_a_traceback(tmp_path):
+    env = {**os.environ, "PATH": str(tmp_path), "PYTHONPATH": str(PROJECT)}
+    proc = subprocess.run([sys.executable, "-m", "throttlelab.host.vm", "run", "--kernel", str(tmp_path / "k"),
+                           "--", "true"], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "the vm backend needs" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# -- with a guest -------------------------------------------------------------------------------
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """pid -> command name of every process below ``pid``."""
+    children: dict[int, list[int]] = {}
+    names: dict[int, str] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(proc.name))
+        names[int(proc.name)] = name
+    found, todo = {}, [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found[child] = names[child]
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.vm
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM])
+def test_the_guest_never_outlives_its_caller(tmp_path, how):
+    """The caller killed (SIGKILL: the guardian) or interrupted (Ctrl-C, SIGTERM: its own cleanup)
+    while the guest runs: no vng, virtme-run or QEMU process of it is left."""
+    _tools_or_skip()
+    env = {**os.environ, "PYTHONPATH": str(PROJECT)}
+    caller = subprocess.Popen([sys.executable, "-m", "throttlelab.host.vm", "run", "--vcpus", "1", "--memory", "512M",
+                               "--", "sleep", "600"], env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    qemu: dict[int, str] = {}
+    while not qemu and time.monotonic() < deadline:
+        qemu = {p: n for p, n in _descendants(caller.pid).items() if n.startswith("qemu-system")}
+        time.sleep(0.2)
+    assert qemu, "no QEMU started within 60 s"
+    guest = _descendants(caller.pid)
+    caller.send_signal(how)
+    caller.wait(30)
+    end = time.monotonic() + 20
+    while any(_alive(p) for p in guest) and time.monotonic() < end:
+        time.sleep(0.1)
+    left = {p: n for p, n in guest.items() if _alive(p)}
+    assert not left, f"left behind after {signal.Signals(how).name}: {left}"
+
+
+@pytest.mark.vm
+@pytest.mark.slow
+def test_cgroup_v2_kernel_tests_pass_in_a_v2_guest(binaries, tmp_path):
+    """The ``cgroup_v2_kernel`` tests (and the version-independent cleanup tests) in a 2-vCPU guest
+    with cgroup v2; their results are the guest's pytest's."""
+    _tools_or_skip()
+    folder = binaries[next(iter(binaries))].parent.parent  # <folder>/<build>/cpulab
+    log = tmp_path / "guest.log"
+    tests = ["tests/host/test_cgroup_v2_kernel.py",
+             "tests/host/test_cgroupfs.py::test_guardian_cleans_up_after_sigkill_of_its_owner",
+             "tests/host/test_cgroupfs.py::test_sweep_removes_runs_of_dead_runners"]
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=-rs",
+               *(str(PROJECT / t) for t in tests)]
+    env = {"PYTHONPATH": str(PROJECT), "PYTHONDONTWRITEBYTECODE": "1", "THROTTLELAB_TEST_BINARIES": str(folder)}
+    with open(log, "w") as out:
+        code = vm.run_in_guest(vm.VmSettings(vcpus=2, memory="2G"), command, [], env=env, stdout=out,
+                               timeout_s=900)
+    text = log.read_text()
+    print(text[-3000:])
+    assert code == 0, text[-3000:]
+    summary = re.search(r"(\d+) passed", text)
+    assert summary and int(summary.group(1)) >= 8 and "skipped" not in text.splitlines()[-1], text[-1500:]

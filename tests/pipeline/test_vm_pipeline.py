@@ -1,0 +1,114 @@
+"""The pipeline on the vm backend, for real: QEMU guests with cgroup v2 on this host.
+
+- the `lab-node` profile in a 10-vCPU guest: F5 reproduced and the lab's E3 table equal to ours in
+  every cell;
+- the `ci` profile's E1, E2a, E3, E4 and E5 in a 2-vCPU guest, on the local backend under v2:
+  every raw log says where it ran, E4's readback matches the design at every level for both
+  runtime conversions.
+
+Skipped, with the reason, without QEMU, virtme-ng, busybox-static and a kernel (README).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import PROJECT
+from throttlelab.errors import BackendError
+from throttlelab.host import vm
+from throttlelab.model.reference import lab_values
+
+pytestmark = [pytest.mark.vm, pytest.mark.slow, pytest.mark.root]
+
+
+def _tools_or_skip() -> None:
+    try:
+        vm.find_tools(vm.VmSettings())
+    except BackendError as exc:
+        pytest.skip(str(exc))
+
+
+def snakemake(workdir: Path, *args: str, timeout: float = 2400) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(PROJECT / "Snakefile"), "-d", str(workdir), "--cores", "1",
+           *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _left_guests(before: set[int]) -> set[int]:
+    """QEMU processes that were not there before the run."""
+    now = set()
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if (proc / "comm").read_text().strip().startswith("qemu-system"):
+                    now.add(int(proc.name))
+            except OSError:
+                continue
+    return now - before
+
+
+def test_lab_node_reproduces_f5_and_the_labs_e3_table_cell_by_cell(tmp_path):
+    _tools_or_skip()
+    before = _left_guests(set())
+    proc = snakemake(tmp_path, "report", "--config", "backend=vm", "profile=lab-node")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert not _left_guests(before), "a QEMU guest outlived the run"
+    tables = tmp_path / "results/vm/tables"
+    findings = {row["id"]: row for row in _rows(tables / "findings.csv")}
+    assert findings["F5"]["verdict"] == "reproduced", findings["F5"]
+    lab = lab_values("E3", "gomaxprocs")
+    ours = {row["variant"]: float(row["value"]) for row in _rows(tables / "metrics.csv")
+            if row["experiment"] == "E3" and row["metric"] == "gomaxprocs"}
+    assert set(ours) == set(lab)
+    assert {v: ours[v] for v in lab} == {v: float(x) for v, x in lab.items()}
+    runs = _rows(tables / "runs.csv")
+    assert {row["cpus"] for row in runs} == {"10"} and {row["cgroup_version"] for row in runs} == {"2"}
+    page = (tmp_path / "results/report/vm-lab-node/index.html").read_text()
+    assert "The lab&#39;s values beside ours, cell by cell" in page or "The lab's values beside ours" in page
+    assert "14 of 14 cells equal the lab" in page
+    assert {row["cpu_accel"] for row in runs} <= {"tcg", "kvm"}
+    # one edited variant of E3 reruns E3's batch, and no other experiment's
+    edited = tmp_path / "lab-node-edited.yaml"
+    edited.write_text((PROJECT / "config/profiles/lab-node.yaml").read_text().replace(
+        "go125mod-2500m: {build: go125mod, limit: 2500m}", "go125mod-2500m: {build: go125mod, limit: 2600m}"))
+    dry = snakemake(tmp_path, "-n", "raw", "--config", "backend=vm", f"profile={edited}")
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    batches = {line.split()[0] for line in dry.stdout.splitlines() if line.startswith("run_batch_")}
+    assert batches == {"run_batch_E3"}, dry.stdout[-3000:]
+
+
+def test_ci_profile_in_a_v2_guest(tmp_path):
+    """E1, E2a, E3, E4 and E5 of the ci profile, each experiment in one 2-vCPU guest."""
+    _tools_or_skip()
+    targets = [f"raw_{e}" for e in ("E1", "E2a", "E3", "E4", "E5")]
+    proc = snakemake(tmp_path, *targets, "--config", "backend=vm", "profile=ci")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    raw = tmp_path / "results/vm/raw"
+    logs = sorted(p for p in raw.glob("*/*/rep[0-9]*.jsonl") if ".disturbed-" not in p.name)
+    assert {p.parent.parent.name for p in logs} == {"E1", "E2a", "E3", "E4", "E5"}
+    for path in logs:
+        meta = json.loads(path.read_text().splitlines()[0])
+        env = meta["environment"]
+        assert meta["backend"] == "vm" and env["cgroup_version"] == 2 and env["vm"]["vcpus"] == 2
+        assert env["vm"]["accel"] in ("tcg", "kvm") and env["cpu_count"] == 2
+    for runtime in ("runc-new", "runc-old"):
+        records = [json.loads(line) for line in (raw / "E4" / runtime / "rep0.jsonl").read_text().splitlines()]
+        levels = [r for r in records if r["type"] == "readback"]
+        assert {r["level"] for r in levels} >= {"node", "qos", "pod", "container"}
+        assert all(not r["mismatches"] for r in levels)
+        assert all(r["actual"]["weight"] is not None and r["actual"]["burst_us"] == 0 for r in levels)
+    # the batches' logs say each experiment booted one guest
+    for experiment in ("E1", "E2a", "E3", "E4", "E5"):
+        text = (tmp_path / f"results/vm/logs/{experiment}/batch.log").read_text()
+        assert text.count("booting a 2-vCPU guest") == 1

@@ -1,0 +1,104 @@
+"""Run a batch of jobs (one experiment's variants and repeats) in ONE guest of the vm backend.
+
+Called by the vm backend's rule (one job per experiment):
+
+    throttlelab vm-batch --experiment E3 --results results/vm --vm '{"vcpus": 10, ...}' \
+        --plan '{"common": [runner options], "jobs": [{"variant", "repeat", "spec", "out"}, ...]}'
+
+On the host it takes the machine-wide experiment lock, writes the plan under the results folder
+(writable in the guest) and boots the guest (:mod:`throttlelab.host.vm`), whose command is
+``python -m throttlelab.experiments.batch guest PLAN``: the runner (``runner.main``) once per job,
+in the plan's order, with ``--backend vm``, each writing its raw log atomically as on the host.
+A boot is paid once per experiment, not per job; a changed variant reruns its experiment's batch
+only. The first failing job stops the batch (exit status 1); the guest and everything in it are
+gone when the command returns, however it ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from throttlelab.errors import BackendError
+from throttlelab.experiments import runner
+from throttlelab.host.processes import package_parent
+from throttlelab.host.vm import VmSettings, run_in_guest
+
+BATCH_DIR = "batches"  # under the results folder: the plans the guest reads
+
+
+def job_argv(common: list[str], job: dict[str, Any], experiment: str) -> list[str]:
+    """The runner's command line of one job of the plan."""
+    return ["--backend", "vm", "--experiment", experiment, "--variant", job["variant"],
+            "--repeat", str(job["repeat"]), "--spec", job["spec"], "--out", job["out"], *common]
+
+
+def run_host(args: argparse.Namespace) -> int:
+    plan = json.loads(args.plan)
+    settings = VmSettings.from_mapping(json.loads(args.vm))
+    results = Path(args.results)
+    plan_path = results / BATCH_DIR / f"{args.experiment}.json"
+    plan_path.parent.mkdir(parents=True, exist_ok=True)
+    plan_path.write_text(json.dumps({"experiment": args.experiment, **plan}, indent=1))
+    env = {"PYTHONPATH": package_parent(), "PYTHONDONTWRITEBYTECODE": "1"}
+    command = [sys.executable, "-m", "throttlelab.experiments.batch", "guest", str(plan_path)]
+    started = time.monotonic()
+    try:
+        with runner.experiment_lock():
+            code = run_in_guest(settings, command, [results], env=env, log=runner.progress,
+                                timeout_s=args.timeout_s)
+    finally:
+        plan_path.unlink(missing_ok=True)
+    runner.progress(f"{args.experiment}: {len(plan['jobs'])} job(s) in one guest, status {code}, "
+                    f"{time.monotonic() - started:.1f} s in all")
+    missing = [job["out"] for job in plan["jobs"] if not Path(job["out"]).is_file()]
+    if code == 0 and missing:
+        raise BackendError(f"the guest ended with status 0 but wrote no raw log at {', '.join(missing)}")
+    return code
+
+
+def run_guest(plan_path: Path) -> int:
+    plan = json.loads(plan_path.read_text())
+    jobs = plan["jobs"]
+    for number, job in enumerate(jobs, 1):
+        runner.progress(f"guest: job {number} of {len(jobs)}: {plan['experiment']}/{job['variant']} "
+                        f"repeat {job['repeat']}")
+        code = runner.main(job_argv(plan["common"], job, plan["experiment"]))
+        if code != 0:
+            runner.progress(f"guest: {plan['experiment']}/{job['variant']} repeat {job['repeat']} failed "
+                            f"(status {code}); the batch stops here")
+            return code
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="throttlelab vm-batch", description=__doc__.splitlines()[0])
+    p.add_argument("--experiment", required=True)
+    p.add_argument("--plan", required=True, help="JSON: the runner options every job shares and the jobs")
+    p.add_argument("--vm", default="{}", help="config.yaml's vm section as JSON")
+    p.add_argument("--results", required=True, help="the backend's results folder, writable in the guest")
+    p.add_argument("--timeout-s", type=float, default=None, help="stop the guest after this long")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["guest"] and len(args) == 2:
+        return run_guest(Path(args[1]))
+    options = parser().parse_args(args)
+    runner.install_signal_handlers()
+    try:
+        return run_host(options)
+    except runner.Interrupted as exc:
+        runner.progress(f"interrupted by {exc}; the guest was stopped")
+        return 130
+
+
+if __name__ == "__main__":
+    os.umask(0o022)
+    sys.exit(main())
