@@ -18,15 +18,25 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this pid exists (one of another user counts as alive)."""
+def _reachable(send: Callable[[int, int], None], target: int) -> bool:
+    """Whether signal 0 through `send` finds `target` (one of another user counts as found)."""
     try:
-        os.kill(pid, 0)
+        send(target, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
     return True
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (one of another user counts as alive)."""
+    return _reachable(os.kill, pid)
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of this process group exists."""
+    return _reachable(os.killpg, pgid)
 
 
 def left_by_dead_runners(state_dir: Path, alive: Callable[[int], bool] = pid_alive) -> list[tuple[str, dict]]:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from throttlelab.errors import BackendError
-from throttlelab.host.processes import spawn_guardian
+from throttlelab.host.processes import group_alive, spawn_guardian
 
 #: What the guest's CPU is: QEMU emulating it, or the host's CPU through KVM.
 TCG, KVM = "tcg", "kvm"
@@ -191,16 +191,6 @@ def run_in_guest(settings: VmSettings, command: Sequence[str], rwdirs: Sequence[
 
 def _json(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def stop_group(pgid: int, grace_s: float = 3.0) -> None:
