@@ -167,7 +167,7 @@ def run_in_guest(settings: VmSettings, command: Sequence[str], rwdirs: Sequence[
     for folder in rwdirs:
         Path(folder).mkdir(parents=True, exist_ok=True)
     guest = {"vcpus": settings.vcpus, "memory": settings.memory, "kernel": str(tools.kernel), "accel": accel}
-    full_env = {**dict(env or {}), GUEST_ENV: _json(guest)}
+    full_env = {**dict(env or {}), GUEST_ENV: json.dumps(guest, sort_keys=True)}
     argv = vng_command(tools, settings, accel, rwdirs, command, full_env)
     path = os.environ.get("PATH", "")
     vng_env = {**os.environ, "PATH": f"{Path(tools.vng).parent}{os.pathsep}{path}"}
@@ -187,10 +187,6 @@ def run_in_guest(settings: VmSettings, command: Sequence[str], rwdirs: Sequence[
         _close_guardian(guardian)
     log(f"guest finished with status {code} after {time.monotonic() - started:.1f} s")
     return code
-
-
-def _json(value: object) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def stop_group(pgid: int, grace_s: float = 3.0) -> None:
