@@ -30,6 +30,10 @@ type roundRecord struct {
 	DNrThrottled *int64  `json:"d_nr_throttled"`
 	DThrottledUs *int64  `json:"d_throttled_usec"`
 	DUsageUsec   *int64  `json:"d_usage_usec"`
+	// The kernel counts a burst at the period boundary after it, usually after this
+	// round's second reading: per-round values are mostly 0; the summary has them all.
+	DNrBursts  *int64 `json:"d_nr_bursts"`
+	DBurstUsec *int64 `json:"d_burst_usec"`
 }
 
 type burstSummary struct {
@@ -42,6 +46,8 @@ type burstSummary struct {
 	NrThrottled   *int64   `json:"nr_throttled"`
 	ThrottledUsec *int64   `json:"throttled_usec"`
 	UsageUsec     *int64   `json:"usage_usec"`
+	NrBursts      *int64   `json:"nr_bursts"`
+	BurstUsec     *int64   `json:"burst_usec"`
 	ElapsedS      float64  `json:"elapsed_s"`
 }
 
@@ -100,6 +106,7 @@ func burst(ctx context.Context, o burstOptions, out *record.Writer) (burstSummar
 			WallMs: record.Ms(msOf(wall)), ThreadCPUMs: record.Ms(msOf(used)),
 			DNrPeriods: delta.NrPeriods, DNrThrottled: delta.NrThrottled,
 			DThrottledUs: delta.ThrottledUsec, DUsageUsec: delta.UsageUsec,
+			DNrBursts: delta.NrBursts, DBurstUsec: delta.BurstUsec,
 		}
 		if err := out.Write(rec); err != nil {
 			return burstSummary{}, err
@@ -116,6 +123,7 @@ func burst(ctx context.Context, o burstOptions, out *record.Writer) (burstSummar
 		P50WallMs: record.MsNum(wallStats.P50), MaxWallMs: record.MsNum(wallStats.Max),
 		NrPeriods: total.NrPeriods, NrThrottled: total.NrThrottled,
 		ThrottledUsec: total.ThrottledUsec, UsageUsec: total.UsageUsec,
+		NrBursts: total.NrBursts, BurstUsec: total.BurstUsec,
 		AvgCores: cores(total.UsageUsec, elapsed), ElapsedS: elapsed.Seconds(),
 	}
 	return summary, out.Write(summary)
