@@ -26,6 +26,10 @@ REGISTRY = {
     "E8": run_e8,
     "E6": run_e6,
     "S2": run_s2,
+    # beyond the lab (docs/EXPERIMENTS.md): E2a's job with a burst budget, a CFS period, a cpuset
+    "X1": run_e2a,
+    "X2": run_e2a,
+    "X3": run_e2a,
 }
 
 __all__ = ["REGISTRY", "Context", "ExperimentResult"]

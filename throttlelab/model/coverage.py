@@ -2,14 +2,18 @@
 
 An existing Kubernetes cluster is used as it is: the lab may not pin its nodes'
 CPUs nor switch its runc. Variants that need either are left out of the plan
-before any job runs, each with its reason, instead of failing mid-run. The
-other backends express every variant of the bundled profiles.
+before any job runs, each with its reason, instead of failing mid-run.
+
+Beyond the lab (docs/EXPERIMENTS.md): a CFS burst budget (X1) is written by the
+local backend only, and a CFS period other than the default (X2) by the local
+and docker backends; the others leave those variants out the same way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from throttlelab.model.quantities import DEFAULT_PERIOD_US
 from throttlelab.model.variants import VariantSpec
 
 #: kind on a cgroup v1 host: why node containers cannot be pinned.
@@ -20,12 +24,49 @@ V1_PIN_REASON = (
 )
 
 
+#: Why a backend other than local cannot write a burst budget (X1).
+NO_BURST_REASON = {
+    "docker": "docker cannot express a CFS burst budget: `docker run` has no flag and the Engine API's HostConfig "
+              "no field for it (runc could write cpu.max.burst, but Docker never hands it one)",
+    "kind": "Kubernetes cannot express a CFS burst budget: a container's resources have no such field, and kubelet "
+            "writes none",
+    "kubernetes": "Kubernetes cannot express a CFS burst budget: a container's resources have no such field, and "
+                  "kubelet writes none",
+}
+#: Why a backend cannot set a CFS period other than the default (X2).
+NO_PERIOD_REASON = {
+    "kind": "the CFS period is kubelet's node-wide cpuCFSQuotaPeriod (behind the CustomCPUCFSQuotaPeriod feature "
+            "gate), not a pod setting; the lab's kind clusters run kubelet's default",
+    "kubernetes": "the CFS period is kubelet's node-wide cpuCFSQuotaPeriod (behind the CustomCPUCFSQuotaPeriod "
+                  "feature gate), not a pod setting; an existing cluster is used as it is",
+}
+
+
+def _knob_reasons(backend: str, experiments: Mapping[str, Mapping[str, VariantSpec]]) -> dict[tuple[str, str], str]:
+    """The variants that ask for a burst budget or a CFS period this backend cannot write."""
+    out = {}
+    for experiment, variants in experiments.items():
+        for variant, spec in variants.items():
+            if spec.burst_us and backend in NO_BURST_REASON:
+                out[(experiment, variant)] = f"not testable on the {backend} backend: {NO_BURST_REASON[backend]}"
+            elif spec.period_us not in (None, DEFAULT_PERIOD_US) and backend in NO_PERIOD_REASON:
+                out[(experiment, variant)] = f"not testable on the {backend} backend: {NO_PERIOD_REASON[backend]}"
+    return out
+
+
 def untestable_variants(backend: str, experiments: Mapping[str, Mapping[str, VariantSpec]],
                         runtime: str, cgroup_version: int | None = None) -> dict[tuple[str, str], str]:
     """(experiment, variant) -> why ``backend`` cannot run it, for every variant it cannot.
 
     ``cgroup_version``: the host's (Docker's) cgroup version, when known; kind cannot pin
     its node containers on v1."""
+    knobs = _knob_reasons(backend, experiments)
+    return {**_placement_reasons(backend, experiments, runtime, cgroup_version), **knobs}
+
+
+def _placement_reasons(backend: str, experiments: Mapping[str, Mapping[str, VariantSpec]],
+                       runtime: str, cgroup_version: int | None) -> dict[tuple[str, str], str]:
+    """Pinned CPUs and runtimes an existing cluster (or kind on v1) cannot give."""
     if backend == "kind":
         if cgroup_version != 1:
             return {}

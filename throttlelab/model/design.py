@@ -127,11 +127,11 @@ def design_node(node: Node, runtime: str, host_cpus: int, period_us: int | None 
                     formula=(
                         f"container: request {q.format_cpu(container.request_milli)} -> shares {c_shares} "
                         f"-> {runtime} weight; limit {q.format_cpu(container.limit_milli)}"
-                        + _burst_formula(container.burst_us)
+                        + _burst_formula(container.burst_us or None)
                     ),
                     pod=pod.name,
                     container=container.name,
-                    burst_us=container.burst_us,
+                    burst_us=container.burst_us or None,
                 )
             )
     return levels

@@ -35,7 +35,7 @@ class Container:
     request_memory: int | None = None
     limit_memory: int | None = None
     #: CFS burst budget in us (cpu.max.burst / cpu.cfs_burst_us): CPU the container may borrow
-    #: beyond its quota from periods it left unused; None: not written (the kernel's 0)
+    #: beyond its quota from periods it left unused; None or 0: not written (the kernel's 0)
     burst_us: int | None = None
 
     def __post_init__(self) -> None:
@@ -75,9 +75,8 @@ class Pod:
     def burst_us(self) -> int | None:
         """The pod level's burst budget: the sum of its containers' (as its quota is the sum of their
         limits), only when it has a quota; None when no container asks for one."""
-        if all(c.burst_us is None for c in self.containers) or self.limit_milli is None:
-            return None
-        return sum(c.burst_us or 0 for c in self.containers)
+        total = sum(c.burst_us or 0 for c in self.containers)
+        return total if total and self.limit_milli is not None else None
 
     @property
     def request_milli(self) -> int:

@@ -81,6 +81,9 @@ class VariantSpec:
     interval_ms: float | None = None
     rounds: int | None = None
     calibration_rounds: int | None = None
+    # beyond the lab (docs/EXPERIMENTS.md): X2's CFS period, X1's burst budget
+    period_ms: float | None = None
+    burst_ms: float | None = None
     duration_ms: float | None = None
     report_ms: float | None = None
     # weights (E5, E10)
@@ -150,6 +153,16 @@ class VariantSpec:
         """A CPU quantity field in millicores (None when unset)."""
         value = getattr(self, key)
         return None if value is None else parse_cpu(value, f"experiments.{self.experiment}.variants.{self.name}.{key}")
+
+    @property
+    def period_us(self) -> int | None:
+        """The CFS period this variant asks for, in us (None: the kernel's default)."""
+        return None if self.period_ms is None else round(float(self.period_ms) * 1000)
+
+    @property
+    def burst_us(self) -> int | None:
+        """The burst budget this variant asks for, in us (None: none written)."""
+        return None if self.burst_ms is None else round(float(self.burst_ms) * 1000)
 
     def window_requests(self, endpoint: str = "work") -> int | None:
         """The requests an open-loop run schedules in its window on ``endpoint`` (work or ping): a
