@@ -22,7 +22,7 @@ from throttlelab.model.quantities import go_default_gomaxprocs, parse_cpu
 from throttlelab.model.variants import VariantSpec
 
 FIXTURES = FIXTURE_ROOT / "raw_logs"
-ALL = ("E1", "E2a", "E3", "S1", "E4", "E5", "E10", "E2b", "E7", "E8", "E6", "S2", "X1", "X2", "X3")
+ALL = ("E1", "E2a", "E3", "S1", "E4", "E5", "E10", "E2b", "E7", "E8", "E6", "S2", "X1", "X2", "X3", "X5", "X6")
 R = 5
 
 
@@ -300,6 +300,37 @@ def beyond(lab: Lab, experiment: str, seed: int = 11, cpus: int | None = None,
     return lab
 
 
+X5_BASE = {**SERVICE, "limit": "200m", "clump": 1, "request_cpu_us": 4000}
+
+
+def x5(lab: Lab, seed: int = 12, quiet: float = 0.0, loud: float = 0.3, cores: float = 1.0, rel: float = 0.05,
+       rps90: float = 45) -> Lab:
+    """X5: steady arrivals at 30% and 90% of a 200m limit (the quick profile's), 3 s windows."""
+    rng = np.random.default_rng(seed)
+    for variant, rps, throttled, p90 in (("use30", 15, quiet, 6.0), ("use90", rps90, loud, 40.0)):
+        requests = round(rps * 3)
+        lab.add("X5", variant, {**X5_BASE, "rps": rps},
+                {**latency(rng, p90, requests), **counts(rng, throttled, 30),
+                 "avg_cores": noisy(rng, rps * 0.004 * cores, rel)})
+    return lab
+
+
+X6_BASE = {**SERVICE, "build": "go125mod", "rps": 20, "clump": 10, "node_cpus": "0-1", "limit": "500m"}
+
+
+def x6(lab: Lab, seed: int = 13, slower: float = 1.9, gain: float = 1.0, rel: float = 0.05, num_cpu: int = 2) -> Lab:
+    """X6: GOMAXPROCS 2 (Go's default) against 1 at 500m, clumped open loop and closed loop."""
+    rng = np.random.default_rng(seed)
+    lab.add("X6", "clumped-500m-g2", X6_BASE, latency(rng, 20.0, 60), num_cpu=num_cpu)
+    lab.add("X6", "clumped-500m-g1", {**X6_BASE, "gomaxprocs": 1}, latency(rng, 20.0 * slower, 60, rel),
+            num_cpu=num_cpu)
+    closed = {**X6_BASE, "workers": 16, "duration_ms": 1500}
+    lab.add("X6", "closed-500m-g2", closed, {"throughput_rps": noisy(rng, 200.0 * gain, rel)}, num_cpu=num_cpu)
+    lab.add("X6", "closed-500m-g1", {**closed, "gomaxprocs": 1}, {"throughput_rps": noisy(rng, 200.0)},
+            num_cpu=num_cpu)
+    return lab
+
+
 def full_lab(num_cpu: int = 2, **changes) -> Lab:
     """Every experiment as a faithful 2-CPU node would show it; ``changes``: per-experiment keyword overrides."""
     lab = Lab(num_cpu=num_cpu, backend=changes.pop("backend", "local"))
@@ -313,6 +344,8 @@ def full_lab(num_cpu: int = 2, **changes) -> Lab:
     s2(lab, **changes.pop("s2", {}))
     for experiment in ("X1", "X2", "X3"):
         beyond(lab, experiment, **changes.pop(experiment.lower(), {}))
+    x5(lab, **changes.pop("x5", {}))
+    x6(lab, **changes.pop("x6", {}))
     assert not changes, changes
     return lab
 
@@ -428,6 +461,19 @@ SCENARIOS: dict[str, dict[str, dict]] = {
         INCONCLUSIVE: {"x3": {"change": _set({"cpus1": {"throttled_ms_per_round": [20, 90, 35, 80, 30]}})}},
         NOT_TESTABLE: {"x3": {"cpus": 1}},
     },
+    "F16": {
+        # throttled in a third of the periods already at 30% of the limit
+        CONTRADICTED: {"x5": {"quiet": 0.35}},
+        INCONCLUSIVE: {"x5": {"loud": 0.15}},
+        # 90% at 20 req/s: the model's share there no longer exceeds 4x the 30% arm's
+        NOT_TESTABLE: {"x5": {"rps90": 20}},
+    },
+    "F17": {
+        # one thread faster than Go's default two
+        CONTRADICTED: {"x6": {"slower": 0.6}},
+        INCONCLUSIVE: {"x6": {"slower": 1.5, "rel": 0.6}},
+        NOT_TESTABLE: {"x6": {"num_cpu": 1}},
+    },
 }
 
 CASES = [(fid, verdict) for fid in SCENARIOS for verdict in (REPRODUCED, CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE)]
@@ -439,8 +485,8 @@ def faithful() -> tuple[dict[str, pd.Series], pd.DataFrame]:
 
 
 def test_every_finding_is_data_with_derived_thresholds_and_reasons():
-    assert [f.id for f in findings.FINDINGS] == [f"F{k}" for k in range(1, 15)]
-    assert [f.id for f in findings.FINDINGS if f.ours] == ["F12", "F13", "F14"]
+    assert [f.id for f in findings.FINDINGS] == [f"F{k}" for k in (*range(1, 15), 16, 17)]
+    assert [f.id for f in findings.FINDINGS if f.ours] == ["F12", "F13", "F14", "F16", "F17"]
     for finding in findings.FINDINGS:
         assert finding.claim and finding.reference and finding.checks
         for check in finding.checks:
@@ -474,7 +520,7 @@ def test_every_finding_can_come_out_every_way(faithful, fid, verdict):
 def test_the_faithful_lab_reproduces_everything_a_two_cpu_node_can_show(faithful):
     got, checks = faithful
     verdicts = {fid: row["verdict"] for fid, row in got.items()}
-    assert verdicts == {**{f"F{k}": REPRODUCED for k in range(1, 15)}, "F5": REPRODUCED}, checks.to_string()
+    assert verdicts == {f"F{k}": REPRODUCED for k in (*range(1, 15), 16, 17)}, checks.to_string()
 
 
 def test_requirements_belong_to_checks_and_a_contradiction_stays(faithful):
@@ -856,3 +902,21 @@ def test_f13_states_the_models_direction_not_the_first_guess():
     assert f13.loc["p50_wall_ms period20 / period100", "expected"].endswith("> 1.36")
     assert f13.loc["p50_wall_ms period5 / period100", "expected"].endswith("> 1.46")
     assert f13.loc["throttled_per_round period5 / period100", "expected"].endswith("> 5.71")
+
+
+def test_f17_throughput_must_stay_the_same_either_way():
+    # closed loop: the quota caps both arms, so a clear gain for either thread count contradicts the claim
+    for gain in (1.6, 0.5):
+        got, checks = evaluate(full_lab(x6={"gain": gain}))
+        f17 = checks[checks["id"] == "F17"].set_index("check")
+        assert f17.loc["throughput_rps closed-500m-g2 / closed-500m-g1", "verdict"] == CONTRADICTED, gain
+        assert got["F17"]["verdict"] == CONTRADICTED
+
+
+def test_f16_thresholds_come_from_the_poisson_model_of_the_profile():
+    got, checks = evaluate(full_lab())
+    f16 = checks[checks["id"] == "F16"].set_index("check")
+    # 45 req/s x 4 ms against a 20 ms quota (5 requests): P(N > 5) / P(N >= 1) with N ~ Poisson(4.5) = 0.300
+    assert f16.loc["throttled_ratio use30", "expected"].endswith("< 0.0751")
+    assert f16.loc["throttled_ratio use90", "expected"].endswith("> 0.15")
+    assert not f16.loc["avg_cores use30", "decisive"]

@@ -30,6 +30,9 @@ REGISTRY = {
     "X1": run_e2a,
     "X2": run_e2a,
     "X3": run_e2a,
+    # E2b's service: steady arrivals near the limit, Go's minimum of 2 threads against 1
+    "X5": run_e2b,
+    "X6": run_e2b,
 }
 
 __all__ = ["REGISTRY", "Context", "ExperimentResult"]

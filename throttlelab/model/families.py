@@ -11,7 +11,7 @@ from __future__ import annotations
 
 #: One `cpulab burst` process per run; E2a's per-run metrics.
 BURST_JOBS = ("E2a", "X1", "X2", "X3")
-#: The service experiments that are E2b-style open/closed loops beyond the lab.
+#: The service experiments beyond the lab: E2b's one service under open (or closed) loop load.
 BEYOND_SERVICES = ("X5", "X6")
 #: The experiments the project added beyond the lab, in the report's order.
 BEYOND = ("X1", "X2", "X3", "X4", "X5", "X6")

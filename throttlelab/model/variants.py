@@ -114,6 +114,8 @@ class VariantSpec:
     upstream_alloc_bytes: int | None = None
     upstream_live_mb: int | None = None
     upstream_gomaxprocs: int | None = None
+    # X5 (docs/EXPERIMENTS.md): the CPU one request costs, as the profile states it, for the model
+    request_cpu_us: float | None = None
     # monitoring (E6)
     housekeeping_ms: float | None = None
     first_scrape_ms: float | None = None

@@ -1,5 +1,6 @@
-"""Our own claims beyond the lab, F12-F14 (docs/EXPERIMENTS.md), as data: X1's burst budget, X2's
-CFS period, X3's sum of throttled time over run queues.
+"""Our own claims beyond the lab (docs/EXPERIMENTS.md) as data: F12 (X1's burst budget), F13 (X2's
+CFS period), F14 (X3's sum of throttled time over run queues), F16 (X5, steady arrivals near the
+limit) and F17 (X6, GOMAXPROCS 2 against 1 under a small limit).
 
 These are the project's hypotheses, not the lab's: each claim is the sentence written in
 docs/EXPERIMENTS.md before any run, and every threshold comes from the same CFS model as F1-F5
@@ -14,10 +15,25 @@ from __future__ import annotations
 import numpy as np
 
 from throttlelab.analysis.findings import predictions as model
-from throttlelab.analysis.findings.engine import Check, Derivation, Evidence, Finding, Requirement, Unmet
+from throttlelab.analysis.findings.engine import (
+    Check,
+    Derivation,
+    Evidence,
+    Finding,
+    Requirement,
+    Unmet,
+)
 from throttlelab.analysis.findings.jobs import SAME_BAND
+from throttlelab.analysis.findings.services import latency_rise
+from throttlelab.model.quantities import format_cpu
 
-X1, X2, X3 = "X1", "X2", "X3"
+X1, X2, X3, X5, X6 = "X1", "X2", "X3", "X5", "X6"
+#: F6's bounds on a throttled share: "not throttled" below a quarter of what the throttling arm must show,
+#: "throttled" above half of it.
+QUIET_SHARE, LOUD_SHARE = 0.25, 0.5
+#: F6's band around the designed average use (a premise).
+USE_BAND = 1.5
+LATENCY = "Latency from the scheduled send; failed and timed-out requests count at the client timeout."
 #: What a check of ours cites in place of the lab's figure.
 OURS = "none: ours, not the lab's (hypothesis written before the data, docs/EXPERIMENTS.md)"
 
@@ -249,6 +265,94 @@ def throttled_per_extra_wall(experiment: str):
 
 
 # --------------------------------------------------------------------------
+# F16: steady arrivals near the limit (X5)
+
+
+def _steady(evidence: Evidence, variant: str) -> model.SteadyArm:
+    return model.steady_arm(evidence.spec(X5, variant), evidence.period_ms(X5, variant))
+
+
+def designed_use(variant: str):
+    """A premise: the service used about the designed share of its limit (rps x CPU per request)."""
+
+    def derive(evidence: Evidence, check: Check) -> Derivation:
+        a = _steady(evidence, variant)
+        cores = a.use * a.limit_milli / 1000
+        return Derivation((round(cores / USE_BAND, 4), round(cores * USE_BAND, 4)), (
+            f"The design: {variant} = {a.describe()}, {cores:.3g} CPU on average (the CPU per request as the "
+            f"profile states it). Band x/÷ {USE_BAND:g} (F6's premise); a premise, it cannot contradict the finding."
+        ))
+
+    return derive
+
+
+def steady_share(variant: str, loud: str, quiet: bool):
+    """The throttled share of active periods: below a quarter (``quiet``) or above half of the loud arm's model share."""
+
+    def derive(evidence: Evidence, check: Check) -> Derivation:
+        a, b = _steady(evidence, variant), _steady(evidence, loud)
+        share = b.throttled_share()
+        bound = share * (QUIET_SHARE if quiet else LOUD_SHARE)
+        return Derivation((round(bound, 4),), (
+            f"Model: a period throttles when its Poisson arrivals need more than the quota; {loud} = "
+            f"{b.describe()}: P(N > {b.fits}) / P(N >= 1) = {share:.3g} of active periods. {variant} = "
+            f"{a.describe()}: {a.throttled_share():.3g}. "
+            + (f"'Stays rare': an absolute bound, a quarter of the {loud} share (F6's bound for 'not throttled'), "
+               f"{bound:.3g}." if quiet else f"'Bends near the limit': above half of it, {bound:.3g}.")
+        ))
+
+    return derive
+
+
+def bends(quiet: str, loud: str) -> Requirement:
+    """The model must tell the two arms apart: the loud arm's share above 4x the quiet arm's."""
+
+    def test(evidence: Evidence) -> str | None:
+        a, b = _steady(evidence, quiet), _steady(evidence, loud)
+        if b.throttled_share() > a.throttled_share() / QUIET_SHARE:
+            return None
+        return (f"the model gives {loud} {b.throttled_share():.3g} and {quiet} {a.throttled_share():.3g} of active "
+                f"periods throttled: no bound a quarter of the first lies above the second")
+
+    return Requirement("a bend the model can show", test)
+
+
+# --------------------------------------------------------------------------
+# F17: GOMAXPROCS 2 against 1 (X6)
+
+
+def two_threads(variants: tuple[str, ...]) -> Requirement:
+    """GOMAXPROCS 2 against 1 differs in run queues only on a node with two CPUs."""
+
+    def test(evidence: Evidence) -> str | None:
+        cpus = evidence.num_cpus(X6)
+        if cpus and min(cpus) >= 2:
+            return None
+        seen = ", ".join(map(str, sorted(cpus))) or "unknown"
+        return (f"X6's processes saw num_cpu = {seen}: two threads share one CPU like one thread does (needs a "
+                f"node with 2 CPUs; variants {', '.join(variants)})")
+
+    return Requirement("two CPUs for two threads", test)
+
+
+def same_throughput(variant: str, baseline: str):
+    def derive(evidence: Evidence, check: Check) -> Derivation:
+        spec = evidence.spec(X6, variant)
+        limit = spec.milli("limit")
+        if limit is None:
+            raise Unmet("a limit", f"{variant} has no limit: nothing caps both arms alike")
+        per_request = (spec.work_us or 0) / 1000 * model.CPU_PER_WORK
+        cap = limit / per_request
+        return Derivation((round(1 / SAME_BAND, 3), SAME_BAND), (
+            f"Model: a closed loop keeps the service saturated, so both arms are capped by the quota: "
+            f"limit {format_cpu(limit)} / {per_request:.3g} ms per request = {cap:.3g} req/s whatever GOMAXPROCS is (ratio "
+            f"1). Band x/÷ {SAME_BAND:g}; the whole interval must lie inside it."
+        ))
+
+    return derive
+
+
+# --------------------------------------------------------------------------
 # the claims (docs/EXPERIMENTS.md, as written before the data)
 
 FINDINGS: tuple[Finding, ...] = (
@@ -331,6 +435,53 @@ FINDINGS: tuple[Finding, ...] = (
                   derive=per_run_queue("cpus2"), values=throttled_per_extra_wall(X3),
                   requirements=(two_cpus("cpus2"),), reference=OURS,
                   why="The same on a cpuset of two CPUs."),
+        ),
+    ),
+    Finding(
+        id="F16",
+        claim="Without clumps, throttling stays rare until average use nears the limit; it bends where Poisson "
+              "bunching of one period exceeds the quota.",
+        reference=OURS,
+        ours=True,
+        checks=(
+            Check(label="avg_cores use30", kind="level", experiment=X5, metric="avg_cores", variant="use30",
+                  baseline=None, relation="within", scale="log", decisive=False, derive=designed_use("use30"),
+                  reference=OURS, why="The service's CPU over the window (/stats): the design holds (premise)."),
+            Check(label="avg_cores use90", kind="level", experiment=X5, metric="avg_cores", variant="use90",
+                  baseline=None, relation="within", scale="log", decisive=False, derive=designed_use("use90"),
+                  reference=OURS, why="The service's CPU over the window (/stats): the design holds (premise)."),
+            Check(label="throttled_ratio use30", kind="level", experiment=X5, metric="throttled_ratio",
+                  variant="use30", baseline=None, relation="<", scale="logit",
+                  derive=steady_share("use30", "use90", quiet=True), requirements=(bends("use30", "use90"),),
+                  reference=OURS, why="Steady arrivals at 30% of the limit: throttled periods / active periods."),
+            Check(label="throttled_ratio use90", kind="level", experiment=X5, metric="throttled_ratio",
+                  variant="use90", baseline=None, relation=">", scale="logit",
+                  derive=steady_share("use90", "use90", quiet=False), requirements=(bends("use30", "use90"),),
+                  reference=OURS, why="Steady arrivals at 90% of the limit: throttled periods / active periods."),
+            Check(label="work {q} use90 / use30", kind="ratio", experiment=X5, metric="work_{q}_ms", variant="use90",
+                  baseline="use30", relation=">", threshold=(1.0,), scale="log", quantile_of="work", decisive=False,
+                  reference=OURS, why=f"{LATENCY} The claim's direction: latency rises where throttling starts "
+                                      "(supporting)."),
+        ),
+    ),
+    Finding(
+        id="F17",
+        claim="Go's minimum of 2 threads under a limit at or below 1.5 CPUs costs neither latency (open-loop clumps "
+              "finish sooner on 2 threads while a clump fits the quota) nor closed-loop throughput (both capped by "
+              "the quota).",
+        reference=OURS,
+        ours=True,
+        checks=(
+            Check(label="work {q} clumped-500m-g1 / clumped-500m-g2", kind="ratio", experiment=X6,
+                  metric="work_{q}_ms", variant="clumped-500m-g1", baseline="clumped-500m-g2", relation=">",
+                  scale="log", quantile_of="work", derive=latency_rise(X6, "clumped-500m-g1", "clumped-500m-g2"),
+                  requirements=(two_threads(("clumped-500m-g1", "clumped-500m-g2")),), reference=OURS,
+                  why=f"{LATENCY} One thread serves a clump serially; Go's default two in parallel."),
+            Check(label="throughput_rps closed-500m-g2 / closed-500m-g1", kind="ratio", experiment=X6,
+                  metric="throughput_rps", variant="closed-500m-g2", baseline="closed-500m-g1", relation="within",
+                  scale="log", derive=same_throughput("closed-500m-g2", "closed-500m-g1"),
+                  requirements=(two_threads(("closed-500m-g2", "closed-500m-g1")),), reference=OURS,
+                  why="Closed loop, 16 workers: successful /work requests per second."),
         ),
     ),
 )

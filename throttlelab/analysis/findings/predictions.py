@@ -275,3 +275,63 @@ def service_arm(spec: VariantSpec, period_ms: float = q.DEFAULT_PERIOD_US / 1000
     rate = min(procs, cpus) * node_share(spec)
     return ServiceArm(clump=int(spec.clump or 1), cpu_per_request_ms=spec.work_us / 1000 * CPU_PER_WORK,
                       rate=rate, limit_milli=limit, period_ms=period_ms, rps=float(spec.rps))
+
+
+# --------------------------------------------------------------------------
+# steady arrivals near the limit (X5, docs/EXPERIMENTS.md)
+
+
+def poisson_tail(k: int, mean: float) -> float:
+    """P(N >= k) for N ~ Poisson(mean)."""
+    if k <= 0:
+        return 1.0
+    term = math.exp(-mean)
+    below = term
+    for i in range(1, k):
+        term *= mean / i
+        below += term
+    return max(0.0, 1.0 - below)
+
+
+@dataclass(frozen=True)
+class SteadyArm:
+    """X5: steady (clump 1) Poisson arrivals, each request ``request_cpu_ms`` of CPU, under a quota."""
+
+    rps: float
+    request_cpu_ms: float
+    limit_milli: int
+    period_ms: float
+
+    @property
+    def quota_ms(self) -> float:
+        return self.limit_milli / 1000 * self.period_ms
+
+    @property
+    def use(self) -> float:
+        """Average use as a share of the limit: rps x CPU per request / limit."""
+        return self.rps * self.request_cpu_ms / 1000 / (self.limit_milli / 1000)
+
+    @property
+    def fits(self) -> int:
+        """Requests one period's quota holds."""
+        return int(math.floor(self.quota_ms / self.request_cpu_ms + 1e-9))
+
+    def throttled_share(self) -> float:
+        """Share of ACTIVE periods whose arrivals need more than the quota: P(N > fits) / P(N >= 1),
+        N ~ Poisson(rps x period) (a period without arrivals is not counted by the kernel)."""
+        mean = self.rps * self.period_ms / 1000
+        return poisson_tail(self.fits + 1, mean) / (1 - math.exp(-mean))
+
+    def describe(self) -> str:
+        return (f"{self.rps:g} req/s x {self.request_cpu_ms:g} ms of CPU = {self.use:.0%} of limit "
+                f"{q.format_cpu(self.limit_milli)} (quota {self.quota_ms:g} ms per {self.period_ms:g} ms: "
+                f"{self.fits} requests)")
+
+
+def steady_arm(spec: VariantSpec, period_ms: float = q.DEFAULT_PERIOD_US / 1000) -> SteadyArm:
+    limit = spec.milli("limit")
+    if spec.rps is None or limit is None:
+        raise ValueError(f"{spec.experiment} {spec.name} needs an open-loop rate and a limit")
+    cpu_ms = (spec.request_cpu_us / 1000 if spec.request_cpu_us is not None
+              else (spec.work_us or 0) / 1000 * CPU_PER_WORK)
+    return SteadyArm(float(spec.rps), cpu_ms, limit, period_ms)
