@@ -142,3 +142,37 @@ def test_the_figures_beyond_the_lab_draw_from_their_tables(name, experiment, arm
     caption = registry.resolve(registry.FIGURES[name].caption)(tables["estimates"], tables["runs"])
     assert caption.startswith("Ours (docs/EXPERIMENTS.md)")
     assert [e.name for e in registry.figures_for([experiment])] == [name]
+
+
+def _service_tables(experiment: str, arms: dict[str, dict], values: dict[str, float]) -> dict[str, pd.DataFrame]:
+    """Tidy tables of X5/X6 (3 runs per arm): the metrics their figures read, one value per arm."""
+    base = {"build": "go124mod", "request": "500m", "limit": "200m", "work_us": 2000, "rps": 20, "clump": 1,
+            "warmup_ms": 400, "duration_ms": 3000, "node_cpus": "0", "load_cpus": "1"}
+    runs, metrics, estimates = [], [], []
+    for variant, params in arms.items():
+        spec = VariantSpec.from_dict(experiment, variant, {**base, **params})
+        for rep in range(3):
+            runs.append({"backend": "local", "experiment": experiment, "variant": variant, "repeat": rep,
+                         **spec.columns()})
+            for metric, value in {**values, "work_requests": 60}.items():
+                metrics.append({"backend": "local", "experiment": experiment, "variant": variant, "repeat": rep,
+                                "metric": metric, "value": value * (1 + 0.01 * rep)})
+        for metric, value in values.items():
+            estimates.append({"backend": "local", "experiment": experiment, "variant": variant, "metric": metric,
+                              "unit": "", "point": value, "lo": value * 0.9, "hi": value * 1.1, "n": 3, "level": 0.95,
+                              "scale": "log", "method": "Student t", "flag": "low n"})
+    return {"runs": pd.DataFrame(runs), "metrics": pd.DataFrame(metrics), "estimates": pd.DataFrame(estimates)}
+
+
+@pytest.mark.parametrize("name, experiment, arms", [
+    ("x5_near_limit", "X5", {"use30": {"rps": 15, "request_cpu_us": 4000}, "use90": {"rps": 45, "request_cpu_us": 4000}}),
+    ("x6_threads", "X6", {"clumped-500m-g2": {"limit": "500m", "clump": 10},
+                          "clumped-500m-g1": {"limit": "500m", "clump": 10, "gomaxprocs": 1},
+                          "closed-500m-g2": {"limit": "500m", "workers": 16}}),
+])
+def test_the_service_figures_beyond_the_lab_draw_from_their_tables(name, experiment, arms):
+    tables = _service_tables(experiment, arms, {"throttled_ratio": 0.1, "work_p90_ms": 20.0, "throughput_rps": 80.0})
+    svg = figure_to_svg(draw.draw(name, tables), name)
+    assert svg.lstrip().startswith("<svg") and "p90" in svg
+    caption = registry.resolve(registry.FIGURES[name].caption)(tables["estimates"], tables["runs"])
+    assert caption.startswith("Ours (docs/EXPERIMENTS.md)")

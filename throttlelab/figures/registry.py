@@ -102,6 +102,12 @@ FIGURES: dict[str, FigureEntry] = {
         FigureEntry("x3_queues", "X3", "What throttled time sums: run queues, not threads",
                     _BURST_TABLES, "X3 run queues or threads (ours)",
                     f"{_BEYOND}:x3_queues_figure", f"{_BEYOND}:x3_queues_caption"),
+        FigureEntry("x5_near_limit", "X5", "Steady arrivals near the limit: throttled share and latency",
+                    _SERVICE_TABLES, "X5 near the limit (ours)",
+                    f"{_BEYOND}:x5_near_limit_figure", f"{_BEYOND}:x5_near_limit_caption"),
+        FigureEntry("x6_threads", "X6", "GOMAXPROCS 2 against 1 under a small limit",
+                    _SERVICE_TABLES, "X6 Go's minimum of 2 threads (ours)",
+                    f"{_BEYOND}:x6_threads_figure", f"{_BEYOND}:x6_threads_caption"),
     )
 }
 
