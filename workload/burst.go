@@ -18,6 +18,10 @@ type burstOptions struct {
 	work     time.Duration
 	interval time.Duration
 	rounds   int
+	// align: round 0 starts on the next multiple of interval since the Unix epoch, plus offset,
+	// so that processes started apart (X4's pods) burst together, or exactly offset apart.
+	align  bool
+	offset time.Duration
 }
 
 type roundRecord struct {
@@ -59,11 +63,14 @@ func runBurst(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&o.work, "work", 20*time.Millisecond, "thread CPU time each thread burns per round")
 	fs.DurationVar(&o.interval, "interval", time.Second, "time from one round's start to the next")
 	fs.IntVar(&o.rounds, "rounds", 20, "number of rounds")
+	fs.BoolVar(&o.align, "align", false, "start round 0 on the next multiple of -interval since the Unix epoch (+ -offset)")
+	fs.DurationVar(&o.offset, "offset", 0, "with -align: start that much after the grid point")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := firstError(atLeast("threads", o.threads, 1), positiveDuration("work", o.work),
-		positiveDuration("interval", o.interval), atLeast("rounds", o.rounds, 1)); err != nil {
+		positiveDuration("interval", o.interval), atLeast("rounds", o.rounds, 1),
+		offsetWithin(o.offset, o.interval)); err != nil {
 		return err
 	}
 	out := record.NewWriter(stdout, true)
@@ -87,6 +94,12 @@ func burst(ctx context.Context, o burstOptions, out *record.Writer) (burstSummar
 	defer pool.close()
 
 	start := time.Now()
+	if o.align {
+		start = alignedStart(start, o.interval, o.offset)
+		if sleepCtx(ctx, time.Until(start)) != nil {
+			return burstSummary{}, ctx.Err()
+		}
+	}
 	first := cgroup.Read().Counters()
 	var walls []float64
 	for round := 0; round < o.rounds; round++ {
@@ -127,6 +140,24 @@ func burst(ctx context.Context, o burstOptions, out *record.Writer) (burstSummar
 		AvgCores: cores(total.UsageUsec, elapsed), ElapsedS: elapsed.Seconds(),
 	}
 	return summary, out.Write(summary)
+}
+
+// alignedStart is the first grid point (a multiple of interval since the Unix epoch) plus offset
+// that is not before now.
+func alignedStart(now time.Time, interval, offset time.Duration) time.Time {
+	ns := now.UnixNano()
+	at := ns - ns%int64(interval) + int64(offset)
+	if at < ns {
+		at += int64(interval)
+	}
+	return time.Unix(0, at)
+}
+
+func offsetWithin(offset, interval time.Duration) error {
+	if offset < 0 || offset >= interval {
+		return fmt.Errorf("-offset %v must lie in [0, -interval %v)", offset, interval)
+	}
+	return nil
 }
 
 // burnerPool keeps one goroutine per thread, each locked to its OS thread

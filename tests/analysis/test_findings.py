@@ -22,7 +22,7 @@ from throttlelab.model.quantities import go_default_gomaxprocs, parse_cpu
 from throttlelab.model.variants import VariantSpec
 
 FIXTURES = FIXTURE_ROOT / "raw_logs"
-ALL = ("E1", "E2a", "E3", "S1", "E4", "E5", "E10", "E2b", "E7", "E8", "E6", "S2", "X1", "X2", "X3", "X5", "X6")
+ALL = ("E1", "E2a", "E3", "S1", "E4", "E5", "E10", "E2b", "E7", "E8", "E6", "S2", "X1", "X2", "X3", "X4", "X5", "X6")
 R = 5
 
 
@@ -300,6 +300,25 @@ def beyond(lab: Lab, experiment: str, seed: int = 11, cpus: int | None = None,
     return lab
 
 
+X4_BASE = {**X_BASE, "limit": "500m", "pods": 2}
+
+
+def x4(lab: Lab, seed: int = 14, contention: float = 1.0, rel: float = 0.03, num_cpu: int = 2,
+       threads: int = 2) -> Lab:
+    """X4: two pods of E2a's limit-2 arm, bursting together or half an interval apart (the model's medians
+    plus a fixed overhead); ``contention`` scales the synchronized arm's extra time."""
+    rng = np.random.default_rng(seed)
+    base = {**X4_BASE, "threads": threads}
+    arm = model.burst_arm(VariantSpec.from_dict("X4", "x", base), num_cpu, 100.0)
+    apart = float(np.median(model.overlap_burst(arm, 2, False).wall_ms))
+    together = apart + contention * (float(np.median(model.overlap_burst(arm, 2, True).wall_ms)) - apart)
+    for variant, wall, stagger in (("synchronized", together, False), ("staggered", apart, True)):
+        lab.add("X4", variant, {**base, "stagger": stagger},
+                {"p50_wall_ms": noisy(rng, wall + OVERHEAD_MS, rel), "throttled_per_round": [0.0] * R},
+                num_cpu=num_cpu)
+    return lab
+
+
 X5_BASE = {**SERVICE, "limit": "200m", "clump": 1, "request_cpu_us": 4000}
 
 
@@ -344,6 +363,7 @@ def full_lab(num_cpu: int = 2, **changes) -> Lab:
     s2(lab, **changes.pop("s2", {}))
     for experiment in ("X1", "X2", "X3"):
         beyond(lab, experiment, **changes.pop(experiment.lower(), {}))
+    x4(lab, **changes.pop("x4", {}))
     x5(lab, **changes.pop("x5", {}))
     x6(lab, **changes.pop("x6", {}))
     assert not changes, changes
@@ -461,6 +481,13 @@ SCENARIOS: dict[str, dict[str, dict]] = {
         INCONCLUSIVE: {"x3": {"change": _set({"cpus1": {"throttled_ms_per_round": [20, 90, 35, 80, 30]}})}},
         NOT_TESTABLE: {"x3": {"cpus": 1}},
     },
+    "F15": {
+        # together as fast as apart: no contention beyond the quotas
+        CONTRADICTED: {"x4": {"contention": -0.5}},
+        INCONCLUSIVE: {"x4": {"contention": 0.5, "rel": 0.4}},
+        # one thread per pod on 2 CPUs: two busy threads do not contend
+        NOT_TESTABLE: {"x4": {"threads": 1}},
+    },
     "F16": {
         # throttled in a third of the periods already at 30% of the limit
         CONTRADICTED: {"x5": {"quiet": 0.35}},
@@ -485,8 +512,8 @@ def faithful() -> tuple[dict[str, pd.Series], pd.DataFrame]:
 
 
 def test_every_finding_is_data_with_derived_thresholds_and_reasons():
-    assert [f.id for f in findings.FINDINGS] == [f"F{k}" for k in (*range(1, 15), 16, 17)]
-    assert [f.id for f in findings.FINDINGS if f.ours] == ["F12", "F13", "F14", "F16", "F17"]
+    assert [f.id for f in findings.FINDINGS] == [f"F{k}" for k in range(1, 18)]
+    assert [f.id for f in findings.FINDINGS if f.ours] == ["F12", "F13", "F14", "F15", "F16", "F17"]
     for finding in findings.FINDINGS:
         assert finding.claim and finding.reference and finding.checks
         for check in finding.checks:
@@ -520,7 +547,7 @@ def test_every_finding_can_come_out_every_way(faithful, fid, verdict):
 def test_the_faithful_lab_reproduces_everything_a_two_cpu_node_can_show(faithful):
     got, checks = faithful
     verdicts = {fid: row["verdict"] for fid, row in got.items()}
-    assert verdicts == {f"F{k}": REPRODUCED for k in (*range(1, 15), 16, 17)}, checks.to_string()
+    assert verdicts == {f"F{k}": REPRODUCED for k in range(1, 18)}, checks.to_string()
 
 
 def test_requirements_belong_to_checks_and_a_contradiction_stays(faithful):

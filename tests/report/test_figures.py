@@ -134,6 +134,8 @@ def _beyond_tables(experiment: str, arms: dict[str, dict]) -> dict[str, pd.DataF
     ("x2_period", "X2", {"period100": {"period_ms": 100}, "period20": {"period_ms": 20}}),
     ("x3_queues", "X3", {"cpus1": {"threads": 8, "work_ms": 5, "cpus": "0"},
                          "cpus2": {"threads": 8, "work_ms": 5, "cpus": "0-1"}}),
+    ("x4_overlap", "X4", {"synchronized": {"limit": "500m", "pods": 2, "stagger": False},
+                          "staggered": {"limit": "500m", "pods": 2, "stagger": True}}),
 ])
 def test_the_figures_beyond_the_lab_draw_from_their_tables(name, experiment, arms):
     tables = _beyond_tables(experiment, arms)

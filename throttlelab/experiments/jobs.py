@@ -75,6 +75,36 @@ def run_e2a(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     return result
 
 
+def run_x4(spec: VariantSpec, ctx: Context) -> ExperimentResult:
+    """X4 (docs/EXPERIMENTS.md): E2a's burst job in each of ``pods`` pods, each under its own limit. Every
+    pod's rounds start on the same grid (multiples of the interval since the Unix epoch, ``-align``), so
+    pods started apart burst together; staggered, pod k is ``k / pods`` of an interval later (``-offset``)."""
+    count = int(spec.pods or 2)
+    env = container_env(spec.gomaxprocs or spec.threads)
+
+    def args(k: int) -> tuple[str, ...]:
+        offset = spec.interval_ms * k / count if spec.stagger else 0
+        return ("burst", f"-threads={spec.threads}", f"-work={spec.work_ms}ms", f"-interval={spec.interval_ms}ms",
+                f"-rounds={spec.rounds}", "-align", f"-offset={offset:g}ms")
+
+    pods = tuple(Pod(f"burst-{k}", (Container("burst", args(k), variant=(spec.build or "go124mod"),
+                                              request_milli=spec.milli("request"), limit_milli=spec.milli("limit"),
+                                              env=env),))
+                 for k in range(count))
+    node = Node("node", pods, cpus=spec.cpus or ctx.node_cpus)
+    result = ExperimentResult()
+    timeout = burst_timeout(spec) * count
+    with deployed(ctx, node, result) as dep:
+        handles = [dep.start(pod.name, "burst") for pod in pods]
+        for handle in handles:
+            dep.wait_for_record(handle, "summary", timeout_s=timeout)
+        outs = [dep.stop(handle) for handle in handles]
+    for out in outs:
+        result.add_output(out)
+    result.window_s = max(_summary_value(out.records, "elapsed_s") for out in outs)
+    return result
+
+
 def run_e3(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     """`info` of one build under one limit; records what Go picked and what the SPEC predicts."""
     build = spec.build

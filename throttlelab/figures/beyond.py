@@ -1,5 +1,5 @@
 """Figures of the experiments beyond the lab (docs/EXPERIMENTS.md): X1 burst budget, X2 CFS period,
-X3 what throttled time sums, X5 steady arrivals near the limit, X6 GOMAXPROCS 2 against 1. Ours, not the lab's: no lab reference is drawn; the dotted grey marks
+X3 what throttled time sums, X4 overlapping bursts of several pods, X5 steady arrivals near the limit, X6 GOMAXPROCS 2 against 1. Ours, not the lab's: no lab reference is drawn; the dotted grey marks
 are what the model predicted before the data (the thresholds' source, analysis/findings/beyond.py).
 
 Each ``*_figure`` takes the tidy tables the registry lists and returns a matplotlib Figure; each
@@ -203,6 +203,42 @@ def x3_queues_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
         "the model's unthrottled burst; rounds after the first). Shaded: what a sum over the run queues that were "
         "throttled allows (1 to min(threads, CPUs)); dashed: what a sum over threads would give. The verdict "
         "uses each run's mean round (F14 in the findings table)."
+    )
+
+
+def x4_overlap_figure(rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame,
+                      runs: pd.DataFrame) -> Figure:
+    """X4: completion of every pod's rounds, bursting together against staggered, with the model's medians."""
+    specs = variant_specs(runs, "X4")
+    order = sorted(specs, key=lambda v: bool(specs[v].stagger))
+    labels = [f"{specs[v].pods} pods {'staggered' if specs[v].stagger else 'together'}\n"
+              f"{specs[v].threads} x {specs[v].work_ms:g} ms at {limit_label(specs[v])}" for v in order]
+    with paper_style(1.0):
+        fig, (ax,) = new_figure(3.8)
+        xpos = set_categories(ax, order, labels)
+        for variant, group in experiment_rows(rounds, "X4", "rounds").groupby("variant", sort=False):
+            if variant in xpos:
+                later = group[group["round"] > 0]
+                ax.scatter(spread(xpos[variant] - 0.2, len(later), 0.2), later["wall_ms"], s=7, color=ROUND_COLOR,
+                           lw=0, zorder=2)
+        draw_runs(ax, per_run(metrics, "X4", "p50_wall_ms"), xpos, 0.04)
+        draw_estimates(ax, estimates_of(estimates, "X4", "p50_wall_ms"), xpos, 0.22)
+        _model_marks(ax, {v: float(np.median(model.overlap_burst(_arm(specs[v], runs), int(specs[v].pods or 2),
+                                                                 not specs[v].stagger).wall_ms)) for v in order}, xpos)
+        ax.tick_params(axis="x", labelsize=8)
+        plain_log_axis(ax)
+        ax.set_ylabel("completion of a round (ms, log)")
+        fig.legend(handles=_handles(confidence_level(estimates_of(estimates, "X4", "p50_wall_ms"))),
+                   loc="outside upper center", ncol=4, frameon=False)
+    return fig
+
+
+def x4_overlap_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
+    return (
+        "Ours (docs/EXPERIMENTS.md). Each pod's rounds after the first (grey dots; every pod of a run), each run's "
+        "mean over its pods of their median round (open circles) and the estimate (diamond); dotted grey: the "
+        "model's median, each pod's burst on the CPUs it gets (alone: min(threads, CPUs); together: the node's "
+        f"CPUs shared by all busy threads). Intervals: {method_sentence(estimates_of(estimates, 'X4', 'p50_wall_ms'))}."
     )
 
 

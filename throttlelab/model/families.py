@@ -11,6 +11,8 @@ from __future__ import annotations
 
 #: One `cpulab burst` process per run; E2a's per-run metrics.
 BURST_JOBS = ("E2a", "X1", "X2", "X3")
+#: One `cpulab burst` process in each of several pods per run (X4); E2a's metrics, averaged over the pods.
+MULTI_BURST_JOBS = ("X4",)
 #: The service experiments beyond the lab: E2b's one service under open (or closed) loop load.
 BEYOND_SERVICES = ("X5", "X6")
 #: The experiments the project added beyond the lab, in the report's order.

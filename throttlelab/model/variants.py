@@ -114,6 +114,9 @@ class VariantSpec:
     upstream_alloc_bytes: int | None = None
     upstream_live_mb: int | None = None
     upstream_gomaxprocs: int | None = None
+    # X4 (docs/EXPERIMENTS.md): several pods each running the burst job, together or staggered
+    pods: int | None = None
+    stagger: bool | None = None
     # X5 (docs/EXPERIMENTS.md): the CPU one request costs, as the profile states it, for the model
     request_cpu_us: float | None = None
     # monitoring (E6)

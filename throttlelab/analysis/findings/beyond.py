@@ -1,5 +1,5 @@
 """Our own claims beyond the lab (docs/EXPERIMENTS.md) as data: F12 (X1's burst budget), F13 (X2's
-CFS period), F14 (X3's sum of throttled time over run queues), F16 (X5, steady arrivals near the
+CFS period), F14 (X3's sum of throttled time over run queues), F15 (X4, overlapping bursts), F16 (X5, steady arrivals near the
 limit) and F17 (X6, GOMAXPROCS 2 against 1 under a small limit).
 
 These are the project's hypotheses, not the lab's: each claim is the sentence written in
@@ -27,7 +27,7 @@ from throttlelab.analysis.findings.jobs import SAME_BAND
 from throttlelab.analysis.findings.services import latency_rise
 from throttlelab.model.quantities import format_cpu
 
-X1, X2, X3, X5, X6 = "X1", "X2", "X3", "X5", "X6"
+X1, X2, X3, X4, X5, X6 = "X1", "X2", "X3", "X4", "X5", "X6"
 #: F6's bounds on a throttled share: "not throttled" below a quarter of what the throttling arm must show,
 #: "throttled" above half of it.
 QUIET_SHARE, LOUD_SHARE = 0.25, 0.5
@@ -265,6 +265,58 @@ def throttled_per_extra_wall(experiment: str):
 
 
 # --------------------------------------------------------------------------
+# F15: overlapping bursts of several pods (X4)
+
+
+def _pods(evidence: Evidence, variant: str) -> int:
+    return int(evidence.spec(X4, variant).pods or 2)
+
+
+def contention(variant: str, baseline: str):
+    """Completion together over apart: the model's ratio of CPUs per pod, F1's allowance."""
+
+    def derive(evidence: Evidence, check: Check) -> Derivation:
+        a, b = arm(evidence, X4, variant), arm(evidence, X4, baseline)
+        pods = _pods(evidence, variant)
+        together = float(np.median(model.overlap_burst(a, pods, True).wall_ms))
+        apart = float(np.median(model.overlap_burst(b, pods, False).wall_ms))
+        ratio = together / apart
+        if ratio <= 1:
+            raise Unmet("more busy threads than CPUs", (
+                f"{pods} pods x {a.threads} threads = {pods * a.threads} busy threads on {a.cpus} CPUs: together they "
+                "do not contend, so the model predicts no slow-down"))
+        threshold = model.latency_threshold(ratio)
+        quota = "no quota" if a.quota_ms is None else f"its own {a.quota_ms:g} ms quota"
+        return Derivation((round(threshold, 3),), (
+            f"Model: each pod = {a.describe()}, within {quota}. Apart, a burst runs on min(threads, CPUs) = "
+            f"{a.queues} CPUs: {apart:.3g} ms; together, {pods} x {a.threads} busy threads share {a.cpus} CPUs, "
+            f"{model.overlap_rate(a, pods, True):.3g} per pod: {together:.3g} ms; r = {ratio:.3g}, which no per-pod "
+            f"quota predicts. Threshold (r + 2) / 3 = {threshold:.3g} (F1's allowance)."
+        ))
+
+    return derive
+
+
+def quota_alone(variant: str):
+    """'Not throttled': the pods' quotas alone explain no slow-down (an absolute bound)."""
+
+    def derive(evidence: Evidence, check: Check) -> Derivation:
+        a = arm(evidence, X4, variant)
+        pods = _pods(evidence, variant)
+        throttled = float(np.mean(model.overlap_burst(a, pods, True).throttled_periods))
+        if throttled > 0:
+            raise Unmet("bursts within their quotas", f"{a.describe()}: the model throttles each pod's burst "
+                                                      f"({throttled:.3g} periods per round) even together")
+        return Derivation((0.5,), (
+            f"Model: each pod's {a.cpu_ms:g} ms of CPU fit in its {a.quota_ms:g} ms quota even at "
+            f"{model.overlap_rate(a, pods, True):.3g} CPUs: 0 throttled periods per round. Absolute bound: half a "
+            "period per round (most rounds unthrottled): the slow-down is contention, not throttling."
+        ))
+
+    return derive
+
+
+# --------------------------------------------------------------------------
 # F16: steady arrivals near the limit (X5)
 
 
@@ -435,6 +487,23 @@ FINDINGS: tuple[Finding, ...] = (
                   derive=per_run_queue("cpus2"), values=throttled_per_extra_wall(X3),
                   requirements=(two_cpus("cpus2"),), reference=OURS,
                   why="The same on a cpuset of two CPUs."),
+        ),
+    ),
+    Finding(
+        id="F15",
+        claim="Synchronized bursts of pods that each fit their own quota contend for the node's CPUs: each takes "
+              "about (sum of bursts) / CPUs instead of its own CPU / run queues, which no per-pod quota predicts.",
+        reference=OURS,
+        ours=True,
+        checks=(
+            Check(label="p50_wall_ms synchronized / staggered", kind="ratio", experiment=X4, metric="p50_wall_ms",
+                  variant="synchronized", baseline="staggered", relation=">", scale="log",
+                  derive=contention("synchronized", "staggered"), reference=OURS,
+                  why="Per run: the mean over the pods of each pod's median round after the first."),
+            Check(label="throttled_per_round synchronized", kind="level", experiment=X4,
+                  metric="throttled_per_round", variant="synchronized", baseline=None, relation="<", scale="linear",
+                  derive=quota_alone("synchronized"), decisive=False, reference=OURS,
+                  why="Throttled periods per round, mean over the pods (supporting)."),
         ),
     ),
     Finding(

@@ -335,3 +335,21 @@ def steady_arm(spec: VariantSpec, period_ms: float = q.DEFAULT_PERIOD_US / 1000)
     cpu_ms = (spec.request_cpu_us / 1000 if spec.request_cpu_us is not None
               else (spec.work_us or 0) / 1000 * CPU_PER_WORK)
     return SteadyArm(float(spec.rps), cpu_ms, limit, period_ms)
+
+
+# --------------------------------------------------------------------------
+# overlapping bursts of several pods (X4, docs/EXPERIMENTS.md)
+
+
+def overlap_rate(a: BurstArm, pods: int, synchronized: bool) -> float:
+    """CPUs one pod's burst runs on: alone (staggered) min(threads, CPUs); together, the node's CPUs shared
+    evenly by the pods' busy threads (each pod's run queues get CPUs / pods when there are more threads than CPUs)."""
+    if synchronized and pods * a.threads > a.cpus:
+        return min(a.threads, a.cpus / pods)
+    return a.queues
+
+
+def overlap_burst(a: BurstArm, pods: int, synchronized: bool) -> Burst:
+    """One pod's burst under its own quota when the pods burst together or apart."""
+    return fluid_burst(a.cpu_ms, overlap_rate(a, pods, synchronized), a.quota_ms, a.period_ms, phases(a.period_ms),
+                       a.budget_ms)

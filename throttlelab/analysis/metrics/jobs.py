@@ -12,12 +12,12 @@ from typing import Any
 import pandas as pd
 
 from throttlelab.analysis import stats
-from throttlelab.analysis.metrics.common import USEC_PER_MS, MetricSpec, exactly_one, number, total
+from throttlelab.analysis.metrics.common import USEC_PER_MS, MetricSpec, exactly_one, number, throttled_ratio, total
 from throttlelab.analysis.tidy import InputError
-from throttlelab.model.families import BURST_JOBS
+from throttlelab.model.families import BURST_JOBS, MULTI_BURST_JOBS
 
-#: The experiments whose metrics come from here: the burst jobs (E2a and X1-X3), S1, E3.
-JOB_EXPERIMENTS = (*BURST_JOBS, "S1", "E3")
+#: The experiments whose metrics come from here: the burst jobs (E2a, X1-X3; X4's several pods), S1, E3.
+JOB_EXPERIMENTS = (*BURST_JOBS, *MULTI_BURST_JOBS, "S1", "E3")
 
 SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("p50_wall_ms", "ms", "log", "interval", "median burst completion time, rounds after the first"),
@@ -132,6 +132,26 @@ def _process(headers: pd.DataFrame | None, command: str) -> pd.Series:
                        f"{command} process").iloc[0]
 
 
+def pods_burst_metrics(parts: Mapping[str, pd.DataFrame | None]) -> dict[str, float]:
+    """X4: E2a's metrics of each pod's burst process, averaged over the run's pods (one value per run)."""
+    headers, summaries, rounds = parts["headers"], parts["summaries"], parts["rounds"]
+    bursts = pd.DataFrame() if headers is None else headers[headers["command"] == "burst"]
+    if bursts.empty:
+        raise InputError("no burst process in the run")
+    per_pod = []
+    for header in bursts.to_dict("records"):
+        summary = exactly_one(summaries[summaries["src"] == header["src"]], f"{header['src']} burst summary").iloc[0]
+        period = header["cg_period_us"]
+        per_pod.append(burst_metrics(rounds[rounds["src"] == header["src"]], summary.to_dict(),
+                                     math.nan if pd.isna(period) else float(period)))
+    # counts add up over the pods (the throttled share is their ratio); everything else is the pods' mean
+    out = {key: float(sum(m[key] for m in per_pod) / len(per_pod)) for key in per_pod[0]}
+    for key in ("nr_periods", "nr_throttled", "throttled_ms"):
+        out[key] = float(sum(m[key] for m in per_pod))
+    out["throttled_ratio"] = throttled_ratio(out["nr_throttled"], out["nr_periods"])
+    return out
+
+
 def job_run_metrics(experiment: str, parts: Mapping[str, pd.DataFrame | None]) -> dict[str, float]:
     """E2a, S1 or E3: the metrics of the run's one burst, spin or info process."""
     headers, summaries = parts["headers"], parts["summaries"]
@@ -142,6 +162,8 @@ def job_run_metrics(experiment: str, parts: Mapping[str, pd.DataFrame | None]) -
         rounds = rounds[rounds["src"] == header["src"]]
         period = header["cg_period_us"]
         return burst_metrics(rounds, summary.to_dict(), math.nan if pd.isna(period) else float(period))
+    if experiment in MULTI_BURST_JOBS:
+        return pods_burst_metrics(parts)
     if experiment == "S1":
         header = _process(headers, "spin")
         summary = exactly_one(summaries[summaries["src"] == header["src"]], "spin summary").iloc[0]
