@@ -947,3 +947,15 @@ def test_f16_thresholds_come_from_the_poisson_model_of_the_profile():
     assert f16.loc["throttled_ratio use30", "expected"].endswith("< 0.0751")
     assert f16.loc["throttled_ratio use90", "expected"].endswith("> 0.15")
     assert not f16.loc["avg_cores use30", "decisive"]
+
+
+def test_f17_counts_the_services_cpus_not_the_load_generators():
+    # the generator runs pinned to its own CPU and writes a header too: num_cpu 1 there says nothing of the node
+    lab = full_lab()
+    for row in [r for r in lab.header_rows if r["experiment"] == "X6"]:
+        row["command"] = "serve"
+        lab.header_rows.append({**row, "command": "load", "num_cpu": 1})
+    for row in lab.header_rows:
+        row.setdefault("command", "burst")
+    got, checks = evaluate(lab)
+    assert got["F17"]["verdict"] == REPRODUCED, checks[checks["id"] == "F17"].to_string()
