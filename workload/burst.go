@@ -18,6 +18,10 @@ type burstOptions struct {
 	work     time.Duration
 	interval time.Duration
 	rounds   int
+	// align: round 0 starts on the next multiple of interval since the Unix epoch, plus offset,
+	// so that processes started apart (X4's pods) burst together, or exactly offset apart.
+	align  bool
+	offset time.Duration
 }
 
 type roundRecord struct {
@@ -30,6 +34,10 @@ type roundRecord struct {
 	DNrThrottled *int64  `json:"d_nr_throttled"`
 	DThrottledUs *int64  `json:"d_throttled_usec"`
 	DUsageUsec   *int64  `json:"d_usage_usec"`
+	// The kernel counts a burst at the period boundary after it, usually after this
+	// round's second reading: per-round values are mostly 0; the summary has them all.
+	DNrBursts  *int64 `json:"d_nr_bursts"`
+	DBurstUsec *int64 `json:"d_burst_usec"`
 }
 
 type burstSummary struct {
@@ -42,6 +50,8 @@ type burstSummary struct {
 	NrThrottled   *int64   `json:"nr_throttled"`
 	ThrottledUsec *int64   `json:"throttled_usec"`
 	UsageUsec     *int64   `json:"usage_usec"`
+	NrBursts      *int64   `json:"nr_bursts"`
+	BurstUsec     *int64   `json:"burst_usec"`
 	ElapsedS      float64  `json:"elapsed_s"`
 }
 
@@ -53,11 +63,14 @@ func runBurst(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&o.work, "work", 20*time.Millisecond, "thread CPU time each thread burns per round")
 	fs.DurationVar(&o.interval, "interval", time.Second, "time from one round's start to the next")
 	fs.IntVar(&o.rounds, "rounds", 20, "number of rounds")
+	fs.BoolVar(&o.align, "align", false, "start round 0 on the next multiple of -interval since the Unix epoch (+ -offset)")
+	fs.DurationVar(&o.offset, "offset", 0, "with -align: start that much after the grid point")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := firstError(atLeast("threads", o.threads, 1), positiveDuration("work", o.work),
-		positiveDuration("interval", o.interval), atLeast("rounds", o.rounds, 1)); err != nil {
+		positiveDuration("interval", o.interval), atLeast("rounds", o.rounds, 1),
+		offsetWithin(o.offset, o.interval)); err != nil {
 		return err
 	}
 	out := record.NewWriter(stdout, true)
@@ -81,6 +94,12 @@ func burst(ctx context.Context, o burstOptions, out *record.Writer) (burstSummar
 	defer pool.close()
 
 	start := time.Now()
+	if o.align {
+		start = alignedStart(start, o.interval, o.offset)
+		if sleepCtx(ctx, time.Until(start)) != nil {
+			return burstSummary{}, ctx.Err()
+		}
+	}
 	first := cgroup.Read().Counters()
 	var walls []float64
 	for round := 0; round < o.rounds; round++ {
@@ -100,6 +119,7 @@ func burst(ctx context.Context, o burstOptions, out *record.Writer) (burstSummar
 			WallMs: record.Ms(msOf(wall)), ThreadCPUMs: record.Ms(msOf(used)),
 			DNrPeriods: delta.NrPeriods, DNrThrottled: delta.NrThrottled,
 			DThrottledUs: delta.ThrottledUsec, DUsageUsec: delta.UsageUsec,
+			DNrBursts: delta.NrBursts, DBurstUsec: delta.BurstUsec,
 		}
 		if err := out.Write(rec); err != nil {
 			return burstSummary{}, err
@@ -116,9 +136,28 @@ func burst(ctx context.Context, o burstOptions, out *record.Writer) (burstSummar
 		P50WallMs: record.MsNum(wallStats.P50), MaxWallMs: record.MsNum(wallStats.Max),
 		NrPeriods: total.NrPeriods, NrThrottled: total.NrThrottled,
 		ThrottledUsec: total.ThrottledUsec, UsageUsec: total.UsageUsec,
+		NrBursts: total.NrBursts, BurstUsec: total.BurstUsec,
 		AvgCores: cores(total.UsageUsec, elapsed), ElapsedS: elapsed.Seconds(),
 	}
 	return summary, out.Write(summary)
+}
+
+// alignedStart is the first grid point (a multiple of interval since the Unix epoch) plus offset
+// that is not before now.
+func alignedStart(now time.Time, interval, offset time.Duration) time.Time {
+	ns := now.UnixNano()
+	at := ns - ns%int64(interval) + int64(offset)
+	if at < ns {
+		at += int64(interval)
+	}
+	return time.Unix(0, at)
+}
+
+func offsetWithin(offset, interval time.Duration) error {
+	if offset < 0 || offset >= interval {
+		return fmt.Errorf("-offset %v must lie in [0, -interval %v)", offset, interval)
+	}
+	return nil
 }
 
 // burnerPool keeps one goroutine per thread, each locked to its OS thread

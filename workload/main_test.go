@@ -145,6 +145,38 @@ func TestBurstWritesOneRecordPerRound(t *testing.T) {
 	}
 }
 
+func TestAlignedStartIsTheNextGridPointPlusTheOffset(t *testing.T) {
+	interval := 433 * time.Millisecond
+	for _, tc := range []struct {
+		now, offset, want int64 // ms since the Unix epoch
+	}{
+		{now: 1000, offset: 0, want: 1299},   // grid 866, 1299, ...
+		{now: 1299, offset: 0, want: 1299},   // on a grid point: now
+		{now: 1000, offset: 216, want: 1082}, // 866 + 216
+		{now: 1100, offset: 216, want: 1515}, // 1082 is past: the next one
+	} {
+		got := alignedStart(time.UnixMilli(tc.now), interval, time.Duration(tc.offset)*time.Millisecond)
+		if got.UnixMilli() != tc.want {
+			t.Errorf("alignedStart(%d ms, offset %d ms) = %d ms, want %d", tc.now, tc.offset, got.UnixMilli(), tc.want)
+		}
+	}
+}
+
+func TestBurstAlignedStartsOnTheGrid(t *testing.T) {
+	useFixtureCgroup(t)
+	code, recs, stderr := runCLI(t, context.Background(),
+		"burst", "-threads=1", "-work=1ms", "-interval=50ms", "-rounds=2", "-align", "-offset=10ms")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if len(recs) != 4 || recs[0]["params"].(map[string]any)["offset"] != 10.0 {
+		t.Fatalf("want header (offset in ms), 2 rounds, summary; got %v", recs)
+	}
+	if code, _, stderr := runCLI(t, context.Background(), "burst", "-interval=50ms", "-align", "-offset=50ms"); code == 0 {
+		t.Errorf("an offset of a whole interval must be refused (%s)", stderr)
+	}
+}
+
 func TestSpinStopsAfterDurationWithSummary(t *testing.T) {
 	useFixtureCgroup(t)
 	start := time.Now()

@@ -1,4 +1,4 @@
-"""Findings F1-F11 on synthetic per-run data: every finding can come out reproduced, contradicted and
+"""Findings F1-F11 (the lab's) and F12-F14 (ours, docs/EXPERIMENTS.md) on synthetic per-run data: every finding can come out reproduced, contradicted and
 inconclusive, and "not testable here" only through a named requirement of a check (STATS.md §8);
 the intersection-union verdict, exact zeros, Holm over the decisive comparisons only, thresholds
 derived from the model and the profile's parameters; and the analysis CLI end to end on the fixtures."""
@@ -22,7 +22,7 @@ from throttlelab.model.quantities import go_default_gomaxprocs, parse_cpu
 from throttlelab.model.variants import VariantSpec
 
 FIXTURES = FIXTURE_ROOT / "raw_logs"
-ALL = ("E1", "E2a", "E3", "S1", "E4", "E5", "E10", "E2b", "E7", "E8", "E6", "S2")
+ALL = ("E1", "E2a", "E3", "S1", "E4", "E5", "E10", "E2b", "E7", "E8", "E6", "S2", "X1", "X2", "X3", "X4", "X5", "X6")
 R = 5
 
 
@@ -37,14 +37,14 @@ class Lab:
         self.header_rows: list[dict] = []
 
     def add(self, experiment: str, variant: str, spec: dict, values: dict[str, list[float]],
-            num_cpu: int | None = None, disturbed: tuple[int, ...] = ()) -> Lab:
+            num_cpu: int | None = None, disturbed: tuple[int, ...] = (), period_us: int = 100_000) -> Lab:
         repeats = len(next(iter(values.values())))
         for rep in range(repeats):
             self.run_rows.append({"backend": self.backend, "experiment": experiment, "variant": variant,
                                   "repeat": rep, "disturbed": rep in disturbed,
                                   **VariantSpec.from_dict(experiment, variant, spec).columns()})
             self.header_rows.append({"experiment": experiment, "variant": variant, "repeat": rep,
-                                     "num_cpu": num_cpu or self.num_cpu, "cg_period_us": 100_000})
+                                     "num_cpu": num_cpu or self.num_cpu, "cg_period_us": period_us})
             for metric, series in values.items():
                 self.metric_rows.append((self.backend, experiment, variant, rep, metric, series[rep], "", ""))
         return self
@@ -85,8 +85,9 @@ E2A_ARMS = {
 OVERHEAD_MS = 8.0
 
 
-def burst_values(spec: dict, cpus: int, rng: np.random.Generator, n: int = R) -> dict[str, list[float]]:
-    arm = model.burst_arm(VariantSpec.from_dict("E2a", "x", spec), cpus, 100.0)
+def burst_values(spec: dict, cpus: int, rng: np.random.Generator, n: int = R,
+                 period_ms: float = 100.0) -> dict[str, list[float]]:
+    arm = model.burst_arm(VariantSpec.from_dict("E2a", "x", spec), cpus, period_ms)
     burst = arm.burst()
     per_round = arm.throttled_ms()
     rounds = spec["rounds"]
@@ -99,6 +100,11 @@ def burst_values(spec: dict, cpus: int, rng: np.random.Generator, n: int = R) ->
         "periods_per_round": list(periods + 0.05 * rng.standard_normal(n)),
         "nr_periods": [round(periods * rounds)] * n,
         "nr_throttled": [round(float(np.mean(burst.throttled_periods)) * rounds)] * n,
+        # counts per round: the model's mean with a little run-to-run spread; an exact 0 stays 0
+        **{metric: noisy(rng, value, n=n) if value > 0 else [0.0] * n for metric, value in (
+            ("throttled_per_round", float(np.mean(burst.throttled_periods))),
+            ("bursts_per_round", float(np.mean(burst.bursts))),
+            ("burst_ms_per_round", float(np.mean(burst.excess_ms))))},
     }
 
 
@@ -266,6 +272,84 @@ def s2(lab: Lab, seed: int = 7, gain: float = 2.0, rel: float = 0.05, node_procs
     return lab
 
 
+# --------------------------------------------------------------------------
+# X1-X3 (ours, docs/EXPERIMENTS.md): the quick profile's arms, per-run values from the model
+
+X_BASE = {"build": "go124mod", "threads": 2, "work_ms": 20, "interval_ms": 433, "rounds": 10, "request": "100m",
+          "limit": "250m"}
+X_ARMS = {
+    "X1": {"nolimit": {"limit": None, "burst_ms": 0}, "budget0": {"burst_ms": 0}, "budget-half": {"burst_ms": 12.5},
+           "budget-full": {"burst_ms": 25}},
+    "X2": {"period100": {"period_ms": 100}, "period20": {"period_ms": 20}, "period5": {"period_ms": 5}},
+    "X3": {"cpus1": {"threads": 8, "work_ms": 5, "cpus": "0"}, "cpus2": {"threads": 8, "work_ms": 5, "cpus": "0-1"}},
+}
+
+
+def beyond(lab: Lab, experiment: str, seed: int = 11, cpus: int | None = None,
+           change: Callable[[str, dict, dict], None] | None = None, arms: dict | None = None) -> Lab:
+    """One of X1-X3 as the model predicts it (plus a fixed overhead), on ``cpus`` (X3: the variant's cpuset)."""
+    rng = np.random.default_rng(seed)
+    for variant, params in (arms or X_ARMS[experiment]).items():
+        spec = {**X_BASE, **params}
+        n_cpu = cpus or (len(spec["cpus"].split("-")) if "cpus" in spec else lab.num_cpu)
+        period = float(spec.get("period_ms") or 100.0)
+        values = burst_values(spec, n_cpu, rng, period_ms=period)
+        if change:
+            change(variant, spec, values)
+        lab.add(experiment, variant, spec, values, num_cpu=n_cpu, period_us=round(period * 1000))
+    return lab
+
+
+X4_BASE = {**X_BASE, "limit": "500m", "pods": 2}
+
+
+def x4(lab: Lab, seed: int = 14, contention: float = 1.0, rel: float = 0.03, num_cpu: int = 2,
+       threads: int = 2) -> Lab:
+    """X4: two pods of E2a's limit-2 arm, bursting together or half an interval apart (the model's medians
+    plus a fixed overhead); ``contention`` scales the synchronized arm's extra time."""
+    rng = np.random.default_rng(seed)
+    base = {**X4_BASE, "threads": threads}
+    arm = model.burst_arm(VariantSpec.from_dict("X4", "x", base), num_cpu, 100.0)
+    apart = float(np.median(model.overlap_burst(arm, 2, False).wall_ms))
+    together = apart + contention * (float(np.median(model.overlap_burst(arm, 2, True).wall_ms)) - apart)
+    for variant, wall, stagger in (("synchronized", together, False), ("staggered", apart, True)):
+        lab.add("X4", variant, {**base, "stagger": stagger},
+                {"p50_wall_ms": noisy(rng, wall + OVERHEAD_MS, rel), "throttled_per_round": [0.0] * R},
+                num_cpu=num_cpu)
+    return lab
+
+
+X5_BASE = {**SERVICE, "limit": "200m", "clump": 1, "request_cpu_us": 4000}
+
+
+def x5(lab: Lab, seed: int = 12, quiet: float = 0.0, loud: float = 0.3, cores: float = 1.0, rel: float = 0.05,
+       rps90: float = 45) -> Lab:
+    """X5: steady arrivals at 30% and 90% of a 200m limit (the quick profile's), 3 s windows."""
+    rng = np.random.default_rng(seed)
+    for variant, rps, throttled, p90 in (("use30", 15, quiet, 6.0), ("use90", rps90, loud, 40.0)):
+        requests = round(rps * 3)
+        lab.add("X5", variant, {**X5_BASE, "rps": rps},
+                {**latency(rng, p90, requests), **counts(rng, throttled, 30),
+                 "avg_cores": noisy(rng, rps * 0.004 * cores, rel)})
+    return lab
+
+
+X6_BASE = {**SERVICE, "build": "go125mod", "rps": 20, "clump": 10, "node_cpus": "0-1", "limit": "500m"}
+
+
+def x6(lab: Lab, seed: int = 13, slower: float = 1.9, gain: float = 1.0, rel: float = 0.05, num_cpu: int = 2) -> Lab:
+    """X6: GOMAXPROCS 2 (Go's default) against 1 at 500m, clumped open loop and closed loop."""
+    rng = np.random.default_rng(seed)
+    lab.add("X6", "clumped-500m-g2", X6_BASE, latency(rng, 20.0, 60), num_cpu=num_cpu)
+    lab.add("X6", "clumped-500m-g1", {**X6_BASE, "gomaxprocs": 1}, latency(rng, 20.0 * slower, 60, rel),
+            num_cpu=num_cpu)
+    closed = {**X6_BASE, "workers": 16, "duration_ms": 1500}
+    lab.add("X6", "closed-500m-g2", closed, {"throughput_rps": noisy(rng, 200.0 * gain, rel)}, num_cpu=num_cpu)
+    lab.add("X6", "closed-500m-g1", {**closed, "gomaxprocs": 1}, {"throughput_rps": noisy(rng, 200.0)},
+            num_cpu=num_cpu)
+    return lab
+
+
 def full_lab(num_cpu: int = 2, **changes) -> Lab:
     """Every experiment as a faithful 2-CPU node would show it; ``changes``: per-experiment keyword overrides."""
     lab = Lab(num_cpu=num_cpu, backend=changes.pop("backend", "local"))
@@ -277,6 +361,11 @@ def full_lab(num_cpu: int = 2, **changes) -> Lab:
     e8(lab, **changes.pop("e8", {}))
     e6(lab, **changes.pop("e6", {}))
     s2(lab, **changes.pop("s2", {}))
+    for experiment in ("X1", "X2", "X3"):
+        beyond(lab, experiment, **changes.pop(experiment.lower(), {}))
+    x4(lab, **changes.pop("x4", {}))
+    x5(lab, **changes.pop("x5", {}))
+    x6(lab, **changes.pop("x6", {}))
     assert not changes, changes
     return lab
 
@@ -371,6 +460,47 @@ SCENARIOS: dict[str, dict[str, dict]] = {
         INCONCLUSIVE: {"s2": {"gain": 1.3, "rel": 0.5}},
         NOT_TESTABLE: {"s2": {"node_procs": 2}},
     },
+    # ours (docs/EXPERIMENTS.md)
+    "F12": {
+        # the budget did not lift the throttling: the full-budget arm as slow and as throttled as budget0
+        CONTRADICTED: {"x1": {"change": _set({"budget-full": {"p50_wall_ms": [73.1, 73.4, 72.8, 73.0, 73.3],
+                                                              "throttled_per_round": [0.9, 1.0, 0.9, 1.0, 0.9]}})}},
+        INCONCLUSIVE: {"x1": {"change": _set({"budget-full": {"p50_wall_ms": [20, 90, 35, 70, 28]}})}},
+        # a budget the burst does not fit in: the model predicts a slow-down, not the unlimited time
+        NOT_TESTABLE: {"x1": {"arms": {**X_ARMS["X1"], "budget-full": {"burst_ms": 10}}}},
+    },
+    "F13": {
+        # the issue's first guess: a shorter period finishes SOONER
+        CONTRADICTED: {"x2": {"change": _set({"period20": {"p50_wall_ms": [45.0, 45.5, 44.8, 45.2, 45.1]}})}},
+        INCONCLUSIVE: {"x2": {"change": _set({"period5": {"p50_wall_ms": [60, 200, 90, 180, 70]}})}},
+        NOT_TESTABLE: {"x2": {"arms": {k: v for k, v in X_ARMS["X2"].items() if k != "period5"}}},
+    },
+    "F14": {
+        # summed over threads: 8 pauses per round on one CPU
+        CONTRADICTED: {"x3": {"change": _scale({"cpus1": {"throttled_ms_per_round": 8.0}})}},
+        INCONCLUSIVE: {"x3": {"change": _set({"cpus1": {"throttled_ms_per_round": [20, 90, 35, 80, 30]}})}},
+        NOT_TESTABLE: {"x3": {"cpus": 1}},
+    },
+    "F15": {
+        # together as fast as apart: no contention beyond the quotas
+        CONTRADICTED: {"x4": {"contention": -0.5}},
+        INCONCLUSIVE: {"x4": {"contention": 0.5, "rel": 0.4}},
+        # one thread per pod on 2 CPUs: two busy threads do not contend
+        NOT_TESTABLE: {"x4": {"threads": 1}},
+    },
+    "F16": {
+        # throttled in a third of the periods already at 30% of the limit
+        CONTRADICTED: {"x5": {"quiet": 0.35}},
+        INCONCLUSIVE: {"x5": {"loud": 0.15}},
+        # 90% at 20 req/s: the model's share there no longer exceeds 4x the 30% arm's
+        NOT_TESTABLE: {"x5": {"rps90": 20}},
+    },
+    "F17": {
+        # one thread faster than Go's default two
+        CONTRADICTED: {"x6": {"slower": 0.6}},
+        INCONCLUSIVE: {"x6": {"slower": 1.5, "rel": 0.6}},
+        NOT_TESTABLE: {"x6": {"num_cpu": 1}},
+    },
 }
 
 CASES = [(fid, verdict) for fid in SCENARIOS for verdict in (REPRODUCED, CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE)]
@@ -382,7 +512,8 @@ def faithful() -> tuple[dict[str, pd.Series], pd.DataFrame]:
 
 
 def test_every_finding_is_data_with_derived_thresholds_and_reasons():
-    assert [f.id for f in findings.FINDINGS] == [f"F{k}" for k in range(1, 12)]
+    assert [f.id for f in findings.FINDINGS] == [f"F{k}" for k in range(1, 18)]
+    assert [f.id for f in findings.FINDINGS if f.ours] == ["F12", "F13", "F14", "F15", "F16", "F17"]
     for finding in findings.FINDINGS:
         assert finding.claim and finding.reference and finding.checks
         for check in finding.checks:
@@ -416,7 +547,7 @@ def test_every_finding_can_come_out_every_way(faithful, fid, verdict):
 def test_the_faithful_lab_reproduces_everything_a_two_cpu_node_can_show(faithful):
     got, checks = faithful
     verdicts = {fid: row["verdict"] for fid, row in got.items()}
-    assert verdicts == {**{f"F{k}": REPRODUCED for k in range(1, 12)}, "F5": REPRODUCED}, checks.to_string()
+    assert verdicts == {f"F{k}": REPRODUCED for k in range(1, 18)}, checks.to_string()
 
 
 def test_requirements_belong_to_checks_and_a_contradiction_stays(faithful):
@@ -801,3 +932,51 @@ def test_timed_checks_are_not_testable_on_an_emulated_cpu_and_read_outs_are_judg
     for row in lab.run_rows:
         row["cpu_accel"] = "kvm"
     assert evaluate(lab)[0]["F1"]["verdict"] == findings.REPRODUCED
+
+
+def test_f12_throttling_left_by_a_budget_contradicts_through_the_absolute_bound():
+    # completion back to the unlimited one, yet throttled in most rounds: "not throttled" has its own bound
+    got, checks = evaluate(full_lab(x1={"change": _set({"budget-full": {"throttled_per_round": [0.9, 1.0, 0.8, 1.0, 0.9]}})}))
+    f12 = checks[checks["id"] == "F12"].set_index("check")
+    assert f12.loc["throttled_per_round budget-full", "verdict"] == CONTRADICTED
+    assert "0.475" in f12.loc["throttled_per_round budget-full", "expected"]
+    assert got["F12"]["verdict"] == CONTRADICTED
+
+
+def test_f13_states_the_models_direction_not_the_first_guess():
+    # the model says a shorter period makes a burst larger than its quota SLOWER (docs/EXPERIMENTS.md)
+    got, checks = evaluate(full_lab())
+    f13 = checks[checks["id"] == "F13"].set_index("check")
+    assert f13.loc["p50_wall_ms period20 / period100", "expected"].endswith("> 1.36")
+    assert f13.loc["p50_wall_ms period5 / period100", "expected"].endswith("> 1.46")
+    assert f13.loc["throttled_per_round period5 / period100", "expected"].endswith("> 5.71")
+
+
+def test_f17_throughput_must_stay_the_same_either_way():
+    # closed loop: the quota caps both arms, so a clear gain for either thread count contradicts the claim
+    for gain in (1.6, 0.5):
+        got, checks = evaluate(full_lab(x6={"gain": gain}))
+        f17 = checks[checks["id"] == "F17"].set_index("check")
+        assert f17.loc["throughput_rps closed-500m-g2 / closed-500m-g1", "verdict"] == CONTRADICTED, gain
+        assert got["F17"]["verdict"] == CONTRADICTED
+
+
+def test_f16_thresholds_come_from_the_poisson_model_of_the_profile():
+    got, checks = evaluate(full_lab())
+    f16 = checks[checks["id"] == "F16"].set_index("check")
+    # 45 req/s x 4 ms against a 20 ms quota (5 requests): P(N > 5) / P(N >= 1) with N ~ Poisson(4.5) = 0.300
+    assert f16.loc["throttled_ratio use30", "expected"].endswith("< 0.0751")
+    assert f16.loc["throttled_ratio use90", "expected"].endswith("> 0.15")
+    assert not f16.loc["avg_cores use30", "decisive"]
+
+
+def test_f17_counts_the_services_cpus_not_the_load_generators():
+    # the generator runs pinned to its own CPU and writes a header too: num_cpu 1 there says nothing of the node
+    lab = full_lab()
+    for row in [r for r in lab.header_rows if r["experiment"] == "X6"]:
+        row["command"] = "serve"
+        lab.header_rows.append({**row, "command": "load", "num_cpu": 1})
+    for row in lab.header_rows:
+        row.setdefault("command", "burst")
+    got, checks = evaluate(lab)
+    assert got["F17"]["verdict"] == REPRODUCED, checks[checks["id"] == "F17"].to_string()

@@ -274,3 +274,24 @@ def test_periods_per_round_counts_the_whole_runs_periods_not_only_the_bursts():
     summary = {"nr_periods": 27, "elapsed_s": 6.36, "avg_cores": 0.08}
     got = burst_metrics(rounds, summary, 100_000)
     assert got["periods_per_round"] == pytest.approx(27 / 12)
+
+
+def test_several_pods_bursts_add_their_counts_and_average_the_rest():
+    """X4: one value per run from every pod's burst process; counts are summed (the throttled share is
+    their ratio), times are the pods' mean."""
+    from throttlelab.analysis.metrics.jobs import pods_burst_metrics
+
+    def pod(src: str, walls: list[float], throttled: list[int]) -> tuple[dict, dict, list[dict]]:
+        rounds = [{"src": src, "round": k, "wall_ms": w, "d_nr_periods": 2, "d_nr_throttled": t,
+                   "d_throttled_usec": 1000 * t, "d_usage_usec": 40_000} for k, (w, t) in enumerate(zip(walls, throttled))]
+        return ({"src": src, "command": "burst", "cg_period_us": 100_000},
+                {"src": src, "command": "burst", "elapsed_s": 1.3, "nr_periods": 6, "avg_cores": 0.1}, rounds)
+
+    parts = [pod("burst-0/burst", [50, 40, 40], [1, 0, 0]), pod("burst-1/burst", [50, 30, 30], [1, 1, 1])]
+    got = pods_burst_metrics({"headers": pd.DataFrame([p[0] for p in parts]),
+                              "summaries": pd.DataFrame([p[1] for p in parts]),
+                              "rounds": pd.DataFrame([r for p in parts for r in p[2]])})
+    assert got["p50_wall_ms"] == 35.0  # (40 + 30) / 2: each pod's median round after the first
+    assert (got["nr_throttled"], got["nr_periods"]) == (4.0, 12.0)
+    assert got["throttled_ratio"] == 4 / 12
+    assert got["throttled_per_round"] == 0.5  # pod 0: 0 of 2 later rounds, pod 1: 2 of 2

@@ -50,3 +50,21 @@ def test_naming_a_backend_loads_no_other_backend():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT, check=True).stdout
     assert out.strip() == str(sorted(["throttlelab.backends", "throttlelab.backends.base", "throttlelab.backends.cgroup_tree",
                                       "throttlelab.backends.local"]))
+
+
+def test_a_burst_budget_or_period_a_backend_cannot_write_is_refused_with_the_reason():
+    """X1/X2 (docs/EXPERIMENTS.md): never run with the default silently."""
+    from throttlelab.backends.base import refuse_knobs
+    from throttlelab.model.placement import Container, Node, Pod
+
+    burst = Node("node", (Pod("p", (Container("c", ("burst",), limit_milli=250, burst_us=25_000),)),))
+    period = Node("node", (Pod("p", (Container("c", ("burst",), limit_milli=250),)),), period_us=20_000)
+    for backend in ("docker", "kind", "kubernetes"):
+        with pytest.raises(BackendError, match="burst budget"):
+            refuse_knobs(backend, burst)
+    for backend in ("kind", "kubernetes"):
+        with pytest.raises(BackendError, match="cpuCFSQuotaPeriod"):
+            refuse_knobs(backend, period)
+    refuse_knobs("docker", period)  # --cpu-period
+    refuse_knobs("local", burst)
+    refuse_knobs("local", period)

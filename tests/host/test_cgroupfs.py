@@ -20,10 +20,11 @@ V2_FILES = {
     "cgroup.subtree_control": "\n",
     "cgroup.procs": "",
     "cpu.max": "max 100000\n",
+    "cpu.max.burst": "0\n",
     "cpu.weight": "100\n",
     "cpu.stat": (
         "usage_usec 2511\nuser_usec 1200\nsystem_usec 1311\nnr_periods 40\nnr_throttled 20\n"
-        "throttled_usec 7052500\nnr_bursts 0\nburst_usec 0\n"
+        "throttled_usec 7052500\nnr_bursts 3\nburst_usec 37500\n"
     ),
     "cpuset.cpus": "\n",
     "cpuset.cpus.effective": "0-3\n",
@@ -61,7 +62,29 @@ def test_v2_create_enables_controllers_and_writes_limits(v2_tree):
 
 def test_v2_stat_is_normalised(v2_tree):
     stat = cgroupfs.CgroupV2(v2_tree).read_stat("")
-    assert stat == {"nr_periods": 40, "nr_throttled": 20, "throttled_usec": 7_052_500, "usage_usec": 2511}
+    assert stat == {"nr_periods": 40, "nr_throttled": 20, "throttled_usec": 7_052_500, "usage_usec": 2511,
+                    "nr_bursts": 3, "burst_usec": 37_500}
+
+
+def test_v2_writes_period_and_burst_budget(v2_tree):
+    _kernel_dir(v2_tree / "run")
+    fs = cgroupfs.CgroupV2(v2_tree)
+    fs.write_cpu("run", 1_250, 5_000, 39, burst_us=625)
+    assert (v2_tree / "run/cpu.max").read_text() == "1250 5000"
+    assert (v2_tree / "run/cpu.max.burst").read_text() == "625"
+    got = fs.read_settings("run")
+    assert (got.quota_us, got.period_us, got.burst_us) == (1_250, 5_000, 625)
+    fs.write_cpu("run", 25_000, 100_000, 39)  # no budget asked: the file is left as it is
+    assert fs.read_settings("run").burst_us == 625
+
+
+def test_v2_burst_budget_on_a_kernel_without_one_names_the_file(v2_tree):
+    _kernel_dir(v2_tree / "old")
+    (v2_tree / "old/cpu.max.burst").unlink()  # kernels before 5.14
+    fs = cgroupfs.CgroupV2(v2_tree)
+    assert fs.read_settings("old").burst_us is None
+    with pytest.raises(cgroupfs.CgroupError, match=r"cpu.max.burst does not exist.*5\.14"):
+        fs.write_cpu("old", 25_000, 100_000, 39, burst_us=12_500)
 
 
 def test_v2_without_cpu_controller_says_how_to_fix(v2_tree):
@@ -100,6 +123,25 @@ def test_v1_real_create_write_read_remove(real_cgroups):
         got = fs.read_settings(f"{rel}/pod")
         assert (got.quota_us, got.period_us, got.shares, got.cpus) == (200_000, 100_000, 604, "0")
         assert fs.read_stat(f"{rel}/pod")["nr_periods"] == 0
+    finally:
+        fs.remove_tree(rel)
+    assert not fs.exists(rel)
+
+
+def test_v1_real_period_and_burst_budget_read_back(real_cgroups):
+    fs = real_cgroups
+    if fs.version != 1:
+        pytest.skip("this host's cpu controller is v2; v2 is tested against the fixture tree")
+    rel = f"throttlelab-{os.getpid()}-901"
+    try:
+        fs.create(rel)
+        fs.write_cpu(rel, 5_000, 20_000, 39, burst_us=2_500)  # X2's 20 ms period, X1's half-quota budget
+        got = fs.read_settings(rel)
+        assert (got.quota_us, got.period_us, got.burst_us) == (5_000, 20_000, 2_500)
+        stat = fs.read_stat(rel)
+        assert (stat["nr_bursts"], stat["burst_usec"]) == (0, 0)
+        with pytest.raises(cgroupfs.CgroupError, match="cpu.cfs_burst_us"):
+            fs.write_cpu(rel, 5_000, 20_000, 39, burst_us=6_000)  # more than the quota: the kernel refuses
     finally:
         fs.remove_tree(rel)
     assert not fs.exists(rel)

@@ -19,19 +19,27 @@ def _e6(profile):
     return _experiments(profile)["E6"]["limit"]
 
 
+def _knobs(experiments):
+    """Variants asking for a burst budget or a CFS period other than the default (X1, X2)."""
+    return {(e, v) for e, vs in experiments.items() for v, s in vs.items()
+            if s.burst_us or s.period_us not in (None, 100_000)}
+
+
 def test_kind_on_a_cgroup_v1_host_leaves_out_every_pinned_variant_with_the_reason():
     experiments = _experiments("quick")
     left = untestable_variants("kind", experiments, "runc-new", cgroup_version=1)
     pinned = {(e, v) for e, vs in experiments.items() for v, s in vs.items() if s.cpus or s.node_cpus or s.load_cpus}
-    assert pinned and set(left) - {("E6", "limit")} == pinned
+    assert pinned and set(left) - {("E6", "limit")} - _knobs(experiments) == pinned
     assert all("EBUSY" in left[key] and "cgroup v1" in left[key] for key in pinned)
 
 
-def test_kind_on_cgroup_v2_runs_everything_but_an_e6_too_short_for_cadvisor():
+def test_kind_on_cgroup_v2_runs_everything_but_an_e6_too_short_for_cadvisor_a_burst_budget_or_a_period():
     experiments = _experiments("quick")
+    knobs = _knobs(experiments)
+    assert knobs == {("X1", "budget-half"), ("X1", "budget-full"), ("X2", "period20"), ("X2", "period5")}
     for version in (2, None):
         left = untestable_variants("kind", experiments, "runc-new", cgroup_version=version)
-        assert set(left) == {("E6", "limit")}
+        assert set(left) == {("E6", "limit")} | knobs
 
 
 @pytest.mark.parametrize("backend", ["kind", "kubernetes"])
@@ -46,8 +54,8 @@ def test_e6_scraped_closer_than_cadvisors_housekeeping_is_listed_on_the_cluster_
     assert reason == (f"not testable on the {backend} backend: it is measured against the kubelet's real cAdvisor "
                       f"on the {backend} backend, and {cadvisor_misfit(_e6(profile))}")
     assert f"its scrapes are {gap:g} s apart" in reason and "10-15 s" in reason
-    for other in ("local", "docker"):
-        assert untestable_variants(other, experiments, "runc-new", cgroup_version=2) == {}
+    assert untestable_variants("local", experiments, "runc-new", cgroup_version=2) == {}
+    assert set(untestable_variants("docker", experiments, "runc-new", cgroup_version=2)) <= _knobs(experiments)
 
 
 def test_the_papers_e6_fits_cadvisor_and_is_planned_on_the_cluster_backends():
@@ -63,3 +71,14 @@ def test_an_e6_job_that_ends_before_the_second_scrape_does_not_fit():
         "its job lasts 29 s (rounds x interval_ms) and the second scrape comes at 29 s; cAdvisor drops a "
         "container's series when the container ends")
     assert "scrapes are 9.999 s apart" in cadvisor_misfit(paper.with_changes(scrape_gap_ms=9999, rounds=40))
+
+
+def test_burst_budget_is_local_only_and_a_period_local_or_docker():
+    experiments = _experiments("quick")
+    assert untestable_variants("local", experiments, "runc-new") == {}
+    docker = untestable_variants("docker", experiments, "runc-new", cgroup_version=1)
+    assert set(docker) == {("X1", "budget-half"), ("X1", "budget-full")}  # --cpu-period expresses X2
+    assert all("no flag" in reason for reason in docker.values())
+    kube = untestable_variants("kubernetes", experiments, "runc-new")
+    assert "cpuCFSQuotaPeriod" in kube[("X2", "period20")] and "burst budget" in kube[("X1", "budget-full")]
+    assert ("X2", "period100") not in kube  # the default period is what every cluster has

@@ -105,3 +105,27 @@ def test_cpuset_round_trip():
     assert parse_cpuset("0-2,5") == [0, 1, 2, 5]
     assert format_cpuset([0, 1, 2, 5]) == "0-2,5"
     assert format_cpuset([1]) == "1"
+
+
+def test_node_period_sets_every_quota_and_burst_budget_sums_at_the_pod():
+    """X1/X2: the node's CFS period scales every quota; a pod's budget is its containers' sum."""
+    app = Container("app", ("burst",), request_milli=100, limit_milli=250, burst_us=2_500)
+    side = Container("side", ("burst",), request_milli=100, limit_milli=250, burst_us=1_000)
+    levels = _levels(Node("node", (Pod("x", (app, side)),), period_us=20_000))
+    pod = levels["node/burstable/pod-x"]
+    assert (pod.quota_us, pod.period_us, pod.burst_us) == (10_000, 20_000, 3_500)
+    assert (levels["node/burstable/pod-x/app"].quota_us, levels["node/burstable/pod-x/app"].burst_us) == (5_000, 2_500)
+    assert levels["node"].period_us == 20_000
+    # no budget asked: nothing is written (the kernel's 0 stays)
+    plain = _levels(Node("node", (Pod("x", (_c("app", 100, 250),)),)))
+    assert plain["node/burstable/pod-x"].burst_us is None and plain["node/burstable/pod-x"].period_us == 100_000
+
+
+def test_burst_budget_above_the_quota_or_without_a_limit_is_refused():
+    with pytest.raises(ValueError, match="exceeds the quota"):
+        design_node(Node("node", (Pod("x", (Container("a", ("burst",), limit_milli=250, burst_us=25_001),)),)),
+                    "runc-new", 2)
+    with pytest.raises(ValueError, match="needs a CPU limit"):
+        Container("a", ("burst",), burst_us=1_000)
+    with pytest.raises(ValueError, match="outside the kernel"):
+        Node("node", (), period_us=500)

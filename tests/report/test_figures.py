@@ -95,3 +95,86 @@ def test_service_figures_show_the_quantile_the_runs_support():
     assert latency_metric(short, "E2b") == ("work_p90_ms", "p90")
     caption = e2b_latency_caption(short.assign(unit="ms", scale="log"), pd.DataFrame())
     assert "one run's p90" in caption and "too short for a per-run p99" in caption
+
+
+def _beyond_tables(experiment: str, arms: dict[str, dict]) -> dict[str, pd.DataFrame]:
+    """Tidy tables of X1-X3 made from the model (3 runs x 4 rounds per arm), as parse_runs and compute_stats write them."""
+    import numpy as np
+
+    from throttlelab.analysis.findings import predictions as model
+
+    base = {"build": "go124mod", "threads": 2, "work_ms": 20, "interval_ms": 433, "rounds": 4, "request": "100m",
+            "limit": "250m"}
+    runs, rounds, metrics, estimates = [], [], [], []
+    for variant, params in arms.items():
+        spec = VariantSpec.from_dict(experiment, variant, {**base, **params})
+        arm = model.burst_arm(spec, model.cpuset_size(spec.cpus) or 2, spec.period_ms or 100.0)
+        wall, throttled = arm.median_wall_ms() + 5, float(np.mean(arm.burst().throttled_periods))
+        for rep in range(3):
+            runs.append({"backend": "local", "experiment": experiment, "variant": variant, "repeat": rep,
+                         **spec.columns()})
+            for k in range(4):
+                rounds.append({"backend": "local", "experiment": experiment, "variant": variant, "repeat": rep,
+                               "round": k, "wall_ms": wall * (1 + 0.02 * k),
+                               "d_throttled_usec": arm.throttled_ms() * 1000})
+            for metric, value in (("p50_wall_ms", wall), ("throttled_per_round", throttled)):
+                metrics.append({"backend": "local", "experiment": experiment, "variant": variant, "repeat": rep,
+                                "metric": metric, "value": value * (1 + 0.01 * rep)})
+        for metric, value in (("p50_wall_ms", wall), ("throttled_per_round", throttled)):
+            estimates.append({"backend": "local", "experiment": experiment, "variant": variant, "metric": metric,
+                              "unit": "", "point": value, "lo": value * 0.95, "hi": value * 1.05, "n": 3,
+                              "level": 0.95, "scale": "log", "method": "Student t", "flag": "low n"})
+    return {"runs": pd.DataFrame(runs), "rounds": pd.DataFrame(rounds), "metrics": pd.DataFrame(metrics),
+            "estimates": pd.DataFrame(estimates)}
+
+
+@pytest.mark.parametrize("name, experiment, arms", [
+    ("x1_budget", "X1", {"nolimit": {"limit": None, "burst_ms": 0}, "budget0": {"burst_ms": 0},
+                         "budget-full": {"burst_ms": 25}}),
+    ("x2_period", "X2", {"period100": {"period_ms": 100}, "period20": {"period_ms": 20}}),
+    ("x3_queues", "X3", {"cpus1": {"threads": 8, "work_ms": 5, "cpus": "0"},
+                         "cpus2": {"threads": 8, "work_ms": 5, "cpus": "0-1"}}),
+    ("x4_overlap", "X4", {"synchronized": {"limit": "500m", "pods": 2, "stagger": False},
+                          "staggered": {"limit": "500m", "pods": 2, "stagger": True}}),
+])
+def test_the_figures_beyond_the_lab_draw_from_their_tables(name, experiment, arms):
+    tables = _beyond_tables(experiment, arms)
+    svg = figure_to_svg(draw.draw(name, tables), name)
+    assert svg.lstrip().startswith("<svg")
+    caption = registry.resolve(registry.FIGURES[name].caption)(tables["estimates"], tables["runs"])
+    assert caption.startswith("Ours (docs/EXPERIMENTS.md)")
+    assert [e.name for e in registry.figures_for([experiment])] == [name]
+
+
+def _service_tables(experiment: str, arms: dict[str, dict], values: dict[str, float]) -> dict[str, pd.DataFrame]:
+    """Tidy tables of X5/X6 (3 runs per arm): the metrics their figures read, one value per arm."""
+    base = {"build": "go124mod", "request": "500m", "limit": "200m", "work_us": 2000, "rps": 20, "clump": 1,
+            "warmup_ms": 400, "duration_ms": 3000, "node_cpus": "0", "load_cpus": "1"}
+    runs, metrics, estimates = [], [], []
+    for variant, params in arms.items():
+        spec = VariantSpec.from_dict(experiment, variant, {**base, **params})
+        for rep in range(3):
+            runs.append({"backend": "local", "experiment": experiment, "variant": variant, "repeat": rep,
+                         **spec.columns()})
+            for metric, value in {**values, "work_requests": 60}.items():
+                metrics.append({"backend": "local", "experiment": experiment, "variant": variant, "repeat": rep,
+                                "metric": metric, "value": value * (1 + 0.01 * rep)})
+        for metric, value in values.items():
+            estimates.append({"backend": "local", "experiment": experiment, "variant": variant, "metric": metric,
+                              "unit": "", "point": value, "lo": value * 0.9, "hi": value * 1.1, "n": 3, "level": 0.95,
+                              "scale": "log", "method": "Student t", "flag": "low n"})
+    return {"runs": pd.DataFrame(runs), "metrics": pd.DataFrame(metrics), "estimates": pd.DataFrame(estimates)}
+
+
+@pytest.mark.parametrize("name, experiment, arms", [
+    ("x5_near_limit", "X5", {"use30": {"rps": 15, "request_cpu_us": 4000}, "use90": {"rps": 45, "request_cpu_us": 4000}}),
+    ("x6_threads", "X6", {"clumped-500m-g2": {"limit": "500m", "clump": 10},
+                          "clumped-500m-g1": {"limit": "500m", "clump": 10, "gomaxprocs": 1},
+                          "closed-500m-g2": {"limit": "500m", "workers": 16}}),
+])
+def test_the_service_figures_beyond_the_lab_draw_from_their_tables(name, experiment, arms):
+    tables = _service_tables(experiment, arms, {"throttled_ratio": 0.1, "work_p90_ms": 20.0, "throughput_rps": 80.0})
+    svg = figure_to_svg(draw.draw(name, tables), name)
+    assert svg.lstrip().startswith("<svg") and "p90" in svg
+    caption = registry.resolve(registry.FIGURES[name].caption)(tables["estimates"], tables["runs"])
+    assert caption.startswith("Ours (docs/EXPERIMENTS.md)")

@@ -546,3 +546,40 @@ def test_report_opens_in_headless_chromium(page, tmp_path, pytestconfig):
         assert min(figure["width"], figure["height"], figure["contentWidth"], figure["contentHeight"]) > 0, figure
     assert all(image["complete"] and image["width"] > 0 for image in checks["images"]), checks["images"]
     assert checks["resources"] == []  # nothing fetched: no CDN, no file next to the page
+
+
+def test_experiments_beyond_the_lab_come_last_under_their_heading_and_their_findings_are_marked_ours(tmp_path):
+    """docs/EXPERIMENTS.md: X1-X6 after the lab's experiments, under 'Beyond the lab'; F12-F17 in the same
+    findings table, marked ours, the hypothesis quoted as written; X3's note says what F14 decides about F2."""
+    tables = tmp_path / "tables"
+    shutil.copytree(FIXTURES / "tables", tables)
+    runs = pd.read_csv(tables / "runs.csv")
+    x3 = runs[runs["experiment"] == "E2a"].head(2).copy()
+    x3["experiment"], x3["variant"] = "X3", ["cpus1", "cpus2"]
+    x3["raw_log"] = ["results/local/raw/E2a/limit1/rep0.jsonl"] * 2
+    pd.concat([runs, x3]).to_csv(tables / "runs.csv", index=False)
+    rounds = pd.read_csv(tables / "rounds.csv")
+    copied = rounds[(rounds["experiment"] == "E2a") & (rounds["variant"] == "limit1")]
+    pd.concat([rounds, copied.assign(experiment="X3", variant="cpus1"), copied.assign(experiment="X3", variant="cpus2")]
+              ).to_csv(tables / "rounds.csv", index=False)
+    write_figures(tables, tmp_path / "figures")
+    findings = pd.read_csv(tables / "findings.csv")
+    f14 = findings.head(1).copy()
+    f14["id"], f14["experiments"], f14["verdict"] = "F14", "X3", "reproduced"
+    f14["claim"], f14["reference"] = "Throttled time is summed over run queues, not threads.", "none: ours"
+    pd.concat([findings, f14]).to_csv(tables / "findings.csv", index=False)
+    out = tmp_path / "report" / "index.html"
+    report.render_report(tables, FIXTURES / "report_raw", tmp_path / "figures", CI_CONFIG, out,
+                         tmp_path / "report" / "findings_table.csv", tmp_path / "report" / "estimates_table.csv")
+    html = out.read_text()
+    parsed = parse(out)
+    assert parsed.finding_rows == 12
+    sections = [i for i in parsed.ids if i.startswith("exp-") or i == "beyond"]
+    assert sections[-2:] == ["beyond", "exp-X3"], sections
+    row = html[html.index('id="finding-F14"'):]
+    row = row[:row.index("</tr>")]
+    assert 'class="ours">ours' in row and "Hypothesis, as written before the data:" in row
+    assert 'class="ours"' not in html[html.index('id="finding-F1"'):html.index('id="finding-F2"')]
+    assert "F14 came out reproduced" in html and "not over its threads" in html
+    shown = pd.read_csv(tmp_path / "report" / "findings_table.csv").set_index("id")
+    assert shown.loc["F14", "claim of"] == "ours" and shown.loc["F1", "claim of"] == "the lab's"

@@ -34,6 +34,7 @@ import pandas as pd
 
 from throttlelab.errors import InputError, SpecError  # InputError re-exported: callers import it from here too
 from throttlelab.model.variants import COLUMN_PREFIX, VariantSpec, column_names
+from throttlelab.model.families import BEYOND_SERVICES, BURST_JOBS, MULTI_BURST_JOBS
 
 RUN_KEYS = ("backend", "experiment", "variant", "repeat")
 
@@ -110,6 +111,9 @@ REQUIRED_COMMAND = {"E1": "info", "E2a": "burst", "E3": "info", "S1": "spin", "E
 REQUIRED_RUNNER_RECORDS = {"E5": ("share_expectation", "share_sample"), "E10": ("share_expectation", "share_sample")}
 # The service experiments (experiments/services.py, monitoring.py): the load (or E6's burst job) and pod counters.
 REQUIRED_COMMAND.update({"E2b": "load", "E7": "load", "E8": "load", "S2": "load", "E6": "burst"})
+# Beyond the lab (docs/EXPERIMENTS.md): the burst jobs X1-X3.
+REQUIRED_COMMAND.update({e: "burst" for e in (*BURST_JOBS, *MULTI_BURST_JOBS)})
+REQUIRED_COMMAND.update({e: "load" for e in BEYOND_SERVICES})
 REQUIRED_RUNNER_RECORDS.update({e: ("podstat",) for e in ("E8", "S2", "E6")})  # their metrics read podstats
 #: Load endpoints (RECORDS.md `req.ep`).
 ENDPOINTS = ("work", "ping")

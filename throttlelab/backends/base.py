@@ -28,6 +28,8 @@ from typing import Any
 
 from throttlelab.errors import BackendError, DesignMismatch  # noqa: F401 (re-exported: callers import it from here too)
 from throttlelab.model.placement import LoadPlacement, Node
+from throttlelab.model.coverage import NO_BURST_REASON, NO_PERIOD_REASON
+from throttlelab.model.quantities import DEFAULT_PERIOD_US
 
 
 @dataclass(frozen=True)
@@ -169,6 +171,15 @@ class Backend(ABC):
         line each; [] when nothing is left, or where the backend has no way to look (the smoke test
         of kind and kubernetes checks it after its deployments)."""
         return []
+
+
+def refuse_knobs(backend: str, node: Node) -> None:
+    """A node that asks for a CFS burst budget or period this backend cannot write raises
+    BackendError with the reason (model/coverage.py), rather than running with the default."""
+    if backend in NO_BURST_REASON and any(c.burst_us for p in node.pods for c in p.containers):
+        raise BackendError(f"{backend} backend: {NO_BURST_REASON[backend]}")
+    if backend in NO_PERIOD_REASON and node.period_us not in (None, DEFAULT_PERIOD_US):
+        raise BackendError(f"{backend} backend: a CFS period of {node.period_us} us: {NO_PERIOD_REASON[backend]}")
 
 
 # -- the registry ----------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from throttlelab.model.placement import LoadPlacement, Node, format_cpuset, pars
 from throttlelab.model.quantities import weight_to_v1_shares
 from throttlelab.backends.base import Readback
 
-SETTINGS = ("quota_us", "period_us", "weight", "shares", "cpus", "burst_us")
+SETTINGS = ("quota_us", "period_us", "burst_us", "weight", "shares", "cpus")
 
 
 def detect_fs() -> cgroupfs.CgroupFS:
@@ -64,7 +64,7 @@ def create_tree(fs: cgroupfs.CgroupFS, root: str, levels: list[LevelDesign], loa
         if level.level == "container" and not containers:
             continue
         fs.create(f"{root}/{level.path}", cpus=level.cpus)
-        fs.write_cpu(f"{root}/{level.path}", level.quota_us, level.period_us, level.weight)
+        fs.write_cpu(f"{root}/{level.path}", level.quota_us, level.period_us, level.weight, level.burst_us)
     fs.create(load_rel(root), cpus=load.cpus if load else None)
 
 
@@ -74,9 +74,11 @@ def designed(level: LevelDesign, version: int) -> dict[str, Any]:
     if version == 1:
         out["shares"] = weight_to_v1_shares(level.weight)
     else:
-        out["burst_us"] = 0  # neither kubelet nor runc writes cpu.max.burst: no quota carried over
+        out["burst_us"] = 0  # neither kubelet nor runc writes cpu.max.burst: no quota carried over (X1 sets one)
     if level.cpus:
         out["cpus"] = level.cpus
+    if level.burst_us is not None:
+        out["burst_us"] = level.burst_us
     return out
 
 

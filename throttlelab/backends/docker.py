@@ -54,7 +54,7 @@ from throttlelab.model import quantities as q
 from throttlelab.model.placement import Container, LoadPlacement, Node, Pod
 from throttlelab.model.runtime import runc_conversion
 from throttlelab.backends import cgroup_tree, images
-from throttlelab.backends.base import Backend, BackendError, Capabilities, Deployment, DesignMismatch, Output, Readback, parse_records
+from throttlelab.backends.base import Backend, BackendError, Capabilities, Deployment, DesignMismatch, Output, Readback, parse_records, refuse_knobs
 
 LABEL = images.LABEL
 LABEL_BACKEND = "throttlelab.backend"
@@ -318,6 +318,7 @@ class DockerBackend(Backend):
         return facts
 
     def deploy(self, node: Node, load: LoadPlacement | None = None) -> "DockerDeployment":
+        refuse_knobs(self.name, node)
         return DockerDeployment(self, node, load)
 
 

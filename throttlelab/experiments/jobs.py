@@ -43,14 +43,18 @@ def run_e1(spec: VariantSpec, ctx: Context) -> ExperimentResult:
 
 
 def burst_timeout(spec: VariantSpec) -> float:
-    # Worst case: each round needs threads*work of CPU at the limit's rate, plus the interval.
+    # Worst case: each round needs threads*work of CPU at the limit's rate (plus a period), and the interval.
     limit = (spec.milli("limit") or 1000) / 1000
-    per_round = spec.threads * spec.work_ms / 1000 / min(limit, 1.0) + spec.interval_ms / 1000
+    period_s = (spec.period_us or 100_000) / 1e6
+    per_round = spec.threads * spec.work_ms / 1000 / min(limit, 1.0) + period_s + spec.interval_ms / 1000
     return spec.rounds * per_round * 2 + 30
 
 
 def run_e2a(spec: VariantSpec, ctx: Context) -> ExperimentResult:
-    """One burst job: T threads each burn W of thread CPU time every interval."""
+    """One burst job: T threads each burn W of thread CPU time every interval.
+
+    Also X1-X3 (docs/EXPERIMENTS.md): the variant may set a burst budget (``burst_ms``), the
+    node's CFS period (``period_ms``) and the node's CPUs (``cpus``, else the config's)."""
     args = (
         "burst",
         f"-threads={spec.threads}",
@@ -60,13 +64,44 @@ def run_e2a(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     )
     env = container_env(spec.gomaxprocs or spec.threads)
     container = Container("burst", args, variant=(spec.build or "go124mod"),
-                          request_milli=spec.milli("request"), limit_milli=spec.milli("limit"), env=env)
-    node = Node("node", (Pod("e2a", (container,)),), cpus=ctx.node_cpus)
+                          request_milli=spec.milli("request"), limit_milli=spec.milli("limit"), env=env,
+                          burst_us=spec.burst_us)
+    node = Node("node", (Pod("e2a", (container,)),), cpus=spec.cpus or ctx.node_cpus, period_us=spec.period_us)
     result = ExperimentResult()
     with deployed(ctx, node, result) as dep:
         out = dep.run_job("e2a", "burst", timeout_s=burst_timeout(spec))
     result.add_output(out)
     result.window_s = _summary_value(out.records, "elapsed_s")
+    return result
+
+
+def run_x4(spec: VariantSpec, ctx: Context) -> ExperimentResult:
+    """X4 (docs/EXPERIMENTS.md): E2a's burst job in each of ``pods`` pods, each under its own limit. Every
+    pod's rounds start on the same grid (multiples of the interval since the Unix epoch, ``-align``), so
+    pods started apart burst together; staggered, pod k is ``k / pods`` of an interval later (``-offset``)."""
+    count = int(spec.pods or 2)
+    env = container_env(spec.gomaxprocs or spec.threads)
+
+    def args(k: int) -> tuple[str, ...]:
+        offset = spec.interval_ms * k / count if spec.stagger else 0
+        return ("burst", f"-threads={spec.threads}", f"-work={spec.work_ms}ms", f"-interval={spec.interval_ms}ms",
+                f"-rounds={spec.rounds}", "-align", f"-offset={offset:g}ms")
+
+    pods = tuple(Pod(f"burst-{k}", (Container("burst", args(k), variant=(spec.build or "go124mod"),
+                                              request_milli=spec.milli("request"), limit_milli=spec.milli("limit"),
+                                              env=env),))
+                 for k in range(count))
+    node = Node("node", pods, cpus=spec.cpus or ctx.node_cpus)
+    result = ExperimentResult()
+    timeout = burst_timeout(spec) * count
+    with deployed(ctx, node, result) as dep:
+        handles = [dep.start(pod.name, "burst") for pod in pods]
+        for handle in handles:
+            dep.wait_for_record(handle, "summary", timeout_s=timeout)
+        outs = [dep.stop(handle) for handle in handles]
+    for out in outs:
+        result.add_output(out)
+    result.window_s = max(_summary_value(out.records, "elapsed_s") for out in outs)
     return result
 
 

@@ -54,7 +54,9 @@ class FigureEntry:
 _JOBS = "throttlelab.figures.jobs"
 _WEIGHTS = "throttlelab.figures.weights"
 _SERVICES = "throttlelab.figures.services"
+_BEYOND = "throttlelab.figures.beyond"
 _SERVICE_TABLES = ("metrics", "estimates", "runs")
+_BURST_TABLES = ("rounds", "metrics", "estimates", "runs")
 
 FIGURES: dict[str, FigureEntry] = {
     entry.name: entry
@@ -90,6 +92,25 @@ FIGURES: dict[str, FigureEntry] = {
         FigureEntry("s2_throughput", "S2", "Closed-loop throughput: thread count and a limited upstream",
                     _SERVICE_TABLES, "S2 threads and the cascade",
                     f"{_SERVICES}:s2_throughput_figure", f"{_SERVICES}:s2_throughput_caption"),
+        # beyond the lab (docs/EXPERIMENTS.md): ours
+        FigureEntry("x1_budget", "X1", "Burst budget: completion and throttled periods by budget",
+                    _BURST_TABLES, "X1 burst budget (ours)",
+                    f"{_BEYOND}:x1_budget_figure", f"{_BEYOND}:x1_budget_caption"),
+        FigureEntry("x2_period", "X2", "CFS period: completion and throttled periods by period",
+                    _BURST_TABLES, "X2 CFS period (ours)",
+                    f"{_BEYOND}:x2_period_figure", f"{_BEYOND}:x2_period_caption"),
+        FigureEntry("x3_queues", "X3", "What throttled time sums: run queues, not threads",
+                    _BURST_TABLES, "X3 run queues or threads (ours)",
+                    f"{_BEYOND}:x3_queues_figure", f"{_BEYOND}:x3_queues_caption"),
+        FigureEntry("x4_overlap", "X4", "Overlapping bursts: pods bursting together against staggered",
+                    _BURST_TABLES, "X4 overlapping bursts (ours)",
+                    f"{_BEYOND}:x4_overlap_figure", f"{_BEYOND}:x4_overlap_caption"),
+        FigureEntry("x5_near_limit", "X5", "Steady arrivals near the limit: throttled share and latency",
+                    _SERVICE_TABLES, "X5 near the limit (ours)",
+                    f"{_BEYOND}:x5_near_limit_figure", f"{_BEYOND}:x5_near_limit_caption"),
+        FigureEntry("x6_threads", "X6", "GOMAXPROCS 2 against 1 under a small limit",
+                    _SERVICE_TABLES, "X6 Go's minimum of 2 threads (ours)",
+                    f"{_BEYOND}:x6_threads_figure", f"{_BEYOND}:x6_threads_caption"),
     )
 }
 

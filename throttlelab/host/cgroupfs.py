@@ -26,7 +26,7 @@ class CpuSettings:
     weight: int | None  # v2 only
     shares: int | None  # v1 only
     cpus: str | None
-    burst_us: int | None = None  # v2 only (cpu.max.burst, kernel >= 5.14): quota a group may carry over
+    burst_us: int | None = None  # cpu.max.burst (v2) or cpu.cfs_burst_us (v1); None: a kernel before 5.14
 
 
 def _read(path: Path) -> str:
@@ -42,6 +42,18 @@ def _write(path: Path, value: str) -> None:
             handle.write(value)
     except OSError as exc:
         raise CgroupError(f"cannot write {value!r} to {path}: {exc.strerror}") from None
+
+
+def _write_burst(path: Path, burst_us: int) -> None:
+    if not path.exists():
+        raise CgroupError(f"cannot write a burst budget of {burst_us} us: {path} does not exist (the CFS burst "
+                          "budget needs Linux 5.14 or later)")
+    _write(path, str(burst_us))
+
+
+def _read_burst(path: Path) -> int | None:
+    """The burst budget in us; None on a kernel without one (the file is absent before 5.14)."""
+    return int(_read(path)) if path.exists() else None
 
 
 def _kv(text: str) -> dict[str, int]:
@@ -137,14 +149,18 @@ class CgroupFS:
         """JSON-able description, so a guardian process can rebuild the same view."""
         raise NotImplementedError
 
-    def write_cpu(self, rel: str, quota_us: int | None, period_us: int, weight: int) -> None:
+    def write_cpu(self, rel: str, quota_us: int | None, period_us: int, weight: int,
+                  burst_us: int | None = None) -> None:
+        """Quota, period and weight; then the burst budget when one is given (the kernel checks
+        it against the quota already written)."""
         raise NotImplementedError
 
     def read_settings(self, rel: str) -> CpuSettings:
         raise NotImplementedError
 
     def read_stat(self, rel: str) -> dict[str, int | None]:
-        """Normalised counters: nr_periods, nr_throttled, throttled_usec, usage_usec."""
+        """Normalised counters: nr_periods, nr_throttled, throttled_usec, usage_usec, and nr_bursts,
+        burst_usec (None on a kernel without a burst budget)."""
         raise NotImplementedError
 
     def host_cpus(self) -> str:
@@ -178,11 +194,14 @@ class CgroupV1(CgroupFS):
                 _write(path / "cpuset.mems", _read(path.parent / "cpuset.mems"))
                 _write(path / "cpuset.cpus", cpus or _read(path.parent / "cpuset.cpus"))
 
-    def write_cpu(self, rel: str, quota_us: int | None, period_us: int, weight: int) -> None:
+    def write_cpu(self, rel: str, quota_us: int | None, period_us: int, weight: int,
+                  burst_us: int | None = None) -> None:
         path = self.roots["cpu"] / rel
         _write(path / "cpu.cfs_period_us", str(period_us))
         _write(path / "cpu.cfs_quota_us", str(-1 if quota_us is None else quota_us))
         _write(path / "cpu.shares", str(weight_to_v1_shares(weight)))
+        if burst_us is not None:
+            _write_burst(path / "cpu.cfs_burst_us", burst_us)
 
     def read_settings(self, rel: str) -> CpuSettings:
         path = self.roots["cpu"] / rel
@@ -194,6 +213,7 @@ class CgroupV1(CgroupFS):
             weight=None,
             shares=int(_read(path / "cpu.shares")),
             cpus=cpus,
+            burst_us=_read_burst(path / "cpu.cfs_burst_us"),
         )
 
     def read_stat(self, rel: str) -> dict[str, int | None]:
@@ -207,6 +227,8 @@ class CgroupV1(CgroupFS):
             "nr_throttled": raw.get("nr_throttled", 0),
             "throttled_usec": raw.get("throttled_time", 0) // 1000,
             "usage_usec": usage,
+            "nr_bursts": raw.get("nr_bursts"),
+            "burst_usec": None if "burst_time" not in raw else raw["burst_time"] // 1000,
         }
 
     def host_cpus(self) -> str:
@@ -250,23 +272,25 @@ class CgroupV2(CgroupFS):
         if cpus is not None:
             _write(path / "cpuset.cpus", cpus)
 
-    def write_cpu(self, rel: str, quota_us: int | None, period_us: int, weight: int) -> None:
+    def write_cpu(self, rel: str, quota_us: int | None, period_us: int, weight: int,
+                  burst_us: int | None = None) -> None:
         path = self.root / rel
         _write(path / "cpu.max", f"{'max' if quota_us is None else quota_us} {period_us}")
         _write(path / "cpu.weight", str(weight))
+        if burst_us is not None:
+            _write_burst(path / "cpu.max.burst", burst_us)
 
     def read_settings(self, rel: str) -> CpuSettings:
         path = self.root / rel
         quota, period = _read(path / "cpu.max").split()
         cpus_file = path / "cpuset.cpus"
-        burst_file = path / "cpu.max.burst"
         return CpuSettings(
             quota_us=None if quota == "max" else int(quota),
             period_us=int(period),
             weight=int(_read(path / "cpu.weight")),
             shares=None,
             cpus=(_read(cpus_file) or None) if cpus_file.exists() else None,
-            burst_us=int(_read(burst_file)) if burst_file.exists() else None,
+            burst_us=_read_burst(path / "cpu.max.burst"),
         )
 
     def read_stat(self, rel: str) -> dict[str, int | None]:
@@ -276,6 +300,8 @@ class CgroupV2(CgroupFS):
             "nr_throttled": raw.get("nr_throttled", 0),
             "throttled_usec": raw.get("throttled_usec", 0),
             "usage_usec": raw.get("usage_usec"),
+            "nr_bursts": raw.get("nr_bursts"),
+            "burst_usec": raw.get("burst_usec"),
         }
 
     def host_cpus(self) -> str:

@@ -2,20 +2,24 @@
 
 An existing Kubernetes cluster is used as it is: the lab may not pin its nodes'
 CPUs nor switch its runc. Variants that need either are left out of the plan
-before any job runs, each with its reason, instead of failing mid-run. The
-other backends express every variant of the bundled profiles.
+before any job runs, each with its reason, instead of failing mid-run.
 
 E6 (what monitoring sees) reads the kubelet's real cAdvisor on kind and
 kubernetes, as the lab did; cAdvisor reads a container only every 10-15 s, so
 an E6 variant whose scrapes are closer than that, or whose job ends before the
 second scrape, cannot be measured there (`cadvisor_misfit`) and is listed with
 the reason. Local and docker emulate cAdvisor and run every E6 variant.
+
+Beyond the lab (docs/EXPERIMENTS.md): a CFS burst budget (X1) is written by the
+local backend only, and a CFS period other than the default (X2) by the local
+and docker backends; the others leave those variants out the same way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from throttlelab.model.quantities import DEFAULT_PERIOD_US
 from throttlelab.model.variants import VariantSpec
 
 #: kind on a cgroup v1 host: why node containers cannot be pinned.
@@ -57,6 +61,34 @@ def _cadvisor_reason(backend: str, spec: VariantSpec) -> str | None:
     misfit = cadvisor_misfit(spec)
     return None if misfit is None else (f"it is measured against the kubelet's real cAdvisor on the {backend} "
                                         f"backend, and {misfit}")
+#: Why a backend other than local cannot write a burst budget (X1).
+NO_BURST_REASON = {
+    "docker": "docker cannot express a CFS burst budget: `docker run` has no flag and the Engine API's HostConfig "
+              "no field for it (runc could write cpu.max.burst, but Docker never hands it one)",
+    "kind": "Kubernetes cannot express a CFS burst budget: a container's resources have no such field, and kubelet "
+            "writes none",
+    "kubernetes": "Kubernetes cannot express a CFS burst budget: a container's resources have no such field, and "
+                  "kubelet writes none",
+}
+#: Why a backend cannot set a CFS period other than the default (X2).
+NO_PERIOD_REASON = {
+    "kind": "the CFS period is kubelet's node-wide cpuCFSQuotaPeriod (behind the CustomCPUCFSQuotaPeriod feature "
+            "gate), not a pod setting; the lab's kind clusters run kubelet's default",
+    "kubernetes": "the CFS period is kubelet's node-wide cpuCFSQuotaPeriod (behind the CustomCPUCFSQuotaPeriod "
+                  "feature gate), not a pod setting; an existing cluster is used as it is",
+}
+
+
+def _knob_reasons(backend: str, experiments: Mapping[str, Mapping[str, VariantSpec]]) -> dict[tuple[str, str], str]:
+    """The variants that ask for a burst budget or a CFS period this backend cannot write."""
+    out = {}
+    for experiment, variants in experiments.items():
+        for variant, spec in variants.items():
+            if spec.burst_us and backend in NO_BURST_REASON:
+                out[(experiment, variant)] = f"not testable on the {backend} backend: {NO_BURST_REASON[backend]}"
+            elif spec.period_us not in (None, DEFAULT_PERIOD_US) and backend in NO_PERIOD_REASON:
+                out[(experiment, variant)] = f"not testable on the {backend} backend: {NO_PERIOD_REASON[backend]}"
+    return out
 
 
 def untestable_variants(backend: str, experiments: Mapping[str, Mapping[str, VariantSpec]],
@@ -65,7 +97,15 @@ def untestable_variants(backend: str, experiments: Mapping[str, Mapping[str, Var
 
     ``cgroup_version``: the host's (Docker's) cgroup version, when known; kind cannot pin
     its node containers on v1. On kind and kubernetes, E6 variants that do not fit the kubelet's
-    cAdvisor (`cadvisor_misfit`) are listed too."""
+    cAdvisor (`cadvisor_misfit`) are listed too, and everywhere the variants asking for a burst
+    budget or a CFS period the backend cannot write (X1, X2)."""
+    return {**_placement_reasons(backend, experiments, runtime, cgroup_version),
+            **_knob_reasons(backend, experiments)}
+
+
+def _placement_reasons(backend: str, experiments: Mapping[str, Mapping[str, VariantSpec]],
+                       runtime: str, cgroup_version: int | None) -> dict[tuple[str, str], str]:
+    """Pinned CPUs, runtimes and cAdvisor timings an existing cluster (or kind) cannot give."""
     if backend not in CLUSTER_BACKENDS:
         return {}
     out = {}

@@ -34,11 +34,20 @@ class Container:
     role: str = "job"  # job: runs to completion; service: runs until stopped
     request_memory: int | None = None
     limit_memory: int | None = None
+    #: CFS burst budget in us (cpu.max.burst / cpu.cfs_burst_us): CPU the container may borrow
+    #: beyond its quota from periods it left unused; None or 0: not written (the kernel's 0)
+    burst_us: int | None = None
 
     def __post_init__(self) -> None:
         _check_name("container", self.name)
         if self.role not in ("job", "service"):
             raise ValueError(f"container {self.name}: role must be job or service, not {self.role!r}")
+        if self.burst_us is not None:
+            if self.burst_us < 0:
+                raise ValueError(f"container {self.name}: a burst budget cannot be negative ({self.burst_us} us)")
+            if self.burst_us and self.limit_milli is None:
+                raise ValueError(f"container {self.name}: a burst budget of {self.burst_us} us needs a CPU limit "
+                                 "(it lends CPU beyond a quota)")
 
     @property
     def env_dict(self) -> dict[str, str]:
@@ -61,6 +70,13 @@ class Pod:
     @property
     def limit_milli(self) -> int | None:
         return q.pod_limit([c.limit_milli for c in self.containers])
+
+    @property
+    def burst_us(self) -> int | None:
+        """The pod level's burst budget: the sum of its containers' (as its quota is the sum of their
+        limits), only when it has a quota; None when no container asks for one."""
+        total = sum(c.burst_us or 0 for c in self.containers)
+        return total if total and self.limit_milli is not None else None
 
     @property
     def request_milli(self) -> int:
@@ -113,6 +129,8 @@ class Node:
     `runtime` is the node's container runtime conversion of shares to weights
     (runc-new / runc-old; None: the backend's default), a property of the node as
     on Kubernetes, where the old-runc cluster is another set of nodes.
+    `period_us` is the CFS period of every quota on the node (kubelet's node-wide
+    cpuCFSQuotaPeriod; None: the kernel's default 100 ms).
     """
 
     name: str
@@ -120,9 +138,13 @@ class Node:
     cpus: str | None = None
     allocatable_milli: int | None = None
     runtime: str | None = None
+    period_us: int | None = None
 
     def __post_init__(self) -> None:
         _check_name("node", self.name)
+        if self.period_us is not None and not q.MIN_PERIOD_US <= self.period_us <= q.MAX_PERIOD_US:
+            raise ValueError(f"node {self.name}: a CFS period of {self.period_us} us is outside the kernel's "
+                             f"[{q.MIN_PERIOD_US}, {q.MAX_PERIOD_US}] us")
         names = [p.name for p in self.pods]
         if len(set(names)) != len(names):
             raise ValueError(f"node {self.name}: pod names repeat: {names}")

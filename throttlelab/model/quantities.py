@@ -11,6 +11,9 @@ import re
 from throttlelab.errors import QuantityError  # noqa: F401 (re-exported: callers import it from here too)
 
 DEFAULT_PERIOD_US = 100_000
+#: The kernel's bounds on a CFS period (kernel/sched/core.c: 1 ms to 1 s).
+MIN_PERIOD_US = 1_000
+MAX_PERIOD_US = 1_000_000
 MIN_SHARES = 2
 MAX_SHARES = 262_144
 MAX_WEIGHT = 10_000

@@ -81,6 +81,9 @@ class VariantSpec:
     interval_ms: float | None = None
     rounds: int | None = None
     calibration_rounds: int | None = None
+    # beyond the lab (docs/EXPERIMENTS.md): X2's CFS period, X1's burst budget
+    period_ms: float | None = None
+    burst_ms: float | None = None
     duration_ms: float | None = None
     report_ms: float | None = None
     # weights (E5, E10)
@@ -111,6 +114,11 @@ class VariantSpec:
     upstream_alloc_bytes: int | None = None
     upstream_live_mb: int | None = None
     upstream_gomaxprocs: int | None = None
+    # X4 (docs/EXPERIMENTS.md): several pods each running the burst job, together or staggered
+    pods: int | None = None
+    stagger: bool | None = None
+    # X5 (docs/EXPERIMENTS.md): the CPU one request costs, as the profile states it, for the model
+    request_cpu_us: float | None = None
     # monitoring (E6)
     housekeeping_ms: float | None = None
     first_scrape_ms: float | None = None
@@ -150,6 +158,16 @@ class VariantSpec:
         """A CPU quantity field in millicores (None when unset)."""
         value = getattr(self, key)
         return None if value is None else parse_cpu(value, f"experiments.{self.experiment}.variants.{self.name}.{key}")
+
+    @property
+    def period_us(self) -> int | None:
+        """The CFS period this variant asks for, in us (None: the kernel's default)."""
+        return None if self.period_ms is None else round(float(self.period_ms) * 1000)
+
+    @property
+    def burst_us(self) -> int | None:
+        """The burst budget this variant asks for, in us (None: none written)."""
+        return None if self.burst_ms is None else round(float(self.burst_ms) * 1000)
 
     def window_requests(self, endpoint: str = "work") -> int | None:
         """The requests an open-loop run schedules in its window on ``endpoint`` (work or ping): a

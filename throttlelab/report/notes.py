@@ -1,7 +1,8 @@
 """Paragraphs the report prints in an experiment's section, computed from the tables.
 
-Only S2 has some today: where it and E2b disagree on fewer threads, with this
-run's numbers beside the lab's (:mod:`throttlelab.model.reference`).
+S2: where it and E2b disagree on fewer threads, with this run's numbers beside
+the lab's (:mod:`throttlelab.model.reference`); X3: what F14 decides about F2's
+wording (docs/EXPERIMENTS.md).
 """
 
 from __future__ import annotations
@@ -90,8 +91,30 @@ def s2_against_e2b(tables: Mapping[str, pd.DataFrame]) -> list[str]:
     ]
 
 
+def x3_on_f2(findings: pd.DataFrame | None) -> list[str]:
+    """X3 decides how F2 is worded (docs/EXPERIMENTS.md): what F14's verdict says about the lab's
+    "summed over threads"."""
+    rows = None if findings is None else findings[findings["id"] == "F14"]
+    if rows is None or rows.empty:
+        return []
+    verdict = str(rows.iloc[0]["verdict"])
+    if verdict == "reproduced":
+        says = ("so F2 is worded as the kernel accounts it: throttled time is summed over the CPU run queues on "
+                "which the group was throttled, not over its threads (the lab's wording holds only where every "
+                "thread has a CPU of its own)")
+    elif verdict == "contradicted":
+        says = ("so this run does NOT support F2's wording (summed over run queues): read F2's verdict with F14's "
+                "checks beside it")
+    else:
+        says = f"so this run cannot decide between the two wordings of F2 ({verdict}; F14's reason says why)"
+    return [f"F14 came out {verdict}: {says}."]
+
+
 def section_notes(experiment: str, tables: Mapping[str, pd.DataFrame]) -> list[str]:
-    """Paragraphs the report prints in an experiment's section (only S2 has some: where it and E2b disagree)."""
+    """Paragraphs the report prints in an experiment's section: S2 (where it and E2b disagree) and X3
+    (what F14 says about F2's wording)."""
     if experiment == "S2" and "estimates" in tables:
         return s2_against_e2b(tables)
+    if experiment == "X3":
+        return x3_on_f2(tables.get("findings"))
     return []

@@ -38,6 +38,7 @@ from throttlelab.errors import ReportError
 from throttlelab.figures.registry import figures_for, resolve
 from throttlelab.model.config import ConfigError, Design, load_design
 from throttlelab.model.reference import LAB, lab_values
+from throttlelab.model.families import is_ours
 from throttlelab.report.formatting import distinct, fmt_cell, fmt_size, setting_text, spec_settings, text
 from throttlelab.report.inputs import config_text, raw_log_path, read_table, read_tables
 from throttlelab.report.notes import section_notes
@@ -77,6 +78,8 @@ class Finding:
     p_holm: str
     a12: str
     method: str
+    #: a claim of ours beyond the lab (docs/EXPERIMENTS.md): the page marks it and calls its sentence a hypothesis
+    ours: bool = False
 
 
 def findings_rows(findings: pd.DataFrame) -> list[Finding]:
@@ -95,6 +98,7 @@ def findings_rows(findings: pd.DataFrame) -> list[Finding]:
             p_holm=fmt_number(getattr(r, "p_holm", math.nan)),
             a12=fmt_number(getattr(r, "a12", math.nan)),
             method=text(r.method),
+            ours=bool(experiments) and all(is_ours(e) for e in experiments),
         ))
     return rows
 
@@ -468,6 +472,8 @@ class ExperimentSection:
     notes: tuple[str, ...] = ()
     #: the lab's read-out beside ours, cell by cell (lab_cells_table; E3)
     lab_cells: Table | None = None
+    #: an experiment of ours beyond the lab (docs/EXPERIMENTS.md): shown under "Beyond the lab"
+    ours: bool = False
 
 
 def experiment_sections(tables: Mapping[str, pd.DataFrame], design: Design, figures_dir: Path,
@@ -498,15 +504,19 @@ def experiment_sections(tables: Mapping[str, pd.DataFrame], design: Design, figu
             interference=interference_table(runs, name, order),
             notes=tuple(section_notes(name, tables)),
             lab_cells=lab_cells_table(tables.get("metrics"), runs, name, order),
+            ours=is_ours(name),
         ))
-    return sections
+    # the lab's experiments first, then ours under "Beyond the lab" (docs/EXPERIMENTS.md)
+    return [s for s in sections if not s.ours] + [s for s in sections if s.ours]
 
 
 def findings_display(findings: list[Finding]) -> pd.DataFrame:
     """The findings table as the page shows it, for a spreadsheet or Snakemake's report."""
     return pd.DataFrame(
-        [(f.id, f.claim, f.verdict, f.effect, f.reference, f.reason, f.p_holm, f.a12, f.method) for f in findings],
-        columns=["id", "claim", "verdict", "effect [CI]", "lab reference", "reason", "p (Holm)", "A12", "method"],
+        [(f.id, f.claim, f.verdict, f.effect, f.reference, f.reason, f.p_holm, f.a12, f.method,
+          "ours" if f.ours else "the lab's") for f in findings],
+        columns=["id", "claim", "verdict", "effect [CI]", "lab reference", "reason", "p (Holm)", "A12", "method",
+                 "claim of"],
     )
 
 
@@ -558,6 +568,7 @@ def build_context(tables_dir: Path, raw_root: Path, figures_dir: Path, config: M
         "verdict_counts": verdict_counts(findings),
         "checks": checks_table(tables.get("checks")),
         "sections": sections,
+        "beyond": [s.name for s in sections if s.ours],
         "environment": environment_rows(tables["environment"], runs, tables["headers"], design,
                                         [s.name for s in sections]),
         "tables": table_links(tables_dir, page_dir),

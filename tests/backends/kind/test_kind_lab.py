@@ -38,7 +38,7 @@ from kind_standins import (
     lab_settings,
     stand_in,
 )
-from throttlelab.backends.base import Capabilities
+from throttlelab.backends.base import BackendError, Capabilities, refuse_knobs
 from throttlelab.backends.kind import clusters as kind_clusters, pauses, pins
 from throttlelab.backends.kind.backend import KindBackend
 from throttlelab.backends.kind.clusters import ROLE_OF_RUNTIME
@@ -87,10 +87,13 @@ def test_what_kind_cannot_run_is_listed_with_its_reason_and_the_backend_agrees()
     """The plan (model.coverage, used by rules/common.smk before any job) and the backend's own
     refusal (NotTestable at deploy) say the same, variant by variant: on a cgroup v2 host kind runs
     every variant of the ci profile but E6, whose scrapes are too close for the kubelet's cAdvisor
-    (run_e6 refuses it before deploying); on a v1 host, every variant that pins a node is left out
-    with the EBUSY reason too, and nothing else."""
+    (run_e6 refuses it before deploying), and X1's burst budget and X2's short period, which
+    Kubernetes cannot write (refuse_knobs at deploy); on a v1 host, every variant that pins a node is
+    left out with the EBUSY reason too, and nothing else."""
     experiments = {name: exp.variants for name, exp in CI.experiments.items()}
-    assert set(ON_V2) == {("E6", "limit")} and "kubelet's real cAdvisor" in ON_V2[("E6", "limit")]
+    assert set(ON_V2) == {("E6", "limit"), ("X1", "budget-full"), ("X2", "period20")}
+    assert "kubelet's real cAdvisor" in ON_V2[("E6", "limit")]
+    assert "burst budget" in ON_V2[("X1", "budget-full")] and "cpuCFSQuotaPeriod" in ON_V2[("X2", "period20")]
     both = untestable_variants("kind", experiments, CI.runtime, cgroup_version=1)
     assert {k: both[k] for k in ON_V2} == ON_V2
     on_v1 = {k: r for k, r in both.items() if k not in ON_V2}
@@ -101,11 +104,19 @@ def test_what_kind_cannot_run_is_listed_with_its_reason_and_the_backend_agrees()
     assert set(placed) == set(VARIANTS)
     for key, (node, load) in placed.items():
         assert KindBackend.untestable(v2, node, load) is None, key
+        if key[0] in ("X1", "X2"):
+            knob = key in ON_V2
+            try:
+                refuse_knobs("kind", node)
+            except BackendError as refused:
+                assert knob and str(refused).rsplit(": ", 1)[1] in ON_V2[key], key
+            else:
+                assert not knob, key
         refused = KindBackend.untestable(v1, node, load)
         assert (refused is not None) == (key in on_v1), key
         assert refused is None or refused in on_v1[key], key
     pinned = {k for k, (node, load) in placed.items() if node.cpus or (load and load.cpus)}
-    assert set(on_v1) == pinned and {"E5", "E10", "E2b", "E7", "E8", "S2"} == {e for e, _ in pinned}
+    assert set(on_v1) == pinned and {"E5", "E10", "E2b", "E7", "E8", "S2", "X3", "X5", "X6"} == {e for e, _ in pinned}
 
 
 # -- the lab: two stand-in clusters --------------------------------------------------------------------

@@ -268,7 +268,7 @@ class Check:
 
 @dataclass(frozen=True)
 class Finding:
-    """A claim of the lab, with the checks that would reproduce it here."""
+    """A claim of the lab (or, ``ours``, of the project beyond it), with the checks that would show it here."""
 
     id: str
     claim: str
@@ -277,6 +277,8 @@ class Finding:
     reference: str = ""
     #: experiments the claim also rests on that no check here covers yet
     not_covered: tuple[str, ...] = ()
+    #: a claim of ours beyond the lab (docs/EXPERIMENTS.md), its sentence written before the data
+    ours: bool = False
 
     @property
     def experiments(self) -> tuple[str, ...]:

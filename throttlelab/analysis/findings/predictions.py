@@ -57,51 +57,67 @@ def phases(period_ms: float, n: int = PHASES) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Burst:
-    """One burst at each phase: wall time, the wait spent throttled, periods touched."""
+    """One burst at each phase: wall time, the wait spent throttled, periods touched, and the
+    periods in which it used more than the quota (``bursts``, the kernel's nr_bursts) with the CPU
+    so borrowed from a burst budget (``excess_ms``, burst_time)."""
 
     wall_ms: np.ndarray
     pause_ms: np.ndarray
     touched: np.ndarray
     throttled_periods: np.ndarray
+    bursts: np.ndarray | None = None
+    excess_ms: np.ndarray | None = None
 
 
 def fluid_burst(cpu_ms: float, rate: float, quota_ms: float | None, period_ms: float,
-                start: np.ndarray) -> Burst:
-    """The CFS model of one burst of ``cpu_ms`` on ``rate`` CPUs under ``quota_ms`` per period, per start phase."""
-    if cpu_ms < 0 or rate <= 0 or period_ms <= 0:
-        raise ValueError(f"a burst needs cpu >= 0, rate > 0 and a period > 0, got {cpu_ms}, {rate}, {period_ms}")
+                start: np.ndarray, budget_ms: float = 0.0) -> Burst:
+    """The CFS model of one burst of ``cpu_ms`` on ``rate`` CPUs under ``quota_ms`` per period, per start phase.
+
+    With a burst budget B (X1) the group, idle long enough before, starts with Q + B, and at every
+    period boundary the pool becomes min(left + Q, Q + B) (the kernel's refill); B = 0 is plain CFS.
+    """
+    if cpu_ms < 0 or rate <= 0 or period_ms <= 0 or budget_ms < 0:
+        raise ValueError(f"a burst needs cpu >= 0, rate > 0, a period > 0 and a budget >= 0, got {cpu_ms}, "
+                         f"{rate}, {period_ms}, {budget_ms}")
     start = np.asarray(start, dtype=float)
     remaining = np.full(start.shape, float(cpu_ms))
     wall = np.zeros(start.shape)
     pause = np.zeros(start.shape)
     touched = np.zeros(start.shape, dtype=int)
     throttled = np.zeros(start.shape, dtype=int)
+    bursts = np.zeros(start.shape, dtype=int)
+    excess = np.zeros(start.shape)
     phase = start.copy()
     active = remaining > 0
     touched[active] = 1
     quota = math.inf if quota_ms is None else float(quota_ms)
+    cap = quota + (float(budget_ms) if quota_ms is not None else 0.0)
+    pool = np.full(start.shape, cap)
     for _ in range(100_000):
         if not active.any():
             break
         left = period_ms - phase
         usable = rate * left
-        available = np.minimum(quota, usable)
-        finish = active & (remaining <= available + 1e-9)
+        finish = active & (remaining <= np.minimum(pool, usable) + 1e-9)
+        stop = active & ~finish & (pool < usable)  # the pool runs out: wait for the next period
+        cross = active & ~finish & ~stop  # the period ends first: a refill, no wait
+        used = np.where(finish, remaining, np.where(stop, pool, np.where(cross, usable, 0.0)))
         wall[finish] += remaining[finish] / rate
-        stop = active & ~finish & (quota < usable)  # the quota runs out: wait for the next period
         wall[stop] += left[stop]
-        pause[stop] += left[stop] - quota / rate
-        remaining[stop] -= quota
+        pause[stop] += left[stop] - pool[stop] / rate
         throttled[stop] += 1
-        cross = active & ~finish & ~stop  # the period ends first: a fresh quota, no wait
         wall[cross] += left[cross]
-        remaining[cross] -= usable[cross]
+        over = active & (used > quota + 1e-9)
+        bursts[over] += 1
+        excess[over] += used[over] - quota
+        remaining = remaining - used
+        pool = np.minimum(pool - used + quota, cap)
         active = active & ~finish
         touched[active] += 1
         phase = np.zeros(start.shape)
     else:  # pragma: no cover - a quota of 0 would never finish
         raise ValueError("the burst never finishes under this quota")
-    return Burst(wall, pause, touched, throttled)
+    return Burst(wall, pause, touched, throttled, bursts, excess)
 
 
 def quota_ms(limit_milli: int | None, period_ms: float) -> float | None:
@@ -117,6 +133,7 @@ class BurstArm:
     cpus: int
     limit_milli: int | None
     period_ms: float
+    budget_ms: float = 0.0
 
     @property
     def queues(self) -> int:
@@ -143,7 +160,8 @@ class BurstArm:
         return quota_ms(self.limit_milli, self.period_ms)
 
     def burst(self) -> Burst:
-        return fluid_burst(self.cpu_ms, self.queues, self.quota_ms, self.period_ms, phases(self.period_ms))
+        return fluid_burst(self.cpu_ms, self.queues, self.quota_ms, self.period_ms, phases(self.period_ms),
+                           self.budget_ms)
 
     def median_wall_ms(self) -> float:
         return float(np.median(self.burst().wall_ms))
@@ -156,6 +174,8 @@ class BurstArm:
     def describe(self) -> str:
         limit = "no limit" if self.limit_milli is None else f"limit {q.format_cpu(self.limit_milli)}"
         quota = "" if self.quota_ms is None else f" (quota {self.quota_ms:g} ms per {self.period_ms:g} ms)"
+        if self.budget_ms and self.quota_ms is not None:
+            quota += f", burst budget {self.budget_ms:g} ms"
         return (f"{self.threads} x {self.work_ms:g} ms = {self.cpu_ms:g} ms of CPU on min({self.threads}, "
                 f"{self.cpus} CPUs) = {self.queues} run queues, {limit}{quota}")
 
@@ -163,7 +183,8 @@ class BurstArm:
 def burst_arm(spec: VariantSpec, cpus: int, period_ms: float) -> BurstArm:
     if spec.threads is None or spec.work_ms is None:
         raise ValueError(f"{spec.experiment} {spec.name} is not a burst (threads and work_ms unset)")
-    return BurstArm(int(spec.threads), float(spec.work_ms), int(cpus), spec.milli("limit"), float(period_ms))
+    return BurstArm(int(spec.threads), float(spec.work_ms), int(cpus), spec.milli("limit"), float(period_ms),
+                    float(spec.burst_ms or 0.0))
 
 
 def latency_threshold(ratio: float) -> float:
@@ -254,3 +275,81 @@ def service_arm(spec: VariantSpec, period_ms: float = q.DEFAULT_PERIOD_US / 1000
     rate = min(procs, cpus) * node_share(spec)
     return ServiceArm(clump=int(spec.clump or 1), cpu_per_request_ms=spec.work_us / 1000 * CPU_PER_WORK,
                       rate=rate, limit_milli=limit, period_ms=period_ms, rps=float(spec.rps))
+
+
+# --------------------------------------------------------------------------
+# steady arrivals near the limit (X5, docs/EXPERIMENTS.md)
+
+
+def poisson_tail(k: int, mean: float) -> float:
+    """P(N >= k) for N ~ Poisson(mean)."""
+    if k <= 0:
+        return 1.0
+    term = math.exp(-mean)
+    below = term
+    for i in range(1, k):
+        term *= mean / i
+        below += term
+    return max(0.0, 1.0 - below)
+
+
+@dataclass(frozen=True)
+class SteadyArm:
+    """X5: steady (clump 1) Poisson arrivals, each request ``request_cpu_ms`` of CPU, under a quota."""
+
+    rps: float
+    request_cpu_ms: float
+    limit_milli: int
+    period_ms: float
+
+    @property
+    def quota_ms(self) -> float:
+        return self.limit_milli / 1000 * self.period_ms
+
+    @property
+    def use(self) -> float:
+        """Average use as a share of the limit: rps x CPU per request / limit."""
+        return self.rps * self.request_cpu_ms / 1000 / (self.limit_milli / 1000)
+
+    @property
+    def fits(self) -> int:
+        """Requests one period's quota holds."""
+        return int(math.floor(self.quota_ms / self.request_cpu_ms + 1e-9))
+
+    def throttled_share(self) -> float:
+        """Share of ACTIVE periods whose arrivals need more than the quota: P(N > fits) / P(N >= 1),
+        N ~ Poisson(rps x period) (a period without arrivals is not counted by the kernel)."""
+        mean = self.rps * self.period_ms / 1000
+        return poisson_tail(self.fits + 1, mean) / (1 - math.exp(-mean))
+
+    def describe(self) -> str:
+        return (f"{self.rps:g} req/s x {self.request_cpu_ms:g} ms of CPU = {self.use:.0%} of limit "
+                f"{q.format_cpu(self.limit_milli)} (quota {self.quota_ms:g} ms per {self.period_ms:g} ms: "
+                f"{self.fits} requests)")
+
+
+def steady_arm(spec: VariantSpec, period_ms: float = q.DEFAULT_PERIOD_US / 1000) -> SteadyArm:
+    limit = spec.milli("limit")
+    if spec.rps is None or limit is None:
+        raise ValueError(f"{spec.experiment} {spec.name} needs an open-loop rate and a limit")
+    cpu_ms = (spec.request_cpu_us / 1000 if spec.request_cpu_us is not None
+              else (spec.work_us or 0) / 1000 * CPU_PER_WORK)
+    return SteadyArm(float(spec.rps), cpu_ms, limit, period_ms)
+
+
+# --------------------------------------------------------------------------
+# overlapping bursts of several pods (X4, docs/EXPERIMENTS.md)
+
+
+def overlap_rate(a: BurstArm, pods: int, synchronized: bool) -> float:
+    """CPUs one pod's burst runs on: alone (staggered) min(threads, CPUs); together, the node's CPUs shared
+    evenly by the pods' busy threads (each pod's run queues get CPUs / pods when there are more threads than CPUs)."""
+    if synchronized and pods * a.threads > a.cpus:
+        return min(a.threads, a.cpus / pods)
+    return a.queues
+
+
+def overlap_burst(a: BurstArm, pods: int, synchronized: bool) -> Burst:
+    """One pod's burst under its own quota when the pods burst together or apart."""
+    return fluid_burst(a.cpu_ms, overlap_rate(a, pods, synchronized), a.quota_ms, a.period_ms, phases(a.period_ms),
+                       a.budget_ms)

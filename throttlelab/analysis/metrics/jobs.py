@@ -12,11 +12,12 @@ from typing import Any
 import pandas as pd
 
 from throttlelab.analysis import stats
-from throttlelab.analysis.metrics.common import USEC_PER_MS, MetricSpec, exactly_one, number, total
+from throttlelab.analysis.metrics.common import USEC_PER_MS, MetricSpec, exactly_one, number, throttled_ratio, total
 from throttlelab.analysis.tidy import InputError
+from throttlelab.model.families import BURST_JOBS, MULTI_BURST_JOBS
 
-#: The experiments whose metrics come from here.
-JOB_EXPERIMENTS = ("E2a", "S1", "E3")
+#: The experiments whose metrics come from here: the burst jobs (E2a, X1-X3; X4's several pods), S1, E3.
+JOB_EXPERIMENTS = (*BURST_JOBS, *MULTI_BURST_JOBS, "S1", "E3")
 
 SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("p50_wall_ms", "ms", "log", "interval", "median burst completion time, rounds after the first"),
@@ -33,6 +34,13 @@ SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("throttled_ms_per_round", "ms", "linear", "interval",
                "mean throttled time per round after the first, summed over the run queues throttled"),
     MetricSpec("mean_wall_ms", "ms", "log", "interval", "mean burst completion time, rounds after the first"),
+    MetricSpec("throttled_per_round", "periods", "linear", "interval",
+               "throttled periods per round after the first (Δnr_throttled of those rounds / their count)"),
+    MetricSpec("bursts_per_round", "periods", "linear", "interval",
+               "periods over quota (cpu.stat nr_bursts, X1) over the whole run / rounds; empty on a kernel "
+               "without a burst budget"),
+    MetricSpec("burst_ms_per_round", "ms", "linear", "interval",
+               "CPU borrowed from the burst budget (cpu.stat burst_time / burst_usec) over the run / rounds"),
     MetricSpec("periods_per_round", "periods", "linear", "interval", "the run's nr_periods / rounds (the idle period after each burst included)"),
     MetricSpec("avg_cores", "cores", "linear", "interval", "CPU used / elapsed time"),
     MetricSpec("periods_per_wall_period", "ratio", "linear", "interval",
@@ -75,11 +83,17 @@ def burst_metrics(rounds: pd.DataFrame, summary: Mapping[str, Any], period_us: f
     avg_cores = summary.get("avg_cores")
     later_throttled = later["d_throttled_usec"]
     per_round = math.nan if later_throttled.isna().any() else float(later_throttled.astype(float).mean()) / USEC_PER_MS
+    # the kernel counts a burst at the refill after it, after the round's own second reading: the
+    # summary's totals hold them, so these are per round of the whole run (docs/RECORDS.md)
+    bursts, burst_us = number(summary.get("nr_bursts")), number(summary.get("burst_usec"))
     return {
         "p50_wall_ms": float(stats.quantile(wall, 0.5)),
         "max_wall_ms": float(wall.max()),
         "mean_wall_ms": float(wall.mean()),
         "throttled_ms_per_round": per_round,
+        "throttled_per_round": total(later["d_nr_throttled"]) / len(later),
+        "bursts_per_round": bursts / len(rounds),
+        "burst_ms_per_round": burst_us / USEC_PER_MS / len(rounds),
         # the whole run's Δnr_periods (the summary's, before the first round to after the last): the
         # rounds' own deltas stop when the burst ends and miss the idle period the kernel counts after it
         "periods_per_round": _run_periods(summary, periods) / len(rounds),
@@ -118,16 +132,38 @@ def _process(headers: pd.DataFrame | None, command: str) -> pd.Series:
                        f"{command} process").iloc[0]
 
 
+def pods_burst_metrics(parts: Mapping[str, pd.DataFrame | None]) -> dict[str, float]:
+    """X4: E2a's metrics of each pod's burst process, averaged over the run's pods (one value per run)."""
+    headers, summaries, rounds = parts["headers"], parts["summaries"], parts["rounds"]
+    bursts = pd.DataFrame() if headers is None else headers[headers["command"] == "burst"]
+    if bursts.empty:
+        raise InputError("no burst process in the run")
+    per_pod = []
+    for header in bursts.to_dict("records"):
+        summary = exactly_one(summaries[summaries["src"] == header["src"]], f"{header['src']} burst summary").iloc[0]
+        period = header["cg_period_us"]
+        per_pod.append(burst_metrics(rounds[rounds["src"] == header["src"]], summary.to_dict(),
+                                     math.nan if pd.isna(period) else float(period)))
+    # counts add up over the pods (the throttled share is their ratio); everything else is the pods' mean
+    out = {key: float(sum(m[key] for m in per_pod) / len(per_pod)) for key in per_pod[0]}
+    for key in ("nr_periods", "nr_throttled", "throttled_ms"):
+        out[key] = float(sum(m[key] for m in per_pod))
+    out["throttled_ratio"] = throttled_ratio(out["nr_throttled"], out["nr_periods"])
+    return out
+
+
 def job_run_metrics(experiment: str, parts: Mapping[str, pd.DataFrame | None]) -> dict[str, float]:
     """E2a, S1 or E3: the metrics of the run's one burst, spin or info process."""
     headers, summaries = parts["headers"], parts["summaries"]
-    if experiment == "E2a":
+    if experiment in BURST_JOBS:
         header = _process(headers, "burst")
         summary = exactly_one(summaries[summaries["src"] == header["src"]], "burst summary").iloc[0]
         rounds = parts["rounds"]
         rounds = rounds[rounds["src"] == header["src"]]
         period = header["cg_period_us"]
         return burst_metrics(rounds, summary.to_dict(), math.nan if pd.isna(period) else float(period))
+    if experiment in MULTI_BURST_JOBS:
+        return pods_burst_metrics(parts)
     if experiment == "S1":
         header = _process(headers, "spin")
         summary = exactly_one(summaries[summaries["src"] == header["src"]], "spin summary").iloc[0]

@@ -29,9 +29,10 @@ import pandas as pd
 from throttlelab.analysis import stats
 from throttlelab.analysis.metrics.common import COUNTERS, USEC_PER_MS, MetricSpec, number, throttled_ratio
 from throttlelab.analysis.tidy import ENDPOINTS, InputError
+from throttlelab.model.families import BEYOND_SERVICES
 
 #: The experiments whose metrics come from here (besides the latency metrics of any run with requests).
-SERVICE_EXPERIMENTS = ("E2b", "E7", "E8", "S2", "E6")
+SERVICE_EXPERIMENTS = ("E2b", "E7", "E8", "S2", "E6", *BEYOND_SERVICES)
 #: A run whose send lateness p99 exceeds this is flagged "suspect" in the report: the generator,
 #: not the service, may have set its latencies.
 LATENESS_SUSPECT_MS = 5.0

@@ -54,7 +54,7 @@ from throttlelab.model import design, quantities as q
 from throttlelab.host.processes import pid_alive, spawn_guardian
 from throttlelab.model.placement import LoadPlacement, Node, parse_cpuset
 from throttlelab.backends.kube import manifests as mf
-from throttlelab.backends.base import CADVISOR_COUNTERS, Backend, BackendError, Capabilities, Deployment, DesignMismatch, Output, Readback, every_step
+from throttlelab.backends.base import CADVISOR_COUNTERS, Backend, BackendError, Capabilities, Deployment, DesignMismatch, Output, Readback, every_step, refuse_knobs
 from throttlelab.backends.kube.client import (
     DELETION_TIMEOUT_S,
     Forbidden,
@@ -824,6 +824,7 @@ class KubeBackend(Backend):
         return removed
 
     def deploy(self, node: Node, load: LoadPlacement | None = None) -> KubeDeployment:
+        refuse_knobs(self.name, node)
         return KubeDeployment(self, node, load, self.settings, self.client)
 
     def leftovers(self) -> list[str]:

@@ -33,7 +33,11 @@ type Record struct {
 	NrThrottled   *int64 `json:"nr_throttled"`
 	ThrottledUsec *int64 `json:"throttled_usec"`
 	UsageUsec     *int64 `json:"usage_usec"`
-	Error         string `json:"error,omitempty"`
+	// NrBursts and BurstUsec: periods in which the group used more than its quota (borrowing
+	// from its burst budget) and the CPU so borrowed; null on kernels without a burst budget.
+	NrBursts  *int64 `json:"nr_bursts"`
+	BurstUsec *int64 `json:"burst_usec"`
+	Error     string `json:"error,omitempty"`
 }
 
 // Read reads the calling process's cgroup, honouring CPULAB_CGROUP_ROOT and

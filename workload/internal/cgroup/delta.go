@@ -7,11 +7,13 @@ type Counters struct {
 	NrThrottled   *int64
 	ThrottledUsec *int64
 	UsageUsec     *int64
+	NrBursts      *int64
+	BurstUsec     *int64
 }
 
 // Counters returns the cumulative counters of r.
 func (r Record) Counters() Counters {
-	return Counters{r.NrPeriods, r.NrThrottled, r.ThrottledUsec, r.UsageUsec}
+	return Counters{r.NrPeriods, r.NrThrottled, r.ThrottledUsec, r.UsageUsec, r.NrBursts, r.BurstUsec}
 }
 
 // Sub returns c - before, field by field; a field is nil when either side
@@ -22,6 +24,8 @@ func (c Counters) Sub(before Counters) Counters {
 		NrThrottled:   diff(c.NrThrottled, before.NrThrottled),
 		ThrottledUsec: diff(c.ThrottledUsec, before.ThrottledUsec),
 		UsageUsec:     diff(c.UsageUsec, before.UsageUsec),
+		NrBursts:      diff(c.NrBursts, before.NrBursts),
+		BurstUsec:     diff(c.BurstUsec, before.BurstUsec),
 	}
 }
 

@@ -56,6 +56,8 @@ func readV1(root string, cpu, acct membership, hasAcct bool) Record {
 		rec.NrPeriods = lookup(stat, "nr_periods")
 		rec.NrThrottled = lookup(stat, "nr_throttled")
 		rec.ThrottledUsec = scaled(lookup(stat, "throttled_time"), 1000) // ns
+		rec.NrBursts = lookup(stat, "nr_bursts")                         // kernels >= 5.14
+		rec.BurstUsec = scaled(lookup(stat, "burst_time"), 1000)         // ns
 	}
 
 	// Usage lives in the cpuacct controller, possibly a separate mount.

@@ -42,6 +42,8 @@ func readV2(root, path string) Record {
 		rec.NrThrottled = lookup(stat, "nr_throttled")
 		rec.ThrottledUsec = lookup(stat, "throttled_usec")
 		rec.UsageUsec = lookup(stat, "usage_usec")
+		rec.NrBursts = lookup(stat, "nr_bursts") // kernels >= 5.14
+		rec.BurstUsec = lookup(stat, "burst_usec")
 	}
 	rec.Error = errs.String()
 	return rec
