@@ -125,7 +125,7 @@ def checks_table(checks: pd.DataFrame | None) -> Table | None:
              "decisive check is contradicted, not testable here when a check's named requirement fails (and no "
              "check contradicts it), inconclusive otherwise. A 'within' check holds only when its whole interval "
              "lies inside the band; it shows no p-value. Holm's adjustment runs over the p-values of the decisive "
-             "comparisons only."]
+             "comparisons only, in two families: the lab's findings and ours beyond the lab."]
     return Table(columns, rows, notes)
 
 

@@ -26,7 +26,8 @@ Evaluation (shared/STATS.md §3-5):
   a decisive check is contradicted, not testable when a check is (and none contradicts),
   inconclusive otherwise;
 * Holm's adjustment runs over the p-values shown beside the decisive comparisons only (">" and
-  "<" ratio checks), and "cannot reach significance" is judged after it.
+  "<" ratio checks), in two families: the lab's findings and ours beyond the lab; "cannot reach
+  significance" is judged after it.
 
 findings.csv has one row per finding (the check that decides its verdict); checks.csv has every
 check. The claims live one module per family (:mod:`.jobs`, :mod:`.weights`, :mod:`.services`),
@@ -515,7 +516,8 @@ _EVALUATORS = {"ratio": evaluate_ratio, "level": evaluate_level, "agreement": ev
 def _presence(check: Check, evidence: Evidence) -> Unmet | None:
     """The check's experiment and variants must be in this profile's tables."""
     if check.experiment not in evidence.profile_experiments:
-        return Unmet("experiment in this profile", f"{check.experiment} is not in this profile")
+        return Unmet("experiment in this profile", f"{check.experiment} is not in this run (its profile, or the "
+                                                   "experiments setting, leaves it out)")
     present = evidence.variants(check.experiment)
     if check.kind == "agreement" and not present:
         return Unmet("runs in the tables", f"no {check.experiment} runs in the tables")
@@ -639,9 +641,22 @@ def evaluate_check(finding: str, check: Check, evidence: Evidence) -> CheckResul
 
 
 def evaluate_checks(findings: Iterable[Finding], evidence: Evidence) -> list[CheckResult]:
-    """Every check of every finding, with Holm's adjustment across the decisive comparisons shown."""
+    """Every check of every finding, with Holm's adjustment across the decisive comparisons shown.
+
+    Two families: the lab's claims (F1-F11) and ours beyond it (F12-F17, docs/EXPERIMENTS.md). The
+    lab's is the replication and ours are new hypotheses; one family would make the p-values shown
+    for the lab's claims depend on how many experiments the project adds beyond it."""
+    findings = list(findings)
     results = [evaluate_check(finding.id, check, evidence) for finding in findings for check in finding.checks]
-    family = [i for i, r in enumerate(results) if r.verdict != NOT_TESTABLE and math.isfinite(r.p)]
+    ours = [finding.ours for finding in findings for _ in finding.checks]
+    for side in (False, True):
+        _holm(results, [i for i, r in enumerate(results)
+                        if ours[i] == side and r.verdict != NOT_TESTABLE and math.isfinite(r.p)], evidence)
+    return results
+
+
+def _holm(results: list[CheckResult], family: list[int], evidence: Evidence) -> None:
+    """Holm's adjustment over the results at the indices of ``family``, in place."""
     if family:
         adjusted = stats.holm([results[i].p for i in family])
         floors = stats.holm_floor([results[i].p for i in family], [results[i].min_p for i in family])
@@ -658,7 +673,6 @@ def evaluate_checks(findings: Iterable[Finding], evidence: Evidence) -> list[Che
                         f"{alpha:.2g}")
                 reason = "; ".join(x for x in (reason, note) if x)
             results[i] = replace(r, p_holm=float(p_holm), method=method, reason=reason)
-    return results
 
 
 def _runs(result: CheckResult, evidence: Evidence) -> list[int]:
