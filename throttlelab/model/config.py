@@ -168,6 +168,14 @@ def load_design(config: dict[str, Any], config_dir: Path) -> Design:
                 raise ConfigError(f"profile {path.name}: {exc}") from None
         repeats = cfg["repeats"] or exp.get("repeats") or profile["repeats"]
         experiments[name] = ExperimentDesign(name, exp["about"], exp.get("scaling", ""), repeats, variants)
+    chosen = cfg["experiments"]
+    if chosen is not None:
+        unknown = [name for name in chosen if name not in experiments]
+        if unknown:
+            raise ConfigError(
+                f"config experiments: {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not in profile "
+                f"{path.name}, whose experiments are {', '.join(experiments)}; list some of those, or null for all")
+        experiments = {name: exp for name, exp in experiments.items() if name in chosen}
     return Design(
         backend=cfg["backend"],
         profile=str(cfg["profile"]),
