@@ -8,6 +8,7 @@ every test here is skipped with the reason (.ci/start-dockerd starts one in CI).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -160,6 +161,25 @@ def test_half_a_cpu_with_four_busy_threads_is_throttled(backend, no_leftovers, b
     # GOMAXPROCS: what Go reports for --cpus=0.5 and this module line (on 2 CPUs both lines give 2)
     usable = backend.capabilities().cpus
     assert header["gomaxprocs"] == go_default_gomaxprocs(GO_LINES[build], 500, usable)
+
+
+def test_a_cfs_period_is_passed_and_a_burst_budget_is_refused_with_the_reason(backend, no_leftovers):
+    """X2 on docker: --cpu-period writes the node's period at the pod and container levels (the quota
+    follows it: 500m of 20 ms = 10 ms); X1's burst budget has no docker flag and is refused at deploy."""
+    node = dataclasses.replace(_spin_node("go124mod", 500, threads=2), period_us=20_000)
+    with backend.deploy(node) as dep:
+        readback = {r.path: r for r in dep.verify()}
+        out = dep.run_job("s", "spin", timeout_s=60)
+    for level in ("node/burstable/pod-s", "node/burstable/pod-s/spin"):
+        assert (readback[level].actual["quota_us"], readback[level].actual["period_us"]) == (10_000, 20_000), level
+    header = next(r for r in out.records if r["type"] == "header")
+    summary = next(r for r in out.records if r["type"] == "summary")
+    assert (header["cgroup"]["quota_us"], header["cgroup"]["period_us"]) == (10_000, 20_000)
+    assert summary["nr_periods"] > 50  # 2 s of 20 ms periods (100 ms periods would give at most 21)
+    budget = Container("spin", ("spin", "-threads=1", "-duration=1s"), request_milli=100, limit_milli=500,
+                       burst_us=25_000)
+    with pytest.raises(BackendError, match="docker cannot express a CFS burst budget"):
+        backend.deploy(Node("node", (Pod("s", (budget,)),)))
 
 
 def test_no_limit_is_never_throttled(backend, no_leftovers):
