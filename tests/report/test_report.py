@@ -16,6 +16,7 @@ import socket
 import struct
 import subprocess
 import tarfile
+import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -452,9 +453,14 @@ class DevTools:
 
 
 def start_chromium(binary: str, profile_dir: Path) -> tuple[subprocess.Popen, int]:
-    """Chromium on about:blank; returns the process and the DevTools port it chose."""
+    """Chromium on about:blank; returns the process and the DevTools port it chose. Its TMPDIR is a
+    folder beside the profile: chromium puts its singleton socket in a fresh org.chromium.* folder
+    there and, stopped by a signal, leaves that folder behind (it did in /tmp)."""
+    scratch = profile_dir.parent / "chromium-tmp"
+    scratch.mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen([binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile_dir}", "about:blank"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+                            env={**os.environ, "TMPDIR": str(scratch)})
     port_file = profile_dir / "DevToolsActivePort"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -519,6 +525,7 @@ def test_report_opens_in_headless_chromium(page, tmp_path, pytestconfig):
         reason = "chromium is not installed: the browser check of the report is skipped (apt-get install chromium; .ci/run does)"
         pytestconfig.pluginmanager.get_plugin("terminalreporter").write_line(f"SKIP: {reason}")
         pytest.skip(reason)
+    before = set(Path(tempfile.gettempdir()).glob("org.chromium.*"))
     proc, port = start_chromium(binary, tmp_path / "chromium-profile")
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as answer:
@@ -546,6 +553,7 @@ def test_report_opens_in_headless_chromium(page, tmp_path, pytestconfig):
         assert min(figure["width"], figure["height"], figure["contentWidth"], figure["contentHeight"]) > 0, figure
     assert all(image["complete"] and image["width"] > 0 for image in checks["images"]), checks["images"]
     assert checks["resources"] == []  # nothing fetched: no CDN, no file next to the page
+    assert set(Path(tempfile.gettempdir()).glob("org.chromium.*")) == before  # the browser left nothing in /tmp
 
 
 def test_experiments_beyond_the_lab_come_last_under_their_heading_and_their_findings_are_marked_ours(tmp_path):

@@ -562,6 +562,10 @@ class DockerDeployment(Deployment):
         deadline = time.monotonic() + timeout_s
         needle = f'"type":"{record_type}"'
         while True:
+            # the state first, then the logs: a container that writes its record and exits between a
+            # scan of its logs and a look at its state must not read as one that exited without it
+            self.backend._call(handle.ctr.reload)
+            exited = handle.ctr.status in ("exited", "dead")
             text = self.backend._call(handle.ctr.logs, stdout=True, stderr=False).decode(errors="replace")
             for line in text.splitlines():
                 if needle in line.replace(" ", ""):
@@ -569,8 +573,7 @@ class DockerDeployment(Deployment):
                         return json.loads(line)
                     except json.JSONDecodeError:
                         break  # a line still being written; the next scan gets it whole
-            self.backend._call(handle.ctr.reload)
-            if handle.ctr.status in ("exited", "dead"):
+            if exited:
                 code = handle.ctr.attrs.get("State", {}).get("ExitCode")
                 raise BackendError(f"{handle.source} exited ({code}) before writing a {record_type!r} record")
             if time.monotonic() > deadline:

@@ -265,10 +265,13 @@ class LocalDeployment(Deployment):
     def wait_for_record(self, handle: _Running, record_type: str, timeout_s: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
         while True:
+            # exited? first, then the scan: a process that writes its record and exits between a scan
+            # and a poll must not read as one that exited without it
+            exited = handle.proc.poll() is not None
             record = handle.find_record(record_type)
             if record is not None:
                 return record
-            if handle.proc.poll() is not None:
+            if exited:
                 raise BackendError(
                     f"{handle.pod}/{handle.container} exited ({handle.proc.returncode}) before writing "
                     f"a {record_type!r} record"

@@ -654,13 +654,14 @@ class KubeDeployment(Deployment):
     def wait_for_record(self, handle: KubeHandle, record_type: str, timeout_s: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
         while True:
+            # the state first, then the logs: a container that writes its record and ends between a
+            # read of its logs and a look at its state must not read as one that ended without it
+            state = container_state(self.kc.read_pod(self.ns, handle.pod_name), handle.container)
             text = self.kc.logs(self.ns, handle.pod_name, handle.container)
             records, stderr = records_from_log(text, f"{handle.pod}/{handle.container}")
             for record in records:
                 if record.get("type") == record_type:
                     return self._reachable(handle, record)
-            pod = self.kc.read_pod(self.ns, handle.pod_name)
-            state = container_state(pod, handle.container)
             if "terminated" in state:
                 raise BackendError(f"{handle.pod}/{handle.container} exited ({state['terminated'].get('exitCode')}) "
                                    f"before writing a {record_type!r} record; stderr: {stderr.strip()[-300:]!r}")
