@@ -452,12 +452,11 @@ class DevTools:
         self.sock.close()
 
 
-def start_chromium(binary: str, profile_dir: Path) -> tuple[subprocess.Popen, int]:
-    """Chromium on about:blank; returns the process and the DevTools port it chose. Its TMPDIR is a
-    folder beside the profile: chromium puts its singleton socket in a fresh org.chromium.* folder
-    there and, stopped by a signal, leaves that folder behind (it did in /tmp)."""
-    scratch = profile_dir.parent / "chromium-tmp"
-    scratch.mkdir(parents=True, exist_ok=True)
+def start_chromium(binary: str, profile_dir: Path, scratch: Path) -> tuple[subprocess.Popen, int]:
+    """Chromium on about:blank; returns the process and the DevTools port it chose. Its TMPDIR is
+    ``scratch``: chromium puts its singleton socket in a fresh org.chromium.* folder there and,
+    stopped by a signal, leaves that folder behind (it did in /tmp). The path must stay short: a
+    socket path over 107 bytes makes chromium abort."""
     proc = subprocess.Popen([binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile_dir}", "about:blank"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
                             env={**os.environ, "TMPDIR": str(scratch)})
@@ -526,7 +525,8 @@ def test_report_opens_in_headless_chromium(page, tmp_path, pytestconfig):
         pytestconfig.pluginmanager.get_plugin("terminalreporter").write_line(f"SKIP: {reason}")
         pytest.skip(reason)
     before = set(Path(tempfile.gettempdir()).glob("org.chromium.*"))
-    proc, port = start_chromium(binary, tmp_path / "chromium-profile")
+    scratch = Path(tempfile.mkdtemp(prefix="tl-chromium-"))
+    proc, port = start_chromium(binary, tmp_path / "chromium-profile", scratch)
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as answer:
             targets = json.load(answer)
@@ -544,6 +544,7 @@ def test_report_opens_in_headless_chromium(page, tmp_path, pytestconfig):
             devtools.close()
     finally:
         stop_chromium(proc)
+        shutil.rmtree(scratch, ignore_errors=True)
 
     assert errors == []
     assert checks["firstTable"] == "findings-table"
