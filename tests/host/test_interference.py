@@ -131,3 +131,37 @@ def test_a_cgroup_made_inside_the_window_counts_from_its_creation(tmp_path):
     seen = meter.stop()  # the only sample of the new cgroup is the last one
     assert seen.lab_s == pytest.approx(3.0)
     assert seen.other_s == pytest.approx(0.0, abs=seen.runner_s + 1e-9)
+
+
+def test_a_guardian_reaped_inside_the_window_is_the_labs_not_other():
+    """The same busy child, reaped as a guardian (processes.wait_guardian): its CPU is the runner's
+    (the lab's own work), not interference; reaped as any child, it counts as other."""
+    from throttlelab.host.processes import guardians_cpu_s, wait_guardian
+
+    def busy_child() -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", "import os, time\nos.sched_setaffinity(0, {0})\n"
+                                 "end = time.process_time() + 0.6\nwhile time.process_time() < end: pass"])
+
+    before = guardians_cpu_s()
+    meter = InterferenceMeter([0])
+    meter.start()
+    wait_guardian(busy_child(), timeout_s=30)
+    seen = meter.stop()
+    assert guardians_cpu_s() - before >= 0.55
+    assert seen.runner_s >= 0.55, seen
+    meter = InterferenceMeter([0])
+    meter.start()
+    busy_child().wait(timeout=30)
+    assert meter.stop().other_s >= 0.5
+
+
+def test_waiting_for_a_guardian_times_out_and_leaves_it_to_the_caller():
+    from throttlelab.host.processes import wait_guardian
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            wait_guardian(proc, timeout_s=0.2)
+    finally:
+        proc.kill()
+        proc.wait()

@@ -13,7 +13,8 @@ The meter samples, every ``interval_s`` while the run measures:
   on v2, in total), summed over consecutive samples: a cgroup made inside the
   window counts from its creation, and one removed inside it loses at most one
   interval (20 ms) of its time;
-- the runner's own CPU time (``os.times``), kept apart: it is the lab's too.
+- the runner's own CPU time (``os.times``) and that of the guardians it reaped
+  inside the window (``processes.guardians_cpu_s``), kept apart: the lab's too.
 
 ``other = busy(run CPUs) - lab - runner``, as a share of the window's capacity
 on those CPUs. Counters are in clock ticks (USER_HZ, 10 ms here), so small
@@ -29,7 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from throttlelab.host import cgroupfs
+from throttlelab.host import cgroupfs, processes
 
 PROC_STAT = Path("/proc/stat")
 _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user nice system irq softirq steal (idle 3, iowait 4 are not busy)
@@ -164,8 +165,9 @@ class InterferenceMeter:
 
 
 def _own_cpu_s() -> float:
+    """The runner's CPU time and its guardians' (processes.wait_guardian): both are the lab's."""
     t = os.times()
-    return t.user + t.system
+    return t.user + t.system + processes.guardians_cpu_s()
 
 
 def busy_share(cpus: list[int], window_s: float = 1.0, proc_stat: Path = PROC_STAT) -> float:

@@ -20,7 +20,7 @@ import sys
 import time
 
 from throttlelab.host.cgroupfs import CgroupError, CgroupFS, from_description
-from throttlelab.host.processes import kill_all, pid_alive, spawn_guardian
+from throttlelab.host.processes import kill_all, pid_alive, spawn_guardian, wait_guardian
 
 RUN_PREFIX = "throttlelab-"
 RUN_NAME = re.compile(r"^throttlelab-(?P<pid>\d+)-\d+$")
@@ -79,7 +79,7 @@ class Guardian:
         if self.proc.stdin:
             self.proc.stdin.close()
         try:
-            self.proc.wait(timeout_s)
+            wait_guardian(self.proc, timeout_s)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from throttlelab.model import design, quantities as q
-from throttlelab.host.processes import pid_alive, spawn_guardian
+from throttlelab.host.processes import pid_alive, spawn_guardian, wait_guardian
 from throttlelab.model.placement import LoadPlacement, Node, parse_cpuset
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.base import CADVISOR_COUNTERS, Backend, BackendError, Capabilities, Deployment, DesignMismatch, Output, Readback, every_step, refuse_knobs
@@ -257,7 +257,7 @@ class KubeGuardian:
             except BrokenPipeError:
                 pass
         try:
-            self.proc.wait(timeout_s)
+            wait_guardian(self.proc, timeout_s)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
