@@ -63,11 +63,12 @@ rule evaluate_findings:
         tables_dir=input_folder("runs"),
         experiments=" ".join(DESIGN.experiments),
         confidence=DESIGN.confidence,
+        left_out=shlex.quote(json.dumps({f"{e}/{v}": why for (e, v), why in sorted(LEFT_OUT.items())})),
     shell:
         "throttlelab findings --tables-dir {params.tables_dir}"
         " --metrics {input.metrics} --experiments {params.experiments}"
         " --findings {output.findings} --checks {output.checks}"
-        " --confidence {params.confidence} 2>&1 | tee {log} >&2"
+        " --confidence {params.confidence} --left-out {params.left_out} 2>&1 | tee {log} >&2"
 
 
 rule analysis:

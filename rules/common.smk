@@ -20,7 +20,7 @@ IMPLEMENTED_BACKENDS = ("local", "docker", "kind", "kubernetes", "vm")
 
 def planned_design():
     """The validated design, less the variants this backend cannot express (each printed with
-    its reason): every rule plans from this one object."""
+    its reason), and those variants with their reasons: every rule plans from this one object."""
     try:
         design = load_design(config, Path(workflow.basedir) / "config")
     except ConfigError as exc:
@@ -38,10 +38,10 @@ def planned_design():
     )
     for (experiment, variant), reason in sorted(left_out.items()):
         print(f"throttlelab: {experiment}/{variant} {reason}", file=sys.stderr)
-    return design.without(left_out)
+    return design.without(left_out), left_out
 
 
-DESIGN = planned_design()
+DESIGN, LEFT_OUT = planned_design()
 BACKEND = DESIGN.backend
 PROFILE_NAME = Path(DESIGN.profile).stem  # a profile given as a file path is named by its stem
 

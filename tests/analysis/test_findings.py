@@ -998,3 +998,22 @@ def test_f17_counts_the_services_cpus_not_the_load_generators():
         row.setdefault("command", "burst")
     got, checks = evaluate(lab)
     assert got["F17"]["verdict"] == REPRODUCED, checks[checks["id"] == "F17"].to_string()
+
+
+def test_a_variant_the_backend_left_out_names_the_backends_reason():
+    # docker cannot write a burst budget: the plan leaves X1's budget arms out (model/coverage.py), and the
+    # findings say why rather than "not in this profile"
+    lab = full_lab()
+    lab.drop("X1", "budget-full").drop("X1", "budget-half")
+    reason = "not testable on the docker backend: docker cannot express a CFS burst budget"
+    evidence = lab.evidence()
+    evidence = findings.Evidence(metrics=evidence.metrics, runs=evidence.runs, headers=evidence.headers,
+                                 profile_experiments=evidence.profile_experiments,
+                                 left_out={"X1/budget-full": reason, "X1/budget-half": reason})
+    rows, checks = findings.evaluate(evidence)
+    f12 = by_id(rows)["F12"]
+    assert f12["verdict"] == NOT_TESTABLE
+    assert f"X1 budget-full: {reason}" in f12["reason"] and "not in this profile" not in f12["reason"]
+    # a variant missing without a reason is still "not in this profile"
+    _, plain = evaluate(lab)
+    assert "variant not in this profile: X1 budget-full" in plain[plain["id"] == "F12"]["reason"].iloc[0]

@@ -16,9 +16,10 @@ exit status 1, never a traceback.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -65,9 +66,10 @@ def make_statistics(tables_dir: str | Path, metrics_path: str | Path, estimates_
 
 
 def make_findings(tables_dir: str | Path, metrics_path: str | Path, findings_path: str | Path,
-                  checks_path: str | Path, *, experiments: Sequence[str], confidence: float
-                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """evaluate_findings: per-run metrics + the profile's experiments -> findings.csv and checks.csv."""
+                  checks_path: str | Path, *, experiments: Sequence[str], confidence: float,
+                  left_out: Mapping[str, str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """evaluate_findings: per-run metrics + the profile's experiments -> findings.csv and checks.csv.
+    ``left_out``: "experiment/variant" -> why the backend left it out of the plan."""
     level = _check_confidence(confidence)
     tables = read_tables(tables_dir, ("runs", "headers"))
     evidence = findings.Evidence(
@@ -76,6 +78,7 @@ def make_findings(tables_dir: str | Path, metrics_path: str | Path, findings_pat
         headers=tables["headers"],
         profile_experiments=frozenset(experiments),
         level=level,
+        left_out=dict(left_out or {}),
     )
     rows, checks = findings.evaluate(evidence)
     _write_csv(rows, findings_path)
@@ -105,6 +108,8 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--findings", required=True, help="findings.csv to write")
     f.add_argument("--checks", required=True, help="checks.csv to write")
     f.add_argument("--confidence", type=float, required=True)
+    f.add_argument("--left-out", type=json.loads, default={},
+                   help='JSON {"experiment/variant": reason} of the variants this backend left out of the plan')
     return p
 
 
@@ -119,7 +124,8 @@ def run(args: argparse.Namespace) -> str:
                                           confidence=args.confidence, seed=args.seed)
         return f"{len(per_run)} per-run metrics, {len(across)} estimates at {args.confidence:g}"
     rows, checks = make_findings(args.tables_dir, args.metrics, args.findings, args.checks,
-                                 experiments=args.experiments, confidence=args.confidence)
+                                 experiments=args.experiments, confidence=args.confidence,
+                                 left_out=args.left_out)
     verdicts = ", ".join(f"{r.id} {r.verdict}" for r in rows.itertuples())
     return f"{len(rows)} findings ({len(checks)} checks): {verdicts}"
 

@@ -40,8 +40,8 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -98,6 +98,8 @@ class Evidence:
     headers: pd.DataFrame
     profile_experiments: frozenset[str]
     level: float = 0.95
+    #: "experiment/variant" -> why the backend left it out of the plan (model/coverage.py)
+    left_out: Mapping[str, str] = field(default_factory=dict)
 
     def variants(self, experiment: str) -> set[str]:
         return self._variants.get(experiment, set())
@@ -522,6 +524,10 @@ def _presence(check: Check, evidence: Evidence) -> Unmet | None:
     if check.kind == "agreement" and not present:
         return Unmet("runs in the tables", f"no {check.experiment} runs in the tables")
     lacking = [v for v in check.variants_needed() if v not in present]
+    reasons = [evidence.left_out.get(f"{check.experiment}/{v}") for v in lacking]
+    if lacking and all(reasons):
+        return Unmet("variants this backend can run", "; ".join(
+            f"{check.experiment} {v}: {reason}" for v, reason in zip(lacking, reasons)))
     if lacking:
         return Unmet("variants in this profile", f"variant not in this profile: {check.experiment} "
                                                  f"{', '.join(lacking)}")
