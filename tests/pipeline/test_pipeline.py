@@ -329,7 +329,7 @@ def test_weights_follow_the_formulas_and_the_cpu_follows_the_weights(ci_run):
 
 
 def test_service_runs_have_no_errors_and_show_the_generators_health(ci_run):
-    for experiment in ("E2b", "E7", "E8", "S2"):
+    for experiment in ("E2b", "E7", "E8", "S2", "X5", "X6"):
         runs = _raw(ci_run, experiment)
         assert runs, f"no {experiment} runs"
         for variant, reps in runs.items():
@@ -343,4 +343,4 @@ def test_service_runs_have_no_errors_and_show_the_generators_health(ci_run):
                     assert load["work"]["sent"] == spec.window_requests(), (experiment, variant, load["work"])
                 assert any(r["type"] == "podstat" for r in records)
     page = (ci_run / "results/report/index.html").read_text()
-    assert page.count("Load generator health") == 4 and "send lateness p99 per run" in page
+    assert page.count("Load generator health") == 6 and "send lateness p99 per run" in page
