@@ -11,7 +11,10 @@ On the host it takes the machine-wide experiment lock, writes the plan under the
 in the plan's order, with ``--backend vm``, each writing its raw log atomically as on the host.
 A boot is paid once per experiment, not per job; a changed variant reruns its experiment's batch
 only. The first failing job stops the batch (exit status 1); the guest and everything in it are
-gone when the command returns, however it ends.
+gone when the command returns, however it ends. A guest that ends before its command started
+(no start mark written: QEMU or virtme-ng failed while booting, as one 10-vCPU boot in CI did,
+status 255 after 14 s) is booted once more, and the log says so; nothing had run, so nothing
+measured is repeated or dropped.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from throttlelab.host.processes import package_parent
 from throttlelab.host.vm import VmSettings, run_in_guest
 
 BATCH_DIR = "batches"  # under the results folder: the plans the guest reads
+BOOTS = 2  # a guest that never started its command is booted once more
 
 
 def job_argv(common: list[str], job: dict[str, Any], experiment: str) -> list[str]:
@@ -45,15 +49,23 @@ def run_host(args: argparse.Namespace) -> int:
     plan_path = results / BATCH_DIR / f"{args.experiment}.json"
     plan_path.parent.mkdir(parents=True, exist_ok=True)
     plan_path.write_text(json.dumps({"experiment": args.experiment, **plan}, indent=1))
+    mark = start_mark(plan_path)
     env = {"PYTHONPATH": package_parent(), "PYTHONDONTWRITEBYTECODE": "1"}
     command = [sys.executable, "-m", "throttlelab.experiments.batch", "guest", str(plan_path)]
     started = time.monotonic()
     try:
         with runner.experiment_lock():
-            code = run_in_guest(settings, command, [results], env=env, log=runner.progress,
-                                timeout_s=args.timeout_s)
+            for boot in range(1, BOOTS + 1):
+                mark.unlink(missing_ok=True)
+                code = run_in_guest(settings, command, [results], env=env, log=runner.progress,
+                                    timeout_s=args.timeout_s)
+                if code == 0 or mark.exists() or boot == BOOTS:
+                    break
+                runner.progress(f"{args.experiment}: the guest ended with status {code} before its command "
+                                "started (nothing ran); booting it once more")
     finally:
         plan_path.unlink(missing_ok=True)
+        mark.unlink(missing_ok=True)
     runner.progress(f"{args.experiment}: {len(plan['jobs'])} job(s) in one guest, status {code}, "
                     f"{time.monotonic() - started:.1f} s in all")
     missing = [job["out"] for job in plan["jobs"] if not Path(job["out"]).is_file()]
@@ -62,7 +74,13 @@ def run_host(args: argparse.Namespace) -> int:
     return code
 
 
+def start_mark(plan_path: Path) -> Path:
+    """The file the guest writes first: the host tells a guest that never started from a failed job."""
+    return plan_path.with_suffix(".started")
+
+
 def run_guest(plan_path: Path) -> int:
+    start_mark(plan_path).write_text(str(os.getpid()))
     plan = json.loads(plan_path.read_text())
     jobs = plan["jobs"]
     for number, job in enumerate(jobs, 1):
