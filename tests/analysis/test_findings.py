@@ -5,6 +5,7 @@ derived from the model and the profile's parameters; and the analysis CLI end to
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
 from collections.abc import Callable
@@ -1006,10 +1007,7 @@ def test_a_variant_the_backend_left_out_names_the_backends_reason():
     lab = full_lab()
     lab.drop("X1", "budget-full").drop("X1", "budget-half")
     reason = "not testable on the docker backend: docker cannot express a CFS burst budget"
-    evidence = lab.evidence()
-    evidence = findings.Evidence(metrics=evidence.metrics, runs=evidence.runs, headers=evidence.headers,
-                                 profile_experiments=evidence.profile_experiments,
-                                 left_out={"X1/budget-full": reason, "X1/budget-half": reason})
+    evidence = dataclasses.replace(lab.evidence(), left_out={"X1/budget-full": reason, "X1/budget-half": reason})
     rows, checks = findings.evaluate(evidence)
     f12 = by_id(rows)["F12"]
     assert f12["verdict"] == NOT_TESTABLE

@@ -50,23 +50,22 @@ def burst_timeout(spec: VariantSpec) -> float:
     return spec.rounds * per_round * 2 + 30
 
 
+def _burst_container(spec: VariantSpec, *extra: str) -> Container:
+    """The `cpulab burst` container of E2a and X1-X4 (``extra``: more of burst's flags)."""
+    args = ("burst", f"-threads={spec.threads}", f"-work={spec.work_ms}ms", f"-interval={spec.interval_ms}ms",
+            f"-rounds={spec.rounds}", *extra)
+    return Container("burst", args, variant=(spec.build or "go124mod"), request_milli=spec.milli("request"),
+                     limit_milli=spec.milli("limit"), env=container_env(spec.gomaxprocs or spec.threads),
+                     burst_us=spec.burst_us)
+
+
 def run_e2a(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     """One burst job: T threads each burn W of thread CPU time every interval.
 
     Also X1-X3 (docs/EXPERIMENTS.md): the variant may set a burst budget (``burst_ms``), the
     node's CFS period (``period_ms``) and the node's CPUs (``cpus``, else the config's)."""
-    args = (
-        "burst",
-        f"-threads={spec.threads}",
-        f"-work={spec.work_ms}ms",
-        f"-interval={spec.interval_ms}ms",
-        f"-rounds={spec.rounds}",
-    )
-    env = container_env(spec.gomaxprocs or spec.threads)
-    container = Container("burst", args, variant=(spec.build or "go124mod"),
-                          request_milli=spec.milli("request"), limit_milli=spec.milli("limit"), env=env,
-                          burst_us=spec.burst_us)
-    node = Node("node", (Pod("e2a", (container,)),), cpus=spec.cpus or ctx.node_cpus, period_us=spec.period_us)
+    node = Node("node", (Pod("e2a", (_burst_container(spec),)),), cpus=spec.cpus or ctx.node_cpus,
+                period_us=spec.period_us)
     result = ExperimentResult()
     with deployed(ctx, node, result) as dep:
         out = dep.run_job("e2a", "burst", timeout_s=burst_timeout(spec))
@@ -80,16 +79,11 @@ def run_x4(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     pod's rounds start on the same grid (multiples of the interval since the Unix epoch, ``-align``), so
     pods started apart burst together; staggered, pod k is ``k / pods`` of an interval later (``-offset``)."""
     count = int(spec.pods or 2)
-    env = container_env(spec.gomaxprocs or spec.threads)
 
-    def args(k: int) -> tuple[str, ...]:
-        offset = spec.interval_ms * k / count if spec.stagger else 0
-        return ("burst", f"-threads={spec.threads}", f"-work={spec.work_ms}ms", f"-interval={spec.interval_ms}ms",
-                f"-rounds={spec.rounds}", "-align", f"-offset={offset:g}ms")
+    def offset(k: int) -> float:
+        return spec.interval_ms * k / count if spec.stagger else 0
 
-    pods = tuple(Pod(f"burst-{k}", (Container("burst", args(k), variant=(spec.build or "go124mod"),
-                                              request_milli=spec.milli("request"), limit_milli=spec.milli("limit"),
-                                              env=env),))
+    pods = tuple(Pod(f"burst-{k}", (_burst_container(spec, "-align", f"-offset={offset(k):g}ms"),))
                  for k in range(count))
     node = Node("node", pods, cpus=spec.cpus or ctx.node_cpus)
     result = ExperimentResult()

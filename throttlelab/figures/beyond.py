@@ -19,14 +19,13 @@ from matplotlib.lines import Line2D
 from throttlelab.analysis.findings import predictions as model
 from throttlelab.analysis.metrics.services import supported_latency_metric
 from throttlelab.figures.style import (
-    ESTIMATE_COLOR,
     ROUND_COLOR,
-    RUN_COLOR,
     confidence_level,
     draw_estimates,
     draw_runs,
     estimates_of,
     experiment_rows,
+    legend_handles,
     limit_label,
     method_sentence,
     new_figure,
@@ -42,13 +41,10 @@ from throttlelab.model.variants import VariantSpec
 MODEL_COLOR = "0.35"
 
 
-def _handles(level: float, model_label: str = "model, before the data") -> list[Line2D]:
-    return [
-        Line2D([], [], ls="", marker="o", ms=3, color=ROUND_COLOR, label="each round"),
-        Line2D([], [], ls="", marker="o", ms=5, mfc="white", mec=RUN_COLOR, label="each run"),
-        Line2D([], [], ls="-", marker="D", ms=5, color=ESTIMATE_COLOR, label=f"estimate, {level:.0%} CI"),
-        Line2D([], [], ls=":", color=MODEL_COLOR, label=model_label),
-    ]
+def _handles(level: float) -> list[Line2D]:
+    """The lab figures' legend (style.legend_handles) with the model's prediction where the lab's figure stands."""
+    *ours, _lab = legend_handles(level, rounds=True)
+    return [*ours, Line2D([], [], ls=":", color=MODEL_COLOR, label="model, before the data")]
 
 
 def _model_marks(ax: Axes, values: Mapping[str, float], xpos: Mapping[str, float]) -> None:

@@ -23,7 +23,7 @@ from throttlelab.analysis.findings.engine import (
     Requirement,
     Unmet,
 )
-from throttlelab.analysis.findings.jobs import SAME_BAND
+from throttlelab.analysis.findings.jobs import SAME_BAND, arm
 from throttlelab.analysis.findings.services import latency_rise
 from throttlelab.model.quantities import format_cpu
 
@@ -36,12 +36,6 @@ USE_BAND = 1.5
 LATENCY = "Latency from the scheduled send; failed and timed-out requests count at the client timeout."
 #: What a check of ours cites in place of the lab's figure.
 OURS = "none: ours, not the lab's (hypothesis written before the data, docs/EXPERIMENTS.md)"
-
-
-def arm(evidence: Evidence, experiment: str, variant: str) -> model.BurstArm:
-    """A burst variant of X1-X3 as the model sees it, on the node its processes saw (CPUs, period)."""
-    spec = evidence.spec(experiment, variant)
-    return model.burst_arm(spec, evidence.num_cpu(experiment, variant), evidence.period_ms(experiment, variant))
 
 
 def _throttled(a: model.BurstArm, variant: str) -> None:
@@ -60,7 +54,7 @@ def budget_speedup(variant: str, baseline: str):
     """Completion with a budget against the same job without one: the model's ratio, F1's allowance."""
 
     def derive(evidence: Evidence, check: Check) -> Derivation:
-        a, b = arm(evidence, X1, variant), arm(evidence, X1, baseline)
+        a, b = arm(evidence, variant, X1), arm(evidence, baseline, X1)
         _throttled(b, baseline)
         ratio = a.median_wall_ms() / b.median_wall_ms()
         if ratio >= 1:
@@ -81,7 +75,7 @@ def back_to_unlimited(variant: str, baseline: str = "nolimit"):
     """A burst that fits in quota + budget finishes as without a limit: an equivalence band around 1."""
 
     def derive(evidence: Evidence, check: Check) -> Derivation:
-        a = arm(evidence, X1, variant)
+        a = arm(evidence, variant, X1)
         if a.quota_ms is None or a.cpu_ms > a.quota_ms + a.budget_ms:
             raise Unmet("a burst within quota + budget", f"{variant}: {a.describe()}: {a.cpu_ms:g} ms of CPU exceed "
                                                          "quota + budget, so the model predicts a slow-down")
@@ -99,7 +93,7 @@ def not_throttled(variant: str, reference: str):
     """The absolute bound for "not throttled": half the reference arm's model count per round."""
 
     def derive(evidence: Evidence, check: Check) -> Derivation:
-        a, b = arm(evidence, X1, variant), arm(evidence, X1, reference)
+        a, b = arm(evidence, variant, X1), arm(evidence, reference, X1)
         mine = float(np.mean(a.burst().throttled_periods))
         theirs = float(np.mean(b.burst().throttled_periods))
         if mine > 0 or theirs <= 0:
@@ -120,7 +114,7 @@ def counted_bursts(variant: str, what: str):
     """nr_bursts (or burst time) per round: above half the model's."""
 
     def derive(evidence: Evidence, check: Check) -> Derivation:
-        a = arm(evidence, X1, variant)
+        a = arm(evidence, variant, X1)
         burst = a.burst()
         assert burst.bursts is not None and burst.excess_ms is not None
         predicted = float(np.mean(burst.bursts if what == "count" else burst.excess_ms))
@@ -142,7 +136,7 @@ def counted_bursts(variant: str, what: str):
 
 def slower_with_shorter_period(variant: str, baseline: str):
     def derive(evidence: Evidence, check: Check) -> Derivation:
-        a, b = arm(evidence, X2, variant), arm(evidence, X2, baseline)
+        a, b = arm(evidence, variant, X2), arm(evidence, baseline, X2)
         _throttled(a, variant)
         _throttled(b, baseline)
         ratio = a.median_wall_ms() / b.median_wall_ms()
@@ -163,7 +157,7 @@ def slower_with_shorter_period(variant: str, baseline: str):
 
 def more_throttles(variant: str, baseline: str):
     def derive(evidence: Evidence, check: Check) -> Derivation:
-        a, b = arm(evidence, X2, variant), arm(evidence, X2, baseline)
+        a, b = arm(evidence, variant, X2), arm(evidence, baseline, X2)
         _throttled(b, baseline)
         mine, theirs = (float(np.mean(x.burst().throttled_periods)) for x in (a, b))
         ratio = mine / theirs
@@ -179,7 +173,7 @@ def more_throttles(variant: str, baseline: str):
 
 def shorter_pauses(variant: str, baseline: str):
     def derive(evidence: Evidence, check: Check) -> Derivation:
-        a, b = arm(evidence, X2, variant), arm(evidence, X2, baseline)
+        a, b = arm(evidence, variant, X2), arm(evidence, baseline, X2)
         _throttled(a, variant)
         _throttled(b, baseline)
         mine, theirs = (_pause_per_throttle(x) for x in (a, b))
@@ -203,7 +197,7 @@ def pause_per_throttle(experiment: str):
     """Each run's extra wall time per round (mean wall minus the model's unthrottled wall) per throttled period."""
 
     def values(evidence: Evidence, name: str) -> np.ndarray:
-        extra = evidence.values(experiment, name, "mean_wall_ms") - arm(evidence, experiment, name).free_wall_ms
+        extra = evidence.values(experiment, name, "mean_wall_ms") - arm(evidence, name, experiment).free_wall_ms
         throttles = evidence.values(experiment, name, "throttled_per_round")
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where((throttles > 0) & (extra > 0), extra / throttles, np.nan)
@@ -219,7 +213,7 @@ def per_run_queue(variant: str):
     """Throttled time per round over the extra wall time per round: 1 to min(threads, CPUs), never threads."""
 
     def derive(evidence: Evidence, check: Check) -> Derivation:
-        a = arm(evidence, X3, variant)
+        a = arm(evidence, variant, X3)
         _throttled(a, variant)
         fewest, most = a.counted_queues
         pause = float(np.mean(a.burst().pause_ms))
@@ -243,7 +237,7 @@ def two_cpus(variant: str):
     """A cpuset of two CPUs needs a node that gives the burst two run queues."""
 
     def test(evidence: Evidence) -> str | None:
-        a = arm(evidence, X3, variant)
+        a = arm(evidence, variant, X3)
         if a.queues >= 2:
             return None
         return (f"{variant}'s processes saw num_cpu = {a.cpus}: {a.threads} threads keep min({a.threads}, {a.cpus}) = "
@@ -257,7 +251,7 @@ def throttled_per_extra_wall(experiment: str):
 
     def values(evidence: Evidence, name: str) -> np.ndarray:
         per_round = evidence.values(experiment, name, "throttled_ms_per_round")
-        extra = evidence.values(experiment, name, "mean_wall_ms") - arm(evidence, experiment, name).free_wall_ms
+        extra = evidence.values(experiment, name, "mean_wall_ms") - arm(evidence, name, experiment).free_wall_ms
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(extra > 0, per_round / extra, np.nan)
 
@@ -276,7 +270,7 @@ def contention(variant: str, baseline: str):
     """Completion together over apart: the model's ratio of CPUs per pod, F1's allowance."""
 
     def derive(evidence: Evidence, check: Check) -> Derivation:
-        a, b = arm(evidence, X4, variant), arm(evidence, X4, baseline)
+        a, b = arm(evidence, variant, X4), arm(evidence, baseline, X4)
         pods = _pods(evidence, variant)
         together = float(np.median(model.overlap_burst(a, pods, True).wall_ms))
         apart = float(np.median(model.overlap_burst(b, pods, False).wall_ms))
@@ -301,7 +295,7 @@ def quota_alone(variant: str):
     """'Not throttled': the pods' quotas alone explain no slow-down (an absolute bound)."""
 
     def derive(evidence: Evidence, check: Check) -> Derivation:
-        a = arm(evidence, X4, variant)
+        a = arm(evidence, variant, X4)
         pods = _pods(evidence, variant)
         throttled = float(np.mean(model.overlap_burst(a, pods, True).throttled_periods))
         if throttled > 0:
