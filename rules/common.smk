@@ -3,11 +3,18 @@
 # Kubernetes client, no plotting library is loaded to build the DAG.
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)  # the package works from a plain checkout too
+
+from throttlelab import snakemake_scheduler
+
+# Snakemake 9's scheduler loop arms a timer chain per finished job and ran ~22% of a CPU inside the
+# measuring windows; this makes it wake only when a job ends (throttlelab/snakemake_scheduler.py).
+snakemake_scheduler.install()
 
 from throttlelab.figures.registry import FIGURES, figures_for, report_caption
 from throttlelab.host.facts import cgroup_version
@@ -57,6 +64,8 @@ def shell_prelude():
         "set -euo pipefail; "
         f"export PYTHONPATH={here}${{PYTHONPATH:+:$PYTHONPATH}}; "
         f"export THROTTLELAB_PROJECT={here}; "
+        # the runner's meter counts this process tree's CPU apart, as the orchestrator's
+        f"export THROTTLELAB_ORCHESTRATOR_PID={os.getpid()}; "
         f'throttlelab() {{ {python} -m throttlelab "$@"; }}; '
     )
     return text.replace("{", "{{").replace("}", "}}")  # shell.prefix() formats its text
