@@ -322,6 +322,20 @@ def test_interference_and_disturbed_attempts_become_run_columns(tmp_path):
     assert back.loc["limit1", "disturbed_attempts"] == 2
 
 
+def test_the_orchestrators_share_is_a_column_apart_from_other(tmp_path):
+    seen = {**METERED, "outside_s": 0.4, "outside_share": 0.0278, "orchestrator_s": 0.1, "orchestrator_cpu": 0.0139,
+            "orchestrator_apart": True}
+    path = _with_meta(tmp_path, "E2a/limit1/rep0.jsonl", interference=seen, disturbed_attempts=[])
+    older = _with_meta(tmp_path, "E2a/nolimit/rep0.jsonl", interference=METERED, disturbed_attempts=[])
+    runs = tidy.tidy_tables([path, older])["runs"].set_index("variant")
+    assert runs.loc["limit1", "orchestrator_cpu"] == 0.0139
+    assert runs.loc["limit1", "outside_share"] == 0.0278 and runs.loc["limit1", "other_share"] == 0.0208
+    assert runs.loc["limit1", "interference"] == (
+        "other processes 2.1% of CPUs 0,1, the orchestrator 1.39% of a CPU over 7.2 s (threshold 20%)")
+    # a log from before the meter knew the orchestrator: its other share was everything outside the lab
+    assert runs.loc["nolimit", "outside_share"] == 0.0208 and pd.isna(runs.loc["nolimit", "orchestrator_cpu"])
+
+
 def test_an_unmetered_backend_says_so(tmp_path):
     path = _with_meta(tmp_path, "E2a/limit1/rep0.jsonl",
                       interference={"disturbed": False, "note": "not metered on the kind backend"})

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from throttlelab.host import processes
 from throttlelab.host.interference import (
     Interference,
     InterferenceMeter,
+    orchestrator_from_env,
     parse_proc_stat,
     parse_usage_percpu,
     wait_for_quiet,
@@ -34,12 +36,70 @@ def test_usage_percpu_is_one_value_per_cpu():
 
 
 def test_share_is_of_the_windows_capacity_on_the_runs_cpus():
-    seen = Interference(cpus=(0, 1), window_s=4.0, busy_s=3.0, lab_s=1.0, runner_s=0.2, other_s=1.8,
+    seen = Interference(cpus=(0, 1), window_s=4.0, busy_s=3.0, lab_s=1.0, runner_s=0.2, outside_s=1.8,
                         lab_scope="per-cpu")
-    assert seen.other_share == pytest.approx(1.8 / 8.0)
+    assert seen.other_share == pytest.approx(1.8 / 8.0) == seen.outside_share
     record = seen.as_record(0.1)
     assert record["disturbed"] is True and record["threshold"] == 0.1
+    assert record["orchestrator_s"] is None and "not started" in record["orchestrator_note"]
     assert seen.as_record(0.5)["disturbed"] is False
+
+
+@pytest.mark.parametrize(("apart", "other_s"), [(True, 1.4), (False, 1.8)])
+def test_the_orchestrators_part_is_taken_out_of_other_only_where_it_ran_on_the_runs_cpus(apart, other_s):
+    seen = Interference(cpus=(0, 1), window_s=4.0, busy_s=3.0, lab_s=1.0, runner_s=0.2, outside_s=1.8,
+                        lab_scope="per-cpu", orchestrator_s=0.4, orchestrator_apart=apart)
+    assert seen.other_s == pytest.approx(other_s)
+    assert seen.orchestrator_cpu == pytest.approx(0.1)  # 0.4 s over a 4 s window: a tenth of one CPU
+    record = seen.as_record(0.2)
+    # the judgement is on everything outside the lab, the orchestrator included: 1.8 / 8 > 0.2
+    assert record["outside_share"] == pytest.approx(0.225) and record["disturbed"] is True
+    assert record["orchestrator_apart"] is apart and record["orchestrator_cpu"] == pytest.approx(0.1)
+
+
+def test_the_orchestrator_tree_leaves_out_the_runners_subtree():
+    parents = {1: 0, 10: 1, 11: 10, 12: 10, 13: 12, 14: 13, 20: 1}
+    assert processes.tree_without(10, 12, parents) == [10, 11]
+    assert processes.tree_without(10, 99, parents) == [10, 11, 12, 13, 14]
+    assert processes.tree_without(12, 12, parents) == []  # the runner is never its own orchestrator
+    assert processes.tree_without(77, 12, parents) == []  # an orchestrator that has gone
+
+
+def test_the_orchestrator_comes_from_the_rules_environment():
+    assert orchestrator_from_env({}) is None
+    assert orchestrator_from_env({"THROTTLELAB_ORCHESTRATOR_PID": str(os.getpid())}) == os.getpid()
+    assert orchestrator_from_env({"THROTTLELAB_ORCHESTRATOR_PID": "x1"}) is None
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    assert orchestrator_from_env({"THROTTLELAB_ORCHESTRATOR_PID": str(dead.pid)}) is None
+
+
+def test_a_busy_orchestrator_is_metered_apart_with_its_children_and_not_the_runner():
+    """A real process tree: an "orchestrator" whose child spins 0.4 s of CPU inside the window. The meter
+    gives it to the orchestrator, not to other; this test process (the runner) is left out of the tree."""
+    code = ("import subprocess, sys, time; "
+            "c = subprocess.Popen([sys.executable, '-c', "
+            "'import sys,time; sys.stdin.readline(); t=time.process_time()\\nwhile time.process_time()-t<0.4: pass\\n"
+            "time.sleep(30)'], stdin=sys.stdin); c.wait()")
+    orchestrator = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 10
+        while len(processes.tree_without(orchestrator.pid, os.getpid(), processes.parent_pids())) < 2:
+            assert time.monotonic() < deadline, "the orchestrator's child did not start"
+            time.sleep(0.05)
+        cpus = sorted(os.sched_getaffinity(0))
+        meter = InterferenceMeter(cpus, orchestrator_pid=orchestrator.pid)
+        meter.start()
+        orchestrator.stdin.write("go\n")
+        orchestrator.stdin.flush()
+        time.sleep(1.0)
+        seen = meter.stop()
+    finally:
+        processes.kill_all(processes.tree_without(orchestrator.pid, os.getpid(), processes.parent_pids()))
+        orchestrator.wait()
+    assert 0.35 <= seen.orchestrator_s <= 0.6, seen
+    assert seen.orchestrator_apart  # it may run on the run's CPUs only (they are all of them)
+    assert seen.other_s == pytest.approx(max(0.0, seen.outside_s - seen.orchestrator_s))
 
 
 def _fake_host(tmp_path: Path, busy0: int, busy1: int) -> tuple[Path, Path]:
@@ -165,3 +225,32 @@ def test_waiting_for_a_guardian_times_out_and_leaves_it_to_the_caller():
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_cgroup_removed_inside_the_window_is_read_just_before(tmp_path):
+    """The meter polls only once a second (its own CPU is the lab's and must stay small): a run cgroup made
+    and removed between two polls is read by the removal listener, while its counters still exist."""
+    import shutil
+
+    from throttlelab.host import cgroupfs
+
+    ticks = os.sysconf("SC_CLK_TCK")
+    mountinfo, stat = _fake_host(tmp_path, 0, 0)
+    meter = InterferenceMeter([0], runner_pid=4242, interval_s=60.0, proc_stat=stat, mountinfo=mountinfo)
+    meter.start()
+    run = tmp_path / "cpuacct" / "throttlelab-4242-0"
+    run.mkdir()
+    (run / "cpuacct.usage_percpu").write_text(f"{800_000_000}\n")
+    stat.write_text(f"cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 {ticks} 0 0 0 0 0 0 0 0 0\n")
+
+    class Removed(cgroupfs.CgroupFS):  # the real remove_tree, over a tree the test removes itself
+        def dirs(self, rel):
+            shutil.rmtree(run)
+            return []
+
+    Removed().remove_tree("throttlelab-4242-0")
+    assert not run.exists()
+    seen = meter.stop()
+    assert seen.lab_s == pytest.approx(0.8)
+    assert seen.outside_s == pytest.approx(max(0.0, 0.2 - seen.runner_s))
+    assert meter._sample not in cgroupfs._before_remove  # the listener goes with the meter

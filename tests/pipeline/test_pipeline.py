@@ -87,6 +87,21 @@ def test_normal_run_leaves_nothing_behind(ci_run):
     assert workload_pids_of(ci_run) == []
 
 
+def test_the_orchestrator_keeps_out_of_every_measuring_window(ci_run):
+    """Snakemake and its children but the runner use at most 1% of a CPU in each timed window of the ci
+    profile, its disturbed attempts included (issue 21: its scheduler loop once took ~22%)."""
+    windows = 0
+    for path in sorted((ci_run / "results/local/raw").rglob("*.jsonl")):
+        meta = read_log(path)[0]
+        if meta["window_s"] <= 0:
+            continue  # a read-out: nothing timed
+        seen = meta["interference"]
+        assert seen["orchestrator_s"] is not None, f"{path}: the orchestrator was not metered: {seen}"
+        assert seen["orchestrator_cpu"] <= 0.01, f"{path}: the orchestrator took {seen['orchestrator_cpu']:.2%} of a CPU"
+        windows += 1
+    assert windows >= 50
+
+
 def test_e2a_shows_the_labs_pattern(ci_run):
     runs = _raw(ci_run, "E2a")
 

@@ -152,7 +152,10 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
         "start": "str", "end": "str", "wall_s": "float64", "window_s": "float64", "kernel": "str",
         "cgroup_version": "Int64", "cpus": "Int64", "runtime": "str", **PARAM_DTYPES, "raw_path": "str",
         # host interference (meta.interference, meta.disturbed_attempts; empty in logs that predate them)
-        "other_share": "float64", "interference_threshold": "float64", "disturbed": "boolean",
+        # outside_share: everything outside the lab, as judged against the threshold; other_share: its part that
+        # is not the orchestrator's; orchestrator_cpu: Snakemake and its children but the runner, in CPUs
+        "outside_share": "float64", "other_share": "float64", "orchestrator_cpu": "float64",
+        "interference_threshold": "float64", "disturbed": "boolean",
         "disturbed_attempts": "Int64", "disturbed_logs": "str", "interference": "str",
         # how the CPU ran: "tcg" (emulated by QEMU), "kvm" (virtualized); empty on a host (vm backend only)
         "cpu_accel": "str",
@@ -367,6 +370,9 @@ def _interference_text(seen: Mapping[str, Any]) -> str:
         return str(seen.get("note") or "not metered")
     cpus = ",".join(str(c) for c in seen.get("cpus") or [])
     text = f"other processes {share:.1%} of CPUs {cpus or '?'}"
+    orchestrator = _number_or_none(seen.get("orchestrator_cpu"))
+    if orchestrator is not None:
+        text += f", the orchestrator {orchestrator:.2%} of a CPU"
     window = _number_or_none(seen.get("window_s"))
     if window is not None:
         text += f" over {window:g} s"
@@ -388,8 +394,10 @@ def interference_cells(meta: Mapping[str, Any]) -> tuple[Any, ...]:
     """runs.csv's interference columns from a meta record (STATS.md §2, host interference).
 
     ``meta.interference`` is what the runner's meter saw over the analysed attempt
-    ({cpus, window_s, busy_s, lab_s, runner_s, other_s, other_share, lab_scope, threshold,
-    disturbed}, or {disturbed: false, note} where the backend is not metered);
+    ({cpus, window_s, busy_s, lab_s, runner_s, outside_s, outside_share, other_s, other_share,
+    orchestrator_s, orchestrator_cpu, orchestrator_apart, lab_scope, threshold, disturbed}, or
+    {disturbed: false, note} where the backend is not metered; logs written before the meter knew
+    the orchestrator have no outside_* and no orchestrator_*: their other_share is the outside share);
     ``meta.disturbed_attempts`` lists the earlier attempts that were disturbed, each with its
     log (kept beside the raw log, not analysed). Logs that predate both give empty cells.
     A run still disturbed after its retries is marked, never dropped.
@@ -403,8 +411,11 @@ def interference_cells(meta: Mapping[str, Any]) -> tuple[Any, ...]:
     logs = None
     if attempts is not None:
         logs = "; ".join(f"{a.get('log', '?')} ({_interference_text(a)})" for a in attempts if isinstance(a, Mapping))
+    outside = None if seen is None else _number_or_none(seen.get("outside_share", seen.get("other_share")))
     return (
+        outside,
         None if seen is None else _number_or_none(seen.get("other_share")),
+        None if seen is None else _number_or_none(seen.get("orchestrator_cpu")),
         None if seen is None else _number_or_none(seen.get("threshold")),
         None if seen is None else _bool_or_none(seen.get("disturbed")),
         None if attempts is None else len(attempts),

@@ -30,7 +30,7 @@ from typing import Any, Iterator
 from throttlelab.backends.base import BackendError, make_backend
 from throttlelab.host.cgroupfs import CgroupError
 from throttlelab.experiments import REGISTRY, Context
-from throttlelab.host.interference import InterferenceMeter, wait_for_quiet
+from throttlelab.host.interference import InterferenceMeter, orchestrator_from_env, wait_for_quiet
 from throttlelab.model.digest import sha256_file
 from throttlelab.model.placement import parse_cpuset
 from throttlelab.model.quantities import QuantityError
@@ -115,7 +115,7 @@ def measure(args: argparse.Namespace, spec: VariantSpec, ctx: Context, attempt: 
     """One attempt at the run: the experiment, its window and what other work took meanwhile."""
     meter = None
     if args.backend in METERED_BACKENDS:
-        meter = InterferenceMeter(run_cpus(spec, args.node_cpus))
+        meter = InterferenceMeter(run_cpus(spec, args.node_cpus), orchestrator_pid=orchestrator_from_env())
         meter.start()
     started = datetime.now(timezone.utc)
     load_before = os.getloadavg()  # other work on the host disturbs measurements: keep the evidence
@@ -209,8 +209,8 @@ def run(args: argparse.Namespace) -> int:
             how = (f"the host has been busy since {time.strftime('%H:%M:%S', time.localtime(busy_since))} (a "
                    "wait for quiet CPUs timed out): checking them once" if busy_since is not None else
                    f"waiting for the CPUs to be quiet (at most {wait_s:.0f} s)")
-            progress(f"disturbed: other processes used {seen['other_share']:.0%} of CPUs {seen['cpus']} "
-                     f"(threshold {args.max_other_share:.0%}); {how} before measuring again")
+            progress(f"disturbed: processes outside the lab used {seen['outside_share']:.0%} of CPUs {seen['cpus']} "
+                     f"({orchestrator_text(seen)}; threshold {args.max_other_share:.0%}); {how} before measuring again")
             quiet, waited = wait_for_quiet(seen["cpus"], args.max_other_share, wait_s)
             if not quiet:
                 note_host_busy(busy_since)  # later jobs check once instead of waiting again
@@ -248,8 +248,16 @@ def host_busy_since() -> float | None:
 def measured_quiet(interference: dict[str, Any]) -> bool:
     """Whether the meter saw the run's CPUs quiet: a read-out (never judged) counts by its share,
     a job on a backend that is not metered says nothing about this host."""
-    share, threshold = interference.get("other_share"), interference.get("threshold")
+    share = interference.get("outside_share", interference.get("other_share"))
+    threshold = interference.get("threshold")
     return share is not None and threshold is not None and share <= threshold
+
+
+def orchestrator_text(seen: dict[str, Any]) -> str:
+    """The orchestrator's part of a disturbance, for the progress line."""
+    if seen.get("orchestrator_s") is None:
+        return "no orchestrator metered"
+    return f"the orchestrator {seen['orchestrator_cpu']:.1%} of a CPU"
 
 
 def note_host_busy(since: float | None) -> None:

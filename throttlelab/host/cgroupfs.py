@@ -18,6 +18,19 @@ from throttlelab.model.quantities import weight_to_v1_shares
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
+#: Called with no argument just before :meth:`CgroupFs.remove_tree` removes a tree, while its counters
+#: are still readable: the interference meter reads the lab's CPU time there instead of polling for it.
+_before_remove: list = []
+
+
+def add_removal_listener(listener) -> None:
+    _before_remove.append(listener)
+
+
+def remove_removal_listener(listener) -> None:
+    if listener in _before_remove:
+        _before_remove.remove(listener)
+
 
 @dataclass(frozen=True)
 class CpuSettings:
@@ -134,7 +147,10 @@ class CgroupFS:
         return found
 
     def remove_tree(self, rel: str) -> None:
-        """rmdir bottom-up in every hierarchy; processes must be gone already."""
+        """rmdir bottom-up in every hierarchy; processes must be gone already. The removal listeners
+        (:func:`add_removal_listener`) are called first."""
+        for listener in list(_before_remove):
+            listener()
         for top in self.dirs(rel):
             if not top.is_dir():
                 continue

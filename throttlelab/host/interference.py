@@ -5,20 +5,35 @@ every CPU the runner may use). Any CPU time spent on them by processes outside
 the lab during the run's window is interference: it delays the workload and the
 generator, and a verdict must not hang on such a run (shared/STATS.md §2, §6).
 
-The meter samples, every ``interval_s`` while the run measures:
+The meter samples at start(), just before the runner removes a cgroup tree
+(``cgroupfs.add_removal_listener``: a removed cgroup's counters are gone), every
+``interval_s`` (1 s: a safety net, cheap; the meter is the runner's own work and
+must not disturb what it measures) and at stop():
 - the busy time of each of the run's CPUs (``/proc/stat``: user, nice, system,
   irq, softirq and steal; steal counts, since the hypervisor took the CPU);
 - the CPU time of the lab's own cgroups of this runner (``throttlelab-<pid>-*``
   at the top of the cpuacct hierarchy on v1, per CPU; of the unified hierarchy
   on v2, in total), summed over consecutive samples: a cgroup made inside the
-  window counts from its creation, and one removed inside it loses at most one
-  interval (20 ms) of its time;
+  window counts from its creation, and one removed inside it is read just before
+  (removed by another process, it would lose at most one interval of its time);
 - the runner's own CPU time (``os.times``) and that of the guardians it reaped
   inside the window (``processes.guardians_cpu_s``), kept apart: the lab's too.
 
-``other = busy(run CPUs) - lab - runner``, as a share of the window's capacity
-on those CPUs. Counters are in clock ticks (USER_HZ, 10 ms here), so small
-values are coarse; the share is computed over whole seconds of measuring.
+- the orchestrator's CPU time: the Snakemake process that started the runner
+  (``THROTTLELAB_ORCHESTRATOR_PID``, exported by the rules' shell prelude) and
+  its other children (the job's shell, ``tee``), not the runner's own subtree:
+  each process's CPU clock (nanoseconds, every thread) at start() and stop().
+
+``outside = busy(run CPUs) - lab - runner`` is what a run is judged by, as a
+share of the window's capacity on those CPUs (``outside_share`` against the
+threshold). It is split in two: the orchestrator's part and ``other``, every
+process that is neither the lab nor the orchestrator. The orchestrator's time is
+per process, not per CPU: it is taken out of ``other`` only when the
+orchestrator may run on the run's CPUs alone (its affinity is inside them, as on
+a host whose CPUs the run uses all); otherwise ``other`` keeps it and the record
+says so (``orchestrator_apart: false``). Busy time is in clock ticks (USER_HZ,
+10 ms here), so small values are coarse; the share is computed over whole
+seconds of measuring.
 """
 
 from __future__ import annotations
@@ -61,36 +76,73 @@ class Interference:
     busy_s: float  # every process's CPU time on the run's CPUs
     lab_s: float  # the lab's own cgroups (workload, load generator)
     runner_s: float  # the runner process itself (deploying, sampling counters)
-    other_s: float  # everything else: interference
+    outside_s: float  # everything but the lab and the runner: interference, what a run is judged by
     lab_scope: str  # "per-cpu" (v1 cpuacct), "total" (v2) or "none" (no lab cgroup readable)
+    # the orchestrator's CPU time (Snakemake and its children but the runner; on any CPU), None when the
+    # runner was not started by the rules; apart: whether it could only run on the run's CPUs
+    orchestrator_s: float | None = None
+    orchestrator_apart: bool = False
+
+    def _share(self, seconds: float) -> float:
+        capacity = self.window_s * len(self.cpus)
+        return seconds / capacity if capacity > 0 else 0.0
+
+    @property
+    def other_s(self) -> float:
+        """Interference by processes that are neither the lab nor the orchestrator."""
+        if self.orchestrator_s is None or not self.orchestrator_apart:
+            return self.outside_s
+        return max(0.0, self.outside_s - self.orchestrator_s)
+
+    @property
+    def outside_share(self) -> float:
+        """Interference (the orchestrator's included) as a share of the window's capacity on the run's CPUs."""
+        return self._share(self.outside_s)
 
     @property
     def other_share(self) -> float:
-        """Interference as a share of the window's capacity on the run's CPUs."""
-        capacity = self.window_s * len(self.cpus)
-        return self.other_s / capacity if capacity > 0 else 0.0
+        """The part of :attr:`outside_share` that is not the orchestrator's."""
+        return self._share(self.other_s)
+
+    @property
+    def orchestrator_cpu(self) -> float | None:
+        """The orchestrator's CPU time over the window, in CPUs (0.01: 1% of one CPU)."""
+        if self.orchestrator_s is None or self.window_s <= 0:
+            return None
+        return self.orchestrator_s / self.window_s
 
     def as_record(self, threshold: float) -> dict:
+        orchestrator = ({"orchestrator_s": None, "orchestrator_note": "not started by the rules' orchestrator"}
+                        if self.orchestrator_s is None else
+                        {"orchestrator_s": round(self.orchestrator_s, 4),
+                         "orchestrator_cpu": round(self.orchestrator_cpu or 0.0, 4),
+                         "orchestrator_apart": self.orchestrator_apart})
         return {
             "cpus": list(self.cpus),
             "window_s": round(self.window_s, 3),
             "busy_s": round(self.busy_s, 3),
             "lab_s": round(self.lab_s, 3),
             "runner_s": round(self.runner_s, 3),
+            "outside_s": round(self.outside_s, 3),
+            "outside_share": round(self.outside_share, 4),
             "other_s": round(self.other_s, 3),
             "other_share": round(self.other_share, 4),
+            **orchestrator,
             "lab_scope": self.lab_scope,
             "threshold": threshold,
-            "disturbed": self.other_share > threshold,
+            "disturbed": self.outside_share > threshold,
         }
 
 
 class InterferenceMeter:
     """Samples the run's CPUs in a background thread between start() and stop()."""
 
-    def __init__(self, cpus: list[int], runner_pid: int | None = None, interval_s: float = 0.02,
-                 proc_stat: Path = PROC_STAT, mountinfo: Path = Path("/proc/self/mountinfo")):
+    def __init__(self, cpus: list[int], runner_pid: int | None = None, interval_s: float = 1.0,
+                 proc_stat: Path = PROC_STAT, mountinfo: Path = Path("/proc/self/mountinfo"),
+                 orchestrator_pid: int | None = None):
         self.cpus = tuple(sorted(set(cpus)))
+        self.orchestrator_pid = orchestrator_pid
+        self._orchestrator0: dict[int, float] = {}
         self.prefix = f"throttlelab-{runner_pid if runner_pid is not None else os.getpid()}-"
         self.interval_s = interval_s
         self.proc_stat = proc_stat
@@ -99,6 +151,7 @@ class InterferenceMeter:
         self.unified = None if self.v1_acct else found.get("unified")
         self.ticks = os.sysconf("SC_CLK_TCK")
         self._stop = threading.Event()
+        self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._lab_ns = 0
         self._last: dict[str, int] = {}
@@ -139,17 +192,24 @@ class InterferenceMeter:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
+            self._sample()
+
+    def _sample(self) -> None:
+        with self._lock:  # the loop's thread and a removal in the runner's
             self._accumulate()
 
     def start(self) -> None:
         self._t0 = time.monotonic()
         self._busy0 = parse_proc_stat(self.proc_stat.read_text())
         self._self0 = _own_cpu_s()
+        self._orchestrator0 = self._orchestrator_sample()
         self._last = self._lab_sample()
+        cgroupfs.add_removal_listener(self._sample)
         self._thread = threading.Thread(target=self._loop, name="interference-meter", daemon=True)
         self._thread.start()
 
     def stop(self) -> Interference:
+        cgroupfs.remove_removal_listener(self._sample)
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
@@ -160,8 +220,39 @@ class InterferenceMeter:
         busy_s = busy_ticks / self.ticks
         lab_s = self._lab_ns / 1e9
         runner_s = _own_cpu_s() - self._self0
-        other_s = max(0.0, busy_s - lab_s - runner_s)
-        return Interference(self.cpus, window, busy_s, lab_s, runner_s, other_s, self._scope)
+        outside_s = max(0.0, busy_s - lab_s - runner_s)
+        orchestrator_s = self._orchestrator_s()
+        return Interference(self.cpus, window, busy_s, lab_s, runner_s, outside_s, self._scope,
+                            orchestrator_s, orchestrator_s is not None and self._orchestrator_confined())
+
+    # -- the orchestrator: Snakemake's process tree less this runner's subtree, per process
+    def _orchestrator_sample(self) -> dict[int, float]:
+        if self.orchestrator_pid is None:
+            return {}
+        pids = processes.tree_without(self.orchestrator_pid, os.getpid(), processes.parent_pids())
+        clocks = {pid: processes.cpu_clock_s(pid) for pid in pids}
+        return {pid: s for pid, s in clocks.items() if s is not None}
+
+    def _orchestrator_s(self) -> float | None:
+        if self.orchestrator_pid is None or not self._orchestrator0:
+            return None
+        total = 0.0
+        for pid, before in self._orchestrator0.items():
+            now = processes.cpu_clock_s(pid)  # one that ended inside the window loses its time since start()
+            total += max(0.0, (now if now is not None else before) - before)
+        return total
+
+    def _orchestrator_confined(self) -> bool:
+        try:
+            return set(os.sched_getaffinity(self.orchestrator_pid)) <= set(self.cpus)
+        except OSError:
+            return False
+
+
+def orchestrator_from_env(environ: dict[str, str] | None = None) -> int | None:
+    """The orchestrator that started this runner (the rules export THROTTLELAB_ORCHESTRATOR_PID), if any."""
+    value = (os.environ if environ is None else environ).get("THROTTLELAB_ORCHESTRATOR_PID", "")
+    return int(value) if value.isdigit() and processes.pid_alive(int(value)) else None
 
 
 def _own_cpu_s() -> float:

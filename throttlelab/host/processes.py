@@ -124,3 +124,39 @@ def wait_guardian(proc: subprocess.Popen, timeout_s: float) -> None:
     except (OSError, ValueError, IndexError):
         pass
     proc.wait()
+
+
+def cpu_clock_s(pid: int) -> float | None:
+    """A process's CPU time in seconds, nanosecond-precise, every thread (ended ones too): the
+    kernel's process CPU clock (``clock_getcpuclockid``); None when there is no such process."""
+    try:
+        return time.clock_gettime(((~pid) << 3) | 2)  # MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)
+    except OSError:
+        return None
+
+
+def parent_pids(proc: Path = Path("/proc")) -> dict[int, int]:
+    """pid -> parent pid of every process visible now."""
+    parents = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended while the folder was read
+        parents[int(entry.name)] = int(fields[1])
+    return parents
+
+
+def tree_without(root: int, excluded: int, parents: dict[int, int]) -> list[int]:
+    """``root`` and its descendants, less ``excluded`` and its descendants (pid -> parent map)."""
+    children: dict[int, list[int]] = {}
+    for pid, parent in parents.items():
+        children.setdefault(parent, []).append(pid)
+    found, todo = [], [root] if root in parents and root != excluded else []
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(c for c in children.get(pid, []) if c != excluded)
+    return sorted(found)

@@ -404,7 +404,9 @@ def interference_table(runs: pd.DataFrame, experiment: str, order: list[str]) ->
                          f"{attempts}: {text(r.disturbed_logs)}" if attempts else "0"])
     still = int(mine["disturbed"].fillna(False).astype(bool).sum())
     earlier = int(mine["disturbed_attempts"].fillna(0).sum())
-    note = (f"Other processes' CPU time on the run's CPUs during its window (STATS.md §2). {still} of {len(mine)} "
+    note = (f"CPU time outside the lab on the run's CPUs during its window (STATS.md §2): other processes', and "
+            "apart the orchestrator's (Snakemake and its children but the runner; in CPUs, on any CPU), both "
+            f"judged together against the threshold. {still} of {len(mine)} "
             f"runs were still disturbed after their retries: they are kept and marked, never dropped; {earlier} "
             "disturbed earlier attempts were measured again and are kept beside the raw log, not analysed.")
     return Table(["variant", "run", "host interference", "status", "disturbed attempts (logs, not analysed)"],
@@ -423,6 +425,11 @@ def interference_text(runs: pd.DataFrame) -> str:
              "analysed)")
     if len(shares):
         text_ += f"; other processes took {shares.min():.1%} to {shares.max():.1%} of the runs' CPUs"
+    orchestrator = runs["orchestrator_cpu"].dropna() if "orchestrator_cpu" in runs.columns else pd.Series(dtype=float)
+    if len(orchestrator):
+        text_ += (f"; the orchestrator (Snakemake and its children but the runner) used a median "
+                  f"{orchestrator.median():.2%} of a CPU per window (p95 {orchestrator.quantile(0.95):.2%}, "
+                  f"max {orchestrator.max():.2%})")
     if len(still):
         text_ += ": " + ", ".join(f"{r.experiment} {r.variant} rep{int(r.repeat)}" for r in still.itertuples())
     return text_
