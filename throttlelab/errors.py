@@ -16,6 +16,10 @@ class ConfigError(ThrottlelabError, ValueError):
     """Bad input in the configuration; the message names the field and the fix."""
 
 
+class CatalogueError(ThrottlelabError, ValueError):
+    """An experiment or figure that model/catalogue.py does not know; the message names it and the fix."""
+
+
 class QuantityError(ThrottlelabError, ValueError):
     """A CPU quantity that cannot be read (e.g. ``2x``, ``-1``)."""
 

@@ -19,11 +19,12 @@ from conftest import FIXTURE_ROOT
 from throttlelab.analysis import commands as analysis, findings, stats, tidy
 from throttlelab.analysis.findings import CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE, REPRODUCED
 from throttlelab.analysis.findings import predictions as model
+from throttlelab.model import catalogue
 from throttlelab.model.quantities import go_default_gomaxprocs, parse_cpu
 from throttlelab.model.variants import VariantSpec
 
 FIXTURES = FIXTURE_ROOT / "raw_logs"
-ALL = ("E1", "E2a", "E3", "S1", "E4", "E5", "E10", "E2b", "E7", "E8", "E6", "S2", "X1", "X2", "X3", "X4", "X5", "X6")
+ALL = catalogue.IDS  # every experiment in the profile
 R = 5
 
 

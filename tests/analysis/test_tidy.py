@@ -260,6 +260,16 @@ def test_e3_without_its_expectation_is_an_error(tmp_path):
         tidy.parse_raw_log(path)
 
 
+def test_a_log_of_an_experiment_the_catalogue_lacks_is_refused_naming_it(tmp_path):
+    target = tmp_path / "raw" / "X7" / "limit1" / "rep0.jsonl"
+    target.parent.mkdir(parents=True)
+    lines = _lines(FIXTURES / LIMIT1)
+    _write(target, [json.dumps({**json.loads(lines[0]), "experiment": "X7"}), *lines[1:]])
+    with pytest.raises(tidy.RawLogError, match=r"line 1: meta experiment: experiment 'X7' has no row in "
+                                               r"throttlelab/model/catalogue.py"):
+        tidy.parse_raw_log(target)
+
+
 def test_load_request_count_must_match_its_summary(tmp_path):
     path = _copy(tmp_path, "E2b/clump50/rep0.jsonl")
     lines = _lines(path)

@@ -18,7 +18,8 @@ skipped silently or counted by half. Checked while reading:
   exited with 0, and wrote its ``summary`` (every command ends with one);
 * counts that a summary states agree with the records (burst rounds 0..n-1,
   load requests per endpoint), so a half-written process cannot pass;
-* the records an experiment cannot do without are present (E3's expectation).
+* the experiment is in the catalogue (model/catalogue.py), and the process and runner records its
+  row says a run cannot do without are present (E3's expectation).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import pandas as pd
 
 from throttlelab.errors import InputError, SpecError  # InputError re-exported: callers import it from here too
 from throttlelab.model.variants import COLUMN_PREFIX, VariantSpec, column_names
-from throttlelab.model.families import BEYOND_SERVICES, BURST_JOBS, MULTI_BURST_JOBS
+from throttlelab.model.catalogue import CatalogueError, experiment as catalogued
 
 RUN_KEYS = ("backend", "experiment", "variant", "repeat")
 
@@ -104,17 +105,6 @@ SUMMARY_FIELDS: dict[str, dict[str, str]] = {
 #: Records that carry no ``src``: the runner's own.
 RUNNER_TYPES = frozenset({"meta", "readback", "ancestor", "expectation", "share_expectation", "share_sample",
                           "podstat"})
-#: A run of these experiments is incomplete without a process of this command.
-REQUIRED_COMMAND = {"E1": "info", "E2a": "burst", "E3": "info", "S1": "spin", "E4": "info", "E5": "spin",
-                    "E10": "spin"}
-#: Runner records a run of these experiments is incomplete without.
-REQUIRED_RUNNER_RECORDS = {"E5": ("share_expectation", "share_sample"), "E10": ("share_expectation", "share_sample")}
-# The service experiments (experiments/services.py, monitoring.py): the load (or E6's burst job) and pod counters.
-REQUIRED_COMMAND.update({"E2b": "load", "E7": "load", "E8": "load", "S2": "load", "E6": "burst"})
-# Beyond the lab (docs/EXPERIMENTS.md): the burst jobs X1-X3.
-REQUIRED_COMMAND.update({e: "burst" for e in (*BURST_JOBS, *MULTI_BURST_JOBS)})
-REQUIRED_COMMAND.update({e: "load" for e in BEYOND_SERVICES})
-REQUIRED_RUNNER_RECORDS.update({e: ("podstat",) for e in ("E8", "S2", "E6")})  # their metrics read podstats
 #: Load endpoints (RECORDS.md `req.ep`).
 ENDPOINTS = ("work", "ping")
 
@@ -488,6 +478,7 @@ class _LogReader:
         if kind == "meta":
             raise self.fail(number, "a second 'meta' record: two logs were concatenated?")
         if kind in RUNNER_TYPES:
+            self.runner_kinds.add(kind)
             getattr(self, f"read_{kind}")(number, record)
             return
         src = record["src"]
@@ -506,6 +497,10 @@ class _LogReader:
         if meta["schema"] != 1:
             raise self.fail(1, f"raw log schema {meta['schema']} is not supported (expected 1)")
         _check_identity(meta, self.path)
+        try:
+            catalogued(meta["experiment"])
+        except CatalogueError as exc:
+            raise self.fail(1, f"meta experiment: {exc}") from None
         self.meta = meta
         self.run = (meta["backend"], meta["experiment"], meta["variant"], meta["repeat"])
         env, caps = meta["environment"], meta["capabilities"]
@@ -541,13 +536,11 @@ class _LogReader:
         self.expectations.append((number, record["gomaxprocs"]))
 
     def read_share_expectation(self, number: int, record: dict[str, Any]) -> None:
-        self.runner_kinds.add("share_expectation")
         self.rows["share_expectations"].append((
             *self.run, record["member"], record["level"], record["weight"], record["share"], record["runtime"],
         ))
 
     def read_share_sample(self, number: int, record: dict[str, Any]) -> None:
-        self.runner_kinds.add("share_sample")
         self.rows["share_samples"].append((*self.run, record["member"], record["level"], record["t_s"],
                                            record["usage_usec"]))
 
@@ -625,7 +618,6 @@ class _LogReader:
 
     def read_podstat(self, number: int, record: dict[str, Any]) -> None:
         """Pod counters the runner read while the load ran (t_ms from the window's start)."""
-        self.runner_kinds.add("podstat")
         self.rows["podstats"].append((
             *self.run, record["pod"], record["container"], record["when"], record["seq"], record["t_ms"],
             record["at_ms"], *(record[k] for k in ("nr_periods", "nr_throttled", "throttled_usec", "usage_usec")),
@@ -663,12 +655,13 @@ class _LogReader:
             raise self.fail(last_line, f"the log ends inside the process {src} ({process.command}, header at line "
                                        f"{process.header_line}): no process record, so the log is truncated")
         experiment = self.run[1]
-        required = REQUIRED_COMMAND.get(experiment)
-        if required and required not in self.commands:
-            raise self.fail(None, f"an {experiment} run without any {required!r} process")
-        for kind in REQUIRED_RUNNER_RECORDS.get(experiment, ()):
+        entry = catalogued(experiment)  # read_meta checked it is catalogued
+        if entry.command not in self.commands:
+            raise self.fail(None, f"an {experiment} run without any {entry.command!r} process")
+        for kind in entry.runner_records:
             if kind not in self.runner_kinds:
-                raise self.fail(None, f"an {experiment} run without any {kind!r} record")
+                raise self.fail(None, f"an {experiment} run without its {kind} record (the catalogue, model/"
+                                      f"catalogue.py, requires one in every {experiment} run): the log is incomplete")
         expected = self.expected_gomaxprocs(experiment)
         for row in self.header_rows:
             row[-2] = expected
@@ -678,8 +671,6 @@ class _LogReader:
     def expected_gomaxprocs(self, experiment: str) -> int | None:
         if len(self.expectations) > 1:
             raise self.fail(self.expectations[1][0], "a second expectation record")
-        if experiment == "E3" and not self.expectations:
-            raise self.fail(None, "an E3 run without its expectation record (the GOMAXPROCS the rule predicts)")
         return self.expectations[0][1] if self.expectations else None
 
 

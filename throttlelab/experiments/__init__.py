@@ -3,38 +3,44 @@
 An experiment function takes the variant's spec (validated by the profile
 schema) and a Context, deploys a node through the backend interface, and
 returns the records for the raw log plus its measurement window in seconds.
+Which function runs which experiment is the catalogue's ``runner`` column
+(model/catalogue.py); :data:`REGISTRY` maps every experiment of the catalogue
+to its function.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from throttlelab.errors import CatalogueError
 from throttlelab.experiments.context import Context, ExperimentResult
 from throttlelab.experiments.jobs import run_e1, run_e2a, run_e3, run_s1, run_x4
 from throttlelab.experiments.weights import run_e4, run_shares
 from throttlelab.experiments.monitoring import run_e6
 from throttlelab.experiments.services import run_e2b, run_e7, run_e8, run_s2
+from throttlelab.model.catalogue import CATALOGUE, THIS_FILE
+from throttlelab.model.variants import VariantSpec
 
-REGISTRY = {
-    "E1": run_e1,
-    "E2a": run_e2a,
-    "E3": run_e3,
-    "S1": run_s1,
-    "E4": run_e4,
-    "E5": run_shares,
-    "E10": run_shares,
-    "E2b": run_e2b,
-    "E7": run_e7,
-    "E8": run_e8,
-    "E6": run_e6,
-    "S2": run_s2,
-    # beyond the lab (docs/EXPERIMENTS.md): E2a's job with a burst budget, a CFS period, a cpuset
-    "X1": run_e2a,
-    "X2": run_e2a,
-    "X3": run_e2a,
-    # several pods bursting together or staggered
-    "X4": run_x4,
-    # E2b's service: steady arrivals near the limit, Go's minimum of 2 threads against 1
-    "X5": run_e2b,
-    "X6": run_e2b,
+Runner = Callable[[VariantSpec, Context], ExperimentResult]
+
+#: The experiment functions by name, as the catalogue's ``runner`` column names them.
+RUNNERS: dict[str, Runner] = {
+    f.__name__: f
+    for f in (run_e1, run_e2a, run_e3, run_s1, run_x4, run_e4, run_shares, run_e6, run_e2b, run_e7, run_e8, run_s2)
 }
 
-__all__ = ["REGISTRY", "Context", "ExperimentResult"]
+
+def _runner(experiment: str, name: str) -> Runner:
+    try:
+        return RUNNERS[name]
+    except KeyError:
+        raise CatalogueError(
+            f"{THIS_FILE}: experiment {experiment} names the runner {name!r}, which throttlelab/experiments does not "
+            f"define ({', '.join(RUNNERS)}): name one of those, or add the function to RUNNERS"
+        ) from None
+
+
+#: experiment id -> the function that runs one of its variants, for every experiment of the catalogue.
+REGISTRY: dict[str, Runner] = {row.id: _runner(row.id, row.runner) for row in CATALOGUE}
+
+__all__ = ["REGISTRY", "RUNNERS", "Context", "ExperimentResult"]

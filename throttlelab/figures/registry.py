@@ -7,14 +7,17 @@ imports a figure's function when it is drawn.
 
 For each figure:
 
-* ``experiment``: the report section it belongs to; a profile that runs this
+* ``experiment``: the report section it belongs to, the catalogue row that lists the
+  figure (model/catalogue.py, standard library only too); a profile that runs this
   experiment gets the figure (rules/report.smk asks for exactly those), and the
   caption's repeats are this experiment's;
 * ``also_shows``: other experiments whose runs it draws when the profile has them;
 * ``tables``: the tidy tables it reads, named as the outputs of the rules
   parse_runs and compute_stats name them (``--table NAME=PATH``);
 * ``caption_file``: the caption Snakemake's own report shows (under report/captions/,
-  a Jinja template of ``snakemake.params``); ``category``: its section there;
+  a Jinja template of ``snakemake.params``); ``category``: its section there, the
+  experiment's id and catalogue title (``topic`` when the figure spans several), marked
+  "(ours)" for an experiment beyond the lab;
 * ``draw`` and ``caption``: the figure's function (the tables as keyword arguments ->
   a matplotlib Figure) and the caption under it on our page ((estimates, runs) -> text).
 """
@@ -28,17 +31,35 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from throttlelab.model import catalogue
+
 
 @dataclass(frozen=True)
 class FigureEntry:
     name: str
-    experiment: str
     title: str
     tables: tuple[str, ...]
-    category: str
     draw: str
     caption: str
     also_shows: tuple[str, ...] = ()
+    #: the section of Snakemake's report when the figure's topic spans several experiments;
+    #: "" = its experiment's id and catalogue title (see :attr:`category`)
+    topic: str = ""
+
+    def __post_init__(self) -> None:
+        for experiment_id in self.also_shows:
+            catalogue.experiment(experiment_id)  # an unknown one is a CatalogueError naming it
+
+    @property
+    def experiment(self) -> str:
+        """The experiment whose report section holds the figure: the catalogue row that lists it."""
+        return catalogue.figure_experiment(self.name)
+
+    @property
+    def category(self) -> str:
+        """Its section in Snakemake's report: "E2a burst job", "X1 burst budget (ours)"."""
+        row = catalogue.experiment(self.experiment)
+        return (self.topic or f"{row.id} {row.title}") + (" (ours)" if row.ours else "")
 
     @property
     def caption_file(self) -> str:
@@ -61,55 +82,55 @@ _BURST_TABLES = ("rounds", "metrics", "estimates", "runs")
 FIGURES: dict[str, FigureEntry] = {
     entry.name: entry
     for entry in (
-        FigureEntry("e2a_completion", "E2a", "Per-round completion time by limit",
-                    ("rounds", "metrics", "estimates", "runs"), "E2a burst job",
+        FigureEntry("e2a_completion", "Per-round completion time by limit",
+                    ("rounds", "metrics", "estimates", "runs"),
                     f"{_JOBS}:e2a_completion_figure", f"{_JOBS}:e2a_completion_caption"),
-        FigureEntry("e2a_counters", "E2a", "cgroup counters: throttled share and throttled time per round",
-                    ("rounds", "metrics", "estimates", "runs"), "E2a burst job",
+        FigureEntry("e2a_counters", "cgroup counters: throttled share and throttled time per round",
+                    ("rounds", "metrics", "estimates", "runs"),
                     f"{_JOBS}:e2a_counters_figure", f"{_JOBS}:e2a_counters_caption"),
-        FigureEntry("e3_gomaxprocs", "E3", "GOMAXPROCS by limit and module line",
-                    ("metrics", "runs"), "E3 GOMAXPROCS",
+        FigureEntry("e3_gomaxprocs", "GOMAXPROCS by limit and module line",
+                    ("metrics", "runs"),
                     f"{_JOBS}:e3_gomaxprocs_figure", f"{_JOBS}:e3_gomaxprocs_caption"),
-        FigureEntry("s1_throttling", "S1", "Throttling by GOMAXPROCS and limit",
-                    ("metrics", "estimates", "runs"), "S1 GOMAXPROCS and throttling",
+        FigureEntry("s1_throttling", "Throttling by GOMAXPROCS and limit",
+                    ("metrics", "estimates", "runs"),
                     f"{_JOBS}:s1_throttling_figure", f"{_JOBS}:s1_throttling_caption"),
-        FigureEntry("weights_shares", "E5", "Shares of one CPU: measured, predicted by the weights, and the lab's",
-                    ("metrics", "estimates", "share_expectations"), "E4/E5/E10 requests become weights",
+        FigureEntry("weights_shares", "Shares of one CPU: measured, predicted by the weights, and the lab's",
+                    ("metrics", "estimates", "share_expectations"),
                     f"{_WEIGHTS}:weights_shares_figure", f"{_WEIGHTS}:weights_shares_caption",
-                    also_shows=("E10",)),
-        FigureEntry("e2b_latency", "E2b", "/work tail latency and throttled share by arrival shape and setting",
-                    _SERVICE_TABLES, "E2b service under load",
+                    also_shows=("E10",), topic="E4/E5/E10 requests become weights"),
+        FigureEntry("e2b_latency", "/work tail latency and throttled share by arrival shape and setting",
+                    _SERVICE_TABLES,
                     f"{_SERVICES}:e2b_latency_figure", f"{_SERVICES}:e2b_latency_caption"),
-        FigureEntry("e7_replicas", "E7", "Replicas behind per-connection balancing against one pod",
-                    _SERVICE_TABLES, "E7 replicas or a raised limit",
+        FigureEntry("e7_replicas", "Replicas behind per-connection balancing against one pod",
+                    _SERVICE_TABLES,
                     f"{_SERVICES}:e7_replicas_figure", f"{_SERVICES}:e7_replicas_caption"),
-        FigureEntry("e8_neighbor", "E8", "A busy neighbor: latency, and the CPU the service really got",
-                    _SERVICE_TABLES, "E8 busy neighbor",
+        FigureEntry("e8_neighbor", "A busy neighbor: latency, and the CPU the service really got",
+                    _SERVICE_TABLES,
                     f"{_SERVICES}:e8_neighbor_figure", f"{_SERVICES}:e8_neighbor_caption"),
-        FigureEntry("e6_monitoring", "E6", "What a scraper computes against the real pause",
-                    _SERVICE_TABLES, "E6 what monitoring sees",
+        FigureEntry("e6_monitoring", "What a scraper computes against the real pause",
+                    _SERVICE_TABLES,
                     f"{_SERVICES}:e6_monitoring_figure", f"{_SERVICES}:e6_monitoring_caption"),
-        FigureEntry("s2_throughput", "S2", "Closed-loop throughput: thread count and a limited upstream",
-                    _SERVICE_TABLES, "S2 threads and the cascade",
+        FigureEntry("s2_throughput", "Closed-loop throughput: thread count and a limited upstream",
+                    _SERVICE_TABLES,
                     f"{_SERVICES}:s2_throughput_figure", f"{_SERVICES}:s2_throughput_caption"),
         # beyond the lab (docs/EXPERIMENTS.md): ours
-        FigureEntry("x1_budget", "X1", "Burst budget: completion and throttled periods by budget",
-                    _BURST_TABLES, "X1 burst budget (ours)",
+        FigureEntry("x1_budget", "Burst budget: completion and throttled periods by budget",
+                    _BURST_TABLES,
                     f"{_BEYOND}:x1_budget_figure", f"{_BEYOND}:x1_budget_caption"),
-        FigureEntry("x2_period", "X2", "CFS period: completion and throttled periods by period",
-                    _BURST_TABLES, "X2 CFS period (ours)",
+        FigureEntry("x2_period", "CFS period: completion and throttled periods by period",
+                    _BURST_TABLES,
                     f"{_BEYOND}:x2_period_figure", f"{_BEYOND}:x2_period_caption"),
-        FigureEntry("x3_queues", "X3", "What throttled time sums: run queues, not threads",
-                    _BURST_TABLES, "X3 run queues or threads (ours)",
+        FigureEntry("x3_queues", "What throttled time sums: run queues, not threads",
+                    _BURST_TABLES,
                     f"{_BEYOND}:x3_queues_figure", f"{_BEYOND}:x3_queues_caption"),
-        FigureEntry("x4_overlap", "X4", "Overlapping bursts: pods bursting together against staggered",
-                    _BURST_TABLES, "X4 overlapping bursts (ours)",
+        FigureEntry("x4_overlap", "Overlapping bursts: pods bursting together against staggered",
+                    _BURST_TABLES,
                     f"{_BEYOND}:x4_overlap_figure", f"{_BEYOND}:x4_overlap_caption"),
-        FigureEntry("x5_near_limit", "X5", "Steady arrivals near the limit: throttled share and latency",
-                    _SERVICE_TABLES, "X5 near the limit (ours)",
+        FigureEntry("x5_near_limit", "Steady arrivals near the limit: throttled share and latency",
+                    _SERVICE_TABLES,
                     f"{_BEYOND}:x5_near_limit_figure", f"{_BEYOND}:x5_near_limit_caption"),
-        FigureEntry("x6_threads", "X6", "GOMAXPROCS 2 against 1 under a small limit",
-                    _SERVICE_TABLES, "X6 Go's minimum of 2 threads (ours)",
+        FigureEntry("x6_threads", "GOMAXPROCS 2 against 1 under a small limit",
+                    _SERVICE_TABLES,
                     f"{_BEYOND}:x6_threads_figure", f"{_BEYOND}:x6_threads_caption"),
     )
 }

@@ -15,7 +15,8 @@ from typing import Any
 import jsonschema
 import yaml
 
-from throttlelab.errors import ConfigError  # noqa: F401 (re-exported: callers import it from here too)
+from throttlelab.errors import CatalogueError, ConfigError  # ConfigError re-exported: callers import it from here too
+from throttlelab.model import catalogue
 from throttlelab.model.quantities import QuantityError, parse_cpu
 from throttlelab.model.variants import SpecError, VariantSpec
 
@@ -85,6 +86,27 @@ def _schema(config_dir: Path, name: str) -> dict[str, Any]:
         ) from None
 
 
+def _profile_schema(config_dir: Path) -> dict[str, Any]:
+    """config/profile.schema.yaml with the experiments' names filled in from the catalogue: a profile
+    may hold exactly the catalogue's experiments, each with the shape of ``definitions.experiment``."""
+    schema = _schema(config_dir, "profile.schema.yaml")
+    schema["properties"]["experiments"]["properties"] = {
+        experiment_id: {"$ref": "#/definitions/experiment"} for experiment_id in catalogue.IDS
+    }
+    return schema
+
+
+def _parameters_schema(profile_schema: dict[str, Any], experiment: str) -> dict[str, Any]:
+    """The schema a merged variant of ``experiment`` is checked against: ``definitions.<experiment>``."""
+    definitions = profile_schema["definitions"]
+    if experiment not in definitions:
+        raise ConfigError(
+            f"config/profile.schema.yaml: no definitions.{experiment}, the parameters of catalogue experiment "
+            f"{experiment}: add its schema there (the other experiments' are examples)"
+        )
+    return {**definitions[experiment], "definitions": definitions}
+
+
 def _where(prefix: str, error: jsonschema.ValidationError) -> str:
     path = ".".join(str(p) for p in error.absolute_path)
     return f"{prefix}.{path}" if path else prefix
@@ -150,17 +172,21 @@ def load_design(config: dict[str, Any], config_dir: Path) -> Design:
         profile = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise ConfigError(f"profile {path}: not valid YAML ({exc})") from None
-    profile_schema = _schema(config_dir, "profile.schema.yaml")
+    profile_schema = _profile_schema(config_dir)
     _check(profile, profile_schema, f"profile {path.name}", "config/profile.schema.yaml")
     experiments: dict[str, ExperimentDesign] = {}
     for name, exp in profile["experiments"].items():
+        try:
+            catalogue.experiment(name)
+        except CatalogueError as exc:
+            raise ConfigError(f"profile {path.name}: experiments.{name}: {exc}") from None
+        parameters = _parameters_schema(profile_schema, name)
         defaults = exp.get("defaults", {})
         variants = {}
         for vname, overrides in exp["variants"].items():
             merged = {**defaults, **(overrides or {})}
             where = f"profile {path.name}: experiments.{name}.variants.{vname}"
-            _check(merged, {**profile_schema["definitions"][name], "definitions": profile_schema["definitions"]},
-                   where, "config/profile.schema.yaml")
+            _check(merged, parameters, where, "config/profile.schema.yaml")
             _check_quantities(merged, where)
             try:
                 variants[vname] = VariantSpec.from_dict(name, vname, merged)

@@ -38,7 +38,7 @@ from throttlelab.errors import ReportError
 from throttlelab.figures.registry import figures_for, resolve
 from throttlelab.model.config import ConfigError, Design, load_design
 from throttlelab.model.reference import LAB, lab_values
-from throttlelab.model.families import is_ours
+from throttlelab.model.catalogue import experiment as catalogued, is_ours
 from throttlelab.report.formatting import distinct, fmt_cell, fmt_size, setting_text, spec_settings, text
 from throttlelab.report.inputs import config_text, raw_log_path, read_table, read_tables
 from throttlelab.report.notes import section_notes
@@ -213,9 +213,6 @@ READBACK_COLUMNS = {
     "actual_shares": "read shares", "actual_cpus": "cpus", "mismatches": "mismatches", "error": "error",
     "formula": "how the design value was computed",
 }
-
-
-READBACK_EXPERIMENTS = frozenset({"E1", "E4"})
 
 
 def readback_rows(readback: pd.DataFrame | None, experiment: str) -> pd.DataFrame:
@@ -493,9 +490,9 @@ def experiment_sections(tables: Mapping[str, pd.DataFrame], design: Design, figu
         order = variant_order(runs, name, design)
         exp = design.experiments.get(name)
         has_estimates = (estimates["experiment"] == name).any()
-        # E1 IS its read-back and E4's result is every level's weight: both show the whole table;
-        # the other experiments only report on their read-back check.
-        shows_readback = not has_estimates or name in READBACK_EXPERIMENTS
+        # E1 IS its read-back and E4's result is every level's weight: both show the whole table (their
+        # catalogue rows say so); the other experiments only report on their read-back check.
+        shows_readback = not has_estimates or catalogued(name).shows_readback
         sections.append(ExperimentSection(
             name=name,
             about=exp.about if exp else "",

@@ -412,7 +412,6 @@ FINDINGS: tuple[Finding, ...] = (
               "falls back to the unlimited one, and nr_bursts / burst_time count the borrowed CPU; a budget too "
               "small for the burst shortens the wait only by what it lends.",
         reference=OURS,
-        ours=True,
         checks=(
             Check(label="p50_wall_ms budget-full / budget0", kind="ratio", experiment=X1, metric="p50_wall_ms",
                   variant="budget-full", baseline="budget0", relation="<", scale="log",
@@ -445,7 +444,6 @@ FINDINGS: tuple[Finding, ...] = (
         claim="A shorter CFS period shortens each throttled pause but multiplies them: a burst larger than its "
               "quota completes later, towards CPU / limit, and nr_throttled rises about as CPU / quota.",
         reference=OURS,
-        ours=True,
         checks=(
             Check(label="p50_wall_ms period20 / period100", kind="ratio", experiment=X2, metric="p50_wall_ms",
                   variant="period20", baseline="period100", relation=">", scale="log",
@@ -473,7 +471,6 @@ FINDINGS: tuple[Finding, ...] = (
               "threads: with 8 threads it is about one pause per round on one CPU and between one and two on "
               "two CPUs, never eight.",
         reference=OURS,
-        ours=True,
         checks=(
             Check(label="throttled_ms_per_round / extra wall cpus1", kind="level", experiment=X3,
                   metric="throttled_per_extra_wall", variant="cpus1", baseline=None, relation="within", scale="log",
@@ -492,7 +489,6 @@ FINDINGS: tuple[Finding, ...] = (
         claim="Synchronized bursts of pods that each fit their own quota contend for the node's CPUs: each takes "
               "about (sum of bursts) / CPUs instead of its own CPU / run queues, which no per-pod quota predicts.",
         reference=OURS,
-        ours=True,
         checks=(
             Check(label="p50_wall_ms synchronized / staggered", kind="ratio", experiment=X4, metric="p50_wall_ms",
                   variant="synchronized", baseline="staggered", relation=">", scale="log",
@@ -509,7 +505,6 @@ FINDINGS: tuple[Finding, ...] = (
         claim="Without clumps, throttling stays rare until average use nears the limit; it bends where Poisson "
               "bunching of one period exceeds the quota.",
         reference=OURS,
-        ours=True,
         checks=(
             Check(label="avg_cores use30", kind="level", experiment=X5, metric="avg_cores", variant="use30",
                   baseline=None, relation="within", scale="log", decisive=False, derive=designed_use("use30"),
@@ -537,7 +532,6 @@ FINDINGS: tuple[Finding, ...] = (
               "finish sooner on 2 threads while a clump fits the quota) nor closed-loop throughput (both capped by "
               "the quota).",
         reference=OURS,
-        ours=True,
         checks=(
             Check(label="work {q} clumped-500m-g1 / clumped-500m-g2", kind="ratio", experiment=X6,
                   metric="work_{q}_ms", variant="clumped-500m-g1", baseline="clumped-500m-g2", relation=">",

@@ -51,6 +51,8 @@ from throttlelab.analysis import stats
 from throttlelab.analysis.metrics.catalogue import CATALOGUE
 from throttlelab.analysis.metrics.services import SERVICE_QUANTILES
 from throttlelab.analysis.tidy import run_spec
+from throttlelab.errors import CatalogueError
+from throttlelab.model.catalogue import is_ours
 from throttlelab.model.reference import quote
 from throttlelab.model.variants import VariantSpec
 
@@ -280,12 +282,26 @@ class Finding:
     reference: str = ""
     #: experiments the claim also rests on that no check here covers yet
     not_covered: tuple[str, ...] = ()
-    #: a claim of ours beyond the lab (docs/EXPERIMENTS.md), its sentence written before the data
-    ours: bool = False
+
+    def __post_init__(self) -> None:
+        named = tuple(dict.fromkeys((*self.experiments, *self.not_covered)))
+        try:
+            sides = {is_ours(e) for e in named}
+        except CatalogueError as exc:
+            raise CatalogueError(f"finding {self.id}: {exc}") from None
+        if len(sides) > 1:
+            raise ValueError(f"finding {self.id} rests on experiments of the lab's and of ours ({', '.join(named)}; "
+                             "model/catalogue.py): a claim is one or the other")
 
     @property
     def experiments(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(c.experiment for c in self.checks))
+
+    @property
+    def ours(self) -> bool:
+        """A claim of ours beyond the lab (docs/EXPERIMENTS.md), its sentence written before the data: the
+        experiments it rests on are ours (their catalogue rows say so)."""
+        return bool(self.experiments) and all(is_ours(e) for e in self.experiments)
 
     @property
     def metrics(self) -> tuple[str, ...]:

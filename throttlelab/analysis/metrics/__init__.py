@@ -1,8 +1,9 @@
 """Per-run metrics (metrics.csv) and their estimates across repeats (estimates.csv).
 
 One module per family of experiments computes its metrics from one run's tidy rows
-(:mod:`.jobs`: E2a, S1, E3; :mod:`.weights`: E4, E5, E10; :mod:`.services`: E2b,
-E7, E8, S2, E6 and the latencies of every run with requests), on the helpers of
+(:mod:`.jobs`, :mod:`.weights`, :mod:`.services`: the family and the kind of metrics
+each experiment's catalogue row names, model/catalogue.py; :mod:`.services` also the
+latencies of every run with requests), on the helpers of
 :mod:`.common`; :mod:`.catalogue` names every metric, :mod:`.per_run` writes
 metrics.csv and :mod:`.estimates` estimates.csv. Imports go one way: the families
 import only :mod:`.common`, never each other.
@@ -27,7 +28,6 @@ from throttlelab.analysis.metrics.per_run import METRICS_COLUMNS, load_timeout_m
 from throttlelab.analysis.metrics.services import (
     DEFAULT_LOAD_TIMEOUT_MS,
     LATENESS_SUSPECT_MS,
-    SERVICE_EXPERIMENTS,
     SERVICE_QUANTILES,
     latency_metrics,
     supported_latency_metric,
@@ -36,7 +36,7 @@ from throttlelab.analysis.metrics.weights import SHARE_MEMBERS, readback_metrics
 
 __all__ = [
     "CATALOGUE", "DEFAULT_LOAD_TIMEOUT_MS", "ESTIMATES_COLUMNS", "FLAG_RANGE", "FLAG_SETTING_VARIES", "FLAG_UNDEFINED", "LATENESS_SUSPECT_MS",
-    "METRICS_COLUMNS", "SERVICE_EXPERIMENTS", "SERVICE_QUANTILES", "SHARE_MEMBERS", "MetricSpec", "Scale",
+    "METRICS_COLUMNS", "SERVICE_QUANTILES", "SHARE_MEMBERS", "MetricSpec", "Scale",
     "Summarised", "Summary", "burst_metrics", "estimates_table", "gomaxprocs_metrics", "latency_metrics",
     "load_timeout_ms", "pooled_p999", "readback_metrics", "run_metrics", "share_metrics", "spin_metrics",
     "summarise", "supported_latency_metric",

@@ -14,10 +14,7 @@ import pandas as pd
 from throttlelab.analysis import stats
 from throttlelab.analysis.metrics.common import USEC_PER_MS, MetricSpec, exactly_one, number, throttled_ratio, total
 from throttlelab.analysis.tidy import InputError
-from throttlelab.model.families import BURST_JOBS, MULTI_BURST_JOBS
-
-#: The experiments whose metrics come from here: the burst jobs (E2a, X1-X3; X4's several pods), S1, E3.
-JOB_EXPERIMENTS = (*BURST_JOBS, *MULTI_BURST_JOBS, "S1", "E3")
+from throttlelab.model.catalogue import Experiment
 
 SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("p50_wall_ms", "ms", "log", "interval", "median burst completion time, rounds after the first"),
@@ -152,22 +149,24 @@ def pods_burst_metrics(parts: Mapping[str, pd.DataFrame | None]) -> dict[str, fl
     return out
 
 
-def job_run_metrics(experiment: str, parts: Mapping[str, pd.DataFrame | None]) -> dict[str, float]:
-    """E2a, S1 or E3: the metrics of the run's one burst, spin or info process."""
+def job_run_metrics(experiment: Experiment, parts: Mapping[str, pd.DataFrame | None]) -> dict[str, float]:
+    """The metrics of a job's run, of the kind its catalogue row says: its one burst process (E2a, X1-X3),
+    the burst process of each of its pods (X4), its spin (S1) or its info (E3)."""
     headers, summaries = parts["headers"], parts["summaries"]
-    if experiment in BURST_JOBS:
+    kind = experiment.metrics
+    if kind == "burst":
         header = _process(headers, "burst")
         summary = exactly_one(summaries[summaries["src"] == header["src"]], "burst summary").iloc[0]
         rounds = parts["rounds"]
         rounds = rounds[rounds["src"] == header["src"]]
         period = header["cg_period_us"]
         return burst_metrics(rounds, summary.to_dict(), math.nan if pd.isna(period) else float(period))
-    if experiment in MULTI_BURST_JOBS:
+    if kind == "pods_burst":
         return pods_burst_metrics(parts)
-    if experiment == "S1":
+    if kind == "spin":
         header = _process(headers, "spin")
         summary = exactly_one(summaries[summaries["src"] == header["src"]], "spin summary").iloc[0]
         return spin_metrics(summary.to_dict(), int(header["gomaxprocs"]))
-    if experiment == "E3":
+    if kind == "gomaxprocs":
         return gomaxprocs_metrics(_process(headers, "info").to_dict())
-    raise ValueError(f"{experiment} is not a job experiment ({', '.join(JOB_EXPERIMENTS)})")
+    raise ValueError(f"{experiment.id}: metrics {kind!r} are not a job's (model/catalogue.py METRIC_KINDS)")

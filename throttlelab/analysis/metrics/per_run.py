@@ -2,7 +2,8 @@
 
 The run is the unit of replication (shared/STATS.md §1): every metric is ONE number
 per run, computed by its experiment's family (:mod:`.jobs`, :mod:`.weights`,
-:mod:`.services`) from that run's rows of the tidy tables.
+:mod:`.services`, as the experiment's catalogue row says: model/catalogue.py) from that
+run's rows of the tidy tables.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pandas as pd
 from throttlelab.analysis.metrics import jobs, services, weights
 from throttlelab.analysis.metrics.catalogue import CATALOGUE
 from throttlelab.analysis.tidy import RUN_KEYS, InputError
+from throttlelab.model.catalogue import experiment as catalogued
 
 #: ``note``: why a value is empty ("/work: n too small for p99: 60 requests (needs 368)"), else "".
 METRICS_COLUMNS = [*RUN_KEYS, "metric", "value", "unit", "note"]
@@ -26,15 +28,23 @@ def _by_run(frame: pd.DataFrame) -> dict[tuple[Any, ...], pd.DataFrame]:
     return {key: group for key, group in frame.groupby(list(RUN_KEYS), sort=False)}
 
 
+#: Each family's per-run metrics (the catalogue's ``family`` column names the module).
+FAMILY_METRICS = {
+    "jobs": jobs.job_run_metrics,
+    "weights": weights.weights_run_metrics,
+    "services": services.service_run_metrics,
+}
+
+
 def experiment_metrics(experiment: str, parts: Mapping[str, pd.DataFrame | None]) -> dict[str, float]:
-    """The metrics of one run of ``experiment`` from its rows (``parts``: table name -> rows or None)."""
-    if experiment in jobs.JOB_EXPERIMENTS:
-        return jobs.job_run_metrics(experiment, parts)
-    if experiment in weights.WEIGHT_EXPERIMENTS:
-        return weights.weights_run_metrics(experiment, parts)
-    if experiment in services.SERVICE_EXPERIMENTS:
-        return services.service_run_metrics(experiment, parts)
-    return {}
+    """The metrics of one run of ``experiment`` from its rows (``parts``: table name -> rows or None).
+
+    The catalogue row says which family computes them and of which kind; an experiment that is
+    its read-back (E1: ``metrics`` None) has none."""
+    row = catalogued(experiment)
+    if row.metrics is None:
+        return {}
+    return FAMILY_METRICS[row.family](row, parts)
 
 
 def run_metrics(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:

@@ -29,10 +29,8 @@ import pandas as pd
 from throttlelab.analysis import stats
 from throttlelab.analysis.metrics.common import COUNTERS, USEC_PER_MS, MetricSpec, number, throttled_ratio
 from throttlelab.analysis.tidy import ENDPOINTS, InputError
-from throttlelab.model.families import BEYOND_SERVICES
+from throttlelab.model.catalogue import Experiment
 
-#: The experiments whose metrics come from here (besides the latency metrics of any run with requests).
-SERVICE_EXPERIMENTS = ("E2b", "E7", "E8", "S2", "E6", *BEYOND_SERVICES)
 #: A run whose send lateness p99 exceeds this is flagged "suspect" in the report: the generator,
 #: not the service, may have set its latencies.
 LATENESS_SUSPECT_MS = 5.0
@@ -355,10 +353,15 @@ def scrape_source(scrapes: pd.DataFrame) -> dict[str, float]:
     return {"scrapes_cadvisor": float((scrapes["source"] == SCRAPE_CADVISOR).sum())}
 
 
-def service_run_metrics(experiment: str, parts: Mapping[str, pd.DataFrame | None]) -> dict[str, float]:
-    if experiment == "E6":
+def service_run_metrics(experiment: Experiment, parts: Mapping[str, pd.DataFrame | None]) -> dict[str, float]:
+    """The metrics of the kind the catalogue row says: a service under load (E2b, E7, E8, S2, X5, X6)
+    or what monitoring sees (E6). The latency metrics of any run with requests are per_run's."""
+    if experiment.metrics == "monitoring":
         return monitoring_metrics(parts)
-    return load_run_metrics(experiment, parts)
+    if experiment.metrics == "load":
+        return load_run_metrics(experiment.id, parts)
+    raise ValueError(f"{experiment.id}: metrics {experiment.metrics!r} are not a service experiment's "
+                     "(model/catalogue.py METRIC_KINDS)")
 
 
 def suspect(late_p99_ms: float) -> bool:

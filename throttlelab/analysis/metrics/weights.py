@@ -9,9 +9,8 @@ import pandas as pd
 
 from throttlelab.analysis.metrics.common import MetricSpec
 from throttlelab.analysis.tidy import InputError
+from throttlelab.model.catalogue import Experiment
 
-#: The experiments whose metrics come from here.
-WEIGHT_EXPERIMENTS = ("E4", "E5", "E10")
 # The members E5/E10 compare (experiments/weights.py): pods, then the two-container pod's containers.
 SHARE_MEMBERS = ("pod-p100m", "pod-p1", "pod-two", "small", "big")
 
@@ -57,13 +56,15 @@ def share_metrics(samples: pd.DataFrame) -> dict[str, float]:
     return {f"share_{m}": float(v) for m, v in shares.items()}
 
 
-def weights_run_metrics(experiment: str, parts: Mapping[str, pd.DataFrame | None]) -> dict[str, float]:
-    """E4: the read-back count; E5, E10: each member's share."""
-    if experiment == "E4":
+def weights_run_metrics(experiment: Experiment, parts: Mapping[str, pd.DataFrame | None]) -> dict[str, float]:
+    """The metrics of the kind the catalogue row says: the read-back count (E4), each member's share (E5, E10)."""
+    kind = experiment.metrics
+    if kind == "readback":
         return readback_metrics(parts["readback"])
-    if experiment in ("E5", "E10"):
+    if kind == "shares":
         samples = parts["share_samples"]
         if samples is None or samples.empty:
             raise InputError("no share readings")
         return share_metrics(samples)
-    raise ValueError(f"{experiment} is not a weight experiment ({', '.join(WEIGHT_EXPERIMENTS)})")
+    raise ValueError(f"{experiment.id}: metrics {kind!r} are not a weight experiment's (model/catalogue.py "
+                     "METRIC_KINDS)")
