@@ -103,7 +103,15 @@ def test_the_orchestrator_keeps_out_of_every_measuring_window(ci_run):
 
 
 def test_e2a_shows_the_labs_pattern(ci_run):
-    runs = _raw(ci_run, "E2a")
+    # Only the runs the meter saw undisturbed: a burst that shares its CPUs with other work spreads its 40 ms
+    # of CPU over more periods and can escape the quota (seen with 50-90% of both CPUs taken by other jobs).
+    runs = {}
+    for variant, logs in _raw(ci_run, "E2a").items():
+        runs[variant] = [records for records in logs if not records[0]["interference"].get("disturbed")]
+        if not runs[variant]:
+            shares = [records[0]["interference"].get("outside_share") for records in logs]
+            pytest.skip(f"every E2a {variant} run was disturbed (outside the lab: {shares} of its CPUs): "
+                        "the timing pattern cannot be judged on this busy host")
 
     def p50(variant):
         values = []
