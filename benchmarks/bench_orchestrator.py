@@ -35,16 +35,10 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from throttlelab.host.processes import cpu_clock_s
+
 PROJECT = Path(__file__).resolve().parent.parent
 SAMPLE_S = 0.25
-
-
-def cpu_clock_s(pid: int) -> float | None:
-    """A process's CPU time in seconds (every thread, ended ones included), or None once it is gone."""
-    try:
-        return time.clock_gettime(((~pid) << 3) | 2)  # the process CPU clock (clock_getcpuclockid)
-    except OSError:
-        return None
 
 
 def threads(pid: int) -> int:
@@ -88,6 +82,7 @@ class Sampler:
 
 
 def percentile(values: list[float], q: float) -> float:
+    """The nearest-rank quantile (not the type-7 one of the analysis): a benchmark summary, not a statistic."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
