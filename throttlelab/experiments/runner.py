@@ -248,8 +248,7 @@ def host_busy_since() -> float | None:
 def measured_quiet(interference: dict[str, Any]) -> bool:
     """Whether the meter saw the run's CPUs quiet: a read-out (never judged) counts by its share,
     a job on a backend that is not metered says nothing about this host."""
-    share = interference.get("outside_share", interference.get("other_share"))
-    threshold = interference.get("threshold")
+    share, threshold = interference.get("outside_share"), interference.get("threshold")
     return share is not None and threshold is not None and share <= threshold
 
 
