@@ -118,10 +118,10 @@ def wait_guardian(proc: subprocess.Popen, timeout_s: float) -> None:
         if time.monotonic() >= deadline:
             raise subprocess.TimeoutExpired(proc.args, timeout_s)
         time.sleep(0.01)
+    fields = _stat_fields(Path(f"/proc/{proc.pid}/stat"))
     try:
-        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         _guardians_cpu_s += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
-    except (OSError, ValueError, IndexError):
+    except (ValueError, IndexError):  # no fields: gone already
         pass
     proc.wait()
 
@@ -141,12 +141,18 @@ def parent_pids(proc: Path = Path("/proc")) -> dict[int, int]:
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # ended while the folder was read
-        parents[int(entry.name)] = int(fields[1])
+        fields = _stat_fields(entry / "stat")
+        if fields:  # none: ended while the folder was read
+            parents[int(entry.name)] = int(fields[1])
     return parents
+
+
+def _stat_fields(path: Path) -> list[str]:
+    """The fields of a /proc/<pid>/stat after the command name (state, ppid, ...), or [] when it is gone."""
+    try:
+        return path.read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
 
 
 def tree_without(root: int, excluded: int, parents: dict[int, int]) -> list[int]:
