@@ -32,6 +32,8 @@ class Command:
 
 COMMANDS: dict[str, Command] = {
     "build-workload": Command("throttlelab.host.gobuild", (), "build cpulab in one go.mod variant", "build"),
+    "cluster-tools": Command("throttlelab.host.clusterbuild", (), "build the pinned cluster tools (cluster/) into "
+                             "the cache; summary, status", "build"),
     "build-image": Command("throttlelab.backends.images", (), "build the docker backend's image of one build", "build"),
     "kind": Command("throttlelab.backends.kind.clusters", (), "kind clusters: create, load, delete, build-podgate, "
                     "build-image, preflight", "build"),
