@@ -17,6 +17,7 @@ include: "rules/experiments.smk"
 include: "rules/analysis.smk"
 include: "rules/report.smk"
 include: "rules/smoke.smk"
+include: "rules/cluster_tools.smk"
 
 
 rule all:

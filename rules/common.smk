@@ -2,8 +2,10 @@
 # Parsing imports only the pure model (throttlelab.model): no backend, no Docker or
 # Kubernetes client, no plotting library is loaded to build the DAG.
 
+import hashlib
 import json
 import os
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -19,6 +21,7 @@ snakemake_scheduler.install()
 from throttlelab.figures.registry import FIGURES, figures_for, report_caption
 from throttlelab.host.facts import cgroup_version
 from throttlelab.model.builds import BUILDS
+from throttlelab.model.clustertools import PROJECT_NAMES as CLUSTER_PROJECTS, project as cluster_project
 from throttlelab.model.config import ConfigError, load_design
 from throttlelab.model.coverage import CLUSTER_BACKENDS, untestable_variants
 
@@ -81,6 +84,7 @@ wildcard_constraints:
     experiment="|".join(DESIGN.experiments),
     variant="[a-z0-9][a-z0-9-]*",
     rep="[0-9]+",
+    project="|".join(re.escape(name) for name in CLUSTER_PROJECTS),
 
 
 def workload_sources():
@@ -379,3 +383,26 @@ def smoke_inputs(wildcards):
     role = KIND_ROLE_OF_RUNTIME[DESIGN.runtime]
     names = ["kubeconfig", "cluster.json"] + [f"images/{build}.json" for build in BUILDS]
     return [cluster_file(role, name) for name in names]
+
+
+# The cluster tools (rules/cluster_tools.smk, model/clustertools.py): one job per module of cluster/.
+def cluster_module_files(wildcards):
+    """The go.mod and go.sum of a project's folder under cluster/: a changed pin reruns its job."""
+    folder = Path(workflow.basedir) / "cluster" / cluster_project(wildcards.project).folder
+    return {"gomod": str(folder / "go.mod"), "gosum": str(folder / "go.sum")}
+
+
+def cluster_project_recipe(wildcards):
+    """A digest of the project's catalogue row (packages, tags, linker flags): editing how a tool is
+    built reruns its job, which rebuilds exactly the binaries whose build key changed."""
+    return hashlib.sha256(repr(cluster_project(wildcards.project)).encode()).hexdigest()[:16]
+
+
+def cluster_tools_settings_arg():
+    """config.yaml's cluster_tools section (cache folders) as one shell word."""
+    return shlex.quote(json.dumps(DESIGN.cluster_tools, sort_keys=True, separators=(",", ":")))
+
+
+def cluster_tools_manifest(project):
+    """What one project's job leaves in results/: the binaries' paths, hashes, versions, build times."""
+    return f"results/cluster-tools/{project}.json"

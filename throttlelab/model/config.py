@@ -54,6 +54,8 @@ class Design:
     kubernetes: dict[str, Any] = field(default_factory=dict)
     # the vm backend's guest (vcpus, memory, kernel, kvm), every key present
     vm: dict[str, Any] = field(default_factory=dict)
+    # where the cluster tools and their Go caches live (cache, go_mod_cache, go_build_cache), every key present
+    cluster_tools: dict[str, Any] = field(default_factory=dict)
 
     def without(self, left_out: Mapping[tuple[str, str], str]) -> Design:
         """The design less the (experiment, variant) pairs in ``left_out``; an experiment left
@@ -218,4 +220,5 @@ def load_design(config: dict[str, Any], config_dir: Path) -> Design:
         kubernetes=_section(cfg, top_schema, "kubernetes"),
         # the profile says what guest it needs (lab-node: 10 vCPUs); config.yaml or --config can override
         vm=_with_defaults({**(profile.get("vm") or {}), **(cfg.get("vm") or {})}, top_schema["properties"]["vm"]),
+        cluster_tools=_section(cfg, top_schema, "cluster_tools"),
     )

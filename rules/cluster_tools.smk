@@ -1,0 +1,35 @@
+# The pinned cluster tools (cluster/, issue 22): kubelet, kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubectl, etcd, etcdctl, containerd, its runc shim, ctr, crictl and runc v1.3.0 and
+# v1.4.3, built from the Go module proxy into a cache outside the checkout (config cluster_tools,
+# README "Cluster tools"). One job per module of cluster/; a binary whose stamp matches its build
+# key is not rebuilt, so a rerun (or a fresh clone on a machine with the cache) compiles nothing.
+# No experiment needs them yet: neither `all` nor `report` runs these rules.
+# Drives the host's Go toolchain and C compiler (cgo): no conda env.
+
+
+rule build_cluster_tool:
+    input:
+        unpack(cluster_module_files),
+    output:
+        manifest=cluster_tools_manifest("{project}"),
+    log:
+        "results/logs/build_cluster_tool/{project}.log",
+    threads: 2
+    params:
+        cluster_dir=f"{workflow.basedir}/cluster",
+        settings=cluster_tools_settings_arg(),
+        recipe=cluster_project_recipe,
+    shell:
+        "throttlelab cluster-tools build --project {wildcards.project} --cluster-dir {params.cluster_dir:q}"
+        " --settings {params.settings} --jobs {threads} --out {output.manifest} 2>&1 | tee {log}"
+
+
+rule cluster_tools:
+    input:
+        manifests=expand(rules.build_cluster_tool.output.manifest, project=CLUSTER_PROJECTS),
+    output:
+        manifest="results/cluster-tools/tools.json",
+    log:
+        "results/logs/cluster_tools.log",
+    shell:
+        "throttlelab cluster-tools summary --out {output.manifest} {input.manifests} 2>&1 | tee {log}"
