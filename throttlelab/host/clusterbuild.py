@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import fcntl
-import hashlib
 import json
 import os
 import shutil
@@ -46,6 +45,7 @@ from throttlelab.errors import BuildError
 from throttlelab.host.gobuild import find_go
 from throttlelab.model import clustertools as catalogue
 from throttlelab.model.clustertools import Binary, Project
+from throttlelab.model.digest import sha256_file
 
 GOFLAGS = "-mod=readonly -modcacherw -buildvcs=false"
 # the toolchain facts that enter every build key (`go env`)
@@ -118,14 +118,6 @@ class ModulePin:
     version: str
     gomod_sha256: str
     gosum_sha256: str
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def module_pin(cluster_dir: Path, project: Project) -> ModulePin:
