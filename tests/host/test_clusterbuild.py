@@ -129,6 +129,11 @@ def test_a_second_build_compiles_nothing(tmp_path, fake_go):
     assert sorted(p.name for p in (tmp_path / "tools/runc-v1.3.0").rglob("*")) == [
         ".lock", "bin", "runc", "runc.json", "stamps"]
 
+    lines = []
+    merged = build.summary([second], tell=lines.append)
+    assert lines[1].split()[:7] == ["runc", "runc", "version", "1.3.0", "cached,", "built", "in"]
+    assert lines[-1].startswith("cluster tools: this build ") and set(merged["projects"]) == {"runc-1.3.0"}
+
     runc.write_bytes(b"tampered")
     third = build.build_project("runc-1.3.0", PROJECT / "cluster", settings, tell=told.append)
     assert third["binaries"][0]["built_now"]  # a changed binary is rebuilt

@@ -342,7 +342,7 @@ def build_project(name: str, cluster_dir: Path, settings: ToolsSettings, jobs: i
             problem = stamp_problem(stamp, path, key)
             if problem is None:
                 tell(f"{label}: up to date (built in {catalogue.duration_text(stamp['build_seconds'])} on "
-                     f"{stamp['built_at'][:10]}): {stamp['version_output'][0]}")
+                     f"{stamp['built_at'][:10]}): {_version_line(binary, stamp).strip()}")
                 entries.append(_entry(binary, path, stamp, built_now=False))
                 continue
             if downloaded is None:
@@ -369,7 +369,7 @@ def build_project(name: str, cluster_dir: Path, settings: ToolsSettings, jobs: i
                 "built_at": _now(),
             }
             write_json_atomically(stamp_file, stamp)
-            tell(f"{label}: built in {catalogue.duration_text(seconds)}: {lines[0]}")
+            tell(f"{label}: built in {catalogue.duration_text(seconds)}: {_version_line(binary, stamp).strip()}")
             entries.append(_entry(binary, path, stamp, built_now=True, seconds=seconds))
     total = time.monotonic() - start
     built = [e for e in entries if e["built_now"]]
@@ -387,12 +387,17 @@ def build_project(name: str, cluster_dir: Path, settings: ToolsSettings, jobs: i
     }
 
 
+def _version_line(binary: Binary, stamp: dict[str, Any]) -> str:
+    return catalogue.version_line(binary, "\n".join(stamp["version_output"])) or stamp["version_output"][0]
+
+
 def _entry(binary: Binary, path: Path, stamp: dict[str, Any], built_now: bool, seconds: float = 0.0
            ) -> dict[str, Any]:
     return {
         "name": binary.name,
         "path": str(path),
         "sha256": stamp["sha256"],
+        "version_line": _version_line(binary, stamp).strip(),
         "version_output": stamp["version_output"],
         "built_now": built_now,
         "seconds": round(seconds, 1),
@@ -409,7 +414,7 @@ def summary(manifests: list[dict[str, Any]], tell: Say = say) -> dict[str, Any]:
         for entry in manifest["binaries"]:
             how = (f"built now in {catalogue.duration_text(entry['seconds'])}" if entry["built_now"]
                    else f"cached, built in {catalogue.duration_text(entry['build_seconds'])}")
-            tell(f"  {entry['name']:<24} {entry['version_output'][0]:<44} {how}")
+            tell(f"  {entry['name']:<24} {entry['version_line']:<44} {how}")
             cold += entry["build_seconds"]
         this_run += manifest["seconds"]
     tell(f"cluster tools: this build {catalogue.duration_text(this_run)}; compiling all of them took "

@@ -257,14 +257,16 @@ def expected_version(binary: Binary, version: str) -> str:
     return version if binary.prints_v else version.removeprefix("v")
 
 
+def version_line(binary: Binary, output: str) -> str | None:
+    """The line of a version command's output that states the version (the first match), or None."""
+    pattern = re.compile(binary.version_pattern)
+    return next((line for line in output.splitlines() if pattern.match(line)), None)
+
+
 def printed_version(binary: Binary, output: str) -> str | None:
     """The version in a version command's output (first matching line), or None."""
-    pattern = re.compile(binary.version_pattern)
-    for line in output.splitlines():
-        match = pattern.match(line)
-        if match:
-            return match.group(1)
-    return None
+    line = version_line(binary, output)
+    return re.match(binary.version_pattern, line).group(1) if line is not None else None
 
 
 def version_problems(binary: Binary, version: str, output: str) -> list[str]:
