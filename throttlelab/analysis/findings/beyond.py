@@ -22,6 +22,7 @@ from throttlelab.analysis.findings.engine import (
     Finding,
     Requirement,
     Unmet,
+    cite,
 )
 from throttlelab.analysis.findings.jobs import SAME_BAND, arm
 from throttlelab.analysis.findings.services import latency_rise
@@ -34,8 +35,6 @@ QUIET_SHARE, LOUD_SHARE = 0.25, 0.5
 #: F6's band around the designed average use (a premise).
 USE_BAND = 1.5
 LATENCY = "Latency from the scheduled send; failed and timed-out requests count at the client timeout."
-#: What a check of ours cites in place of the lab's figure.
-OURS = "none: ours, not the lab's (hypothesis written before the data, docs/EXPERIMENTS.md)"
 
 
 def _throttled(a: model.BurstArm, variant: str) -> None:
@@ -405,37 +404,36 @@ def same_throughput(variant: str, baseline: str):
 # --------------------------------------------------------------------------
 # the claims (docs/EXPERIMENTS.md, as written before the data)
 
-FINDINGS: tuple[Finding, ...] = (
+FINDINGS: tuple[Finding, ...] = tuple(cite(finding) for finding in (
     Finding(
         id="F12",
         claim="A burst that fits in quota + budget after an idle interval is not throttled: its completion time "
               "falls back to the unlimited one, and nr_bursts / burst_time count the borrowed CPU; a budget too "
               "small for the burst shortens the wait only by what it lends.",
-        reference=OURS,
         checks=(
             Check(label="p50_wall_ms budget-full / budget0", kind="ratio", experiment=X1, metric="p50_wall_ms",
                   variant="budget-full", baseline="budget0", relation="<", scale="log",
-                  derive=budget_speedup("budget-full", "budget0"), reference=OURS,
+                  derive=budget_speedup("budget-full", "budget0"),
                   why="Completion with a budget of the whole quota against none."),
             Check(label="p50_wall_ms budget-full / nolimit", kind="ratio", experiment=X1, metric="p50_wall_ms",
                   variant="budget-full", baseline="nolimit", relation="within", scale="log",
-                  derive=back_to_unlimited("budget-full"), reference=OURS,
+                  derive=back_to_unlimited("budget-full"),
                   why="A burst within quota + budget finishes as without a limit."),
             Check(label="throttled_per_round budget-full", kind="level", experiment=X1, metric="throttled_per_round",
                   variant="budget-full", baseline=None, relation="<", scale="linear",
-                  derive=not_throttled("budget-full", "budget0"), reference=OURS,
+                  derive=not_throttled("budget-full", "budget0"),
                   why="Throttled periods per round after the first: an absolute bound for 'not throttled'."),
             Check(label="bursts_per_round budget-full", kind="level", experiment=X1, metric="bursts_per_round",
                   variant="budget-full", baseline=None, relation=">", scale="linear",
-                  derive=counted_bursts("budget-full", "count"), reference=OURS,
+                  derive=counted_bursts("budget-full", "count"),
                   why="cpu.stat nr_bursts over the run, per round: the kernel counts the periods over quota."),
             Check(label="burst_ms_per_round budget-full", kind="level", experiment=X1, metric="burst_ms_per_round",
                   variant="budget-full", baseline=None, relation=">", scale="linear",
-                  derive=counted_bursts("budget-full", "time"), reference=OURS,
+                  derive=counted_bursts("budget-full", "time"),
                   why="cpu.stat burst_time (v1) / burst_usec (v2) over the run, per round: the CPU borrowed."),
             Check(label="p50_wall_ms budget-half / budget0", kind="ratio", experiment=X1, metric="p50_wall_ms",
                   variant="budget-half", baseline="budget0", relation="<", scale="log",
-                  derive=budget_speedup("budget-half", "budget0"), decisive=False, reference=OURS,
+                  derive=budget_speedup("budget-half", "budget0"), decisive=False,
                   why="A budget too small for the burst still shortens it by what it lends (supporting)."),
         ),
     ),
@@ -443,24 +441,22 @@ FINDINGS: tuple[Finding, ...] = (
         id="F13",
         claim="A shorter CFS period shortens each throttled pause but multiplies them: a burst larger than its "
               "quota completes later, towards CPU / limit, and nr_throttled rises about as CPU / quota.",
-        reference=OURS,
         checks=(
             Check(label="p50_wall_ms period20 / period100", kind="ratio", experiment=X2, metric="p50_wall_ms",
                   variant="period20", baseline="period100", relation=">", scale="log",
-                  derive=slower_with_shorter_period("period20", "period100"), reference=OURS,
+                  derive=slower_with_shorter_period("period20", "period100"),
                   why="Completion at a 20 ms period against the default 100 ms."),
             Check(label="p50_wall_ms period5 / period100", kind="ratio", experiment=X2, metric="p50_wall_ms",
                   variant="period5", baseline="period100", relation=">", scale="log",
-                  derive=slower_with_shorter_period("period5", "period100"), reference=OURS,
+                  derive=slower_with_shorter_period("period5", "period100"),
                   why="Completion at a 5 ms period against the default 100 ms."),
             Check(label="throttled_per_round period5 / period100", kind="ratio", experiment=X2,
                   metric="throttled_per_round", variant="period5", baseline="period100", relation=">",
-                  scale="mean-ratio", derive=more_throttles("period5", "period100"), reference=OURS,
+                  scale="mean-ratio", derive=more_throttles("period5", "period100"),
                   why="Throttled periods per round after the first."),
             Check(label="pause per throttle period5 / period100", kind="ratio", experiment=X2,
                   metric="pause_per_throttle", variant="period5", baseline="period100", relation="<", scale="log",
                   derive=shorter_pauses("period5", "period100"), values=pause_per_throttle(X2), decisive=False,
-                  reference=OURS,
                   why="Per run: extra wall ms per round (mean wall minus the model's unthrottled wall) per "
                       "throttled period (supporting)."),
         ),
@@ -470,17 +466,16 @@ FINDINGS: tuple[Finding, ...] = (
         claim="Throttled time is summed over the CPU run queues on which the group was throttled, not over its "
               "threads: with 8 threads it is about one pause per round on one CPU and between one and two on "
               "two CPUs, never eight.",
-        reference=OURS,
         checks=(
             Check(label="throttled_ms_per_round / extra wall cpus1", kind="level", experiment=X3,
                   metric="throttled_per_extra_wall", variant="cpus1", baseline=None, relation="within", scale="log",
-                  derive=per_run_queue("cpus1"), values=throttled_per_extra_wall(X3), reference=OURS,
+                  derive=per_run_queue("cpus1"), values=throttled_per_extra_wall(X3),
                   why="Per run: throttled ms per round (rounds after the first) over the extra wall ms per round "
                       "(mean wall minus the model's unthrottled wall), on a cpuset of one CPU."),
             Check(label="throttled_ms_per_round / extra wall cpus2", kind="level", experiment=X3,
                   metric="throttled_per_extra_wall", variant="cpus2", baseline=None, relation="within", scale="log",
                   derive=per_run_queue("cpus2"), values=throttled_per_extra_wall(X3),
-                  requirements=(two_cpus("cpus2"),), reference=OURS,
+                  requirements=(two_cpus("cpus2"),),
                   why="The same on a cpuset of two CPUs."),
         ),
     ),
@@ -488,15 +483,14 @@ FINDINGS: tuple[Finding, ...] = (
         id="F15",
         claim="Synchronized bursts of pods that each fit their own quota contend for the node's CPUs: each takes "
               "about (sum of bursts) / CPUs instead of its own CPU / run queues, which no per-pod quota predicts.",
-        reference=OURS,
         checks=(
             Check(label="p50_wall_ms synchronized / staggered", kind="ratio", experiment=X4, metric="p50_wall_ms",
                   variant="synchronized", baseline="staggered", relation=">", scale="log",
-                  derive=contention("synchronized", "staggered"), reference=OURS,
+                  derive=contention("synchronized", "staggered"),
                   why="Per run: the mean over the pods of each pod's median round after the first."),
             Check(label="throttled_per_round synchronized", kind="level", experiment=X4,
                   metric="throttled_per_round", variant="synchronized", baseline=None, relation="<", scale="linear",
-                  derive=quota_alone("synchronized"), decisive=False, reference=OURS,
+                  derive=quota_alone("synchronized"), decisive=False,
                   why="Throttled periods per round, mean over the pods (supporting)."),
         ),
     ),
@@ -504,26 +498,24 @@ FINDINGS: tuple[Finding, ...] = (
         id="F16",
         claim="Without clumps, throttling stays rare until average use nears the limit; it bends where Poisson "
               "bunching of one period exceeds the quota.",
-        reference=OURS,
         checks=(
             Check(label="avg_cores use30", kind="level", experiment=X5, metric="avg_cores", variant="use30",
                   baseline=None, relation="within", scale="log", decisive=False, derive=designed_use("use30"),
-                  reference=OURS, why="The service's CPU over the window (/stats): the design holds (premise)."),
+                  why="The service's CPU over the window (/stats): the design holds (premise)."),
             Check(label="avg_cores use90", kind="level", experiment=X5, metric="avg_cores", variant="use90",
                   baseline=None, relation="within", scale="log", decisive=False, derive=designed_use("use90"),
-                  reference=OURS, why="The service's CPU over the window (/stats): the design holds (premise)."),
+                  why="The service's CPU over the window (/stats): the design holds (premise)."),
             Check(label="throttled_ratio use30", kind="level", experiment=X5, metric="throttled_ratio",
                   variant="use30", baseline=None, relation="<", scale="logit",
                   derive=steady_share("use30", "use90", quiet=True), requirements=(bends("use30", "use90"),),
-                  reference=OURS, why="Steady arrivals at 30% of the limit: throttled periods / active periods."),
+                  why="Steady arrivals at 30% of the limit: throttled periods / active periods."),
             Check(label="throttled_ratio use90", kind="level", experiment=X5, metric="throttled_ratio",
                   variant="use90", baseline=None, relation=">", scale="logit",
                   derive=steady_share("use90", "use90", quiet=False), requirements=(bends("use30", "use90"),),
-                  reference=OURS, why="Steady arrivals at 90% of the limit: throttled periods / active periods."),
+                  why="Steady arrivals at 90% of the limit: throttled periods / active periods."),
             Check(label="work {q} use90 / use30", kind="ratio", experiment=X5, metric="work_{q}_ms", variant="use90",
                   baseline="use30", relation=">", threshold=(1.0,), scale="log", quantile_of="work", decisive=False,
-                  reference=OURS, why=f"{LATENCY} The claim's direction: latency rises where throttling starts "
-                                      "(supporting)."),
+                  why=f"{LATENCY} The claim's direction: latency rises where throttling starts (supporting)."),
         ),
     ),
     Finding(
@@ -531,18 +523,17 @@ FINDINGS: tuple[Finding, ...] = (
         claim="Go's minimum of 2 threads under a limit at or below 1.5 CPUs costs neither latency (open-loop clumps "
               "finish sooner on 2 threads while a clump fits the quota) nor closed-loop throughput (both capped by "
               "the quota).",
-        reference=OURS,
         checks=(
             Check(label="work {q} clumped-500m-g1 / clumped-500m-g2", kind="ratio", experiment=X6,
                   metric="work_{q}_ms", variant="clumped-500m-g1", baseline="clumped-500m-g2", relation=">",
                   scale="log", quantile_of="work", derive=latency_rise(X6, "clumped-500m-g1", "clumped-500m-g2"),
-                  requirements=(two_threads(("clumped-500m-g1", "clumped-500m-g2")),), reference=OURS,
+                  requirements=(two_threads(("clumped-500m-g1", "clumped-500m-g2")),),
                   why=f"{LATENCY} One thread serves a clump serially; Go's default two in parallel."),
             Check(label="throughput_rps closed-500m-g2 / closed-500m-g1", kind="ratio", experiment=X6,
                   metric="throughput_rps", variant="closed-500m-g2", baseline="closed-500m-g1", relation="within",
                   scale="log", derive=same_throughput("closed-500m-g2", "closed-500m-g1"),
-                  requirements=(two_threads(("closed-500m-g2", "closed-500m-g1")),), reference=OURS,
+                  requirements=(two_threads(("closed-500m-g2", "closed-500m-g1")),),
                   why="Closed loop, 16 workers: successful /work requests per second."),
         ),
     ),
-)
+))

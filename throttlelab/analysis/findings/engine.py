@@ -31,8 +31,9 @@ Evaluation (shared/STATS.md §3-5):
 
 findings.csv has one row per finding (the check that decides its verdict); checks.csv has every
 check. The claims live one module per family (:mod:`.jobs`, :mod:`.weights`, :mod:`.services`),
-which import this module; this module imports no claim. The lab's figures they cite come from
-:mod:`throttlelab.model.reference` (:func:`cite`).
+which import this module; this module imports no claim. What they cite comes from :func:`cite`: the
+lab's figures (:mod:`throttlelab.model.reference`), or for a claim of ours (the catalogue's ``ours``
+column, model/catalogue.py) that it is ours.
 """
 
 from __future__ import annotations
@@ -252,7 +253,7 @@ class Check:
     #: the endpoint whose per-run request counts choose the quantile of "{q}" in label and metric
     quantile_of: str | None = None
     values: Callable[[Evidence, str], np.ndarray] | None = None
-    #: the lab's figure the check compares with; :func:`cite` fills it from model/reference.py
+    #: the lab's figure the check compares with; :func:`cite` fills it (model/reference.py, or ours)
     reference: str = ""
 
     def expected(self, threshold: Sequence[float] | None = None) -> str:
@@ -278,7 +279,7 @@ class Finding:
     id: str
     claim: str
     checks: tuple[Check, ...]
-    #: the lab's figures the claim rests on; :func:`cite` fills it from model/reference.py
+    #: the lab's figures the claim rests on; :func:`cite` fills it (model/reference.py, or ours)
     reference: str = ""
     #: experiments the claim also rests on that no check here covers yet
     not_covered: tuple[str, ...] = ()
@@ -334,9 +335,19 @@ class CheckResult:
         return replace(self.check, label=self.label or self.check.label).expected(self.threshold)
 
 
+#: What a claim of ours beyond the lab, and each of its checks, cites in place of the lab's figures.
+OURS_REFERENCE = "none: ours, not the lab's (hypothesis written before the data, docs/EXPERIMENTS.md)"
+
+
 def cite(finding: Finding) -> Finding:
-    """The finding with the lab's figures it cites (model/reference.py QUOTES): its sentence, and
-    each check's figure by the check's label (a check that already names its figure keeps it)."""
+    """The finding with what it cites, by the catalogue's ``ours`` column of its experiments
+    (:attr:`Finding.ours`): a claim of ours cites :data:`OURS_REFERENCE`, the claim and every check;
+    a claim of the lab's its figures (model/reference.py QUOTES), its sentence, and each check's figure
+    by the check's label. A check that already names its figure keeps it."""
+    if finding.ours:
+        checks = tuple(check if check.reference else replace(check, reference=OURS_REFERENCE)
+                       for check in finding.checks)
+        return replace(finding, reference=finding.reference or OURS_REFERENCE, checks=checks)
     quoted = quote(finding.id)
     checks = tuple(check if check.reference else replace(check, reference=quoted.checks[check.label])
                    for check in finding.checks)
