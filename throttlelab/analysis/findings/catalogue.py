@@ -1,5 +1,6 @@
-"""Every claim, in the order of its number: the lab's F1-F5 (jobs), F6, F7, F9-F11 (services), F8 (weights),
-then ours beyond the lab, F12-F14 (beyond; docs/EXPERIMENTS.md)."""
+"""Every claim, in the order of its number, from the family modules (model/catalogue.py's ``family``):
+jobs F1-F5 and F12-F15, services F6, F7, F9-F11, F16 and F17, weights F8. F1-F11 are the lab's, F12-F17
+ours beyond the lab (docs/EXPERIMENTS.md), as the catalogue's ``ours`` column of their experiments says."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from throttlelab.analysis.findings import beyond, engine, jobs, services, weights
+from throttlelab.analysis.findings import engine, jobs, services, weights
 from throttlelab.analysis.findings.engine import Evidence, Finding
 
 FINDINGS: tuple[Finding, ...] = tuple(
-    sorted((*jobs.FINDINGS, *weights.FINDINGS, *services.FINDINGS, *beyond.FINDINGS), key=lambda f: int(f.id[1:]))
+    sorted((*jobs.FINDINGS, *weights.FINDINGS, *services.FINDINGS), key=lambda f: int(f.id[1:]))
 )
 
 

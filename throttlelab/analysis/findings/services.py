@@ -1,4 +1,6 @@
-"""The service experiments' claims F6, F7, F9, F10, F11 (SPEC §5) as data.
+"""The service experiments' claims as data: the lab's F6, F7, F9, F10, F11 (SPEC §5) and ours F16 (X5,
+steady arrivals near the limit) and F17 (X6, GOMAXPROCS 2 against 1), each of ours the sentence written in
+docs/EXPERIMENTS.md before any run.
 
 Variant names are the profiles' (config/profiles/*.yaml), the same in every profile; the
 numbers behind them are scaled per profile, so every threshold is derived from the service
@@ -29,6 +31,8 @@ from throttlelab.analysis.findings.engine import (
 )
 from throttlelab.model.quantities import format_cpu
 from throttlelab.model.reference import TALK_EXHAUST_MS
+
+X5, X6 = "X5", "X6"
 
 #: An absolute bound for "not throttled": a quarter of the share of periods a clumped load of the same rate
 #: must throttle by the model.
@@ -259,9 +263,104 @@ def threads_drain_quota_fast(experiment: str, variant: str, factor: float = 2.0)
 
 
 # --------------------------------------------------------------------------
-# the claims
+# F16: steady arrivals near the limit (X5)
+
+
+def _steady(evidence: Evidence, variant: str) -> model.SteadyArm:
+    return model.steady_arm(evidence.spec(X5, variant), evidence.period_ms(X5, variant))
+
+
+def designed_use(variant: str):
+    """A premise: the service used about the designed share of its limit (rps x CPU per request)."""
+
+    def derive(evidence: Evidence, check: Check) -> Derivation:
+        a = _steady(evidence, variant)
+        cores = a.use * a.limit_milli / 1000
+        return Derivation((round(cores / AVERAGE_USE_BAND, 4), round(cores * AVERAGE_USE_BAND, 4)), (
+            f"The design: {variant} = {a.describe()}, {cores:.3g} CPU on average (the CPU per request as the "
+            f"profile states it). Band x/÷ {AVERAGE_USE_BAND:g} (F6's premise); a premise, it cannot contradict the "
+            "finding."
+        ))
+
+    return derive
+
+
+def steady_share(variant: str, loud: str, quiet: bool):
+    """The throttled share of active periods: below a quarter (``quiet``) or above half of the loud arm's model share."""
+
+    def derive(evidence: Evidence, check: Check) -> Derivation:
+        a, b = _steady(evidence, variant), _steady(evidence, loud)
+        share = b.throttled_share()
+        bound = share * (UNTHROTTLED_FRACTION if quiet else THROTTLED_FRACTION)
+        return Derivation((round(bound, 4),), (
+            f"Model: a period throttles when its Poisson arrivals need more than the quota; {loud} = "
+            f"{b.describe()}: P(N > {b.fits}) / P(N >= 1) = {share:.3g} of active periods. {variant} = "
+            f"{a.describe()}: {a.throttled_share():.3g}. "
+            + (f"'Stays rare': an absolute bound, a quarter of the {loud} share (F6's bound for 'not throttled'), "
+               f"{bound:.3g}." if quiet else f"'Bends near the limit': above half of it, {bound:.3g}.")
+        ))
+
+    return derive
+
+
+def bends(quiet: str, loud: str) -> Requirement:
+    """The model must tell the two arms apart: the loud arm's share above 4x the quiet arm's."""
+
+    def test(evidence: Evidence) -> str | None:
+        a, b = _steady(evidence, quiet), _steady(evidence, loud)
+        if b.throttled_share() > a.throttled_share() / UNTHROTTLED_FRACTION:
+            return None
+        return (f"the model gives {loud} {b.throttled_share():.3g} and {quiet} {a.throttled_share():.3g} of active "
+                f"periods throttled: no bound a quarter of the first lies above the second")
+
+    return Requirement("a bend the model can show", test)
+
+
+# --------------------------------------------------------------------------
+# F17: GOMAXPROCS 2 against 1 (X6)
+
+
+def two_threads(variants: tuple[str, ...]) -> Requirement:
+    """GOMAXPROCS 2 against 1 differs in run queues only when the service's node has two CPUs (the load
+    generator's own header, pinned to its CPU, does not count)."""
+
+    def test(evidence: Evidence) -> str | None:
+        h = evidence.headers[evidence.headers["experiment"] == X6]
+        if "command" in h.columns:
+            h = h[h["command"] == "serve"]
+        cpus = set(h["num_cpu"].dropna().astype(int))
+        if cpus and min(cpus) >= 2:
+            return None
+        seen = ", ".join(map(str, sorted(cpus))) or "unknown"
+        return (f"X6's services saw num_cpu = {seen}: two threads share one CPU like one thread does (needs a "
+                f"node with 2 CPUs; variants {', '.join(variants)})")
+
+    return Requirement("two CPUs for two threads", test)
+
+
+def same_throughput(variant: str, baseline: str):
+    def derive(evidence: Evidence, check: Check) -> Derivation:
+        spec = evidence.spec(X6, variant)
+        limit = spec.milli("limit")
+        if limit is None:
+            raise Unmet("a limit", f"{variant} has no limit: nothing caps both arms alike")
+        per_request = (spec.work_us or 0) / 1000 * model.CPU_PER_WORK
+        cap = limit / per_request
+        return Derivation((round(1 / SAME_BAND, 3), SAME_BAND), (
+            f"Model: a closed loop keeps the service saturated, so both arms are capped by the quota: "
+            f"limit {format_cpu(limit)} / {per_request:.3g} ms per request = {cap:.3g} req/s whatever GOMAXPROCS is (ratio "
+            f"1). Band x/÷ {SAME_BAND:g}; the whole interval must lie inside it."
+        ))
+
+    return derive
+
+
+# --------------------------------------------------------------------------
+# the claims: the lab's (SPEC §5), then ours (docs/EXPERIMENTS.md, as written before the data)
 
 _LATENCY = "Latency from the scheduled send, failed requests at the client timeout."
+#: The same as :data:`_LATENCY`, in the words the claims of ours were written with (checks.csv keeps each as written).
+_LATENCY_OURS = "Latency from the scheduled send; failed and timed-out requests count at the client timeout."
 
 F6 = cite(Finding(
     id="F6",
@@ -360,4 +459,50 @@ F11 = cite(Finding(
     ),
 ))
 
-FINDINGS: tuple[Finding, ...] = (F6, F7, F9, F10, F11)
+# ours (docs/EXPERIMENTS.md)
+
+F16 = cite(Finding(
+    id="F16",
+    claim="Without clumps, throttling stays rare until average use nears the limit; it bends where Poisson "
+          "bunching of one period exceeds the quota.",
+    checks=(
+        Check(label="avg_cores use30", kind="level", experiment=X5, metric="avg_cores", variant="use30",
+              baseline=None, relation="within", scale="log", decisive=False, derive=designed_use("use30"),
+              why="The service's CPU over the window (/stats): the design holds (premise)."),
+        Check(label="avg_cores use90", kind="level", experiment=X5, metric="avg_cores", variant="use90",
+              baseline=None, relation="within", scale="log", decisive=False, derive=designed_use("use90"),
+              why="The service's CPU over the window (/stats): the design holds (premise)."),
+        Check(label="throttled_ratio use30", kind="level", experiment=X5, metric="throttled_ratio",
+              variant="use30", baseline=None, relation="<", scale="logit",
+              derive=steady_share("use30", "use90", quiet=True), requirements=(bends("use30", "use90"),),
+              why="Steady arrivals at 30% of the limit: throttled periods / active periods."),
+        Check(label="throttled_ratio use90", kind="level", experiment=X5, metric="throttled_ratio",
+              variant="use90", baseline=None, relation=">", scale="logit",
+              derive=steady_share("use90", "use90", quiet=False), requirements=(bends("use30", "use90"),),
+              why="Steady arrivals at 90% of the limit: throttled periods / active periods."),
+        Check(label="work {q} use90 / use30", kind="ratio", experiment=X5, metric="work_{q}_ms", variant="use90",
+              baseline="use30", relation=">", threshold=(1.0,), scale="log", quantile_of="work", decisive=False,
+              why=f"{_LATENCY_OURS} The claim's direction: latency rises where throttling starts (supporting)."),
+    ),
+))
+
+F17 = cite(Finding(
+    id="F17",
+    claim="Go's minimum of 2 threads under a limit at or below 1.5 CPUs costs neither latency (open-loop clumps "
+          "finish sooner on 2 threads while a clump fits the quota) nor closed-loop throughput (both capped by "
+          "the quota).",
+    checks=(
+        Check(label="work {q} clumped-500m-g1 / clumped-500m-g2", kind="ratio", experiment=X6,
+              metric="work_{q}_ms", variant="clumped-500m-g1", baseline="clumped-500m-g2", relation=">",
+              scale="log", quantile_of="work", derive=latency_rise(X6, "clumped-500m-g1", "clumped-500m-g2"),
+              requirements=(two_threads(("clumped-500m-g1", "clumped-500m-g2")),),
+              why=f"{_LATENCY_OURS} One thread serves a clump serially; Go's default two in parallel."),
+        Check(label="throughput_rps closed-500m-g2 / closed-500m-g1", kind="ratio", experiment=X6,
+              metric="throughput_rps", variant="closed-500m-g2", baseline="closed-500m-g1", relation="within",
+              scale="log", derive=same_throughput("closed-500m-g2", "closed-500m-g1"),
+              requirements=(two_threads(("closed-500m-g2", "closed-500m-g1")),),
+              why="Closed loop, 16 workers: successful /work requests per second."),
+    ),
+))
+
+FINDINGS: tuple[Finding, ...] = (F6, F7, F9, F10, F11, F16, F17)
