@@ -7,7 +7,7 @@ the variant's own parameters (threads, work per thread, limit, budget; the node'
 headers), and its derivation is written beside the check. Ours share E2a's arm (:func:`arm`), its
 allowances (a latency ratio r becomes (r + 2) / 3 on the slow side and 3r / (1 + 2r) on the fast side,
 :func:`~.predictions.latency_threshold`; a ratio of counts sqrt(r); the equivalence band x/÷
-:data:`SAME_BAND`) and its per-run values; each claim of ours is the sentence written in
+:data:`~.predictions.SAME_BAND`) and its per-run values; each claim of ours is the sentence written in
 docs/EXPERIMENTS.md before any run. Evaluation is :mod:`.engine`'s; what each claim cites (the lab's
 figures, :mod:`throttlelab.model.reference`, or that it is ours) is filled in by ``cite``.
 """
@@ -20,11 +20,10 @@ import numpy as np
 
 from throttlelab.analysis.findings import predictions as model
 from throttlelab.analysis.findings.engine import Check, Derivation, Evidence, Finding, Requirement, Unmet, cite
+from throttlelab.analysis.findings.predictions import SAME_BAND
 from throttlelab.model.quantities import go_default_gomaxprocs
 
 E2A, X1, X2, X3, X4 = "E2a", "X1", "X2", "X3", "X4"
-#: Band of an equivalence ("within") check of completion times: x/÷ 1.25, symmetric on the log scale.
-SAME_BAND = 1.25
 #: "Not faster": the fewer-threads burst may finish at most 10% sooner (a non-inferiority margin).
 NOT_FASTER = 1.1
 #: Counting at the edges of a round: half a period either way.

@@ -35,6 +35,9 @@ CPU_PER_WORK = 0.6 / (100 * 5 / 1000)
 #: wake-up, scheduling, HTTP): the lab's 8 x 20 ms burst took 34.3 ms unthrottled, 0.7x its 20 ms. The
 #: latency thresholds allow an overhead of up to twice the faster arm's model time, added to both arms.
 OVERHEAD_ALLOWANCE = 2.0
+#: The band of an equivalence ("within") check, the same wherever the model predicts "no change" (completion
+#: times, rates of CPU, throughput): x/÷ 1.25 around the model's value, symmetric on the log scale.
+SAME_BAND = 1.25
 #: Phases of the CFS period at which a burst may start, evenly spread.
 PHASES = 400
 

@@ -29,6 +29,7 @@ from throttlelab.analysis.findings.engine import (
     check_quantile,
     cite,
 )
+from throttlelab.analysis.findings.predictions import SAME_BAND
 from throttlelab.model.quantities import format_cpu
 from throttlelab.model.reference import TALK_EXHAUST_MS
 
@@ -42,8 +43,6 @@ THROTTLED_FRACTION = 0.5
 #: "~30% average use": the claim's 30% of the limit, x/÷ 1.5.
 AVERAGE_USE = 0.30
 AVERAGE_USE_BAND = 1.5
-#: Two rates of CPU the same within x/÷ 1.25.
-SAME_BAND = 1.25
 #: The smallest predicted rise of a latency quantile worth a check (below it the model says nothing shows).
 MIN_PREDICTED_RISE = 1.1
 
@@ -109,7 +108,7 @@ def unthrottled_bound(experiment: str, variant: str, clumped: str | None = None)
             # steady arrivals: a period throttles only when more requests land in it than the quota holds
             per_period = a.rps * a.period_ms / 1000
             fit = math.floor(a.quota_ms / a.cpu_per_request_ms / max(a.clump, 1))
-            tail = float(_poisson_sf(fit, per_period / max(a.clump, 1)))
+            tail = model.poisson_tail(fit + 1, per_period / max(a.clump, 1))  # P(N > fit)
             if a.clump_cpu_ms > a.quota_ms:
                 raise Unmet("a load that stays under the quota",
                             f"{_describe(variant, a)} exceeds the quota: the model throttles it")
@@ -123,15 +122,6 @@ def unthrottled_bound(experiment: str, variant: str, clumped: str | None = None)
         ))
 
     return derive
-
-
-def _poisson_sf(k: int, mean: float) -> float:
-    """P(N > k) for N ~ Poisson(mean)."""
-    term = total = math.exp(-mean)
-    for i in range(1, k + 1):
-        term *= mean / i
-        total += term
-    return max(0.0, 1.0 - total)
 
 
 def average_use(experiment: str, variant: str):
