@@ -1,4 +1,7 @@
-"""The jobs' figures (E2a burst rounds, E3 GOMAXPROCS, S1 spin) and their captions on the page.
+"""The jobs' figures and their captions on the page: the lab's E2a burst rounds, E3 GOMAXPROCS, S1 spin,
+and ours on E2a's burst (docs/EXPERIMENTS.md): X1 burst budget, X2 CFS period, X3 what throttled time sums,
+X4 overlapping bursts of several pods. Ours draw no lab reference; their dotted grey marks are what the
+model predicted before the data (the thresholds' source, analysis/findings/predictions.py).
 
 Each ``*_figure`` takes the tidy tables the registry lists for it and returns a
 matplotlib Figure; each ``*_caption`` takes (estimates, runs) and returns the text
@@ -9,15 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
+from throttlelab.analysis.findings import predictions as model
 from throttlelab.figures.style import (
     FIG_WIDTH,
     LAB_COLOR,
+    MODEL_COLOR,
     ROUND_COLOR,
     RULE_COLOR,
     RUN_COLOR,
@@ -26,12 +32,15 @@ from throttlelab.figures.style import (
     data_top,
     draw_estimates,
     draw_lab,
+    draw_model,
     draw_runs,
     estimates_of,
     experiment_rows,
     legend_handles,
+    level_panel,
     limit_label,
     method_sentence,
+    model_legend_handles,
     new_figure,
     paper_style,
     per_run,
@@ -275,3 +284,176 @@ def s1_throttling_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
     )
 
 
+# --------------------------------------------------------------------------
+# ours on E2a's burst (X1-X4): the model before the data where the lab's figure would be
+
+
+def _cpus(spec: VariantSpec, runs: pd.DataFrame) -> int:
+    """The CPUs the model uses for a variant: its cpuset's size, else the node's (2 when unknown)."""
+    return model.cpuset_size(spec.cpus) or model.cpuset_size(spec.node_cpus) or 2
+
+
+def _arm(spec: VariantSpec, runs: pd.DataFrame) -> model.BurstArm:
+    return model.burst_arm(spec, _cpus(spec, runs), (spec.period_ms or 100.0))
+
+
+def _wall_panel(ax: Axes, experiment: str, rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame,
+                specs: Mapping[str, VariantSpec], order: list[str], labels: list[str], runs: pd.DataFrame) -> None:
+    xpos = set_categories(ax, order, labels)
+    for variant, group in experiment_rows(rounds, experiment, "rounds").groupby("variant", sort=False):
+        if variant in xpos:
+            ax.scatter(spread(xpos[variant] - 0.2, len(group), 0.2), group["wall_ms"], s=7, color=ROUND_COLOR, lw=0,
+                       zorder=2)
+    draw_runs(ax, per_run(metrics, experiment, "p50_wall_ms"), xpos, 0.04)
+    draw_estimates(ax, estimates_of(estimates, experiment, "p50_wall_ms"), xpos, 0.22)
+    draw_model(ax, {v: _arm(specs[v], runs).median_wall_ms() for v in order}, xpos)
+    ax.tick_params(axis="x", labelsize=8)
+    plain_log_axis(ax)
+    ax.set_ylabel("completion of a round (ms, log)")
+
+
+def _budget_label(spec: VariantSpec) -> str:
+    if spec.limit is None:
+        return "no limit"
+    return f"{limit_label(spec)},\n+{spec.burst_ms or 0:g} ms"
+
+
+def x1_budget_figure(rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame,
+                     runs: pd.DataFrame) -> Figure:
+    """X1: (a) completion by burst budget; (b) throttled and over-quota periods per round."""
+    specs = variant_specs(runs, "X1")
+    order = sorted(specs, key=lambda v: (specs[v].limit is not None, specs[v].burst_ms or 0))
+    labels = [_budget_label(specs[v]) for v in order]
+    with paper_style(1.0):
+        fig, (left, right) = new_figure(4.0, 2)
+        _wall_panel(left, "X1", rounds, metrics, estimates, specs, order, labels, runs)
+        left.set_title("(a) completion time (+ burst budget)", loc="left")
+        limited = [v for v in order if specs[v].limit is not None]
+        arms = {v: _arm(specs[v], runs).burst() for v in limited}
+        level_panel(right, "X1", "throttled_per_round", metrics, estimates, limited,
+                     [_budget_label(specs[v]) for v in limited],
+                     {v: float(np.mean(b.throttled_periods)) for v, b in arms.items()})
+        right.set_ylabel("throttled periods per round")
+        right.set_title("(b) throttled periods per round", loc="left")
+        fig.legend(handles=model_legend_handles(confidence_level(estimates_of(estimates, "X1", "p50_wall_ms"))),
+                   loc="outside upper center", ncol=4, frameon=False)
+    return fig
+
+
+def x2_period_figure(rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame,
+                     runs: pd.DataFrame) -> Figure:
+    """X2: (a) completion by CFS period; (b) throttled periods per round (log)."""
+    specs = variant_specs(runs, "X2")
+    order = sorted(specs, key=lambda v: -(specs[v].period_ms or 100.0))
+    labels = [f"period {specs[v].period_ms or 100:g} ms\nquota {_arm(specs[v], runs).quota_ms:g} ms" for v in order]
+    with paper_style(1.0):
+        fig, (left, right) = new_figure(4.0, 2)
+        _wall_panel(left, "X2", rounds, metrics, estimates, specs, order, labels, runs)
+        left.set_title("(a) completion time", loc="left")
+        level_panel(right, "X2", "throttled_per_round", metrics, estimates, order, labels,
+                     {v: float(np.mean(_arm(specs[v], runs).burst().throttled_periods)) for v in order})
+        right.set_yscale("log")
+        right.set_ylabel("throttled periods per round (log)")
+        right.set_title("(b) throttled periods per round", loc="left")
+        fig.legend(handles=model_legend_handles(confidence_level(estimates_of(estimates, "X2", "p50_wall_ms"))),
+                   loc="outside upper center", ncol=4, frameon=False)
+    return fig
+
+
+def x3_queues_figure(rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame,
+                     runs: pd.DataFrame) -> Figure:
+    """X3: throttled ms per round over the extra wall ms per round, round by round, on 1 and 2 CPUs,
+    against the run-queue range and the per-thread sum."""
+    specs = variant_specs(runs, "X3")
+    order = sorted(specs, key=lambda v: _cpus(specs[v], runs))
+    labels = [f"cpuset {specs[v].cpus}\n{specs[v].threads} threads" for v in order]
+    with paper_style(1.0):
+        fig, (ax,) = new_figure(3.8)
+        xpos = set_categories(ax, order, labels)
+        data = experiment_rows(rounds, "X3", "rounds")
+        data = data[data["round"] > 0]
+        for variant, group in data.groupby("variant", sort=False):
+            if variant not in xpos:
+                continue
+            extra = group["wall_ms"] - _arm(specs[variant], runs).free_wall_ms
+            ratio = (group["d_throttled_usec"] / 1000 / extra.where(extra > 0)).dropna()
+            ratio = ratio[ratio > 0]
+            ax.scatter(spread(xpos[variant] - 0.2, len(ratio), 0.2), ratio, s=7, color=ROUND_COLOR, lw=0, zorder=2)
+        for variant in order:
+            a = _arm(specs[variant], runs)
+            x = xpos[variant]
+            ax.fill_between([x - 0.36, x + 0.36], 1, a.queues, color=MODEL_COLOR, alpha=0.15, lw=0, zorder=1)
+            ax.hlines([1, a.queues], x - 0.36, x + 0.36, colors=MODEL_COLOR, lw=0.8, zorder=1)
+            ax.hlines(a.threads, x - 0.36, x + 0.36, colors=MODEL_COLOR, linestyles="--", lw=1.2, zorder=2)
+            ax.annotate("per thread", (x + 0.36, a.threads), ha="right", va="bottom", fontsize=7, color=MODEL_COLOR)
+        plain_log_axis(ax)
+        ax.set_ylabel("throttled ms / extra wall ms (log)")
+        fig.legend(handles=[
+            Line2D([], [], ls="", marker="o", ms=3, color=ROUND_COLOR, label="each round"),
+            Line2D([], [], ls="", marker="s", ms=8, color=MODEL_COLOR, alpha=0.3, label="1 to min(threads, CPUs) run queues"),
+            Line2D([], [], ls="--", color=MODEL_COLOR, label="summed over threads"),
+        ], loc="outside upper center", ncol=3, frameon=False)
+    return fig
+
+
+def x1_budget_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
+    return (
+        "Ours (docs/EXPERIMENTS.md). (a) Completion time of every round (grey dots), each run's median round "
+        "(open circles) and the estimate with its interval (diamond), by burst budget; dotted grey: the CFS "
+        "model's median with the budget's refill, written before the data. (b) Throttled periods per round after "
+        "the first, with the model's count. Intervals: "
+        f"{method_sentence(estimates_of(estimates, 'X1', 'p50_wall_ms'))}."
+    )
+
+
+def x2_period_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
+    return (
+        "Ours (docs/EXPERIMENTS.md). (a) Completion time by CFS period (the quota follows the period); dotted "
+        "grey: the model's median, which rises towards CPU / limit as the period shrinks. (b) Throttled periods per "
+        f"round with the model's count. Intervals: {method_sentence(estimates_of(estimates, 'X2', 'p50_wall_ms'))}."
+    )
+
+
+def x3_queues_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
+    return (
+        "Ours (docs/EXPERIMENTS.md). Each throttled round's throttled time over its extra wall time (wall minus "
+        "the model's unthrottled burst; rounds after the first). Shaded: what a sum over the run queues that were "
+        "throttled allows (1 to min(threads, CPUs)); dashed: what a sum over threads would give. The verdict "
+        "uses each run's mean round (F14 in the findings table)."
+    )
+
+
+def x4_overlap_figure(rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame,
+                      runs: pd.DataFrame) -> Figure:
+    """X4: completion of every pod's rounds, bursting together against staggered, with the model's medians."""
+    specs = variant_specs(runs, "X4")
+    order = sorted(specs, key=lambda v: bool(specs[v].stagger))
+    labels = [f"{specs[v].pods} pods {'staggered' if specs[v].stagger else 'together'}\n"
+              f"{specs[v].threads} x {specs[v].work_ms:g} ms at {limit_label(specs[v])}" for v in order]
+    with paper_style(1.0):
+        fig, (ax,) = new_figure(3.8)
+        xpos = set_categories(ax, order, labels)
+        for variant, group in experiment_rows(rounds, "X4", "rounds").groupby("variant", sort=False):
+            if variant in xpos:
+                later = group[group["round"] > 0]
+                ax.scatter(spread(xpos[variant] - 0.2, len(later), 0.2), later["wall_ms"], s=7, color=ROUND_COLOR,
+                           lw=0, zorder=2)
+        draw_runs(ax, per_run(metrics, "X4", "p50_wall_ms"), xpos, 0.04)
+        draw_estimates(ax, estimates_of(estimates, "X4", "p50_wall_ms"), xpos, 0.22)
+        draw_model(ax, {v: float(np.median(model.overlap_burst(_arm(specs[v], runs), int(specs[v].pods or 2),
+                                                                 not specs[v].stagger).wall_ms)) for v in order}, xpos)
+        ax.tick_params(axis="x", labelsize=8)
+        plain_log_axis(ax)
+        ax.set_ylabel("completion of a round (ms, log)")
+        fig.legend(handles=model_legend_handles(confidence_level(estimates_of(estimates, "X4", "p50_wall_ms"))),
+                   loc="outside upper center", ncol=4, frameon=False)
+    return fig
+
+
+def x4_overlap_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
+    return (
+        "Ours (docs/EXPERIMENTS.md). Each pod's rounds after the first (grey dots; every pod of a run), each run's "
+        "mean over its pods of their median round (open circles) and the estimate (diamond); dotted grey: the "
+        "model's median, each pod's burst on the CPUs it gets (alone: min(threads, CPUs); together: the node's "
+        f"CPUs shared by all busy threads). Intervals: {method_sentence(estimates_of(estimates, 'X4', 'p50_wall_ms'))}."
+    )

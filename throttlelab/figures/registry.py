@@ -75,7 +75,6 @@ class FigureEntry:
 _JOBS = "throttlelab.figures.jobs"
 _WEIGHTS = "throttlelab.figures.weights"
 _SERVICES = "throttlelab.figures.services"
-_BEYOND = "throttlelab.figures.beyond"
 _SERVICE_TABLES = ("metrics", "estimates", "runs")
 _BURST_TABLES = ("rounds", "metrics", "estimates", "runs")
 
@@ -113,25 +112,25 @@ FIGURES: dict[str, FigureEntry] = {
         FigureEntry("s2_throughput", "Closed-loop throughput: thread count and a limited upstream",
                     _SERVICE_TABLES,
                     f"{_SERVICES}:s2_throughput_figure", f"{_SERVICES}:s2_throughput_caption"),
-        # beyond the lab (docs/EXPERIMENTS.md): ours
+        # ours beyond the lab (docs/EXPERIMENTS.md; the catalogue's ours column)
         FigureEntry("x1_budget", "Burst budget: completion and throttled periods by budget",
                     _BURST_TABLES,
-                    f"{_BEYOND}:x1_budget_figure", f"{_BEYOND}:x1_budget_caption"),
+                    f"{_JOBS}:x1_budget_figure", f"{_JOBS}:x1_budget_caption"),
         FigureEntry("x2_period", "CFS period: completion and throttled periods by period",
                     _BURST_TABLES,
-                    f"{_BEYOND}:x2_period_figure", f"{_BEYOND}:x2_period_caption"),
+                    f"{_JOBS}:x2_period_figure", f"{_JOBS}:x2_period_caption"),
         FigureEntry("x3_queues", "What throttled time sums: run queues, not threads",
                     _BURST_TABLES,
-                    f"{_BEYOND}:x3_queues_figure", f"{_BEYOND}:x3_queues_caption"),
+                    f"{_JOBS}:x3_queues_figure", f"{_JOBS}:x3_queues_caption"),
         FigureEntry("x4_overlap", "Overlapping bursts: pods bursting together against staggered",
                     _BURST_TABLES,
-                    f"{_BEYOND}:x4_overlap_figure", f"{_BEYOND}:x4_overlap_caption"),
+                    f"{_JOBS}:x4_overlap_figure", f"{_JOBS}:x4_overlap_caption"),
         FigureEntry("x5_near_limit", "Steady arrivals near the limit: throttled share and latency",
                     _SERVICE_TABLES,
-                    f"{_BEYOND}:x5_near_limit_figure", f"{_BEYOND}:x5_near_limit_caption"),
+                    f"{_SERVICES}:x5_near_limit_figure", f"{_SERVICES}:x5_near_limit_caption"),
         FigureEntry("x6_threads", "GOMAXPROCS 2 against 1 under a small limit",
                     _SERVICE_TABLES,
-                    f"{_BEYOND}:x6_threads_figure", f"{_BEYOND}:x6_threads_caption"),
+                    f"{_SERVICES}:x6_threads_figure", f"{_SERVICES}:x6_threads_caption"),
     )
 }
 

@@ -1,9 +1,10 @@
-"""The service experiments' figures (E2b, E7, E8, E6, S2) and their captions on the page.
+"""The service experiments' figures and their captions on the page: the lab's E2b, E7, E8, E6, S2, and
+ours (docs/EXPERIMENTS.md) X5 steady arrivals near the limit and X6 GOMAXPROCS 2 against 1.
 
 Same rules as every figure (shared/STATS.md §7, :mod:`.style`): one point per run,
 the estimate and interval that estimates.csv holds (never recomputed here), the
 lab's figure (:mod:`throttlelab.model.reference`) in dashed red where the article
-gives one.
+gives one; for ours, the model's prediction written before the data in dotted grey.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from throttlelab.analysis.findings import predictions as model
+from throttlelab.analysis.metrics.services import supported_latency_metric
 from throttlelab.figures.style import (
     LAB_COLOR,
+    MODEL_COLOR,
     RULE_COLOR,
     confidence_level,
     data_top,
@@ -26,8 +30,11 @@ from throttlelab.figures.style import (
     draw_runs,
     estimates_of,
     legend_handles,
+    level_panel,
     limit_label,
     method_sentence,
+    model_legend_handles,
+    new_figure,
     ordered,
     paper_style,
     per_run,
@@ -370,4 +377,86 @@ def s2_throughput_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
         "upstream service, with and without the upstream's limit; 'throttled' is the upstream's median share "
         "of periods throttled. Intervals: "
         f"{method_sentence(estimates_of(estimates, 'S2', 'throughput_rps'))}."
+    )
+
+
+# --------------------------------------------------------------------------
+# ours: X5 near the limit, X6 GOMAXPROCS 2 against 1; the model before the data where the lab's figure would be
+
+
+def _latency_metric(metrics: pd.DataFrame, experiment: str, variants: list[str]) -> str:
+    return supported_latency_metric(metrics, experiment, variants) or "work_p50_ms"
+
+
+def x5_near_limit_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame) -> Figure:
+    """X5: (a) throttled share of active periods by average use, with the Poisson model; (b) /work latency."""
+    specs = variant_specs(runs, "X5")
+    order = sorted(specs, key=lambda v: specs[v].rps or 0)
+    arms = {v: model.steady_arm(specs[v]) for v in order}
+    labels = [f"{arms[v].use:.0%} of the limit\n{specs[v].rps:g} req/s" for v in order]
+    latency = _latency_metric(metrics, "X5", order)
+    with paper_style(1.0):
+        fig, (left, right) = new_figure(4.0, 2)
+        level_panel(left, "X5", "throttled_ratio", metrics, estimates, order, labels,
+                     {v: a.throttled_share() for v, a in arms.items()})
+        left.set_ylabel("throttled periods / active periods")
+        left.set_title("(a) throttled share", loc="left")
+        level_panel(right, "X5", latency, metrics, estimates, order, labels, {})
+        plain_log_axis(right)
+        right.set_ylabel(f"/work {_quantile_text(latency)} (ms, log)")
+        right.set_title("(b) latency", loc="left")
+        fig.legend(handles=model_legend_handles(confidence_level(estimates_of(estimates, "X5", "throttled_ratio")))[1:],
+                   loc="outside upper center", ncol=3, frameon=False)
+    return fig
+
+
+def x6_threads_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame) -> Figure:
+    """X6: (a) clumped /work latency by limit and GOMAXPROCS; (b) closed-loop throughput."""
+    specs = variant_specs(runs, "X6")
+    clumped = sorted((v for v in specs if not specs[v].workers),
+                     key=lambda v: (specs[v].milli("limit") or 0, specs[v].gomaxprocs or 0))
+    closed = [v for v in specs if specs[v].workers]
+    latency = _latency_metric(metrics, "X6", clumped)
+
+    def label(v: str) -> str:
+        procs = specs[v].gomaxprocs
+        return f"{limit_label(specs[v])}\nGOMAXPROCS {procs if procs else 'default'}"
+
+    with paper_style(1.0):
+        fig, (left, right) = new_figure(4.0, 2, width_ratios=(max(len(clumped), 1), max(len(closed), 1)))
+        level_panel(left, "X6", latency, metrics, estimates, clumped, [label(v) for v in clumped], {})
+        plain_log_axis(left)
+        left.set_ylabel(f"/work {_quantile_text(latency)} (ms, log)")
+        left.set_title("(a) clumped open loop", loc="left")
+        level_panel(right, "X6", "throughput_rps", metrics, estimates, closed, [label(v) for v in closed], {})
+        right.set_ylabel("requests per second")
+        right.set_title("(b) closed loop", loc="left")
+        if not closed:
+            right.text(0.5, 0.5, "no closed-loop arm\nin this profile", ha="center", va="center",
+                       transform=right.transAxes, color=MODEL_COLOR)
+        fig.legend(handles=model_legend_handles(confidence_level(estimates_of(estimates, "X6", latency)))[1:3],
+                   loc="outside upper center", ncol=2, frameon=False)
+    return fig
+
+
+def _quantile_text(metric: str) -> str:
+    return metric.removeprefix("work_").removesuffix("_ms").replace("_", ".")
+
+
+def x5_near_limit_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
+    return (
+        "Ours (docs/EXPERIMENTS.md). Steady arrivals (clump 1) at three shares of the limit, by the CPU per request "
+        "the profile states. (a) Throttled periods / active periods per run (open circles) with the estimate "
+        "(diamond); dotted grey: the share of periods whose Poisson arrivals need more than the quota, written "
+        "before the data. (b) /work latency at the highest quantile the runs support. Intervals: "
+        f"{method_sentence(estimates_of(estimates, 'X5', 'throttled_ratio'))}."
+    )
+
+
+def x6_threads_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
+    return (
+        "Ours (docs/EXPERIMENTS.md). GOMAXPROCS 2 (Go 1.25's default at limits up to 1.5 CPUs) against 1 on a "
+        "2-CPU node. (a) Clumped open loop: /work latency at the highest quantile the runs support, per run and "
+        "the estimate. (b) Closed loop: successful requests per second. Intervals: "
+        f"{method_sentence(estimates_of(estimates, 'X6', 'throughput_rps'))}."
     )

@@ -4,8 +4,9 @@ Every figure follows STATS.md §7: one point per run (the run is the unit of
 replication), the estimate with the interval that ``estimates.csv`` already
 holds (asymmetric on the log scale; never recomputed here), and the lab's own
 figure (:mod:`throttlelab.model.reference`) in dashed red where the article
-gives one. The family modules (:mod:`.jobs`, :mod:`.weights`, :mod:`.services`)
-import this module and nothing of each other.
+gives one; for an experiment of ours (no lab figure), the model's prediction
+written before the data in dotted grey. The family modules (:mod:`.jobs`,
+:mod:`.weights`, :mod:`.services`) import this module and nothing of each other.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
@@ -31,6 +33,8 @@ ROUND_COLOR = "0.72"
 ESTIMATE_COLOR = "black"
 LAB_COLOR = "#c0392b"
 RULE_COLOR = "#2471a3"
+#: the model's prediction, written before the data, where an experiment of ours has no lab figure
+MODEL_COLOR = "0.35"
 FIG_WIDTH = 7.6
 
 
@@ -168,6 +172,30 @@ def legend_handles(level: float, *, rounds: bool = False, lab: str = "lab refere
     ]
     handles.append(Line2D([], [], ls="--", color=LAB_COLOR, label=lab))
     return handles
+
+
+def model_legend_handles(level: float) -> list[Line2D]:
+    """The lab figures' legend (:func:`legend_handles`) with the model's prediction where the lab's figure stands."""
+    *ours, _lab = legend_handles(level, rounds=True)
+    return [*ours, Line2D([], [], ls=":", color=MODEL_COLOR, label="model, before the data")]
+
+
+def draw_model(ax: Axes, values: Mapping[str, float], xpos: Mapping[str, float]) -> None:
+    """Dotted grey bars at the model's values (an experiment of ours: no lab figure to draw)."""
+    for variant, value in values.items():
+        if variant in xpos and np.isfinite(value):
+            ax.hlines(value, xpos[variant] - 0.36, xpos[variant] + 0.36, colors=MODEL_COLOR, linestyles=":", lw=1.6,
+                      zorder=2)
+
+
+def level_panel(ax: Axes, experiment: str, metric: str, metrics: pd.DataFrame, estimates: pd.DataFrame,
+                order: list[str], labels: list[str], predicted: Mapping[str, float]) -> None:
+    """Each run's value and the estimate of one metric by variant, with the model's prediction."""
+    xpos = set_categories(ax, order, labels)
+    draw_runs(ax, per_run(metrics, experiment, metric), xpos, -0.1)
+    draw_estimates(ax, estimates_of(estimates, experiment, metric), xpos, 0.14)
+    draw_model(ax, predicted, xpos)
+    ax.tick_params(axis="x", labelsize=8)
 
 
 def confidence_level(est: pd.DataFrame) -> float:
