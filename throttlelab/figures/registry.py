@@ -19,7 +19,10 @@ For each figure:
   experiment's id and catalogue title (``topic`` when the figure spans several), marked
   "(ours)" for an experiment beyond the lab;
 * ``draw`` and ``caption``: the figure's function (the tables as keyword arguments ->
-  a matplotlib Figure) and the caption under it on our page ((estimates, runs) -> text).
+  a matplotlib Figure) and the caption under it on our page ((estimates, runs) -> text):
+  ``<name>_figure`` and ``<name>_caption`` in the figures module of its experiment's family
+  (``figures/<family>.py``, the catalogue's ``family``, as in experiments/, metrics/ and
+  findings/), for the lab's experiments and ours alike.
 """
 
 from __future__ import annotations
@@ -39,8 +42,6 @@ class FigureEntry:
     name: str
     title: str
     tables: tuple[str, ...]
-    draw: str
-    caption: str
     also_shows: tuple[str, ...] = ()
     #: the section of Snakemake's report when the figure's topic spans several experiments;
     #: "" = its experiment's id and catalogue title (see :attr:`category`)
@@ -62,6 +63,21 @@ class FigureEntry:
         return (self.topic or f"{row.id} {row.title}") + (" (ours)" if row.ours else "")
 
     @property
+    def module(self) -> str:
+        """The module that draws it: the figures module of its experiment's family (model/catalogue.py)."""
+        return f"throttlelab.figures.{catalogue.experiment(self.experiment).family}"
+
+    @property
+    def draw(self) -> str:
+        """Its function, tables as keyword arguments -> a matplotlib Figure (``module:function``)."""
+        return f"{self.module}:{self.name}_figure"
+
+    @property
+    def caption(self) -> str:
+        """Its caption on our page, (estimates, runs) -> text (``module:function``)."""
+        return f"{self.module}:{self.name}_caption"
+
+    @property
     def caption_file(self) -> str:
         """The Snakemake report caption, relative to the project root."""
         return f"report/captions/{self.name}.rst"
@@ -72,65 +88,31 @@ class FigureEntry:
         return f"{self.name}.svg"
 
 
-_JOBS = "throttlelab.figures.jobs"
-_WEIGHTS = "throttlelab.figures.weights"
-_SERVICES = "throttlelab.figures.services"
 _SERVICE_TABLES = ("metrics", "estimates", "runs")
 _BURST_TABLES = ("rounds", "metrics", "estimates", "runs")
 
 FIGURES: dict[str, FigureEntry] = {
     entry.name: entry
     for entry in (
-        FigureEntry("e2a_completion", "Per-round completion time by limit",
-                    ("rounds", "metrics", "estimates", "runs"),
-                    f"{_JOBS}:e2a_completion_figure", f"{_JOBS}:e2a_completion_caption"),
-        FigureEntry("e2a_counters", "cgroup counters: throttled share and throttled time per round",
-                    ("rounds", "metrics", "estimates", "runs"),
-                    f"{_JOBS}:e2a_counters_figure", f"{_JOBS}:e2a_counters_caption"),
-        FigureEntry("e3_gomaxprocs", "GOMAXPROCS by limit and module line",
-                    ("metrics", "runs"),
-                    f"{_JOBS}:e3_gomaxprocs_figure", f"{_JOBS}:e3_gomaxprocs_caption"),
-        FigureEntry("s1_throttling", "Throttling by GOMAXPROCS and limit",
-                    ("metrics", "estimates", "runs"),
-                    f"{_JOBS}:s1_throttling_figure", f"{_JOBS}:s1_throttling_caption"),
+        FigureEntry("e2a_completion", "Per-round completion time by limit", _BURST_TABLES),
+        FigureEntry("e2a_counters", "cgroup counters: throttled share and throttled time per round", _BURST_TABLES),
+        FigureEntry("e3_gomaxprocs", "GOMAXPROCS by limit and module line", ("metrics", "runs")),
+        FigureEntry("s1_throttling", "Throttling by GOMAXPROCS and limit", ("metrics", "estimates", "runs")),
         FigureEntry("weights_shares", "Shares of one CPU: measured, predicted by the weights, and the lab's",
                     ("metrics", "estimates", "share_expectations"),
-                    f"{_WEIGHTS}:weights_shares_figure", f"{_WEIGHTS}:weights_shares_caption",
                     also_shows=("E10",), topic="E4/E5/E10 requests become weights"),
-        FigureEntry("e2b_latency", "/work tail latency and throttled share by arrival shape and setting",
-                    _SERVICE_TABLES,
-                    f"{_SERVICES}:e2b_latency_figure", f"{_SERVICES}:e2b_latency_caption"),
-        FigureEntry("e7_replicas", "Replicas behind per-connection balancing against one pod",
-                    _SERVICE_TABLES,
-                    f"{_SERVICES}:e7_replicas_figure", f"{_SERVICES}:e7_replicas_caption"),
-        FigureEntry("e8_neighbor", "A busy neighbor: latency, and the CPU the service really got",
-                    _SERVICE_TABLES,
-                    f"{_SERVICES}:e8_neighbor_figure", f"{_SERVICES}:e8_neighbor_caption"),
-        FigureEntry("e6_monitoring", "What a scraper computes against the real pause",
-                    _SERVICE_TABLES,
-                    f"{_SERVICES}:e6_monitoring_figure", f"{_SERVICES}:e6_monitoring_caption"),
-        FigureEntry("s2_throughput", "Closed-loop throughput: thread count and a limited upstream",
-                    _SERVICE_TABLES,
-                    f"{_SERVICES}:s2_throughput_figure", f"{_SERVICES}:s2_throughput_caption"),
+        FigureEntry("e2b_latency", "/work tail latency and throttled share by arrival shape and setting", _SERVICE_TABLES),
+        FigureEntry("e7_replicas", "Replicas behind per-connection balancing against one pod", _SERVICE_TABLES),
+        FigureEntry("e8_neighbor", "A busy neighbor: latency, and the CPU the service really got", _SERVICE_TABLES),
+        FigureEntry("e6_monitoring", "What a scraper computes against the real pause", _SERVICE_TABLES),
+        FigureEntry("s2_throughput", "Closed-loop throughput: thread count and a limited upstream", _SERVICE_TABLES),
         # ours beyond the lab (docs/EXPERIMENTS.md; the catalogue's ours column)
-        FigureEntry("x1_budget", "Burst budget: completion and throttled periods by budget",
-                    _BURST_TABLES,
-                    f"{_JOBS}:x1_budget_figure", f"{_JOBS}:x1_budget_caption"),
-        FigureEntry("x2_period", "CFS period: completion and throttled periods by period",
-                    _BURST_TABLES,
-                    f"{_JOBS}:x2_period_figure", f"{_JOBS}:x2_period_caption"),
-        FigureEntry("x3_queues", "What throttled time sums: run queues, not threads",
-                    _BURST_TABLES,
-                    f"{_JOBS}:x3_queues_figure", f"{_JOBS}:x3_queues_caption"),
-        FigureEntry("x4_overlap", "Overlapping bursts: pods bursting together against staggered",
-                    _BURST_TABLES,
-                    f"{_JOBS}:x4_overlap_figure", f"{_JOBS}:x4_overlap_caption"),
-        FigureEntry("x5_near_limit", "Steady arrivals near the limit: throttled share and latency",
-                    _SERVICE_TABLES,
-                    f"{_SERVICES}:x5_near_limit_figure", f"{_SERVICES}:x5_near_limit_caption"),
-        FigureEntry("x6_threads", "GOMAXPROCS 2 against 1 under a small limit",
-                    _SERVICE_TABLES,
-                    f"{_SERVICES}:x6_threads_figure", f"{_SERVICES}:x6_threads_caption"),
+        FigureEntry("x1_budget", "Burst budget: completion and throttled periods by budget", _BURST_TABLES),
+        FigureEntry("x2_period", "CFS period: completion and throttled periods by period", _BURST_TABLES),
+        FigureEntry("x3_queues", "What throttled time sums: run queues, not threads", _BURST_TABLES),
+        FigureEntry("x4_overlap", "Overlapping bursts: pods bursting together against staggered", _BURST_TABLES),
+        FigureEntry("x5_near_limit", "Steady arrivals near the limit: throttled share and latency", _SERVICE_TABLES),
+        FigureEntry("x6_threads", "GOMAXPROCS 2 against 1 under a small limit", _SERVICE_TABLES),
     )
 }
 
