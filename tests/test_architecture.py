@@ -46,6 +46,9 @@ def test_import_contracts_are_kept():
         ("backends/docker.py", "import throttlelab.backends.local", "No two backends lean on each other"),
         # the model (bottom layer) imports upwards
         ("model/quantities.py", "import throttlelab.host.cgroupfs", "Measurement: experiments"),
+        # one family's figures (or claims) lean on another's: what they share belongs in style.py (predictions.py)
+        ("figures/jobs.py", "import throttlelab.figures.services", "Figures: one module per family"),
+        ("analysis/findings/services.py", "import throttlelab.analysis.findings.jobs", "Findings: one module per family"),
     ],
 )
 def test_a_forbidden_import_breaks_a_contract(tmp_path, module, line, contract):
