@@ -1,4 +1,4 @@
-"""Findings F1-F11 (the lab's) and F12-F14 (ours, docs/EXPERIMENTS.md) on synthetic per-run data: every finding can come out reproduced, contradicted and
+"""Findings F1-F11 (the lab's) and F12-F17 (ours, docs/EXPERIMENTS.md) on synthetic per-run data: every finding can come out reproduced, contradicted and
 inconclusive, and "not testable here" only through a named requirement of a check (STATS.md §8);
 the intersection-union verdict, exact zeros, Holm over the decisive comparisons only, thresholds
 derived from the model and the profile's parameters; and the analysis CLI end to end on the fixtures."""
