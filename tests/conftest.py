@@ -1,4 +1,9 @@
-"""Shared fixtures: real-cgroup guards and the workload binaries."""
+"""Shared fixtures (real-cgroup guards, the workload binaries) and the inner loop's selection.
+
+``-m fast`` is the contributors' inner loop (README, "Development"): every test that needs none of
+what :data:`OUTER_MARKERS` name and lives outside :data:`OUTER_FOLDERS`. A test's markers come from
+its module and from the fixtures it uses (:data:`FIXTURE_MARKERS`), so a new test that builds the
+workload or starts the loopback API server leaves the inner loop by itself."""
 
 from __future__ import annotations
 
@@ -10,7 +15,34 @@ import pytest
 from throttlelab.host import cgroupfs
 
 PROJECT = Path(__file__).resolve().parent.parent
-FIXTURE_ROOT = PROJECT / "tests" / "fixtures"
+TESTS = PROJECT / "tests"
+FIXTURE_ROOT = TESTS / "fixtures"
+
+#: What a test needs when it uses one of these fixtures (the markers are described in pyproject.toml).
+FIXTURE_MARKERS = {
+    "binaries": "workload",  # builds both cpulab builds with the Go toolchain and runs them
+    "real_cgroups": "root",  # creates cgroups on this host
+    "api": "kube_api",  # the loopback Kubernetes API server (tests/kube_api_server.py)
+    "sent_manifests": "kube_api",
+}
+#: Tests with one of these markers stay out of the inner loop: real workloads, real cgroups, guests,
+#: Docker, the loopback API server's waits, Snakemake runs, long runs.
+OUTER_MARKERS = ("slow", "root", "docker", "vm", "cgroup_v2_kernel", "workload", "kube_api", "snakemake")
+#: Folders out of the inner loop whatever their tests' markers: the workflow end to end (Snakemake's plans and
+#: runs) and the kind backend on real processes and containers standing in for its nodes (podgate's Go build).
+OUTER_FOLDERS = ("pipeline", "backends/kind")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for fixture, marker in FIXTURE_MARKERS.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(marker)
+        folder = item.path.parent.relative_to(TESTS).as_posix() if item.path.is_relative_to(TESTS) else ""
+        outside = any(folder == f or folder.startswith(f"{f}/") for f in OUTER_FOLDERS)
+        if not outside and not any(item.get_closest_marker(m) for m in OUTER_MARKERS):
+            item.add_marker("fast")
 
 
 def lab_cgroups() -> list[str]:

@@ -63,6 +63,7 @@ def run_toy(tmp_path, install: bool) -> dict:
     return json.loads((tmp_path / "timers.json").read_text())
 
 
+@pytest.mark.snakemake
 def test_the_installed_loop_arms_no_timer_chain(tmp_path):
     timers = run_toy(tmp_path, install=True)
     # the limiter (100/1s) never fills with 30 jobs of 0.1 s one at a time: nothing to wake up for
@@ -70,6 +71,7 @@ def test_the_installed_loop_arms_no_timer_chain(tmp_path):
     assert timers["non_daemon"] == 0, timers
 
 
+@pytest.mark.snakemake
 def test_stock_snakemake_makes_a_timer_chain_per_finished_job(tmp_path):
     """What the change is for: if this fails, Snakemake fixed its loop and the change can go."""
     timers = run_toy(tmp_path, install=False)

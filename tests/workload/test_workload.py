@@ -18,6 +18,9 @@ import pytest
 from throttlelab.host.gobuild import go_environment, find_go
 
 from conftest import PROJECT as REPO
+
+pytestmark = pytest.mark.workload  # the Go checks and the real binaries
+
 WORKLOAD = REPO / "workload"
 V1_CPU = Path("/sys/fs/cgroup/cpu")
 V1_CPUACCT = Path("/sys/fs/cgroup/cpuacct")
