@@ -24,6 +24,7 @@ from throttlelab.model.builds import BUILDS
 from throttlelab.model.clustertools import PROJECT_NAMES as CLUSTER_PROJECTS, project as cluster_project
 from throttlelab.model.config import ConfigError, load_design
 from throttlelab.model.coverage import CLUSTER_BACKENDS, untestable_variants
+from throttlelab.model import seeds
 
 IMPLEMENTED_BACKENDS = ("local", "docker", "kind", "kubernetes", "vm")
 
@@ -241,16 +242,13 @@ def raw_logs(experiment):
 def run_order():
     """(experiment, variant, repeat) -> its place in the measuring order, highest first: the
     experiments in the profile's order, and inside each one its variants' repeats interleaved
-    in a random order seeded by the config's seed (STATS.md §6), so drift over a run cannot
-    masquerade as a difference between variants. The seed is in every raw log (config_seed)."""
-    import random
-
+    in a random order seeded by the config's seed (model/seeds.py, STATS.md §6), so drift over a run
+    cannot masquerade as a difference between variants. The seed is in every raw log (config_seed)."""
     order = {}
     place = len(DESIGN.jobs())
     for name, exp in DESIGN.experiments.items():
         jobs = [(name, v, r) for v in exp.variants for r in range(exp.repeats)]
-        random.Random(f"{DESIGN.seed}/{name}").shuffle(jobs)
-        for job in jobs:
+        for job in seeds.measuring_order(DESIGN.seed, name, jobs):
             order[job] = place
             place -= 1
     return order

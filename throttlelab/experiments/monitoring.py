@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from throttlelab.backends.base import CADVISOR_COUNTERS, BackendError, Deployment, Output
+from throttlelab.model import seeds
 from throttlelab.model.coverage import cadvisor_misfit
 from throttlelab.model.variants import VariantSpec
 from throttlelab.model.placement import Container, Node, Pod
@@ -192,7 +193,7 @@ def run_e6(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     elif spec.first_scrape_ms < spec.housekeeping_ms:
         raise BackendError(f"E6: first_scrape_ms ({spec.first_scrape_ms}) must be at least housekeeping_ms "
                            f"({spec.housekeeping_ms}), or the first scrape may find no reading yet")
-    rng = random.Random(ctx.seed)
+    rng = seeds.housekeeping_rng(ctx.seed)
     with deployed(ctx, node, result) as dep:
         result.add_output(dep.run_job("calib", "burst", timeout_s=burst_timeout(
             spec.with_changes(limit=None, rounds=spec.calibration_rounds))))

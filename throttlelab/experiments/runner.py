@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import fcntl
-import hashlib
 import json
 import os
 import signal
@@ -31,6 +30,7 @@ from throttlelab.backends.base import BackendError, make_backend
 from throttlelab.host.cgroupfs import CgroupError
 from throttlelab.experiments import REGISTRY, Context
 from throttlelab.host.interference import InterferenceMeter, orchestrator_from_env, wait_for_quiet
+from throttlelab.model import seeds
 from throttlelab.model.digest import sha256_file
 from throttlelab.model.placement import parse_cpuset
 from throttlelab.model.quantities import QuantityError
@@ -189,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     backend = make_backend(args.backend, binaries, args.runtime, json.loads(args.backend_settings), progress)
     backend.preflight()
     caps = backend.capabilities()
-    job_seed = int(hashlib.sha256(f"{args.seed}/{args.experiment}/{args.variant}/{args.repeat}".encode()).hexdigest()[:8], 16)
+    job_seed = seeds.job_seed(args.seed, args.experiment, args.variant, args.repeat)
     ctx = Context(backend=backend, capabilities=caps, node_cpus=args.node_cpus, seed=job_seed, progress=progress)
     digests = {v: sha256_file(p) for v, p in binaries.items()}
     environment: dict[str, Any] = {}  # asked once, after the first attempt (kind reports the clusters it used)

@@ -26,6 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from throttlelab.backends.base import BackendError, Deployment, Output
+from throttlelab.model import seeds
 from throttlelab.model.variants import VariantSpec
 from throttlelab.model.placement import Container, LoadPlacement, Node, Pod, parse_cpuset
 from throttlelab.experiments.context import Context, ExperimentResult, deployed
@@ -74,7 +75,7 @@ def load_args(spec: VariantSpec, targets: Sequence[str], seed: int, label: str) 
         "-target=" + ",".join(f"http://{t}" for t in targets),
         f"-duration={spec.duration_ms}ms",
         f"-warmup={spec.warmup_ms}ms",
-        f"-seed={seed}",
+        f"-seed={seeds.load_seed(seed)}",
         f"-timeout={LOAD_TIMEOUT_S:g}s",
         f"-label={label}",
     ]

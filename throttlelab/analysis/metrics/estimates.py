@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import warnings
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +28,7 @@ from throttlelab.analysis.metrics.catalogue import CATALOGUE
 from throttlelab.analysis.metrics.common import MetricSpec, Scale
 from throttlelab.analysis.metrics.services import DEFAULT_LOAD_TIMEOUT_MS
 from throttlelab.analysis.tidy import RUN_KEYS
+from throttlelab.model import seeds
 
 FLAG_RANGE = "range, not a CI"
 FLAG_SETTING_VARIES = "differs between runs"
@@ -117,7 +117,7 @@ def pooled_p999(latency_runs: list[np.ndarray], level: float, rng: np.random.Gen
 
 def _group_seed(seed: int, key: tuple[Any, ...]) -> np.random.Generator:
     """A generator per (experiment, variant, metric): the same numbers whatever else is in the table."""
-    return np.random.default_rng([seed, zlib.crc32("/".join(map(str, key)).encode())])
+    return np.random.default_rng(seeds.bootstrap_entropy(seed, key))
 
 
 def _latency_runs(requests: pd.DataFrame, ep: str, timeout_ms: float) -> list[np.ndarray]:
