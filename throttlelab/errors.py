@@ -20,6 +20,11 @@ class CatalogueError(ThrottlelabError, ValueError):
     """An experiment or figure that model/catalogue.py does not know; the message names it and the fix."""
 
 
+class RecordError(ThrottlelabError, ValueError):
+    """A record that does not fit the raw log's contract (model/records.py); the message names the record,
+    the key and the fix."""
+
+
 class QuantityError(ThrottlelabError, ValueError):
     """A CPU quantity that cannot be read (e.g. ``2x``, ``-1``)."""
 

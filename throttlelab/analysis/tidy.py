@@ -35,78 +35,23 @@ import pandas as pd
 
 from throttlelab.errors import InputError, SpecError  # InputError re-exported: callers import it from here too
 from throttlelab.model.variants import COLUMN_PREFIX, VariantSpec, column_names
+from throttlelab.model import records
 from throttlelab.model.catalogue import CatalogueError, experiment as catalogued
 
 RUN_KEYS = ("backend", "experiment", "variant", "repeat")
 
 # --------------------------------------------------------------------------
-# the records' schema (docs/RECORDS.md and the runner's own records)
-
-# Kinds of JSON values; a trailing "?" allows null. "num" accepts ints too.
-_KIND_TYPES: dict[str, tuple[type, ...]] = {
-    "int": (int,),
-    "num": (int, float),
-    "str": (str,),
-    "bool": (bool,),
-    "dict": (dict,),
-    "list": (list,),
-}
-
-_COUNTER_DELTAS = {
-    "d_nr_periods": "int?",
-    "d_nr_throttled": "int?",
-    "d_throttled_usec": "int?",
-    "d_usage_usec": "int?",
-}
+# the records' schema: model/records.py (docs/RECORDS.md), read here as the reader needs it
 
 #: Required keys of every record type, with the JSON kind of their value.
 #: Extra keys are allowed (a newer workload may add some); unknown types are not.
-RECORD_FIELDS: dict[str, dict[str, str]] = {
-    "meta": {
-        "schema": "int", "experiment": "str", "variant": "str", "repeat": "int", "backend": "str",
-        "spec": "dict", "runtime": "str", "environment": "dict", "capabilities": "dict",
-        "start": "str", "end": "str", "wall_s": "num", "window_s": "num",
-    },
-    "readback": {"level": "str", "path": "str", "design": "dict", "actual": "dict", "mismatches": "list"},
-    "ancestor": {"level": "str", "path": "str"},
-    "expectation": {"gomaxprocs": "int"},
-    "share_expectation": {"member": "str", "level": "str", "weight": "int", "share": "num", "runtime": "str"},
-    "share_sample": {"member": "str", "level": "str", "t_s": "num", "usage_usec": "int?"},
-    "podstat": {"pod": "str", "container": "str", "when": "str", "seq": "int", "t_ms": "num", "at_ms": "num",
-                "nr_periods": "int?", "nr_throttled": "int?", "throttled_usec": "int?", "usage_usec": "int?"},
-    "process": {"src": "str", "returncode": "int?", "wall_s": "num", "stderr_tail": "str"},
-    "header": {
-        "src": "str", "program": "str", "variant": "str", "go_version": "str", "gomaxprocs": "int",
-        "num_cpu": "int", "env": "dict", "default_godebug": "str", "cgroup": "dict", "command": "str",
-        "params": "dict",
-    },
-    "summary": {"src": "str"},
-    "round": {"src": "str", "round": "int", "t_s": "num", "wall_ms": "num", "thread_cpu_ms": "num",
-              **_COUNTER_DELTAS},
-    "report": {"src": "str", "t_s": "num", "cores": "num?", **_COUNTER_DELTAS},
-    "listening": {"src": "str", "addr": "str"},
-    "stats": {"src": "str", "when": "str", "target": "int"},
-    "req": {"src": "str", "ep": "str", "target": "int", "conn": "int", "sched_ms": "num", "lat_ms": "num",
-            "late_ms": "num", "ok": "bool", "status": "int"},
-}
-
+RECORD_FIELDS: dict[str, Mapping[str, str]] = {name: shape.required for name, shape in records.RECORDS.items()}
 #: Keys a summary must carry, by the command that wrote it.
-SUMMARY_FIELDS: dict[str, dict[str, str]] = {
-    "info": {"gomaxprocs": "int", "num_cpu": "int", "cgroup": "dict"},
-    "burst": {"rounds": "int", "p50_wall_ms": "num?", "max_wall_ms": "num?", "avg_cores": "num?",
-              "nr_periods": "int?", "nr_throttled": "int?", "throttled_usec": "int?", "usage_usec": "int?",
-              "elapsed_s": "num"},
-    "spin": {"elapsed_s": "num", "avg_cores": "num?", "nr_periods": "int?", "nr_throttled": "int?",
-             "throttled_usec": "int?", "usage_usec": "int?"},
-    "serve": {"requests": "int", "num_gc": "int", "cgroup": "dict"},
-    "load": {"window_s": "num", "work": "dict", "ping": "dict"},
-}
-
+SUMMARY_FIELDS: dict[str, Mapping[str, str]] = {name: shape.required for name, shape in records.SUMMARIES.items()}
 #: Records that carry no ``src``: the runner's own.
-RUNNER_TYPES = frozenset({"meta", "readback", "ancestor", "expectation", "share_expectation", "share_sample",
-                          "podstat"})
+RUNNER_TYPES = records.RUNNER_TYPES
 #: Load endpoints (RECORDS.md `req.ep`).
-ENDPOINTS = ("work", "ping")
+ENDPOINTS = records.ENDPOINTS
 
 # --------------------------------------------------------------------------
 # the tables (docs/TABLES.md)
@@ -133,7 +78,8 @@ def _param_dtypes() -> dict[str, str]:
 
 #: The variant's parameters in runs.csv: one column per VariantSpec field (docs/TABLES.md).
 PARAM_DTYPES = _param_dtypes()
-_COUNTERS = {"d_nr_periods": "Int64", "d_nr_throttled": "Int64", "d_throttled_usec": "Int64", "d_usage_usec": "Int64"}
+#: The counters' per-interval deltas (rounds, reports) as columns: nullable, a counter that could not be read stays empty.
+_COUNTERS = {records.delta(c): "Int64" for c in records.COUNTERS}
 
 #: Columns (besides the run identifiers) and dtypes of every tidy table, in order.
 #: ``Int64`` is pandas' nullable integer: a counter that could not be read stays empty.
@@ -171,10 +117,10 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
                  "lat_ms": "float64", "late_ms": "float64", "ok": "bool", "status": "int64"},
     "share_samples": {"member": "str", "level": "str", "t_s": "float64", "usage_usec": "Int64"},
     "podstats": {"pod": "str", "container": "str", "when": "str", "seq": "int64", "t_ms": "float64",
-                 "at_ms": "float64", **{k.removeprefix("d_"): v for k, v in _COUNTERS.items()}},
+                 "at_ms": "float64", **dict.fromkeys(records.COUNTERS, "Int64")},
     "target_stats": {"src": "str", "when": "str", "target": "int64", "gomaxprocs": "Int64", "num_gc": "Int64",
                      "requests": "Int64", "quota_us": "Int64", "period_us": "Int64",
-                     **{k.removeprefix("d_"): v for k, v in _COUNTERS.items()}, "err": "str"},
+                     **dict.fromkeys(records.COUNTERS, "Int64"), "err": "str"},
     "share_expectations": {"member": "str", "level": "str", "weight": "int64", "share": "float64", "runtime": "str"},
     # environment.csv: the meta record's facts about the machine, then one text column
     # "env.<key>" per other key of its environment (nested keys joined with dots)
@@ -233,24 +179,9 @@ class RunTables:
     rows: Mapping[str, tuple[tuple[Any, ...], ...]]
 
 
-def _kind_ok(value: Any, kind: str) -> bool:
-    nullable = kind.endswith("?")
-    base = kind.rstrip("?")
-    if value is None:
-        return nullable
-    if isinstance(value, bool) and base != "bool":  # JSON true is not a number here
-        return False
-    return isinstance(value, _KIND_TYPES[base])
-
-
 def check_fields(record: Mapping[str, Any], fields: Mapping[str, str], what: str) -> str | None:
     """The first problem with ``record`` against ``fields``, or None when it is fine."""
-    for key, kind in fields.items():
-        if key not in record:
-            return f"{what} lacks the key {key!r}"
-        if not _kind_ok(record[key], kind):
-            return f"{what}: {key!r} should be {kind.replace('?', ' or null')}, got {record[key]!r}"
-    return None
+    return records.first_problem(record, fields, what)
 
 
 def _decode(text: str, path: Path, number: int, is_last: bool) -> dict[str, Any]:
@@ -494,8 +425,8 @@ class _LogReader:
             getattr(self, f"read_{kind}")(number, record, process)
 
     def read_meta(self, meta: dict[str, Any]) -> None:
-        if meta["schema"] != 1:
-            raise self.fail(1, f"raw log schema {meta['schema']} is not supported (expected 1)")
+        if meta["schema"] != records.SCHEMA_VERSION:
+            raise self.fail(1, f"raw log schema {meta['schema']} is not supported (expected {records.SCHEMA_VERSION})")
         _check_identity(meta, self.path)
         try:
             catalogued(meta["experiment"])
@@ -611,8 +542,7 @@ class _LogReader:
         self.rows["target_stats"].append((
             *self.run, process.src, record["when"], record["target"],
             *(_int_or_none(stats.get(k)) for k in ("gomaxprocs", "num_gc", "requests")),
-            *(_int_or_none(cg.get(k)) for k in ("quota_us", "period_us", "nr_periods", "nr_throttled",
-                                                  "throttled_usec", "usage_usec")),
+            *(_int_or_none(cg.get(k)) for k in ("quota_us", "period_us", *records.COUNTERS)),
             record.get("err") or "",
         ))
 
@@ -620,7 +550,7 @@ class _LogReader:
         """Pod counters the runner read while the load ran (t_ms from the window's start)."""
         self.rows["podstats"].append((
             *self.run, record["pod"], record["container"], record["when"], record["seq"], record["t_ms"],
-            record["at_ms"], *(record[k] for k in ("nr_periods", "nr_throttled", "throttled_usec", "usage_usec")),
+            record["at_ms"], *(record[k] for k in records.COUNTERS),
         ))
 
     # -- end of a process and of the log --------------------------------------

@@ -51,6 +51,7 @@ from throttlelab.host.processes import pid_alive, spawn_guardian
 from throttlelab.host.reaper import Guardian, kill_and_remove, run_name, sweep_stale
 from throttlelab.model import design
 from throttlelab.model import quantities as q
+from throttlelab.model import records
 from throttlelab.model.placement import Container, LoadPlacement, Node, Pod
 from throttlelab.model.runtime import runc_conversion
 from throttlelab.backends import cgroup_tree, images
@@ -70,7 +71,7 @@ PROBE_ARGS = ("serve", "-addr=127.0.0.1:0", "-live-mb=0")
 # Run cgroups are named as the local backend's, `throttlelab-<pid>-<n>` (so the same stale
 # sweep applies), with n from 1000 on: the two backends never collide in one process.
 _counter = itertools.count(1000)
-_ZERO_STAT = {"nr_periods": 0, "nr_throttled": 0, "throttled_usec": 0, "usage_usec": 0}
+_ZERO_STAT = dict.fromkeys(records.COUNTERS, 0)
 _HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 
 

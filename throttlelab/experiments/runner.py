@@ -27,16 +27,16 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from throttlelab.backends.base import BackendError, make_backend
+from throttlelab.errors import RecordError
 from throttlelab.host.cgroupfs import CgroupError
 from throttlelab.experiments import REGISTRY, Context
 from throttlelab.host.interference import InterferenceMeter, orchestrator_from_env, wait_for_quiet
-from throttlelab.model import seeds
+from throttlelab.model import records, seeds
 from throttlelab.model.digest import sha256_file
 from throttlelab.model.placement import parse_cpuset
 from throttlelab.model.quantities import QuantityError
 from throttlelab.model.variants import SpecError, VariantSpec
 
-RAW_SCHEMA_VERSION = 1
 # Backends whose workloads run in cgroups of this host, where the meter can tell the lab's CPU time
 # from other processes'. On kind the lab's processes live inside node containers, so every kubelet
 # and API server tick would count as interference; an existing cluster is not this host at all.
@@ -144,7 +144,7 @@ def meta_record(args: argparse.Namespace, spec: VariantSpec, ctx: Context, binar
     caps = ctx.capabilities
     return {
         "type": "meta",
-        "schema": RAW_SCHEMA_VERSION,
+        "schema": records.SCHEMA_VERSION,
         "experiment": args.experiment,
         "variant": args.variant,
         "repeat": args.repeat,
@@ -173,6 +173,15 @@ def meta_record(args: argparse.Namespace, spec: VariantSpec, ctx: Context, binar
         "interference": run["interference"],
         "attempt": run["attempt"],
     }
+
+
+def checked(log: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The log's records, each of the runner's own checked against the raw log's contract (model/records.py:
+    a key missing, mistyped or not declared there is a RecordError); cpulab's pass as the workload wrote them."""
+    for record in log:
+        if record.get("type") in records.RUNNER_WRITES:
+            records.check_written(record)
+    return log
 
 
 def disturbed_path(out: Path, attempt: int) -> Path:
@@ -221,8 +230,8 @@ def run(args: argparse.Namespace) -> int:
                 break
             # a disturbed attempt is kept beside the log and listed in it, never dropped silently
             kept = disturbed_path(out, attempt + 1)
-            write_atomically(kept, [meta_record(args, spec, ctx, binaries, environment, attempt_run, digests),
-                                    *attempt_run["result"].records])
+            write_atomically(kept, checked([meta_record(args, spec, ctx, binaries, environment, attempt_run, digests),
+                                            *attempt_run["result"].records]))
             earlier.append({**seen, "log": kept.name, "waited_s": round(waited, 1)})
             progress(f"{'quiet' if quiet else 'still busy'} after {waited:.0f} s; kept the disturbed attempt as "
                      f"{kept.name}; measuring again")
@@ -230,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
             HOST_BUSY_PATH.unlink(missing_ok=True)
     meta = meta_record(args, spec, ctx, binaries, environment, attempt_run, digests)
     meta["disturbed_attempts"] = earlier
-    write_atomically(out, [meta, *attempt_run["result"].records])
+    write_atomically(out, checked([meta, *attempt_run["result"].records]))
     state = " (still disturbed: kept and marked)" if attempt_run["interference"]["disturbed"] else ""
     progress(f"{args.experiment}/{args.variant} repeat {args.repeat}: done in {attempt_run['wall']:.1f} s{state} -> {out}")
     return 0
@@ -293,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     except Interrupted as exc:
         progress(f"interrupted by {exc}; the run's processes and cgroups were removed, no log written")
         return 130
-    except (BackendError, CgroupError, QuantityError, SpecError) as exc:
+    except (BackendError, CgroupError, QuantityError, RecordError, SpecError) as exc:
         progress(f"error: {exc}")
         return 1
 

@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from throttlelab.backends.base import BackendError, Deployment, Output
-from throttlelab.model import seeds
+from throttlelab.model import records, seeds
 from throttlelab.model.variants import VariantSpec
 from throttlelab.model.placement import Container, LoadPlacement, Node, Pod, parse_cpuset
 from throttlelab.experiments.context import Context, ExperimentResult, deployed
@@ -189,7 +189,7 @@ def podstat_record(pod: str, container: str | None, when: str, seq: int, t_ms: f
         "seq": seq,
         "t_ms": round(t_ms, 3),
         "at_ms": round(t_ms if at_ms is None else at_ms, 3),
-        **{k: stat.get(k) for k in ("nr_periods", "nr_throttled", "throttled_usec", "usage_usec")},
+        **{k: stat.get(k) for k in records.COUNTERS},
     }
 
 

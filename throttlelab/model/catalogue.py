@@ -15,7 +15,8 @@ Every list of experiments derives from this table:
 
 An experiment that is not here is a loud error (:class:`CatalogueError` naming it and this
 file), never a silent ``None`` or an empty result. The rules read this module while the
-workflow is parsed, so it imports the standard library only.
+workflow is parsed, so it imports the standard library only (and the raw log's contract,
+model/records.py, which names the commands and the runner records a row may require).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, dataclass
 
 from throttlelab.errors import CatalogueError
+from throttlelab.model import records
 
 #: How experiments/, metrics/, figures/ and findings/ sort their code: one module per family.
 FAMILIES = ("jobs", "weights", "services")
@@ -71,6 +73,13 @@ class Experiment:
         where = f"{THIS_FILE}: experiment {self.id}"
         if self.family not in FAMILIES:
             raise CatalogueError(f"{where}: family {self.family!r} is not one of {', '.join(FAMILIES)}")
+        if self.command not in records.COMMANDS:
+            raise CatalogueError(f"{where}: command {self.command!r} is no cpulab command of the raw log's contract "
+                                 f"({records.THIS_FILE}: {', '.join(records.COMMANDS)})")
+        unknown = [kind for kind in self.runner_records if kind not in records.RUNNER_TYPES]
+        if unknown:
+            raise CatalogueError(f"{where}: runner_records {', '.join(unknown)} are no runner records of the raw log's "
+                                 f"contract ({records.THIS_FILE}: {', '.join(sorted(records.RUNNER_TYPES))})")
         if self.metrics is not None and self.metrics not in METRIC_KINDS[self.family]:
             raise CatalogueError(f"{where}: metrics {self.metrics!r} is not a kind of the {self.family} family "
                                  f"({', '.join(METRIC_KINDS[self.family])}), nor None")

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from throttlelab.analysis.tidy import InputError
+from throttlelab.model import records
 
 #: log: geometric mean, t interval on the logs; linear: arithmetic mean, t interval;
 #: logit: a proportion of counts (``counts`` names the per-run event and trial metrics):
@@ -25,8 +26,8 @@ Scale = Literal["log", "linear", "logit"]
 Summary = Literal["interval", "range", "setting"]
 
 USEC_PER_MS = 1000.0
-#: The cgroup's CPU counters, as the tables name them.
-COUNTERS = ("nr_periods", "nr_throttled", "throttled_usec", "usage_usec")
+#: The cgroup's CPU counters, as the records and the tables name them (model/records.py).
+COUNTERS = records.COUNTERS
 
 
 @dataclass(frozen=True)
