@@ -14,6 +14,12 @@ import (
 	"cpulab/internal/service"
 )
 
+// listeningRecord says the socket is bound, and where (port 0 picks one).
+type listeningRecord struct {
+	Type string `json:"type"`
+	Addr string `json:"addr"`
+}
+
 type serveSummary struct {
 	Type     string        `json:"type"`
 	Requests int64         `json:"requests"`
@@ -53,7 +59,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if err := out.Write(map[string]string{"type": "listening", "addr": ln.Addr().String()}); err != nil {
+	if err := out.Write(listeningRecord{Type: "listening", Addr: ln.Addr().String()}); err != nil {
 		ln.Close()
 		return err
 	}

@@ -31,7 +31,7 @@ type balancer struct {
 
 func newBalancer(targets []string, seed uint64) *balancer {
 	b := &balancer{
-		rng:    rand.New(rand.NewPCG(seed, 0xba1a)),
+		rng:    rand.New(rand.NewPCG(seed, balanceStream)),
 		conns:  make([]atomic.Int64, len(targets)),
 		dialer: net.Dialer{Timeout: 5 * time.Second},
 	}

@@ -18,9 +18,13 @@ const (
 	epWork = "work"
 	epPing = "ping"
 
-	// Pacer streams drawn from the one seed.
-	workStream = 1
-	pingStream = 2
+	// The streams drawn from the one seed (rand.NewPCG(seed, stream)): the
+	// /work and /ping arrival schedules and the balancer's choice of
+	// connection. throttlelab/model/seeds.py names them too; a test holds
+	// them to testdata/seeds.json, which it writes.
+	workStream    = 1
+	pingStream    = 2
+	balanceStream = 0xba1a
 
 	closedLoopBackoff = 10 * time.Millisecond
 )
