@@ -57,6 +57,8 @@ rule plot_figure:
 rule render_report:
     input:
         figures=PROFILE_FIGURES,
+        # the page shows the profile's text (its description): editing the file reruns the page
+        profile=DESIGN.profile_path,
         tables=[
             *rules.parse_runs.output,
             *rules.compute_stats.output,
@@ -100,6 +102,8 @@ rule pack_report:
         figures=PROFILE_FIGURES,
         tables=rules.render_report.input.tables,
         raw=rules.raw.input,
+        # the archive packs the design it was made from: editing the profile repacks it
+        profile=DESIGN.profile_path,
     output:
         archive=ARCHIVE,
         checksum=f"{ARCHIVE}.sha256",

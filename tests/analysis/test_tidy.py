@@ -67,6 +67,21 @@ def test_runs_carry_every_parameter_column_and_give_the_spec_back(tables, tmp_pa
     assert list(tidy.variant_specs(back, "E2a")) == ["limit1", "nolimit"]
 
 
+def test_runs_carry_the_config_seed_and_each_jobs_seed_from_the_meta_record(tables, tmp_path):
+    limit1 = _run(tables["runs"], "E2a", "limit1").iloc[0]
+    assert (limit1["config_seed"], limit1["job_seed"]) == (1, 7)  # the log's meta.config_seed and meta.seed
+    path = _copy(tmp_path, LIMIT1)
+    lines = _lines(path)
+    meta = json.loads(lines[0])
+    del meta["seed"], meta["config_seed"]  # a log that predates them
+    _write(path, [json.dumps(meta), *lines[1:]])
+    older = tidy.tidy_tables([path])["runs"].iloc[0]
+    assert pd.isna(older["config_seed"]) and pd.isna(older["job_seed"])
+    tidy.write_tables(tables, tmp_path / "tables")
+    back = tidy.read_table(tmp_path / "tables" / "runs.csv", "runs")
+    assert str(back["job_seed"].dtype) == "Int64" and set(back["config_seed"]) == {1}
+
+
 def test_a_spec_with_an_unknown_parameter_names_the_meta_line(tmp_path):
     path = _copy(tmp_path, LIMIT1)
     lines = _lines(path)

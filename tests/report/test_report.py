@@ -268,6 +268,18 @@ def test_backend_versions_become_rows_of_the_environment(results):
     assert (rows["runc"], rows["Docker engine"], rows["Backend"], rows["CPUs"]) == ("1.1.12", "27.3.1", "local", "2")
 
 
+def test_the_seed_on_the_page_is_the_one_the_runs_recorded_not_the_configs(results):
+    tables = inputs.read_tables(results / "local" / "tables")
+    design = load_design({**CI_CONFIG, "seed": 99}, PROJECT / "config")
+    runs = tables["runs"].assign(config_seed=pd.array([20261130] * len(tables["runs"]), dtype="Int64"))
+    rows = dict(report.environment_rows(tables["environment"], runs, tables["headers"], design, ["E2a"]))
+    assert rows["Seed"].startswith("20261130 (") and "99" not in rows["Seed"]
+    runs.loc[runs.index[0], "config_seed"] = pd.NA
+    assert report.seed_text(runs).endswith(f"; 1 of {len(runs)} runs do not record it")
+    older = tables["runs"].drop(columns=["config_seed"], errors="ignore")
+    assert report.seed_text(older) == "not recorded (raw logs that predate it)"
+
+
 # --------------------------------------------------------------------------
 # publish: one archive, a manifest that verifies
 

@@ -95,6 +95,8 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
         "disturbed_attempts": "Int64", "disturbed_logs": "str", "interference": "str",
         # how the CPU ran: "tcg" (emulated by QEMU), "kvm" (virtualized); empty on a host (vm backend only)
         "cpu_accel": "str",
+        # the seeds (model/seeds.py): the config's (meta.config_seed) and the job's derived from it (meta.seed)
+        "config_seed": "Int64", "job_seed": "Int64",
     },
     "rounds": {"src": "str", "round": "int64", "t_s": "float64", "wall_ms": "float64",
                "thread_cpu_ms": "float64", **_COUNTERS},
@@ -443,7 +445,7 @@ class _LogReader:
             *self.run, meta["start"], meta["end"], float(meta["wall_s"]), float(meta["window_s"]),
             env.get("kernel"), caps.get("cgroup_version", env.get("cgroup_version")), caps.get("cpus"),
             meta["runtime"], *param_cells(spec).values(), self.raw_path, *interference_cells(meta),
-            cpu_accel(env),
+            cpu_accel(env), _int_or_none(meta.get("config_seed")), _int_or_none(meta.get("seed")),
         ))
         self.rows["environment"].append((*self.run, environment_record(meta)))
 

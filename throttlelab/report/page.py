@@ -377,8 +377,18 @@ def environment_rows(environment: pd.DataFrame, runs: pd.DataFrame, headers: pd.
         ("Confidence level", f"{design.confidence:.0%}"),
         ("Measured", f"{min(runs['start'])} to {max(runs['end'])} (UTC), {len(runs)} runs"),
         ("Host interference", interference_text(runs)),
-        ("Seed", str(design.seed)),
+        ("Seed", seed_text(runs)),
     ]
+
+
+def seed_text(runs: pd.DataFrame) -> str:
+    """The config seed the runs were measured with, as their raw logs record it (runs.csv config_seed),
+    not the config's now; each job's own seed derives from it (model/seeds.py, runs.csv job_seed)."""
+    if "config_seed" not in runs.columns or runs["config_seed"].isna().all():
+        return "not recorded (raw logs that predate it)"
+    seed = distinct(runs["config_seed"]) + " (each job's seed derives from it and the job: runs.csv job_seed)"
+    missing = int(runs["config_seed"].isna().sum())
+    return seed + (f"; {missing} of {len(runs)} runs do not record it" if missing else "")
 
 
 def interference_table(runs: pd.DataFrame, experiment: str, order: list[str]) -> Table | None:
