@@ -35,6 +35,15 @@ def pid_alive(pid: int) -> bool:
     return _reachable(os.kill, pid)
 
 
+def running(pid: int) -> bool:
+    """Whether the process exists and has not ended: a zombie (ended, not reaped: an orphan on a host
+    whose PID 1 reaps nothing, as on these machines) counts as ended."""
+    try:
+        return _stat_fields(Path(f"/proc/{pid}/stat"))[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def group_alive(pgid: int) -> bool:
     """Whether any process of this process group exists."""
     return _reachable(os.killpg, pgid)
@@ -77,18 +86,19 @@ def package_parent() -> str:
     return str(Path(next(iter(spec.submodule_search_locations))).resolve().parent)
 
 
-def spawn_guardian(module: str, *args: str, pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
+def spawn_guardian(module: str, *args: str, pass_fds: tuple[int, ...] = (), stdout: int | None = None) -> subprocess.Popen:
     """Start `python -m module args...` as a guardian holding a pipe from this process.
 
     Its own session keeps a Ctrl-C to the runner's group from stopping it, and its
     PYTHONPATH finds this package however the runner did (installed or a checkout).
-    `pass_fds`: open files the guardian keeps (a lock it must hold until it has undone its part).
+    `pass_fds`: open files the guardian keeps (a lock it must hold until it has undone its part);
+    `stdout`: subprocess.PIPE where the guardian answers (the real node says when it is ready).
     """
     package_root = package_parent()
     path = os.environ.get("PYTHONPATH")
     env = {**os.environ, "PYTHONPATH": f"{package_root}{os.pathsep}{path}" if path else package_root}
     return subprocess.Popen([sys.executable, "-m", module, *args], stdin=subprocess.PIPE, env=env,
-                            start_new_session=True, pass_fds=pass_fds)
+                            start_new_session=True, pass_fds=pass_fds, stdout=stdout)
 
 
 #: CPU seconds of the guardians this process has waited for (their whole lives): the lab's own work,

@@ -161,41 +161,46 @@ class KindDeployment(KubeDeployment):
         by one exec of DISCOVER at the first readback or sample."""
         with self._finding:
             if self._layout is None:
-                worker = node_container(self.docker, self.cluster.worker)
+                worker = self.settings.worker_node
                 uids = {name: obj["metadata"]["uid"] for name, obj in self.live.items()}
                 ids = {(p.name, c.name): container_id(self.live[p.name], c.name)
                        for p in self.node.pods for c in p.containers}
-                layout = parse_discover(node_exec(worker, ["sh", "-c", DISCOVER, "discover", *uids.values()],
-                                                  "find the pods' cgroups"))
+                layout = parse_discover(self._discover(worker, list(uids.values()), "find the pods' cgroups"))
                 missing = [p for p, uid in uids.items() if uid not in layout.pod_dirs]
                 if missing:
-                    raise BackendError(f"kind backend: no cgroup of pod(s) {', '.join(missing)} in node {worker.name}")
+                    raise BackendError(f"{self.backend.name} backend: no cgroup of pod(s) {', '.join(missing)} in node {worker}")
                 self.cgroup_version = layout.version
                 self._dirs = level_dirs(self.node, layout, uids, ids)
                 self._layout = layout
             return self._layout, self._dirs
+
+    def _discover(self, node: str, uids: list[str], what: str) -> str:
+        """DISCOVER's answer for these pod uids, run in the node (kind: docker exec in its container)."""
+        return node_exec(node_container(self.docker, node), ["sh", "-c", DISCOVER, "discover", *uids], what)
 
     def _containers_gone(self, pod: dict[str, Any]) -> bool:
         """Whether the pod's node holds no cgroup of the deleted pod any more (kubelet removes it once
         its containers have stopped). A pod of the worker whose directory is known: looked at from
         this host; any other (the load generator, on the control-plane): searched in its node."""
         uid = pod["metadata"].get("uid") or ""
-        node = (pod.get("spec") or {}).get("nodeName") or self.cluster.worker
+        worker = self.settings.worker_node
+        node = (pod.get("spec") or {}).get("nodeName") or worker
         known = self._layout.pod_dirs.get(uid) if self._layout else None
-        if known and node == self.cluster.worker:
+        if known and node == worker:
             try:
                 return not self.files.exists(known)
             except OSError as exc:
-                raise BackendError(f"kind backend: cannot look for {known} in node {node}: {exc.strerror}") from None
-        layout = parse_discover(node_exec(node_container(self.docker, node), ["sh", "-c", DISCOVER, "discover", uid],
-                                          f"look for the cgroup of deleted pod {pod['metadata'].get('name')}"))
+                raise BackendError(f"{self.backend.name} backend: cannot look for {known} in node {node}: "
+                                   f"{exc.strerror}") from None
+        layout = parse_discover(self._discover(node, [uid],
+                                               f"look for the cgroup of deleted pod {pod['metadata'].get('name')}"))
         return uid not in layout.pod_dirs
 
     def _read_file(self, path: str) -> str | None:
         try:
             return self.files.read_optional(path)
         except OSError as exc:
-            raise BackendError(f"kind backend: cannot read {path} in node {self.cluster.worker}: {exc.strerror}") from None
+            raise BackendError(f"{self.backend.name} backend: cannot read {path} in node {self.settings.worker_node}: {exc.strerror}") from None
 
     def _read_upper_levels(self) -> dict[str, dict[str, Any]]:
         layout, dirs = self._find_levels()
@@ -211,20 +216,20 @@ class KindDeployment(KubeDeployment):
         layout, dirs = self._find_levels()
         directory = dirs.get(path)
         if directory is None:
-            raise BackendError(f"kind backend: the cgroup of {what} was not found in node {self.cluster.worker} "
+            raise BackendError(f"{self.backend.name} backend: the cgroup of {what} was not found in node {self.settings.worker_node} "
                                f"(its pod's directories: {sorted(dirs)})")
         try:
             texts = [self.files.read(f) for f in stat_files(directory, layout.version)]
         except FileNotFoundError:
             raise BackendError(self._gone(what, pod, directory)) from None
         except OSError as exc:
-            raise BackendError(f"kind backend: cannot read the counters of {what} in node {self.cluster.worker} "
+            raise BackendError(f"{self.backend.name} backend: cannot read the counters of {what} in node {self.settings.worker_node} "
                                f"({directory}): {exc.strerror}") from None
         return parse_cpu_stat(texts[0], texts[1] if len(texts) > 1 else None)
 
     def _gone(self, what: str, pod: str, directory: str) -> str:
         name = mf.pod_name(self.node.pod(pod), self.ident.run)
-        return (f"kind backend: the cgroup of {what} is gone from node {self.cluster.worker} ({directory}): kubelet "
+        return (f"{self.backend.name} backend: the cgroup of {what} is gone from node {self.settings.worker_node} ({directory}): kubelet "
                 "and runc remove it when the container ends or its pod is deleted, so its counters can be read only "
                 f"while it runs; see what happened: kubectl --kubeconfig {self.settings.kubeconfig} --context "
                 f"{self.settings.context} -n {self.ns} describe pod {name}")

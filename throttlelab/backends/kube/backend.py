@@ -310,6 +310,11 @@ class KubeDeployment(Deployment):
         clusters before the guardian has undone this one's changes to them)."""
         return ()
 
+    def _runtime_class(self) -> str | None:
+        """The RuntimeClass the pods name: none on an existing cluster or kind (one runc per cluster);
+        the real node has one per runc (backends/node), named as the runtime conversions are."""
+        return None
+
     def _prepare_nodes(self) -> None:
         """kind: pin the node containers' CPUs (the kubernetes backend changes no node)."""
 
@@ -394,7 +399,7 @@ class KubeDeployment(Deployment):
             for pod in self.node.pods:
                 manifest = mf.pod_manifest(
                     pod, node_name=self.settings.worker_node, image_of=self.settings.image, ident=self.ident,
-                    pull_policy=self.settings.pull_policy,
+                    pull_policy=self.settings.pull_policy, runtime_class=self._runtime_class(),
                 )
                 self.kc.create_pod(self.ns, manifest)
             for pod in self.node.pods:
@@ -610,6 +615,7 @@ class KubeDeployment(Deployment):
             list(args), name=name, node_name=self.settings.load_node, image=self.settings.image(variant),
             ident=self.ident, pull_policy=self.settings.pull_policy,
             tolerate_control_plane=self.settings.tolerate_control_plane, cpu_request_milli=request,
+            runtime_class=self._runtime_class(),
         )
         self.kc.create_pod(self.ns, manifest)
         handle = KubeHandle("load", "generator", name, time.monotonic())

@@ -233,10 +233,12 @@ def load_request_milli(cpus: str | None) -> int:
     return len(parse_cpuset(cpus)) * 1000 if cpus else LOAD_CPU_REQUEST_MILLI
 
 
-def _pod_spec(node_name: str, grace_s: int) -> dict[str, Any]:
+def _pod_spec(node_name: str, grace_s: int, runtime_class: str | None = None) -> dict[str, Any]:
     """What the spec of every pod of the lab holds: never restarted, bound to `node_name`, the
-    restricted pod security context, no service links and no service account token."""
+    restricted pod security context, no service links and no service account token; on a cluster
+    with one RuntimeClass per runc (the real node), the one named."""
     return {
+        **({"runtimeClassName": runtime_class} if runtime_class else {}),
         "restartPolicy": "Never",
         "affinity": node_affinity(node_name),
         "securityContext": pod_security_context(),
@@ -282,6 +284,7 @@ def pod_manifest(
     ident: RunIdentity,
     pull_policy: str = "Never",
     grace_s: int = 30,
+    runtime_class: str | None = None,
 ) -> dict[str, Any]:
     """A model pod as a v1 Pod pinned to `node_name`, every container behind its gate."""
     labels = {**ident.labels(), LABEL_POD: pod.name, LABEL_ROLE: "workload"}
@@ -290,7 +293,7 @@ def pod_manifest(
         "kind": "Pod",
         "metadata": {"name": pod_name(pod, ident.run), "labels": labels},
         "spec": {
-            **_pod_spec(node_name, grace_s),
+            **_pod_spec(node_name, grace_s, runtime_class),
             "volumes": [{"name": GATE_VOLUME, "emptyDir": {"sizeLimit": "1Mi"}}],
             "containers": [_container(c, image_of(c.variant), pull_policy, gated=True) for c in pod.containers],
         },
@@ -307,12 +310,13 @@ def load_manifest(
     pull_policy: str = "Never",
     tolerate_control_plane: bool = True,
     cpu_request_milli: int = LOAD_CPU_REQUEST_MILLI,
+    runtime_class: str | None = None,
 ) -> dict[str, Any]:
     """The load generator: `cpulab load ...` on the load node, ungated, with a CPU request and no
     limit (Burstable: see LOAD_CPU_REQUEST_MILLI)."""
     generator = _container_spec("generator", image, pull_policy, [CPULAB, "load", *args],
                                 {"requests": {"cpu": cpu_quantity(cpu_request_milli)}})
-    spec: dict[str, Any] = {**_pod_spec(node_name, 10), "containers": [generator]}
+    spec: dict[str, Any] = {**_pod_spec(node_name, 10, runtime_class), "containers": [generator]}
     if tolerate_control_plane:
         spec["tolerations"] = [{"key": CONTROL_PLANE_TAINT, "operator": "Exists", "effect": "NoSchedule"}]
     labels = {**ident.labels(), LABEL_POD: "load", LABEL_ROLE: "load"}
