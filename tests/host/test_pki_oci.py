@@ -1,0 +1,54 @@
+"""The real node's certificates (host/pki.py) and the OCI archives its containerd imports (host/ociarchive.py)."""
+
+import json
+import tarfile
+
+from cryptography import x509
+
+from throttlelab.host import ociarchive, pki
+
+
+def test_certificates_chain_to_the_node_ca(tmp_path):
+    paths = pki.make_pki(tmp_path, [pki.Identity("api", "kube-apiserver", server=True, client=False,
+                                                 dns_names=("localhost",), ip_addresses=("127.0.0.1",)),
+                                    pki.Identity("node", "system:node:n", ("system:nodes",))])
+    ca = x509.load_pem_x509_certificate(paths["ca"].read_bytes())
+    api = x509.load_pem_x509_certificate(paths["api"].read_bytes())
+    node = x509.load_pem_x509_certificate(paths["node"].read_bytes())
+    for cert in (api, node):
+        cert.verify_directly_issued_by(ca)
+    san = api.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert [str(a) for a in san.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+    subject = {a.oid._name: a.value for a in node.subject}
+    assert subject == {"organizationName": "system:nodes", "commonName": "system:node:n"}
+    assert (paths["node.key"].stat().st_mode & 0o777) == 0o600 and paths["sa.pub"].is_file()
+
+
+def test_full_reference_is_what_kubelet_asks_containerd_for():
+    assert ociarchive.full_reference("cpulab-kind:go124mod") == "docker.io/library/cpulab-kind:go124mod"
+    assert ociarchive.full_reference("me/cpulab") == "docker.io/me/cpulab:latest"
+    assert ociarchive.full_reference("localhost/throttlelab/pause:x") == "localhost/throttlelab/pause:x"
+    assert ociarchive.full_reference("registry.example:5000/a/b:1") == "registry.example:5000/a/b:1"
+
+
+def test_archive_is_reproducible_and_well_formed(tmp_path):
+    binary = tmp_path / "tool"
+    binary.write_bytes(b"\x7fELF not really")
+    files = [ociarchive.ImageFile(binary, "/bin/tool")]
+    a = ociarchive.write_archive(tmp_path / "a.tar", "x:1", files, ["/bin/tool"], {"k": "v"})
+    b = ociarchive.write_archive(tmp_path / "b.tar", "x:1", files, ["/bin/tool"], {"k": "v"})
+    assert a == b and (tmp_path / "a.tar").read_bytes() == (tmp_path / "b.tar").read_bytes()
+    with tarfile.open(tmp_path / "a.tar") as tar:
+        index = json.load(tar.extractfile("index.json"))
+        desc = index["manifests"][0]
+        assert desc["digest"] == a and desc["annotations"]["io.containerd.image.name"] == "docker.io/library/x:1"
+        manifest = json.load(tar.extractfile("blobs/sha256/" + a.split(":")[1]))
+        config = json.load(tar.extractfile("blobs/sha256/" + manifest["config"]["digest"].split(":")[1]))
+        assert config["config"]["Entrypoint"] == ["/bin/tool"] and config["config"]["Labels"] == {"k": "v"}
+        layer = tar.extractfile("blobs/sha256/" + manifest["layers"][0]["digest"].split(":")[1]).read()
+        assert config["rootfs"]["diff_ids"] == [manifest["layers"][0]["digest"]]
+    (tmp_path / "layer.tar").write_bytes(layer)
+    with tarfile.open(tmp_path / "layer.tar") as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        assert set(members) == {"bin", "bin/tool"} and members["bin/tool"].mode == 0o755
+        assert members["bin/tool"].mtime == 0 and tar.extractfile("bin/tool").read() == binary.read_bytes()

@@ -1,0 +1,118 @@
+"""Certificates of a single-node cluster, made per cluster (never reused between runs).
+
+One CA signs every certificate the node's components use: the API server's
+serving certificate (for 127.0.0.1 and the in-cluster names), a client
+certificate per component (the identities Kubernetes's bootstrap RBAC and the
+Node authorizer know: ``system:kube-controller-manager``, ``system:kube-scheduler``,
+``system:node:<node>`` in ``system:nodes``, the API server's kubelet client and
+the lab's own admin in ``system:masters``), and the service-account signing key.
+Keys are ECDSA P-256 (what kubeadm makes when asked for ECDSA: small and fast to
+generate); certificates live for a day, longer than any run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+LIFETIME = dt.timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A client or serving certificate: its file stem, subject and where it is valid."""
+
+    stem: str  # <stem>.crt and <stem>.key in the folder
+    common_name: str
+    organizations: tuple[str, ...] = ()
+    server: bool = False
+    client: bool = True
+    dns_names: tuple[str, ...] = ()
+    ip_addresses: tuple[str, ...] = ()
+
+
+def _name(common_name: str, organizations: tuple[str, ...] = ()) -> x509.Name:
+    parts = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
+    parts.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    return x509.Name(parts)
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def _write(path: Path, data: bytes, private: bool) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+
+
+def make_pki(folder: Path, identities: list[Identity], ca_name: str = "throttlelab-node-ca") -> dict[str, Path]:
+    """Write ca.crt/ca.key, one .crt/.key per identity, and sa.key/sa.pub into ``folder``.
+
+    Returns the paths by stem ("ca", each identity's stem, "sa" for the private key, "sa.pub").
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)  # clock skew between the writer and readers
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_subject = _name(ca_name)
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(ca_subject).issuer_name(ca_subject)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now).not_valid_after(now + LIFETIME)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                     content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                     key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    paths = {"ca": folder / "ca.crt", "ca.key": folder / "ca.key"}
+    _write(paths["ca"], ca_cert.public_bytes(serialization.Encoding.PEM), private=False)
+    _write(paths["ca.key"], _key_pem(ca_key), private=True)
+    for ident in identities:
+        key = ec.generate_private_key(ec.SECP256R1())
+        usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if ident.server else []) + \
+                 ([ExtendedKeyUsageOID.CLIENT_AUTH] if ident.client else [])
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(_name(ident.common_name, ident.organizations)).issuer_name(ca_subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now).not_valid_after(now + LIFETIME)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=False, key_cert_sign=False,
+                                         crl_sign=False, content_commitment=False, data_encipherment=False,
+                                         key_agreement=False, encipher_only=False, decipher_only=False),
+                           critical=True)
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        )
+        names: list[x509.GeneralName] = [x509.DNSName(n) for n in ident.dns_names]
+        names += [x509.IPAddress(ipaddress.ip_address(a)) for a in ident.ip_addresses]
+        if names:
+            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+        cert = builder.sign(ca_key, hashes.SHA256())
+        paths[ident.stem] = folder / f"{ident.stem}.crt"
+        paths[f"{ident.stem}.key"] = folder / f"{ident.stem}.key"
+        _write(paths[ident.stem], cert.public_bytes(serialization.Encoding.PEM), private=False)
+        _write(paths[f"{ident.stem}.key"], _key_pem(key), private=True)
+    sa_key = ec.generate_private_key(ec.SECP256R1())
+    paths["sa"] = folder / "sa.key"
+    paths["sa.pub"] = folder / "sa.pub"
+    _write(paths["sa"], _key_pem(sa_key), private=True)
+    _write(paths["sa.pub"], sa_key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                             serialization.PublicFormat.SubjectPublicKeyInfo),
+           private=False)
+    return paths
