@@ -27,7 +27,7 @@ FIXTURE_MARKERS = {
 }
 #: Tests with one of these markers stay out of the inner loop: real workloads, real cgroups, guests,
 #: Docker, the loopback API server's waits, Snakemake runs, long runs.
-OUTER_MARKERS = ("slow", "root", "docker", "vm", "cgroup_v2_kernel", "workload", "kube_api", "snakemake")
+OUTER_MARKERS = ("slow", "root", "docker", "vm", "cgroup_v2_kernel", "workload", "kube_api", "snakemake", "real_node")
 #: Folders out of the inner loop whatever their tests' markers: the workflow end to end (Snakemake's plans and
 #: runs) and the kind backend on real processes and containers standing in for its nodes (podgate's Go build).
 OUTER_FOLDERS = ("pipeline", "backends/kind")

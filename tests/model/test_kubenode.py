@@ -13,7 +13,7 @@ def layout() -> kn.NodeLayout:
                          subnet="10.213.4.0/24", cgroup_root="/throttlelab-node-1")
 
 
-def test_every_component_listens_on_loopback_only():
+def test_every_component_listens_on_loopback_or_the_nodes_bridge():
     lay = layout()
     etcd = " ".join(kn.etcd_argv("etcd", lay))
     assert "0.0.0.0" not in etcd and "http://127.0.0.1:2379" in etcd and "http://127.0.0.1:2380" in etcd
@@ -22,9 +22,12 @@ def test_every_component_listens_on_loopback_only():
     # the Service's endpoints name the node's own bridge address, never one of the host's
     assert "--advertise-address=10.213.4.1" in api and "--endpoint-reconciler-type=none" in api
     kubelet = json.loads(kn.kubelet_config_text(lay))
-    assert kubelet["address"] == "127.0.0.1" and kubelet["port"] == 10250
+    assert kubelet["address"] == "10.213.4.1" and kubelet["port"] == 10250  # the node's own bridge
     assert kubelet["readOnlyPort"] == 0 and kubelet["healthzPort"] == 0
-    assert "--node-ip=127.0.0.1" in kn.kubelet_argv("kubelet", lay)
+    # kubelet refuses a loopback node IP, the API server's node proxy a loopback kubelet: the node's
+    # InternalIP is its own bridge's address
+    assert "--node-ip=10.213.4.1" in kn.kubelet_argv("kubelet", lay)
+    assert "--kubelet-preferred-address-types=InternalIP" in api
     assert "--secure-port=0" in kn.controller_manager_argv("kcm", lay)
     assert "--secure-port=0" in kn.scheduler_argv("ks", lay)
     assert 'stream_server_address = "127.0.0.1"' in kn.containerd_config_text(lay, {"runc-new": "a", "runc-old": "b"},

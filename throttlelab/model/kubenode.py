@@ -181,6 +181,8 @@ def apiserver_argv(binary: str, layout: NodeLayout) -> list[str]:
             f"--client-ca-file={pki / 'ca.crt'}",
             f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
             f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+            # kubelet refuses a loopback node IP, and the API server's node proxy (E6's cAdvisor scrape)
+            # refuses every address that is not global unicast: the node's address is its bridge's
             "--kubelet-preferred-address-types=InternalIP",
             f"--service-account-key-file={pki / 'sa.pub'}",
             f"--service-account-signing-key-file={pki / 'sa.key'}",
@@ -214,7 +216,7 @@ def containerd_argv(binary: str, layout: NodeLayout) -> list[str]:
 def kubelet_argv(binary: str, layout: NodeLayout) -> list[str]:
     return [binary, f"--config={layout.kubelet_config}", f"--kubeconfig={layout.kubeconfig('kubelet')}",
             f"--root-dir={layout.kubelet_dir}", f"--cert-dir={layout.kubelet_dir / 'pki'}",
-            f"--hostname-override={NODE_NAME}", "--node-ip=127.0.0.1", "--v=0"]
+            f"--hostname-override={NODE_NAME}", f"--node-ip={layout.bridge_address}", "--v=0"]
 
 
 def sysctl_mounts(layout: NodeLayout) -> list[tuple[Path, PurePosixPath]]:
@@ -268,6 +270,9 @@ def containerd_config_text(layout: NodeLayout, runc: dict[str, str], cni_bin_dir
         "[plugins.'io.containerd.cri.v1.runtime']",
         # the pods' network namespaces are mounted in the node's state, not the host's /run/netns
         "  netns_mounts_under_state_dir = true",
+        # no OOM score below containerd's own: lowering one needs CAP_SYS_RESOURCE, which the lab's
+        # machines do not give root (the sandboxes' -998 failed in runc init); CPU is not affected
+        "  restrict_oom_score_adj = true",
         "  cdi_spec_dirs = []",
         "[plugins.'io.containerd.cri.v1.runtime'.cni]",
         f"  bin_dirs = [{_toml_str(cni_bin_dir)}]",
@@ -304,11 +309,13 @@ def cni_config_text(layout: NodeLayout) -> str:
 
 def kubelet_config_text(layout: NodeLayout) -> str:
     """KubeletConfiguration (v1beta1) as JSON (YAML's superset): cgroupfs under the node's own cgroup
-    root, serving on 127.0.0.1 only, no iptables chains, no image garbage collection (the images were
-    imported, none can be pulled again), eviction only on real exhaustion."""
+    root, no iptables chains, no image garbage collection (the images were
+    imported, none can be pulled again), eviction only on real exhaustion. kubelet listens on the node's
+    bridge address, its InternalIP (a loopback one is refused, by kubelet and by the API server's node
+    proxy alike)."""
     doc = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-        "address": "127.0.0.1", "port": layout.ports.kubelet, "readOnlyPort": 0, "healthzPort": 0,
+        "address": layout.bridge_address, "port": layout.ports.kubelet, "readOnlyPort": 0, "healthzPort": 0,
         "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
                            "x509": {"clientCAFile": str(layout.pki / "ca.crt")}},
         "authorization": {"mode": "AlwaysAllow"},

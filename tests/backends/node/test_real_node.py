@@ -1,0 +1,134 @@
+"""The lab's real node (backends/node/cluster.py): real etcd, API server, controller-manager, scheduler,
+containerd, kubelet and both pinned runc releases on this host, started and taken down.
+
+Needs root and the cluster tools built (`snakemake --cores 2 cluster_tools`; .ci/run builds them): skipped
+with the reason otherwise. Each test checks that the node leaves nothing: no process of it, no cgroup under
+its root, no bridge or veth, no iptables rule, no mount, no folder, and the host sysctls kubelet would set
+unchanged."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from throttlelab.backends.node import cluster as nc
+from throttlelab.host.clusterbuild import ToolsSettings, cached
+from throttlelab.host.processes import running
+from throttlelab.model import kubenode as kn
+
+pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.real_node]
+PROJECT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def node_tools():
+    if os.geteuid() != 0:
+        pytest.skip("the real node needs root")
+    rows = cached(PROJECT / "cluster", ToolsSettings.from_mapping(None))
+    problems = [f"{r['binary'].name}: {r['problem']}" for r in rows if r["problem"]]
+    if problems:
+        pytest.skip("the cluster tools are not built (snakemake --cores 2 cluster_tools): " + "; ".join(problems[:3]))
+    for tool in ("catatonit", "unshare"):
+        if not any(Path(d, tool).is_file() for d in ("/usr/bin", "/usr/sbin", "/bin")):
+            pytest.skip(f"{tool} is not installed (apt-get install catatonit)")
+    if not any(Path(d, "bridge").is_file() for d in nc.CNI_BIN_DIRS):
+        pytest.skip("the CNI plugins are not installed (apt-get install containernetworking-plugins)")
+    return nc.split_tools([(r["project"], r["binary"].name, str(r["path"])) for r in rows])
+
+
+def host_state() -> dict:
+    """What a node could leave on this host."""
+    procs = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(nc.NODES_DIR).encode() in cmd or b"throttlelab.backends.node.cluster" in cmd:
+                procs.append(proc.name)
+    cgroups = sorted(str(p) for p in Path("/sys/fs/cgroup").glob("*/throttlelab-node-*"))
+    cgroups += sorted(str(p) for p in Path("/sys/fs/cgroup").glob("throttlelab-node-*"))
+    links = sorted(p.name for p in Path("/sys/class/net").iterdir() if p.name.startswith(("tlnode", "veth")))
+    mounts = [line for line in Path("/proc/self/mountinfo").read_text().splitlines() if str(nc.NODES_DIR) in line]
+    rules = subprocess.run(["iptables-save"], capture_output=True, text=True).stdout if Path("/usr/sbin/iptables-save").exists() else ""
+    rules = "\n".join(line for line in rules.splitlines() if not line.startswith("#") and not line.startswith(":"))
+    folders = sorted(p.name for p in nc.NODES_DIR.iterdir() if p.is_dir()) if nc.NODES_DIR.is_dir() else []
+    return {"processes": procs, "cgroups": cgroups, "links": links, "mounts": mounts, "iptables": rules,
+            "folders": folders, "sysctls": nc.host_sysctls()}
+
+
+def kubectl(facts: dict, tools: dict, *args: str, stdin: str | None = None) -> str:
+    kubectl_bin = str(Path(tools["kube-apiserver"]).with_name("kubectl"))
+    done = subprocess.run([kubectl_bin, "--kubeconfig", facts["kubeconfig"], *args], input=stdin,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def pause_pod(name: str, runtime_class: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"runtimeClassName": runtime_class, "automountServiceAccountToken": False,
+                     "terminationGracePeriodSeconds": 1, "enableServiceLinks": False,
+                     "containers": [{"name": "c", "image": kn.PAUSE_IMAGE, "imagePullPolicy": "Never",
+                                     "resources": {"requests": {"cpu": "250m"}, "limits": {"cpu": "500m"}}}]}}
+
+
+def test_node_runs_pods_under_both_runc_releases_and_leaves_nothing(node_tools, tmp_path):
+    tools, runc = node_tools
+    before = host_state()
+    with nc.LocalNode(tools, runc, keep_logs=tmp_path / "logs") as facts:
+        during = nc.host_sysctls()
+        nodes = json.loads(kubectl(facts, tools, "get", "nodes", "-o", "json"))["items"]
+        assert [n["metadata"]["name"] for n in nodes] == [kn.NODE_NAME]
+        info = nodes[0]["status"]["nodeInfo"]
+        assert info["kubeletVersion"].startswith("v1.34.") and info["containerRuntimeVersion"].startswith("containerd://2.")
+        addresses = {a["type"]: a["address"] for a in nodes[0]["status"]["addresses"]}
+        assert addresses == {"InternalIP": facts["subnet"].rsplit(".", 1)[0] + ".1", "Hostname": kn.NODE_NAME}
+        for handler in kn.RUNTIME_HANDLERS:
+            kubectl(facts, tools, "apply", "-f", "-", stdin=json.dumps(pause_pod(f"p-{handler}", handler)))
+        kubectl(facts, tools, "wait", "--for=condition=Ready", "pod/p-runc-new", "pod/p-runc-old", "--timeout=120s")
+        pods = {p["metadata"]["name"]: p for p in json.loads(kubectl(facts, tools, "get", "pods", "-o", "json"))["items"]}
+        for name, pod in pods.items():
+            uid = pod["metadata"]["uid"]
+            found = list(Path("/sys/fs/cgroup/cpu").glob(f"{facts['cgroup_root'].lstrip('/')}/kubepods/burstable/pod{uid}/*/cpu.cfs_quota_us")) \
+                if facts["cgroup_version"] == 1 else \
+                list(Path("/sys/fs/cgroup").glob(f"{facts['cgroup_root'].lstrip('/')}/kubepods/burstable/pod{uid}/*/cpu.max"))
+            quotas = sorted(f.read_text().split()[0] for f in found)
+            assert "50000" in quotas, (name, quotas)  # the container's limit of 500m, under the node's cgroup root
+            assert pod["status"]["podIP"].startswith(facts["subnet"].rsplit(".", 1)[0] + ".")
+        # each pod's sandbox ran under its RuntimeClass's runc: containerd's state of each handler holds its tasks
+        state = Path(facts["root"]) / "containerd" / "state" / "runc"
+        assert sorted(p.name for p in state.iterdir()) == sorted(kn.RUNTIME_HANDLERS)
+        assert all(any((state / h).rglob("state.json")) for h in kn.RUNTIME_HANDLERS)
+    assert during == before["sysctls"]  # kubelet wrote only its copies, never the host's
+    assert host_state() == before
+    assert (tmp_path / "logs" / "kubelet.log").is_file()
+
+
+def test_a_runner_killed_with_sigkill_leaves_nothing(node_tools, tmp_path):
+    """The node's supervisor outlives the process that started it only until that process's pipe closes."""
+    tools, runc = node_tools
+    before = host_state()
+    script = ("import json, sys, time\nfrom throttlelab.backends.node.cluster import LocalNode\n"
+              "tools, runc = json.loads(sys.argv[1])\nwith LocalNode(tools, runc) as facts:\n"
+              "    print(json.dumps(facts), flush=True)\n    time.sleep(600)\n")
+    runner = subprocess.Popen([sys.executable, "-c", script, json.dumps([tools, runc])], stdout=subprocess.PIPE,
+                              text=True, env={**os.environ, "PYTHONPATH": str(PROJECT)})
+    try:
+        facts = json.loads(runner.stdout.readline())
+        assert Path(facts["root"]).is_dir() and Path("/sys/class/net", facts["bridge"]).exists()
+    finally:
+        runner.send_signal(signal.SIGKILL)
+        runner.wait()
+    deadline = time.monotonic() + nc.STOP_TIMEOUT_S
+    while time.monotonic() < deadline and running(facts["supervisor"]):
+        time.sleep(0.2)
+    assert host_state() == before

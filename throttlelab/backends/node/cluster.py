@@ -1,0 +1,716 @@
+"""The lab's own single-node Kubernetes cluster on this host: started for a run, gone after it.
+
+`LocalNode` (a context manager) starts a supervisor process,
+``python -m throttlelab.backends.node.cluster '<json>'``, in a session of its own,
+and keeps a pipe to its stdin. The supervisor makes the node (model.kubenode
+says what it is), prints one JSON line ``{"ready": {...}}`` with the kubeconfig
+and the node's facts, and waits for the pipe to close; then it takes the node
+down. So the node ends with the runner however the runner ends: a clean exit,
+an exception, Ctrl-C (the supervisor's own session does not get the terminal's
+signals), SIGTERM or SIGKILL (the pipe closes with the process).
+
+What taking it down undoes, each step whatever the others do: every pod
+(gracefully through the API, so kubelet stops its containers), kubelet, every
+pod sandbox (crictl: runc removes the containers' cgroups, CNI DEL their veths
+and addresses), containerd and any shim of its socket, the control plane, every
+process left under the node's cgroup root, the cgroup root itself in every
+hierarchy, the bridge, and the node's folder. containerd and kubelet run in
+mount namespaces of their own, so no mount they made outlives them; kubelet's
+namespace covers the host sysctls it would set with copies, so the host's
+values never change (checked before and after, and said if they did).
+
+A supervisor that is itself killed leaves its folder with its pid in it; the
+next node's start removes what such a node left (`sweep_stale`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from contextlib import closing
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, TextIO
+
+from throttlelab.backends.base import BackendError, every_step
+from throttlelab.host import ociarchive, pki
+from throttlelab.host.processes import kill_all, running, spawn_guardian
+from throttlelab.model import kubenode as kn
+
+#: Parent of every node's folder (one per supervisor, named by its pid).
+NODES_DIR = Path(os.environ.get("THROTTLELAB_NODES_DIR", "/var/tmp/throttlelab-nodes"))
+START_TIMEOUT_S = 240.0
+STOP_TIMEOUT_S = 120.0
+CNI_BIN_DIRS = ("/usr/lib/cni", "/opt/cni/bin")
+#: The binaries a node needs, by name in the cluster tools manifest (results/cluster-tools/tools.json).
+NODE_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "containerd",
+                 "containerd-shim-runc-v2", "ctr", "crictl")
+
+
+def split_tools(rows: list[tuple[str, str, str]]) -> tuple[dict[str, str], dict[str, str]]:
+    """(project, binary, path) rows of the cluster tools -> (binary -> path, RuntimeClass -> runc)."""
+    tools, runc = {}, {}
+    for project, binary, path in rows:
+        if binary == "runc":
+            for handler, folder in kn.RUNTIME_HANDLERS.items():
+                if project == folder:
+                    runc[handler] = path
+        else:
+            tools[binary] = path
+    return tools, runc
+
+
+# -- small helpers ----------------------------------------------------------------------------------------------
+
+def _say(message: str) -> None:
+    print(f"  node: {message}", file=sys.stderr, flush=True)
+
+
+def free_port() -> int:
+    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run(argv: list[str], what: str, timeout_s: float = 60.0, check: bool = True) -> str:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BackendError(f"{what}: {exc}") from exc
+    if check and done.returncode != 0:
+        raise BackendError(f"{what}: exit {done.returncode}: {(done.stderr or done.stdout).strip()[-600:]}")
+    return done.stdout
+
+
+def _die_with_parent() -> None:
+    """In a child before exec: its own session, and SIGKILL when the supervisor dies."""
+    os.setsid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def host_sysctls() -> dict[str, str]:
+    """The host's values of the sysctls kubelet would set."""
+    out = {}
+    for name in kn.KUBELET_SYSCTLS:
+        try:
+            out[name] = (Path("/proc/sys") / name).read_text().strip()
+        except OSError:
+            out[name] = "unreadable"
+    return out
+
+
+def routes_in_use() -> list[str]:
+    """Destinations of this host's IPv4 routes (ip -j route)."""
+    try:
+        routes = json.loads(_run(["ip", "-j", "-4", "route", "show", "table", "all"], "ip route") or "[]")
+    except (ValueError, BackendError):
+        return []
+    return [r.get("dst", "") for r in routes]
+
+
+def choose_subnet(in_use: list[str]) -> tuple[int, str]:
+    """The first kubenode.pod_subnet no route of this host covers or overlaps."""
+    import ipaddress
+    taken = []
+    for dst in in_use:
+        if dst in ("default", ""):
+            continue
+        try:
+            taken.append(ipaddress.ip_network(dst if "/" in dst else f"{dst}/32", strict=False))
+        except ValueError:
+            continue
+    for index in range(256):
+        subnet = ipaddress.ip_network(kn.pod_subnet(index))
+        if not any(subnet.overlaps(t) for t in taken):
+            return index, str(subnet)
+    raise BackendError("no free /24 in 10.213.0.0/16 for the node's pods: every one is routed on this host")
+
+
+def _https_ok(url: str, layout: kn.NodeLayout, who: str = "admin") -> bool:
+    ctx = ssl.create_default_context(cafile=str(layout.pki / "ca.crt"))
+    ctx.load_cert_chain(str(layout.pki / f"{who}.crt"), str(layout.pki / f"{who}.key"))
+    try:
+        with urllib.request.urlopen(url, context=ctx, timeout=5) as r:
+            return r.status == 200
+    except (OSError, ValueError):
+        return False
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status == 200
+    except (OSError, ValueError):
+        return False
+
+
+# -- the supervisor: makes the node, waits, takes it down ------------------------------------------------------
+
+class Supervisor:
+    """One node's life (in the supervisor process)."""
+
+    def __init__(self, desc: dict[str, Any]):
+        self.tools: dict[str, str] = desc["tools"]
+        self.runc: dict[str, str] = desc["runc"]
+        self.images: list[dict[str, str]] = desc.get("images", [])
+        self.keep_logs = Path(desc["keep_logs"]) if desc.get("keep_logs") else None
+        self.cpus: str | None = desc.get("cpus")
+        self.owner: int | None = desc.get("owner")
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.log_files: dict[str, TextIO] = {}
+        self.sysctls_before = host_sysctls()
+        folder = NODES_DIR / str(os.getpid())
+        index, subnet = choose_subnet(routes_in_use())
+        ports = kn.Ports(free_port(), free_port(), free_port(), free_port())
+        self.layout = kn.NodeLayout(root=folder, ports=ports, bridge=f"tlnode{os.getpid() % 100000}",
+                                    subnet=subnet, cgroup_root=f"/throttlelab-node-{os.getpid()}")
+
+    # -- making ------------------------------------------------------------------------------------------------
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        log = open(self.layout.logs / f"{name}.log", "w")  # noqa: SIM115 - closed in take_down
+        self.log_files[name] = log
+        self.procs[name] = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                            env={**os.environ, **(env or {})}, preexec_fn=_die_with_parent)
+
+    def _wait(self, what: str, ready: Callable[[], bool], timeout_s: float, names: tuple[str, ...]) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not ready():
+            for name in names:
+                if self.procs[name].poll() is not None:
+                    raise BackendError(f"{name} exited ({self.procs[name].returncode}) before {what}: "
+                                       f"{self._tail(name)}")
+            if time.monotonic() > deadline:
+                raise BackendError(f"{what}: not within {timeout_s:.0f} s; {names[-1]}'s log ends: "
+                                   f"{self._tail(names[-1])}")
+            time.sleep(0.25)
+
+    def _tail(self, name: str, lines: int = 8) -> str:
+        try:
+            text = (self.layout.logs / f"{name}.log").read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "(no log)"
+        return " | ".join(text[-lines:])
+
+    def make(self) -> dict[str, Any]:
+        lay = self.layout
+        for d in (lay.root, lay.logs, lay.etcd_data, lay.containerd_root, lay.containerd_state, lay.cni_conf_dir,
+                  lay.cni_ipam_dir, lay.kubelet_dir, lay.sysctl_copies):
+            d.mkdir(parents=True, exist_ok=True)
+        # whom the node serves: the orchestrator, or the runner that started it (its pipe)
+        (lay.root / "owner").write_text(f"{self.owner or os.getppid()}\n")
+        started = time.monotonic()
+        _say(f"certificates, configuration in {lay.root}")
+        pki.make_pki(lay.pki, [pki.Identity(stem, cn, orgs, server=serving, client=not serving,
+                                            dns_names=kn.APISERVER_DNS if serving else (),
+                                            ip_addresses=kn.APISERVER_IPS if serving else ())
+                               for stem, cn, orgs, serving in kn.CERTIFICATES])
+        for who in ("admin", "controller-manager", "scheduler", "kubelet"):
+            lay.kubeconfig(who).write_text(kn.kubeconfig_text(lay, who))
+        cni_bin = next((d for d in CNI_BIN_DIRS if Path(d, "bridge").is_file()), None)
+        if cni_bin is None:
+            raise BackendError("the CNI plugins (bridge, host-local, loopback) are not installed: "
+                               "apt-get install containernetworking-plugins")
+        lay.containerd_config.write_text(kn.containerd_config_text(lay, self.runc, cni_bin))
+        (lay.cni_conf_dir / "10-throttlelab.conflist").write_text(kn.cni_config_text(lay))
+        lay.kubelet_config.write_text(kn.kubelet_config_text(lay))
+        for copy, host_file in kn.sysctl_mounts(lay):
+            copy.write_text(Path(host_file).read_text())
+        _say(f"bridge {lay.bridge} {lay.bridge_address}/24, cgroup root {lay.cgroup_root}")
+        _run(["ip", "link", "add", lay.bridge, "type", "bridge"], "making the node's bridge")
+        _run(["ip", "addr", "add", f"{lay.bridge_address}/24", "dev", lay.bridge], "addressing the bridge")
+        _run(["ip", "link", "set", lay.bridge, "up"], "bringing the bridge up")
+        make_cgroup_root(lay.cgroup_root, self.cpus)
+
+        _say("etcd")
+        self._spawn("etcd", kn.etcd_argv(self.tools["etcd"], lay))
+        self._wait("etcd healthy", lambda: _http_ok(f"http://127.0.0.1:{lay.ports.etcd_client}/health"), 60, ("etcd",))
+        _say("kube-apiserver")
+        self._spawn("kube-apiserver", kn.apiserver_argv(self.tools["kube-apiserver"], lay))
+        self._wait("the API server ready", lambda: _https_ok(f"{lay.server}/readyz", lay), 120,
+                   ("etcd", "kube-apiserver"))
+        _say("kube-controller-manager, kube-scheduler")
+        self._spawn("kube-controller-manager", kn.controller_manager_argv(self.tools["kube-controller-manager"], lay))
+        self._spawn("kube-scheduler", kn.scheduler_argv(self.tools["kube-scheduler"], lay))
+        _say("containerd")
+        path = os.pathsep.join([str(Path(self.tools["containerd-shim-runc-v2"]).parent), os.environ.get("PATH", "")])
+        self._spawn("containerd", kn.private_mounts_argv("unshare", kn.containerd_argv(self.tools["containerd"], lay)),
+                    env={"PATH": path})
+        self._wait("containerd serving", lambda: self._ctr_ok(), 60, ("containerd",))
+        for image in [{"reference": kn.PAUSE_IMAGE, "archive": str(self._pause_archive())}, *self.images]:
+            _say(f"importing {image['reference']}")
+            self._ctr("images", "import", "--no-unpack=false", image["archive"])
+        self._ctr("images", "label", ociarchive.full_reference(kn.PAUSE_IMAGE), "io.cri-containerd.pinned=pinned")
+        _say("kubelet")
+        self._spawn("kubelet", kn.private_mounts_argv("unshare", kn.kubelet_argv(self.tools["kubelet"], lay),
+                                                      kn.sysctl_mounts(lay)))
+        self._wait("the node Ready", self._node_ready, 120, ("containerd", "kubelet"))
+        for handler in kn.RUNTIME_HANDLERS:
+            self._kubectl_apply(kn.runtime_class(handler))
+        self._wait("the default ServiceAccount", self._default_sa, 60, ("kube-controller-manager",))
+        took = time.monotonic() - started
+        _say(f"ready in {took:.1f} s")
+        return {"kubeconfig": str(lay.kubeconfig("admin")), "context": "throttlelab-node", "node": kn.NODE_NAME,
+                "cgroup_root": lay.cgroup_root, "bridge": lay.bridge, "subnet": lay.subnet,
+                "root": str(lay.root), "start_s": round(took, 2), "ports": asdict(lay.ports),
+                "sysctls": self.sysctls_before,
+                "cgroup_version": 2 if Path("/sys/fs/cgroup/cgroup.controllers").exists() else 1}
+
+    def _pause_archive(self) -> Path:
+        catatonit = shutil.which("catatonit") or "/usr/bin/catatonit"
+        if not Path(catatonit).is_file():
+            raise BackendError("catatonit (the pause image's init) is not installed: apt-get install catatonit")
+        out = self.layout.root / "images" / "pause.tar"
+        ociarchive.write_archive(out, kn.PAUSE_IMAGE, [ociarchive.ImageFile(Path(catatonit), "/catatonit")],
+                                 ["/catatonit", "-P"])
+        return out
+
+    def _ctr(self, *args: str) -> str:
+        return _run([self.tools["ctr"], "--address", str(self.layout.containerd_socket), "--namespace", "k8s.io",
+                     *args], f"ctr {' '.join(args[:2])}", timeout_s=120)
+
+    def _ctr_ok(self) -> bool:
+        try:
+            self._ctr("version")
+            return True
+        except BackendError:
+            return False
+
+    def _api(self, path: str, method: str = "GET", body: dict | None = None) -> Any:
+        lay = self.layout
+        ctx = ssl.create_default_context(cafile=str(lay.pki / "ca.crt"))
+        ctx.load_cert_chain(str(lay.pki / "admin.crt"), str(lay.pki / "admin.key"))
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(f"{lay.server}{path}", data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
+            return json.loads(r.read() or b"null")
+
+    def _node_ready(self) -> bool:
+        try:
+            node = self._api(f"/api/v1/nodes/{kn.NODE_NAME}")
+        except (OSError, ValueError):
+            return False
+        return any(c.get("type") == "Ready" and c.get("status") == "True"
+                   for c in node.get("status", {}).get("conditions", []))
+
+    def _default_sa(self) -> bool:
+        try:
+            self._api("/api/v1/namespaces/default/serviceaccounts/default")
+            return True
+        except (OSError, ValueError):
+            return False
+
+    def _kubectl_apply(self, obj: dict) -> None:
+        try:
+            self._api("/apis/node.k8s.io/v1/runtimeclasses", method="POST", body=obj)
+        except urllib.error.HTTPError as exc:
+            if exc.code != 409:  # already there
+                raise BackendError(f"creating RuntimeClass {obj['metadata']['name']}: HTTP {exc.code}") from exc
+
+    # -- taking down -------------------------------------------------------------------------------------------
+    def _stop(self, name: str, timeout_s: float = 20.0) -> list[str]:
+        proc = self.procs.get(name)
+        if proc is None or proc.poll() is not None:
+            return []
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout_s)
+            return []
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+            return [f"{name} did not stop on SIGTERM within {timeout_s:.0f} s: killed"]
+
+    def _delete_pods(self) -> list[str]:
+        if self.procs.get("kube-apiserver") is None or self.procs["kube-apiserver"].poll() is not None:
+            return []
+        try:
+            pods = self._api("/api/v1/pods").get("items", [])
+        except (OSError, ValueError):
+            return []
+        for pod in pods:
+            meta = pod["metadata"]
+            try:
+                self._api(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}", method="DELETE")
+            except (OSError, ValueError):
+                pass
+        deadline = time.monotonic() + 60
+        while pods and time.monotonic() < deadline:
+            try:
+                pods = self._api("/api/v1/pods").get("items", [])
+            except (OSError, ValueError):
+                break
+            time.sleep(0.5)
+        return [f"{len(pods)} pod(s) still there after 60 s"] if pods else []
+
+    def _remove_sandboxes(self) -> list[str]:
+        if self.procs.get("containerd") is None or self.procs["containerd"].poll() is not None:
+            return []
+        crictl = [self.tools["crictl"], "--runtime-endpoint", f"unix://{self.layout.containerd_socket}",
+                  "--timeout", "30s"]
+        ids = _run([*crictl, "pods", "-q"], "crictl pods", check=False).split()
+        for sandbox in ids:
+            _run([*crictl, "stopp", sandbox], "crictl stopp", check=False)
+            _run([*crictl, "rmp", "-f", sandbox], "crictl rmp", check=False)
+        return [f"removed {len(ids)} pod sandbox(es) kubelet left"] if ids else []
+
+    def _kill_leftovers(self) -> list[str]:
+        return kill_node_processes(self.layout.root, self.layout.cgroup_root)
+
+    def take_down(self) -> list[str]:
+        lay = self.layout
+        steps: list[Callable[[], list[str] | None]] = [
+            self._delete_pods,
+            lambda: self._stop("kubelet"),
+            self._remove_sandboxes,
+            lambda: self._stop("containerd"),
+            lambda: self._stop("kube-scheduler"),
+            lambda: self._stop("kube-controller-manager"),
+            lambda: self._stop("kube-apiserver"),
+            lambda: self._stop("etcd"),
+            self._kill_leftovers,  # shims and pod processes, should any be left
+            lambda: remove_cgroup_root(lay.cgroup_root),
+            lambda: remove_bridge(lay.bridge),
+            self._keep_logs,
+            lambda: remove_folder(lay.root),
+            self._check_sysctls,
+        ]
+        try:
+            return every_step(steps)
+        finally:
+            for log in self.log_files.values():
+                log.close()
+
+    def _keep_logs(self) -> list[str]:
+        if self.keep_logs is None or not self.layout.logs.is_dir():
+            return []
+        self.keep_logs.mkdir(parents=True, exist_ok=True)
+        for log in self.layout.logs.iterdir():
+            shutil.copyfile(log, self.keep_logs / log.name)
+        return []
+
+    def _check_sysctls(self) -> list[str]:
+        after = host_sysctls()
+        changed = {k: (self.sysctls_before[k], v) for k, v in after.items() if v != self.sysctls_before[k]}
+        for name, (before, _) in changed.items():
+            (Path("/proc/sys") / name).write_text(before)
+        if changed:
+            raise BackendError("host sysctls changed while the node ran (restored): " +
+                               ", ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items()))
+        return []
+
+
+# -- host pieces (also used by the sweep) ------------------------------------------------------------------------
+
+def _hierarchies() -> list[Path]:
+    """Every cgroup hierarchy mounted on this host (v1 controllers, the unified one)."""
+    out = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if tail and tail[0] in ("cgroup", "cgroup2"):  # the hybrid layout's unified one too: runc writes there
+            out.append(Path(fields[4]))
+    return out
+
+
+def make_cgroup_root(root: str, cpus: str | None) -> None:
+    """kubelet's cgroupRoot, made in every hierarchy (cpuset: the parent's CPUs and memory nodes, or ``cpus``)."""
+    for base in _hierarchies():
+        path = base / root.lstrip("/")
+        path.mkdir(exist_ok=True)
+        if (base / "cpuset.cpus").exists() and (path / "cpuset.cpus").exists():  # v1 cpuset: empty when made
+            (path / "cpuset.cpus").write_text(cpus or (base / "cpuset.cpus").read_text().strip())
+            (path / "cpuset.mems").write_text((base / "cpuset.mems").read_text().strip())
+        if (base / "cgroup.subtree_control").exists():  # v2: hand the controllers down
+            wanted = set((base / "cgroup.controllers").read_text().split()) & {"cpu", "cpuset", "memory", "pids",
+                                                                               "io", "hugetlb"}
+            for c in sorted(wanted):
+                try:
+                    (path / "cgroup.subtree_control").write_text(f"+{c}")
+                except OSError:
+                    pass
+            if cpus and (path / "cpuset.cpus").exists():
+                (path / "cpuset.cpus").write_text(cpus)
+
+
+def kill_node_processes(folder: Path, cgroup_root: str) -> list[str]:
+    """SIGKILL every process under the node's cgroup root (pods) and every one whose command line names
+    the node's folder (containerd's shims outlive containerd by design), then wait until they are gone."""
+    pids = set(cgroup_root_pids(cgroup_root))
+    mark = str(folder).encode()
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if mark in (proc / "cmdline").read_bytes():
+                    pids.add(int(proc.name))
+            except OSError:
+                continue
+    pids -= {os.getpid(), os.getppid()}
+    names = {}
+    for pid in pids:
+        try:
+            names[pid] = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            pass
+    killed = kill_all(sorted(pids))
+    deadline = time.monotonic() + 10
+    while any(running(p) for p in killed) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [f"killed {len(killed)} process(es) left by the node: "
+            + ", ".join(f"{names.get(p, '?')} ({p})" for p in killed)] if killed else []
+
+
+def cgroup_root_pids(root: str) -> list[int]:
+    pids: set[int] = set()
+    for base in _hierarchies():
+        top = base / root.lstrip("/")
+        if not top.is_dir():
+            continue
+        for procs in top.rglob("cgroup.procs"):
+            try:
+                pids.update(int(p) for p in procs.read_text().split())
+            except OSError:
+                continue
+    return sorted(pids)
+
+
+def remove_cgroup_root(root: str) -> list[str]:
+    left = []
+    for base in _hierarchies():
+        top = base / root.lstrip("/")
+        if not top.is_dir():
+            continue
+        for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True) + [top]:
+            for _attempt in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            else:
+                left.append(str(d))
+    if left:
+        raise BackendError(f"cgroups of the node could not be removed (busy): {', '.join(left[:5])}")
+    return []
+
+
+def remove_bridge(bridge: str) -> list[str]:
+    if not bridge or not Path("/sys/class/net", bridge).exists():
+        return []
+    for port in sorted(Path("/sys/class/net", bridge, "brif").glob("*")) if Path("/sys/class/net", bridge, "brif").is_dir() else []:
+        _run(["ip", "link", "del", port.name], f"removing {port.name}", check=False)
+    _run(["ip", "link", "del", bridge], f"removing the bridge {bridge}")
+    return []
+
+
+def remove_folder(folder: Path) -> list[str]:
+    if not folder.exists():
+        return []
+    mounted = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()
+               if line.split()[4].startswith(str(folder))]
+    for target in sorted(mounted, key=len, reverse=True):
+        _run(["umount", "-l", target], f"unmounting {target}", check=False)
+    shutil.rmtree(folder, ignore_errors=True)
+    if folder.exists():
+        raise BackendError(f"the node's folder {folder} could not be removed")
+    return [f"unmounted {len(mounted)} mount(s) the node left"] if mounted else []
+
+
+def sweep_stale() -> list[str]:
+    """Take down what a node whose supervisor died (SIGKILL) left: its processes, cgroups, bridge, folder."""
+    done = []
+    if not NODES_DIR.is_dir():
+        return done
+    for folder in NODES_DIR.iterdir():
+        name = folder.name  # the supervisor's pid
+        if not name.isdigit() or running(int(name)):
+            continue
+        kill_node_processes(folder, f"/throttlelab-node-{name}")
+        root, bridge, gone = f"/throttlelab-node-{name}", f"tlnode{int(name) % 100000}", folder
+        every_step([lambda root=root: remove_cgroup_root(root), lambda bridge=bridge: remove_bridge(bridge),
+                    lambda gone=gone: remove_folder(gone)])
+        done.append(f"removed the node left by supervisor {name}")
+    return done
+
+
+def _wait_for_end(owner: int | None) -> str:
+    """Block until the node should go: the runner's pipe closes (no owner), or the owner (the
+    orchestrator the node serves) ends, or a stop request (SIGUSR1) arrives. Returns which."""
+    import select
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGUSR1, lambda *_: None)
+    watched = [wake_r]
+    if owner is None:
+        watched.append(sys.stdin.fileno())
+    else:
+        try:
+            owner_fd = os.pidfd_open(owner)
+        except ProcessLookupError:
+            return f"its owner {owner} has ended"
+        watched.append(owner_fd)
+    ready, _, _ = select.select(watched, [], [])
+    if wake_r in ready:
+        return "asked to stop"
+    return "the runner's pipe closed" if owner is None else f"its owner {owner} has ended"
+
+
+def supervise(desc: dict[str, Any]) -> int:
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_IGN)
+    for line in sweep_stale():
+        _say(line)
+    owner = desc.get("owner")
+    sup = Supervisor(desc)
+    status = 0
+    try:
+        facts = sup.make()
+        (sup.layout.root / "facts.json").write_text(json.dumps(facts))
+        print(json.dumps({"ready": facts}), flush=True)
+        if owner is not None:
+            # the starting runner ends long before the node: say the rest into the node's own log
+            log = os.open(sup.layout.logs / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            for fd in (1, 2):
+                os.dup2(log, fd)
+            os.close(log)
+        why = _wait_for_end(owner)
+        _say(f"{why}: taking the node down")
+    except BackendError as exc:
+        print(json.dumps({"failed": str(exc)}), flush=True)
+        status = 1
+        _say("taking down what was made")
+    try:
+        for line in sup.take_down():
+            _say(line)
+    except BackendError as exc:
+        _say(f"taking down: {exc}")
+        status = 1
+    _say("down")
+    return status
+
+
+def find_node(owner: int) -> dict[str, Any] | None:
+    """The facts of the running node that serves ``owner`` (an orchestrator's pid), or None."""
+    if not NODES_DIR.is_dir():
+        return None
+    for folder in NODES_DIR.iterdir():
+        try:
+            if int((folder / "owner").read_text()) != owner or not running(int(folder.name)):
+                continue
+            facts = json.loads((folder / "facts.json").read_text())
+        except (OSError, ValueError):
+            continue
+        return {**facts, "supervisor": int(folder.name)}
+    return None
+
+
+def stop_nodes(owner: int, timeout_s: float = STOP_TIMEOUT_S, tell: Callable[[str], None] = _say) -> list[int]:
+    """Ask every node serving ``owner`` to go, and wait until its supervisor has taken it down."""
+    stopped = []
+    if not NODES_DIR.is_dir():
+        return stopped
+    for folder in NODES_DIR.iterdir():
+        try:
+            sup = int(folder.name)
+            if int((folder / "owner").read_text()) != owner or not running(sup):
+                continue
+        except (OSError, ValueError):
+            continue
+        tell(f"taking down the real node (supervisor {sup})")
+        os.kill(sup, signal.SIGUSR1)
+        deadline = time.monotonic() + timeout_s
+        while running(sup) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if running(sup):
+            raise BackendError(f"the real node's supervisor {sup} did not finish within {timeout_s:.0f} s")
+        stopped.append(sup)
+    return stopped
+
+
+# -- the runner's side -----------------------------------------------------------------------------------------
+
+class LocalNode:
+    """``with LocalNode(tools, runc, images) as facts:`` a running node for the block's duration.
+
+    ``tools``: binary name -> path (NODE_BINARIES); ``runc``: RuntimeClass -> runc binary;
+    ``images``: [{"reference", "archive"}] imported into containerd before kubelet starts;
+    ``owner``: an orchestrator's pid: the node then serves it (its later runners find it with
+    find_node) and goes when it ends or stop_nodes asks; leaving the block does not stop it.
+    """
+
+    def __init__(self, tools: dict[str, str], runc: dict[str, str], images: list[dict[str, str]] | None = None,
+                 keep_logs: Path | None = None, cpus: str | None = None, owner: int | None = None):
+        missing = [b for b in NODE_BINARIES if not tools.get(b) or not Path(tools[b]).is_file()]
+        missing += [f"runc for {h}" for h in kn.RUNTIME_HANDLERS if not runc.get(h) or not Path(runc[h]).is_file()]
+        if missing:
+            raise BackendError(f"the real node needs {', '.join(missing)}: build them with "
+                               "`snakemake --cores 2 cluster_tools` (README, \"Cluster tools\")")
+        self.desc = {"tools": tools, "runc": runc, "images": images or [], "owner": owner,
+                     "keep_logs": str(keep_logs) if keep_logs else None, "cpus": cpus}
+        self.owner = owner
+        self.proc: subprocess.Popen | None = None
+        self.facts: dict[str, Any] | None = None
+
+    def __enter__(self) -> dict[str, Any]:
+        if os.geteuid() != 0:
+            raise BackendError("the real node needs root (kubelet, containerd, cgroups, a bridge)")
+        self.proc = spawn_guardian("throttlelab.backends.node.cluster", json.dumps(self.desc), stdout=subprocess.PIPE)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        try:
+            said = json.loads(line) if line else {"failed": "the node's supervisor ended before it was ready"}
+        except ValueError:
+            said = {"failed": f"the node's supervisor said {line!r}"}
+        if "ready" not in said:
+            self._close()
+            raise BackendError(f"the real node did not start: {said.get('failed')}")
+        self.facts = {**said["ready"], "supervisor": self.proc.pid}
+        return self.facts
+
+    def _close(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        if self.owner is not None and self.facts is not None:
+            self.proc = None  # it serves its owner: it goes when the owner does (or stop_nodes)
+            return
+        try:
+            self.proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise BackendError(f"the node's supervisor did not finish taking it down within {STOP_TIMEOUT_S:.0f} s") from None
+        status = self.proc.returncode
+        self.proc = None
+        if status != 0:
+            raise BackendError(f"taking the real node down failed (exit {status}); see its messages above")
+
+    def __exit__(self, *exc: object) -> None:
+        self._close()
+
+
+def main(argv: list[str]) -> int:
+    return supervise(json.loads(argv[0]))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
