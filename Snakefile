@@ -18,6 +18,7 @@ include: "rules/analysis.smk"
 include: "rules/report.smk"
 include: "rules/smoke.smk"
 include: "rules/cluster_tools.smk"
+include: "rules/node.smk"
 
 
 rule all:

@@ -24,7 +24,7 @@ from throttlelab.model.builds import BUILDS
 from throttlelab.model.clustertools import PROJECT_NAMES as CLUSTER_PROJECTS, project as cluster_project
 from throttlelab.model.config import ConfigError, load_design
 from throttlelab.model.coverage import CLUSTER_BACKENDS, untestable_variants
-from throttlelab.model import seeds
+from throttlelab.model import kubenode, seeds
 
 IMPLEMENTED_BACKENDS = ("local", "docker", "kind", "kubernetes", "vm")
 
@@ -107,9 +107,30 @@ def image_stamp(build):
     return f"results/build/{build}/image.json"
 
 
+# kubernetes: {cluster: local}: the lab's own real node (rules/node.smk, backends/node)
+LOCAL_NODE = BACKEND == "kubernetes" and DESIGN.kubernetes.get("cluster") == "local"
+NODE_IMAGE_DIR = kubenode.IMAGE_DIR
+
+
 def backend_images():
-    """Images the experiments run from: the docker backend's, none for the local backend."""
+    """Images the experiments run from: the docker backend's, the real node's archives and its
+    cluster tools; none for the local backend."""
+    if LOCAL_NODE:
+        return [f"{NODE_IMAGE_DIR}/{build}.tar" for build in BUILDS] + [kubenode.TOOLS_MANIFEST]
     return [image_stamp(build) for build in BUILDS] if BACKEND == "docker" else []
+
+
+def stop_local_node():
+    """onsuccess / onerror: wait until the real node this Snakemake process used is down."""
+    if not LOCAL_NODE:
+        return
+    from throttlelab.backends.base import BackendError
+    from throttlelab.backends.node.cluster import stop_nodes
+
+    try:
+        stop_nodes(os.getpid(), tell=lambda message: print(f"throttlelab: {message}", file=sys.stderr))
+    except BackendError as exc:
+        print(f"throttlelab: {exc}", file=sys.stderr)
 
 
 # kind backend (rules/clusters.smk): a variant runs on the cluster of its runtime conversion.
@@ -224,7 +245,7 @@ def backend_preflight():
                 need.add("docker")
             clusters = clusters_from_settings(DESIGN.kind, Path.cwd(), Path(workflow.basedir) / "config" / "kind")
             preflight_tools(clusters, sorted(roles), need)
-        elif names & {"run_experiment", "smoke"}:
+        elif names & {"run_experiment", "smoke"} and not LOCAL_NODE:  # the real node starts with its first job
             make_backend("kubernetes", {}, DESIGN.runtime, DESIGN.kubernetes).preflight()
     except BackendError as exc:
         sys.exit(f"throttlelab: {exc}\n(nothing was run)")

@@ -37,6 +37,8 @@ COMMANDS: dict[str, Command] = {
     "build-image": Command("throttlelab.backends.images", (), "build the docker backend's image of one build", "build"),
     "kind": Command("throttlelab.backends.kind.clusters", (), "kind clusters: create, load, delete, build-podgate, "
                     "build-image, preflight", "build"),
+    "node": Command("throttlelab.backends.node.images", (), "the real node's workload images (OCI archives)",
+                    "build"),
     "run": Command("throttlelab.experiments.runner", (), "run ONE (experiment, variant, repeat) -> its raw log",
                    "measure"),
     "smoke": Command("throttlelab.experiments.smoke", (), "the smallest real-cluster smoke test (kind, kubernetes)",

@@ -195,6 +195,9 @@ BACKENDS: dict[str, str] = {
     "vm": "throttlelab.backends.vm",
 }
 
+#: ``kubernetes: {cluster: local}``: the kubernetes backend on the lab's own node (backends/node).
+LOCAL_NODE_BACKEND = "throttlelab.backends.node.backend"
+
 
 #: The kubelet's cAdvisor series E6 reads -> the cgroup counter each is, and the factor to its unit
 #: (the backends that scrape cAdvisor ask for these; E6 converts them).
@@ -233,6 +236,8 @@ def make_backend(
     `settings`: config.yaml's section of that backend (kind, kubernetes), None for none;
     `progress`: where a long step says it is still going."""
     module = BACKENDS.get(name)
+    if name == "kubernetes" and (settings or {}).get("cluster") == "local":
+        module = LOCAL_NODE_BACKEND  # the lab's own real node on this host, not an existing cluster
     if module is None:
         raise BackendError(f"backend {name!r} is not implemented; use one of {', '.join(BACKENDS)}")
     make = importlib.import_module(module).from_config

@@ -1,0 +1,246 @@
+"""The kubernetes backend on the lab's own real node (``kubernetes: {cluster: local}``).
+
+The node (backends/node/cluster.py) is a real kubelet, control plane, containerd and
+both pinned runc releases on this host. The pods are the kubernetes backend's, with
+what owning the node adds, as kind adds it for its node containers:
+
+* both runtimes on one node: each pod names the RuntimeClass of its variant's runtime
+  conversion (runc-new -> runc v1.4.3, runc-old -> runc v1.3.0);
+* every level kubelet and runc write (the node's kubepods, QoS, pod, pause and container
+  cgroups) is read back from this host's cgroupfs, and the counters too, with no exec;
+* the workload images are OCI archives made here (backends/node/images.py), imported
+  into the node's containerd; nothing is pulled.
+
+Where the node comes from: a runner started by Snakemake (THROTTLELAB_ORCHESTRATOR_PID)
+uses the node that serves that Snakemake process, starting it if it is the first; the
+node goes when Snakemake ends (its onsuccess/onerror handlers wait for it; a killed
+Snakemake is noticed by the node's supervisor). A runner started by hand gets a node of
+its own for its lifetime.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import fcntl
+import json
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+from throttlelab.backends.base import BackendError, Capabilities
+from throttlelab.backends.kind.backend import KindDeployment
+from throttlelab.backends.kind.nodes import DISCOVER
+from throttlelab.backends.kube import manifests as mf
+from throttlelab.backends.kube.backend import KubeBackend, KubeDeployment, KubeSettings, NotTestable
+from throttlelab.backends.node import cluster as nc
+from throttlelab.backends.node import images as ni
+from throttlelab.host.interference import orchestrator_from_env
+from throttlelab.model import kubenode as kn
+from throttlelab.model.placement import LoadPlacement, Node
+from throttlelab.model.runtime import runc_conversion
+
+BUILDS = ("go124mod", "go125mod")
+
+
+class HostFiles:
+    """The node's files are this host's: NodeFiles's interface on plain reads."""
+
+    def read(self, path: str) -> str:
+        with open(path) as handle:
+            return handle.read()
+
+    def read_optional(self, path: str) -> str | None:
+        try:
+            return self.read(path)
+        except FileNotFoundError:
+            return None
+
+    def exists(self, path: str) -> bool:
+        return Path(path).exists()
+
+    def close(self) -> None:
+        pass
+
+
+class NodeDeployment(KindDeployment):
+    """The kubernetes deployment, with the node's levels read from this host (kind's node-side readback,
+    on the host's own cgroupfs) and the variant's RuntimeClass on every pod."""
+
+    strict_upper = True
+    guardian_module = "throttlelab.backends.kube.guardian"  # the pods; the node has its own supervisor
+
+    def __init__(self, backend: "NodeBackend", node: Node, load: LoadPlacement | None):
+        KubeDeployment.__init__(self, backend, node, load, backend.settings, backend.client)
+        self.files = HostFiles()
+        self._layout = None
+        self._dirs: dict[str, str] = {}
+        self._finding = threading.Lock()
+        self.locks = None
+        self.pins: list[Any] = []
+        self.paused: dict[str, Any] = {}
+
+    def __enter__(self) -> "NodeDeployment":
+        KubeDeployment.__enter__(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        KubeDeployment.__exit__(self, *exc)
+
+    def _check_placement(self) -> None:
+        reason = self.backend.untestable(self.model, self.load)
+        if reason:
+            raise NotTestable(reason)
+
+    def _guardian_description(self) -> dict[str, Any]:
+        return KubeDeployment._guardian_description(self)
+
+    def _guardian_fds(self) -> tuple[int, ...]:
+        return ()
+
+    def _prepare_nodes(self) -> None:
+        pass
+
+    def _restore_nodes(self) -> None:
+        pass
+
+    def _runtime_class(self) -> str | None:
+        return self.runtime
+
+    def _discover(self, node: str, uids: list[str], what: str) -> str:
+        try:
+            done = subprocess.run(["sh", "-c", DISCOVER, "discover", *uids], capture_output=True, text=True,
+                                  timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise BackendError(f"{what}: {exc}") from None
+        if done.returncode != 0:
+            raise BackendError(f"{what}: exit {done.returncode}: {done.stderr.strip()[-300:]!r}")
+        return done.stdout
+
+
+class NodeBackend(KubeBackend):
+    name = "kubernetes"
+    unreadable_reason = "not found in this host's cgroupfs"
+
+    def __init__(self, tools_manifest: Path, image_dir: Path, runtime: str = "runc-new", namespace: str = "default",
+                 pod_start_timeout_s: float = 120.0, progress: Callable[[str], None] = lambda message: None):
+        self.tools_manifest = tools_manifest
+        self.image_dir = image_dir
+        self.node_facts: dict[str, Any] | None = None
+        self._own: nc.LocalNode | None = None
+        self._namespace = namespace
+        self._pod_start_timeout_s = pod_start_timeout_s
+        settings = KubeSettings(kubeconfig=Path("/nonexistent"), context=kn.CONTEXT, worker_node=kn.NODE_NAME,
+                                load_node=kn.NODE_NAME, namespace=namespace,
+                                images={b: ni.image_reference(b) for b in BUILDS}, pull_policy="Never",
+                                pod_start_timeout_s=pod_start_timeout_s, tolerate_control_plane=False)
+        super().__init__(settings, runtime, progress)
+
+    # -- the node ---------------------------------------------------------------------------------------
+    def _tools(self) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+        """binary -> path, RuntimeClass -> runc, binary -> version line, from the cluster tools manifest."""
+        try:
+            manifest = json.loads(self.tools_manifest.read_text())
+        except (OSError, ValueError):
+            raise BackendError(f"the real node's tools are not built (no {self.tools_manifest}): "
+                               "snakemake --cores 2 cluster_tools (README, \"Cluster tools\")") from None
+        rows, versions = [], {}
+        for project, entry in manifest.get("projects", {}).items():
+            for binary in entry.get("binaries", []):
+                rows.append((project, binary["name"], binary["path"]))
+                versions[f"runc {project.split('-', 1)[-1]}" if binary["name"] == "runc" else binary["name"]] = \
+                    binary.get("version_line", "")
+        tools, runc = nc.split_tools(rows)
+        return tools, runc, versions
+
+    def _images(self) -> list[dict[str, str]]:
+        found = []
+        for build in BUILDS:
+            archive = ni.archive_path(self.image_dir, build)
+            if not archive.is_file():
+                raise BackendError(f"the real node's image of {build} is missing ({archive}): it is built by the "
+                                   "rule build_node_image (snakemake runs it before any experiment of this backend)")
+            found.append({"reference": ni.image_reference(build), "archive": str(archive)})
+        return found
+
+    def ensure_node(self) -> dict[str, Any]:
+        """The running node this runner uses: its orchestrator's (started now if it is the first), else one
+        of its own, stopped when the runner exits."""
+        if self.node_facts is not None:
+            return self.node_facts
+        tools, runc, versions = self._tools()
+        images = self._images()
+        owner = orchestrator_from_env()
+        nc.NODES_DIR.mkdir(parents=True, exist_ok=True)
+        with open(nc.NODES_DIR / ".start.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one start per orchestrator, however many runners ask at once
+            facts = nc.find_node(owner) if owner is not None else None
+            if facts is None:
+                self.progress("starting the real node (etcd, the control plane, containerd, kubelet) ...")
+                node = nc.LocalNode(tools, runc, images, owner=owner)
+                facts = node.__enter__()
+                if owner is None:
+                    self._own = node
+                    atexit.register(self.close)
+                self.progress(f"real node ready in {facts['start_s']:.1f} s (supervisor {facts['supervisor']})")
+        self.node_facts = {**facts, "versions": versions}
+        self.settings = dataclasses.replace(self.settings, kubeconfig=Path(facts["kubeconfig"]))
+        self._client = None
+        return self.node_facts
+
+    def close(self) -> None:
+        if self._own is not None:
+            node, self._own = self._own, None
+            node.__exit__(None, None, None)
+
+    # -- the Backend interface -------------------------------------------------------------------------
+    def preflight(self) -> None:
+        self.ensure_node()
+        super().preflight()
+
+    def untestable(self, node: Node, load: LoadPlacement | None) -> str | None:
+        if node.cpus or (load and load.cpus):
+            return ("pinning the real node's CPUs (its cgroup root's cpuset) is not built yet "
+                    f"(asked: node {node.cpus or 'all'}, load generator {load.cpus if load else 'any'})")
+        if node.runtime and node.runtime not in kn.RUNTIME_HANDLERS:
+            return f"no RuntimeClass {node.runtime} on the real node (it has {', '.join(kn.RUNTIME_HANDLERS)})"
+        return None
+
+    def capabilities(self) -> Capabilities:
+        facts = self.ensure_node()
+        caps = super().capabilities()
+        return Capabilities(
+            cpus=caps.cpus, cgroup_version=facts.get("cgroup_version"), can_pin_cpus=False, has_pause_level=True,
+            runtime=self.runtime, cadvisor=True,
+            notes=("real node: kubelet, containerd and both runc releases on this host; every cgroup level read "
+                   "from this host's cgroupfs",
+                   "the load generator runs on the same node as the experiment pods (one node)"),
+        )
+
+    def environment(self) -> dict[str, Any]:
+        facts = self.ensure_node()
+        env = super().environment()
+        versions = facts.get("versions", {})
+        runc = {h: versions.get(f"runc {folder.split('-', 1)[-1]}") for h, folder in kn.RUNTIME_HANDLERS.items()}
+        return {**env, "cluster": "local (the lab's real node)", "node_versions": versions, "runc": runc,
+                "runtime_conversion_of_runc": {h: runc_conversion(v.split()[-1]) if v else None
+                                               for h, v in runc.items()},
+                "node_start_s": facts.get("start_s")}
+
+    def deploy(self, node: Node, load: LoadPlacement | None = None) -> NodeDeployment:
+        self.ensure_node()
+        return NodeDeployment(self, node, load)
+
+    def leftovers(self) -> list[str]:
+        return [f"a pod of the lab in {self.settings.namespace}: {p['metadata']['name']}"
+                for p in self.client.list_pods(self.settings.namespace, mf.MANAGED_SELECTOR)]
+
+
+def from_config(binaries: dict[str, Path], runtime: str, settings: dict[str, Any],
+                progress: Callable[[str], None]) -> NodeBackend:
+    """make_backend's factory for ``kubernetes: {cluster: local}``: the tools from the cluster tools
+    manifest and the images from results/node/images/, both under the working directory."""
+    return NodeBackend(Path.cwd() / kn.TOOLS_MANIFEST, Path.cwd() / kn.IMAGE_DIR, runtime=runtime,
+                       namespace=settings.get("namespace") or "default",
+                       pod_start_timeout_s=float(settings.get("pod_start_timeout_s") or 120), progress=progress)

@@ -1,0 +1,61 @@
+"""The real node's workload images: cpulab and podgate in one layer, an OCI archive per build.
+
+The kind image (cpulab-kind:<build>) is the docker backend's image plus podgate, built
+by a Docker engine; the real node needs no engine: the same two static binaries are
+written as an OCI archive here (host/ociarchive.py) and imported into the node's
+containerd when it starts. The image carries the binaries' SHA-256 as labels.
+
+Command line (what the Snakemake rule `build_node_image` calls)::
+
+    throttlelab node build-image --build go124mod --cpulab results/build/go124mod/cpulab \\
+        --podgate results/build/podgate/podgate --out results/node/images/go124mod.tar
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from throttlelab.backends.kube.manifests import CPULAB, PODGATE
+from throttlelab.errors import BackendError
+from throttlelab.host import ociarchive
+from throttlelab.model.digest import sha256_file
+
+
+def image_reference(build: str) -> str:
+    """The name kubelet asks the node's containerd for (nothing of the kind is on any registry)."""
+    return f"localhost/throttlelab/cpulab:{build}"
+
+
+def archive_path(folder: Path, build: str) -> Path:
+    return Path(folder) / f"{build}.tar"
+
+
+def build_image(build: str, cpulab: Path, podgate: Path, out: Path) -> str:
+    """Write the archive; returns its manifest digest."""
+    for what, path in (("cpulab", cpulab), ("podgate", podgate)):
+        if not Path(path).is_file():
+            raise BackendError(f"node image {build}: the {what} binary {path} is missing; build it first")
+    labels = {"throttlelab": "1", "throttlelab.variant": build, "throttlelab.binary-sha256": sha256_file(cpulab),
+              "throttlelab.podgate-sha256": sha256_file(podgate)}
+    files = [ociarchive.ImageFile(Path(cpulab), CPULAB), ociarchive.ImageFile(Path(podgate), PODGATE)]
+    return ociarchive.write_archive(Path(out), image_reference(build), files, [CPULAB], labels)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="throttlelab node", description="the real node's workload images")
+    sub = parser.add_subparsers(dest="command", required=True)
+    build = sub.add_parser("build-image", help="write one build's OCI archive")
+    build.add_argument("--build", required=True)
+    build.add_argument("--cpulab", type=Path, required=True)
+    build.add_argument("--podgate", type=Path, required=True)
+    build.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    try:
+        digest = build_image(args.build, args.cpulab, args.podgate, args.out)
+    except BackendError as exc:
+        print(f"throttlelab node: {exc}", file=sys.stderr)
+        return 1
+    print(f"{image_reference(args.build)} {digest} -> {args.out}")
+    return 0
