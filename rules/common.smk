@@ -46,6 +46,8 @@ def planned_design():
         {name: exp.variants for name, exp in design.experiments.items()},
         design.runtime,
         cgroup_version(),  # kind's nodes share this host's kernel
+        cluster=design.kubernetes.get("cluster"),
+        node_cpus=os.cpu_count(),  # the real node's kubelet counts every CPU of this host
     )
     for (experiment, variant), reason in sorted(left_out.items()):
         print(f"throttlelab: {experiment}/{variant} {reason}", file=sys.stderr)

@@ -92,6 +92,18 @@ def recorded_cadvisor() -> list[str]:
     return [(FIXTURES / "cadvisor-1.txt").read_text(), (FIXTURES / "cadvisor-2.txt").read_text()]
 
 
+def proxyable(node: dict[str, Any]) -> bool:
+    """Whether the API server's node proxy would dial this node: the address it prefers (InternalIP) must
+    be global unicast in Go's sense, so neither loopback nor link-local nor unspecified (registry/core/node's
+    isProxyableHostname: "address not allowed" otherwise). A real node found it (docs/KUBE_REAL.md)."""
+    import ipaddress
+    for address in (node.get("status") or {}).get("addresses") or []:
+        if address.get("type") == "InternalIP":
+            ip = ipaddress.ip_address(address["address"])
+            return not (ip.is_loopback or ip.is_link_local or ip.is_multicast or ip.is_unspecified)
+    return True
+
+
 def now_rfc3339() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -193,6 +205,9 @@ class FakeKubeAPI:
         self.housekeeping_s = housekeeping_s
         self.readings: dict[str, list[tuple[int, dict[str, int]]]] = {}
         self.proxy_allowed = True  # the restricted user's ClusterRole has get on nodes/proxy
+        # the RuntimeClasses that exist: a pod naming another is refused by the RuntimeClass admission
+        # plugin, as the real API server does (docs/KUBE_REAL.md)
+        self.runtime_classes: set[str] = {"runc-new", "runc-old"}
         # recorded /metrics/cadvisor texts served in turn instead of the live ones (their pod names
         # replaced by cadvisor_pods: recorded -> live), for tests of what cAdvisor wrote in the lab
         self.recorded_cadvisor: list[str] | None = None
@@ -374,6 +389,10 @@ class FakeKubeAPI:
             if (namespace, name) in self.pods:
                 return 409, status_object(409, "AlreadyExists", f'pods "{name}" already exists',
                                           {"name": name, "kind": "pods"})
+            runtime_class = (body.get("spec") or {}).get("runtimeClassName")
+            if runtime_class and runtime_class not in self.runtime_classes:
+                return 403, status_object(403, "Forbidden", f'pods "{name}" is forbidden: pod rejected: RuntimeClass '
+                                          f'"{runtime_class}" not found', {"name": name, "kind": "pods"})
             obj = copy.deepcopy(body)
             meta = obj.setdefault("metadata", {})
             meta.update(namespace=namespace, uid=str(uuid.uuid4()), resourceVersion=str(next(self._ips) + 2000),
@@ -1071,6 +1090,8 @@ class _Handler(BaseHTTPRequestHandler):
         if m and method == "GET":
             if not st._node(m[1]):
                 return self._not_found("nodes", m[1])
+            if not proxyable(st._node(m[1])):  # the real node proxy dials global unicast addresses only
+                return self._send(400, status_object(400, "BadRequest", "address not allowed"))
             st.cadvisor_calls += 1
             if st.recorded_cadvisor is None:
                 text = st.cadvisor_text(m[1])

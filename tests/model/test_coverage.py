@@ -82,3 +82,24 @@ def test_burst_budget_is_local_only_and_a_period_local_or_docker():
     kube = untestable_variants("kubernetes", experiments, "runc-new")
     assert "cpuCFSQuotaPeriod" in kube[("X2", "period20")] and "burst budget" in kube[("X1", "budget-full")]
     assert ("X2", "period100") not in kube  # the default period is what every cluster has
+
+
+def test_the_real_node_runs_both_runtimes_and_every_pinned_variant():
+    experiments = _experiments("ci")
+    existing = untestable_variants("kubernetes", experiments, "runc-new", 1)
+    local = untestable_variants("kubernetes", experiments, "runc-new", 1, cluster="local", node_cpus=16)
+    runc_old = {key for key, spec in ((k, experiments[k[0]][k[1]]) for k in existing) if spec.runtime == "runc-old"
+                and not (spec.cpus or spec.node_cpus or spec.load_cpus)}
+    assert runc_old and not runc_old & set(local)  # one node, both runc releases: E4's runc-old variant runs
+    pinned = {(e, v) for e, vs in experiments.items() for v, s in vs.items() if s.cpus or s.node_cpus or s.load_cpus}
+    assert pinned and not pinned & set(local)  # its own cgroup root pinned, a pinned generator on this host
+    assert set(local) == {("E6", "limit")} | _knobs(experiments)  # cAdvisor's housekeeping; no burst, no period
+
+
+def test_the_real_node_leaves_out_weight_pods_that_ask_for_more_cpu_than_it_has():
+    """E4's pods request 5.2 CPUs, E5's and E10's "pods" phase 2.2: a real scheduler refuses them on 2 CPUs
+    (the stand-in's nodes had 10; the real node showed it, docs/KUBE_REAL.md)."""
+    local = untestable_variants("kubernetes", _experiments("ci"), "runc-new", 1, cluster="local", node_cpus=2)
+    crowded = {k for k, why in local.items() if "Insufficient cpu" in why}
+    assert crowded == {("E4", "runc-new"), ("E4", "runc-old"), ("E5", "pods"), ("E10", "pods")}
+    assert "request 5.2 CPUs and the real node has 2" in local[("E4", "runc-old")]

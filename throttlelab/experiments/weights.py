@@ -14,12 +14,12 @@ import time
 
 from throttlelab.model.variants import VariantSpec
 from throttlelab.model.placement import Node
-from throttlelab.model.weights import E4_PODS, PHASES, expected_shares, lab_pods
+from throttlelab.model.weights import PHASES, expected_shares, lab_pods, pod_names
 from throttlelab.experiments.context import Context, ExperimentResult, deployed
 
 def run_e4(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     """Every pod of the lab, read back at every level for one runtime conversion."""
-    names = tuple(name for name, _ in E4_PODS)
+    names = pod_names("E4", None)
     node = Node("node", lab_pods(names, ("info",), (spec.build or "go124mod")), cpus=ctx.node_cpus,
                 runtime=spec.runtime)
     result = ExperimentResult()
@@ -40,9 +40,9 @@ def _members(node: Node, level: str) -> list[tuple[str, str, str | None]]:
 
 def run_shares(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     """One phase of E5/E10: pin the node to one CPU, keep every container busy, sample usage."""
-    pod_names, level = PHASES[spec.phase]
+    names, level = pod_names(spec.experiment, spec.phase), PHASES[spec.phase][1]
     args = ("spin", "-threads=1", f"-report={spec.sample_ms}ms")
-    node = Node("node", lab_pods(pod_names, args, (spec.build or "go124mod")), cpus=str(spec.cpus),
+    node = Node("node", lab_pods(names, args, (spec.build or "go124mod")), cpus=str(spec.cpus),
                 runtime=spec.runtime)
     if len(_cpu_list(node.cpus)) != 1:
         raise ValueError(f"E5/E10 pin the node to ONE CPU; cpus {node.cpus!r} names more")

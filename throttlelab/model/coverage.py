@@ -21,6 +21,7 @@ from collections.abc import Mapping
 
 from throttlelab.model.quantities import DEFAULT_PERIOD_US
 from throttlelab.model.variants import VariantSpec
+from throttlelab.model.weights import pod_names, requested_milli
 
 #: kind on a cgroup v1 host: why node containers cannot be pinned.
 V1_PIN_REASON = (
@@ -92,19 +93,29 @@ def _knob_reasons(backend: str, experiments: Mapping[str, Mapping[str, VariantSp
 
 
 def untestable_variants(backend: str, experiments: Mapping[str, Mapping[str, VariantSpec]],
-                        runtime: str, cgroup_version: int | None = None) -> dict[tuple[str, str], str]:
+                        runtime: str, cgroup_version: int | None = None,
+                        cluster: str | None = None, node_cpus: int | None = None) -> dict[tuple[str, str], str]:
     """(experiment, variant) -> why ``backend`` cannot run it, for every variant it cannot.
 
     ``cgroup_version``: the host's (Docker's) cgroup version, when known; kind cannot pin
     its node containers on v1. On kind and kubernetes, E6 variants that do not fit the kubelet's
     cAdvisor (`cadvisor_misfit`) are listed too, and everywhere the variants asking for a burst
-    budget or a CFS period the backend cannot write (X1, X2)."""
-    return {**_placement_reasons(backend, experiments, runtime, cgroup_version),
+    budget or a CFS period the backend cannot write (X1, X2). ``cluster``: the kubernetes backend's
+    (``local``: the lab's real node, which has both runc releases and ``node_cpus`` CPUs)."""
+    return {**_placement_reasons(backend, experiments, runtime, cgroup_version, cluster, node_cpus),
             **_knob_reasons(backend, experiments)}
 
 
+def _weight_requests_milli(experiment: str, spec: VariantSpec) -> int | None:
+    """What the lab's weight pods of this variant request in all (E4, E5, E10), else None."""
+    if experiment == "E4" or (experiment in ("E5", "E10") and spec.phase):
+        return requested_milli(pod_names(experiment, spec.phase))
+    return None
+
+
 def _placement_reasons(backend: str, experiments: Mapping[str, Mapping[str, VariantSpec]],
-                       runtime: str, cgroup_version: int | None) -> dict[tuple[str, str], str]:
+                       runtime: str, cgroup_version: int | None,
+                       cluster: str | None = None, node_cpus: int | None = None) -> dict[tuple[str, str], str]:
     """Pinned CPUs, runtimes and cAdvisor timings an existing cluster (or kind) cannot give."""
     if backend not in CLUSTER_BACKENDS:
         return {}
@@ -117,6 +128,18 @@ def _placement_reasons(backend: str, experiments: Mapping[str, Mapping[str, Vari
                                                   f"{V1_PIN_REASON}")
                 elif reason := _cadvisor_reason(backend, spec):
                     out[(experiment, variant)] = f"not testable on the kind backend: {reason}"
+                continue
+            if cluster == "local":
+                # the real node pins its own cgroup root and runs a pinned load generator on this host, and
+                # both runc releases are on it: what cAdvisor cannot see is left out, and the lab's weight
+                # pods that ask for more CPU than the node has (a real scheduler refuses them)
+                asked = _weight_requests_milli(experiment, spec)
+                if node_cpus and asked and asked > node_cpus * 1000:
+                    reason = (f"its pods request {asked / 1000:g} CPUs and the real node has {node_cpus} (the "
+                              "lab's nodes had more): the scheduler refuses them (Insufficient cpu)")
+                elif not (reason := _cadvisor_reason(backend, spec)):
+                    continue
+                out[(experiment, variant)] = f"not testable on the real node: {reason}"
                 continue
             if spec.cpus:
                 reason = (f"it pins the worker node to CPU {spec.cpus} (a cpuset on the node), which needs the "

@@ -25,6 +25,19 @@ PHASES = {
 }
 
 
+def pod_names(experiment: str, phase: str | None) -> tuple[str, ...]:
+    """The lab's pods a weight experiment deploys: E4 every one, E5 and E10 those of their phase."""
+    if experiment == "E4":
+        return tuple(name for name, _ in E4_PODS)
+    return PHASES[phase][0]
+
+
+def requested_milli(names: tuple[str, ...]) -> int:
+    """The CPU these pods request in all (what a scheduler must find free on one node)."""
+    return sum(q.parse_cpu(req, "request") for name, containers in E4_PODS if name in names
+               for _, req, _ in containers)
+
+
 def lab_pods(names: tuple[str, ...], args: tuple[str, ...], build: str) -> tuple[Pod, ...]:
     """The lab's pods named in ``names`` (in the lab's order), each container running ``args``."""
     pods = []

@@ -689,3 +689,24 @@ def test_counters_are_stamped_with_the_middle_of_their_exec(api, backend):
         stat = dep.read_stat("e1", "app")
         read_at = api.execs[-1][0]
     assert abs(stat["t_ns"] - read_at) < 0.1e9, (stat["t_ns"] - read_at) / 1e9
+
+
+def test_a_node_on_a_loopback_address_cannot_be_scraped_and_says_why(api, backend):
+    """The real API server's node proxy dials global unicast addresses only ("address not allowed"), which the
+    real node showed (docs/KUBE_REAL.md): the stand-in refuses the same, and E6 says what to change."""
+    node = next(n for n in api._nodes if n["metadata"]["name"] == WORKER)
+    for address in node["status"]["addresses"]:
+        if address["type"] == "InternalIP":
+            address["address"] = "127.0.0.1"
+    with backend.deploy(E6) as dep:
+        with pytest.raises(BackendError, match=r"HTTP 400.*address not allowed.*only global unicast addresses"):
+            dep.monitoring_sample("e6", "burst")
+
+
+def test_a_pod_naming_a_runtime_class_that_does_not_exist_is_refused(api, backend):
+    """The RuntimeClass admission plugin of the real API server (and the stand-in): Forbidden, naming the class."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "rc"},
+           "spec": {"runtimeClassName": "runc-nope", "containers": [{"name": "c", "image": "cpulab-kind:go124mod"}]}}
+    with pytest.raises(Forbidden, match=r'pod rejected: RuntimeClass "runc-nope" not found'):
+        backend.client.create_pod("default", pod)
+    assert api.live_pods() == []

@@ -132,3 +132,47 @@ def test_a_runner_killed_with_sigkill_leaves_nothing(node_tools, tmp_path):
     while time.monotonic() < deadline and running(facts["supervisor"]):
         time.sleep(0.2)
     assert host_state() == before
+
+
+@pytest.fixture(scope="module")
+def node_backend(node_tools, binaries, tmp_path_factory):
+    """The kubernetes backend on a real node of its own (no orchestrator): tools from the cache, images
+    built from the session's cpulab builds and podgate."""
+    from throttlelab.backends.kind.clusters import build_podgate
+    from throttlelab.backends.node import images as ni
+    from throttlelab.backends.node.backend import NodeBackend
+
+    tools, runc = node_tools
+    folder = tmp_path_factory.mktemp("node")
+    podgate = build_podgate(folder / "podgate", PROJECT / "workload" / "podgate")
+    for build, cpulab in binaries.items():
+        ni.build_image(build, cpulab, podgate, ni.archive_path(folder / "images", build))
+    rows = [{"name": name, "path": path, "version_line": ""} for name, path in tools.items()]
+    manifest = {"projects": {"tools": {"binaries": rows},
+                             **{kn.RUNTIME_HANDLERS[h]: {"binaries": [{"name": "runc", "path": p, "version_line": ""}]}
+                                for h, p in runc.items()}}}
+    (folder / "tools.json").write_text(json.dumps(manifest))
+    os.environ.pop("THROTTLELAB_ORCHESTRATOR_PID", None)
+    backend = NodeBackend(folder / "tools.json", folder / "images", binaries=binaries)
+    backend.preflight()
+    yield backend
+    backend.close()
+
+
+def test_readback_at_every_level_under_both_runtimes_and_a_pinned_node(node_backend):
+    from throttlelab.model.placement import Container, Node, Pod
+
+    for runtime in ("runc-new", "runc-old"):
+        node = Node("node", (Pod("e1", (Container("app", ("info",), request_milli=500, limit_milli=2000),)),),
+                    cpus="0", runtime=runtime)
+        with node_backend.deploy(node) as dep:
+            readback = dep.verify()  # DesignMismatch if any level differs from SPEC §2
+            levels = {r.level for r in readback}
+            assert levels == {"node", "qos", "pod", "container", "pause"}
+            upper = [r for r in readback if r.level != "container"]
+            assert all(r.actual["cpus"] == "0" for r in upper), [(r.path, r.actual["cpus"]) for r in upper]
+            pod = dep.live["e1"]
+            assert pod["spec"]["runtimeClassName"] == runtime
+    root = Path("/sys/fs/cgroup/cpuset") / node_backend.node_facts["cgroup_root"].lstrip("/")
+    if root.is_dir():  # v1: restored to every CPU after the deployment
+        assert (root / "cpuset.cpus").read_text().strip() == nc.host_cpus()

@@ -700,6 +700,13 @@ class KubeDeployment(Deployment):
         except NotFound as exc:
             raise BackendError(f"E6: the API server has no node {node!r} whose cAdvisor to read ({exc}); "
                                "check the worker node's name") from None
+        except KubeError as exc:
+            if "address not allowed" not in str(exc):
+                raise
+            raise BackendError(f"E6 reads the kubelet's cAdvisor of node {node} through the API server's node proxy, "
+                               f"which refused the node's address ({exc}): it dials only global unicast addresses, "
+                               "so a kubelet on a loopback or link-local address cannot be scraped; give the node a "
+                               "routable InternalIP (the real node uses its own bridge's)") from None
         mine = [s for s in samples if s.name in CADVISOR_METRICS and s.labels.get("namespace") == self.ns
                 and s.labels.get("pod") == name and s.labels.get("container") == container]
         return select_cadvisor(mine, pod, container, scraped_ns)

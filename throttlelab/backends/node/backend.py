@@ -24,12 +24,14 @@ import atexit
 import dataclasses
 import fcntl
 import json
+import os
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable
 
-from throttlelab.backends.base import BackendError, Capabilities
+from throttlelab.backends.base import BackendError, Capabilities, Output, parse_records
 from throttlelab.backends.kind.backend import KindDeployment
 from throttlelab.backends.kind.nodes import DISCOVER
 from throttlelab.backends.kube import manifests as mf
@@ -38,7 +40,7 @@ from throttlelab.backends.node import cluster as nc
 from throttlelab.backends.node import images as ni
 from throttlelab.host.interference import orchestrator_from_env
 from throttlelab.model import kubenode as kn
-from throttlelab.model.placement import LoadPlacement, Node
+from throttlelab.model.placement import LoadPlacement, Node, parse_cpuset
 from throttlelab.model.runtime import runc_conversion
 
 BUILDS = ("go124mod", "go125mod")
@@ -100,10 +102,40 @@ class NodeDeployment(KindDeployment):
         return ()
 
     def _prepare_nodes(self) -> None:
-        pass
+        """The node's CPUs: the variant's pin, or every CPU again (what a dead run pinned is undone here)."""
+        root = self.backend.node_facts["cgroup_root"]
+        cpus = nc.pin_cgroup_root(root, self.model.cpus)
+        if self.model.cpus:
+            self.backend.progress(f"pinned the real node ({root}) to CPUs {cpus}")
 
     def _restore_nodes(self) -> None:
-        pass
+        if self.model.cpus:
+            nc.pin_cgroup_root(self.backend.node_facts["cgroup_root"], None)
+
+    def run_load(self, args: list[str], timeout_s: float, variant: str = "go124mod") -> Output:
+        """The load generator on CPUs of its own: one node cannot keep a pod of it apart from the pinned
+        experiment pods, so it runs as a process of this host, pinned to the load CPUs, and reaches the
+        pods by their IPs over the node's bridge (as kind's runs on the control-plane node). Unpinned: a
+        pod on the node, as on any cluster."""
+        if not (self.load and self.load.cpus):
+            return super().run_load(args, timeout_s, variant)
+        binary = self.backend.binaries.get(variant)
+        if binary is None or not Path(binary).is_file():
+            raise BackendError(f"the load generator of build {variant} runs on this host: its cpulab binary is "
+                               "missing (the runner's --binary)")
+        cpus = set(parse_cpuset(self.load.cpus))
+        started = time.monotonic()
+        try:
+            done = subprocess.run([str(binary), "load", *args], capture_output=True, text=True, timeout=timeout_s,
+                                  preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+        except subprocess.TimeoutExpired as exc:
+            raise BackendError(f"load/generator: still running after {timeout_s:.0f} s; killed") from exc
+        out = Output(pod="load", container="generator", returncode=done.returncode,
+                     records=parse_records(done.stdout, "load/generator"), stderr=done.stderr,
+                     wall_s=time.monotonic() - started)
+        if done.returncode != 0:
+            raise BackendError(f"load/generator: exited with {done.returncode}; stderr: {done.stderr.strip()[-400:]!r}")
+        return out
 
     def _runtime_class(self) -> str | None:
         return self.runtime
@@ -124,7 +156,9 @@ class NodeBackend(KubeBackend):
     unreadable_reason = "not found in this host's cgroupfs"
 
     def __init__(self, tools_manifest: Path, image_dir: Path, runtime: str = "runc-new", namespace: str = "default",
-                 pod_start_timeout_s: float = 120.0, progress: Callable[[str], None] = lambda message: None):
+                 pod_start_timeout_s: float = 120.0, progress: Callable[[str], None] = lambda message: None,
+                 binaries: dict[str, Path] | None = None):
+        self.binaries = dict(binaries or {})  # build -> cpulab on this host (the pinned load generator)
         self.tools_manifest = tools_manifest
         self.image_dir = image_dir
         self.node_facts: dict[str, Any] | None = None
@@ -200,9 +234,6 @@ class NodeBackend(KubeBackend):
         super().preflight()
 
     def untestable(self, node: Node, load: LoadPlacement | None) -> str | None:
-        if node.cpus or (load and load.cpus):
-            return ("pinning the real node's CPUs (its cgroup root's cpuset) is not built yet "
-                    f"(asked: node {node.cpus or 'all'}, load generator {load.cpus if load else 'any'})")
         if node.runtime and node.runtime not in kn.RUNTIME_HANDLERS:
             return f"no RuntimeClass {node.runtime} on the real node (it has {', '.join(kn.RUNTIME_HANDLERS)})"
         return None
@@ -211,11 +242,13 @@ class NodeBackend(KubeBackend):
         facts = self.ensure_node()
         caps = super().capabilities()
         return Capabilities(
-            cpus=caps.cpus, cgroup_version=facts.get("cgroup_version"), can_pin_cpus=False, has_pause_level=True,
+            cpus=caps.cpus, cgroup_version=facts.get("cgroup_version"), can_pin_cpus=True, has_pause_level=True,
             runtime=self.runtime, cadvisor=True,
             notes=("real node: kubelet, containerd and both runc releases on this host; every cgroup level read "
                    "from this host's cgroupfs",
-                   "the load generator runs on the same node as the experiment pods (one node)"),
+                   "node CPUs pinned through the node's cgroup root (its cpuset), restored after each deployment",
+                   "a pinned load generator runs as a process of this host on its own CPUs (one node cannot keep "
+                   "a pod of it apart); unpinned, it is a pod of the node"),
         )
 
     def environment(self) -> dict[str, Any]:
@@ -243,4 +276,5 @@ def from_config(binaries: dict[str, Path], runtime: str, settings: dict[str, Any
     manifest and the images from results/node/images/, both under the working directory."""
     return NodeBackend(Path.cwd() / kn.TOOLS_MANIFEST, Path.cwd() / kn.IMAGE_DIR, runtime=runtime,
                        namespace=settings.get("namespace") or "default",
-                       pod_start_timeout_s=float(settings.get("pod_start_timeout_s") or 120), progress=progress)
+                       pod_start_timeout_s=float(settings.get("pod_start_timeout_s") or 120), progress=progress,
+                       binaries=binaries)

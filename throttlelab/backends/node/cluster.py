@@ -445,6 +445,41 @@ def make_cgroup_root(root: str, cpus: str | None) -> None:
                 (path / "cpuset.cpus").write_text(cpus)
 
 
+def host_cpus() -> str:
+    """The CPUs the node's cgroup root may have: its parent's (v1 cpuset's top, v2's effective set)."""
+    for top in (Path("/sys/fs/cgroup/cpuset/cpuset.cpus"), Path("/sys/fs/cgroup/cpuset.cpus.effective")):
+        if top.is_file():
+            return top.read_text().strip()
+    return f"0-{os.cpu_count() - 1}"
+
+
+def pin_cgroup_root(root: str, cpus: str | None) -> str:
+    """Give the node's cgroup root and everything under it the CPUs ``cpus`` (None: every CPU of the
+    host again). v1: each cpuset must stay inside its parent's, so the tree first grows to hold both
+    sets (top-down), then shrinks to ``cpus`` (bottom-up); new pod cgroups copy their parent's. v2: the
+    root alone (its children inherit). Returns the CPUs written."""
+    from throttlelab.model.placement import parse_cpuset
+    wanted = cpus or host_cpus()
+    v1 = Path("/sys/fs/cgroup/cpuset") / root.lstrip("/")
+    if v1.is_dir():
+        dirs = sorted((p for p in [v1, *v1.rglob("*")] if p.is_dir()), key=lambda p: len(p.parts))
+        for d in dirs:  # grow
+            current = (d / "cpuset.cpus").read_text().strip()
+            union = sorted(set(parse_cpuset(current)) | set(parse_cpuset(wanted)))
+            (d / "cpuset.cpus").write_text(",".join(map(str, union)))
+        for d in reversed(dirs):  # shrink
+            try:
+                (d / "cpuset.cpus").write_text(wanted)
+            except FileNotFoundError:  # a pod's cgroup removed meanwhile
+                continue
+        return wanted
+    v2 = Path("/sys/fs/cgroup") / root.lstrip("/") / "cpuset.cpus"
+    if v2.is_file():
+        v2.write_text(cpus or "")
+        return wanted
+    raise BackendError(f"the node's cgroup root {root} has no cpuset to pin")
+
+
 def kill_node_processes(folder: Path, cgroup_root: str) -> list[str]:
     """SIGKILL every process under the node's cgroup root (pods) and every one whose command line names
     the node's folder (containerd's shims outlive containerd by design), then wait until they are gone."""
