@@ -80,6 +80,8 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import parse_qs, unquote, urlparse
 
+from throttlelab.model.quantities import parse_cpu
+
 FIXTURES = Path(__file__).parent / "fixtures" / "kube_api"
 WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 #: A pod's terminationGracePeriodSeconds when its spec names none (the API server's default).
@@ -389,6 +391,13 @@ class FakeKubeAPI:
             if (namespace, name) in self.pods:
                 return 409, status_object(409, "AlreadyExists", f'pods "{name}" already exists',
                                           {"name": name, "kind": "pods"})
+            for i, c in enumerate(containers):  # the API server's validation: a request never above its limit
+                res = c.get("resources") or {}
+                req, lim = (res.get("requests") or {}).get("cpu"), (res.get("limits") or {}).get("cpu")
+                if req is not None and lim is not None and parse_cpu(str(req), "request") > parse_cpu(str(lim), "limit"):
+                    return 422, status_object(422, "Invalid", f'Pod "{name}" is invalid: spec.containers[{i}].resources.'
+                                              f'requests: Invalid value: "{req}": must be less than or equal to cpu '
+                                              f'limit of {lim}', {"name": name, "kind": "Pod"})
             runtime_class = (body.get("spec") or {}).get("runtimeClassName")
             if runtime_class and runtime_class not in self.runtime_classes:
                 return 403, status_object(403, "Forbidden", f'pods "{name}" is forbidden: pod rejected: RuntimeClass '
@@ -830,6 +839,9 @@ def workload_script(container: dict[str, Any]) -> Script:
     if "--" in argv:
         argv = argv[argv.index("--") + 1:]
     sub = argv[1] if len(argv) > 1 else ""
+    stray = [a for a in argv[2:] if not a.startswith("-")]
+    if stray:  # cpulab's subcommands take flags only (a real node found `cpulab load load ...`)
+        return Script(stderr=f'cpulab {sub}: unexpected argument "{stray[0]}" (flags only)\n', exit_code=2, run_s=0.0)
     header = json.dumps({"type": "header", "program": "cpulab", "command": sub, "params": _params(argv[2:]),
                          "time": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")}) + "\n"
     summary = json.dumps({"type": "summary", "elapsed_s": 0.1}) + "\n"

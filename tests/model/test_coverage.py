@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from throttlelab.model.config import load_design
-from throttlelab.model.coverage import cadvisor_misfit, untestable_variants
+from throttlelab.model.coverage import cadvisor_misfit, request_over_limit, untestable_variants
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
 
@@ -19,6 +19,11 @@ def _e6(profile):
     return _experiments(profile)["E6"]["limit"]
 
 
+def _over(experiments):
+    """Variants with a request above its limit (the scaled profiles' E2b, E7, ...): no Kubernetes backend runs them."""
+    return {(e, v) for e, vs in experiments.items() for v, s in vs.items() if request_over_limit(s)}
+
+
 def _knobs(experiments):
     """Variants asking for a burst budget or a CFS period other than the default (X1, X2)."""
     return {(e, v) for e, vs in experiments.items() for v, s in vs.items()
@@ -29,8 +34,8 @@ def test_kind_on_a_cgroup_v1_host_leaves_out_every_pinned_variant_with_the_reaso
     experiments = _experiments("quick")
     left = untestable_variants("kind", experiments, "runc-new", cgroup_version=1)
     pinned = {(e, v) for e, vs in experiments.items() for v, s in vs.items() if s.cpus or s.node_cpus or s.load_cpus}
-    assert pinned and set(left) - {("E6", "limit")} - _knobs(experiments) == pinned
-    assert all("EBUSY" in left[key] and "cgroup v1" in left[key] for key in pinned)
+    assert pinned and set(left) - {("E6", "limit")} - _knobs(experiments) - _over(experiments) == pinned - _over(experiments)
+    assert all("EBUSY" in left[key] and "cgroup v1" in left[key] for key in pinned - _over(experiments))
 
 
 def test_kind_on_cgroup_v2_runs_everything_but_an_e6_too_short_for_cadvisor_a_burst_budget_or_a_period():
@@ -39,7 +44,7 @@ def test_kind_on_cgroup_v2_runs_everything_but_an_e6_too_short_for_cadvisor_a_bu
     assert knobs == {("X1", "budget-half"), ("X1", "budget-full"), ("X2", "period20"), ("X2", "period5")}
     for version in (2, None):
         left = untestable_variants("kind", experiments, "runc-new", cgroup_version=version)
-        assert set(left) == {("E6", "limit")} | knobs
+        assert set(left) == {("E6", "limit")} | knobs | _over(experiments)
 
 
 @pytest.mark.parametrize("backend", ["kind", "kubernetes"])
@@ -92,8 +97,10 @@ def test_the_real_node_runs_both_runtimes_and_every_pinned_variant():
                 and not (spec.cpus or spec.node_cpus or spec.load_cpus)}
     assert runc_old and not runc_old & set(local)  # one node, both runc releases: E4's runc-old variant runs
     pinned = {(e, v) for e, vs in experiments.items() for v, s in vs.items() if s.cpus or s.node_cpus or s.load_cpus}
-    assert pinned and not pinned & set(local)  # its own cgroup root pinned, a pinned generator on this host
-    assert set(local) == {("E6", "limit")} | _knobs(experiments)  # cAdvisor's housekeeping; no burst, no period
+    # its own cgroup root pinned, a pinned generator on this host
+    assert pinned and not (pinned - _over(experiments)) & set(local)
+    # cAdvisor's housekeeping; no burst, no period; no request above its limit
+    assert set(local) == {("E6", "limit")} | _knobs(experiments) | _over(experiments)
 
 
 def test_the_real_node_leaves_out_weight_pods_that_ask_for_more_cpu_than_it_has():
@@ -103,3 +110,13 @@ def test_the_real_node_leaves_out_weight_pods_that_ask_for_more_cpu_than_it_has(
     crowded = {k for k, why in local.items() if "Insufficient cpu" in why}
     assert crowded == {("E4", "runc-new"), ("E4", "runc-old"), ("E5", "pods"), ("E10", "pods")}
     assert "request 5.2 CPUs and the real node has 2" in local[("E4", "runc-old")]
+
+
+@pytest.mark.parametrize("backend", ["kind", "kubernetes"])
+def test_a_request_above_its_limit_is_left_out_on_the_cluster_backends(backend):
+    experiments = _experiments("quick")
+    left = untestable_variants(backend, experiments, "runc-new", 2)
+    over = {(e, v) for e, vs in experiments.items() for v, s in vs.items() if request_over_limit(s)}
+    assert ("E2b", "clumped-limit") in over
+    assert over <= set(left) and all("requests more CPU than its limit" in left[k] for k in over)
+    assert untestable_variants("local", experiments, "runc-new", 2).keys().isdisjoint(over)

@@ -106,6 +106,18 @@ def untestable_variants(backend: str, experiments: Mapping[str, Mapping[str, Var
             **_knob_reasons(backend, experiments)}
 
 
+def request_over_limit(spec: VariantSpec) -> str | None:
+    """A container of this variant whose CPU request exceeds its limit, as "500m > 200m", or None. The
+    Kubernetes API server refuses such a pod (a request must not exceed its limit); cgroups can hold it."""
+    from throttlelab.model.quantities import parse_cpu
+    pairs = [(spec.request, spec.limit), (spec.upstream_request, spec.upstream_limit)]
+    pairs += [(r.request, r.limit) for r in (spec.app, spec.sidecar) if r is not None]
+    for request, limit in pairs:
+        if request is not None and limit is not None and parse_cpu(request, "request") > parse_cpu(limit, "limit"):
+            return f"{request} > {limit}"
+    return None
+
+
 def _weight_requests_milli(experiment: str, spec: VariantSpec) -> int | None:
     """What the lab's weight pods of this variant request in all (E4, E5, E10), else None."""
     if experiment == "E4" or (experiment in ("E5", "E10") and spec.phase):
@@ -122,6 +134,11 @@ def _placement_reasons(backend: str, experiments: Mapping[str, Mapping[str, Vari
     out = {}
     for experiment, variants in experiments.items():
         for variant, spec in variants.items():
+            if over := request_over_limit(spec):
+                out[(experiment, variant)] = (f"not testable on the {backend} backend: a container requests more CPU "
+                                              f"than its limit ({over}), which the Kubernetes API server refuses (a "
+                                              "scaled-down profile kept the lab's request; the real node showed it)")
+                continue
             if backend == "kind":
                 if cgroup_version == 1 and (spec.cpus or spec.node_cpus or spec.load_cpus):
                     out[(experiment, variant)] = (f"not testable on the kind backend on this cgroup v1 host: "

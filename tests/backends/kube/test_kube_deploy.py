@@ -128,7 +128,7 @@ def test_an_existing_cluster_needs_no_right_beyond_the_namespace(api, tmp_path):
         dep.verify()
         assert dep.run_job("e1", "app", timeout_s=10).returncode == 0
         assert dep.read_stat("e6", "burst")["nr_periods"] == 40
-        assert dep.run_load(["-target=http://10.244.1.12:41234", "-rps=10"], timeout_s=10).returncode == 0
+        assert dep.run_load(["load", "-target=http://10.244.1.12:41234", "-rps=10"], timeout_s=10).returncode == 0
         assert dep.monitoring_sample("e6", "burst")["container_cpu_cfs_periods_total"] == 40
         burstable = next(lv.design for lv in dep.levels if lv.design.path == "node/burstable")
     assert "other burstable pods not counted" in burstable.formula
@@ -240,7 +240,7 @@ def test_pod_level_counters_of_a_multi_container_pod_need_the_node(backend):
 
 def test_the_load_generator_runs_on_the_load_node(api, backend, tmp_path):
     with backend.deploy(E1) as dep:
-        out = dep.run_load(["-target=http://10.244.1.12:41234", "-rps=10"], timeout_s=10)
+        out = dep.run_load(["load", "-target=http://10.244.1.12:41234", "-rps=10"], timeout_s=10)
         assert out.source == "load/generator" and out.returncode == 0
         assert [r["type"] for r in out.records] == ["header", "summary"]
     (load,) = [b for b in api.sent("POST", r"/api/v1/namespaces/default/pods") if b["metadata"]["labels"][mf.LABEL_ROLE] == "load"]
@@ -254,7 +254,7 @@ def test_the_load_generator_is_not_besteffort(api, backend):
     """Issue 13, item 8: the load generator requests CPU (mf.LOAD_CPU_REQUEST_MILLI; no limit), so
     the API server makes it Burstable; BestEffort it would weigh 1 beside the control plane."""
     with backend.deploy(E1) as dep:
-        dep.run_load(["-target=http://10.244.1.12:41234", "-rps=10"], timeout_s=10)
+        dep.run_load(["load", "-target=http://10.244.1.12:41234", "-rps=10"], timeout_s=10)
     (load,) = [b for b in api.sent("POST", r"/api/v1/namespaces/default/pods") if b["metadata"]["labels"][mf.LABEL_ROLE] == "load"]
     (c,) = load["spec"]["containers"]
     assert c["resources"] == {"requests": {"cpu": "1"}}
@@ -269,7 +269,7 @@ def test_a_load_generator_the_load_node_has_no_room_for_is_reported_at_once(api,
     with backend.deploy(E1) as dep:
         t0 = time.monotonic()
         with pytest.raises(KubeError, match=r"Insufficient cpu.*the load generator requests 1 CPU .* more than that node has left"):
-            dep.run_load(["-rps=1"], timeout_s=10)
+            dep.run_load(["load", "-rps=1"], timeout_s=10)
         assert time.monotonic() - t0 < 5
     assert api.live_pods() == []
 
@@ -278,7 +278,7 @@ def test_without_the_toleration_the_control_plane_refuses_the_load(api, tmp_path
     backend = FastKube(settings(api, tmp_path, tolerate_control_plane=False), "runc-new")
     with backend.deploy(E1) as dep:
         with pytest.raises(KubeError, match="untolerated taint"):
-            dep.run_load(["-rps=1"], timeout_s=10)
+            dep.run_load(["load", "-rps=1"], timeout_s=10)
     assert api.live_pods() == []
 
 
@@ -527,7 +527,7 @@ def test_a_pod_pending_on_a_taint_is_reported_at_once(api, tmp_path):
     t0 = time.monotonic()
     with backend.deploy(E1) as dep:
         with pytest.raises(KubeError, match="untolerated taint"):
-            dep.run_load(["-rps=1"], timeout_s=10)
+            dep.run_load(["load", "-rps=1"], timeout_s=10)
     assert time.monotonic() - t0 < 5
 
 
@@ -571,7 +571,7 @@ def test_pods_are_bound_to_the_node_by_its_name_not_its_hostname_label(api, back
         node["metadata"]["labels"]["kubernetes.io/hostname"] = node["metadata"]["name"].removeprefix("throttlelab-new-")
     with backend.deploy(E1) as dep:
         assert dep.live["e1"]["spec"]["nodeName"] == WORKER
-        assert dep.run_load(["-rps=1"], timeout_s=10).returncode == 0
+        assert dep.run_load(["load", "-rps=1"], timeout_s=10).returncode == 0
     for body in api.sent("POST", r"/api/v1/namespaces/default/pods"):
         assert "nodeSelector" not in body["spec"]
 
@@ -589,7 +589,7 @@ def test_deleted_pods_are_gone_from_the_node_not_only_from_the_api(api, backend)
     api.force_linger_s = 5.0
     with backend.deploy(SPIN) as dep:
         dep.start("s", "spin")  # running when the block ends
-        dep.run_load(["-rps=1"], timeout_s=10)
+        dep.run_load(["load", "-rps=1"], timeout_s=10)
         assert api.running_containers(CONTROL_PLANE) == []  # the load pod: gone before run_load returned
     assert api.running_containers() == [] and api.live_pods() == []
     graces = [q.get("gracePeriodSeconds") for m, _p, q, _b in api.requests if m == "DELETE"]
@@ -709,4 +709,15 @@ def test_a_pod_naming_a_runtime_class_that_does_not_exist_is_refused(api, backen
            "spec": {"runtimeClassName": "runc-nope", "containers": [{"name": "c", "image": "cpulab-kind:go124mod"}]}}
     with pytest.raises(Forbidden, match=r'pod rejected: RuntimeClass "runc-nope" not found'):
         backend.client.create_pod("default", pod)
+    assert api.live_pods() == []
+
+
+def test_a_request_above_its_limit_is_refused_as_the_api_server_refuses_it(api, backend):
+    """The ci and quick profiles' E2b asked for 500m under a limit of 200m, which cgroups hold and the real
+    API server refuses (422; the real node showed it, docs/KUBE_REAL.md): the stand-in refuses it too."""
+    node = Node("node", (Pod("bad", (Container("app", ("info",), request_milli=500, limit_milli=200),)),))
+    with pytest.raises(KubeError, match=r'spec.containers\[0\].resources.requests: Invalid value: "500m": must be '
+                                        r"less than or equal to cpu limit of 200m"):
+        with backend.deploy(node):
+            pass
     assert api.live_pods() == []

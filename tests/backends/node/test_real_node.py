@@ -135,28 +135,38 @@ def test_a_runner_killed_with_sigkill_leaves_nothing(node_tools, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def node_backend(node_tools, binaries, tmp_path_factory):
-    """The kubernetes backend on a real node of its own (no orchestrator): tools from the cache, images
-    built from the session's cpulab builds and podgate."""
+def node_inputs(node_tools, binaries, tmp_path_factory):
+    """A working directory as the rules leave it for the real node: the workload images (the session's
+    cpulab builds and podgate) and the cluster tools manifest, under results/."""
     from throttlelab.backends.kind.clusters import build_podgate
     from throttlelab.backends.node import images as ni
-    from throttlelab.backends.node.backend import NodeBackend
 
     tools, runc = node_tools
-    folder = tmp_path_factory.mktemp("node")
-    podgate = build_podgate(folder / "podgate", PROJECT / "workload" / "podgate")
+    work = tmp_path_factory.mktemp("node-work")
+    podgate = build_podgate(work / "podgate", PROJECT / "workload" / "podgate")
     for build, cpulab in binaries.items():
-        ni.build_image(build, cpulab, podgate, ni.archive_path(folder / "images", build))
+        ni.build_image(build, cpulab, podgate, ni.archive_path(work / kn.IMAGE_DIR, build))
     rows = [{"name": name, "path": path, "version_line": ""} for name, path in tools.items()]
     manifest = {"projects": {"tools": {"binaries": rows},
                              **{kn.RUNTIME_HANDLERS[h]: {"binaries": [{"name": "runc", "path": p, "version_line": ""}]}
                                 for h, p in runc.items()}}}
-    (folder / "tools.json").write_text(json.dumps(manifest))
-    os.environ.pop("THROTTLELAB_ORCHESTRATOR_PID", None)
-    backend = NodeBackend(folder / "tools.json", folder / "images", binaries=binaries)
+    (work / kn.TOOLS_MANIFEST).parent.mkdir(parents=True, exist_ok=True)
+    (work / kn.TOOLS_MANIFEST).write_text(json.dumps(manifest))
+    return work
+
+
+@pytest.fixture
+def node_backend(node_inputs, binaries, monkeypatch):
+    """The kubernetes backend on a real node of its own (no orchestrator), taken down after the test."""
+    from throttlelab.backends.node.backend import NodeBackend
+
+    monkeypatch.delenv("THROTTLELAB_ORCHESTRATOR_PID", raising=False)
+    backend = NodeBackend(node_inputs / kn.TOOLS_MANIFEST, node_inputs / kn.IMAGE_DIR, binaries=binaries)
+    before = host_state()
     backend.preflight()
     yield backend
     backend.close()
+    assert host_state() == before
 
 
 def test_readback_at_every_level_under_both_runtimes_and_a_pinned_node(node_backend):
@@ -176,3 +186,39 @@ def test_readback_at_every_level_under_both_runtimes_and_a_pinned_node(node_back
     root = Path("/sys/fs/cgroup/cpuset") / node_backend.node_facts["cgroup_root"].lstrip("/")
     if root.is_dir():  # v1: restored to every CPU after the deployment
         assert (root / "cpuset.cpus").read_text().strip() == nc.host_cpus()
+
+
+def test_the_runner_killed_mid_e2b_leaves_nothing_and_the_sysctls_unchanged(node_inputs, binaries):
+    """`throttlelab run` of E2b on a real node of its own, SIGKILLed while its service is under load: the
+    node's supervisor notices the closed pipe and takes everything down (issue 22's SIGKILL test)."""
+    from throttlelab.model.config import load_design
+
+    design = load_design({"profile": "ci", "backend": "kubernetes"}, PROJECT / "config")
+    experiment = design.experiments["E2b"]
+    variant = next(iter(experiment.variants))
+    before = host_state()
+    env = {k: v for k, v in os.environ.items() if k != "THROTTLELAB_ORCHESTRATOR_PID"}
+    argv = [sys.executable, "-m", "throttlelab", "run", "--backend", "kubernetes", "--experiment", "E2b",
+            "--variant", variant, "--repeat", "0", "--spec", experiment.spec_json(variant),
+            "--backend-settings", json.dumps({"cluster": "local"}), "--out", str(node_inputs / "rep0.jsonl"),
+            *[f"--binary={b}={p}" for b, p in binaries.items()]]
+    runner = subprocess.Popen(argv, cwd=node_inputs, stderr=subprocess.PIPE, text=True,
+                              env={**env, "PYTHONPATH": str(PROJECT)})
+    seen = []
+    try:
+        for line in runner.stderr:  # until its pods are at their gates, then into the load
+            seen.append(line)
+            if "at their start gates" in line:
+                time.sleep(2.0)
+                break
+        assert any("at their start gates" in line for line in seen), "".join(seen)[-2000:]
+        during = host_state()
+        assert during["folders"] and during["sysctls"] == before["sysctls"]
+    finally:
+        runner.send_signal(signal.SIGKILL)
+        runner.wait()
+    supervisors = [int(f) for f in during["folders"] if f not in before["folders"]]
+    deadline = time.monotonic() + nc.STOP_TIMEOUT_S
+    while time.monotonic() < deadline and any(running(s) for s in supervisors):
+        time.sleep(0.2)
+    assert host_state() == before

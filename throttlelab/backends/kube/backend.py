@@ -609,6 +609,10 @@ class KubeDeployment(Deployment):
         return self._finish(handle, timeout_s)
 
     def run_load(self, args: list[str], timeout_s: float, variant: str = "go124mod") -> Output:
+        """``args``: cpulab's command line after the binary, as every backend takes it ("load" and its flags)."""
+        if not args or args[0] != "load":
+            raise BackendError(f"the load generator runs `cpulab load ...`; got {list(args)[:2]!r}")
+        args = list(args[1:])  # load_manifest puts "load" after cpulab itself
         name = f"tl-load-{self.ident.run}-{next(self._loads)}"[:63]
         request = mf.load_request_milli(self.load.cpus if self.load else None)
         manifest = mf.load_manifest(

@@ -46,6 +46,16 @@ from throttlelab.model.runtime import runc_conversion
 BUILDS = ("go124mod", "go125mod")
 
 
+def _pinned_child(cpus: set[int]) -> None:
+    """In the load generator before exec: on the load CPUs, and killed with the runner (PR_SET_PDEATHSIG),
+    so a runner killed with SIGKILL leaves no generator sending load on."""
+    import ctypes
+    import signal
+
+    os.sched_setaffinity(0, cpus)
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+
+
 class HostFiles:
     """The node's files are this host's: NodeFiles's interface on plain reads."""
 
@@ -126,8 +136,8 @@ class NodeDeployment(KindDeployment):
         cpus = set(parse_cpuset(self.load.cpus))
         started = time.monotonic()
         try:
-            done = subprocess.run([str(binary), "load", *args], capture_output=True, text=True, timeout=timeout_s,
-                                  preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+            done = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=timeout_s,
+                                  preexec_fn=lambda: _pinned_child(cpus))
         except subprocess.TimeoutExpired as exc:
             raise BackendError(f"load/generator: still running after {timeout_s:.0f} s; killed") from exc
         out = Output(pod="load", container="generator", returncode=done.returncode,
