@@ -1241,8 +1241,10 @@ class _Handler(BaseHTTPRequestHandler):
             rendered = st._render(pod)
         state = next((s["state"] for s in rendered["status"].get("containerStatuses", []) if s["name"] == c.name), {})
         if "running" not in state:
-            # kubelet refuses before the upgrade; the client sees a failed handshake
-            return self._send(400, status_object(400, "BadRequest", f'container "{c.name}" is not running'))
+            # kubelet refuses before the upgrade; the client sees a failed handshake. The real node's words
+            # (docs/KUBE_REAL.md): once the container has ended, containerd no longer knows it
+            return self._send(500, status_object(500, "InternalError", "Internal error occurred: unable to upgrade "
+                                                 f'connection: container not found ("{c.name}")'))
         key = self.headers["Sec-WebSocket-Key"]
         accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
         offered = [p.strip() for p in self.headers.get("Sec-WebSocket-Protocol", "").split(",")]

@@ -18,7 +18,7 @@ from conftest import PROJECT
 from kube_api_server import FakeKubeAPI, Script, _qos as api_server_qos, recorded_cadvisor
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.base import CADVISOR_COUNTERS, BackendError, DesignMismatch
-from throttlelab.backends.kube.client import Forbidden, KubeClient, KubeError, NotFound, all_running
+from throttlelab.backends.kube.client import Forbidden, KubeClient, KubeError, NotFound, all_running, container_state
 from throttlelab.backends.kube.backend import KubeBackend, KubeDeployment, KubeSettings, NotTestable
 from throttlelab.model.placement import Container, LoadPlacement, Node, Pod
 
@@ -721,3 +721,19 @@ def test_a_request_above_its_limit_is_refused_as_the_api_server_refuses_it(api, 
         with backend.deploy(node):
             pass
     assert api.live_pods() == []
+
+
+def test_stopping_a_container_that_ended_since_its_state_was_read_is_no_error(api, backend, monkeypatch):
+    """The real node's race (docs/KUBE_REAL.md): stop() read "running", the burst ended, the exec of SIGTERM
+    was refused (container not found). What counts is the state after: it ended, so its output is collected."""
+    node = Node("node", (Pod("p", (Container("burst", ("burst", "-rounds=1", "-interval=10ms"), request_milli=100,
+                                             limit_milli=500),)),))
+    with backend.deploy(node) as dep:
+        handle = dep.start("p", "burst")
+        stale = dep.kc.read_pod("default", handle.pod_name)  # read while it runs
+        dep.kc.wait_pod("default", handle.pod_name, lambda p: "terminated" in container_state(p, "burst"), 5, "ended")
+        reads = iter([stale])
+        real_read = dep.kc.read_pod
+        monkeypatch.setattr(dep.kc, "read_pod", lambda ns, name: next(reads, None) or real_read(ns, name))
+        out = dep.stop(handle)
+        assert out.returncode == 0 and any(r.get("type") == "summary" for r in out.records)

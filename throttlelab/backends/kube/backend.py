@@ -605,7 +605,14 @@ class KubeDeployment(Deployment):
     def stop(self, handle: KubeHandle, timeout_s: float = 10.0) -> Output:
         state = container_state(self.kc.read_pod(self.ns, handle.pod_name), handle.container)
         if "running" in state:
-            self._exec(handle.pod, handle.container, [mf.PODGATE, "signal", "TERM"])
+            try:
+                self._exec(handle.pod, handle.container, [mf.PODGATE, "signal", "TERM"])
+            except KubeError:
+                # it may have ended between the read and the exec (a real node refuses the exec then:
+                # "container not found"); only a container still running makes that an error
+                state = container_state(self.kc.read_pod(self.ns, handle.pod_name), handle.container)
+                if "running" in state:
+                    raise
         return self._finish(handle, timeout_s)
 
     def run_load(self, args: list[str], timeout_s: float, variant: str = "go124mod") -> Output:
