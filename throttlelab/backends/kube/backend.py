@@ -607,12 +607,13 @@ class KubeDeployment(Deployment):
         if "running" in state:
             try:
                 self._exec(handle.pod, handle.container, [mf.PODGATE, "signal", "TERM"])
-            except KubeError:
-                # it may have ended between the read and the exec (a real node refuses the exec then:
-                # "container not found"); only a container still running makes that an error
-                state = container_state(self.kc.read_pod(self.ns, handle.pod_name), handle.container)
-                if "running" in state:
-                    raise
+            except KubeError as exc:
+                # it may have ended between the read and the exec: a real node refuses the exec then
+                # ("container not found") while the pod's status still says running for up to a second
+                # (kubelet's relist). _finish waits for its end as for any other; one that runs on is
+                # stopped there (SIGTERM again, then its pod deleted) and reported, this error with it
+                self.backend.progress(f"{handle.pod}/{handle.container}: SIGTERM not delivered ({exc}); waiting "
+                                      "for it to end")
         return self._finish(handle, timeout_s)
 
     def run_load(self, args: list[str], timeout_s: float, variant: str = "go124mod") -> Output:
