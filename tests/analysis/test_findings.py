@@ -1016,3 +1016,20 @@ def test_a_variant_the_backend_left_out_names_the_backends_reason():
     # a variant missing without a reason is still "not in this profile"
     _, plain = evaluate(lab)
     assert "variant not in this profile: X1 budget-full" in plain[plain["id"] == "F12"]["reason"].iloc[0]
+
+
+def test_f8_shares_on_a_cgroup_v1_real_runc_are_not_testable():
+    """The real node on this v1 host read E5's two-container shares as 102 : 1024 under runc 1.4.3: a real runc
+    converts shares to v2 weights only on cgroup v2, so the runtime conversions cannot be told apart on v1."""
+    lab = full_lab(backend="kubernetes")
+    for row in lab.run_rows:
+        row["cgroup_version"] = 1
+    got, checks = evaluate(lab)
+    row = checks[checks["check"] == "share_small / share_big E5 two-container"].iloc[0]
+    assert row["verdict"] == NOT_TESTABLE
+    assert "happen only on cgroup v2" in row["reason"] and "kubernetes on cgroup v1" in row["reason"]
+    lab = full_lab(backend="kubernetes")
+    for row in lab.run_rows:
+        row["cgroup_version"] = 2
+    _, checks = evaluate(lab)
+    assert checks[checks["check"] == "share_small / share_big E5 two-container"].iloc[0]["verdict"] != NOT_TESTABLE
