@@ -188,7 +188,8 @@ def test_kubernetes_leaves_out_what_it_cannot_do_and_says_why(tmp_path):
     proc = snakemake(tmp_path, "-n", "--config", "backend=kubernetes", "profile=ci")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "E5/pods not testable on the kubernetes backend: it pins the worker node to CPU 0" in proc.stderr
-    assert "E2b/clumped-limit not testable on the kubernetes backend: it pins the node to CPUs 0" in proc.stderr
+    assert "E2b/clumped-nolimit not testable on the kubernetes backend: it pins the node to CPUs 0" in proc.stderr
+    assert "E2b/clumped-limit not testable on the kubernetes backend: a container requests more CPU than its limit" in proc.stderr
     assert "E4/runc-old not testable on the kubernetes backend: it asks for the runc-old conversion" in proc.stderr
     assert "results/kubernetes/raw/E5/" not in proc.stdout and "results/kubernetes/raw/E10/" not in proc.stdout
     assert "results/kubernetes/raw/E4/runc-new/rep0.jsonl" in proc.stdout
