@@ -21,8 +21,12 @@ def _e6(profile):
 
 def _knobs(experiments):
     """Variants asking for a burst budget or a CFS period other than the default (X1, X2)."""
-    return {(e, v) for e, vs in experiments.items() for v, s in vs.items()
-            if s.burst_us or s.period_us not in (None, 100_000)}
+    return {
+        (e, v)
+        for e, vs in experiments.items()
+        for v, s in vs.items()
+        if s.burst_us or s.period_us not in (None, 100_000)
+    }
 
 
 def test_kind_on_a_cgroup_v1_host_leaves_out_every_pinned_variant_with_the_reason():
@@ -51,8 +55,10 @@ def test_e6_scraped_closer_than_cadvisors_housekeeping_is_listed_on_the_cluster_
     experiments = _experiments(profile)
     reason = untestable_variants(backend, experiments, "runc-new", cgroup_version=2)[("E6", "limit")]
     gap = _e6(profile).scrape_gap_ms / 1000
-    assert reason == (f"not testable on the {backend} backend: it is measured against the kubelet's real cAdvisor "
-                      f"on the {backend} backend, and {cadvisor_misfit(_e6(profile))}")
+    assert reason == (
+        f"not testable on the {backend} backend: it is measured against the kubelet's real cAdvisor "
+        f"on the {backend} backend, and {cadvisor_misfit(_e6(profile))}"
+    )
     assert f"its scrapes are {gap:g} s apart" in reason and "10-15 s" in reason
     assert untestable_variants("local", experiments, "runc-new", cgroup_version=2) == {}
     assert set(untestable_variants("docker", experiments, "runc-new", cgroup_version=2)) <= _knobs(experiments)
@@ -69,7 +75,8 @@ def test_an_e6_job_that_ends_before_the_second_scrape_does_not_fit():
     paper = _e6("paper")
     assert cadvisor_misfit(paper.with_changes(rounds=29)) == (
         "its job lasts 29 s (rounds x interval_ms) and the second scrape comes at 29 s; cAdvisor drops a "
-        "container's series when the container ends")
+        "container's series when the container ends"
+    )
     assert "scrapes are 9.999 s apart" in cadvisor_misfit(paper.with_changes(scrape_gap_ms=9999, rounds=40))
 
 

@@ -87,8 +87,9 @@ def spawn_guardian(module: str, *args: str, pass_fds: tuple[int, ...] = ()) -> s
     package_root = package_parent()
     path = os.environ.get("PYTHONPATH")
     env = {**os.environ, "PYTHONPATH": f"{package_root}{os.pathsep}{path}" if path else package_root}
-    return subprocess.Popen([sys.executable, "-m", module, *args], stdin=subprocess.PIPE, env=env,
-                            start_new_session=True, pass_fds=pass_fds)
+    return subprocess.Popen(
+        [sys.executable, "-m", module, *args], stdin=subprocess.PIPE, env=env, start_new_session=True, pass_fds=pass_fds
+    )
 
 
 #: CPU seconds of the guardians this process has waited for (their whole lives): the lab's own work,

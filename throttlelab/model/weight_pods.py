@@ -35,8 +35,13 @@ def lab_pods(names: tuple[str, ...], args: tuple[str, ...], build: str) -> tuple
             Pod(
                 pod_name,
                 tuple(
-                    Container(c, args, variant=build, request_milli=q.parse_cpu(req, "request"),
-                              limit_milli=None if lim is None else q.parse_cpu(lim, "limit"))
+                    Container(
+                        c,
+                        args,
+                        variant=build,
+                        request_milli=q.parse_cpu(req, "request"),
+                        limit_milli=None if lim is None else q.parse_cpu(lim, "limit"),
+                    )
                     for c, req, lim in containers
                 ),
             )
