@@ -35,6 +35,14 @@ def pid_alive(pid: int) -> bool:
     return _reachable(os.kill, pid)
 
 
+def die_with_parent() -> None:
+    """In a child before exec: SIGKILL when the process that started it ends (PR_SET_PDEATHSIG), so a
+    parent killed with SIGKILL leaves no child of it running on."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+
+
 def running(pid: int) -> bool:
     """Whether the process exists and has not ended: a zombie (ended, not reaped: an orphan on a host
     whose PID 1 reaps nothing, as on these machines) counts as ended."""

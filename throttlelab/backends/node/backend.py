@@ -39,6 +39,7 @@ from throttlelab.backends.kube.backend import KubeBackend, KubeDeployment, KubeS
 from throttlelab.backends.node import cluster as nc
 from throttlelab.backends.node import images as ni
 from throttlelab.host.interference import orchestrator_from_env
+from throttlelab.host.processes import die_with_parent
 from throttlelab.model import kubenode as kn
 from throttlelab.model.placement import LoadPlacement, Node, parse_cpuset
 from throttlelab.model.runtime import runc_conversion
@@ -47,13 +48,10 @@ BUILDS = ("go124mod", "go125mod")
 
 
 def _pinned_child(cpus: set[int]) -> None:
-    """In the load generator before exec: on the load CPUs, and killed with the runner (PR_SET_PDEATHSIG),
-    so a runner killed with SIGKILL leaves no generator sending load on."""
-    import ctypes
-    import signal
-
+    """In the load generator before exec: on the load CPUs, and killed with the runner, so a runner
+    killed with SIGKILL leaves no generator sending load on."""
     os.sched_setaffinity(0, cpus)
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+    die_with_parent()
 
 
 class HostFiles:

@@ -25,7 +25,6 @@ next node's start removes what such a node left (`sweep_stale`).
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import shutil
@@ -45,7 +44,7 @@ from typing import Any, TextIO
 
 from throttlelab.backends.base import BackendError, every_step
 from throttlelab.host import ociarchive, pki
-from throttlelab.host.processes import kill_all, running, spawn_guardian
+from throttlelab.host.processes import die_with_parent, kill_all, running, spawn_guardian
 from throttlelab.model import kubenode as kn
 
 #: Parent of every node's folder (one per supervisor, named by its pid).
@@ -93,11 +92,10 @@ def _run(argv: list[str], what: str, timeout_s: float = 60.0, check: bool = True
     return done.stdout
 
 
-def _die_with_parent() -> None:
-    """In a child before exec: its own session, and SIGKILL when the supervisor dies."""
+def _component_child() -> None:
+    """In a component before exec: its own session, and SIGKILL when the supervisor dies."""
     os.setsid()
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    die_with_parent()
 
 
 def host_sysctls() -> dict[str, str]:
@@ -138,11 +136,16 @@ def choose_subnet(in_use: list[str]) -> tuple[int, str]:
     raise BackendError("no free /24 in 10.213.0.0/16 for the node's pods: every one is routed on this host")
 
 
-def _https_ok(url: str, layout: kn.NodeLayout, who: str = "admin") -> bool:
+def _client_context(layout: kn.NodeLayout, who: str = "admin") -> ssl.SSLContext:
+    """TLS to the node's API server: its CA, and the client certificate ``who``."""
     ctx = ssl.create_default_context(cafile=str(layout.pki / "ca.crt"))
     ctx.load_cert_chain(str(layout.pki / f"{who}.crt"), str(layout.pki / f"{who}.key"))
+    return ctx
+
+
+def _https_ok(url: str, layout: kn.NodeLayout) -> bool:
     try:
-        with urllib.request.urlopen(url, context=ctx, timeout=5) as r:
+        with urllib.request.urlopen(url, context=_client_context(layout), timeout=5) as r:
             return r.status == 200
     except (OSError, ValueError):
         return False
@@ -169,6 +172,7 @@ class Supervisor:
         self.cpus: str | None = desc.get("cpus")
         self.owner: int | None = desc.get("owner")
         self.procs: dict[str, subprocess.Popen] = {}
+        self._tls: ssl.SSLContext | None = None  # the admin's TLS to the API server, once the PKI is made
         self.log_files: dict[str, TextIO] = {}
         self.sysctls_before = host_sysctls()
         folder = NODES_DIR / str(os.getpid())
@@ -182,7 +186,7 @@ class Supervisor:
         log = open(self.layout.logs / f"{name}.log", "w")  # noqa: SIM115 - closed in take_down
         self.log_files[name] = log
         self.procs[name] = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                            env={**os.environ, **(env or {})}, preexec_fn=_die_with_parent)
+                                            env={**os.environ, **(env or {})}, preexec_fn=_component_child)
 
     def _wait(self, what: str, ready: Callable[[], bool], timeout_s: float, names: tuple[str, ...]) -> None:
         deadline = time.monotonic() + timeout_s
@@ -218,6 +222,7 @@ class Supervisor:
                                for stem, cn, orgs, serving in kn.CERTIFICATES])
         for who in ("admin", "controller-manager", "scheduler", "kubelet"):
             lay.kubeconfig(who).write_text(kn.kubeconfig_text(lay, who))
+        self._tls = _client_context(lay)
         cni_bin = next((d for d in CNI_BIN_DIRS if Path(d, "bridge").is_file()), None)
         if cni_bin is None:
             raise BackendError("the CNI plugins (bridge, host-local, loopback) are not installed: "
@@ -257,7 +262,7 @@ class Supervisor:
                                                       kn.sysctl_mounts(lay)))
         self._wait("the node Ready", self._node_ready, 120, ("containerd", "kubelet"))
         for handler in kn.RUNTIME_HANDLERS:
-            self._kubectl_apply(kn.runtime_class(handler))
+            self._create_runtime_class(kn.runtime_class(handler))
         self._wait("the default ServiceAccount", self._default_sa, 60, ("kube-controller-manager",))
         took = time.monotonic() - started
         _say(f"ready in {took:.1f} s")
@@ -288,13 +293,10 @@ class Supervisor:
             return False
 
     def _api(self, path: str, method: str = "GET", body: dict | None = None) -> Any:
-        lay = self.layout
-        ctx = ssl.create_default_context(cafile=str(lay.pki / "ca.crt"))
-        ctx.load_cert_chain(str(lay.pki / "admin.crt"), str(lay.pki / "admin.key"))
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(f"{lay.server}{path}", data=data, method=method,
+        req = urllib.request.Request(f"{self.layout.server}{path}", data=data, method=method,
                                      headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
+        with urllib.request.urlopen(req, context=self._tls, timeout=10) as r:
             return json.loads(r.read() or b"null")
 
     def _node_ready(self) -> bool:
@@ -312,7 +314,7 @@ class Supervisor:
         except (OSError, ValueError):
             return False
 
-    def _kubectl_apply(self, obj: dict) -> None:
+    def _create_runtime_class(self, obj: dict) -> None:
         try:
             self._api("/apis/node.k8s.io/v1/runtimeclasses", method="POST", body=obj)
         except urllib.error.HTTPError as exc:
