@@ -12,6 +12,11 @@ import re
 
 RUNC_NEW_FROM = (1, 3, 2)  # runc pull request 4785: quadratic shares -> weight from this release on
 
+#: The kind backend's two clusters (config/kind/new.yaml, old.yaml; SPEC §4): each runs the runc of one
+#: conversion, and a variant runs on the cluster of its runtime.
+RUNTIME_OF_KIND_ROLE = {"new": "runc-new", "old": "runc-old"}
+KIND_ROLE_OF_RUNTIME = {runtime: role for role, runtime in RUNTIME_OF_KIND_ROLE.items()}
+
 _VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?")
 
 

@@ -37,6 +37,7 @@ from throttlelab.errors import BuildError
 from throttlelab.host import docker_engine
 from throttlelab.host.gobuild import go_build
 from throttlelab.model.digest import sha256_file
+from throttlelab.model.runtime import KIND_ROLE_OF_RUNTIME, RUNTIME_OF_KIND_ROLE
 from throttlelab.backends import images
 from throttlelab.backends.base import BackendError
 from throttlelab.backends.kube.client import KubeClient, KubeError
@@ -48,8 +49,8 @@ NODE_IMAGES = {
     "new": "kindest/node:v1.34.11@sha256:44e222ee2132dab25ff87301682f89eb82c7880ea3a1bf543bfe9708fd08d67d",
     "old": "kindest/node:v1.34.0@sha256:7416a61b42b1662ca6ca89f02028ac133a309a2a30ba309614e8ec94d976dc5a",
 }
-RUNTIME_OF_ROLE = {"new": "runc-new", "old": "runc-old"}
-ROLE_OF_RUNTIME = {v: k for k, v in RUNTIME_OF_ROLE.items()}
+RUNTIME_OF_ROLE = RUNTIME_OF_KIND_ROLE  # the model's (model/runtime.py): the rules plan from it too
+ROLE_OF_RUNTIME = KIND_ROLE_OF_RUNTIME
 IMAGE_REPOSITORY = "cpulab-kind"
 
 
