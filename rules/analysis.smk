@@ -63,7 +63,7 @@ rule evaluate_findings:
         tables_dir=input_folder("runs"),
         experiments=" ".join(DESIGN.experiments),
         confidence=DESIGN.confidence,
-        left_out=shlex.quote(json.dumps({f"{e}/{v}": why for (e, v), why in sorted(LEFT_OUT.items())})),
+        left_out=PLAN.left_out_arg(),
     shell:
         "throttlelab findings --tables-dir {params.tables_dir}"
         " --metrics {input.metrics} --experiments {params.experiments}"

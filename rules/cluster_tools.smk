@@ -17,7 +17,7 @@ rule build_cluster_tool:
     threads: 2
     params:
         cluster_dir=f"{workflow.basedir}/cluster",
-        settings=cluster_tools_settings_arg(),
+        settings=PLAN.cluster_tools_settings_arg(),
         recipe=cluster_project_recipe,
     shell:
         "throttlelab cluster-tools build --project {wildcards.project} --cluster-dir {params.cluster_dir:q}"

@@ -72,8 +72,8 @@ rule load_image:
 
 rule create_clusters:
     input:
-        [cluster_file(role, "kubeconfig") for role in kind_roles()],
-        [cluster_file(role, f"images/{build}.json") for role in kind_roles() for build in BUILDS],
+        [cluster_file(role, "kubeconfig") for role in PLAN.kind_roles()],
+        [cluster_file(role, f"images/{build}.json") for role in PLAN.kind_roles() for build in BUILDS],
 
 
 # `snakemake --cores 1 clean`: delete the lab's kind clusters (and their kubeconfigs).

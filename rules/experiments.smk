@@ -7,7 +7,7 @@ if BACKEND != "vm":
     rule run_experiment:
         input:
             binaries=[binary_path(build) for build in BUILDS],
-            images=backend_images(),
+            images=PLAN.images(),
             clusters=cluster_inputs,
         output:
             raw="results/{backend}/raw/{experiment}/{variant}/rep{rep}.jsonl",
@@ -44,15 +44,15 @@ else:
             input:
                 binaries=[binary_path(build) for build in BUILDS],
             output:
-                raw=raw_logs(_experiment),
+                raw=PLAN.raw_logs(_experiment),
             log:
                 f"results/vm/logs/{_experiment}/batch.log",
             resources:
                 experiment_slot=1,
             params:
                 experiment=_experiment,
-                plan=batch_plan(_experiment),
-                vm=vm_settings_arg(),
+                plan=PLAN.batch_plan(_experiment),
+                vm=PLAN.vm_settings_arg(),
             shell:
                 "throttlelab vm-batch --experiment {params.experiment} --results results/vm"
                 " --vm {params.vm} --plan {params.plan} 2>&1 | tee {log} >&2"
@@ -64,9 +64,9 @@ for _experiment in DESIGN.experiments:
         name:
             f"raw_{_experiment}"
         input:
-            raw_logs(_experiment),
+            PLAN.raw_logs(_experiment),
 
 
 rule raw:
     input:
-        [log for experiment in DESIGN.experiments for log in raw_logs(experiment)],
+        PLAN.all_raw_logs(),

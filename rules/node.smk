@@ -10,7 +10,7 @@ rule build_node_image:
         cpulab=binary_path("{build}"),
         podgate=rules.build_podgate.output.binary,
     output:
-        archive=f"{NODE_IMAGE_DIR}/{{build}}.tar",
+        archive=node_image_archive("{build}"),
     log:
         "results/logs/build_node_image/{build}.log",
     shell:

@@ -20,6 +20,14 @@ def test_every_backend_has_a_module_with_a_factory():
     assert make_backend("vm", {}, "runc-new").name == "vm"
 
 
+def test_the_config_schema_offers_exactly_the_backends_of_the_registry():
+    # the schema is the one check of --config backend=NAME (the rules plan nothing else)
+    import yaml
+
+    schema = yaml.safe_load((PROJECT / "config" / "config.schema.yaml").read_text())
+    assert schema["properties"]["backend"]["enum"] == list(BACKENDS)
+
+
 def test_the_vm_backend_on_the_host_says_it_runs_in_its_guest(monkeypatch):
     monkeypatch.delenv("THROTTLELAB_VM_GUEST", raising=False)
     with pytest.raises(BackendError, match="the vm backend runs inside its guest: `throttlelab vm-batch`"):

@@ -1,0 +1,153 @@
+"""What the rules plan from the design (model/plan.py): the raw logs, the seeded measuring order as
+priorities, the vm batch plans, kind's clusters, the shell words handed to the command line, and
+the shell prelude. Snakemake's DAG is built from these (rules/common.smk calls nothing else)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+
+import pytest
+
+from conftest import PROJECT
+from throttlelab.model import plan, seeds
+from throttlelab.model.builds import BUILDS
+from throttlelab.model.config import ConfigError
+from throttlelab.model.coverage import V1_PIN_REASON
+
+CONFIG = PROJECT / "config"
+
+
+def _plan(backend="local", profile="ci", cgroup_version=2, **config):
+    return plan.make_plan({"backend": backend, "profile": profile, **config}, CONFIG, lambda: cgroup_version)
+
+
+def test_every_job_of_the_design_has_its_raw_log_and_a_place_in_the_measuring_order():
+    p = _plan()
+    jobs = p.design.jobs()
+    assert len(p.all_raw_logs()) == len(jobs) == len(set(p.all_raw_logs()))
+    first = next(iter(p.design.experiments["E2a"].variants))
+    assert p.raw_logs("E2a")[0] == f"results/local/raw/E2a/{first}/rep0.jsonl"
+    assert sorted(p.priority(e, v, r) for e, v, r in jobs) == list(range(1, len(jobs) + 1))
+    assert p.priority("E2a", "no-such-variant", 0) == 0
+    assert p.priority("E2a", first, "0") == p.priorities[("E2a", first, 0)]  # a wildcard is a string
+
+
+def test_the_experiments_are_measured_in_the_profiles_order_each_in_its_seeded_order():
+    p = _plan()
+    first, second = p.experiments[:2]
+    assert min(p.priority(e, v, r) for e, v, r in p.design.jobs() if e == first) > max(
+        p.priority(e, v, r) for e, v, r in p.design.jobs() if e == second
+    )
+    exp = p.design.experiments["E2a"]
+    jobs = [("E2a", v, r) for v in exp.variants for r in range(exp.repeats)]
+    by_priority = sorted(jobs, key=lambda job: -p.priority(*job))
+    assert by_priority == seeds.measuring_order(p.design.seed, "E2a", jobs)
+
+
+def test_a_variant_is_its_canonical_json_and_an_unknown_one_is_named():
+    p = _plan()
+    first = next(iter(p.design.experiments["E2a"].variants))
+    spec = json.loads(p.variant_spec("E2a", first))
+    assert spec == p.design.experiments["E2a"].variants[first].to_dict()
+    with pytest.raises(ValueError, match="E2a has no variant 'nope' in profile ci"):
+        p.variant_spec("E2a", "nope")
+
+
+def test_the_backend_decides_the_images_and_the_settings_handed_to_the_runner():
+    assert _plan("local").images() == [] and _plan("local").backend_settings_arg() == ""
+    assert _plan("docker").images() == [f"results/build/{b}/image.json" for b in BUILDS]
+    word = _plan("kubernetes").backend_settings_arg()
+    assert word.startswith("--backend-settings ")
+    assert json.loads(shlex.split(word)[1]) == _plan("kubernetes").design.kubernetes
+    assert _plan().binary_args(["a/cpulab", "b/cpulab"]) == f"--binary {BUILDS[0]}=a/cpulab --binary {BUILDS[1]}=b/cpulab"
+    assert _plan().node_cpus_arg() == "" and _plan(node_cpus="0-1").node_cpus_arg() == "--node-cpus 0-1"
+
+
+def test_a_vm_batch_is_the_experiments_jobs_in_the_measuring_order_with_the_runner_options():
+    p = _plan("vm", node_cpus="0")
+    batch = json.loads(shlex.split(p.batch_plan("E2a"))[0])
+    assert batch["common"][:4] == ["--runtime", "runc-new", "--seed", str(p.design.seed)]
+    assert batch["common"][-2:] == ["--node-cpus", "0"]
+    assert f"--binary={BUILDS[0]}=results/build/{BUILDS[0]}/cpulab" in batch["common"]
+    priorities = [p.priority("E2a", job["variant"], job["repeat"]) for job in batch["jobs"]]
+    assert priorities == sorted(priorities, reverse=True) and len(priorities) == len(p.raw_logs("E2a"))
+    assert sorted(job["out"] for job in batch["jobs"]) == sorted(p.raw_logs("E2a"))
+    assert json.loads(shlex.split(p.vm_settings_arg())[0]) == p.design.vm
+
+
+def test_kind_runs_a_variant_on_the_cluster_of_its_runtime_and_is_asked_the_hosts_cgroup_version():
+    asked = []
+
+    def version():
+        asked.append(True)
+        return 2
+
+    plan.make_plan({"backend": "local", "profile": "quick"}, CONFIG, version)
+    assert asked == []  # only kind's nodes share this host's kernel
+    p = plan.make_plan({"backend": "kind", "profile": "quick"}, CONFIG, version)
+    assert asked == [True]
+    assert p.variant_role("E4", "runc-old") == "old" and p.variant_role("E1", "all-limits") == "new"
+    assert p.kind_roles() == ["new", "old"]
+    assert p.cluster_inputs("E4", "runc-old") == [
+        "results/kind/clusters/old/kubeconfig",
+        "results/kind/clusters/old/cluster.json",
+        *(f"results/kind/clusters/old/images/{b}.json" for b in BUILDS),
+    ]
+    assert _plan("local").cluster_inputs("E1", "all-limits") == []
+    assert set(json.loads(shlex.split(p.kind_settings_arg())[0])) == set(plan.KIND_CLUSTER_KEYS)
+
+
+def test_what_a_backend_cannot_express_is_left_out_of_the_plan_with_its_reason():
+    p = _plan("kind", profile="quick", cgroup_version=1)
+    assert p.left_out and all(reason.startswith("not testable") for reason in p.left_out.values())
+    assert any(V1_PIN_REASON in reason for reason in p.left_out.values())
+    kept = {(e, v) for e, exp in p.design.experiments.items() for v in exp.variants}
+    assert kept and not kept & set(p.left_out)
+    assert p.left_out_lines() == sorted(p.left_out_lines())
+    assert p.left_out_lines()[0].startswith("throttlelab: ")
+    assert json.loads(shlex.split(p.left_out_arg())[0]) == {f"{e}/{v}": r for (e, v), r in p.left_out.items()}
+    assert _plan().left_out == {} and json.loads(shlex.split(_plan().left_out_arg())[0]) == {}
+
+
+def test_the_smoke_target_is_refused_off_a_cluster_and_needs_kinds_cluster_on_kind():
+    with pytest.raises(ValueError, match="runs on kind or kubernetes only; this run's backend is 'local'"):
+        _plan("local").smoke_inputs()
+    assert _plan("kubernetes").smoke_inputs() == []
+    assert _plan("kind").smoke_inputs()[0] == "results/kind/clusters/new/kubeconfig"
+
+
+def test_a_bad_configuration_is_a_config_error():
+    with pytest.raises(ConfigError, match="backend"):
+        _plan("nomad")
+
+
+def test_a_profile_given_as_a_path_is_named_by_its_stem():
+    assert _plan(profile=str(CONFIG / "profiles" / "ci.yaml")).profile_name == "ci"
+    assert _plan().repeats("E2a") == _plan().design.experiments["E2a"].repeats and _plan().repeats(None) == 0
+
+
+def test_the_shell_prelude_runs_the_package_in_snakemakes_interpreter():
+    text = plan.shell_prelude("/the project", "/usr/bin/python3", 4242).format()  # shell.prefix() formats it
+    assert "export THROTTLELAB_ORCHESTRATOR_PID=4242; " in text
+    assert "export THROTTLELAB_PROJECT='/the project'; " in text
+    proc = subprocess.run(["bash", "-c", text + "type throttlelab"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "/usr/bin/python3 -m throttlelab" in proc.stdout, proc.stderr
+
+
+def test_the_builds_read_every_go_file_and_go_mod_podgate_apart(tmp_path):
+    for name in ("main.go", "go.mod", "README.md", "internal/x/x.go", "podgate/main.go", "podgate/main_test.go"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    assert plan.workload_sources(tmp_path) == [str(tmp_path / n) for n in ("go.mod", "internal/x/x.go", "main.go")]
+    assert plan.podgate_sources(tmp_path / "podgate") == [str(tmp_path / "podgate/main.go")]
+
+
+def test_a_cluster_tool_projects_job_reads_its_module_and_its_recipe():
+    name = "etcd"
+    files = plan.cluster_module_files(PROJECT / "cluster", name)
+    assert files == {"gomod": str(PROJECT / "cluster/etcd/go.mod"), "gosum": str(PROJECT / "cluster/etcd/go.sum")}
+    recipe = plan.cluster_project_recipe(name)
+    assert len(recipe) == 16 and recipe == plan.cluster_project_recipe(name)
+    assert plan.cluster_tools_manifest(name) == "results/cluster-tools/etcd.json"
