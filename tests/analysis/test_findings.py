@@ -18,7 +18,7 @@ import pytest
 from conftest import FIXTURE_ROOT
 from throttlelab.analysis import commands as analysis, findings, stats, tidy
 from throttlelab.analysis.findings import CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE, REPRODUCED
-from throttlelab.analysis.findings import predictions as model
+from throttlelab.analysis.findings import predictions
 from throttlelab.model import catalogue
 from throttlelab.model.quantities import go_default_gomaxprocs, parse_cpu
 from throttlelab.model.variants import VariantSpec
@@ -89,7 +89,7 @@ OVERHEAD_MS = 8.0
 
 def burst_values(spec: dict, cpus: int, rng: np.random.Generator, n: int = R,
                  period_ms: float = 100.0) -> dict[str, list[float]]:
-    arm = model.burst_arm(VariantSpec.from_dict("E2a", "x", spec), cpus, period_ms)
+    arm = predictions.burst_arm(VariantSpec.from_dict("E2a", "x", spec), cpus, period_ms)
     burst = arm.burst()
     per_round = arm.throttled_ms()
     rounds = spec["rounds"]
@@ -311,9 +311,9 @@ def x4(lab: Lab, seed: int = 14, contention: float = 1.0, rel: float = 0.03, num
     plus a fixed overhead); ``contention`` scales the synchronized arm's extra time."""
     rng = np.random.default_rng(seed)
     base = {**X4_BASE, "threads": threads}
-    arm = model.burst_arm(VariantSpec.from_dict("X4", "x", base), num_cpu, 100.0)
-    apart = float(np.median(model.overlap_burst(arm, 2, False).wall_ms))
-    together = apart + contention * (float(np.median(model.overlap_burst(arm, 2, True).wall_ms)) - apart)
+    arm = predictions.burst_arm(VariantSpec.from_dict("X4", "x", base), num_cpu, 100.0)
+    apart = float(np.median(predictions.overlap_burst(arm, 2, False).wall_ms))
+    together = apart + contention * (float(np.median(predictions.overlap_burst(arm, 2, True).wall_ms)) - apart)
     for variant, wall, stagger in (("synchronized", together, False), ("staggered", apart, True)):
         lab.add("X4", variant, {**base, "stagger": stagger},
                 {"p50_wall_ms": noisy(rng, wall + OVERHEAD_MS, rel), "throttled_per_round": [0.0] * R},

@@ -246,7 +246,7 @@ def test_the_scrape_window_pause_counts_each_round_inside_it():
     rounds = pd.DataFrame({"t_s": [0.0, 0.33, 0.66, 0.99], "wall_ms": [100.0, 100.0, 60.0, 100.0]})
     # unlimited median 20 ms; window 300..1000 ms: round 1 (80 extra) whole, round 2 (40) whole,
     # round 3 (80) for 10 of its 100 ms
-    pause = metrics.services.window_pause_ms(rounds, 20.0, 300.0, 1000.0)
+    pause = metrics.services_metrics.window_pause_ms(rounds, 20.0, 300.0, 1000.0)
     assert pause == pytest.approx(80 + 40 + 8)
 
 
@@ -267,7 +267,7 @@ def test_a_burst_run_without_its_process_names_the_run(tables):
 def test_periods_per_round_counts_the_whole_runs_periods_not_only_the_bursts():
     """The kernel also counts the idle period after each burst (SPEC §1, F3): the rounds' own deltas
     end with the burst, the summary's span the run. 27 periods over 12 rounds (a quick-profile run)."""
-    from throttlelab.analysis.metrics.jobs import burst_metrics
+    from throttlelab.analysis.metrics.jobs_metrics import burst_metrics
 
     rounds = pd.DataFrame({"round": range(12), "wall_ms": [20.0] * 12, "d_nr_periods": [0, 1] * 6,
                            "d_nr_throttled": [0] * 12, "d_throttled_usec": [0] * 12})
@@ -279,7 +279,7 @@ def test_periods_per_round_counts_the_whole_runs_periods_not_only_the_bursts():
 def test_several_pods_bursts_add_their_counts_and_average_the_rest():
     """X4: one value per run from every pod's burst process; counts are summed (the throttled share is
     their ratio), times are the pods' mean."""
-    from throttlelab.analysis.metrics.jobs import pods_burst_metrics
+    from throttlelab.analysis.metrics.jobs_metrics import pods_burst_metrics
 
     def pod(src: str, walls: list[float], throttled: list[int]) -> tuple[dict, dict, list[dict]]:
         rounds = [{"src": src, "round": k, "wall_ms": w, "d_nr_periods": 2, "d_nr_throttled": t,

@@ -11,7 +11,7 @@ import pytest
 
 from load_records import META, header, write_log
 from throttlelab.analysis import findings, metrics, tidy
-from throttlelab.analysis.metrics import services as service_metrics
+from throttlelab.analysis.metrics import services_metrics as service_metrics
 from throttlelab.model.variants import VariantSpec
 
 # --------------------------------------------------------------------------

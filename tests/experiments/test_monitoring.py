@@ -23,7 +23,7 @@ import pytest
 from conftest import lab_cgroups, workload_pids
 from load_records import header
 from throttlelab.analysis import metrics, tidy
-from throttlelab.analysis.metrics.services import monitoring_metrics
+from throttlelab.analysis.metrics.services_metrics import monitoring_metrics
 from throttlelab.backends.base import Backend, BackendError, Capabilities, Deployment, Output
 from throttlelab.experiments import monitoring
 from throttlelab.experiments.context import Context, ExperimentResult

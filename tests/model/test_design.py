@@ -75,7 +75,7 @@ def test_qos_class_as_kubelet(containers, qos):
 def test_e4_burstable_level_is_what_kubelet_writes():
     # all five lab pods are burstable (p1-limited too): 100m + 1 + 2 + 1 + 1.1 = 5.2 CPUs -> 203,
     # the lab's 203-207 with the node's other burstable pods on top
-    from throttlelab.model.weights import E4_PODS, lab_pods
+    from throttlelab.model.weight_pods import E4_PODS, lab_pods
     node = Node("node", lab_pods(tuple(n for n, _ in E4_PODS), ("info",), "go124mod"))
     levels = _levels(node)
     assert levels["node/burstable"].weight == 203

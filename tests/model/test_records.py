@@ -18,7 +18,7 @@ from throttlelab.backends.base import Capabilities, Output, Readback
 from throttlelab.errors import RecordError
 from throttlelab.experiments.context import Context, ExperimentResult
 from throttlelab.experiments.runner import checked, meta_record
-from throttlelab.experiments.services import podstat_record
+from throttlelab.experiments.services_experiments import podstat_record
 from throttlelab.host.interference import Interference
 from throttlelab.model import records, seeds
 from throttlelab.model.variants import VariantSpec

@@ -7,7 +7,7 @@ import numpy as np
 
 from conftest import PROJECT
 from throttlelab.analysis.metrics import estimates
-from throttlelab.experiments.services import load_args
+from throttlelab.experiments.services_experiments import load_args
 from throttlelab.model import seeds
 from throttlelab.model.variants import VariantSpec
 

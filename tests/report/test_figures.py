@@ -83,7 +83,7 @@ def test_the_command_draws_one_figure(tmp_path):
 
 
 def test_service_figures_show_the_quantile_the_runs_support():
-    from throttlelab.figures.services import e2b_latency_caption, latency_metric
+    from throttlelab.figures.services_figures import e2b_latency_caption, latency_metric
 
     def est(points: dict[str, float]) -> pd.DataFrame:
         return pd.DataFrame([{"experiment": "E2b", "variant": v, "metric": m, "point": p, "lo": float("nan"),
@@ -101,14 +101,14 @@ def _beyond_tables(experiment: str, arms: dict[str, dict]) -> dict[str, pd.DataF
     """Tidy tables of X1-X3 made from the model (3 runs x 4 rounds per arm), as parse_runs and compute_stats write them."""
     import numpy as np
 
-    from throttlelab.analysis.findings import predictions as model
+    from throttlelab.analysis.findings import predictions
 
     base = {"build": "go124mod", "threads": 2, "work_ms": 20, "interval_ms": 433, "rounds": 4, "request": "100m",
             "limit": "250m"}
     runs, rounds, metrics, estimates = [], [], [], []
     for variant, params in arms.items():
         spec = VariantSpec.from_dict(experiment, variant, {**base, **params})
-        arm = model.burst_arm(spec, model.cpuset_size(spec.cpus) or 2, spec.period_ms or 100.0)
+        arm = predictions.burst_arm(spec, predictions.cpuset_size(spec.cpus) or 2, spec.period_ms or 100.0)
         wall, throttled = arm.median_wall_ms() + 5, float(np.mean(arm.burst().throttled_periods))
         for rep in range(3):
             runs.append({"backend": "local", "experiment": experiment, "variant": variant, "repeat": rep,

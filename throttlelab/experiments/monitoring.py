@@ -46,8 +46,8 @@ from throttlelab.model.variants import VariantSpec
 from throttlelab.model.placement import Container, Node, Pod
 from throttlelab.model.quantities import parse_cpu
 from throttlelab.experiments.context import Context, ExperimentResult, deployed
-from throttlelab.experiments.jobs import burst_timeout, container_env
-from throttlelab.experiments.services import podstat_record, wall_ns_of
+from throttlelab.experiments.jobs_experiments import burst_timeout, container_env
+from throttlelab.experiments.services_experiments import podstat_record, wall_ns_of
 
 
 #: `source` of E6's podstat records: the kubelet's real cAdvisor, or the emulation of its housekeeping.

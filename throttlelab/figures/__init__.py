@@ -3,7 +3,7 @@
     registry.py   every figure once: its experiment, tables, captions, category and functions
                   (light: the Snakemake rules import it while parsing)
     style.py      colours, axes helpers, data selection and the method sentence every figure shares
-    jobs.py, weights.py, services.py   the figures (and captions) of each family of experiments
+    jobs_figures.py, weights_figures.py, services_figures.py   the figures (and captions) of each family of experiments
                   (the catalogue's family; the lab's experiments and ours alike)
     svg.py        a Figure as inline SVG with ids unique on the page
     draw.py       `throttlelab figure`: one figure of the registry from its tables

@@ -21,7 +21,7 @@ For each figure:
 * ``draw`` and ``caption``: the figure's function (the tables as keyword arguments ->
   a matplotlib Figure) and the caption under it on our page ((estimates, runs) -> text):
   ``<name>_figure`` and ``<name>_caption`` in the figures module of its experiment's family
-  (``figures/<family>.py``, the catalogue's ``family``, as in experiments/, metrics/ and
+  (``figures/<family>_figures.py``, the catalogue's ``family``, as in experiments/, metrics/ and
   findings/), for the lab's experiments and ours alike.
 """
 
@@ -65,7 +65,7 @@ class FigureEntry:
     @property
     def module(self) -> str:
         """The module that draws it: the figures module of its experiment's family (model/catalogue.py)."""
-        return f"throttlelab.figures.{catalogue.experiment(self.experiment).family}"
+        return f"throttlelab.figures.{catalogue.experiment(self.experiment).family}_figures"
 
     @property
     def draw(self) -> str:

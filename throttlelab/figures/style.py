@@ -5,8 +5,8 @@ replication), the estimate with the interval that ``estimates.csv`` already
 holds (asymmetric on the log scale; never recomputed here), and the lab's own
 figure (:mod:`throttlelab.model.reference`) in dashed red where the article
 gives one; for an experiment of ours (no lab figure), the model's prediction
-written before the data in dotted grey. The family modules (:mod:`.jobs`,
-:mod:`.weights`, :mod:`.services`) import this module and nothing of each other.
+written before the data in dotted grey. The family modules (:mod:`.jobs_figures`,
+:mod:`.weights_figures`, :mod:`.services_figures`) import this module and nothing of each other.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from throttlelab.model import records
 #: How experiments/, metrics/, figures/ and findings/ sort their code: one module per family.
 FAMILIES = ("jobs", "weights", "services")
 
-#: The per-run metrics each family computes, by kind (analysis/metrics/<family>.py):
+#: The per-run metrics each family computes, by kind (analysis/metrics/<family>_metrics.py):
 #: jobs: ``burst`` (one burst process: E2a's metrics), ``pods_burst`` (a burst process in each of several
 #: pods, E2a's metrics averaged over them), ``spin`` (S1's spin), ``gomaxprocs`` (E3's info);
 #: weights: ``readback`` (levels read back equal to the design), ``shares`` (shares of one contended CPU);

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 from throttlelab.model.quantities import DEFAULT_PERIOD_US
 from throttlelab.model.variants import VariantSpec
-from throttlelab.model.weights import pod_names, requested_milli
+from throttlelab.model.weight_pods import pod_names, requested_milli
 
 #: kind on a cgroup v1 host: why node containers cannot be pinned.
 V1_PIN_REASON = (

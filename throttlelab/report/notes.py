@@ -14,7 +14,7 @@ import pandas as pd
 
 from throttlelab.analysis import stats
 from throttlelab.analysis.formatting import fmt_interval
-from throttlelab.analysis.metrics.services import supported_latency_metric
+from throttlelab.analysis.metrics.services_metrics import supported_latency_metric
 from throttlelab.model.reference import TALK_S2_GAIN, lab_values
 
 

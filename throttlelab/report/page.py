@@ -32,7 +32,7 @@ import jinja2
 import pandas as pd
 
 from throttlelab.analysis.formatting import fmt_interval, fmt_number
-from throttlelab.analysis.metrics.services import LATENESS_SUSPECT_MS, lateness_rows
+from throttlelab.analysis.metrics.services_metrics import LATENESS_SUSPECT_MS, lateness_rows
 from throttlelab.analysis.tidy import ENV_PREFIX, variant_specs
 from throttlelab.errors import ReportError
 from throttlelab.figures.registry import figures_for, resolve

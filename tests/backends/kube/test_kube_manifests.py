@@ -33,7 +33,7 @@ CONTROL_PLANE = "throttlelab-new-control-plane"
 #: The experiments whose every variant this test runs (the fake prints what their containers would).
 EXPERIMENTS = ("E1", "E2a", "E3", "S1", "E4", "E5", "E10", "E2b", "E7", "E8", "E6", "S2")
 #: Variants that cannot run on a cluster as the experiment is written, and why (see the report).
-SKIPPED = {("S2", "cascade-limited"): "services.py checks that the upstream answers on 127.0.0.1:<port>, "
+SKIPPED = {("S2", "cascade-limited"): "services_experiments.py checks that the upstream answers on 127.0.0.1:<port>, "
                                       "which a pod on another pod's address does not"}
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -4,14 +4,14 @@
 evaluation, Holm, the verdicts) and no claim; :mod:`.predictions` is SPEC's model of a
 variant (the CFS bandwidth model of a burst, the service's clumps, the pods' weights) from
 which every threshold is derived; one module per family of experiments (model/catalogue.py's
-``family``, as in experiments/ and metrics/) holds its claims, the lab's and ours alike (:mod:`.jobs`
-F1-F5 and F12-F15, :mod:`.weights` F8, :mod:`.services` F6, F7, F9-F11, F16, F17), each importing
+``family``, as in experiments/ and metrics/) holds its claims, the lab's and ours alike (:mod:`.jobs_findings`
+F1-F5 and F12-F15, :mod:`.weights_findings` F8, :mod:`.services_findings` F6, F7, F9-F11, F16, F17), each importing
 the engine and the model, never each other; :mod:`.catalogue` puts them in order. Whether a claim
 is ours is the catalogue's ``ours`` column of its experiments (``Finding.ours``), not a module. The
 names below are the package's interface (``findings.evaluate(evidence)``).
 """
 
-from throttlelab.analysis.findings.catalogue import FINDINGS, evaluate
+from throttlelab.analysis.findings.finding_catalogue import FINDINGS, evaluate
 from throttlelab.analysis.findings.engine import (
     CHECKS_COLUMNS,
     CONTRADICTED,

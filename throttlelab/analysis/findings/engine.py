@@ -30,7 +30,7 @@ Evaluation (shared/STATS.md §3-5):
   significance" is judged after it.
 
 findings.csv has one row per finding (the check that decides its verdict); checks.csv has every
-check. The claims live one module per family (:mod:`.jobs`, :mod:`.weights`, :mod:`.services`),
+check. The claims live one module per family (:mod:`.jobs_findings`, :mod:`.weights_findings`, :mod:`.services_findings`),
 which import this module; this module imports no claim. What they cite comes from :func:`cite`: the
 lab's figures (:mod:`throttlelab.model.reference`), or for a claim of ours (the catalogue's ``ours``
 column, model/catalogue.py) that it is ours.
@@ -49,8 +49,8 @@ import numpy as np
 import pandas as pd
 
 from throttlelab.analysis import stats
-from throttlelab.analysis.metrics.catalogue import CATALOGUE
-from throttlelab.analysis.metrics.services import SERVICE_QUANTILES
+from throttlelab.analysis.metrics.metric_catalogue import CATALOGUE
+from throttlelab.analysis.metrics.services_metrics import SERVICE_QUANTILES
 from throttlelab.analysis.tidy import run_spec
 from throttlelab.errors import CatalogueError
 from throttlelab.model.catalogue import is_ours

@@ -1,6 +1,6 @@
 """What every family of per-run metrics shares: how a metric is described, and small helpers.
 
-The families (:mod:`.jobs`, :mod:`.weights`, :mod:`.services`) import this module and
+The families (:mod:`.jobs_metrics`, :mod:`.weights_metrics`, :mod:`.services_metrics`) import this module and
 nothing of each other; :mod:`.catalogue`, :mod:`.per_run` and :mod:`.estimates` put them
 together.
 """

@@ -7,7 +7,7 @@ asymmetric interval); quantities that can be 0 (counts, throttled time) on the l
 scale, where a metric that is 0 in every run is the result "0 in R of R runs";
 throttled ratios as proportions of their counts (per-run empirical logit,
 back-transformed; the pooled exact binomial interval when the counts are sparse); how
-each metric is summarised is its :data:`~throttlelab.analysis.metrics.catalogue.CATALOGUE`
+each metric is summarised is its :data:`~throttlelab.analysis.metrics.metric_catalogue.CATALOGUE`
 entry. A quantile the runs are too short for stays empty with the reason (STATS.md §2);
 a p99.9 of short runs is pooled with whole runs resampled only from R = 20 on (§3).
 """
@@ -24,9 +24,9 @@ import numpy as np
 import pandas as pd
 
 from throttlelab.analysis import stats
-from throttlelab.analysis.metrics.catalogue import CATALOGUE
+from throttlelab.analysis.metrics.metric_catalogue import CATALOGUE
 from throttlelab.analysis.metrics.common import MetricSpec, Scale
-from throttlelab.analysis.metrics.services import DEFAULT_LOAD_TIMEOUT_MS
+from throttlelab.analysis.metrics.services_metrics import DEFAULT_LOAD_TIMEOUT_MS
 from throttlelab.analysis.tidy import RUN_KEYS
 from throttlelab.model import seeds
 

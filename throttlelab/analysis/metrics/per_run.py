@@ -1,8 +1,8 @@
 """All runs -> metrics.csv: one row per (run, metric), in long form with the unit beside the value.
 
 The run is the unit of replication (shared/STATS.md §1): every metric is ONE number
-per run, computed by its experiment's family (:mod:`.jobs`, :mod:`.weights`,
-:mod:`.services`, as the experiment's catalogue row says: model/catalogue.py) from that
+per run, computed by its experiment's family (:mod:`.jobs_metrics`, :mod:`.weights_metrics`,
+:mod:`.services_metrics`, as the experiment's catalogue row says: model/catalogue.py) from that
 run's rows of the tidy tables.
 """
 
@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from throttlelab.analysis.metrics import jobs, services, weights
-from throttlelab.analysis.metrics.catalogue import CATALOGUE
+from throttlelab.analysis.metrics import jobs_metrics, services_metrics, weights_metrics
+from throttlelab.analysis.metrics.metric_catalogue import CATALOGUE
 from throttlelab.analysis.tidy import RUN_KEYS, InputError
 from throttlelab.model.catalogue import experiment as catalogued
 
@@ -30,9 +30,9 @@ def _by_run(frame: pd.DataFrame) -> dict[tuple[Any, ...], pd.DataFrame]:
 
 #: Each family's per-run metrics (the catalogue's ``family`` column names the module).
 FAMILY_METRICS = {
-    "jobs": jobs.job_run_metrics,
-    "weights": weights.weights_run_metrics,
-    "services": services.service_run_metrics,
+    "jobs": jobs_metrics.job_run_metrics,
+    "weights": weights_metrics.weights_run_metrics,
+    "services": services_metrics.service_run_metrics,
 }
 
 
@@ -62,7 +62,7 @@ def run_metrics(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
             raise InputError(f"run {'/'.join(map(str, run))}: {exc}") from None
         notes: dict[str, str] = {}
         if parts["requests"] is not None:
-            latency, notes = services.latency_metrics(parts["requests"], load_timeout_ms(parts["headers"]))
+            latency, notes = services_metrics.latency_metrics(parts["requests"], load_timeout_ms(parts["headers"]))
             values.update(latency)
         rows += [(*run, name, value, CATALOGUE[name].unit, notes.get(name, "")) for name, value in values.items()]
     frame = pd.DataFrame.from_records(rows, columns=METRICS_COLUMNS)
@@ -75,4 +75,4 @@ def load_timeout_ms(headers: pd.DataFrame | None) -> float:
         given = headers.loc[headers["command"] == "load", "timeout_ms"].dropna()
         if len(given):
             return float(given.iloc[0])
-    return services.DEFAULT_LOAD_TIMEOUT_MS
+    return services_metrics.DEFAULT_LOAD_TIMEOUT_MS

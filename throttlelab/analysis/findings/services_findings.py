@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from throttlelab.analysis import stats
-from throttlelab.analysis.findings import predictions as model
+from throttlelab.analysis.findings import predictions
 from throttlelab.analysis.findings.engine import (
     Check,
     Derivation,
@@ -36,7 +36,7 @@ from throttlelab.model.reference import TALK_EXHAUST_MS
 X5, X6 = "X5", "X6"
 
 #: An absolute bound for "not throttled": a quarter of the share of periods a clumped load of the same rate
-#: must throttle by the model.
+#: must throttle by the predictions.
 UNTHROTTLED_FRACTION = 0.25
 #: "A large share of periods": half of what the model says a clumped load throttles at least.
 THROTTLED_FRACTION = 0.5
@@ -47,21 +47,21 @@ AVERAGE_USE_BAND = 1.5
 MIN_PREDICTED_RISE = 1.1
 
 
-def arm(evidence: Evidence, experiment: str, variant: str) -> model.ServiceArm:
-    return model.service_arm(evidence.spec(experiment, variant))
+def arm(evidence: Evidence, experiment: str, variant: str) -> predictions.ServiceArm:
+    return predictions.service_arm(evidence.spec(experiment, variant))
 
 
-def _limit(a: model.ServiceArm) -> str:
+def _limit(a: predictions.ServiceArm) -> str:
     return "no limit" if a.limit_milli is None else f"limit {format_cpu(a.limit_milli)}"
 
 
-def _describe(name: str, a: model.ServiceArm) -> str:
+def _describe(name: str, a: predictions.ServiceArm) -> str:
     quota = "" if a.quota_ms is None else f" (quota {a.quota_ms:g} ms per period)"
     return (f"{name}: clumps of {a.clump} x {a.cpu_per_request_ms:.3g} ms of CPU = {a.clump_cpu_ms:.3g} ms on "
             f"{a.rate:.3g} CPU, {_limit(a)}{quota}")
 
 
-_CPU_NOTE = (f"A request costs {model.CPU_PER_WORK:g}x its work in CPU (SPEC §4: 100 req/s of 5 ms work used "
+_CPU_NOTE = (f"A request costs {predictions.CPU_PER_WORK:g}x its work in CPU (SPEC §4: 100 req/s of 5 ms work used "
              "~0.6 CPU).")
 
 
@@ -108,7 +108,7 @@ def unthrottled_bound(experiment: str, variant: str, clumped: str | None = None)
             # steady arrivals: a period throttles only when more requests land in it than the quota holds
             per_period = a.rps * a.period_ms / 1000
             fit = math.floor(a.quota_ms / a.cpu_per_request_ms / max(a.clump, 1))
-            tail = model.poisson_tail(fit + 1, per_period / max(a.clump, 1))  # P(N > fit)
+            tail = predictions.poisson_tail(fit + 1, per_period / max(a.clump, 1))  # P(N > fit)
             if a.clump_cpu_ms > a.quota_ms:
                 raise Unmet("a load that stays under the quota",
                             f"{_describe(variant, a)} exceeds the quota: the model throttles it")
@@ -159,7 +159,7 @@ def latency_rise(experiment: str, variant: str, baseline: str):
                 f"the model puts {name} of {variant} at {qa:.3g} ms against {qb:.3g} ms ({ratio:.3g}x): at this "
                 f"quantile the requests of a clump finish before the limit or the neighbor matters "
                 f"({_describe(variant, a)}; {_describe(baseline, b)})"))
-        threshold = model.latency_threshold(ratio)
+        threshold = predictions.latency_threshold(ratio)
         form = "(r + 2) / 3" if ratio >= 1 else "3r / (1 + 2r)"
         return Derivation((round(threshold, 3),), (
             f"Model: {_describe(variant, a)}; {_describe(baseline, b)}. Over the requests of a clump and the "
@@ -178,13 +178,13 @@ def cpu_ratio(experiment: str, variant: str, baseline: str, same: bool = False):
         specs = {v: evidence.spec(experiment, v) for v in (variant, baseline)}
         got = {}
         for v, spec in specs.items():
-            a = model.service_arm(spec)
+            a = predictions.service_arm(spec)
             cap = math.inf if a.limit_milli is None else a.limit_milli / 1000
             if same and a.rate >= cap:
                 raise Unmet("a share below the limit", (
                     f"{v}'s weight buys {a.rate:.3g} CPU, at or above its limit {cap:g}: the limit, not the "
                     "weight, sets its CPU"))
-            got[v] = (min(a.rate, cap), model.node_share(spec))
+            got[v] = (min(a.rate, cap), predictions.node_share(spec))
         ratio = got[variant][0] / got[baseline][0]
         shares = "; ".join(f"{v}: pod weight share {share:.3g} of the node -> {cpu:.3g} CPU" for v, (cpu, share)
                            in got.items())
@@ -193,7 +193,7 @@ def cpu_ratio(experiment: str, variant: str, baseline: str, same: bool = False):
                 f"Model (kubelet's pod weights, SPEC §2; the neighbor keeps the node busy): {shares}; the limit "
                 f"changes nothing while the weight's share stays below it (ratio {ratio:.3g}). Band x/÷ "
                 f"{SAME_BAND:g}; the whole interval must lie inside it."))
-        threshold = model.rate_threshold(ratio)
+        threshold = predictions.rate_threshold(ratio)
         return Derivation((round(threshold, 3),), (
             f"Model (kubelet's pod weights, SPEC §2): {shares}: {ratio:.3g}x. Threshold sqrt(r) = {threshold:.3g}: "
             "half the predicted change on the log scale."))
@@ -206,7 +206,7 @@ def overstatement(experiment: str, variant: str):
 
     def derive(evidence: Evidence, check: Check) -> Derivation:
         spec = evidence.spec(experiment, variant)
-        a = model.burst_arm(spec, evidence.num_cpu(experiment, variant), evidence.period_ms(experiment, variant))
+        a = predictions.burst_arm(spec, evidence.num_cpu(experiment, variant), evidence.period_ms(experiment, variant))
         if a.queues < 2:
             raise Unmet("two or more run queues", (
                 f"the job keeps min(threads {a.threads}, num_cpu {a.cpus}) = 1 run queue busy: throttled time then "
@@ -256,8 +256,8 @@ def threads_drain_quota_fast(experiment: str, variant: str, factor: float = 2.0)
 # F16: steady arrivals near the limit (X5)
 
 
-def _steady(evidence: Evidence, variant: str) -> model.SteadyArm:
-    return model.steady_arm(evidence.spec(X5, variant), evidence.period_ms(X5, variant))
+def _steady(evidence: Evidence, variant: str) -> predictions.SteadyArm:
+    return predictions.steady_arm(evidence.spec(X5, variant), evidence.period_ms(X5, variant))
 
 
 def designed_use(variant: str):
@@ -334,7 +334,7 @@ def same_throughput(variant: str, baseline: str):
         limit = spec.milli("limit")
         if limit is None:
             raise Unmet("a limit", f"{variant} has no limit: nothing caps both arms alike")
-        per_request = (spec.work_us or 0) / 1000 * model.CPU_PER_WORK
+        per_request = (spec.work_us or 0) / 1000 * predictions.CPU_PER_WORK
         cap = limit / per_request
         return Derivation((round(1 / SAME_BAND, 3), SAME_BAND), (
             f"Model: a closed loop keeps the service saturated, so both arms are capped by the quota: "

@@ -2,7 +2,7 @@
 
 Shares of a CPU are compared as log-ratios (STATS.md §3): per run, member i's share over the
 share of the phase's largest member, against w_i / w_ref of the weights the model predicts
-(:func:`throttlelab.model.weights.expected_shares`, the same function the experiments build their
+(:func:`throttlelab.model.weight_pods.expected_shares`, the same function the experiments build their
 pods with), with a RELATIVE band. The band is derived from the model: half the log distance
 between runc's two conversions inside the two-container pod, so a check tells them apart;
 each check's derivation says which other rule (shares proportional to requests, the other
@@ -19,7 +19,7 @@ import numpy as np
 from throttlelab.analysis.findings.engine import Check, Evidence, Finding, Requirement, cite
 from throttlelab.model import quantities as q
 from throttlelab.model.reference import quote
-from throttlelab.model.weights import PHASES, expected_shares, lab_pods
+from throttlelab.model.weight_pods import PHASES, expected_shares, lab_pods
 
 RUNTIMES = {"E5": "runc-new", "E10": "runc-old"}
 

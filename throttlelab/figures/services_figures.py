@@ -17,8 +17,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from throttlelab.analysis.findings import predictions as model
-from throttlelab.analysis.metrics.services import supported_latency_metric
+from throttlelab.analysis.findings import predictions
+from throttlelab.analysis.metrics.services_metrics import supported_latency_metric
 from throttlelab.figures.style import (
     LAB_COLOR,
     MODEL_COLOR,
@@ -392,7 +392,7 @@ def x5_near_limit_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: p
     """X5: (a) throttled share of active periods by average use, with the Poisson model; (b) /work latency."""
     specs = variant_specs(runs, "X5")
     order = sorted(specs, key=lambda v: specs[v].rps or 0)
-    arms = {v: model.steady_arm(specs[v]) for v in order}
+    arms = {v: predictions.steady_arm(specs[v]) for v in order}
     labels = [f"{arms[v].use:.0%} of the limit\n{specs[v].rps:g} req/s" for v in order]
     latency = _latency_metric(metrics, "X5", order)
     with paper_style(1.0):

@@ -15,7 +15,7 @@ import pytest
 from conftest import lab_cgroups, workload_pids
 from load_records import META, header
 from throttlelab.analysis import metrics, tidy
-from throttlelab.experiments.services import wall_ns_of, window_start_ns
+from throttlelab.experiments.services_experiments import wall_ns_of, window_start_ns
 from throttlelab.backends.base import Output
 
 

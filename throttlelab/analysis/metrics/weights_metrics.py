@@ -11,7 +11,7 @@ from throttlelab.analysis.metrics.common import MetricSpec
 from throttlelab.analysis.tidy import InputError
 from throttlelab.model.catalogue import Experiment
 
-# The members E5/E10 compare (experiments/weights.py): pods, then the two-container pod's containers.
+# The members E5/E10 compare (experiments/weights_experiments.py): pods, then the two-container pod's containers.
 SHARE_MEMBERS = ("pod-p100m", "pod-p1", "pod-two", "small", "big")
 
 SHARE_SPECS: tuple[MetricSpec, ...] = tuple(

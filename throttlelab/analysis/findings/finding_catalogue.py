@@ -8,11 +8,11 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from throttlelab.analysis.findings import engine, jobs, services, weights
+from throttlelab.analysis.findings import engine, jobs_findings, services_findings, weights_findings
 from throttlelab.analysis.findings.engine import Evidence, Finding
 
 FINDINGS: tuple[Finding, ...] = tuple(
-    sorted((*jobs.FINDINGS, *weights.FINDINGS, *services.FINDINGS), key=lambda f: int(f.id[1:]))
+    sorted((*jobs_findings.FINDINGS, *weights_findings.FINDINGS, *services_findings.FINDINGS), key=lambda f: int(f.id[1:]))
 )
 
 

@@ -14,7 +14,7 @@ import time
 
 from throttlelab.model.variants import VariantSpec
 from throttlelab.model.placement import Node
-from throttlelab.model.weights import PHASES, expected_shares, lab_pods, pod_names
+from throttlelab.model.weight_pods import PHASES, expected_shares, lab_pods, pod_names
 from throttlelab.experiments.context import Context, ExperimentResult, deployed
 
 def run_e4(spec: VariantSpec, ctx: Context) -> ExperimentResult:

@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from throttlelab.analysis.findings import predictions as model
+from throttlelab.analysis.findings import predictions
 from throttlelab.analysis.findings.engine import Check, Derivation, Evidence, Finding, Requirement, Unmet, cite
 from throttlelab.analysis.findings.predictions import SAME_BAND
 from throttlelab.model.quantities import go_default_gomaxprocs
@@ -30,13 +30,13 @@ NOT_FASTER = 1.1
 PERIOD_SLACK = 0.5
 
 
-def arm(evidence: Evidence, variant: str, experiment: str = E2A) -> model.BurstArm:
+def arm(evidence: Evidence, variant: str, experiment: str = E2A) -> predictions.BurstArm:
     """A burst variant as the model sees it, on the node its processes saw."""
     spec = evidence.spec(experiment, variant)
-    return model.burst_arm(spec, evidence.num_cpu(experiment, variant), evidence.period_ms(experiment, variant))
+    return predictions.burst_arm(spec, evidence.num_cpu(experiment, variant), evidence.period_ms(experiment, variant))
 
 
-def _throttles(a: model.BurstArm, variant: str) -> None:
+def _throttles(a: predictions.BurstArm, variant: str) -> None:
     if a.quota_ms is None or a.cpu_ms <= a.quota_ms:
         quota = "no quota" if a.quota_ms is None else f"the {a.quota_ms:g} ms quota"
         raise Unmet("a burst larger than its quota",
@@ -44,7 +44,7 @@ def _throttles(a: model.BurstArm, variant: str) -> None:
                     "no throttling")
 
 
-def _throttles_past_budget(a: model.BurstArm, variant: str) -> None:
+def _throttles_past_budget(a: predictions.BurstArm, variant: str) -> None:
     if a.quota_ms is None or a.cpu_ms <= a.quota_ms + a.budget_ms:
         room = "no quota" if a.quota_ms is None else f"quota + budget = {a.quota_ms + a.budget_ms:g} ms"
         raise Unmet("a burst larger than quota + budget",
@@ -64,7 +64,7 @@ def slowdown(variant: str, baseline: str = "nolimit"):
         _throttles(a, variant)
         slow, free = a.median_wall_ms(), b.median_wall_ms()
         ratio = slow / free
-        threshold = model.latency_threshold(ratio)
+        threshold = predictions.latency_threshold(ratio)
         return Derivation((round(threshold, 3),), (
             f"Model: {variant} = {a.describe()}. Over the burst's start phases (the interval is never a multiple "
             f"of the period) its median wall time is {slow:.3g} ms against {free:.3g} ms without a limit: "
@@ -171,7 +171,7 @@ def fewer_throttled(variant: str, baseline: str):
         a, b = arm(evidence, variant), arm(evidence, baseline)
         _throttles(b, baseline)
         ratio = a.throttled_ms() / b.throttled_ms()
-        threshold = model.rate_threshold(ratio)
+        threshold = predictions.rate_threshold(ratio)
         return Derivation((round(threshold, 3),), (
             f"Model: {variant} = {a.describe()}: {a.throttled_ms():.3g} ms throttled per round; {baseline} = "
             f"{b.describe()}: {b.throttled_ms():.3g} ms; ratio {ratio:.3g}. Threshold sqrt(r) = {threshold:.3g}: half "
@@ -303,7 +303,7 @@ def budget_speedup(variant: str, baseline: str):
         if ratio >= 1:
             raise Unmet("a budget the model says helps", f"{variant}: {a.describe()}: the model's median wall time "
                                                          f"{a.median_wall_ms():.3g} ms is no shorter than {baseline}'s")
-        threshold = model.latency_threshold(ratio)
+        threshold = predictions.latency_threshold(ratio)
         return Derivation((round(threshold, 3),), (
             f"Model (the budget's refill: the pool starts a burst with quota + budget after idle periods): "
             f"{variant} = {a.describe()}: median wall {a.median_wall_ms():.3g} ms; {baseline} = {b.describe()}: "
@@ -386,7 +386,7 @@ def slower_with_shorter_period(variant: str, baseline: str):
         if ratio <= 1:
             raise Unmet("a predicted slow-down", f"the model's median wall {a.median_wall_ms():.3g} ms ({variant}) "
                                                  f"is no longer than {b.median_wall_ms():.3g} ms ({baseline})")
-        threshold = model.latency_threshold(ratio)
+        threshold = predictions.latency_threshold(ratio)
         return Derivation((round(threshold, 3),), (
             f"Model: {variant} = {a.describe()}: median wall {a.median_wall_ms():.3g} ms; {baseline} = "
             f"{b.describe()}: {b.median_wall_ms():.3g} ms; r = {ratio:.3g} (the burst runs at full parallelism "
@@ -404,7 +404,7 @@ def more_throttles(variant: str, baseline: str):
         _throttles_past_budget(b, baseline)
         mine, theirs = (float(np.mean(x.burst().throttled_periods)) for x in (a, b))
         ratio = mine / theirs
-        threshold = model.rate_threshold(ratio)
+        threshold = predictions.rate_threshold(ratio)
         return Derivation((round(threshold, 3),), (
             f"Model: {mine:.3g} throttled periods per round at {a.period_ms:g} ms ({variant}) against {theirs:.3g} "
             f"at {b.period_ms:g} ms ({baseline}); r = {ratio:.3g} (about cpu / quota - 1 each). Threshold sqrt(r) = "
@@ -421,7 +421,7 @@ def shorter_pauses(variant: str, baseline: str):
         _throttles_past_budget(b, baseline)
         mine, theirs = (_pause_per_throttle(x) for x in (a, b))
         ratio = mine / theirs
-        threshold = model.rate_threshold(ratio)
+        threshold = predictions.rate_threshold(ratio)
         return Derivation((round(threshold, 3),), (
             f"Model: the wait per throttled period is {mine:.3g} ms at {a.period_ms:g} ms ({variant}) and "
             f"{theirs:.3g} ms at {b.period_ms:g} ms ({baseline}): r = {ratio:.3g} (about period - quota / run "
@@ -431,7 +431,7 @@ def shorter_pauses(variant: str, baseline: str):
     return derive
 
 
-def _pause_per_throttle(a: model.BurstArm) -> float:
+def _pause_per_throttle(a: predictions.BurstArm) -> float:
     burst = a.burst()
     return float(np.mean(burst.pause_ms)) / float(np.mean(burst.throttled_periods))
 
@@ -448,7 +448,7 @@ def per_run_queue(variant: str):
         _throttles_past_budget(a, variant)
         fewest, most = a.counted_queues
         pause = float(np.mean(a.burst().pause_ms))
-        overhead = model.OVERHEAD_ALLOWANCE * a.free_wall_ms
+        overhead = predictions.OVERHEAD_ALLOWANCE * a.free_wall_ms
         low = fewest * pause / (pause + overhead)
         return Derivation((round(low, 3), round(most * SAME_BAND, 3)), (
             f"SPEC §1: the kernel adds throttled time once per CPU run queue on which the group was throttled. "
@@ -456,7 +456,7 @@ def per_run_queue(variant: str):
             f"{fewest} to min(threads, CPUs) = {most} run queue(s), so the ratio lies in [{fewest}, {most}]; summed "
             f"over threads it would be {a.threads}. Upper end {most} x {SAME_BAND:g} (F1's equivalence margin). "
             f"Lower end: the extra wall time also holds the round's fixed overhead, which F1's allowance puts at up "
-            f"to {model.OVERHEAD_ALLOWANCE:g} x the unthrottled burst ({overhead:.3g} ms), so one queue's count can "
+            f"to {predictions.OVERHEAD_ALLOWANCE:g} x the unthrottled burst ({overhead:.3g} ms), so one queue's count can "
             f"read as low as {fewest} x {pause:.3g} / ({pause:.3g} + {overhead:.3g}) = {low:.3g} (amendment of "
             "docs/EXPERIMENTS.md, made before any X3 data). The whole interval must lie inside the band."
         ))
@@ -491,19 +491,19 @@ def contention(variant: str, baseline: str):
     def derive(evidence: Evidence, check: Check) -> Derivation:
         a, b = arm(evidence, variant, X4), arm(evidence, baseline, X4)
         pods = _pods(evidence, variant)
-        together = float(np.median(model.overlap_burst(a, pods, True).wall_ms))
-        apart = float(np.median(model.overlap_burst(b, pods, False).wall_ms))
+        together = float(np.median(predictions.overlap_burst(a, pods, True).wall_ms))
+        apart = float(np.median(predictions.overlap_burst(b, pods, False).wall_ms))
         ratio = together / apart
         if ratio <= 1:
             raise Unmet("more busy threads than CPUs", (
                 f"{pods} pods x {a.threads} threads = {pods * a.threads} busy threads on {a.cpus} CPUs: together they "
                 "do not contend, so the model predicts no slow-down"))
-        threshold = model.latency_threshold(ratio)
+        threshold = predictions.latency_threshold(ratio)
         quota = "no quota" if a.quota_ms is None else f"its own {a.quota_ms:g} ms quota"
         return Derivation((round(threshold, 3),), (
             f"Model: each pod = {a.describe()}, within {quota}. Apart, a burst runs on min(threads, CPUs) = "
             f"{a.queues} CPUs: {apart:.3g} ms; together, {pods} x {a.threads} busy threads share {a.cpus} CPUs, "
-            f"{model.overlap_rate(a, pods, True):.3g} per pod: {together:.3g} ms; r = {ratio:.3g}, which no per-pod "
+            f"{predictions.overlap_rate(a, pods, True):.3g} per pod: {together:.3g} ms; r = {ratio:.3g}, which no per-pod "
             f"quota predicts. Threshold (r + 2) / 3 = {threshold:.3g} (F1's allowance)."
         ))
 
@@ -516,13 +516,13 @@ def quota_alone(variant: str):
     def derive(evidence: Evidence, check: Check) -> Derivation:
         a = arm(evidence, variant, X4)
         pods = _pods(evidence, variant)
-        throttled = float(np.mean(model.overlap_burst(a, pods, True).throttled_periods))
+        throttled = float(np.mean(predictions.overlap_burst(a, pods, True).throttled_periods))
         if throttled > 0:
             raise Unmet("bursts within their quotas", f"{a.describe()}: the model throttles each pod's burst "
                                                       f"({throttled:.3g} periods per round) even together")
         return Derivation((0.5,), (
             f"Model: each pod's {a.cpu_ms:g} ms of CPU fit in its {a.quota_ms:g} ms quota even at "
-            f"{model.overlap_rate(a, pods, True):.3g} CPUs: 0 throttled periods per round. Absolute bound: half a "
+            f"{predictions.overlap_rate(a, pods, True):.3g} CPUs: 0 throttled periods per round. Absolute bound: half a "
             "period per round (most rounds unthrottled): the slow-down is contention, not throttling."
         ))
 
@@ -540,10 +540,10 @@ FINDINGS: tuple[Finding, ...] = tuple(cite(finding) for finding in (
         checks=(
             Check(label="p50_wall_ms limit1 / nolimit", kind="ratio", experiment=E2A, metric="p50_wall_ms",
                   variant="limit1", baseline="nolimit", relation=">", scale="log", derive=slowdown("limit1"),
-                  why="Completion under a limit from the CFS model."),
+                  why="Completion under a limit from the CFS predictions."),
             Check(label="p50_wall_ms limit500m / nolimit", kind="ratio", experiment=E2A, metric="p50_wall_ms",
                   variant="limit500m", baseline="nolimit", relation=">", scale="log", derive=slowdown("limit500m"),
-                  why="Completion under a limit from the CFS model."),
+                  why="Completion under a limit from the CFS predictions."),
             Check(label="p50_wall_ms limit2 / nolimit", kind="ratio", experiment=E2A, metric="p50_wall_ms",
                   variant="limit2", baseline="nolimit", relation="within", scale="log", derive=unchanged("limit2"),
                   why="A limit the burst fits in changes nothing."),

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from throttlelab.analysis.findings import predictions as model
+from throttlelab.analysis.findings import predictions
 from throttlelab.figures.style import (
     FIG_WIDTH,
     LAB_COLOR,
@@ -290,11 +290,11 @@ def s1_throttling_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
 
 def _cpus(spec: VariantSpec, runs: pd.DataFrame) -> int:
     """The CPUs the model uses for a variant: its cpuset's size, else the node's (2 when unknown)."""
-    return model.cpuset_size(spec.cpus) or model.cpuset_size(spec.node_cpus) or 2
+    return predictions.cpuset_size(spec.cpus) or predictions.cpuset_size(spec.node_cpus) or 2
 
 
-def _arm(spec: VariantSpec, runs: pd.DataFrame) -> model.BurstArm:
-    return model.burst_arm(spec, _cpus(spec, runs), (spec.period_ms or 100.0))
+def _arm(spec: VariantSpec, runs: pd.DataFrame) -> predictions.BurstArm:
+    return predictions.burst_arm(spec, _cpus(spec, runs), (spec.period_ms or 100.0))
 
 
 def _wall_panel(ax: Axes, experiment: str, rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame,
@@ -440,7 +440,7 @@ def x4_overlap_figure(rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd
                            lw=0, zorder=2)
         draw_runs(ax, per_run(metrics, "X4", "p50_wall_ms"), xpos, 0.04)
         draw_estimates(ax, estimates_of(estimates, "X4", "p50_wall_ms"), xpos, 0.22)
-        draw_model(ax, {v: float(np.median(model.overlap_burst(_arm(specs[v], runs), int(specs[v].pods or 2),
+        draw_model(ax, {v: float(np.median(predictions.overlap_burst(_arm(specs[v], runs), int(specs[v].pods or 2),
                                                                  not specs[v].stagger).wall_ms)) for v in order}, xpos)
         ax.tick_params(axis="x", labelsize=8)
         plain_log_axis(ax)

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 from conftest import PROJECT, lab_cgroups, workload_pids
-from throttlelab.model.weights import E4_PODS, PHASES, expected_shares, lab_pods
-from throttlelab.analysis.findings.weights import F8, SHARE_BAND
+from throttlelab.model.weight_pods import E4_PODS, PHASES, expected_shares, lab_pods
+from throttlelab.analysis.findings.weights_findings import F8, SHARE_BAND
 from throttlelab.analysis.metrics import share_metrics
 
 

@@ -6,16 +6,16 @@ value and estimates.csv summarises each as its entry says.
 
 from __future__ import annotations
 
-from throttlelab.analysis.metrics import jobs, services, weights
+from throttlelab.analysis.metrics import jobs_metrics, services_metrics, weights_metrics
 from throttlelab.analysis.metrics.common import MetricSpec
 
 CATALOGUE: dict[str, MetricSpec] = {
     spec.name: spec
     for spec in (
-        *jobs.SPECS,
-        *services.LATENCY_SPECS,
-        *weights.SHARE_SPECS,
-        *services.SPECS,
-        *weights.READBACK_SPECS,
+        *jobs_metrics.SPECS,
+        *services_metrics.LATENCY_SPECS,
+        *weights_metrics.SHARE_SPECS,
+        *services_metrics.SPECS,
+        *weights_metrics.READBACK_SPECS,
     )
 }
