@@ -101,7 +101,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--confidence", type=float, required=True)
     s.add_argument("--seed", type=int, required=True, help="seed of the cluster bootstrap (pooled p99.9)")
 
-    f = sub.add_parser("findings", help="evaluate the findings F1-F11")
+    f = sub.add_parser("findings", help="evaluate every finding: the lab's F1-F11 and ours F12-F17")
     f.add_argument("--tables-dir", required=True)
     f.add_argument("--metrics", required=True, help="metrics.csv to read")
     f.add_argument("--experiments", nargs="*", default=[], help="the experiments of the profile")

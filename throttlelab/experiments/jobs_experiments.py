@@ -1,5 +1,8 @@
 """The job experiments: E1 (where limits are written), E2a (bursts under limits),
-E3 (GOMAXPROCS by go.mod line) and S1 (GOMAXPROCS and throttling, book chapter).
+E3 (GOMAXPROCS by go.mod line) and S1 (GOMAXPROCS and throttling, book chapter), and ours
+beyond the lab (docs/EXPERIMENTS.md): X1 (burst budget), X2 (CFS period) and X3 (run queues or
+threads), each E2a's burst with one more knob (run by ``run_e2a``), and X4 (overlapping bursts of
+several pods, ``run_x4``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """Run ONE (experiment, variant, repeat) and write its raw log atomically.
 
-Called by the `run_experiment` rule:
-    python -m throttlelab.experiments.runner --backend local --experiment E2a --variant limit1 \
+Called by the `run_experiment` rule as `throttlelab run` (cli.py), and once per job of a vm batch
+by experiments/batch.py (``runner.main`` in the guest):
+    throttlelab run --backend local --experiment E2a --variant limit1 \
         --repeat 0 --spec '{...}' --runtime runc-new --seed 1 \
-        --binary go124mod=PATH --binary go125mod=PATH --out results/.../rep0.jsonl
+        --binary go124mod=PATH --binary go125mod=PATH --max-other-share 0.1 --retries 2 \
+        --out results/.../rep0.jsonl
 
 The raw log starts with a `meta` record (the variant's config, binary hashes,
 kernel, cgroup version, CPU model and count, start and end time); the

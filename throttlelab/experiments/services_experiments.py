@@ -3,7 +3,11 @@
 E2b  one service under open-loop load, steady or clumped arrivals, three settings;
 E7   replicas behind per-connection balancing versus one pod with a raised limit;
 E8   a busy neighbor pod beside the service, the service's CPU sampled finely;
-S2   closed-loop maximum throughput by thread count, and a cascade of two services.
+S2   closed-loop maximum throughput by thread count, and a cascade of two services;
+and ours beyond the lab (docs/EXPERIMENTS.md), both E2b's open loop (``run_e2b``):
+X5   steady arrivals as average use nears the limit;
+X6   Go's minimum of 2 threads: GOMAXPROCS 2 against 1 under clumped arrivals.
+(E6, what monitoring sees, is monitoring.py.)
 
 Every run deploys one node through the backend interface (so any backend runs
 them), reads every level back, starts the services, drives them with the load

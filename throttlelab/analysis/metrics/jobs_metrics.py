@@ -1,4 +1,5 @@
-"""Per-run metrics of the jobs: E2a's burst rounds, S1's spin, E3's GOMAXPROCS readout.
+"""Per-run metrics of the jobs: E2a's burst rounds (and X1-X3's, E2a's burst with one more knob), X4's
+bursts of several pods, S1's spin, E3's GOMAXPROCS readout.
 
 Pure functions of one run's tidy rows (shared/STATS.md §1: one number per run).
 """

@@ -1,4 +1,4 @@
-"""Per-run metrics of the service experiments E2b, E7, E8, S2 and of E6 (docs/TABLES.md).
+"""Per-run metrics of the service experiments E2b, E7, E8, S2, ours X5 and X6, and of E6 (docs/TABLES.md).
 
 Pure functions of one run's tidy rows:
 
