@@ -115,3 +115,23 @@ def test_snakemake_lint_reports_only_the_explained_findings(tmp_path):
                            "--lint"], capture_output=True, text=True, timeout=300)
     found = set(re.findall(r"^    \* (.*?):?$", proc.stdout + proc.stderr, re.MULTILINE))
     assert found - ACCEPTED_LINTS == set(), proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+#: pyproject.toml's name of a dependency -> its conda-forge name where the two differ
+CONDA_NAMES = {"kubernetes": "python-kubernetes", "docker": "docker-py"}
+
+
+def test_the_conda_environment_mirrors_the_packages_dependencies():
+    import tomllib
+
+    import yaml
+
+    project = tomllib.loads((PROJECT / "pyproject.toml").read_text())["project"]
+    env = yaml.safe_load((PROJECT / "envs" / "throttlelab.yaml").read_text())
+    specs = [d for d in env["dependencies"] if isinstance(d, str)]
+    specs += [d for entry in env["dependencies"] if isinstance(entry, dict) for d in entry.get("pip", [])]
+    wanted = [re.sub(r"^([A-Za-z0-9_.-]+)", lambda m: CONDA_NAMES.get(m.group(1), m.group(1)), d.replace(" ", ""))
+              for d in project["dependencies"]]
+    missing = [d for d in wanted if d not in specs]
+    assert missing == [], f"envs/throttlelab.yaml lacks {missing} of pyproject.toml's dependencies"
+    assert f"python{project['requires-python']}" in specs
