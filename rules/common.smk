@@ -12,11 +12,14 @@ from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)  # the package works from a plain checkout too
 
-from throttlelab import snakemake_scheduler
+from throttlelab import snakemake_params, snakemake_scheduler
 
 # Snakemake 9's scheduler loop arms a timer chain per finished job and ran ~22% of a CPU inside the
 # measuring windows; this makes it wake only when a job ends (throttlelab/snakemake_scheduler.py).
 snakemake_scheduler.install()
+# Its params check imported pandas on every plan (0.6 s of a no-op run); the same check without it
+# (throttlelab/snakemake_params.py).
+snakemake_params.install()
 
 from throttlelab.figures.registry import FIGURES, figures_for, report_caption
 from throttlelab.host.facts import cgroup_version
