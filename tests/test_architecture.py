@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,94 @@ def test_the_conda_environment_mirrors_the_packages_dependencies():
     missing = [d for d in wanted if d not in specs]
     assert missing == [], f"envs/throttlelab.yaml lacks {missing} of pyproject.toml's dependencies"
     assert f"python{project['requires-python']}" in specs
+
+
+# -- docs/ARCHITECTURE.md, "How to add an experiment" ----------------------------------------------------
+
+CHECKLIST_LIMIT = 13  # issue 23: a new experiment on existing machinery touches at most ~13 files
+
+
+def _checklist() -> list[str]:
+    """The files the checklist's numbered steps name (the backticked paths at the start of each step)."""
+    text = (PROJECT / "docs" / "ARCHITECTURE.md").read_text()
+    section = text.split("## How to add an experiment", 1)[1].split("\n## ", 1)[0]
+    steps = re.findall(r"^\d+\. (.*?):", section, re.MULTILINE)
+    assert steps, "docs/ARCHITECTURE.md has no numbered steps under 'How to add an experiment'"
+    return [path for step in steps for path in re.findall(r"`([^`]+\.(?:py|yaml|md|rst))`", step)]
+
+
+def test_the_checklist_names_files_that_exist_and_few_of_them():
+    from throttlelab.figures.registry import FIGURES
+    from throttlelab.model import catalogue
+
+    paths = _checklist()
+    assert len(paths) <= CHECKLIST_LIMIT, paths
+    missing = []
+    for path in paths:
+        families = catalogue.FAMILIES if "<family>" in path else ("",)
+        figures = list(FIGURES) if "<figure>" in path else [""]
+        for family in families:
+            for figure in figures:
+                concrete = path.replace("<family>", family).replace("<figure>", figure)
+                if not (PROJECT / concrete).is_file():
+                    missing.append(concrete)
+    assert missing == [], f"docs/ARCHITECTURE.md's checklist names files the tree lacks: {missing}"
+
+
+ADD_X7 = textwrap.dedent(
+    """
+    from pathlib import Path
+    from throttlelab.analysis.metrics.per_run import FAMILY_METRICS
+    from throttlelab.experiments import REGISTRY
+    from throttlelab.model import catalogue, plan
+    p = plan.make_plan({"profile": "ci"}, Path("config"), lambda: 2)
+    row = catalogue.experiment("X7")
+    print(REGISTRY["X7"].__name__, p.raw_logs("X7")[0], row.family in FAMILY_METRICS, row.ours)
+    """
+)
+
+
+def _project_with_x7(tmp_path: Path, *, row: bool, schema: bool) -> subprocess.CompletedProcess:
+    """A copy of the package and config/ with the checklist's first steps done for an experiment X7 on
+    X1's machinery (its catalogue row, its parameters, its variants in the ci profile), some left out."""
+    import yaml
+
+    copy = tmp_path / "project"
+    shutil.copytree(PACKAGE, copy / "throttlelab", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(PROJECT / "config", copy / "config")
+    if row:
+        path = copy / "throttlelab" / "model" / "catalogue.py"
+        text = path.read_text()
+        last = 'figures=("x6_threads",)),\n'
+        assert last in text, "the catalogue's last row moved: update this test's anchor"
+        path.write_text(text.replace(last, last + '    Experiment("X7", "a test", ours=True, family="jobs", '
+                                     'runner="run_e2a", command="burst", metrics="burst"),\n', 1))
+    if schema:
+        path = copy / "config" / "profile.schema.yaml"
+        doc = yaml.safe_load(path.read_text())
+        doc["definitions"]["X7"] = doc["definitions"]["X1"]
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    path = copy / "config" / "profiles" / "ci.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["experiments"]["X7"] = doc["experiments"]["X1"]
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+    return subprocess.run([sys.executable, "-c", ADD_X7], cwd=copy, capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_an_experiment_added_along_the_checklist_is_planned_run_and_analysed_by_its_row(tmp_path):
+    proc = _project_with_x7(tmp_path, row=True, schema=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["run_e2a", "results/local/raw/X7/budget0/rep0.jsonl", "True", "True"]
+
+
+@pytest.mark.parametrize(
+    ("row", "schema", "message"),
+    [
+        (False, True, "experiments.X7: experiment 'X7' has no row in throttlelab/model/catalogue.py"),
+        (True, False, "no definitions.X7, the parameters of catalogue experiment X7"),
+    ],
+)
+def test_a_step_of_the_checklist_left_out_stops_the_plan_naming_the_experiment(tmp_path, row, schema, message):
+    proc = _project_with_x7(tmp_path, row=row, schema=schema)
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr[-3000:]
