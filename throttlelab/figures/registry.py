@@ -91,6 +91,8 @@ class FigureEntry:
 _SERVICE_TABLES = ("metrics", "estimates", "runs")
 _BURST_TABLES = ("rounds", "metrics", "estimates", "runs")
 
+# A table, one figure per row: ruff format keeps its rows.
+# fmt: off
 FIGURES: dict[str, FigureEntry] = {
     entry.name: entry
     for entry in (
@@ -115,6 +117,7 @@ FIGURES: dict[str, FigureEntry] = {
         FigureEntry("x6_threads", "GOMAXPROCS 2 against 1 under a small limit", _SERVICE_TABLES),
     )
 }
+# fmt: on
 
 
 def figures_for(experiments: Iterable[str]) -> list[FigureEntry]:

@@ -87,6 +87,8 @@ class Experiment:
 
 _SHARES = ("share_expectation", "share_sample")
 
+# A table, one row per experiment: ruff format keeps its rows.
+# fmt: off
 CATALOGUE: tuple[Experiment, ...] = (
     # ---- the lab's (shared/SPEC.md §4)
     Experiment("E1", "where the limit is written", ours=False, family="jobs", runner="run_e1", command="info",
@@ -129,6 +131,7 @@ CATALOGUE: tuple[Experiment, ...] = (
     Experiment("X6", "Go's minimum of 2 threads", ours=True, family="services", runner="run_e2b", command="load",
                metrics="load", figures=("x6_threads",)),
 )
+# fmt: on
 
 
 def _by_id(rows: tuple[Experiment, ...]) -> dict[str, Experiment]:
