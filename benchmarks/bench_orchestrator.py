@@ -90,8 +90,10 @@ def percentile(values: list[float], q: float) -> float:
 def summary(values: list[float]) -> str:
     if not values:
         return "none recorded"
-    return (f"median {statistics.median(values):.2%}, p95 {percentile(values, 0.95):.2%}, "
-            f"max {max(values):.2%} of a CPU over {len(values)} windows")
+    return (
+        f"median {statistics.median(values):.2%}, p95 {percentile(values, 0.95):.2%}, "
+        f"max {max(values):.2%} of a CPU over {len(values)} windows"
+    )
 
 
 def main() -> None:
@@ -108,8 +110,9 @@ def main() -> None:
     try:
         subprocess.run(["git", "clone", "-q", str(PROJECT), str(clone)], check=True)
         subprocess.run(["git", "-C", str(clone), "checkout", "-q", args.commit], check=True)
-        commit = subprocess.run(["git", "-C", str(clone), "rev-parse", "--short", "HEAD"], check=True,
-                                capture_output=True, text=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "-C", str(clone), "rev-parse", "--short", "HEAD"], check=True, capture_output=True, text=True
+        ).stdout.strip()
         cmd = [sys.executable, "-m", "snakemake", "--cores", "1", args.target, "--config", f"profile={args.profile}"]
         print(f"commit {commit}: {' '.join(cmd[1:])} in {clone}", flush=True)
         log = (tmp / "snakemake.log").open("w")
@@ -152,8 +155,9 @@ def measure(clone: Path, sampler: Sampler, started: float, ended: float, commit:
             continue  # a read-out: nothing timed
         if seen.get("orchestrator_s") is not None and seen.get("window_s"):
             metered.append(seen["orchestrator_s"] / seen["window_s"])
-        between = sampler.cpu_between(datetime.fromisoformat(meta["start"]).timestamp(),
-                                      datetime.fromisoformat(meta["end"]).timestamp())
+        between = sampler.cpu_between(
+            datetime.fromisoformat(meta["start"]).timestamp(), datetime.fromisoformat(meta["end"]).timestamp()
+        )
         if between is not None and between[1] > 0:
             sampled.append(between[0] / between[1])
     outputs = [p for p in (clone / "results").rglob("*") if p.is_file()]

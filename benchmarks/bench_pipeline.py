@@ -23,7 +23,18 @@ PROJECT = Path(__file__).resolve().parent.parent
 
 
 def snakemake(workdir: Path, *args: str) -> float:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(PROJECT / "Snakefile"), "-d", str(workdir), "--cores", "1", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(PROJECT / "Snakefile"),
+        "-d",
+        str(workdir),
+        "--cores",
+        "1",
+        *args,
+    ]
     start = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.monotonic() - start
@@ -39,8 +50,13 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="throttlelab-bench-") as tmp:
         workdir = Path(tmp)
-        build_wall = snakemake(workdir, "results/build/go124mod/cpulab", "results/build/go125mod/cpulab",
-                               "--config", f"profile={args.profile}")
+        build_wall = snakemake(
+            workdir,
+            "results/build/go124mod/cpulab",
+            "results/build/go125mod/cpulab",
+            "--config",
+            f"profile={args.profile}",
+        )
         run_wall = snakemake(workdir, args.target, "--config", f"profile={args.profile}")
         windows, walls, jobs = 0.0, 0.0, 0
         for log in (workdir / "results/local/raw").rglob("rep*.jsonl"):

@@ -99,8 +99,10 @@ def main(argv: list[str] | None = None) -> int:
             cmd = snakemake_cmd(PROJECT / "Snakefile", workdir, "report", "--config", *config)
             run([sys.executable, "-m", "cProfile", "-o", str(args.cprofile), *cmd[1:]])
     med, floor_med = statistics.median(noop), statistics.median(base)
-    print(f"no-op `snakemake --cores 1 report`: median {med:.2f} s, min {min(noop):.2f} s over {args.repeats} runs "
-          f"(goal <= {GOAL_S:.1f} s: {'met' if med <= GOAL_S else 'NOT met'})")
+    print(
+        f"no-op `snakemake --cores 1 report`: median {med:.2f} s, min {min(noop):.2f} s over {args.repeats} runs "
+        f"(goal <= {GOAL_S:.1f} s: {'met' if med <= GOAL_S else 'NOT met'})"
+    )
     print(f"one-rule workflow (Snakemake alone): median {floor_med:.2f} s, min {min(base):.2f} s")
     print(f"planning this workflow adds: median {med - floor_med:.2f} s, min {min(noop) - min(base):.2f} s")
     return 0

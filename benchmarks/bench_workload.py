@@ -69,17 +69,25 @@ def burn_accuracy(binary: Path) -> None:
     print("== burn accuracy: burst -threads=1, 20 rounds per W")
     cgroup = make_v1_cgroup(f"throttlelab-bench-{os.getpid()}")
     try:
+
         def join():  # runs in the child before exec
             for d in cgroup or []:
                 (d / "cgroup.procs").write_text(str(os.getpid()))
 
-        print(f"{'W ms':>6} {'thread clock ms':>16} {'err %':>7} {'wall ms':>9} {'err %':>7}"
-              f" {'cgroup usage ms':>16} {'err %':>7}")
+        print(
+            f"{'W ms':>6} {'thread clock ms':>16} {'err %':>7} {'wall ms':>9} {'err %':>7}"
+            f" {'cgroup usage ms':>16} {'err %':>7}"
+        )
         for work_ms in (5, 20, 80):
-            cmd = [str(binary), "burst", "-threads=1", f"-work={work_ms}ms",
-                   f"-interval={work_ms + 30}ms", "-rounds=20"]
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=True,
-                                  preexec_fn=join if cgroup else None)
+            cmd = [
+                str(binary),
+                "burst",
+                "-threads=1",
+                f"-work={work_ms}ms",
+                f"-interval={work_ms + 30}ms",
+                "-rounds=20",
+            ]
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=True, preexec_fn=join if cgroup else None)
             rounds = [r for r in records(proc.stdout) if r["type"] == "round"]
             thread = statistics.mean(r["thread_cpu_ms"] for r in rounds)
             wall = statistics.median(r["wall_ms"] for r in rounds)
@@ -88,8 +96,10 @@ def burn_accuracy(binary: Path) -> None:
             if cgroup:
                 charged = statistics.mean(r["d_usage_usec"] / 1000 for r in rounds)
                 usage, usage_err = f"{charged:.3f}", f"{100 * (charged / work_ms - 1):+.2f}"
-            print(f"{work_ms:>6} {thread:>16.3f} {100 * (thread / work_ms - 1):>+7.2f} {wall:>9.3f}"
-                  f" {100 * (wall / work_ms - 1):>+7.2f} {usage:>16} {usage_err:>7}")
+            print(
+                f"{work_ms:>6} {thread:>16.3f} {100 * (thread / work_ms - 1):>+7.2f} {wall:>9.3f}"
+                f" {100 * (wall / work_ms - 1):>+7.2f} {usage:>16} {usage_err:>7}"
+            )
         print("(thread clock: mean over rounds; wall: median round, includes waking the burning thread)")
         if not cgroup:
             print("(no cgroup usage column: needs root and a cgroup v1 cpu controller)")
@@ -99,8 +109,12 @@ def burn_accuracy(binary: Path) -> None:
 
 
 def start_idle_serve(binary: Path) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([str(binary), "serve", "-addr=127.0.0.1:0", "-work=0s", "-alloc=0", "-live-mb=0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [str(binary), "serve", "-addr=127.0.0.1:0", "-work=0s", "-alloc=0", "-live-mb=0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     for line in proc.stdout:
         rec = json.loads(line)
         if rec["type"] == "listening":
@@ -116,13 +130,23 @@ def children_cpu_seconds() -> float:
 
 def load_fidelity(binary: Path, rate: float, seconds: float) -> None:
     warmup = 2.0
-    print(f"\n== load fidelity: {rate:g} /work req/s, clump 1, {seconds:g} s window after {warmup:g} s warmup,"
-          " idle local serve")
+    print(
+        f"\n== load fidelity: {rate:g} /work req/s, clump 1, {seconds:g} s window after {warmup:g} s warmup,"
+        " idle local serve"
+    )
     serve, addr = start_idle_serve(binary)
     try:
         cpu_before = children_cpu_seconds()  # serve is not reaped yet, so not counted
-        cmd = [str(binary), "load", f"-target=http://{addr}", f"-rps={rate}", "-clump=1",
-               f"-duration={seconds}s", f"-warmup={warmup}s", "-seed=1"]
+        cmd = [
+            str(binary),
+            "load",
+            f"-target=http://{addr}",
+            f"-rps={rate}",
+            "-clump=1",
+            f"-duration={seconds}s",
+            f"-warmup={warmup}s",
+            "-seed=1",
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
         generator_cpu = children_cpu_seconds() - cpu_before
     finally:
@@ -134,16 +158,23 @@ def load_fidelity(binary: Path, rate: float, seconds: float) -> None:
     late = sorted(r["late_ms"] for r in recs if r["type"] == "req")
     window = summary["window_s"]
     planned = span_arrivals(rate, 1, seconds * 1000)
-    print(f"scheduled in window : {work['sent']} requests = {work['sent'] / window:.1f} req/s "
-          f"(the schedule's fixed count: {planned})")
-    print(f"achieved rate       : {work['achieved_rps']:.1f} req/s ok = {100 * (work['achieved_rps'] / rate - 1):+.2f}% "
-          f"vs target; {work['errors']} errors")
-    print(f"send lateness       : p50 {late[len(late) // 2]:.3f} ms, p99 {summary['late_p99_ms']:.3f} ms, "
-          f"max {summary['late_max_ms']:.3f} ms")
+    print(
+        f"scheduled in window : {work['sent']} requests = {work['sent'] / window:.1f} req/s "
+        f"(the schedule's fixed count: {planned})"
+    )
+    print(
+        f"achieved rate       : {work['achieved_rps']:.1f} req/s ok = {100 * (work['achieved_rps'] / rate - 1):+.2f}% "
+        f"vs target; {work['errors']} errors"
+    )
+    print(
+        f"send lateness       : p50 {late[len(late) // 2]:.3f} ms, p99 {summary['late_p99_ms']:.3f} ms, "
+        f"max {summary['late_max_ms']:.3f} ms"
+    )
     print(f"latency (from sched): p50 {work['p50_ms']:.3f} ms, p99 {work['p99_ms']:.3f} ms")
     per_1000 = generator_cpu / (seconds + warmup) / (rate / 1000)
-    print(f"generator CPU       : {generator_cpu:.2f} s over {seconds + warmup:g} s = "
-          f"{per_1000:.3f} cores per 1000 req/s")
+    print(
+        f"generator CPU       : {generator_cpu:.2f} s over {seconds + warmup:g} s = {per_1000:.3f} cores per 1000 req/s"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

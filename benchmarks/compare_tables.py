@@ -37,8 +37,9 @@ def compare(old: pd.DataFrame, new: pd.DataFrame, name: str) -> list[str]:
             same = (x.fillna("<NA>").astype(str) == y.fillna("<NA>").astype(str)).to_numpy()
         if not same.all():
             k = int(np.argmax(~same))
-            problems.append(f"{name}.{col}: {int((~same).sum())} values differ, e.g. row {k}: "
-                            f"{x.iloc[k]!r} vs {y.iloc[k]!r}")
+            problems.append(
+                f"{name}.{col}: {int((~same).sum())} values differ, e.g. row {k}: {x.iloc[k]!r} vs {y.iloc[k]!r}"
+            )
     return problems
 
 

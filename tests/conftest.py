@@ -94,7 +94,9 @@ def workload_pids_of(workdir: Path | None = None) -> list[int]:
             cgroup = Path(f"/proc/{pid}/cgroup").read_text()
         except OSError:
             continue
-        owners = {_owner(part) for line in cgroup.splitlines() for part in line.split("/") if part.startswith("throttlelab-")}
+        owners = {
+            _owner(part) for line in cgroup.splitlines() for part in line.split("/") if part.startswith("throttlelab-")
+        }
         owners.discard(None)
         if not owners or any(not _alive(o) or (mine and _cwd(o) == mine) for o in owners):
             out.append(pid)

@@ -99,6 +99,7 @@ def proxyable(node: dict[str, Any]) -> bool:
     be global unicast in Go's sense, so neither loopback nor link-local nor unspecified (registry/core/node's
     isProxyableHostname: "address not allowed" otherwise). A real node found it (docs/KUBE_REAL.md)."""
     import ipaddress
+
     for address in (node.get("status") or {}).get("addresses") or []:
         if address.get("type") == "InternalIP":
             ip = ipaddress.ip_address(address["address"])
@@ -112,8 +113,15 @@ def now_rfc3339() -> str:
 
 def status_object(code: int, reason: str, message: str, details: dict | None = None) -> dict[str, Any]:
     """metav1.Status as the API server returns it for a failed request."""
-    out = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
-           "reason": reason, "code": code}
+    out = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
     if details:
         out["details"] = details
     return out
@@ -169,9 +177,17 @@ class _Pod:
 class FakeKubeAPI:
     """State of the fake cluster; `start()` serves it on 127.0.0.1:<free port>."""
 
-    def __init__(self, token: str = "throttlelab-test-token", pending_s: float = 0.15, deletion_s: float = 0.3,
-                 stop_s: float = 0.05, force_linger_s: float = 2.0, exec_latency_s: float = 0.01,
-                 exec_cpu_us: int = 20_000, housekeeping_s: float = 10.0):
+    def __init__(
+        self,
+        token: str = "throttlelab-test-token",
+        pending_s: float = 0.15,
+        deletion_s: float = 0.3,
+        stop_s: float = 0.05,
+        force_linger_s: float = 2.0,
+        exec_latency_s: float = 0.01,
+        exec_cpu_us: int = 20_000,
+        housekeeping_s: float = 10.0,
+    ):
         self.token = token
         self.pending_s = pending_s
         self.deletion_s = deletion_s  # kubelet's cleanup after a deleted pod's last container stopped
@@ -278,9 +294,15 @@ class FakeKubeAPI:
         with self.lock:
             self._reap()
             return [
-                {"pod": pod.obj["metadata"]["name"], "uid": pod.obj["metadata"]["uid"], "container": c.name,
-                 "container_id": c.container_id, "node": pod.node}
-                for pod in [*self.pods.values(), *self.orphans] for c in pod.containers.values()
+                {
+                    "pod": pod.obj["metadata"]["name"],
+                    "uid": pod.obj["metadata"]["uid"],
+                    "container": c.name,
+                    "container_id": c.container_id,
+                    "node": pod.node,
+                }
+                for pod in [*self.pods.values(), *self.orphans]
+                for c in pod.containers.values()
                 if (node is None or pod.node == node) and self._running(pod, c, now)
             ]
 
@@ -306,10 +328,15 @@ class FakeKubeAPI:
                 node = copy.deepcopy(node)
                 for cond in node["status"]["conditions"]:
                     if cond["type"] == "Ready":
-                        cond.update(status="False", reason="KubeletNotReady",
-                                    message="container runtime network not ready: NetworkReady=false")
-                node["spec"]["taints"] = [*(node["spec"].get("taints") or []),
-                                          {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]
+                        cond.update(
+                            status="False",
+                            reason="KubeletNotReady",
+                            message="container runtime network not ready: NetworkReady=false",
+                        )
+                node["spec"]["taints"] = [
+                    *(node["spec"].get("taints") or []),
+                    {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+                ]
             out.append(node)
         return out
 
@@ -321,8 +348,11 @@ class FakeKubeAPI:
         """Σ CPU requests (milli) of the pods that hold CPU on a node: the system pods and ours,
         Terminating ones included (the scheduler frees their requests when their objects go)."""
         now = time.monotonic()
-        total = sum(_pod_request(p) for p in self.system_pods
-                    if p["spec"].get("nodeName") == node and p["status"].get("phase") == "Running")
+        total = sum(
+            _pod_request(p)
+            for p in self.system_pods
+            if p["spec"].get("nodeName") == node and p["status"].get("phase") == "Running"
+        )
         for pod in self.pods.values():
             if pod is exclude or pod.node != node or pod.rejected:
                 continue
@@ -360,20 +390,27 @@ class FakeKubeAPI:
             reasons[why] += 1
         total = len(nodes)
         summary = ", ".join(sorted(f"{n} {r}" for r, n in reasons.items()))
-        return None, (f"0/{total} nodes are available: {summary}. preemption: 0/{total} nodes are available: "
-                      f"{total} Preemption is not helpful for scheduling.")
+        return None, (
+            f"0/{total} nodes are available: {summary}. preemption: 0/{total} nodes are available: "
+            f"{total} Preemption is not helpful for scheduling."
+        )
 
     def _bind(self, pod: _Pod, node: str, now: float) -> None:
         """The pod is on `node`: kubelet admits it (or rejects it: OutOfcpu) and makes its cgroups."""
         pod.node, pod.created = node, now
         pod.obj["spec"]["nodeName"] = node
         spec_node = self._node(node)
-        allocatable = _milli(self.kubelet_allocatable.get(node)) if node in self.kubelet_allocatable else (
-            _milli(spec_node["status"]["allocatable"]["cpu"]) if spec_node else 0)
+        allocatable = (
+            _milli(self.kubelet_allocatable.get(node))
+            if node in self.kubelet_allocatable
+            else (_milli(spec_node["status"]["allocatable"]["cpu"]) if spec_node else 0)
+        )
         used, asked = self._requested(node, exclude=pod), _pod_request(pod.obj)
         if used + asked > (allocatable or 0):
-            pod.rejected = (f"Pod was rejected: Node didn't have enough resource: cpu, requested: {asked}, "
-                            f"used: {used}, capacity: {allocatable}")
+            pod.rejected = (
+                f"Pod was rejected: Node didn't have enough resource: cpu, requested: {asked}, "
+                f"used: {used}, capacity: {allocatable}"
+            )
             return
         if self.cgroup_dir is not None and node == self.cgroup_node:
             self._write_cgroups()
@@ -381,36 +418,66 @@ class FakeKubeAPI:
     def create(self, namespace: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         with self.lock:
             if namespace not in self.namespaces:
-                return 404, status_object(404, "NotFound", f'namespaces "{namespace}" not found',
-                                          {"name": namespace, "kind": "namespaces"})
+                return 404, status_object(
+                    404, "NotFound", f'namespaces "{namespace}" not found', {"name": namespace, "kind": "namespaces"}
+                )
             name = (body.get("metadata") or {}).get("name")
             containers = (body.get("spec") or {}).get("containers") or []
             if not name or not containers:
-                return 422, status_object(422, "Invalid", "Pod is invalid: metadata.name and spec.containers are required",
-                                          {"name": name or "", "kind": "Pod"})
+                return 422, status_object(
+                    422,
+                    "Invalid",
+                    "Pod is invalid: metadata.name and spec.containers are required",
+                    {"name": name or "", "kind": "Pod"},
+                )
             if (namespace, name) in self.pods:
-                return 409, status_object(409, "AlreadyExists", f'pods "{name}" already exists',
-                                          {"name": name, "kind": "pods"})
+                return 409, status_object(
+                    409, "AlreadyExists", f'pods "{name}" already exists', {"name": name, "kind": "pods"}
+                )
             for i, c in enumerate(containers):  # the API server's validation: a request never above its limit
                 res = c.get("resources") or {}
                 req, lim = (res.get("requests") or {}).get("cpu"), (res.get("limits") or {}).get("cpu")
-                if req is not None and lim is not None and parse_cpu(str(req), "request") > parse_cpu(str(lim), "limit"):
-                    return 422, status_object(422, "Invalid", f'Pod "{name}" is invalid: spec.containers[{i}].resources.'
-                                              f'requests: Invalid value: "{req}": must be less than or equal to cpu '
-                                              f'limit of {lim}', {"name": name, "kind": "Pod"})
+                if (
+                    req is not None
+                    and lim is not None
+                    and parse_cpu(str(req), "request") > parse_cpu(str(lim), "limit")
+                ):
+                    return 422, status_object(
+                        422,
+                        "Invalid",
+                        f'Pod "{name}" is invalid: spec.containers[{i}].resources.'
+                        f'requests: Invalid value: "{req}": must be less than or equal to cpu '
+                        f"limit of {lim}",
+                        {"name": name, "kind": "Pod"},
+                    )
             runtime_class = (body.get("spec") or {}).get("runtimeClassName")
             if runtime_class and runtime_class not in self.runtime_classes:
-                return 403, status_object(403, "Forbidden", f'pods "{name}" is forbidden: pod rejected: RuntimeClass '
-                                          f'"{runtime_class}" not found', {"name": name, "kind": "pods"})
+                return 403, status_object(
+                    403,
+                    "Forbidden",
+                    f'pods "{name}" is forbidden: pod rejected: RuntimeClass "{runtime_class}" not found',
+                    {"name": name, "kind": "pods"},
+                )
             obj = copy.deepcopy(body)
             meta = obj.setdefault("metadata", {})
-            meta.update(namespace=namespace, uid=str(uuid.uuid4()), resourceVersion=str(next(self._ips) + 2000),
-                        creationTimestamp=now_rfc3339())
+            meta.update(
+                namespace=namespace,
+                uid=str(uuid.uuid4()),
+                resourceVersion=str(next(self._ips) + 2000),
+                creationTimestamp=now_rfc3339(),
+            )
             obj["spec"].setdefault("terminationGracePeriodSeconds", DEFAULT_GRACE_S)
-            pod = _Pod(obj, time.monotonic(), None, None,
-                       {c["name"]: _Container(c["name"], self.scripts.get(c["name"]) or workload_script(c), c)
-                        for c in obj["spec"]["containers"]},
-                       ip=f"10.244.1.{next(self._ips)}")
+            pod = _Pod(
+                obj,
+                time.monotonic(),
+                None,
+                None,
+                {
+                    c["name"]: _Container(c["name"], self.scripts.get(c["name"]) or workload_script(c), c)
+                    for c in obj["spec"]["containers"]
+                },
+                ip=f"10.244.1.{next(self._ips)}",
+            )
             preset = obj["spec"].get("nodeName")  # a pod that names its node skips the scheduler
             if preset:  # (on a node that does not exist nobody runs it: Pending for ever)
                 node, pod.unschedulable = (preset if self._node(preset) else None), None
@@ -548,39 +615,66 @@ class FakeKubeAPI:
         if pod.node is None:
             status["phase"] = "Pending"
             if pod.unschedulable:
-                status["conditions"] = [{
-                    "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": pod.unschedulable,
-                    "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}]
+                status["conditions"] = [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": pod.unschedulable,
+                        "lastProbeTime": None,
+                        "lastTransitionTime": now_rfc3339(),
+                    }
+                ]
             obj["status"] = status
             return obj
         started = now - pod.created >= self.pending_s
         statuses = []
         for spec in obj["spec"]["containers"]:
             c = pod.containers[spec["name"]]
-            base = {"name": c.name, "image": spec["image"], "imageID": "", "ready": False, "restartCount": 0,
-                    "started": False}
+            base = {
+                "name": c.name,
+                "image": spec["image"],
+                "imageID": "",
+                "ready": False,
+                "restartCount": 0,
+                "started": False,
+            }
             if not self._image_loaded(spec):
-                base["state"] = {"waiting": {"reason": "ErrImageNeverPull",
-                                             "message": f'Container image "{spec["image"]}" is not present with pull policy of Never'}}
+                base["state"] = {
+                    "waiting": {
+                        "reason": "ErrImageNeverPull",
+                        "message": f'Container image "{spec["image"]}" is not present with pull policy of Never',
+                    }
+                }
             elif not self._running(pod, c, now) and c.ended_at is None:
                 base["state"] = {"waiting": {"reason": "ContainerCreating"}}
             else:
                 base["containerID"] = f"containerd://{c.container_id}"
                 if c.ended_at is not None:
-                    ended = {"exitCode": c.exit_code, "reason": "Completed" if c.exit_code == 0 else "Error",
-                             "startedAt": now_rfc3339(), "finishedAt": now_rfc3339(),
-                             "containerID": f"containerd://{c.container_id}"}
+                    ended = {
+                        "exitCode": c.exit_code,
+                        "reason": "Completed" if c.exit_code == 0 else "Error",
+                        "startedAt": now_rfc3339(),
+                        "finishedAt": now_rfc3339(),
+                        "containerID": f"containerd://{c.container_id}",
+                    }
                     if c.exit_code != 0 and spec.get("terminationMessagePolicy") == "FallbackToLogsOnError":
                         ended["message"] = self.log_text(pod, c)[-2048:]
                     base["state"] = {"terminated": ended}
                 else:
                     base.update(ready=True, started=True, state={"running": {"startedAt": now_rfc3339()}})
             statuses.append(base)
-        status.update(phase=self._phase(pod, now), hostIP="172.18.0.3", podIP=pod.ip if started else None,
-                      podIPs=[{"ip": pod.ip}] if started else [], startTime=now_rfc3339(),
-                      conditions=[{"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                                   "lastTransitionTime": now_rfc3339()}],
-                      containerStatuses=statuses)
+        status.update(
+            phase=self._phase(pod, now),
+            hostIP="172.18.0.3",
+            podIP=pod.ip if started else None,
+            podIPs=[{"ip": pod.ip}] if started else [],
+            startTime=now_rfc3339(),
+            conditions=[
+                {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}
+            ],
+            containerStatuses=statuses,
+        )
         obj["status"] = status
         return obj
 
@@ -655,7 +749,9 @@ class FakeKubeAPI:
 
     def _counters(self, pod: _Pod, c: _Container) -> dict[str, int]:
         """The container's cpu.stat now: the stand-in node's file where the fixture tree has it."""
-        path = self._pod_dir(pod) / f"cri-containerd-{c.container_id}.scope" / "cpu.stat" if self._on_node(pod) else None
+        path = (
+            self._pod_dir(pod) / f"cri-containerd-{c.container_id}.scope" / "cpu.stat" if self._on_node(pod) else None
+        )
         text = path.read_text() if path and path.is_file() else self.container_cgroup(pod, c)["/sys/fs/cgroup/cpu.stat"]
         return _cpu_stat(text)
 
@@ -672,14 +768,22 @@ class FakeKubeAPI:
         on the node, the pod's series (container="") and each running container's, each at
         cAdvisor's latest reading of that cgroup, stamped with the reading's time (Unix ms)."""
         families = {
-            "container_cpu_cfs_periods_total": ("Number of elapsed enforcement period intervals.",
-                                                lambda r: str(r["nr_periods"])),
-            "container_cpu_cfs_throttled_periods_total": ("Number of throttled period intervals.",
-                                                          lambda r: str(r["nr_throttled"])),
-            "container_cpu_cfs_throttled_seconds_total": ("Total time duration the container has been throttled.",
-                                                          lambda r: repr(r["throttled_usec"] / 1e6)),
-            "container_cpu_usage_seconds_total": ("Cumulative cpu time consumed in seconds.",
-                                                  lambda r: repr(r["usage_usec"] / 1e6)),
+            "container_cpu_cfs_periods_total": (
+                "Number of elapsed enforcement period intervals.",
+                lambda r: str(r["nr_periods"]),
+            ),
+            "container_cpu_cfs_throttled_periods_total": (
+                "Number of throttled period intervals.",
+                lambda r: str(r["nr_throttled"]),
+            ),
+            "container_cpu_cfs_throttled_seconds_total": (
+                "Total time duration the container has been throttled.",
+                lambda r: repr(r["throttled_usec"] / 1e6),
+            ),
+            "container_cpu_usage_seconds_total": (
+                "Cumulative cpu time consumed in seconds.",
+                lambda r: repr(r["usage_usec"] / 1e6),
+            ),
         }
         series: list[tuple[dict[str, str], int, dict[str, int]]] = []  # (labels, reading ms, counters)
         with self.lock:
@@ -689,14 +793,24 @@ class FakeKubeAPI:
                     continue
                 pod_id = "/" + self._pod_slice(pod)
                 base = {"namespace": meta["namespace"], "pod": meta["name"]}
-                series.append(({"container": "", "id": pod_id, "image": "", "name": "", **base},
-                               *self.readings[meta["uid"]][-1]))
+                series.append(
+                    ({"container": "", "id": pod_id, "image": "", "name": "", **base}, *self.readings[meta["uid"]][-1])
+                )
                 for spec in pod.obj["spec"]["containers"]:
                     c = pod.containers[spec["name"]]
                     if self.readings.get(c.container_id):
-                        series.append(({"container": c.name, "id": f"{pod_id}/cri-containerd-{c.container_id}.scope",
-                                        "image": f"docker.io/library/{spec['image']}", "name": c.container_id,
-                                        **base}, *self.readings[c.container_id][-1]))
+                        series.append(
+                            (
+                                {
+                                    "container": c.name,
+                                    "id": f"{pod_id}/cri-containerd-{c.container_id}.scope",
+                                    "image": f"docker.io/library/{spec['image']}",
+                                    "name": c.container_id,
+                                    **base,
+                                },
+                                *self.readings[c.container_id][-1],
+                            )
+                        )
         lines = []
         for name, (help_text, value) in families.items():
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} counter"]
@@ -716,24 +830,35 @@ class FakeKubeAPI:
             return None
         user = f"system:serviceaccount:{ns}:throttlelab"
         if path == "/api/v1/nodes":
-            return f'nodes is forbidden: User "{user}" cannot list resource "nodes" in API group "" at the cluster scope'
+            return (
+                f'nodes is forbidden: User "{user}" cannot list resource "nodes" in API group "" at the cluster scope'
+            )
         m = re.fullmatch(r"/api/v1/nodes/([^/]+)(/proxy/.*)?", path)
         if m and m[2] and not self.proxy_allowed:
-            return (f'nodes "{m[1]}" is forbidden: User "{user}" cannot get resource "nodes/proxy" in API group "" '
-                    "at the cluster scope")
+            return (
+                f'nodes "{m[1]}" is forbidden: User "{user}" cannot get resource "nodes/proxy" in API group "" '
+                "at the cluster scope"
+            )
         if m:
             return None  # the ClusterRole: get nodes, nodes/proxy
         if path == "/api/v1/pods":
             return f'pods is forbidden: User "{user}" cannot list resource "pods" in API group "" at the cluster scope'
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)(/pods(/[^/]+(/log|/exec)?)?)?", path)
         if m and m[2] is None:
-            return (f'namespaces "{m[1]}" is forbidden: User "{user}" cannot get resource "namespaces" in API group "" '
-                    f'in the namespace "{m[1]}"')
+            return (
+                f'namespaces "{m[1]}" is forbidden: User "{user}" cannot get resource "namespaces" in API group "" '
+                f'in the namespace "{m[1]}"'
+            )
         if m and m[1] != ns:
-            verb = {"GET": "list" if m[3] is None else "get", "POST": "create",
-                    "DELETE": "deletecollection" if m[3] is None else "delete"}[method]
-            return (f'pods is forbidden: User "{user}" cannot {verb} resource "pods" in API group "" '
-                    f'in the namespace "{m[1]}"')
+            verb = {
+                "GET": "list" if m[3] is None else "get",
+                "POST": "create",
+                "DELETE": "deletecollection" if m[3] is None else "delete",
+            }[method]
+            return (
+                f'pods is forbidden: User "{user}" cannot {verb} resource "pods" in API group "" '
+                f'in the namespace "{m[1]}"'
+            )
         return None
 
     # -- the node's cgroups (a stand-in kind node) ------------------------------------------------------
@@ -775,8 +900,10 @@ class FakeKubeAPI:
         for pod in mine:
             uid = pod.obj["metadata"]["uid"].replace("-", "_")
             pod_dir = self._pod_dir(pod)
-            limits = [_milli(((c.get("resources") or {}).get("limits") or {}).get("cpu"))
-                      for c in pod.obj["spec"]["containers"]]
+            limits = [
+                _milli(((c.get("resources") or {}).get("limits") or {}).get("cpu"))
+                for c in pod.obj["spec"]["containers"]
+            ]
             pod_limit = sum(limits) if all(limits) else None
             _write(pod_dir, _linear(_shares(_pod_request(pod.obj))), pod_limit)
             _write(pod_dir / f"cri-containerd-{uuid.uuid5(uuid.NAMESPACE_OID, uid).hex * 2}.scope", 1, None)  # pause
@@ -814,12 +941,17 @@ class FakeKubeAPI:
         return {
             "/sys/fs/cgroup/cpu.max": f"{limit * 100 if limit else 'max'} 100000\n",
             "/sys/fs/cgroup/cpu.weight": f"{weight}\n",
-            "/sys/fs/cgroup/cpu.stat": (f"usage_usec {1_500_000 + c.exec_cpu_us + ran_us}\n"
-                                        f"user_usec {1_400_000 + c.exec_cpu_us + ran_us}\nsystem_usec 100000\n" + (
-                                            f"nr_periods {40 + periods}\nnr_throttled {12 + periods}\n"
-                                            f"throttled_usec {7052500 + periods * 50_000}\n" if limit else
-                                            "nr_periods 0\nnr_throttled 0\nthrottled_usec 0\n")  # no quota, no periods
-                                        + "nr_bursts 0\nburst_usec 0\n"),
+            "/sys/fs/cgroup/cpu.stat": (
+                f"usage_usec {1_500_000 + c.exec_cpu_us + ran_us}\n"
+                f"user_usec {1_400_000 + c.exec_cpu_us + ran_us}\nsystem_usec 100000\n"
+                + (
+                    f"nr_periods {40 + periods}\nnr_throttled {12 + periods}\n"
+                    f"throttled_usec {7052500 + periods * 50_000}\n"
+                    if limit
+                    else "nr_periods 0\nnr_throttled 0\nthrottled_usec 0\n"
+                )  # no quota, no periods
+                + "nr_bursts 0\nburst_usec 0\n"
+            ),
         }
 
 
@@ -837,13 +969,23 @@ def workload_script(container: dict[str, Any]) -> Script:
     `serve` run until SIGTERM."""
     argv = container.get("command") or []
     if "--" in argv:
-        argv = argv[argv.index("--") + 1:]
+        argv = argv[argv.index("--") + 1 :]
     sub = argv[1] if len(argv) > 1 else ""
     stray = [a for a in argv[2:] if not a.startswith("-")]
     if stray:  # cpulab's subcommands take flags only (a real node found `cpulab load load ...`)
         return Script(stderr=f'cpulab {sub}: unexpected argument "{stray[0]}" (flags only)\n', exit_code=2, run_s=0.0)
-    header = json.dumps({"type": "header", "program": "cpulab", "command": sub, "params": _params(argv[2:]),
-                         "time": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")}) + "\n"
+    header = (
+        json.dumps(
+            {
+                "type": "header",
+                "program": "cpulab",
+                "command": sub,
+                "params": _params(argv[2:]),
+                "time": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            }
+        )
+        + "\n"
+    )
     summary = json.dumps({"type": "summary", "elapsed_s": 0.1}) + "\n"
     if sub == "serve":
         addr = next((a.split("=", 1)[1] for a in argv if a.startswith("-addr=")), "127.0.0.1:8080")
@@ -856,12 +998,17 @@ def workload_script(container: dict[str, Any]) -> Script:
     if sub == "load":  # every request sent in the window answered (the fake sends none: its output is scripted)
         window_s = params.get("duration", 60_000) / 1000
         sent = int(float(params.get("rps", 100)) * window_s)
-        load_summary = json.dumps({"type": "summary", "window_s": window_s,
-                                   "work": {"sent": sent, "ok": sent, "errors": 0}}) + "\n"
+        load_summary = (
+            json.dumps({"type": "summary", "window_s": window_s, "work": {"sent": sent, "ok": sent, "errors": 0}})
+            + "\n"
+        )
         return Script(stdout=header + load_summary, stderr="load: done\n", run_s=0.05)
     if sub == "burst":  # as long as the real one: rounds x interval
-        return Script(stdout=header + summary, stderr="burst: done\n",
-                      run_s=params.get("rounds", 20) * params.get("interval", 1000) / 1000)
+        return Script(
+            stdout=header + summary,
+            stderr="burst: done\n",
+            run_s=params.get("rounds", 20) * params.get("interval", 1000) / 1000,
+        )
     return Script(stdout=header + summary, stderr=f"{sub}: done\n", run_s=0.05)
 
 
@@ -918,14 +1065,19 @@ def _tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool
             continue
         if t.get("operator") == "Exists" and (not t.get("key") or t["key"] == taint["key"]):
             return True
-        if t.get("key") == taint["key"] and t.get("operator", "Equal") == "Equal" and t.get("value", "") == taint.get("value", ""):
+        if (
+            t.get("key") == taint["key"]
+            and t.get("operator", "Equal") == "Equal"
+            and t.get("value", "") == taint.get("value", "")
+        ):
             return True
     return False
 
 
 def _required_terms(spec: dict[str, Any]) -> list[dict[str, Any]] | None:
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
     return required.get("nodeSelectorTerms") if required else None
 
 
@@ -937,7 +1089,9 @@ def _affinity_node_names(spec: dict[str, Any]) -> set[str] | None:
         return None
     names: set[str] = set()
     for term in terms:
-        fields = [f for f in term.get("matchFields") or [] if f.get("key") == "metadata.name" and f.get("operator") == "In"]
+        fields = [
+            f for f in term.get("matchFields") or [] if f.get("key") == "metadata.name" and f.get("operator") == "In"
+        ]
         if not fields:
             return None
         names |= set(fields[0].get("values") or [])
@@ -973,9 +1127,11 @@ def _node_matches(node: dict[str, Any], spec: dict[str, Any]) -> bool:
         return True
     for term in terms:
         fields = {"metadata.name": node["metadata"]["name"]}
-        if (all(_requirement(labels.get(r["key"]), r["key"] in labels, r) for r in term.get("matchExpressions") or [])
-                and all(_requirement(fields.get(r["key"]), r["key"] in fields, r) for r in term.get("matchFields") or [])
-                and (term.get("matchExpressions") or term.get("matchFields"))):
+        if (
+            all(_requirement(labels.get(r["key"]), r["key"] in labels, r) for r in term.get("matchExpressions") or [])
+            and all(_requirement(fields.get(r["key"]), r["key"] in fields, r) for r in term.get("matchFields") or [])
+            and (term.get("matchExpressions") or term.get("matchFields"))
+        ):
             return True
     return False
 
@@ -988,12 +1144,20 @@ def _qos(containers: list[dict[str, Any]]) -> str:
     """The API server's QoS class (pkg/apis/core/helper/qos): BestEffort when no container has a
     cpu or memory request or limit; Guaranteed when every container has cpu AND memory limits
     and its requests (defaulted to the limits) equal them; Burstable otherwise."""
+
     def amount(value: Any) -> float | None:
         if value in (None, ""):
             return None
         text = str(value)
-        for unit, factor in (("m", 1e-3), ("Ki", 2**10), ("Mi", 2**20), ("Gi", 2**30), ("k", 1e3), ("M", 1e6),
-                             ("G", 1e9)):
+        for unit, factor in (
+            ("m", 1e-3),
+            ("Ki", 2**10),
+            ("Mi", 2**20),
+            ("Gi", 2**30),
+            ("k", 1e3),
+            ("M", 1e6),
+            ("G", 1e9),
+        ):
             if text.endswith(unit):
                 return float(text[: -len(unit)]) * factor or None
         return float(text) or None
@@ -1049,7 +1213,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- responses -------------------------------------------------------------------
     def _send(self, code: int, body: Any, content_type: str = "application/json") -> None:
-        data = body if isinstance(body, bytes) else (json.dumps(body).encode() if not isinstance(body, str) else body.encode())
+        data = (
+            body
+            if isinstance(body, bytes)
+            else (json.dumps(body).encode() if not isinstance(body, str) else body.encode())
+        )
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
@@ -1096,8 +1264,9 @@ class _Handler(BaseHTTPRequestHandler):
         if method == "GET" and path in ("/version", "/version/"):  # the client asks for /version/
             return self._send(200, json.loads((FIXTURES / "version.json").read_text()))
         if method == "GET" and path == "/api/v1/nodes":
-            return self._send(200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"},
-                                    "items": st.nodes})
+            return self._send(
+                200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": st.nodes}
+            )
         m = re.fullmatch(r"/api/v1/nodes/([^/]+)/proxy/metrics/cadvisor", path)
         if m and method == "GET":
             if not st._node(m[1]):
@@ -1119,9 +1288,16 @@ class _Handler(BaseHTTPRequestHandler):
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)", path)
         if m and method == "GET":
             if m[1] in st.namespaces:
-                return self._send(200, {"kind": "Namespace", "apiVersion": "v1",
-                                        "metadata": {"name": m[1], "labels": {"kubernetes.io/metadata.name": m[1]}},
-                                        "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
+                return self._send(
+                    200,
+                    {
+                        "kind": "Namespace",
+                        "apiVersion": "v1",
+                        "metadata": {"name": m[1], "labels": {"kubernetes.io/metadata.name": m[1]}},
+                        "spec": {"finalizers": ["kubernetes"]},
+                        "status": {"phase": "Active"},
+                    },
+                )
             return self._not_found("namespaces", m[1])
         if method == "GET" and path == "/api/v1/pods":
             return self._list_all(query)
@@ -1160,8 +1336,11 @@ class _Handler(BaseHTTPRequestHandler):
         selector = (query.get("labelSelector") or [""])[0]
         with self.state.lock:
             self.state._reap()
-            items = [self.state._render(p) for (pns, _), p in self.state.pods.items()
-                     if pns == ns and _matches(p.obj["metadata"].get("labels") or {}, selector)]
+            items = [
+                self.state._render(p)
+                for (pns, _), p in self.state.pods.items()
+                if pns == ns and _matches(p.obj["metadata"].get("labels") or {}, selector)
+            ]
         self._send(200, {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items})
 
     def _list_all(self, query: dict[str, list[str]]) -> None:
@@ -1196,14 +1375,27 @@ class _Handler(BaseHTTPRequestHandler):
         c = self._container(pod, query)
         name = pod.obj["metadata"]["name"]
         if c is None:
-            return self._send(400, status_object(400, "BadRequest", f"a container name must be specified for pod {name}"))
+            return self._send(
+                400, status_object(400, "BadRequest", f"a container name must be specified for pod {name}")
+            )
         with st.lock:
             rendered = st._render(pod)
-        state = next(s["state"] for s in rendered["status"].get("containerStatuses", [{"name": c.name, "state": {"waiting": {"reason": "Pending"}}}])
-                     if s["name"] == c.name)
+        state = next(
+            s["state"]
+            for s in rendered["status"].get(
+                "containerStatuses", [{"name": c.name, "state": {"waiting": {"reason": "Pending"}}}]
+            )
+            if s["name"] == c.name
+        )
         if "waiting" in state:
-            return self._send(400, status_object(
-                400, "BadRequest", f'container "{c.name}" in pod "{name}" is waiting to start: {state["waiting"]["reason"]}'))
+            return self._send(
+                400,
+                status_object(
+                    400,
+                    "BadRequest",
+                    f'container "{c.name}" in pod "{name}" is waiting to start: {state["waiting"]["reason"]}',
+                ),
+            )
         if (query.get("follow") or ["false"])[0] != "true":
             return self._send(200, st.log_text(pod, c), "text/plain")
         # follow: chunked, new output as it appears, until the container ends
@@ -1243,8 +1435,14 @@ class _Handler(BaseHTTPRequestHandler):
         if "running" not in state:
             # kubelet refuses before the upgrade; the client sees a failed handshake. The real node's words
             # (docs/KUBE_REAL.md): once the container has ended, containerd no longer knows it
-            return self._send(500, status_object(500, "InternalError", "Internal error occurred: unable to upgrade "
-                                                 f'connection: container not found ("{c.name}")'))
+            return self._send(
+                500,
+                status_object(
+                    500,
+                    "InternalError",
+                    f'Internal error occurred: unable to upgrade connection: container not found ("{c.name}")',
+                ),
+            )
         key = self.headers["Sec-WebSocket-Key"]
         accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
         offered = [p.strip() for p in self.headers.get("Sec-WebSocket-Protocol", "").split(",")]
@@ -1262,10 +1460,13 @@ class _Handler(BaseHTTPRequestHandler):
         if code == 0:
             error = {"metadata": {}, "status": "Success"}
         else:
-            error = {"metadata": {}, "status": "Failure",
-                     "message": f"command terminated with non-zero exit code: exit status {code}",
-                     "reason": "NonZeroExitCode",
-                     "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
+            error = {
+                "metadata": {},
+                "status": "Failure",
+                "message": f"command terminated with non-zero exit code: exit status {code}",
+                "reason": "NonZeroExitCode",
+                "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
+            }
         for channel, data in ((1, stdout.encode()), (2, stderr.encode()), (3, json.dumps(error).encode())):
             if data:
                 self._frame(0x2, bytes([channel]) + data)

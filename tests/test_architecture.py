@@ -49,7 +49,11 @@ def test_import_contracts_are_kept():
         ("model/quantities.py", "import throttlelab.host.cgroupfs", "Measurement: experiments"),
         # one family's figures (or claims) lean on another's: what they share belongs in style.py (predictions.py)
         ("figures/jobs_figures.py", "import throttlelab.figures.services_figures", "Figures: one module per family"),
-        ("analysis/findings/services_findings.py", "import throttlelab.analysis.findings.jobs_findings", "Findings: one module per family"),
+        (
+            "analysis/findings/services_findings.py",
+            "import throttlelab.analysis.findings.jobs_findings",
+            "Findings: one module per family",
+        ),
     ],
 )
 def test_a_forbidden_import_breaks_a_contract(tmp_path, module, line, contract):
@@ -94,8 +98,9 @@ def test_the_command_line_works_as_an_installed_script_and_as_a_module():
 
 
 def test_ruff_finds_nothing():
-    proc = subprocess.run([_tool("ruff"), "check", "throttlelab", "tests", "benchmarks"], cwd=PROJECT,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [_tool("ruff"), "check", "throttlelab", "tests", "benchmarks"], cwd=PROJECT, capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout[-4000:]
 
 
@@ -112,8 +117,12 @@ ACCEPTED_LINTS = {
 
 
 def test_snakemake_lint_reports_only_the_explained_findings(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(PROJECT / "Snakefile"), "-d", str(tmp_path),
-                           "--lint"], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(PROJECT / "Snakefile"), "-d", str(tmp_path), "--lint"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     found = set(re.findall(r"^    \* (.*?):?$", proc.stdout + proc.stderr, re.MULTILINE))
     assert found - ACCEPTED_LINTS == set(), proc.stdout[-4000:] + proc.stderr[-2000:]
 
@@ -131,8 +140,10 @@ def test_the_conda_environment_mirrors_the_packages_dependencies():
     env = yaml.safe_load((PROJECT / "envs" / "throttlelab.yaml").read_text())
     specs = [d for d in env["dependencies"] if isinstance(d, str)]
     specs += [d for entry in env["dependencies"] if isinstance(entry, dict) for d in entry.get("pip", [])]
-    wanted = [re.sub(r"^([A-Za-z0-9_.-]+)", lambda m: CONDA_NAMES.get(m.group(1), m.group(1)), d.replace(" ", ""))
-              for d in project["dependencies"]]
+    wanted = [
+        re.sub(r"^([A-Za-z0-9_.-]+)", lambda m: CONDA_NAMES.get(m.group(1), m.group(1)), d.replace(" ", ""))
+        for d in project["dependencies"]
+    ]
     missing = [d for d in wanted if d not in specs]
     assert missing == [], f"envs/throttlelab.yaml lacks {missing} of pyproject.toml's dependencies"
     assert f"python{project['requires-python']}" in specs
@@ -196,8 +207,14 @@ def _project_with_x7(tmp_path: Path, *, row: bool, schema: bool) -> subprocess.C
         text = path.read_text()
         last = 'figures=("x6_threads",)),\n'
         assert last in text, "the catalogue's last row moved: update this test's anchor"
-        path.write_text(text.replace(last, last + '    Experiment("X7", "a test", ours=True, family="jobs", '
-                                     'runner="run_e2a", command="burst", metrics="burst"),\n', 1))
+        path.write_text(
+            text.replace(
+                last,
+                last + '    Experiment("X7", "a test", ours=True, family="jobs", '
+                'runner="run_e2a", command="burst", metrics="burst"),\n',
+                1,
+            )
+        )
     if schema:
         path = copy / "config" / "profile.schema.yaml"
         doc = yaml.safe_load(path.read_text())
@@ -208,7 +225,9 @@ def _project_with_x7(tmp_path: Path, *, row: bool, schema: bool) -> subprocess.C
     doc["experiments"]["X7"] = doc["experiments"]["X1"]
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     env = {**os.environ, "PYTHONPATH": str(copy)}
-    return subprocess.run([sys.executable, "-c", ADD_X7], cwd=copy, capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", ADD_X7], cwd=copy, capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 def test_an_experiment_added_along_the_checklist_is_planned_run_and_analysed_by_its_row(tmp_path):

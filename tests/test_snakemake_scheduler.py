@@ -57,7 +57,10 @@ def run_toy(tmp_path, install: bool) -> dict:
     (tmp_path / "Snakefile").write_text(TOY.format(project=str(PROJECT), install=install, jobs=JOBS))
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", "--cores", "2", "--resources", "slot=1", "--quiet", "all"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads((tmp_path / "timers.json").read_text())

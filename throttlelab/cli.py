@@ -32,31 +32,48 @@ class Command:
 
 COMMANDS: dict[str, Command] = {
     "build-workload": Command("throttlelab.host.gobuild", (), "build cpulab in one go.mod variant", "build"),
-    "cluster-tools": Command("throttlelab.host.clusterbuild", (), "build the pinned cluster tools (cluster/) into "
-                             "the cache; summary, status", "build"),
+    "cluster-tools": Command(
+        "throttlelab.host.clusterbuild",
+        (),
+        "build the pinned cluster tools (cluster/) into the cache; summary, status",
+        "build",
+    ),
     "build-image": Command("throttlelab.backends.images", (), "build the docker backend's image of one build", "build"),
-    "kind": Command("throttlelab.backends.kind.clusters", (), "kind clusters: create, load, delete, build-podgate, "
-                    "build-image, preflight", "build"),
-    "node": Command("throttlelab.backends.node.images", (), "the real node's workload images (OCI archives)",
-                    "build"),
-    "run": Command("throttlelab.experiments.runner", (), "run ONE (experiment, variant, repeat) -> its raw log",
-                   "measure"),
-    "smoke": Command("throttlelab.experiments.smoke", (), "the smallest real-cluster smoke test (kind, kubernetes)",
-                     "measure"),
-    "vm-batch": Command("throttlelab.experiments.batch", (), "run one experiment's jobs in ONE guest (vm backend)",
-                        "measure"),
-    "sweep": Command("throttlelab.backends.docker", ("sweep",), "remove docker containers and cgroups of dead runs",
-                     "measure"),
+    "kind": Command(
+        "throttlelab.backends.kind.clusters",
+        (),
+        "kind clusters: create, load, delete, build-podgate, build-image, preflight",
+        "build",
+    ),
+    "node": Command("throttlelab.backends.node.images", (), "the real node's workload images (OCI archives)", "build"),
+    "run": Command(
+        "throttlelab.experiments.runner", (), "run ONE (experiment, variant, repeat) -> its raw log", "measure"
+    ),
+    "smoke": Command(
+        "throttlelab.experiments.smoke", (), "the smallest real-cluster smoke test (kind, kubernetes)", "measure"
+    ),
+    "vm-batch": Command(
+        "throttlelab.experiments.batch", (), "run one experiment's jobs in ONE guest (vm backend)", "measure"
+    ),
+    "sweep": Command(
+        "throttlelab.backends.docker", ("sweep",), "remove docker containers and cgroups of dead runs", "measure"
+    ),
     "tables": Command("throttlelab.analysis.commands", ("tables",), "raw logs -> tidy tables", "analyse"),
-    "stats": Command("throttlelab.analysis.commands", ("stats",), "tidy tables -> per-run metrics and estimates",
-                     "analyse"),
+    "stats": Command(
+        "throttlelab.analysis.commands", ("stats",), "tidy tables -> per-run metrics and estimates", "analyse"
+    ),
     "findings": Command("throttlelab.analysis.commands", ("findings",), "metrics -> the findings table", "analyse"),
     "figure": Command("throttlelab.figures.draw", (), "draw one figure of the registry as SVG", "report"),
     "report": Command("throttlelab.report.page", ("render",), "render the self-contained HTML report", "report"),
-    "publish": Command("throttlelab.report.page", ("publish",), "pack report, tables, raw logs and config "
-                       "with a SHA-256 manifest", "report"),
-    "verify": Command("throttlelab.report.page", ("verify",), "check an unpacked archive against its manifest",
-                      "report"),
+    "publish": Command(
+        "throttlelab.report.page",
+        ("publish",),
+        "pack report, tables, raw logs and config with a SHA-256 manifest",
+        "report",
+    ),
+    "verify": Command(
+        "throttlelab.report.page", ("verify",), "check an unpacked archive against its manifest", "report"
+    ),
 }
 
 

@@ -28,8 +28,11 @@ def install() -> bool:
     from snakemake.persistence import PersistenceBase as Persistence
 
     current = Persistence.__dict__.get("_serialize_param")
-    if (not isinstance(current, property) or getattr(current.fget, _MARK, False)
-            or not hasattr(Persistence, "_serialize_param_builtin")):
+    if (
+        not isinstance(current, property)
+        or getattr(current.fget, _MARK, False)
+        or not hasattr(Persistence, "_serialize_param_builtin")
+    ):
         return False
     stock = current.fget
 

@@ -36,8 +36,12 @@ def quiet_reevaluation(scheduler: Any, delay: float) -> None:
     """What ``JobScheduler._schedule_reevalutation`` does once installed (see the module text)."""
     limiter = scheduler.job_rate_limiter
     dag = scheduler.workflow.dag
-    if (limiter is not None and delay == limiter.timespan and limiter.get_free_jobs() > 0
-            and not dag.has_unfinished_queue_input_jobs()):
+    if (
+        limiter is not None
+        and delay == limiter.timespan
+        and limiter.get_free_jobs() > 0
+        and not dag.has_unfinished_queue_input_jobs()
+    ):
         return  # the limiter held nothing back: the next job's end wakes the loop
     pending = scheduler.__dict__.setdefault("_throttlelab_timers", {})
     lock = scheduler.__dict__.setdefault("_throttlelab_timers_lock", threading.Lock())

@@ -38,15 +38,37 @@ class Lab:
         self.run_rows: list[dict] = []
         self.header_rows: list[dict] = []
 
-    def add(self, experiment: str, variant: str, spec: dict, values: dict[str, list[float]],
-            num_cpu: int | None = None, disturbed: tuple[int, ...] = (), period_us: int = 100_000) -> Lab:
+    def add(
+        self,
+        experiment: str,
+        variant: str,
+        spec: dict,
+        values: dict[str, list[float]],
+        num_cpu: int | None = None,
+        disturbed: tuple[int, ...] = (),
+        period_us: int = 100_000,
+    ) -> Lab:
         repeats = len(next(iter(values.values())))
         for rep in range(repeats):
-            self.run_rows.append({"backend": self.backend, "experiment": experiment, "variant": variant,
-                                  "repeat": rep, "disturbed": rep in disturbed,
-                                  **VariantSpec.from_dict(experiment, variant, spec).columns()})
-            self.header_rows.append({"experiment": experiment, "variant": variant, "repeat": rep,
-                                     "num_cpu": num_cpu or self.num_cpu, "cg_period_us": period_us})
+            self.run_rows.append(
+                {
+                    "backend": self.backend,
+                    "experiment": experiment,
+                    "variant": variant,
+                    "repeat": rep,
+                    "disturbed": rep in disturbed,
+                    **VariantSpec.from_dict(experiment, variant, spec).columns(),
+                }
+            )
+            self.header_rows.append(
+                {
+                    "experiment": experiment,
+                    "variant": variant,
+                    "repeat": rep,
+                    "num_cpu": num_cpu or self.num_cpu,
+                    "cg_period_us": period_us,
+                }
+            )
             for metric, series in values.items():
                 self.metric_rows.append((self.backend, experiment, variant, rep, metric, series[rep], "", ""))
         return self
@@ -59,8 +81,10 @@ class Lab:
 
     def evidence(self, experiments=ALL, level: float = 0.95) -> findings.Evidence:
         return findings.Evidence(
-            metrics=pd.DataFrame.from_records(self.metric_rows, columns=[
-                "backend", "experiment", "variant", "repeat", "metric", "value", "unit", "note"]),
+            metrics=pd.DataFrame.from_records(
+                self.metric_rows,
+                columns=["backend", "experiment", "variant", "repeat", "metric", "value", "unit", "note"],
+            ),
             runs=pd.DataFrame(self.run_rows),
             headers=pd.DataFrame(self.header_rows),
             profile_experiments=frozenset(experiments),
@@ -87,8 +111,9 @@ E2A_ARMS = {
 OVERHEAD_MS = 8.0
 
 
-def burst_values(spec: dict, cpus: int, rng: np.random.Generator, n: int = R,
-                 period_ms: float = 100.0) -> dict[str, list[float]]:
+def burst_values(
+    spec: dict, cpus: int, rng: np.random.Generator, n: int = R, period_ms: float = 100.0
+) -> dict[str, list[float]]:
     arm = predictions.burst_arm(VariantSpec.from_dict("E2a", "x", spec), cpus, period_ms)
     burst = arm.burst()
     per_round = arm.throttled_ms()
@@ -103,15 +128,24 @@ def burst_values(spec: dict, cpus: int, rng: np.random.Generator, n: int = R,
         "nr_periods": [round(periods * rounds)] * n,
         "nr_throttled": [round(float(np.mean(burst.throttled_periods)) * rounds)] * n,
         # counts per round: the model's mean with a little run-to-run spread; an exact 0 stays 0
-        **{metric: noisy(rng, value, n=n) if value > 0 else [0.0] * n for metric, value in (
-            ("throttled_per_round", float(np.mean(burst.throttled_periods))),
-            ("bursts_per_round", float(np.mean(burst.bursts))),
-            ("burst_ms_per_round", float(np.mean(burst.excess_ms))))},
+        **{
+            metric: noisy(rng, value, n=n) if value > 0 else [0.0] * n
+            for metric, value in (
+                ("throttled_per_round", float(np.mean(burst.throttled_periods))),
+                ("bursts_per_round", float(np.mean(burst.bursts))),
+                ("burst_ms_per_round", float(np.mean(burst.excess_ms))),
+            )
+        },
     }
 
 
-def e2a(lab: Lab, cpus: int | None = None, seed: int = 1, change: Callable[[str, dict, dict], None] | None = None,
-        arms: dict | None = None) -> Lab:
+def e2a(
+    lab: Lab,
+    cpus: int | None = None,
+    seed: int = 1,
+    change: Callable[[str, dict, dict], None] | None = None,
+    arms: dict | None = None,
+) -> Lab:
     rng = np.random.default_rng(seed)
     cpus = cpus or lab.num_cpu
     for variant, params in (arms or E2A_ARMS).items():
@@ -149,9 +183,13 @@ def e3(lab: Lab, num_cpu: int = 10, off_rule: str | None = None, unread: str | N
         expected = rule(spec, num_cpu)
         got = expected + 1 if variant == off_rule else expected
         predicted = [math.nan, expected] if variant == unread else [expected, expected]
-        lab.add("E3", variant, {**spec, "request": "100m"}, {
-            "gomaxprocs": [got, got], "expected_gomaxprocs": predicted, "num_cpu": [num_cpu] * 2},
-            num_cpu=num_cpu)
+        lab.add(
+            "E3",
+            variant,
+            {**spec, "request": "100m"},
+            {"gomaxprocs": [got, got], "expected_gomaxprocs": predicted, "num_cpu": [num_cpu] * 2},
+            num_cpu=num_cpu,
+        )
     return lab
 
 
@@ -159,12 +197,14 @@ def e3(lab: Lab, num_cpu: int = 10, off_rule: str | None = None, unread: str | N
 # E4, E5, E10: weights and shares
 
 
-def weights(lab: Lab, seed: int = 2, rel: float = 0.02, e5_two: tuple[float, float] | None = None,
-            levels: float = 12) -> Lab:
+def weights(
+    lab: Lab, seed: int = 2, rel: float = 0.02, e5_two: tuple[float, float] | None = None, levels: float = 12
+) -> Lab:
     rng = np.random.default_rng(seed)
     for variant in ("runc-new", "runc-old"):
-        lab.add("E4", variant, {"runtime": variant}, {"readback_levels": [levels] * 2,
-                                                    "readback_levels_ok": [levels] * 2})
+        lab.add(
+            "E4", variant, {"runtime": variant}, {"readback_levels": [levels] * 2, "readback_levels_ok": [levels] * 2}
+        )
     shares = {
         ("E5", "pods"): {"pod-p100m": 4 / 86, "pod-p1": 39 / 86, "pod-two": 43 / 86},
         ("E5", "two-container"): {"small": 17 / 117, "big": 100 / 117},
@@ -175,8 +215,12 @@ def weights(lab: Lab, seed: int = 2, rel: float = 0.02, e5_two: tuple[float, flo
         shares[("E5", "two-container")] = {"small": e5_two[0], "big": e5_two[1]}
     for (experiment, phase), members in shares.items():
         runtime = "runc-new" if experiment == "E5" else "runc-old"
-        lab.add(experiment, phase, {"runtime": runtime, "cpus": "0", "phase": phase},
-                {f"share_{m}": noisy(rng, s, rel) for m, s in members.items()})
+        lab.add(
+            experiment,
+            phase,
+            {"runtime": runtime, "cpus": "0", "phase": phase},
+            {f"share_{m}": noisy(rng, s, rel) for m, s in members.items()},
+        )
     return lab
 
 
@@ -184,8 +228,19 @@ def weights(lab: Lab, seed: int = 2, rel: float = 0.02, e5_two: tuple[float, flo
 # the services: the quick profile's E2b, E7, E8 (1-CPU node, 20 req/s in clumps of 10), E6, S2
 
 
-SERVICE = {"build": "go124mod", "request": "500m", "work_us": 2000, "alloc_bytes": 204800, "live_mb": 6, "rps": 20,
-           "ping_rps": 4, "warmup_ms": 400, "duration_ms": 3000, "node_cpus": "0", "load_cpus": "1"}
+SERVICE = {
+    "build": "go124mod",
+    "request": "500m",
+    "work_us": 2000,
+    "alloc_bytes": 204800,
+    "live_mb": 6,
+    "rps": 20,
+    "ping_rps": 4,
+    "warmup_ms": 400,
+    "duration_ms": 3000,
+    "node_cpus": "0",
+    "load_cpus": "1",
+}
 
 
 def window_for(requests: int) -> float:
@@ -208,39 +263,78 @@ def counts(rng, throttled: float, periods: int = 30) -> dict[str, list[float]]:
     k = [float(min(periods, max(0, round(throttled * periods + d)))) for d in rng.normal(0, 1.0, R)]
     if throttled == 0:
         k = [0.0] * R
-    return {"nr_throttled": k, "nr_periods": [float(periods)] * R,
-            "throttled_ratio": [x / periods if periods else 0.0 for x in k]}
+    return {
+        "nr_throttled": k,
+        "nr_periods": [float(periods)] * R,
+        "throttled_ratio": [x / periods if periods else 0.0 for x in k],
+    }
 
 
-def e2b(lab: Lab, seed: int = 3, clumped_p90: float = 60.0, steady_throttled: float = 0.0,
-        clumped_throttled: float = 0.3, requests: int = 60, rel: float = 0.05, clumped_periods: int = 30) -> Lab:
+def e2b(
+    lab: Lab,
+    seed: int = 3,
+    clumped_p90: float = 60.0,
+    steady_throttled: float = 0.0,
+    clumped_throttled: float = 0.3,
+    requests: int = 60,
+    rel: float = 0.05,
+    clumped_periods: int = 30,
+) -> Lab:
     rng = np.random.default_rng(seed)
     service = {**SERVICE, "duration_ms": window_for(requests)}
-    lab.add("E2b", "steady-limit", {**service, "limit": "200m", "clump": 1},
-            {**latency(rng, 4.0, requests), **counts(rng, steady_throttled), "avg_cores": noisy(rng, 0.07)})
-    lab.add("E2b", "clumped-nolimit", {**service, "limit": None, "clump": 10},
-            {**latency(rng, 25.0, requests), **counts(rng, 0.0, 0), "avg_cores": noisy(rng, 0.055)})
-    lab.add("E2b", "clumped-limit", {**service, "limit": "200m", "clump": 10},
-            {**latency(rng, clumped_p90, requests, rel), **counts(rng, clumped_throttled, clumped_periods),
-             "avg_cores": noisy(rng, 0.055)})
+    lab.add(
+        "E2b",
+        "steady-limit",
+        {**service, "limit": "200m", "clump": 1},
+        {**latency(rng, 4.0, requests), **counts(rng, steady_throttled), "avg_cores": noisy(rng, 0.07)},
+    )
+    lab.add(
+        "E2b",
+        "clumped-nolimit",
+        {**service, "limit": None, "clump": 10},
+        {**latency(rng, 25.0, requests), **counts(rng, 0.0, 0), "avg_cores": noisy(rng, 0.055)},
+    )
+    lab.add(
+        "E2b",
+        "clumped-limit",
+        {**service, "limit": "200m", "clump": 10},
+        {
+            **latency(rng, clumped_p90, requests, rel),
+            **counts(rng, clumped_throttled, clumped_periods),
+            "avg_cores": noisy(rng, 0.055),
+        },
+    )
     return lab
 
 
 def e7(lab: Lab, seed: int = 4, split_ratio: float = 1.6, rel: float = 0.05, requests: int = 60) -> Lab:
     rng = np.random.default_rng(seed)
-    for variant, replicas, limit, p90 in (("one-limit", 1, "200m", 60.0), ("two-half", 2, "100m", 60 * split_ratio),
-                                          ("two-limit", 2, "200m", 40.0), ("one-double", 1, "400m", 25.0)):
-        lab.add("E7", variant, {**SERVICE, "duration_ms": window_for(requests), "clump": 10, "replicas": replicas,
-                                "limit": limit},
-                latency(rng, p90, requests, rel if variant == "two-half" else 0.05))
+    for variant, replicas, limit, p90 in (
+        ("one-limit", 1, "200m", 60.0),
+        ("two-half", 2, "100m", 60 * split_ratio),
+        ("two-limit", 2, "200m", 40.0),
+        ("one-double", 1, "400m", 25.0),
+    ):
+        lab.add(
+            "E7",
+            variant,
+            {**SERVICE, "duration_ms": window_for(requests), "clump": 10, "replicas": replicas, "limit": limit},
+            latency(rng, p90, requests, rel if variant == "two-half" else 0.05),
+        )
     return lab
 
 
 E8 = {**SERVICE, "work_us": 2500, "clump": 10, "sample_ms": 10, "neighbor_request": "500m", "neighbor_threads": None}
 
 
-def e8(lab: Lab, seed: int = 5, busy_throttled: float = 0.0, busy_p90: float = 210.0, rel: float = 0.05,
-       variants: tuple[str, ...] | None = None) -> Lab:
+def e8(
+    lab: Lab,
+    seed: int = 5,
+    busy_throttled: float = 0.0,
+    busy_p90: float = 210.0,
+    rel: float = 0.05,
+    variants: tuple[str, ...] | None = None,
+) -> Lab:
     rng = np.random.default_rng(seed)
     arms = {
         "idle-lim": ({"neighbor": False, "request": "63m", "limit": "250m"}, 60.0, 0.3, 0.6),
@@ -252,16 +346,37 @@ def e8(lab: Lab, seed: int = 5, busy_throttled: float = 0.0, busy_p90: float = 2
     for variant, (params, p90, throttled, cores) in arms.items():
         if variants is not None and variant not in variants:
             continue
-        lab.add("E8", variant, {**E8, **params}, {**latency(rng, p90, 60, rel if variant == "busy-lim2x" else 0.05),
-                                                 **counts(rng, throttled), "busy_cores": noisy(rng, cores)})
+        lab.add(
+            "E8",
+            variant,
+            {**E8, **params},
+            {
+                **latency(rng, p90, 60, rel if variant == "busy-lim2x" else 0.05),
+                **counts(rng, throttled),
+                "busy_cores": noisy(rng, cores),
+            },
+        )
     return lab
 
 
 def e6(lab: Lab, seed: int = 6, overstatement: float = 1.9, rel: float = 0.05, num_cpu: int | None = None) -> Lab:
     rng = np.random.default_rng(seed)
-    lab.add("E6", "limit", {"build": "go124mod", "threads": 2, "work_ms": 20, "interval_ms": 330, "rounds": 20,
-                            "calibration_rounds": 5, "request": "100m", "limit": "250m"},
-            {"overstatement": noisy(rng, overstatement, rel)}, num_cpu=num_cpu)
+    lab.add(
+        "E6",
+        "limit",
+        {
+            "build": "go124mod",
+            "threads": 2,
+            "work_ms": 20,
+            "interval_ms": 330,
+            "rounds": 20,
+            "calibration_rounds": 5,
+            "request": "100m",
+            "limit": "250m",
+        },
+        {"overstatement": noisy(rng, overstatement, rel)},
+        num_cpu=num_cpu,
+    )
     return lab
 
 
@@ -269,26 +384,47 @@ def s2(lab: Lab, seed: int = 7, gain: float = 2.0, rel: float = 0.05, node_procs
     rng = np.random.default_rng(seed)
     base = {"build": "go124mod", "request": "250m", "limit": "250m", "work_us": 100, "workers": 16, "mode": "threads"}
     lab.add("S2", "threads-node", base, {"throughput_rps": noisy(rng, 500.0), "gomaxprocs": [node_procs] * R})
-    lab.add("S2", "threads-one", {**base, "gomaxprocs": 1},
-            {"throughput_rps": noisy(rng, 500.0 * gain, rel), "gomaxprocs": [1] * R})
+    lab.add(
+        "S2",
+        "threads-one",
+        {**base, "gomaxprocs": 1},
+        {"throughput_rps": noisy(rng, 500.0 * gain, rel), "gomaxprocs": [1] * R},
+    )
     return lab
 
 
 # --------------------------------------------------------------------------
 # X1-X3 (ours, docs/EXPERIMENTS.md): the quick profile's arms, per-run values from the model
 
-X_BASE = {"build": "go124mod", "threads": 2, "work_ms": 20, "interval_ms": 433, "rounds": 10, "request": "100m",
-          "limit": "250m"}
+X_BASE = {
+    "build": "go124mod",
+    "threads": 2,
+    "work_ms": 20,
+    "interval_ms": 433,
+    "rounds": 10,
+    "request": "100m",
+    "limit": "250m",
+}
 X_ARMS = {
-    "X1": {"nolimit": {"limit": None, "burst_ms": 0}, "budget0": {"burst_ms": 0}, "budget-half": {"burst_ms": 12.5},
-           "budget-full": {"burst_ms": 25}},
+    "X1": {
+        "nolimit": {"limit": None, "burst_ms": 0},
+        "budget0": {"burst_ms": 0},
+        "budget-half": {"burst_ms": 12.5},
+        "budget-full": {"burst_ms": 25},
+    },
     "X2": {"period100": {"period_ms": 100}, "period20": {"period_ms": 20}, "period5": {"period_ms": 5}},
     "X3": {"cpus1": {"threads": 8, "work_ms": 5, "cpus": "0"}, "cpus2": {"threads": 8, "work_ms": 5, "cpus": "0-1"}},
 }
 
 
-def beyond(lab: Lab, experiment: str, seed: int = 11, cpus: int | None = None,
-           change: Callable[[str, dict, dict], None] | None = None, arms: dict | None = None) -> Lab:
+def beyond(
+    lab: Lab,
+    experiment: str,
+    seed: int = 11,
+    cpus: int | None = None,
+    change: Callable[[str, dict, dict], None] | None = None,
+    arms: dict | None = None,
+) -> Lab:
     """One of X1-X3 as the model predicts it (plus a fixed overhead), on ``cpus`` (X3: the variant's cpuset)."""
     rng = np.random.default_rng(seed)
     for variant, params in (arms or X_ARMS[experiment]).items():
@@ -305,8 +441,7 @@ def beyond(lab: Lab, experiment: str, seed: int = 11, cpus: int | None = None,
 X4_BASE = {**X_BASE, "limit": "500m", "pods": 2}
 
 
-def x4(lab: Lab, seed: int = 14, contention: float = 1.0, rel: float = 0.03, num_cpu: int = 2,
-       threads: int = 2) -> Lab:
+def x4(lab: Lab, seed: int = 14, contention: float = 1.0, rel: float = 0.03, num_cpu: int = 2, threads: int = 2) -> Lab:
     """X4: two pods of E2a's limit-2 arm, bursting together or half an interval apart (the model's medians
     plus a fixed overhead); ``contention`` scales the synchronized arm's extra time."""
     rng = np.random.default_rng(seed)
@@ -315,24 +450,42 @@ def x4(lab: Lab, seed: int = 14, contention: float = 1.0, rel: float = 0.03, num
     apart = float(np.median(predictions.overlap_burst(arm, 2, False).wall_ms))
     together = apart + contention * (float(np.median(predictions.overlap_burst(arm, 2, True).wall_ms)) - apart)
     for variant, wall, stagger in (("synchronized", together, False), ("staggered", apart, True)):
-        lab.add("X4", variant, {**base, "stagger": stagger},
-                {"p50_wall_ms": noisy(rng, wall + OVERHEAD_MS, rel), "throttled_per_round": [0.0] * R},
-                num_cpu=num_cpu)
+        lab.add(
+            "X4",
+            variant,
+            {**base, "stagger": stagger},
+            {"p50_wall_ms": noisy(rng, wall + OVERHEAD_MS, rel), "throttled_per_round": [0.0] * R},
+            num_cpu=num_cpu,
+        )
     return lab
 
 
 X5_BASE = {**SERVICE, "limit": "200m", "clump": 1, "request_cpu_us": 4000}
 
 
-def x5(lab: Lab, seed: int = 12, quiet: float = 0.0, loud: float = 0.3, cores: float = 1.0, rel: float = 0.05,
-       rps90: float = 45) -> Lab:
+def x5(
+    lab: Lab,
+    seed: int = 12,
+    quiet: float = 0.0,
+    loud: float = 0.3,
+    cores: float = 1.0,
+    rel: float = 0.05,
+    rps90: float = 45,
+) -> Lab:
     """X5: steady arrivals at 30% and 90% of a 200m limit (the quick profile's), 3 s windows."""
     rng = np.random.default_rng(seed)
     for variant, rps, throttled, p90 in (("use30", 15, quiet, 6.0), ("use90", rps90, loud, 40.0)):
         requests = round(rps * 3)
-        lab.add("X5", variant, {**X5_BASE, "rps": rps},
-                {**latency(rng, p90, requests), **counts(rng, throttled, 30),
-                 "avg_cores": noisy(rng, rps * 0.004 * cores, rel)})
+        lab.add(
+            "X5",
+            variant,
+            {**X5_BASE, "rps": rps},
+            {
+                **latency(rng, p90, requests),
+                **counts(rng, throttled, 30),
+                "avg_cores": noisy(rng, rps * 0.004 * cores, rel),
+            },
+        )
     return lab
 
 
@@ -343,12 +496,12 @@ def x6(lab: Lab, seed: int = 13, slower: float = 1.9, gain: float = 1.0, rel: fl
     """X6: GOMAXPROCS 2 (Go's default) against 1 at 500m, clumped open loop and closed loop."""
     rng = np.random.default_rng(seed)
     lab.add("X6", "clumped-500m-g2", X6_BASE, latency(rng, 20.0, 60), num_cpu=num_cpu)
-    lab.add("X6", "clumped-500m-g1", {**X6_BASE, "gomaxprocs": 1}, latency(rng, 20.0 * slower, 60, rel),
-            num_cpu=num_cpu)
+    lab.add(
+        "X6", "clumped-500m-g1", {**X6_BASE, "gomaxprocs": 1}, latency(rng, 20.0 * slower, 60, rel), num_cpu=num_cpu
+    )
     closed = {**X6_BASE, "workers": 16, "duration_ms": 1500}
     lab.add("X6", "closed-500m-g2", closed, {"throughput_rps": noisy(rng, 200.0 * gain, rel)}, num_cpu=num_cpu)
-    lab.add("X6", "closed-500m-g1", {**closed, "gomaxprocs": 1}, {"throughput_rps": noisy(rng, 200.0)},
-            num_cpu=num_cpu)
+    lab.add("X6", "closed-500m-g1", {**closed, "gomaxprocs": 1}, {"throughput_rps": noisy(rng, 200.0)}, num_cpu=num_cpu)
     return lab
 
 
@@ -390,12 +543,14 @@ def _scale(factor_by_variant: dict[str, dict[str, float]]):
     def change(variant: str, spec: dict, values: dict) -> None:
         for metric, factor in factor_by_variant.get(variant, {}).items():
             values[metric] = [v * factor for v in values[metric]]
+
     return change
 
 
 def _set(values_by_variant: dict[str, dict[str, list[float]]]):
     def change(variant: str, spec: dict, values: dict) -> None:
         values.update(values_by_variant.get(variant, {}))
+
     return change
 
 
@@ -465,8 +620,18 @@ SCENARIOS: dict[str, dict[str, dict]] = {
     # ours (docs/EXPERIMENTS.md)
     "F12": {
         # the budget did not lift the throttling: the full-budget arm as slow and as throttled as budget0
-        CONTRADICTED: {"x1": {"change": _set({"budget-full": {"p50_wall_ms": [73.1, 73.4, 72.8, 73.0, 73.3],
-                                                              "throttled_per_round": [0.9, 1.0, 0.9, 1.0, 0.9]}})}},
+        CONTRADICTED: {
+            "x1": {
+                "change": _set(
+                    {
+                        "budget-full": {
+                            "p50_wall_ms": [73.1, 73.4, 72.8, 73.0, 73.3],
+                            "throttled_per_round": [0.9, 1.0, 0.9, 1.0, 0.9],
+                        }
+                    }
+                )
+            }
+        },
         INCONCLUSIVE: {"x1": {"change": _set({"budget-full": {"p50_wall_ms": [20, 90, 35, 70, 28]}})}},
         # a budget the burst does not fit in: the model predicts a slow-down, not the unlimited time
         NOT_TESTABLE: {"x1": {"arms": {**X_ARMS["X1"], "budget-full": {"burst_ms": 10}}}},
@@ -591,8 +756,10 @@ def test_f10_an_overstatement_short_of_every_run_queue_is_still_one():
 def test_a_premise_cannot_contradict(faithful):
     # F6's "~30% average use" is a premise: off its band it blocks "reproduced" but contradicts nothing
     lab = full_lab()
-    lab.metric_rows = [(*r[:5], r[5] * 3 if r[1:3] == ("E2b", "clumped-limit") and r[4] == "avg_cores" else r[5],
-                        *r[6:]) for r in lab.metric_rows]
+    lab.metric_rows = [
+        (*r[:5], r[5] * 3 if r[1:3] == ("E2b", "clumped-limit") and r[4] == "avg_cores" else r[5], *r[6:])
+        for r in lab.metric_rows
+    ]
     got, checks = evaluate(lab)
     premise = checks[(checks["id"] == "F6") & (checks["check"] == "avg_cores clumped-limit")].iloc[0]
     assert premise["verdict"] == CONTRADICTED and not premise["decisive"]
@@ -658,8 +825,13 @@ def test_the_quantile_is_the_designs_and_a_short_run_does_not_change_it():
 def test_the_lab_parameters_give_the_labs_thresholds():
     """The paper profile's E2a arms (8 x 20 ms on 10 CPUs): thresholds below the lab's own ratios."""
     lab = Lab(num_cpu=10)
-    paper = {"limit1": {"limit": 1}, "limit500m": {"limit": "500m"}, "nolimit": {"limit": None},
-             "limit2": {"limit": 2}, "limit1-2threads": {"limit": 1, "threads": 2, "work_ms": 80}}
+    paper = {
+        "limit1": {"limit": 1},
+        "limit500m": {"limit": "500m"},
+        "nolimit": {"limit": None},
+        "limit2": {"limit": 2},
+        "limit1-2threads": {"limit": 1, "threads": 2, "work_ms": 80},
+    }
     rng = np.random.default_rng(0)
     for variant, params in paper.items():
         spec = {**E2A_BASE, "threads": 8, "interval_ms": 1000, "rounds": 20, **params}
@@ -757,8 +929,10 @@ def test_a_verdict_that_hangs_on_disturbed_runs_is_not_trusted():
     _, checks = evaluate(lab, experiments=("E2a",))
     row = checks[checks["check"] == "p50_wall_ms limit1 / nolimit"].iloc[0]
     assert row["verdict"] == INCONCLUSIVE
-    assert ("the verdict hangs on 2 disturbed run(s) (kept and marked, runs.csv): with them reproduced, "
-            "without them inconclusive") in row["reason"]
+    assert (
+        "the verdict hangs on 2 disturbed run(s) (kept and marked, runs.csv): with them reproduced, "
+        "without them inconclusive"
+    ) in row["reason"]
 
 
 # --------------------------------------------------------------------------
@@ -772,8 +946,9 @@ def test_holm_runs_over_the_decisive_comparisons_only(faithful):
     assert within["p"].isna().all() and within["p_holm"].isna().all()  # "no difference" never enters a family
     premises = checks[~checks["decisive"].astype(bool)]
     assert premises["p"].isna().all()
-    ratio_checks = [c for f in findings.FINDINGS for c in f.checks
-                    if c.kind == "ratio" and c.relation != "within" and c.decisive]
+    ratio_checks = [
+        c for f in findings.FINDINGS for c in f.checks if c.kind == "ratio" and c.relation != "within" and c.decisive
+    ]
     assert len(family) == len(ratio_checks)  # every decisive comparison of the faithful lab is testable
     ours = family["id"].isin([f.id for f in findings.FINDINGS if f.ours])
     assert ours.any() and (~ours).any()
@@ -837,10 +1012,15 @@ def test_interval_verdict(lo, hi, relation, threshold, verdict):
     assert findings.interval_verdict(lo, hi, relation, threshold) == verdict
 
 
-@pytest.mark.parametrize(("runs", "relation", "threshold", "verdict"), [
-    (5, "<", (0.05,), REPRODUCED), (8, ">", (0.1,), CONTRADICTED), (3, "<", (0.05,), INCONCLUSIVE),
-    (5, "within", (0.8, 1.25), CONTRADICTED),
-])
+@pytest.mark.parametrize(
+    ("runs", "relation", "threshold", "verdict"),
+    [
+        (5, "<", (0.05,), REPRODUCED),
+        (8, ">", (0.1,), CONTRADICTED),
+        (3, "<", (0.05,), INCONCLUSIVE),
+        (5, "within", (0.8, 1.25), CONTRADICTED),
+    ],
+)
 def test_zero_verdict(runs, relation, threshold, verdict):
     assert findings.zero_verdict(runs, relation, threshold)[0] == verdict
 
@@ -854,20 +1034,51 @@ def _cli(tmp_path: Path, raw: list[Path]) -> int:
     code = analysis.main(["tables", "--raw", *map(str, raw), "--out-dir", str(tables)])
     if code:
         return code
-    code = analysis.main(["stats", "--tables-dir", str(tables), "--metrics", str(tables / "metrics.csv"),
-                          "--estimates", str(tables / "estimates.csv"), "--confidence", "0.9", "--seed", "1"])
+    code = analysis.main(
+        [
+            "stats",
+            "--tables-dir",
+            str(tables),
+            "--metrics",
+            str(tables / "metrics.csv"),
+            "--estimates",
+            str(tables / "estimates.csv"),
+            "--confidence",
+            "0.9",
+            "--seed",
+            "1",
+        ]
+    )
     if code:
         return code
-    return analysis.main(["findings", "--tables-dir", str(tables), "--metrics", str(tables / "metrics.csv"),
-                          "--experiments", "E1", "E2a", "E3", "S1", "--findings", str(tables / "findings.csv"),
-                          "--checks", str(tables / "checks.csv"), "--confidence", "0.9"])
+    return analysis.main(
+        [
+            "findings",
+            "--tables-dir",
+            str(tables),
+            "--metrics",
+            str(tables / "metrics.csv"),
+            "--experiments",
+            "E1",
+            "E2a",
+            "E3",
+            "S1",
+            "--findings",
+            str(tables / "findings.csv"),
+            "--checks",
+            str(tables / "checks.csv"),
+            "--confidence",
+            "0.9",
+        ]
+    )
 
 
 def test_cli_writes_every_table(tmp_path, capsys):
     assert _cli(tmp_path, sorted(FIXTURES.glob("*/*/rep*.jsonl"))) == 0
     written = sorted(p.name for p in (tmp_path / "tables").iterdir())
-    assert written == sorted([f"{name}.csv" for name in tidy.TABLE_NAMES] + ["metrics.csv", "estimates.csv",
-                                                                           "findings.csv", "checks.csv"])
+    assert written == sorted(
+        [f"{name}.csv" for name in tidy.TABLE_NAMES] + ["metrics.csv", "estimates.csv", "findings.csv", "checks.csv"]
+    )
     table = pd.read_csv(tmp_path / "tables" / "findings.csv")
     assert table["id"].tolist() == [f.id for f in findings.FINDINGS]
     assert set(table["verdict"]) == {NOT_TESTABLE}  # the fixtures hold one run of two E2a variants
@@ -891,8 +1102,9 @@ def test_cli_names_a_broken_log_in_one_line(tmp_path, capsys):
 # the profiles' own parameters (config/profiles): every threshold derives, or a named requirement says why not
 
 
-@pytest.mark.parametrize(("profile", "num_cpu", "quantile"), [("ci", 2, "p50"), ("quick", 2, "p90"),
-                                                              ("paper", 10, "p99")])
+@pytest.mark.parametrize(
+    ("profile", "num_cpu", "quantile"), [("ci", 2, "p50"), ("quick", 2, "p90"), ("paper", 10, "p99")]
+)
 def test_thresholds_derive_from_each_profiles_parameters(profile, num_cpu, quantile):
     from conftest import PROJECT
     from throttlelab.model.config import load_design
@@ -956,7 +1168,9 @@ def test_timed_checks_are_not_testable_on_an_emulated_cpu_and_read_outs_are_judg
 
 def test_f12_throttling_left_by_a_budget_contradicts_through_the_absolute_bound():
     # completion back to the unlimited one, yet throttled in most rounds: "not throttled" has its own bound
-    got, checks = evaluate(full_lab(x1={"change": _set({"budget-full": {"throttled_per_round": [0.9, 1.0, 0.8, 1.0, 0.9]}})}))
+    got, checks = evaluate(
+        full_lab(x1={"change": _set({"budget-full": {"throttled_per_round": [0.9, 1.0, 0.8, 1.0, 0.9]}})})
+    )
     f12 = checks[checks["id"] == "F12"].set_index("check")
     assert f12.loc["throttled_per_round budget-full", "verdict"] == CONTRADICTED
     assert "0.475" in f12.loc["throttled_per_round budget-full", "expected"]

@@ -62,11 +62,16 @@ def test_no_limit_counts_no_periods_and_reports_zero_throttling(per_run):
 
 
 def test_unreadable_counter_gives_nan_never_a_partial_sum():
-    rounds = pd.DataFrame({
-        "round": [0, 1, 2], "wall_ms": [10.0, 10.0, 10.0],
-        "d_nr_periods": pd.array([1, None, 1], dtype="Int64"), "d_nr_throttled": pd.array([0, 0, 0], dtype="Int64"),
-        "d_throttled_usec": pd.array([0, 0, 0], dtype="Int64"), "d_usage_usec": pd.array([1, 1, 1], dtype="Int64"),
-    })
+    rounds = pd.DataFrame(
+        {
+            "round": [0, 1, 2],
+            "wall_ms": [10.0, 10.0, 10.0],
+            "d_nr_periods": pd.array([1, None, 1], dtype="Int64"),
+            "d_nr_throttled": pd.array([0, 0, 0], dtype="Int64"),
+            "d_throttled_usec": pd.array([0, 0, 0], dtype="Int64"),
+            "d_usage_usec": pd.array([1, 1, 1], dtype="Int64"),
+        }
+    )
     got = metrics.burst_metrics(rounds, {"elapsed_s": 0.3, "avg_cores": 0.1}, 100_000)
     assert math.isnan(got["nr_periods"]) and math.isnan(got["periods_per_wall_period"])
     assert got["nr_throttled"] == 0
@@ -74,7 +79,11 @@ def test_unreadable_counter_gives_nan_never_a_partial_sum():
 
 def test_spin_and_gomaxprocs_metrics(per_run):
     assert _values(per_run, "S1", "cpus1500m") == {
-        "gomaxprocs": 2, "nr_throttled": 9, "throttled_ms": 220, "avg_cores": 1.495, "nr_periods": 10,
+        "gomaxprocs": 2,
+        "nr_throttled": 9,
+        "throttled_ms": 220,
+        "avg_cores": 1.495,
+        "nr_periods": 10,
     }
     assert _values(per_run, "E3", "go125mod-500m") == {"gomaxprocs": 2, "expected_gomaxprocs": 2, "num_cpu": 2}
 
@@ -116,8 +125,11 @@ def test_the_timeout_comes_from_the_load_header():
 
 
 def test_supported_latency_metric_names_the_quantile():
-    rows = [("local", "E2b", v, r, "work_requests", n, "count", "") for v, n in (("a", 60.0), ("b", 400.0))
-            for r in range(3)]
+    rows = [
+        ("local", "E2b", v, r, "work_requests", n, "count", "")
+        for v, n in (("a", 60.0), ("b", 400.0))
+        for r in range(3)
+    ]
     frame = pd.DataFrame.from_records(rows, columns=metrics.METRICS_COLUMNS)
     assert metrics.supported_latency_metric(frame, "E2b") == "work_p90_ms"
     assert metrics.supported_latency_metric(frame, "E2b", ["b"]) == "work_p99_ms"
@@ -202,11 +214,14 @@ def _short_load_runs(seed: int, n_runs: int = 4, size: int = 500) -> tuple[pd.Da
     for rep in range(n_runs):
         lat = rng.lognormal(3, 0.5, size)
         req_rows += [("local", "E2b", "v", rep, "load/generator", "work", 0, 1, 0.0, x, 0.0, True, 200) for x in lat]
-        metric_rows.append(("local", "E2b", "v", rep, "work_p99_9_ms", math.nan, "ms",
-                            stats.too_few_samples(0.999, size)))
+        metric_rows.append(
+            ("local", "E2b", "v", rep, "work_p99_9_ms", math.nan, "ms", stats.too_few_samples(0.999, size))
+        )
     columns = [*tidy.RUN_KEYS, *tidy.TABLE_COLUMNS["requests"]]
-    return (pd.DataFrame.from_records(metric_rows, columns=metrics.METRICS_COLUMNS),
-            pd.DataFrame.from_records(req_rows, columns=columns))
+    return (
+        pd.DataFrame.from_records(metric_rows, columns=metrics.METRICS_COLUMNS),
+        pd.DataFrame.from_records(req_rows, columns=columns),
+    )
 
 
 def test_p999_of_short_runs_is_pooled_only_from_20_runs():
@@ -229,9 +244,11 @@ def test_p999_of_few_short_runs_says_why_it_is_empty():
 def test_a_throttled_ratio_is_estimated_from_its_counts():
     rows = []
     for rep, (k, n) in enumerate([(30, 100), (25, 100), (35, 100), (28, 100), (32, 100)]):
-        rows += [("local", "E2a", "v", rep, "throttled_ratio", k / n, "ratio", ""),
-                 ("local", "E2a", "v", rep, "nr_throttled", k, "count", ""),
-                 ("local", "E2a", "v", rep, "nr_periods", n, "count", "")]
+        rows += [
+            ("local", "E2a", "v", rep, "throttled_ratio", k / n, "ratio", ""),
+            ("local", "E2a", "v", rep, "nr_throttled", k, "count", ""),
+            ("local", "E2a", "v", rep, "nr_periods", n, "count", ""),
+        ]
     frame = pd.DataFrame.from_records(rows, columns=metrics.METRICS_COLUMNS)
     table = metrics.estimates_table(frame, None, level=0.95, seed=1).set_index("metric")
     expected = stats.estimate_proportion([30, 25, 35, 28, 32], [100] * 5)
@@ -269,8 +286,15 @@ def test_periods_per_round_counts_the_whole_runs_periods_not_only_the_bursts():
     end with the burst, the summary's span the run. 27 periods over 12 rounds (a quick-profile run)."""
     from throttlelab.analysis.metrics.jobs_metrics import burst_metrics
 
-    rounds = pd.DataFrame({"round": range(12), "wall_ms": [20.0] * 12, "d_nr_periods": [0, 1] * 6,
-                           "d_nr_throttled": [0] * 12, "d_throttled_usec": [0] * 12})
+    rounds = pd.DataFrame(
+        {
+            "round": range(12),
+            "wall_ms": [20.0] * 12,
+            "d_nr_periods": [0, 1] * 6,
+            "d_nr_throttled": [0] * 12,
+            "d_throttled_usec": [0] * 12,
+        }
+    )
     summary = {"nr_periods": 27, "elapsed_s": 6.36, "avg_cores": 0.08}
     got = burst_metrics(rounds, summary, 100_000)
     assert got["periods_per_round"] == pytest.approx(27 / 12)
@@ -282,15 +306,32 @@ def test_several_pods_bursts_add_their_counts_and_average_the_rest():
     from throttlelab.analysis.metrics.jobs_metrics import pods_burst_metrics
 
     def pod(src: str, walls: list[float], throttled: list[int]) -> tuple[dict, dict, list[dict]]:
-        rounds = [{"src": src, "round": k, "wall_ms": w, "d_nr_periods": 2, "d_nr_throttled": t,
-                   "d_throttled_usec": 1000 * t, "d_usage_usec": 40_000} for k, (w, t) in enumerate(zip(walls, throttled))]
-        return ({"src": src, "command": "burst", "cg_period_us": 100_000},
-                {"src": src, "command": "burst", "elapsed_s": 1.3, "nr_periods": 6, "avg_cores": 0.1}, rounds)
+        rounds = [
+            {
+                "src": src,
+                "round": k,
+                "wall_ms": w,
+                "d_nr_periods": 2,
+                "d_nr_throttled": t,
+                "d_throttled_usec": 1000 * t,
+                "d_usage_usec": 40_000,
+            }
+            for k, (w, t) in enumerate(zip(walls, throttled))
+        ]
+        return (
+            {"src": src, "command": "burst", "cg_period_us": 100_000},
+            {"src": src, "command": "burst", "elapsed_s": 1.3, "nr_periods": 6, "avg_cores": 0.1},
+            rounds,
+        )
 
     parts = [pod("burst-0/burst", [50, 40, 40], [1, 0, 0]), pod("burst-1/burst", [50, 30, 30], [1, 1, 1])]
-    got = pods_burst_metrics({"headers": pd.DataFrame([p[0] for p in parts]),
-                              "summaries": pd.DataFrame([p[1] for p in parts]),
-                              "rounds": pd.DataFrame([r for p in parts for r in p[2]])})
+    got = pods_burst_metrics(
+        {
+            "headers": pd.DataFrame([p[0] for p in parts]),
+            "summaries": pd.DataFrame([p[1] for p in parts]),
+            "rounds": pd.DataFrame([r for p in parts for r in p[2]]),
+        }
+    )
     assert got["p50_wall_ms"] == 35.0  # (40 + 30) / 2: each pod's median round after the first
     assert (got["nr_throttled"], got["nr_periods"]) == (4.0, 12.0)
     assert got["throttled_ratio"] == 4 / 12

@@ -273,16 +273,19 @@ def test_run_latency_summary_known_values():
     assert summary.notes == {"p99_9": "n too small for p99.9: 400 requests (needs 3,688)"}
 
 
-@pytest.mark.parametrize(("name", "q", "need"), [("p50", 0.5, 6), ("p90", 0.9, 36), ("p95", 0.95, 72),
-                                                  ("p99", 0.99, 368), ("p99_9", 0.999, 3688)])
+@pytest.mark.parametrize(
+    ("name", "q", "need"),
+    [("p50", 0.5, 6), ("p90", 0.9, 36), ("p95", 0.95, 72), ("p99", 0.99, 368), ("p99_9", 0.999, 3688)],
+)
 def test_minimum_samples_per_quantile(name, q, need):
     """STATS.md §2: n >= ln 0.025 / ln q, so that the run's maximum lies above the true quantile
     with probability 97.5%."""
     assert stats.min_samples(q) == need and stats.QUANTILES[name] == q
     assert 1 - q**need >= 0.975 > 1 - q ** (need - 1)
     assert stats.too_few_samples(q, need) is None
-    assert stats.too_few_samples(q, need - 1) == (f"n too small for {stats.quantile_name(q)}: {need - 1} requests "
-                                                  f"(needs {need:,})")
+    assert stats.too_few_samples(q, need - 1) == (
+        f"n too small for {stats.quantile_name(q)}: {need - 1} requests (needs {need:,})"
+    )
 
 
 def test_a_quantile_is_not_computed_below_its_minimum():
@@ -291,8 +294,9 @@ def test_a_quantile_is_not_computed_below_its_minimum():
         need = stats.min_samples(stats.QUANTILES[name])
         few, enough_values = run_latency_summary(rng.exponential(size=need - 1)), rng.exponential(size=need)
         assert math.isnan(few[name]) and few.notes[name].startswith(f"n too small for {name.replace('_', '.')}")
-        assert run_latency_summary(enough_values)[name] == pytest.approx(np.quantile(enough_values,
-                                                                                    stats.QUANTILES[name]))
+        assert run_latency_summary(enough_values)[name] == pytest.approx(
+            np.quantile(enough_values, stats.QUANTILES[name])
+        )
     sixty = run_latency_summary(rng.exponential(size=60))
     assert sixty.notes["p99"] == "n too small for p99: 60 requests (needs 368)"
     assert math.isfinite(sixty["p90"]) and math.isnan(sixty["p99"])
@@ -796,8 +800,10 @@ def test_the_vectorised_interval_is_the_estimate(grid):
     for row in logs[:20, :5]:
         est = estimate(np.exp(row), log=True)
         lo, hi = t_intervals(row[None, :])
-        assert (est.lo, est.hi) == (pytest.approx(math.exp(lo[0]), rel=1e-10), pytest.approx(math.exp(hi[0]),
-                                                                                              rel=1e-10))
+        assert (est.lo, est.hi) == (
+            pytest.approx(math.exp(lo[0]), rel=1e-10),
+            pytest.approx(math.exp(hi[0]), rel=1e-10),
+        )
 
 
 @pytest.mark.parametrize("r", GRID_RS)
@@ -939,8 +945,10 @@ def test_estimate_proportion_known_answers():
     x = np.log((k + 0.5) / (n - k + 0.5))
     half = T975_DF4 * x.std(ddof=1) / math.sqrt(5)
     assert est.point == pytest.approx(special.expit(x.mean()))
-    assert (est.lo, est.hi) == (pytest.approx(special.expit(x.mean() - half), rel=1e-5),
-                                pytest.approx(special.expit(x.mean() + half), rel=1e-5))
+    assert (est.lo, est.hi) == (
+        pytest.approx(special.expit(x.mean() - half), rel=1e-5),
+        pytest.approx(special.expit(x.mean() + half), rel=1e-5),
+    )
     assert 0 < est.lo < est.point < est.hi < 1 and est.scale == "logit" and est.flag == ""
     with pytest.raises(ValueError):
         stats.estimate_proportion([5], [3])

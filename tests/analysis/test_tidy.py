@@ -46,7 +46,12 @@ def test_one_run_row_per_log_with_its_environment(tables):
     assert params == ("go124mod", 600, "1", 4)  # one column per parameter; a CPU quantity stays as written
     spec = tidy.run_spec(limit1.to_dict())
     assert (spec.build, spec.interval_ms, spec.milli("limit"), spec.threads, spec.gomaxprocs) == (
-        "go124mod", 600, 1000, 4, None)
+        "go124mod",
+        600,
+        1000,
+        4,
+        None,
+    )
     assert limit1["raw_path"].endswith("E2a/limit1/rep0.jsonl")
 
 
@@ -63,7 +68,8 @@ def test_runs_carry_every_parameter_column_and_give_the_spec_back(tables, tmp_pa
         got = tidy.run_spec(row.to_dict())
         # every parameter as the profile gave it (a CPU quantity comes back as its text: 2 -> "2")
         assert {k: str(v) for k, v in got.columns().items() if v is not None} == {
-            k: str(v) for k, v in want.columns().items() if v is not None}
+            k: str(v) for k, v in want.columns().items() if v is not None
+        }
     assert list(tidy.variant_specs(back, "E2a")) == ["limit1", "nolimit"]
 
 
@@ -94,8 +100,16 @@ def test_environment_has_one_row_per_run_from_its_meta_record(tables, tmp_path):
     env = tables["environment"]
     assert len(env) == len(ALL_LOGS)
     limit1 = _run(env, "E2a", "limit1").iloc[0]
-    facts = (limit1["kernel"], limit1["cgroup_version"], limit1["cpu_model"], limit1["cpu_count"],
-             limit1["runtime_conversion"], limit1["cap_cpus"], limit1["cap_can_pin_cpus"], limit1["start"])
+    facts = (
+        limit1["kernel"],
+        limit1["cgroup_version"],
+        limit1["cpu_model"],
+        limit1["cpu_count"],
+        limit1["runtime_conversion"],
+        limit1["cap_cpus"],
+        limit1["cap_can_pin_cpus"],
+        limit1["start"],
+    )
     assert facts == ("6.1.0-test", 1, "Test CPU", 2, "runc-new", 2, True, "2026-05-01T10:00:00+00:00")
     assert pd.isna(limit1["usable_cpus"]) and limit1["node_cpus"] == ""  # not stated: empty, never invented
     tidy.write_tables(tables, tmp_path)
@@ -104,17 +118,31 @@ def test_environment_has_one_row_per_run_from_its_meta_record(tables, tmp_path):
 
 
 def test_a_backends_other_facts_become_env_columns():
-    meta = {"start": "s", "end": "e", "runtime": "runc-new", "node_cpus": "0-1",
-            "environment": {"kernel": "6.1", "versions": {"Docker engine": "27.3.1", "runc": "1.1.12"},
-                            "docker_api_version": "1.47", "images": {"go124mod": "sha256:ab"}},
-            "capabilities": {"cgroup_version": 2, "notes": ["one", "two"]},
-            "host_loadavg": {"before": [0.5, 0.25, 0.125], "after": [1, 2, 3]}, "notes": []}
+    meta = {
+        "start": "s",
+        "end": "e",
+        "runtime": "runc-new",
+        "node_cpus": "0-1",
+        "environment": {
+            "kernel": "6.1",
+            "versions": {"Docker engine": "27.3.1", "runc": "1.1.12"},
+            "docker_api_version": "1.47",
+            "images": {"go124mod": "sha256:ab"},
+        },
+        "capabilities": {"cgroup_version": 2, "notes": ["one", "two"]},
+        "host_loadavg": {"before": [0.5, 0.25, 0.125], "after": [1, 2, 3]},
+        "notes": [],
+    }
     record = tidy.environment_record(meta)
     assert (record["runtime_conversion"], record["cgroup_version"], record["node_cpus"]) == ("runc-new", 2, "0-1")
     assert (record["cap_notes"], record["notes"], record["loadavg_after_15m"]) == ("one; two", "", 3.0)
     env_columns = {k: v for k, v in record.items() if k.startswith(tidy.ENV_PREFIX)}
-    assert env_columns == {"env.versions.Docker engine": "27.3.1", "env.versions.runc": "1.1.12",
-                           "env.docker_api_version": "1.47", "env.images.go124mod": "sha256:ab"}
+    assert env_columns == {
+        "env.versions.Docker engine": "27.3.1",
+        "env.versions.runc": "1.1.12",
+        "env.docker_api_version": "1.47",
+        "env.images.go124mod": "sha256:ab",
+    }
 
 
 def test_a_log_that_does_not_start_with_its_meta_record_is_named(tmp_path):
@@ -211,7 +239,7 @@ def _cut_last_line_midway(lines):
 
 
 def _drop(index):
-    return lambda lines: (lines[:index] + lines[index + 1:], True)
+    return lambda lines: (lines[:index] + lines[index + 1 :], True)
 
 
 def _replace(index, old, new):
@@ -220,6 +248,7 @@ def _replace(index, old, new):
         lines = list(lines)
         lines[index] = lines[index].replace(old, new)
         return lines, True
+
     return edit
 
 
@@ -238,8 +267,11 @@ BROKEN = {
     "round missing": (_drop(8), 9, "rounds must be numbered"),
     "round count disagrees": (_replace(10, '"rounds":4', '"rounds":5'), 11, "counts 5 rounds"),
     "failed process": (_replace(11, '"returncode":0', '"returncode":2'), 12, "exited with 2"),
-    "record before header": (lambda lines: (lines[:5] + lines[6:7] + lines[5:6] + lines[7:], True), 6,
-                             "outside a process"),
+    "record before header": (
+        lambda lines: (lines[:5] + lines[6:7] + lines[5:6] + lines[7:], True),
+        6,
+        "outside a process",
+    ),
     "second meta": (lambda lines: (lines + lines[:1], True), 13, "second 'meta'"),
     "meta of another run": (_replace(0, '"repeat":0', '"repeat":3'), 1, "rep0.jsonl"),
     "summary lacks a total": (_replace(10, '"elapsed_s":2.4,', ""), 11, "burst summary lacks the key 'elapsed_s'"),
@@ -280,8 +312,11 @@ def test_a_log_of_an_experiment_the_catalogue_lacks_is_refused_naming_it(tmp_pat
     target.parent.mkdir(parents=True)
     lines = _lines(FIXTURES / LIMIT1)
     _write(target, [json.dumps({**json.loads(lines[0]), "experiment": "X7"}), *lines[1:]])
-    with pytest.raises(tidy.RawLogError, match=r"line 1: meta experiment: experiment 'X7' has no row in "
-                                               r"throttlelab/model/catalogue.py"):
+    with pytest.raises(
+        tidy.RawLogError,
+        match=r"line 1: meta experiment: experiment 'X7' has no row in "
+        r"throttlelab/model/catalogue.py",
+    ):
         tidy.parse_raw_log(target)
 
 
@@ -314,8 +349,18 @@ def _with_meta(tmp_path: Path, source: str, **keys) -> Path:
     return path
 
 
-METERED = {"cpus": [0, 1], "window_s": 7.2, "busy_s": 3.1, "lab_s": 2.6, "runner_s": 0.2, "other_s": 0.3,
-           "other_share": 0.0208, "lab_scope": "per-cpu", "threshold": 0.2, "disturbed": False}
+METERED = {
+    "cpus": [0, 1],
+    "window_s": 7.2,
+    "busy_s": 3.1,
+    "lab_s": 2.6,
+    "runner_s": 0.2,
+    "other_s": 0.3,
+    "other_share": 0.0208,
+    "lab_scope": "per-cpu",
+    "threshold": 0.2,
+    "disturbed": False,
+}
 
 
 def test_old_logs_without_interference_still_parse(tables):
@@ -325,8 +370,10 @@ def test_old_logs_without_interference_still_parse(tables):
 
 
 def test_interference_and_disturbed_attempts_become_run_columns(tmp_path):
-    earlier = [{**METERED, "other_share": 0.41, "other_s": 5.9, "disturbed": True, "log": "rep0.disturbed-1.jsonl"},
-               {**METERED, "other_share": 0.33, "other_s": 4.8, "disturbed": True, "log": "rep0.disturbed-2.jsonl"}]
+    earlier = [
+        {**METERED, "other_share": 0.41, "other_s": 5.9, "disturbed": True, "log": "rep0.disturbed-1.jsonl"},
+        {**METERED, "other_share": 0.33, "other_s": 4.8, "disturbed": True, "log": "rep0.disturbed-2.jsonl"},
+    ]
     still = {**METERED, "other_share": 0.27, "disturbed": True}
     path = _with_meta(tmp_path, "E2a/limit1/rep0.jsonl", interference=still, disturbed_attempts=earlier)
     plain = _with_meta(tmp_path, "E2a/nolimit/rep0.jsonl", interference=METERED, disturbed_attempts=[])
@@ -337,7 +384,8 @@ def test_interference_and_disturbed_attempts_become_run_columns(tmp_path):
     assert runs.loc["limit1", "disturbed_attempts"] == 2
     assert runs.loc["limit1", "disturbed_logs"] == (
         "rep0.disturbed-1.jsonl (other processes 41.0% of CPUs 0,1 over 7.2 s (threshold 20%)); "
-        "rep0.disturbed-2.jsonl (other processes 33.0% of CPUs 0,1 over 7.2 s (threshold 20%))")
+        "rep0.disturbed-2.jsonl (other processes 33.0% of CPUs 0,1 over 7.2 s (threshold 20%))"
+    )
     assert runs.loc["limit1", "interference"] == "other processes 27.0% of CPUs 0,1 over 7.2 s (threshold 20%)"
     assert not runs.loc["nolimit", "disturbed"] and runs.loc["nolimit", "disturbed_attempts"] == 0
     # the disturbed attempts' own logs are kept beside the raw log and never read: only the listed names
@@ -348,22 +396,30 @@ def test_interference_and_disturbed_attempts_become_run_columns(tmp_path):
 
 
 def test_the_orchestrators_share_is_a_column_apart_from_other(tmp_path):
-    seen = {**METERED, "outside_s": 0.4, "outside_share": 0.0278, "orchestrator_s": 0.1, "orchestrator_cpu": 0.0139,
-            "orchestrator_apart": True}
+    seen = {
+        **METERED,
+        "outside_s": 0.4,
+        "outside_share": 0.0278,
+        "orchestrator_s": 0.1,
+        "orchestrator_cpu": 0.0139,
+        "orchestrator_apart": True,
+    }
     path = _with_meta(tmp_path, "E2a/limit1/rep0.jsonl", interference=seen, disturbed_attempts=[])
     older = _with_meta(tmp_path, "E2a/nolimit/rep0.jsonl", interference=METERED, disturbed_attempts=[])
     runs = tidy.tidy_tables([path, older])["runs"].set_index("variant")
     assert runs.loc["limit1", "orchestrator_cpu"] == 0.0139
     assert runs.loc["limit1", "outside_share"] == 0.0278 and runs.loc["limit1", "other_share"] == 0.0208
     assert runs.loc["limit1", "interference"] == (
-        "other processes 2.1% of CPUs 0,1, the orchestrator 1.39% of a CPU over 7.2 s (threshold 20%)")
+        "other processes 2.1% of CPUs 0,1, the orchestrator 1.39% of a CPU over 7.2 s (threshold 20%)"
+    )
     # a log from before the meter knew the orchestrator: its other share was everything outside the lab
     assert runs.loc["nolimit", "outside_share"] == 0.0208 and pd.isna(runs.loc["nolimit", "orchestrator_cpu"])
 
 
 def test_an_unmetered_backend_says_so(tmp_path):
-    path = _with_meta(tmp_path, "E2a/limit1/rep0.jsonl",
-                      interference={"disturbed": False, "note": "not metered on the kind backend"})
+    path = _with_meta(
+        tmp_path, "E2a/limit1/rep0.jsonl", interference={"disturbed": False, "note": "not metered on the kind backend"}
+    )
     runs = tidy.tidy_tables([path])["runs"].iloc[0]
     assert runs["interference"] == "not metered on the kind backend" and not runs["disturbed"]
     assert math.isnan(runs["other_share"]) and pd.isna(runs["disturbed_attempts"])

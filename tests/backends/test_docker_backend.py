@@ -108,11 +108,32 @@ def test_image_context_is_the_binary_alone(tmp_path):
 
 
 def _runner(env: dict[str, str], tmp_path: Path, binaries: dict[str, Path]) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "throttlelab.experiments.runner", "--backend", "docker", "--experiment", "E3",
-           "--variant", "go125mod-none", "--repeat", "0", "--spec", '{"build": "go125mod", "limit": null}',
-           *(f"--binary={v}={p}" for v, p in binaries.items()), "--out", str(tmp_path / "out.jsonl")]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=PROJECT,
-                          env={**os.environ, "PYTHONPATH": str(PROJECT), **env})
+    cmd = [
+        sys.executable,
+        "-m",
+        "throttlelab.experiments.runner",
+        "--backend",
+        "docker",
+        "--experiment",
+        "E3",
+        "--variant",
+        "go125mod-none",
+        "--repeat",
+        "0",
+        "--spec",
+        '{"build": "go125mod", "limit": null}',
+        *(f"--binary={v}={p}" for v, p in binaries.items()),
+        "--out",
+        str(tmp_path / "out.jsonl"),
+    ]
+    return subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=PROJECT,
+        env={**os.environ, "PYTHONPATH": str(PROJECT), **env},
+    )
 
 
 def test_no_engine_is_one_message_saying_how_to_start_it(tmp_path, monkeypatch, binaries):
@@ -140,8 +161,13 @@ def test_a_missing_image_says_how_to_build_it(engine, binaries, tmp_path):
 
 
 def _spin_node(build: str, limit_milli: int | None, threads: int = 4) -> Node:
-    spin = Container("spin", ("spin", f"-threads={threads}", "-report=500ms", "-duration=2s"), variant=build,
-                     request_milli=100, limit_milli=limit_milli)
+    spin = Container(
+        "spin",
+        ("spin", f"-threads={threads}", "-report=500ms", "-duration=2s"),
+        variant=build,
+        request_milli=100,
+        limit_milli=limit_milli,
+    )
     return Node("node", (Pod("s", (spin,)),))
 
 
@@ -176,8 +202,9 @@ def test_a_cfs_period_is_passed_and_a_burst_budget_is_refused_with_the_reason(ba
     summary = next(r for r in out.records if r["type"] == "summary")
     assert (header["cgroup"]["quota_us"], header["cgroup"]["period_us"]) == (10_000, 20_000)
     assert summary["nr_periods"] > 50  # 2 s of 20 ms periods (100 ms periods would give at most 21)
-    budget = Container("spin", ("spin", "-threads=1", "-duration=1s"), request_milli=100, limit_milli=500,
-                       burst_us=25_000)
+    budget = Container(
+        "spin", ("spin", "-threads=1", "-duration=1s"), request_milli=100, limit_milli=500, burst_us=25_000
+    )
     with pytest.raises(BackendError, match="docker cannot express a CFS burst budget"):
         backend.deploy(Node("node", (Pod("s", (budget,)),)))
 
@@ -193,10 +220,18 @@ def test_no_limit_is_never_throttled(backend, no_leftovers):
 
 def test_a_pod_of_two_containers_shares_one_parent_cgroup(backend, no_leftovers):
     def pod(sidecar_limit):
-        return Node("node", (Pod("e1", (
-            Container("app", ("info",), request_milli=500, limit_milli=2000),
-            Container("sidecar", ("info",), request_milli=100, limit_milli=sidecar_limit),
-        )),))
+        return Node(
+            "node",
+            (
+                Pod(
+                    "e1",
+                    (
+                        Container("app", ("info",), request_milli=500, limit_milli=2000),
+                        Container("sidecar", ("info",), request_milli=100, limit_milli=sidecar_limit),
+                    ),
+                ),
+            ),
+        )
 
     with backend.deploy(pod(500)) as dep:
         levels = {r.path: r for r in dep.verify()}
@@ -217,8 +252,13 @@ def test_a_pod_of_two_containers_shares_one_parent_cgroup(backend, no_leftovers)
 
 
 def test_a_service_answers_on_loopback_and_its_counters_are_read(backend, no_leftovers):
-    serve = Container("server", ("serve", "-addr=127.0.0.1:0", "-live-mb=1", "-work=1ms"), request_milli=500,
-                      limit_milli=1000, role="service")
+    serve = Container(
+        "server",
+        ("serve", "-addr=127.0.0.1:0", "-live-mb=1", "-work=1ms"),
+        request_milli=500,
+        limit_milli=1000,
+        role="service",
+    )
     node = Node("node", (Pod("svc", (serve,)),))
     with backend.deploy(node, load=LoadPlacement()) as dep:
         dep.verify()
@@ -227,8 +267,9 @@ def test_a_service_answers_on_loopback_and_its_counters_are_read(backend, no_lef
         addr = dep.wait_for_record(handle, "listening", timeout_s=30)["addr"]
         assert addr.startswith("127.0.0.1:")
         before = dep.read_stat("svc", "server")
-        load = dep.run_load(["load", f"-target=http://{addr}", "-rps=50", "-duration=1s", "-warmup=200ms"],
-                            timeout_s=60)
+        load = dep.run_load(
+            ["load", f"-target=http://{addr}", "-rps=50", "-duration=1s", "-warmup=200ms"], timeout_s=60
+        )
         after = dep.read_stat("svc", "server")
         pod = dep.read_stat("svc")
         out = dep.stop(handle)
@@ -253,8 +294,18 @@ def test_environment_names_the_engine_containerd_and_runc(backend):
 
 
 def snakemake(workdir: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(PROJECT / "Snakefile"), "-d", str(workdir), "--cores", "1",
-           *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(PROJECT / "Snakefile"),
+        "-d",
+        str(workdir),
+        "--cores",
+        "1",
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
@@ -285,8 +336,10 @@ def docker_run(engine, binaries, tmp_path_factory):
 
 
 def _logs(workdir: Path, experiment: str) -> dict[str, list[dict]]:
-    return {p.parent.name: [json.loads(line) for line in p.read_text().splitlines()]
-            for p in sorted((workdir / "results/docker/raw" / experiment).glob("*/rep0.jsonl"))}
+    return {
+        p.parent.name: [json.loads(line) for line in p.read_text().splitlines()]
+        for p in sorted((workdir / "results/docker/raw" / experiment).glob("*/rep0.jsonl"))
+    }
 
 
 def test_s1_runs_as_the_book_does_in_containers(docker_run, backend):
@@ -322,8 +375,11 @@ def test_images_rebuild_only_when_a_binary_changes(docker_run):
     binary = workdir / "results/build/go124mod/cpulab"
     os.utime(binary)  # a changed binary (same content, new mtime: Snakemake cannot tell the difference)
     proc = snakemake(workdir, "-n", *stamps, "--config", "backend=docker", f"profile={profile}")
-    planned = [line.split(":", 1)[1].strip() for line in (proc.stdout + proc.stderr).splitlines()
-               if line.strip().startswith("output:")]
+    planned = [
+        line.split(":", 1)[1].strip()
+        for line in (proc.stdout + proc.stderr).splitlines()
+        if line.strip().startswith("output:")
+    ]
     assert planned == ["results/build/go124mod/image.json"]
     assert json.loads((workdir / stamps[0]).read_text())["id"].startswith("sha256:")
 
@@ -337,8 +393,9 @@ def _long_profile(tmp_path: Path) -> Path:
 def _wait_for_container(engine, proc: subprocess.Popen, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if any(c.status == "running" and c.labels.get("throttlelab.role") == "workload"
-               for c in lab_containers(engine)):
+        if any(
+            c.status == "running" and c.labels.get("throttlelab.role") == "workload" for c in lab_containers(engine)
+        ):
             time.sleep(1.0)  # let it run into a few rounds
             return
         assert proc.poll() is None, proc.stdout.read()
@@ -349,8 +406,21 @@ def _wait_for_container(engine, proc: subprocess.Popen, timeout: float = 120) ->
 def test_ctrl_c_to_snakemake_leaves_no_container(docker_run, engine, tmp_path, no_leftovers):
     workdir, _ = docker_run
     profile = _long_profile(tmp_path)
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(PROJECT / "Snakefile"), "-d", str(workdir), "--cores", "1",
-           "results/docker/raw/E2a/long/rep0.jsonl", "--config", "backend=docker", f"profile={profile}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(PROJECT / "Snakefile"),
+        "-d",
+        str(workdir),
+        "--cores",
+        "1",
+        "results/docker/raw/E2a/long/rep0.jsonl",
+        "--config",
+        "backend=docker",
+        f"profile={profile}",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         _wait_for_container(engine, proc)
@@ -366,13 +436,43 @@ def test_ctrl_c_to_snakemake_leaves_no_container(docker_run, engine, tmp_path, n
 
 def test_sigkill_of_the_runner_is_cleaned_up_by_the_guardian(docker_run, engine, tmp_path, no_leftovers):
     workdir, _ = docker_run
-    cmd = [sys.executable, "-m", "throttlelab.experiments.runner", "--backend", "docker", "--experiment", "E2a",
-           "--variant", "long", "--repeat", "0",
-           "--spec", json.dumps({"build": "go124mod", "threads": 4, "work_ms": 40, "interval_ms": 500, "rounds": 40,
-                                 "request": "100m", "limit": "500m"}),
-           *(f"--binary={v}={workdir}/results/build/{v}/cpulab" for v in GO_LINES), "--out", str(tmp_path / "x.jsonl")]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=PROJECT,
-                            env={**os.environ, "PYTHONPATH": str(PROJECT)}, start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "throttlelab.experiments.runner",
+        "--backend",
+        "docker",
+        "--experiment",
+        "E2a",
+        "--variant",
+        "long",
+        "--repeat",
+        "0",
+        "--spec",
+        json.dumps(
+            {
+                "build": "go124mod",
+                "threads": 4,
+                "work_ms": 40,
+                "interval_ms": 500,
+                "rounds": 40,
+                "request": "100m",
+                "limit": "500m",
+            }
+        ),
+        *(f"--binary={v}={workdir}/results/build/{v}/cpulab" for v in GO_LINES),
+        "--out",
+        str(tmp_path / "x.jsonl"),
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=PROJECT,
+        env={**os.environ, "PYTHONPATH": str(PROJECT)},
+        start_new_session=True,
+    )
     try:
         _wait_for_container(engine, proc)
         proc.kill()  # SIGKILL: no cleanup of its own can run

@@ -38,13 +38,18 @@ def local_handle(w: Workload):
         line = w.output().splitlines()[-1]
         return json.loads(line) if json.loads(line)["type"] == record_type else None
 
-    return SimpleNamespace(pod="burst-1", container="burst", find_record=find_record,
-                           proc=SimpleNamespace(poll=lambda: 0 if w.look() else None, returncode=0))
+    return SimpleNamespace(
+        pod="burst-1",
+        container="burst",
+        find_record=find_record,
+        proc=SimpleNamespace(poll=lambda: 0 if w.look() else None, returncode=0),
+    )
 
 
 def docker_parts(w: Workload):
-    ctr = SimpleNamespace(status="running", attrs={"State": {"ExitCode": 0}},
-                          logs=lambda stdout, stderr: w.output().encode())
+    ctr = SimpleNamespace(
+        status="running", attrs={"State": {"ExitCode": 0}}, logs=lambda stdout, stderr: w.output().encode()
+    )
 
     def reload():
         if w.look():
@@ -56,9 +61,14 @@ def docker_parts(w: Workload):
 
 
 def kube_parts(w: Workload):
-    kc = SimpleNamespace(logs=lambda ns, pod, container: w.output(),
-                         read_pod=lambda ns, pod: {"status": {"containerStatuses": [
-                             {"name": "burst", "state": {"terminated": {"exitCode": 0}} if w.look() else {}}]}})
+    kc = SimpleNamespace(
+        logs=lambda ns, pod, container: w.output(),
+        read_pod=lambda ns, pod: {
+            "status": {
+                "containerStatuses": [{"name": "burst", "state": {"terminated": {"exitCode": 0}} if w.look() else {}}]
+            }
+        },
+    )
     deployment = SimpleNamespace(kc=kc, ns="lab", poll_s=0.01, _reachable=lambda handle, record: record)
     return deployment, SimpleNamespace(pod="burst-1", container="burst", pod_name="burst-1")
 

@@ -38,8 +38,13 @@ def test_the_vm_backend_says_where_it_measured(monkeypatch):
     monkeypatch.setenv("THROTTLELAB_VM_GUEST", '{"accel": "tcg", "vcpus": 10, "memory": "4G", "kernel": "/boot/k"}')
     backend = make_backend("vm", {}, "runc-new")
     env = backend.environment()
-    assert env["backend"] == "vm" and env["vm"] == {"accel": "tcg", "cpu_emulated": True, "vcpus": 10,
-                                                    "memory": "4G", "kernel_image": "/boot/k"}
+    assert env["backend"] == "vm" and env["vm"] == {
+        "accel": "tcg",
+        "cpu_emulated": True,
+        "vcpus": 10,
+        "memory": "4G",
+        "kernel_image": "/boot/k",
+    }
     assert any("emulated (TCG)" in note for note in backend.capabilities().notes)
 
 
@@ -53,11 +58,21 @@ def test_a_backend_without_its_settings_or_an_unknown_name_says_what_to_do():
 
 
 def test_naming_a_backend_loads_no_other_backend():
-    code = ("import sys; from throttlelab.backends.base import make_backend; make_backend('local', {}, 'runc-new'); "
-            "print(sorted(m for m in sys.modules if m.startswith(('throttlelab.backends', 'docker', 'kubernetes'))))")
+    code = (
+        "import sys; from throttlelab.backends.base import make_backend; make_backend('local', {}, 'runc-new'); "
+        "print(sorted(m for m in sys.modules if m.startswith(('throttlelab.backends', 'docker', 'kubernetes'))))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT, check=True).stdout
-    assert out.strip() == str(sorted(["throttlelab.backends", "throttlelab.backends.base", "throttlelab.backends.cgroup_tree",
-                                      "throttlelab.backends.local"]))
+    assert out.strip() == str(
+        sorted(
+            [
+                "throttlelab.backends",
+                "throttlelab.backends.base",
+                "throttlelab.backends.cgroup_tree",
+                "throttlelab.backends.local",
+            ]
+        )
+    )
 
 
 def test_a_burst_budget_or_period_a_backend_cannot_write_is_refused_with_the_reason():

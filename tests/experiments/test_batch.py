@@ -20,8 +20,9 @@ def host(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "progress", said.append)
     out = tmp_path / "results" / "raw" / "E4" / "runc-new" / "rep0.jsonl"
     plan = {"common": [], "jobs": [{"variant": "runc-new", "repeat": 0, "spec": "{}", "out": str(out)}]}
-    args = batch.parser().parse_args(["--experiment", "E4", "--results", str(tmp_path / "results"),
-                                      "--plan", json.dumps(plan)])
+    args = batch.parser().parse_args(
+        ["--experiment", "E4", "--results", str(tmp_path / "results"), "--plan", json.dumps(plan)]
+    )
     return args, out, said
 
 
@@ -52,8 +53,9 @@ def test_a_guest_that_never_started_is_booted_once_more_and_the_log_says_so(host
     monkeypatch.setattr(batch, "run_in_guest", stand_in)
     assert batch.run_host(args) == 0
     assert calls == ["dies", "runs"] and out.is_file()
-    assert any("ended with status 255 before its command started (nothing ran); booting it once more" in s
-               for s in said)
+    assert any(
+        "ended with status 255 before its command started (nothing ran); booting it once more" in s for s in said
+    )
     assert not list((Path(args.results) / batch.BATCH_DIR).iterdir())  # plan and mark removed
 
 

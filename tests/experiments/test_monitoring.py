@@ -32,8 +32,19 @@ from throttlelab.model import coverage
 from throttlelab.model.variants import VariantSpec
 
 #: E6 at a test's scale: a 1.6 s job (8 rounds of 200 ms), scrapes at 0.3 s and 0.7 s.
-SPEC = {"build": "go124mod", "threads": 2, "work_ms": 20, "interval_ms": 200, "rounds": 8, "calibration_rounds": 3,
-        "request": "100m", "limit": "250m", "housekeeping_ms": 200, "first_scrape_ms": 300, "scrape_gap_ms": 400}
+SPEC = {
+    "build": "go124mod",
+    "threads": 2,
+    "work_ms": 20,
+    "interval_ms": 200,
+    "rounds": 8,
+    "calibration_rounds": 3,
+    "request": "100m",
+    "limit": "250m",
+    "housekeeping_ms": 200,
+    "first_scrape_ms": 300,
+    "scrape_gap_ms": 400,
+}
 PERIOD_US = 100_000
 
 
@@ -48,9 +59,12 @@ def iso(ns: int) -> str:
 def counters_at(elapsed_s: float) -> dict[str, float]:
     """The job's cumulative counters `elapsed_s` after it started, in cAdvisor's units."""
     periods = int(elapsed_s / 0.1)
-    return {"container_cpu_cfs_periods_total": periods, "container_cpu_cfs_throttled_periods_total": periods // 2,
-            "container_cpu_cfs_throttled_seconds_total": 0.3 * elapsed_s,
-            "container_cpu_usage_seconds_total": 0.25 * elapsed_s}
+    return {
+        "container_cpu_cfs_periods_total": periods,
+        "container_cpu_cfs_throttled_periods_total": periods // 2,
+        "container_cpu_cfs_throttled_seconds_total": 0.3 * elapsed_s,
+        "container_cpu_usage_seconds_total": 0.25 * elapsed_s,
+    }
 
 
 class FakeDeployment(Deployment):
@@ -73,17 +87,47 @@ class FakeDeployment(Deployment):
 
     def _burst(self, pod: str, rounds: int, wall_ms: float, start_ns: int) -> Output:
         src = f"{pod}/burst"
-        records = [header(src, "burst", {"time": iso(start_ns), "gomaxprocs": 2, "num_cpu": 2,
-                                         "cgroup": {"quota_us": 25_000 if pod == "e6" else None,
-                                                    "period_us": PERIOD_US},
-                                         "params": {"threads": 2, "work": 20, "interval": 200, "rounds": rounds}})]
+        records = [
+            header(
+                src,
+                "burst",
+                {
+                    "time": iso(start_ns),
+                    "gomaxprocs": 2,
+                    "num_cpu": 2,
+                    "cgroup": {"quota_us": 25_000 if pod == "e6" else None, "period_us": PERIOD_US},
+                    "params": {"threads": 2, "work": 20, "interval": 200, "rounds": rounds},
+                },
+            )
+        ]
         for i in range(rounds):
-            records.append({"type": "round", "round": i, "t_s": i * 0.2, "wall_ms": wall_ms, "thread_cpu_ms": 40,
-                            "d_nr_periods": 1, "d_nr_throttled": 1, "d_throttled_usec": 30_000,
-                            "d_usage_usec": 40_000})
-        records.append({"type": "summary", "rounds": rounds, "p50_wall_ms": wall_ms, "max_wall_ms": wall_ms,
-                        "avg_cores": 0.2, "nr_periods": rounds, "nr_throttled": rounds, "throttled_usec": 30_000 * rounds,
-                        "usage_usec": 40_000 * rounds, "elapsed_s": rounds * 0.2})
+            records.append(
+                {
+                    "type": "round",
+                    "round": i,
+                    "t_s": i * 0.2,
+                    "wall_ms": wall_ms,
+                    "thread_cpu_ms": 40,
+                    "d_nr_periods": 1,
+                    "d_nr_throttled": 1,
+                    "d_throttled_usec": 30_000,
+                    "d_usage_usec": 40_000,
+                }
+            )
+        records.append(
+            {
+                "type": "summary",
+                "rounds": rounds,
+                "p50_wall_ms": wall_ms,
+                "max_wall_ms": wall_ms,
+                "avg_cores": 0.2,
+                "nr_periods": rounds,
+                "nr_throttled": rounds,
+                "throttled_usec": 30_000 * rounds,
+                "usage_usec": 40_000 * rounds,
+                "elapsed_s": rounds * 0.2,
+            }
+        )
         return Output(pod, "burst", 0, records, "", rounds * 0.2)
 
     def run_job(self, pod: str, container: str, timeout_s: float) -> Output:
@@ -115,8 +159,15 @@ class FakeDeployment(Deployment):
         elapsed = b.offset_s + k * b.housekeeping_s
         t_ms = (self.job_start_ns + int(elapsed * 1e9)) // 1_000_000
         b.readings_served.add(t_ms)
-        return {"type": "cadvisor", "pod": pod, "container": container, "t_ms": t_ms, "timestamps_ms": [t_ms],
-                "scraped_t_ns": time.monotonic_ns(), **counters_at(elapsed)}
+        return {
+            "type": "cadvisor",
+            "pod": pod,
+            "container": container,
+            "t_ms": t_ms,
+            "timestamps_ms": [t_ms],
+            "scraped_t_ns": time.monotonic_ns(),
+            **counters_at(elapsed),
+        }
 
     def start(self, pod: str, container: str) -> Any:
         raise AssertionError("E6 starts no service")
@@ -134,8 +185,14 @@ class FakeDeployment(Deployment):
 class FakeBackend(Backend):
     name = "fake"
 
-    def __init__(self, cadvisor: bool, housekeeping_s: float = 1.0, offset_s: float = 0.1, frozen: bool = False,
-                 job_s: float = 1.6):
+    def __init__(
+        self,
+        cadvisor: bool,
+        housekeeping_s: float = 1.0,
+        offset_s: float = 0.1,
+        frozen: bool = False,
+        job_s: float = 1.6,
+    ):
         self.cadvisor, self.housekeeping_s, self.offset_s, self.frozen = cadvisor, housekeeping_s, offset_s, frozen
         self.job_s = job_s
         self.deployments: list[FakeDeployment] = []
@@ -145,8 +202,14 @@ class FakeBackend(Backend):
         pass
 
     def capabilities(self) -> Capabilities:
-        return Capabilities(cpus=2, cgroup_version=2, can_pin_cpus=False, has_pause_level=True, runtime="runc-new",
-                            cadvisor=self.cadvisor)
+        return Capabilities(
+            cpus=2,
+            cgroup_version=2,
+            can_pin_cpus=False,
+            has_pause_level=True,
+            runtime="runc-new",
+            cadvisor=self.cadvisor,
+        )
 
     def environment(self) -> dict[str, Any]:
         return {}
@@ -171,10 +234,23 @@ def podstats(result, when: str) -> list[dict[str, Any]]:
 
 def analysed(result, variant: VariantSpec, backend: str, tmp_path) -> dict[str, float]:
     """The run's log as the runner writes it, through tidy and the per-run metrics."""
-    meta = {"type": "meta", "schema": 1, "experiment": "E6", "variant": "limit", "repeat": 0, "backend": backend,
-            "spec": variant.to_dict(), "runtime": "runc-new", "environment": {"kernel": "test"},
-            "capabilities": {"cpus": 2, "cgroup_version": 2}, "start": "2026-01-01T00:00:00+00:00",
-            "end": "2026-01-01T00:00:05+00:00", "wall_s": 5.0, "window_s": result.window_s, "notes": result.notes}
+    meta = {
+        "type": "meta",
+        "schema": 1,
+        "experiment": "E6",
+        "variant": "limit",
+        "repeat": 0,
+        "backend": backend,
+        "spec": variant.to_dict(),
+        "runtime": "runc-new",
+        "environment": {"kernel": "test"},
+        "capabilities": {"cpus": 2, "cgroup_version": 2},
+        "start": "2026-01-01T00:00:00+00:00",
+        "end": "2026-01-01T00:00:05+00:00",
+        "wall_s": 5.0,
+        "window_s": result.window_s,
+        "notes": result.notes,
+    }
     path = tmp_path / "raw" / "E6" / "limit" / "rep0.jsonl"
     write_atomically(path, [meta, *result.records])
     per_run = metrics.run_metrics(tidy.tidy_tables([path]))
@@ -195,12 +271,15 @@ def fast_cadvisor(monkeypatch):
 
 
 def test_e6_scrapes_the_real_cadvisor_twice_with_different_readings_and_never_reads_the_container(
-        fast_cadvisor, tmp_path):
+    fast_cadvisor, tmp_path
+):
     backend = FakeBackend(cadvisor=True, housekeeping_s=1.0, offset_s=0.1)
     result, dep = run(backend, spec())
     # nothing but the job itself ran in a container: no counters read by exec, only cAdvisor scraped
-    assert [c for c in dep.calls if c[0] != "monitoring_sample"] == [("run_job", "calib", "burst"),
-                                                                     ("run_job", "e6", "burst")]
+    assert [c for c in dep.calls if c[0] != "monitoring_sample"] == [
+        ("run_job", "calib", "burst"),
+        ("run_job", "e6", "burst"),
+    ]
     samples = [c for c in dep.calls if c[0] == "monitoring_sample"]
     assert set(samples) == {("monitoring_sample", "e6", "burst")}
     # the scrape at 0.7 s still got cAdvisor's reading of 0.1 s: scraped again until the one of 1.1 s
@@ -227,15 +306,19 @@ def test_e6_scrapes_the_real_cadvisor_twice_with_different_readings_and_never_re
     assert got["sample_gap_s"] == pytest.approx(gap, abs=0.002) and got["sample_gap_s"] == pytest.approx(1.0, abs=0.003)
     assert got["throttled_s_per_s"] == pytest.approx(0.3, rel=0.01)
     assert got["scrape_gap_s"] == pytest.approx((second["at_ms"] - first["at_ms"]) / 1000)
-    assert got["throttled_s_per_s_naive"] == pytest.approx(got["throttled_s_per_s"] * gap / got["scrape_gap_s"],
-                                                           rel=0.01)
+    assert got["throttled_s_per_s_naive"] == pytest.approx(
+        got["throttled_s_per_s"] * gap / got["scrape_gap_s"], rel=0.01
+    )
     assert math.isfinite(got["overstatement"]) and got["overstatement"] > 0
 
 
-@pytest.mark.parametrize(("longest_s", "message"), [
-    (0.3, r"did not give a reading newer than the previous scrape's .* within 0.3 s"),
-    (5.0, r"the job e6/burst ended before the kubelet's cAdvisor gave a reading newer"),
-])
+@pytest.mark.parametrize(
+    ("longest_s", "message"),
+    [
+        (0.3, r"did not give a reading newer than the previous scrape's .* within 0.3 s"),
+        (5.0, r"the job e6/burst ended before the kubelet's cAdvisor gave a reading newer"),
+    ],
+)
 def test_a_cadvisor_that_serves_one_reading_only_fails_clearly(fast_cadvisor, monkeypatch, longest_s, message):
     monkeypatch.setattr(monitoring, "CADVISOR_LONGEST_S", longest_s)
     backend = FakeBackend(cadvisor=True, frozen=True)  # the job lasts 1.6 s: between the two limits
@@ -247,8 +330,9 @@ def test_a_cadvisor_that_serves_one_reading_only_fails_clearly(fast_cadvisor, mo
 
 def test_e6_too_short_for_kubelets_cadvisor_is_refused_before_anything_is_deployed():
     """The quick profile's E6 (scrapes 4 s apart) against cAdvisor's 10-15 s housekeeping."""
-    quick = spec(interval_ms=330, rounds=20, calibration_rounds=5, housekeeping_ms=1000, first_scrape_ms=1000,
-                 scrape_gap_ms=4000)
+    quick = spec(
+        interval_ms=330, rounds=20, calibration_rounds=5, housekeeping_ms=1000, first_scrape_ms=1000, scrape_gap_ms=4000
+    )
     backend = FakeBackend(cadvisor=True)
     ctx = Context(backend=backend, capabilities=backend.capabilities(), node_cpus=None, seed=5)
     with pytest.raises(BackendError, match=r"scrapes are 4 s apart .* every 10-15 s"):
@@ -277,21 +361,38 @@ def test_without_cadvisor_e6_emulates_its_housekeeping_and_never_scrapes(tmp_pat
 def test_the_scrapes_source_is_a_setting_of_the_run():
     """scrapes_cadvisor: 2 when both scrapes read the kubelet's cAdvisor, 0 when emulated (or from a log
     written before scrapes said their source), absent where the table carries no source."""
-    rounds = pd.DataFrame({"src": ["e6/burst"] * 3 + ["calib/burst"] * 3, "round": [0, 1, 2] * 2,
-                           "t_s": [0.0, 0.2, 0.4] * 2, "wall_ms": [60.0] * 3 + [20.0] * 3})
+    rounds = pd.DataFrame(
+        {
+            "src": ["e6/burst"] * 3 + ["calib/burst"] * 3,
+            "round": [0, 1, 2] * 2,
+            "t_s": [0.0, 0.2, 0.4] * 2,
+            "wall_ms": [60.0] * 3 + [20.0] * 3,
+        }
+    )
     summaries = pd.DataFrame({"src": ["e6/burst"], "elapsed_s": [0.6], "rounds": [3]})
     headers = pd.DataFrame({"src": ["e6/burst"], "cg_period_us": [PERIOD_US]})
 
     def scrapes(source: str | None) -> pd.DataFrame:
-        frame = pd.DataFrame({"pod": ["e6", "e6"], "container": ["burst", "burst"], "when": ["scrape", "scrape"],
-                              "seq": [0, 1], "t_ms": [100.0, 1100.0], "at_ms": [300.0, 1150.0],
-                              "nr_periods": [1, 11], "nr_throttled": [0, 5], "throttled_usec": [30_000, 330_000],
-                              "usage_usec": [25_000, 275_000]})
+        frame = pd.DataFrame(
+            {
+                "pod": ["e6", "e6"],
+                "container": ["burst", "burst"],
+                "when": ["scrape", "scrape"],
+                "seq": [0, 1],
+                "t_ms": [100.0, 1100.0],
+                "at_ms": [300.0, 1150.0],
+                "nr_periods": [1, 11],
+                "nr_throttled": [0, 5],
+                "throttled_usec": [30_000, 330_000],
+                "usage_usec": [25_000, 275_000],
+            }
+        )
         return frame if source is None else frame.assign(source=source)
 
     def got(source: str | None) -> dict[str, float]:
-        return monitoring_metrics({"rounds": rounds, "summaries": summaries, "headers": headers,
-                                   "podstats": scrapes(source)})
+        return monitoring_metrics(
+            {"rounds": rounds, "summaries": summaries, "headers": headers, "podstats": scrapes(source)}
+        )
 
     assert got("cadvisor")["scrapes_cadvisor"] == 2
     assert got("emulated")["scrapes_cadvisor"] == got("")["scrapes_cadvisor"] == 0
@@ -322,4 +423,3 @@ def test_e6_on_the_local_backend_emulates_cadvisor_and_its_log_parses(real_cgrou
     got = analysed(result, variant, "local", tmp_path)
     assert got["sample_gap_s"] == pytest.approx((second["t_ms"] - first["t_ms"]) / 1000)
     assert got["p50_wall_ms"] > 0 and math.isfinite(got["throttled_s_per_s"])
-

@@ -34,7 +34,9 @@ def test_kind_asks_its_tools_what_the_jobs_need(monkeypatch, tmp_path):
     from throttlelab.backends.kind import clusters
 
     asked = []
-    monkeypatch.setattr(clusters, "preflight_tools", lambda found, roles, need: asked.append((sorted(found), roles, need)))
+    monkeypatch.setattr(
+        clusters, "preflight_tools", lambda found, roles, need: asked.append((sorted(found), roles, need))
+    )
     preflight.check(_design("kind"), [("create_cluster", {"role": "new"})], PROJECT, tmp_path)
     assert asked == [(["new", "old"], ["new"], {"kind", "docker"})]
 

@@ -22,19 +22,49 @@ def _hogs(cpus: list[int]) -> list[subprocess.Popen]:
     return [subprocess.Popen([sys.executable, "-c", code, str(cpu)]) for cpu in cpus]
 
 
-def _run_under_busy_loops(experiment: str, variant: str, spec: dict, binaries: dict, out, *options: str,
-                          timeout: float = 180, stop_hogs_on: str | None = None) -> subprocess.CompletedProcess:
+def _run_under_busy_loops(
+    experiment: str,
+    variant: str,
+    spec: dict,
+    binaries: dict,
+    out,
+    *options: str,
+    timeout: float = 180,
+    stop_hogs_on: str | None = None,
+) -> subprocess.CompletedProcess:
     """`throttlelab run` of one job while a busy loop spins on every CPU the runner may use; the loops
     stop when the runner prints ``stop_hogs_on`` (a passing disturbance), else when it ends."""
-    cmd = [sys.executable, "-m", "throttlelab", "run", "--backend", "local", "--experiment", experiment,
-           "--variant", variant, "--repeat", "0", "--spec", json.dumps(spec), *options, "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "throttlelab",
+        "run",
+        "--backend",
+        "local",
+        "--experiment",
+        experiment,
+        "--variant",
+        variant,
+        "--repeat",
+        "0",
+        "--spec",
+        json.dumps(spec),
+        *options,
+        "--out",
+        str(out),
+    ]
     for build, path in binaries.items():
         cmd += ["--binary", f"{build}={path}"]
     hogs = _hogs(sorted(os.sched_getaffinity(0)))
     stderr: list[str] = []
     try:
-        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": str(PROJECT)}) as proc:
+        with subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(PROJECT)},
+        ) as proc:
             timer = threading.Timer(timeout, proc.kill)
             timer.start()
             try:
@@ -80,8 +110,15 @@ def _threshold() -> str:
     return f"{background + 0.25:.2f}"
 
 
-E2A_SHORT = {"build": "go124mod", "threads": 2, "work_ms": 20, "interval_ms": 230, "rounds": 2, "request": "100m",
-             "limit": "250m"}  # a timed window of ~0.5 s; read-outs (E1, E3, E4) are metered but not judged
+E2A_SHORT = {
+    "build": "go124mod",
+    "threads": 2,
+    "work_ms": 20,
+    "interval_ms": 230,
+    "rounds": 2,
+    "request": "100m",
+    "limit": "250m",
+}  # a timed window of ~0.5 s; read-outs (E1, E3, E4) are metered but not judged
 
 
 @pytest.mark.root
@@ -89,8 +126,20 @@ E2A_SHORT = {"build": "go124mod", "threads": 2, "work_ms": 20, "interval_ms": 23
 def test_a_disturbed_run_is_kept_listed_and_measured_again(real_cgroups, binaries, tmp_path, no_busy_note):
     # the busy loops pass while the runner waits for quiet CPUs: the retry is measured undisturbed
     out = tmp_path / "E2a" / "limit1" / "rep0.jsonl"
-    proc = _run_under_busy_loops("E2a", "limit1", E2A_SHORT, binaries, out, "--max-other-share", _threshold(),
-                                 "--retries", "2", "--quiet-wait-s", "60", stop_hogs_on="waiting for the CPUs")
+    proc = _run_under_busy_loops(
+        "E2a",
+        "limit1",
+        E2A_SHORT,
+        binaries,
+        out,
+        "--max-other-share",
+        _threshold(),
+        "--retries",
+        "2",
+        "--quiet-wait-s",
+        "60",
+        stop_hogs_on="waiting for the CPUs",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     meta = json.loads(out.read_text().splitlines()[0])
     assert meta["attempt"] == 1 and meta["interference"]["disturbed"] is False, proc.stderr[-3000:]
@@ -106,10 +155,22 @@ def test_a_disturbed_run_is_kept_listed_and_measured_again(real_cgroups, binarie
 @pytest.mark.root
 @pytest.mark.slow
 def test_a_persistently_busy_host_marks_the_run_and_the_next_jobs_do_not_wait(
-        real_cgroups, binaries, tmp_path, no_busy_note):
+    real_cgroups, binaries, tmp_path, no_busy_note
+):
     out = tmp_path / "first" / "rep0.jsonl"
-    proc = _run_under_busy_loops("E2a", "limit1", E2A_SHORT, binaries, out, "--max-other-share", _threshold(),
-                                 "--retries", "1", "--quiet-wait-s", "3")
+    proc = _run_under_busy_loops(
+        "E2a",
+        "limit1",
+        E2A_SHORT,
+        binaries,
+        out,
+        "--max-other-share",
+        _threshold(),
+        "--retries",
+        "1",
+        "--quiet-wait-s",
+        "3",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     meta = json.loads(out.read_text().splitlines()[0])
     # the loops outlast the wait and the retry: the last attempt is kept and marked, the first beside it
@@ -119,8 +180,19 @@ def test_a_persistently_busy_host_marks_the_run_and_the_next_jobs_do_not_wait(
     assert "still busy after" in proc.stderr and no_busy_note.exists()
     # a job that starts on the still busy host checks the CPUs once instead of waiting the whole time
     out = tmp_path / "second" / "rep0.jsonl"
-    proc = _run_under_busy_loops("E2a", "limit1", E2A_SHORT, binaries, out, "--max-other-share", _threshold(),
-                                 "--retries", "1", "--quiet-wait-s", "30")
+    proc = _run_under_busy_loops(
+        "E2a",
+        "limit1",
+        E2A_SHORT,
+        binaries,
+        out,
+        "--max-other-share",
+        _threshold(),
+        "--retries",
+        "1",
+        "--quiet-wait-s",
+        "30",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "the host has been busy since" in proc.stderr and "at most 30 s" not in proc.stderr
     # ... and, finding them still busy, keeps its one attempt (marked) instead of measuring again
@@ -134,8 +206,20 @@ def test_a_persistently_busy_host_marks_the_run_and_the_next_jobs_do_not_wait(
 def test_a_read_out_is_metered_but_never_judged_disturbed(real_cgroups, binaries, tmp_path):
     spec = {"build": "go124mod", "request": "100m", "limit": "500m"}  # E3: values read back, nothing timed
     out = tmp_path / "rep0.jsonl"
-    proc = _run_under_busy_loops("E3", "go124mod-500m", spec, binaries, out, "--max-other-share", "0.0",
-                                 "--retries", "1", "--quiet-wait-s", "1", timeout=120)
+    proc = _run_under_busy_loops(
+        "E3",
+        "go124mod-500m",
+        spec,
+        binaries,
+        out,
+        "--max-other-share",
+        "0.0",
+        "--retries",
+        "1",
+        "--quiet-wait-s",
+        "1",
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     meta = json.loads(out.read_text().splitlines()[0])
     assert meta["interference"]["disturbed"] is False and "not judged" in meta["interference"]["note"]
@@ -147,8 +231,19 @@ def test_a_read_out_on_a_busy_host_keeps_the_note_that_it_is_busy(real_cgroups, 
     # a read-out is never judged disturbed, but what its meter saw still says the host is busy
     no_busy_note.write_text(f"{time.time():.3f}\n")
     spec = {"build": "go124mod", "request": "100m", "limit": "500m"}
-    proc = _run_under_busy_loops("E3", "go124mod-500m", spec, binaries, tmp_path / "rep0.jsonl",
-                                 "--max-other-share", _threshold(), "--retries", "1", "--quiet-wait-s", "1",
-                                 timeout=120)
+    proc = _run_under_busy_loops(
+        "E3",
+        "go124mod-500m",
+        spec,
+        binaries,
+        tmp_path / "rep0.jsonl",
+        "--max-other-share",
+        _threshold(),
+        "--retries",
+        "1",
+        "--quiet-wait-s",
+        "1",
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert no_busy_note.exists()

@@ -19,13 +19,10 @@ from throttlelab.experiments.services_experiments import wall_ns_of, window_star
 from throttlelab.backends.base import Output
 
 
-
 def test_window_start_is_the_header_time_plus_the_warmup():
     assert wall_ns_of("2026-01-01T00:00:01.250000999Z") == wall_ns_of("2026-01-01T00:00:01Z") + 250_000_000
     out = Output("load", "generator", 0, [header("load/generator", "load")], "", 1.0)
     assert window_start_ns(out) == wall_ns_of("2026-01-01T00:00:01.25Z") + 500_000_000
-
-
 
 
 # --------------------------------------------------------------------------
@@ -33,8 +30,12 @@ def test_window_start_is_the_header_time_plus_the_warmup():
 
 
 def _serve(binary: Path) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([str(binary), "serve", "-addr=127.0.0.1:0", "-work=200us", "-alloc=0", "-live-mb=0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [str(binary), "serve", "-addr=127.0.0.1:0", "-work=200us", "-alloc=0", "-live-mb=0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     for line in proc.stdout:
         record = json.loads(line)
         if record["type"] == "listening":
@@ -48,9 +49,22 @@ def test_per_connection_balancing_spreads_connections_over_targets(binaries):
         for _ in range(3):
             servers.append(_serve(binaries["go124mod"]))
         targets = ",".join(f"http://{addr}" for _, addr in servers)
-        done = subprocess.run([str(binaries["go124mod"]), "load", f"-target={targets}", "-rps=60", "-clump=12",
-                               "-ping-rps=10", "-warmup=300ms", "-duration=1500ms", "-seed=7"],
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [
+                str(binaries["go124mod"]),
+                "load",
+                f"-target={targets}",
+                "-rps=60",
+                "-clump=12",
+                "-ping-rps=10",
+                "-warmup=300ms",
+                "-duration=1500ms",
+                "-seed=7",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     finally:
         for proc, _ in servers:
             proc.send_signal(signal.SIGTERM)
@@ -82,9 +96,21 @@ def test_short_e2b_run_on_loopback_has_no_errors_and_leaves_nothing(real_cgroups
     backend.preflight()
     caps = backend.capabilities()
     two = caps.cpus >= 2
-    spec = {"build": "go124mod", "request": "500m", "limit": "200m", "work_us": 1000, "alloc_bytes": 204800,
-            "live_mb": 12, "rps": 40, "clump": 10, "ping_rps": 8, "warmup_ms": 300, "duration_ms": 1500,
-            "node_cpus": "0" if two else None, "load_cpus": "1" if two else None}
+    spec = {
+        "build": "go124mod",
+        "request": "500m",
+        "limit": "200m",
+        "work_us": 1000,
+        "alloc_bytes": 204800,
+        "live_mb": 12,
+        "rps": 40,
+        "clump": 10,
+        "ping_rps": 8,
+        "warmup_ms": 300,
+        "duration_ms": 1500,
+        "node_cpus": "0" if two else None,
+        "load_cpus": "1" if two else None,
+    }
     ctx = Context(backend=backend, capabilities=caps, node_cpus=None, seed=11)
     with experiment_lock():
         result = REGISTRY["E2b"](VariantSpec.from_dict("E2b", "short", spec), ctx)

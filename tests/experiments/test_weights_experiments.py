@@ -50,8 +50,12 @@ def test_the_labs_pods_are_all_there():
 def test_share_metric_averages_readings():
     # two members; gains per reading: (10, 90) then (30, 70) -> shares 0.1/0.9 and 0.3/0.7
     samples = pd.DataFrame(
-        {"member": ["small", "big"] * 3, "t_s": [1.0, 1.0, 2.0, 2.0, 3.0, 3.0],
-         "usage_usec": [100, 1000, 110, 1090, 140, 1160], "level": "container"}
+        {
+            "member": ["small", "big"] * 3,
+            "t_s": [1.0, 1.0, 2.0, 2.0, 3.0, 3.0],
+            "usage_usec": [100, 1000, 110, 1090, 140, 1160],
+            "level": "container",
+        }
     )
     got = share_metrics(samples)
     assert got == {"share_small": pytest.approx(0.2), "share_big": pytest.approx(0.8)}
@@ -77,9 +81,24 @@ def test_sigkill_of_the_runner_mid_phase_restores_everything(binaries, tmp_path)
     cpuset_root = Path("/sys/fs/cgroup/cpuset/cpuset.cpus")
     before = cpuset_root.read_text() if cpuset_root.exists() else None
     spec = {"runtime": "runc-new", "phase": "pods", "cpus": "0", "settle_ms": 60_000, "sample_ms": 500, "samples": 3}
-    cmd = [sys.executable, "-m", "throttlelab.experiments.runner", "--backend", "local", "--experiment", "E5", "--variant", "pods",
-           "--repeat", "0", "--spec", json.dumps(spec), *sum((["--binary", f"{v}={p}"] for v, p in binaries.items()), []),
-           "--out", str(tmp_path / "rep0.jsonl")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "throttlelab.experiments.runner",
+        "--backend",
+        "local",
+        "--experiment",
+        "E5",
+        "--variant",
+        "pods",
+        "--repeat",
+        "0",
+        "--spec",
+        json.dumps(spec),
+        *sum((["--binary", f"{v}={p}"] for v, p in binaries.items()), []),
+        "--out",
+        str(tmp_path / "rep0.jsonl"),
+    ]
     runner = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(PROJECT)}, stderr=subprocess.PIPE, text=True)
     mine = f"throttlelab-{runner.pid}-"
 

@@ -89,8 +89,10 @@ def test_a_quota_really_throttles(v2):
             for name in procs:
                 Path(name).write_text(str(os.getpid()))
 
-        busy = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 1.0\nwhile time.time() < end: pass"],
-                                preexec_fn=enter)
+        busy = subprocess.Popen(
+            [sys.executable, "-c", "import time\nend = time.time() + 1.0\nwhile time.time() < end: pass"],
+            preexec_fn=enter,
+        )
         busy.wait(60)
         stat = v2.read_stat(rel)
         assert stat["nr_periods"] > 0 and stat["nr_throttled"] > 0, stat
@@ -131,22 +133,27 @@ def test_e4_container_weights_differ_between_the_conversions(v2, builds):
     for runtime in ("runc-new", "runc-old"):
         spec = VariantSpec.from_dict("E4", runtime, {"runtime": runtime})
         records = REGISTRY["E4"](spec, _context(runtime, builds)).records
-        weights[runtime] = {r["path"].split("/", 1)[-1]: r["actual"]["weight"] for r in records
-                            if r["type"] == "readback" and r["level"] == "container"}
+        weights[runtime] = {
+            r["path"].split("/", 1)[-1]: r["actual"]["weight"]
+            for r in records
+            if r["type"] == "readback" and r["level"] == "container"
+        }
     assert weights["runc-new"].keys() == weights["runc-old"].keys()
     assert weights["runc-new"] != weights["runc-old"]
 
 
 def test_e1_readback_and_cleanup_on_v2(v2, builds):
-    spec = VariantSpec.from_dict("E1", "all-limits", {"app": {"request": "500m", "limit": "2"},
-                                                       "sidecar": {"request": "100m", "limit": "500m"}})
+    spec = VariantSpec.from_dict(
+        "E1", "all-limits", {"app": {"request": "500m", "limit": "2"}, "sidecar": {"request": "100m", "limit": "500m"}}
+    )
     result = REGISTRY["E1"](spec, _context("runc-new", builds))
     readback = [r for r in result.records if r["type"] == "readback"]
     pod = next(r for r in readback if r["level"] == "pod")
     assert pod["actual"]["quota_us"] == 250_000 and pod["actual"]["period_us"] == 100_000
     headers = [r for r in result.records if r["type"] == "header"]
-    assert headers and all(h["cgroup"]["version"] == 2 and h["cgroup"]["quota_us"] is not None
-                           for h in headers), "cpulab read its cpu.max"
+    assert headers and all(h["cgroup"]["version"] == 2 and h["cgroup"]["quota_us"] is not None for h in headers), (
+        "cpulab read its cpu.max"
+    )
     deadline = time.monotonic() + 5
     while _lab_runs(v2) and time.monotonic() < deadline:
         time.sleep(0.05)

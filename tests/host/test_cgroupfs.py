@@ -62,8 +62,14 @@ def test_v2_create_enables_controllers_and_writes_limits(v2_tree):
 
 def test_v2_stat_is_normalised(v2_tree):
     stat = cgroupfs.CgroupV2(v2_tree).read_stat("")
-    assert stat == {"nr_periods": 40, "nr_throttled": 20, "throttled_usec": 7_052_500, "usage_usec": 2511,
-                    "nr_bursts": 3, "burst_usec": 37_500}
+    assert stat == {
+        "nr_periods": 40,
+        "nr_throttled": 20,
+        "throttled_usec": 7_052_500,
+        "usage_usec": 2511,
+        "nr_bursts": 3,
+        "burst_usec": 37_500,
+    }
 
 
 def test_v2_writes_period_and_burst_budget(v2_tree):

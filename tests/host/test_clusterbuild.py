@@ -20,11 +20,14 @@ from throttlelab.model import clustertools as catalogue
 
 def test_the_caches_default_to_the_users_cache_folder_outside_the_checkout():
     home = build.ToolsSettings.from_mapping({}, env={"HOME": "/home/u"})
-    assert home == build.ToolsSettings(Path("/home/u/.cache/throttlelab/cluster-tools"),
-                                       Path("/home/u/.cache/throttlelab/go-mod"),
-                                       Path("/home/u/.cache/throttlelab/go-build"))
-    xdg = build.ToolsSettings.from_mapping({"cache": None, "go_mod_cache": "/srv/mod"},
-                                           env={"HOME": "/home/u", "XDG_CACHE_HOME": "/var/cache/u"})
+    assert home == build.ToolsSettings(
+        Path("/home/u/.cache/throttlelab/cluster-tools"),
+        Path("/home/u/.cache/throttlelab/go-mod"),
+        Path("/home/u/.cache/throttlelab/go-build"),
+    )
+    xdg = build.ToolsSettings.from_mapping(
+        {"cache": None, "go_mod_cache": "/srv/mod"}, env={"HOME": "/home/u", "XDG_CACHE_HOME": "/var/cache/u"}
+    )
     assert xdg.cache == Path("/var/cache/u/throttlelab/cluster-tools") and xdg.go_mod_cache == Path("/srv/mod")
     with pytest.raises(BuildError, match="cluster_tools.cache: 'tools' is not an absolute path"):
         build.ToolsSettings.from_mapping({"cache": "tools"}, env={"HOME": "/home/u"})
@@ -34,12 +37,27 @@ def test_the_caches_default_to_the_users_cache_folder_outside_the_checkout():
 
 def test_the_go_command_gets_the_projects_caches_the_local_toolchain_and_fixed_flags():
     settings = build.ToolsSettings(Path("/c/tools"), Path("/c/mod"), Path("/c/build"))
-    env = build.go_environment(settings, cgo=True, base={"PATH": "/bin", "GOPROXY": "https://proxy.example",
-                                                          "GOFLAGS": "-mod=vendor", "GOOS": "windows",
-                                                          "GOWORK": "/w/go.work"})
-    assert env == {"PATH": "/bin", "GOPROXY": "https://proxy.example", "GOMODCACHE": "/c/mod", "GOCACHE": "/c/build",
-                   "GOFLAGS": "-mod=readonly -modcacherw -buildvcs=false", "GOTOOLCHAIN": "local", "GOWORK": "off",
-                   "CGO_ENABLED": "1"}
+    env = build.go_environment(
+        settings,
+        cgo=True,
+        base={
+            "PATH": "/bin",
+            "GOPROXY": "https://proxy.example",
+            "GOFLAGS": "-mod=vendor",
+            "GOOS": "windows",
+            "GOWORK": "/w/go.work",
+        },
+    )
+    assert env == {
+        "PATH": "/bin",
+        "GOPROXY": "https://proxy.example",
+        "GOMODCACHE": "/c/mod",
+        "GOCACHE": "/c/build",
+        "GOFLAGS": "-mod=readonly -modcacherw -buildvcs=false",
+        "GOTOOLCHAIN": "local",
+        "GOWORK": "off",
+        "CGO_ENABLED": "1",
+    }
     assert build.go_environment(settings, cgo=False, base={})["CGO_ENABLED"] == "0"
 
 
@@ -111,7 +129,9 @@ def test_a_second_build_compiles_nothing(tmp_path, fake_go):
     assert first["binaries"][0]["version_output"][0] == "runc version 1.3.0"
     calls = fake_go.read_text().splitlines()
     builds = [c for c in calls if c.startswith("build ")]
-    assert len(builds) == 1 and builds[0].startswith("build -p 1 -trimpath -buildmode=pie -tags seccomp,urfave_cli_no_docs")
+    assert len(builds) == 1 and builds[0].startswith(
+        "build -p 1 -trimpath -buildmode=pie -tags seccomp,urfave_cli_no_docs"
+    )
     assert builds[0].endswith(" github.com/opencontainers/runc")
     assert "mod download" in calls  # the project's modules, once, before compiling
     stamp = json.loads((tmp_path / "tools/runc-v1.3.0/stamps/runc.json").read_text())
@@ -127,7 +147,12 @@ def test_a_second_build_compiles_nothing(tmp_path, fake_go):
     assert not second["binaries"][0]["built_now"] and second["binaries"][0]["sha256"] == stamp["sha256"]
     assert "up to date" in told[1] and told[-1].startswith("runc-1.3.0 v1.3.0: 0 built, 1 up to date")
     assert sorted(p.name for p in (tmp_path / "tools/runc-v1.3.0").rglob("*")) == [
-        ".lock", "bin", "runc", "runc.json", "stamps"]
+        ".lock",
+        "bin",
+        "runc",
+        "runc.json",
+        "stamps",
+    ]
 
     lines = []
     merged = build.summary([second], tell=lines.append)
@@ -154,7 +179,7 @@ def test_a_binary_that_prints_another_version_is_a_failed_build_and_is_not_kept(
 
 def test_a_failed_go_build_says_what_go_said(tmp_path, fake_go, monkeypatch):
     broken = tmp_path / "broken-go"
-    broken.write_text("#!/bin/sh\ncase \"$1\" in env) echo '{}';; mod) echo '{\"Error\": \"403 Forbidden\"}';; esac\n")
+    broken.write_text('#!/bin/sh\ncase "$1" in env) echo \'{}\';; mod) echo \'{"Error": "403 Forbidden"}\';; esac\n')
     broken.chmod(0o755)
     monkeypatch.setattr(build, "find_go", lambda: str(broken))
     settings = build.ToolsSettings(tmp_path / "tools", tmp_path / "mod", tmp_path / "gocache")

@@ -26,12 +26,15 @@ def test_each_built_tool_prints_its_pinned_version(name):
     cold = [f"{row['binary'].name} ({row['problem']})" for row in rows if row["problem"]]
     if cold:
         if os.environ.get("THROTTLELAB_BUILD_CLUSTER_TOOLS") != "1":
-            pytest.skip(f"{name} is not built in {SETTINGS.cache}: {', '.join(cold)}; build it with "
-                        "`snakemake --cores 2 cluster_tools` (or set THROTTLELAB_BUILD_CLUSTER_TOOLS=1)")
+            pytest.skip(
+                f"{name} is not built in {SETTINGS.cache}: {', '.join(cold)}; build it with "
+                "`snakemake --cores 2 cluster_tools` (or set THROTTLELAB_BUILD_CLUSTER_TOOLS=1)"
+            )
         build.build_project(name, PROJECT / "cluster", SETTINGS, jobs=2)
         rows = [row for row in build.cached(PROJECT / "cluster", SETTINGS) if row["project"] == name]
     for row in rows:
         assert row["problem"] is None, row
         lines = build.checked_version(row["path"], row["binary"], row["version"])  # raises naming what is wrong
         assert catalogue.printed_version(row["binary"], "\n".join(lines)) == catalogue.expected_version(
-            row["binary"], row["version"])
+            row["binary"], row["version"]
+        )

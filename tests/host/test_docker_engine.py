@@ -55,9 +55,20 @@ def test_no_permission_on_the_socket_says_so(tmp_path):
         # root without CAP_DAC_OVERRIDE is an ordinary user for the socket's mode bits
         drop = "-dac_override,-dac_read_search"
         proc = subprocess.run(
-            ["setpriv", "--bounding-set", drop, "--inh-caps", drop, sys.executable, "-c",
-             "from throttlelab.host.docker_engine import connect\nconnect()"],
-            capture_output=True, text=True, timeout=60, cwd=PROJECT,
+            [
+                "setpriv",
+                "--bounding-set",
+                drop,
+                "--inh-caps",
+                drop,
+                sys.executable,
+                "-c",
+                "from throttlelab.host.docker_engine import connect\nconnect()",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=PROJECT,
             env={**os.environ, "PYTHONPATH": str(PROJECT), "DOCKER_HOST": f"unix://{path}"},
         )
     finally:
@@ -81,8 +92,11 @@ def test_error_classification_without_an_engine():
 def test_the_messages_name_whoever_asked(tmp_path, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/missing.sock")
     kind = EngineUser("kind backend", "kind needs root", "kind runs its nodes as Docker containers")
-    with pytest.raises(EngineUnreachable, match=r"^kind backend: no Docker engine answers .*kind runs its nodes as "
-                                                r"Docker containers: start it"):
+    with pytest.raises(
+        EngineUnreachable,
+        match=r"^kind backend: no Docker engine answers .*kind runs its nodes as "
+        r"Docker containers: start it",
+    ):
         connect(timeout_s=5, user=kind)
     import requests
 
@@ -90,7 +104,8 @@ def test_the_messages_name_whoever_asked(tmp_path, monkeypatch):
     denied.__cause__ = PermissionError(13, "Permission denied")
     assert str(engine_error(denied, "unix:///x.sock", kind)).startswith(
         "kind backend: permission denied on the Docker socket /x.sock: this user may not talk to the engine. "
-        "Run as root (kind needs root)")
+        "Run as root (kind needs root)"
+    )
 
 
 def test_a_build_context_is_the_dockerfile_and_the_files_named(tmp_path):

@@ -36,8 +36,9 @@ def test_usage_percpu_is_one_value_per_cpu():
 
 
 def test_share_is_of_the_windows_capacity_on_the_runs_cpus():
-    seen = Interference(cpus=(0, 1), window_s=4.0, busy_s=3.0, lab_s=1.0, runner_s=0.2, outside_s=1.8,
-                        lab_scope="per-cpu")
+    seen = Interference(
+        cpus=(0, 1), window_s=4.0, busy_s=3.0, lab_s=1.0, runner_s=0.2, outside_s=1.8, lab_scope="per-cpu"
+    )
     assert seen.other_share == pytest.approx(1.8 / 8.0) == seen.outside_share
     record = seen.as_record(0.1)
     assert record["disturbed"] is True and record["threshold"] == 0.1
@@ -47,8 +48,17 @@ def test_share_is_of_the_windows_capacity_on_the_runs_cpus():
 
 @pytest.mark.parametrize(("apart", "other_s"), [(True, 1.4), (False, 1.8)])
 def test_the_orchestrators_part_is_taken_out_of_other_only_where_it_ran_on_the_runs_cpus(apart, other_s):
-    seen = Interference(cpus=(0, 1), window_s=4.0, busy_s=3.0, lab_s=1.0, runner_s=0.2, outside_s=1.8,
-                        lab_scope="per-cpu", orchestrator_s=0.4, orchestrator_apart=apart)
+    seen = Interference(
+        cpus=(0, 1),
+        window_s=4.0,
+        busy_s=3.0,
+        lab_s=1.0,
+        runner_s=0.2,
+        outside_s=1.8,
+        lab_scope="per-cpu",
+        orchestrator_s=0.4,
+        orchestrator_apart=apart,
+    )
     assert seen.other_s == pytest.approx(other_s)
     assert seen.orchestrator_cpu == pytest.approx(0.1)  # 0.4 s over a 4 s window: a tenth of one CPU
     record = seen.as_record(0.2)
@@ -77,10 +87,12 @@ def test_the_orchestrator_comes_from_the_rules_environment():
 def test_a_busy_orchestrator_is_metered_apart_with_its_children_and_not_the_runner():
     """A real process tree: an "orchestrator" whose child spins 0.4 s of CPU inside the window. The meter
     gives it to the orchestrator, not to other; this test process (the runner) is left out of the tree."""
-    code = ("import subprocess, sys, time; "
-            "c = subprocess.Popen([sys.executable, '-c', "
-            "'import sys,time; sys.stdin.readline(); t=time.process_time()\\nwhile time.process_time()-t<0.4: pass\\n"
-            "time.sleep(30)'], stdin=sys.stdin); c.wait()")
+    code = (
+        "import subprocess, sys, time; "
+        "c = subprocess.Popen([sys.executable, '-c', "
+        "'import sys,time; sys.stdin.readline(); t=time.process_time()\\nwhile time.process_time()-t<0.4: pass\\n"
+        "time.sleep(30)'], stdin=sys.stdin); c.wait()"
+    )
     orchestrator = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 10
@@ -123,7 +135,9 @@ def test_the_labs_own_cgroups_are_not_counted_as_other(tmp_path):
     meter = InterferenceMeter([0], runner_pid=4242, interval_s=0.01, proc_stat=stat, mountinfo=mountinfo)
     meter.start()
     (run / "cpuacct.usage_percpu").write_text(f"{1_000_000_000} {5_000_000_000}\n")  # CPU 1 is not the run's
-    stat.write_text(f"cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 {3 * ticks} 0 0 0 0 0 0 0 0 0\ncpu1 {9 * ticks} 0 0 0 0 0 0 0 0 0\n")
+    stat.write_text(
+        f"cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 {3 * ticks} 0 0 0 0 0 0 0 0 0\ncpu1 {9 * ticks} 0 0 0 0 0 0 0 0 0\n"
+    )
     time.sleep(0.05)
     seen = meter.stop()
     assert seen.cpus == (0,) and seen.lab_scope == "per-cpu"
@@ -151,8 +165,14 @@ def test_a_busy_loop_on_the_runs_cpu_is_seen():
     """Real /proc/stat: a busy loop pinned to CPU 0 for ~1.5 s shows up as most of CPU 0."""
     meter = InterferenceMeter([0])
     meter.start()
-    hog = subprocess.Popen([sys.executable, "-c", "import os, time\nos.sched_setaffinity(0, {0})\n"
-                            "end = time.monotonic() + 1.5\nwhile time.monotonic() < end: pass"])
+    hog = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import os, time\nos.sched_setaffinity(0, {0})\n"
+            "end = time.monotonic() + 1.5\nwhile time.monotonic() < end: pass",
+        ]
+    )
     hog.wait(timeout=30)
     seen = meter.stop()
     assert seen.other_share > 0.5, seen
@@ -186,8 +206,10 @@ def test_a_cgroup_made_inside_the_window_counts_from_its_creation(tmp_path):
     run = tmp_path / "cpuacct" / "throttlelab-4242-0"
     run.mkdir()
     (run / "cpuacct.usage_percpu").write_text(f"{1_500_000_000} {1_500_000_000}\n")
-    stat.write_text(f"cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 {int(1.5 * ticks)} 0 0 0 0 0 0 0 0 0\n"
-                    f"cpu1 {int(1.5 * ticks)} 0 0 0 0 0 0 0 0 0\n")
+    stat.write_text(
+        f"cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 {int(1.5 * ticks)} 0 0 0 0 0 0 0 0 0\n"
+        f"cpu1 {int(1.5 * ticks)} 0 0 0 0 0 0 0 0 0\n"
+    )
     seen = meter.stop()  # the only sample of the new cgroup is the last one
     assert seen.lab_s == pytest.approx(3.0)
     assert seen.other_s == pytest.approx(0.0, abs=seen.runner_s + 1e-9)
@@ -199,8 +221,14 @@ def test_a_guardian_reaped_inside_the_window_is_the_labs_not_other():
     from throttlelab.host.processes import guardians_cpu_s, wait_guardian
 
     def busy_child() -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-c", "import os, time\nos.sched_setaffinity(0, {0})\n"
-                                 "end = time.process_time() + 0.6\nwhile time.process_time() < end: pass"])
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import os, time\nos.sched_setaffinity(0, {0})\n"
+                "end = time.process_time() + 0.6\nwhile time.process_time() < end: pass",
+            ]
+        )
 
     before = guardians_cpu_s()
     meter = InterferenceMeter([0])

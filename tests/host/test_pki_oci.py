@@ -9,9 +9,20 @@ from throttlelab.host import ociarchive, pki
 
 
 def test_certificates_chain_to_the_node_ca(tmp_path):
-    paths = pki.make_pki(tmp_path, [pki.Identity("api", "kube-apiserver", server=True, client=False,
-                                                 dns_names=("localhost",), ip_addresses=("127.0.0.1",)),
-                                    pki.Identity("node", "system:node:n", ("system:nodes",))])
+    paths = pki.make_pki(
+        tmp_path,
+        [
+            pki.Identity(
+                "api",
+                "kube-apiserver",
+                server=True,
+                client=False,
+                dns_names=("localhost",),
+                ip_addresses=("127.0.0.1",),
+            ),
+            pki.Identity("node", "system:node:n", ("system:nodes",)),
+        ],
+    )
     ca = x509.load_pem_x509_certificate(paths["ca"].read_bytes())
     api = x509.load_pem_x509_certificate(paths["api"].read_bytes())
     node = x509.load_pem_x509_certificate(paths["node"].read_bytes())

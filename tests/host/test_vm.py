@@ -34,8 +34,9 @@ def _tools_or_skip() -> vm.VmTools:
 
 def test_command_line_asks_for_the_guest_and_quotes_the_command(tmp_path):
     tools = vm.VmTools(vng="/x/vng", qemu="/usr/bin/qemu-system-x86_64", kernel=Path("/boot/vmlinuz-6.1.0-1-amd64"))
-    argv = vm.vng_command(tools, vm.VmSettings(vcpus=10, memory="4G"), vm.TCG, [tmp_path],
-                          ["python", "-c", "print('a b')"], {"K": "v w"})
+    argv = vm.vng_command(
+        tools, vm.VmSettings(vcpus=10, memory="4G"), vm.TCG, [tmp_path], ["python", "-c", "print('a b')"], {"K": "v w"}
+    )
     assert argv[:2] == ["/x/vng", "--run"] and "--disable-kvm" in argv
     assert argv[argv.index("--cpus") + 1] == "10" and argv[argv.index("--memory") + 1] == "4G"
     assert argv[argv.index("--rwdir") + 1] == str(tmp_path.resolve())
@@ -77,15 +78,25 @@ def test_missing_tools_are_named_with_the_install_command(tmp_path, monkeypatch)
     with pytest.raises(BackendError) as caught:
         vm.find_tools(vm.VmSettings(kernel=str(tmp_path / "vmlinuz-none")))
     message = str(caught.value)
-    for part in ("virtme-ng", "QEMU", "vmlinuz-none", "apt-get install qemu-system-x86 linux-image-amd64",
-                 "pip install virtme-ng"):
+    for part in (
+        "virtme-ng",
+        "QEMU",
+        "vmlinuz-none",
+        "apt-get install qemu-system-x86 linux-image-amd64",
+        "pip install virtme-ng",
+    ):
         assert part in message
 
 
 def test_the_cli_says_what_is_missing_without_a_traceback(tmp_path):
     env = {**os.environ, "PATH": str(tmp_path), "PYTHONPATH": str(PROJECT)}
-    proc = subprocess.run([sys.executable, "-m", "throttlelab.host.vm", "run", "--kernel", str(tmp_path / "k"),
-                           "--", "true"], env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "throttlelab.host.vm", "run", "--kernel", str(tmp_path / "k"), "--", "true"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1
     assert "the vm backend needs" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -104,7 +115,7 @@ def _descendants(pid: int) -> dict[int, str]:
             stat = (proc / "stat").read_text()
         except OSError:
             continue
-        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
         children.setdefault(ppid, []).append(int(proc.name))
         names[int(proc.name)] = name
@@ -131,8 +142,12 @@ def test_the_guest_never_outlives_its_caller(tmp_path, how):
     while the guest runs: no vng, virtme-run or QEMU process of it is left."""
     _tools_or_skip()
     env = {**os.environ, "PYTHONPATH": str(PROJECT)}
-    caller = subprocess.Popen([sys.executable, "-m", "throttlelab.host.vm", "run", "--vcpus", "1", "--memory", "512M",
-                               "--", "sleep", "600"], env=env, stderr=subprocess.PIPE, text=True)
+    caller = subprocess.Popen(
+        [sys.executable, "-m", "throttlelab.host.vm", "run", "--vcpus", "1", "--memory", "512M", "--", "sleep", "600"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     qemu: dict[int, str] = {}
     while not qemu and time.monotonic() < deadline:
@@ -157,15 +172,25 @@ def test_cgroup_v2_kernel_tests_pass_in_a_v2_guest(binaries, tmp_path):
     _tools_or_skip()
     folder = binaries[next(iter(binaries))].parent.parent  # <folder>/<build>/cpulab
     log = tmp_path / "guest.log"
-    tests = ["tests/host/test_cgroup_v2_kernel.py",
-             "tests/host/test_cgroupfs.py::test_guardian_cleans_up_after_sigkill_of_its_owner",
-             "tests/host/test_cgroupfs.py::test_sweep_removes_runs_of_dead_runners"]
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=-rs",
-               *(str(PROJECT / t) for t in tests)]
+    tests = [
+        "tests/host/test_cgroup_v2_kernel.py",
+        "tests/host/test_cgroupfs.py::test_guardian_cleans_up_after_sigkill_of_its_owner",
+        "tests/host/test_cgroupfs.py::test_sweep_removes_runs_of_dead_runners",
+    ]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "addopts=-rs",
+        *(str(PROJECT / t) for t in tests),
+    ]
     env = {"PYTHONPATH": str(PROJECT), "PYTHONDONTWRITEBYTECODE": "1", "THROTTLELAB_TEST_BINARIES": str(folder)}
     with open(log, "w") as out:
-        code = vm.run_in_guest(vm.VmSettings(vcpus=2, memory="2G"), command, [], env=env, stdout=out,
-                               timeout_s=900)
+        code = vm.run_in_guest(vm.VmSettings(vcpus=2, memory="2G"), command, [], env=env, stdout=out, timeout_s=900)
     text = log.read_text()
     print(text[-3000:])
     assert code == 0, text[-3000:]

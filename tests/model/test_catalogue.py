@@ -36,23 +36,36 @@ def catalogue_problems(rows: Sequence[Experiment]) -> list[str]:
     problems = []
     schema = yaml.safe_load((CONFIG / "profile.schema.yaml").read_text())
     defined = {name for name in schema["definitions"] if EXPERIMENT_ID.fullmatch(name)}
-    problems += [f"config/profile.schema.yaml defines the parameters of {e}, which has no catalogue row"
-                 for e in sorted(defined - ids)]
-    problems += [f"catalogue experiment {e} has no definitions.{e} in config/profile.schema.yaml"
-                 for e in sorted(ids - defined)]
+    problems += [
+        f"config/profile.schema.yaml defines the parameters of {e}, which has no catalogue row"
+        for e in sorted(defined - ids)
+    ]
+    problems += [
+        f"catalogue experiment {e} has no definitions.{e} in config/profile.schema.yaml" for e in sorted(ids - defined)
+    ]
     for path in PROFILES:
-        problems += [f"config/profiles/{path.name} runs {e}, which has no catalogue row"
-                     for e in yaml.safe_load(path.read_text())["experiments"] if e not in ids]
+        problems += [
+            f"config/profiles/{path.name} runs {e}, which has no catalogue row"
+            for e in yaml.safe_load(path.read_text())["experiments"]
+            if e not in ids
+        ]
     for name, entry in FIGURES.items():
         if name not in owners:
             problems.append(f"figure {name} (figures/registry.py) is in no catalogue row's figures")
-        problems += [f"figure {name} also shows {e}, which has no catalogue row"
-                     for e in entry.also_shows if e not in ids]
-    problems += [f"catalogue experiment {owner} lists the figure {figure}, which figures/registry.py lacks"
-                 for figure, owner in owners.items() if figure not in FIGURES]
+        problems += [
+            f"figure {name} also shows {e}, which has no catalogue row" for e in entry.also_shows if e not in ids
+        ]
+    problems += [
+        f"catalogue experiment {owner} lists the figure {figure}, which figures/registry.py lacks"
+        for figure, owner in owners.items()
+        if figure not in FIGURES
+    ]
     for finding in FINDINGS:
-        problems += [f"finding {finding.id} rests on {e}, which has no catalogue row"
-                     for e in dict.fromkeys((*finding.experiments, *finding.not_covered)) if e not in ids]
+        problems += [
+            f"finding {finding.id} rests on {e}, which has no catalogue row"
+            for e in dict.fromkeys((*finding.experiments, *finding.not_covered))
+            if e not in ids
+        ]
     return problems
 
 
@@ -91,8 +104,9 @@ def test_a_profile_with_an_experiment_the_catalogue_lacks_is_refused_naming_it_a
     with pytest.raises(ConfigError) as err:
         load_design({"profile": str(path)}, CONFIG)
     message = str(err.value)
-    assert message.startswith("profile mine.yaml: experiments.X7: experiment 'X7' has no row in "
-                              "throttlelab/model/catalogue.py"), message
+    assert message.startswith(
+        "profile mine.yaml: experiments.X7: experiment 'X7' has no row in throttlelab/model/catalogue.py"
+    ), message
     assert "add its row there" in message
 
 

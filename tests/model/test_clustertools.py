@@ -40,11 +40,14 @@ def test_every_project_of_the_catalogue_is_a_module_of_cluster_with_a_tool_line_
         assert re.fullmatch(r"v\d+\.\d+\.\d+", version), (row.name, version)
         block = re.search(r"^tool \((.*?)^\)", gomod, re.MULTILINE | re.DOTALL)
         tools = set(re.findall(r"^tool\s+([^\s(]\S*)$", gomod, re.MULTILINE)) | (
-            set(block.group(1).split()) if block else set())
+            set(block.group(1).split()) if block else set()
+        )
         assert {b.package for b in row.binaries} == tools, row.name
     assert [row.name for row in ct.PROJECTS][-1] == "kubernetes"  # the long build last
-    assert ct.required_version((PROJECT / "cluster/runc-1.3.0/go.mod").read_text(), ct.project("runc-1.3.0").module) \
+    assert (
+        ct.required_version((PROJECT / "cluster/runc-1.3.0/go.mod").read_text(), ct.project("runc-1.3.0").module)
         == "v1.3.0"
+    )
 
 
 def test_the_cache_folder_is_the_project_and_its_version():
@@ -59,13 +62,23 @@ def test_kubernetes_sets_every_version_key_in_both_packages_as_version_sh_does()
     values = ct.version_values("v1.34.12", DATE, None)
     flags = ct.version_ldflags(binary("kubernetes", "kubelet"), values)
     expected = []
-    for key, value in [("buildDate", DATE), ("gitTreeState", "archive"), ("gitVersion", "v1.34.12"),
-                       ("gitMajor", "1"), ("gitMinor", "34")]:
-        expected += [f"-X k8s.io/client-go/pkg/version.{key}={value}", f"-X k8s.io/component-base/version.{key}={value}"]
+    for key, value in [
+        ("buildDate", DATE),
+        ("gitTreeState", "archive"),
+        ("gitVersion", "v1.34.12"),
+        ("gitMajor", "1"),
+        ("gitMinor", "34"),
+    ]:
+        expected += [
+            f"-X k8s.io/client-go/pkg/version.{key}={value}",
+            f"-X k8s.io/component-base/version.{key}={value}",
+        ]
     assert flags == expected  # gitCommit left out: the commit of v1.34.12 is not known here
     with_commit = ct.version_ldflags(binary("kubernetes", "kubectl"), ct.version_values("v1.34.12", DATE, "1f328c5e"))
-    assert with_commit[2:4] == ["-X k8s.io/client-go/pkg/version.gitCommit=1f328c5e",
-                                "-X k8s.io/component-base/version.gitCommit=1f328c5e"]
+    assert with_commit[2:4] == [
+        "-X k8s.io/client-go/pkg/version.gitCommit=1f328c5e",
+        "-X k8s.io/component-base/version.gitCommit=1f328c5e",
+    ]
     assert ct.ldflags(binary("kubernetes", "kube-apiserver"), values).endswith("gitMinor=34 -s -w")
 
 
@@ -83,20 +96,27 @@ def test_the_other_projects_version_variables():
         "-X github.com/containerd/containerd/v2/version.Package=github.com/containerd/containerd/v2",
     ]  # Revision: no commit known
     assert ct.version_ldflags(binary("cri-tools", "crictl"), ct.version_values("v1.34.0", DATE, None)) == [
-        "-X sigs.k8s.io/cri-tools/pkg/version.Version=1.34.0"]  # the Makefile strips the v
+        "-X sigs.k8s.io/cri-tools/pkg/version.Version=1.34.0"
+    ]  # the Makefile strips the v
     etcd = ct.project("etcd")
     assert ct.version_ldflags(etcd.binaries[0], ct.version_values("v3.6.5", DATE, etcd.commit)) == [
-        "-X go.etcd.io/etcd/api/v3/version.GitSHA=a061450"]
+        "-X go.etcd.io/etcd/api/v3/version.GitSHA=a061450"
+    ]
     runc = binary("runc-1.4.3", "runc")
     assert ct.version_ldflags(runc, ct.version_values("v1.4.3", DATE, None)) == []  # VERSION is embedded
-    assert ct.version_ldflags(runc, ct.version_values("v1.4.3", DATE, "abcdef0123")) == [
-        "-X main.gitCommit=abcdef0123"]
+    assert ct.version_ldflags(runc, ct.version_values("v1.4.3", DATE, "abcdef0123")) == ["-X main.gitCommit=abcdef0123"]
 
 
 def test_build_flags_follow_each_upstream_makefile():
     values = ct.version_values("v1.3.0", DATE, None)
     assert ct.go_build_flags(binary("runc-1.3.0", "runc"), values) == [
-        "-trimpath", "-buildmode=pie", "-tags", "seccomp,urfave_cli_no_docs", "-ldflags", ""]
+        "-trimpath",
+        "-buildmode=pie",
+        "-tags",
+        "seccomp,urfave_cli_no_docs",
+        "-ldflags",
+        "",
+    ]
     kube = ct.go_build_flags(binary("kubernetes", "kubelet"), ct.version_values("v1.34.12", DATE, None))
     assert kube[:3] == ["-trimpath", "-tags", "selinux,notest,grpcnotrace"]
     assert binary("kubernetes", "kubelet").cgo and not binary("kubernetes", "kube-apiserver").cgo
@@ -136,14 +156,20 @@ OUTPUTS = {
     ("etcd", "etcdctl"): "etcdctl version: 3.6.5\nAPI version: 3.6\n",
     ("containerd", "containerd"): "containerd github.com/containerd/containerd/v2 v2.4.2 \n",
     ("containerd", "containerd-shim-runc-v2"): "containerd-shim-runc-v2:\n  Version:  v2.4.2\n  Revision: \n"
-                                                "  Go version: go1.27.3\n\n",
+    "  Go version: go1.27.3\n\n",
     ("containerd", "ctr"): "ctr github.com/containerd/containerd/v2 v2.4.2\n",
     ("cri-tools", "crictl"): "crictl version 1.34.0\n",
     ("runc-1.3.0", "runc"): "runc version 1.3.0\nspec: 1.2.1\ngo: go1.27.3\nlibseccomp: 2.5.4\n",
     ("runc-1.4.3", "runc"): "runc version 1.4.3\nspec: 1.3.0\ngo: go1.27.3\nlibseccomp: 2.5.4\n",
 }
-PINS = {"kubernetes": "v1.34.12", "etcd": "v3.6.5", "containerd": "v2.4.2", "cri-tools": "v1.34.0",
-        "runc-1.3.0": "v1.3.0", "runc-1.4.3": "v1.4.3"}
+PINS = {
+    "kubernetes": "v1.34.12",
+    "etcd": "v3.6.5",
+    "containerd": "v2.4.2",
+    "cri-tools": "v1.34.0",
+    "runc-1.3.0": "v1.3.0",
+    "runc-1.4.3": "v1.4.3",
+}
 
 
 @pytest.mark.parametrize("project,name", sorted(OUTPUTS))
@@ -156,14 +182,22 @@ def test_each_version_command_output_names_the_pinned_version(project, name):
 def test_a_binary_without_its_version_or_seccomp_is_a_failed_build():
     kubelet = binary("kubernetes", "kubelet")
     assert ct.version_problems(kubelet, "v1.34.12", "Kubernetes v0.0.0-master+$Format:%H$\n") == [
-        "it says v0.0.0-master+$Format:%H$, the pin is v1.34.12"]
+        "it says v0.0.0-master+$Format:%H$, the pin is v1.34.12"
+    ]
     assert ct.version_problems(kubelet, "v1.34.12", "") == ["no line matches '^Kubernetes (v\\\\S+)$'"]
     runc = binary("runc-1.3.0", "runc")
     no_seccomp = "runc version 1.3.0\nspec: 1.2.1\ngo: go1.27.3\n"
-    assert ct.version_problems(runc, "v1.3.0", no_seccomp) == ["no line matches '^libseccomp: \\\\d+\\\\.\\\\d+\\\\.\\\\d+$'"]
+    assert ct.version_problems(runc, "v1.3.0", no_seccomp) == [
+        "no line matches '^libseccomp: \\\\d+\\\\.\\\\d+\\\\.\\\\d+$'"
+    ]
     assert ct.version_problems(runc, "v1.4.3", OUTPUTS["runc-1.3.0", "runc"]) == ["it says 1.3.0, the pin is 1.4.3"]
 
 
 def test_durations_read_as_people_write_them():
     assert [ct.duration_text(s) for s in (0.04, 9.96, 42.4, 185, 3725)] == [
-        "0.0 s", "10.0 s", "42 s", "3 min 05 s", "1 h 02 min"]
+        "0.0 s",
+        "10.0 s",
+        "42 s",
+        "3 min 05 s",
+        "1 h 02 min",
+    ]

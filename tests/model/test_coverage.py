@@ -26,15 +26,21 @@ def _over(experiments):
 
 def _knobs(experiments):
     """Variants asking for a burst budget or a CFS period other than the default (X1, X2)."""
-    return {(e, v) for e, vs in experiments.items() for v, s in vs.items()
-            if s.burst_us or s.period_us not in (None, 100_000)}
+    return {
+        (e, v)
+        for e, vs in experiments.items()
+        for v, s in vs.items()
+        if s.burst_us or s.period_us not in (None, 100_000)
+    }
 
 
 def test_kind_on_a_cgroup_v1_host_leaves_out_every_pinned_variant_with_the_reason():
     experiments = _experiments("quick")
     left = untestable_variants("kind", experiments, "runc-new", cgroup_version=1)
     pinned = {(e, v) for e, vs in experiments.items() for v, s in vs.items() if s.cpus or s.node_cpus or s.load_cpus}
-    assert pinned and set(left) - {("E6", "limit")} - _knobs(experiments) - _over(experiments) == pinned - _over(experiments)
+    assert pinned and set(left) - {("E6", "limit")} - _knobs(experiments) - _over(experiments) == pinned - _over(
+        experiments
+    )
     assert all("EBUSY" in left[key] and "cgroup v1" in left[key] for key in pinned - _over(experiments))
 
 
@@ -56,8 +62,10 @@ def test_e6_scraped_closer_than_cadvisors_housekeeping_is_listed_on_the_cluster_
     experiments = _experiments(profile)
     reason = untestable_variants(backend, experiments, "runc-new", cgroup_version=2)[("E6", "limit")]
     gap = _e6(profile).scrape_gap_ms / 1000
-    assert reason == (f"not testable on the {backend} backend: it is measured against the kubelet's real cAdvisor "
-                      f"on the {backend} backend, and {cadvisor_misfit(_e6(profile))}")
+    assert reason == (
+        f"not testable on the {backend} backend: it is measured against the kubelet's real cAdvisor "
+        f"on the {backend} backend, and {cadvisor_misfit(_e6(profile))}"
+    )
     assert f"its scrapes are {gap:g} s apart" in reason and "10-15 s" in reason
     assert untestable_variants("local", experiments, "runc-new", cgroup_version=2) == {}
     assert set(untestable_variants("docker", experiments, "runc-new", cgroup_version=2)) <= _knobs(experiments)
@@ -74,7 +82,8 @@ def test_an_e6_job_that_ends_before_the_second_scrape_does_not_fit():
     paper = _e6("paper")
     assert cadvisor_misfit(paper.with_changes(rounds=29)) == (
         "its job lasts 29 s (rounds x interval_ms) and the second scrape comes at 29 s; cAdvisor drops a "
-        "container's series when the container ends")
+        "container's series when the container ends"
+    )
     assert "scrapes are 9.999 s apart" in cadvisor_misfit(paper.with_changes(scrape_gap_ms=9999, rounds=40))
 
 
@@ -93,8 +102,11 @@ def test_the_real_node_runs_both_runtimes_and_every_pinned_variant():
     experiments = _experiments("ci")
     existing = untestable_variants("kubernetes", experiments, "runc-new", 1)
     local = untestable_variants("kubernetes", experiments, "runc-new", 1, cluster="local", node_cpus=16)
-    runc_old = {key for key, spec in ((k, experiments[k[0]][k[1]]) for k in existing) if spec.runtime == "runc-old"
-                and not (spec.cpus or spec.node_cpus or spec.load_cpus)}
+    runc_old = {
+        key
+        for key, spec in ((k, experiments[k[0]][k[1]]) for k in existing)
+        if spec.runtime == "runc-old" and not (spec.cpus or spec.node_cpus or spec.load_cpus)
+    }
     assert runc_old and not runc_old & set(local)  # one node, both runc releases: E4's runc-old variant runs
     pinned = {(e, v) for e, vs in experiments.items() for v, s in vs.items() if s.cpus or s.node_cpus or s.load_cpus}
     # its own cgroup root pinned, a pinned generator on this host

@@ -21,7 +21,10 @@ def test_e1_all_limits_matches_the_lab():
     pod = levels["node/burstable/pod-e1"]
     assert (pod.quota_us, pod.weight) == (250_000, 24)
     assert (levels["node/burstable/pod-e1/app"].quota_us, levels["node/burstable/pod-e1/app"].weight) == (200_000, 59)
-    assert (levels["node/burstable/pod-e1/sidecar"].quota_us, levels["node/burstable/pod-e1/sidecar"].weight) == (50_000, 17)
+    assert (levels["node/burstable/pod-e1/sidecar"].quota_us, levels["node/burstable/pod-e1/sidecar"].weight) == (
+        50_000,
+        17,
+    )
 
 
 def test_e1_partial_pod_has_no_quota():
@@ -45,8 +48,19 @@ def test_e4_weights_for_both_runtimes():
 def test_guaranteed_pod_sits_under_the_node():
     # Guaranteed needs cpu AND memory limits equal to their requests (kubelet's GetPodQOS)
     gib = 1 << 30
-    node = Node("node", (Pod("g", (Container("c", ("info",), request_milli=1000, limit_milli=1000,
-                                             request_memory=gib, limit_memory=gib),)),))
+    node = Node(
+        "node",
+        (
+            Pod(
+                "g",
+                (
+                    Container(
+                        "c", ("info",), request_milli=1000, limit_milli=1000, request_memory=gib, limit_memory=gib
+                    ),
+                ),
+            ),
+        ),
+    )
     paths = [lvl.path for lvl in design_node(node, "runc-new", 2)]
     assert "node/pod-g" in paths and not any("burstable" in p for p in paths)
 
@@ -60,14 +74,17 @@ def test_cpu_only_request_equal_limit_is_burstable():
     assert levels["node/burstable"].weight == 39  # its request counts at the burstable level
 
 
-@pytest.mark.parametrize("containers, qos", [
-    ([((None, None), (None, None))], "besteffort"),
-    ([((None, 1000), (None, 1 << 30))], "guaranteed"),           # requests default to limits
-    ([((1000, 1000), (1 << 30, 1 << 30)), ((100, 100), (None, None))], "burstable"),  # every container
-    ([((500, 1000), (1 << 30, 1 << 30))], "burstable"),
-    ([((None, None), (1 << 20, None))], "burstable"),
-    ([((0, 0), (0, 0))], "besteffort"),                           # zero counts as unset
-])
+@pytest.mark.parametrize(
+    "containers, qos",
+    [
+        ([((None, None), (None, None))], "besteffort"),
+        ([((None, 1000), (None, 1 << 30))], "guaranteed"),  # requests default to limits
+        ([((1000, 1000), (1 << 30, 1 << 30)), ((100, 100), (None, None))], "burstable"),  # every container
+        ([((500, 1000), (1 << 30, 1 << 30))], "burstable"),
+        ([((None, None), (1 << 20, None))], "burstable"),
+        ([((0, 0), (0, 0))], "besteffort"),  # zero counts as unset
+    ],
+)
 def test_qos_class_as_kubelet(containers, qos):
     assert qos_class(containers) == qos
 
@@ -76,6 +93,7 @@ def test_e4_burstable_level_is_what_kubelet_writes():
     # all five lab pods are burstable (p1-limited too): 100m + 1 + 2 + 1 + 1.1 = 5.2 CPUs -> 203,
     # the lab's 203-207 with the node's other burstable pods on top
     from throttlelab.model.weight_pods import E4_PODS, lab_pods
+
     node = Node("node", lab_pods(tuple(n for n, _ in E4_PODS), ("info",), "go124mod"))
     levels = _levels(node)
     assert levels["node/burstable"].weight == 203
@@ -123,8 +141,9 @@ def test_node_period_sets_every_quota_and_burst_budget_sums_at_the_pod():
 
 def test_burst_budget_above_the_quota_or_without_a_limit_is_refused():
     with pytest.raises(ValueError, match="exceeds the quota"):
-        design_node(Node("node", (Pod("x", (Container("a", ("burst",), limit_milli=250, burst_us=25_001),)),)),
-                    "runc-new", 2)
+        design_node(
+            Node("node", (Pod("x", (Container("a", ("burst",), limit_milli=250, burst_us=25_001),)),)), "runc-new", 2
+        )
     with pytest.raises(ValueError, match="needs a CPU limit"):
         Container("a", ("burst",), burst_us=1_000)
     with pytest.raises(ValueError, match="outside the kernel"):

@@ -9,8 +9,13 @@ from throttlelab.model import kubenode as kn
 
 
 def layout() -> kn.NodeLayout:
-    return kn.NodeLayout(root=Path("/var/tmp/n/1"), ports=kn.Ports(2379, 2380, 6443, 10250), bridge="tlnode1",
-                         subnet="10.213.4.0/24", cgroup_root="/throttlelab-node-1")
+    return kn.NodeLayout(
+        root=Path("/var/tmp/n/1"),
+        ports=kn.Ports(2379, 2380, 6443, 10250),
+        bridge="tlnode1",
+        subnet="10.213.4.0/24",
+        cgroup_root="/throttlelab-node-1",
+    )
 
 
 def test_every_component_listens_on_loopback_or_the_nodes_bridge():
@@ -30,8 +35,9 @@ def test_every_component_listens_on_loopback_or_the_nodes_bridge():
     assert "--kubelet-preferred-address-types=InternalIP" in api
     assert "--secure-port=0" in kn.controller_manager_argv("kcm", lay)
     assert "--secure-port=0" in kn.scheduler_argv("ks", lay)
-    assert 'stream_server_address = "127.0.0.1"' in kn.containerd_config_text(lay, {"runc-new": "a", "runc-old": "b"},
-                                                                               "/usr/lib/cni")
+    assert 'stream_server_address = "127.0.0.1"' in kn.containerd_config_text(
+        lay, {"runc-new": "a", "runc-old": "b"}, "/usr/lib/cni"
+    )
 
 
 def test_kubelet_changes_no_host_setting():
@@ -58,8 +64,9 @@ def test_pods_bridge_has_no_gateway_and_no_masquerade():
 
 
 def test_one_runtime_handler_per_runc_and_its_own_state():
-    text = kn.containerd_config_text(layout(), {"runc-new": "/c/runc-1.4.3/runc", "runc-old": "/c/runc-1.3.0/runc"},
-                                     "/usr/lib/cni")
+    text = kn.containerd_config_text(
+        layout(), {"runc-new": "/c/runc-1.4.3/runc", "runc-old": "/c/runc-1.3.0/runc"}, "/usr/lib/cni"
+    )
     assert 'root = "/var/tmp/n/1/containerd/root"' in text and 'state = "/var/tmp/n/1/containerd/state"' in text
     assert 'address = "/var/tmp/n/1/containerd/containerd.sock"' in text
     for handler, binary in (("runc-new", "/c/runc-1.4.3/runc"), ("runc-old", "/c/runc-1.3.0/runc")):

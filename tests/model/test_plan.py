@@ -61,7 +61,9 @@ def test_the_backend_decides_the_images_and_the_settings_handed_to_the_runner():
     word = _plan("kubernetes").backend_settings_arg()
     assert word.startswith("--backend-settings ")
     assert json.loads(shlex.split(word)[1]) == _plan("kubernetes").design.kubernetes
-    assert _plan().binary_args(["a/cpulab", "b/cpulab"]) == f"--binary {BUILDS[0]}=a/cpulab --binary {BUILDS[1]}=b/cpulab"
+    assert (
+        _plan().binary_args(["a/cpulab", "b/cpulab"]) == f"--binary {BUILDS[0]}=a/cpulab --binary {BUILDS[1]}=b/cpulab"
+    )
     assert _plan().node_cpus_arg() == "" and _plan(node_cpus="0-1").node_cpus_arg() == "--node-cpus 0-1"
 
 

@@ -24,9 +24,7 @@ def test_shares(milli, shares):
     assert q.milli_to_shares(milli) == shares
 
 
-@pytest.mark.parametrize(
-    "milli, quota", [(500, 50_000), (2000, 200_000), (250, 25_000), (1500, 150_000), (None, None)]
-)
+@pytest.mark.parametrize("milli, quota", [(500, 50_000), (2000, 200_000), (250, 25_000), (1500, 150_000), (None, None)])
 def test_quota(milli, quota):
     assert q.milli_to_quota(milli) == quota
 
@@ -98,14 +96,17 @@ def test_format_cpu_round_trips():
         assert q.parse_cpu(q.format_cpu(milli)) == milli
 
 
-@pytest.mark.parametrize(("rate", "clump", "span_ms", "arrivals"), [
-    (20, 10, 3000, 6),      # quick E2b clumped: 60 requests
-    (20, 1, 1500, 30),      # ci steady
-    (100, 50, 60000, 120),  # the lab's clumps of 50
-    (20, 10, 250, 1),       # 0.5 clumps: half up, as the generator's math.Floor(x + 0.5)
-    (20, 10, 200, 0),
-    (4, 1, 400, 2),         # /ping in the warm-up
-])
+@pytest.mark.parametrize(
+    ("rate", "clump", "span_ms", "arrivals"),
+    [
+        (20, 10, 3000, 6),  # quick E2b clumped: 60 requests
+        (20, 1, 1500, 30),  # ci steady
+        (100, 50, 60000, 120),  # the lab's clumps of 50
+        (20, 10, 250, 1),  # 0.5 clumps: half up, as the generator's math.Floor(x + 0.5)
+        (20, 10, 200, 0),
+        (4, 1, 400, 2),  # /ping in the warm-up
+    ],
+)
 def test_span_arrivals_is_the_generators_count(rate, clump, span_ms, arrivals):
     assert q.span_arrivals(rate, clump, span_ms) == arrivals
 

@@ -23,8 +23,10 @@ from throttlelab.host.interference import Interference
 from throttlelab.model import records, seeds
 from throttlelab.model.variants import VariantSpec
 
-REGENERATE = ("regenerate it: .venv/bin/python -c \"from throttlelab.model import records; "
-              "open('workload/testdata/records.json', 'w').write(records.workload_contract_json())\"")
+REGENERATE = (
+    'regenerate it: .venv/bin/python -c "from throttlelab.model import records; '
+    "open('workload/testdata/records.json', 'w').write(records.workload_contract_json())\""
+)
 
 
 def test_the_workloads_copy_of_the_contract_is_current():
@@ -41,32 +43,65 @@ def test_the_reader_requires_what_the_contract_requires():
 
 def test_docs_records_names_every_record_type_and_every_key():
     text = (PROJECT / "docs" / "RECORDS.md").read_text()
-    named = set(re.findall(r"`\"?([A-Za-z_][A-Za-z0-9_]*)\"?`", text)) | set(re.findall(r"\"([A-Za-z_][A-Za-z0-9_]*)\"", text))
+    named = set(re.findall(r"`\"?([A-Za-z_][A-Za-z0-9_]*)\"?`", text)) | set(
+        re.findall(r"\"([A-Za-z_][A-Za-z0-9_]*)\"", text)
+    )
     missing = [f"record type {name}" for name in records.RECORDS if name not in named]
     for group, shapes in (("record", records.RECORDS), ("summary", records.SUMMARIES), ("object", records.OBJECTS)):
-        missing += [f"{group} {shape.name}: key {key}" for shape in shapes.values() for key in shape.keys
-                    if key not in named]
+        missing += [
+            f"{group} {shape.name}: key {key}" for shape in shapes.values() for key in shape.keys if key not in named
+        ]
     assert missing == [], "docs/RECORDS.md does not name: " + "; ".join(missing)
 
 
 def _meta(interference: dict) -> dict:
-    args = argparse.Namespace(experiment="E2a", variant="limit1", repeat=0, backend="local", runtime="runc-new",
-                              seed=20261130, node_cpus=None)
-    spec = VariantSpec.from_dict("E2a", "limit1", {"build": "go124mod", "threads": 2, "work_ms": 20, "interval_ms": 530,
-                                                   "rounds": 6, "request": "100m", "limit": "250m"})
-    caps = Capabilities(cpus=2, cgroup_version=1, can_pin_cpus=True, has_pause_level=False, runtime="runc-new",
-                        notes=("a note",))
+    args = argparse.Namespace(
+        experiment="E2a", variant="limit1", repeat=0, backend="local", runtime="runc-new", seed=20261130, node_cpus=None
+    )
+    spec = VariantSpec.from_dict(
+        "E2a",
+        "limit1",
+        {
+            "build": "go124mod",
+            "threads": 2,
+            "work_ms": 20,
+            "interval_ms": 530,
+            "rounds": 6,
+            "request": "100m",
+            "limit": "250m",
+        },
+    )
+    caps = Capabilities(
+        cpus=2, cgroup_version=1, can_pin_cpus=True, has_pause_level=False, runtime="runc-new", notes=("a note",)
+    )
     ctx = Context(backend=None, capabilities=caps, node_cpus=None, seed=seeds.job_seed(20261130, "E2a", "limit1", 0))
     now = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    run = {"result": ExperimentResult(window_s=2.0, notes=["ran"]), "wall": 3.0, "started": now, "ended": now,
-           "load_before": (0.1, 0.2, 0.3), "load_after": (0.1, 0.2, 0.3), "interference": interference, "attempt": 0}
+    run = {
+        "result": ExperimentResult(window_s=2.0, notes=["ran"]),
+        "wall": 3.0,
+        "started": now,
+        "ended": now,
+        "load_before": (0.1, 0.2, 0.3),
+        "load_after": (0.1, 0.2, 0.3),
+        "interference": interference,
+        "attempt": 0,
+    }
     return meta_record(args, spec, ctx, {"go124mod": Path("cpulab")}, {"kernel": "test"}, run, {"go124mod": "ab"})
 
 
 @pytest.mark.parametrize("orchestrator_s", [None, 0.02])
 def test_the_meta_record_the_runner_writes_fits_the_contract(orchestrator_s):
-    seen = Interference(cpus=(0, 1), window_s=2.0, busy_s=0.5, lab_s=0.4, runner_s=0.05, outside_s=0.05,
-                        lab_scope="per-cpu", orchestrator_s=orchestrator_s, orchestrator_apart=True).as_record(0.2)
+    seen = Interference(
+        cpus=(0, 1),
+        window_s=2.0,
+        busy_s=0.5,
+        lab_s=0.4,
+        runner_s=0.05,
+        outside_s=0.05,
+        lab_scope="per-cpu",
+        orchestrator_s=orchestrator_s,
+        orchestrator_apart=True,
+    ).as_record(0.2)
     meta = _meta(seen)
     meta["disturbed_attempts"] = [{**seen, "log": "rep0.disturbed-1.jsonl", "waited_s": 1.0}]
     assert checked([meta]) == [meta]
@@ -80,8 +115,14 @@ def test_the_experiments_records_fit_the_contract():
     result = ExperimentResult()
     result.records.append(Readback("pod", "p", {"quota_us": 1}, {"quota_us": 1}).as_record())
     result.records.append({"type": "ancestor", "level": "host-root", "path": "/", "error": "unreadable"})
-    result.records.append({**podstat_record("e6", "burst", "scrape", 0, 1.5, {"nr_periods": 1}, at_ms=2.0),
-                           "source": "cadvisor", "cadvisor_ms": 3, "rescrapes": 0})
+    result.records.append(
+        {
+            **podstat_record("e6", "burst", "scrape", 0, 1.5, {"nr_periods": 1}, at_ms=2.0),
+            "source": "cadvisor",
+            "cadvisor_ms": 3,
+            "rescrapes": 0,
+        }
+    )
     result.add_output(Output("pod", "burst", 0, [{"type": "round", "round": 0}], "", 0.5))
     checked(result.records)  # the cpulab round passes as the workload wrote it; the runner's are checked
 

@@ -11,8 +11,10 @@ from throttlelab.experiments.services_experiments import load_args
 from throttlelab.model import seeds
 from throttlelab.model.variants import VariantSpec
 
-REGENERATE = ("regenerate it: .venv/bin/python -c \"from throttlelab.model import seeds; "
-              "open('workload/testdata/seeds.json', 'w').write(seeds.workload_seeds_json())\"")
+REGENERATE = (
+    'regenerate it: .venv/bin/python -c "from throttlelab.model import seeds; '
+    "open('workload/testdata/seeds.json', 'w').write(seeds.workload_seeds_json())\""
+)
 
 
 def test_the_workloads_copy_of_the_streams_is_current():

@@ -22,7 +22,18 @@ NO_KIND = "kind={binary: /nonexistent/kind, old_binary: /nonexistent/kind-v0.30.
 
 
 def snakemake(workdir: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(PROJECT / "Snakefile"), "-d", str(workdir), "--cores", "1", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(PROJECT / "Snakefile"),
+        "-d",
+        str(workdir),
+        "--cores",
+        "1",
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
@@ -60,15 +71,26 @@ def test_the_dag_runs_clusters_then_images_then_experiments_then_analysis_then_t
     by_rule: dict[str, list[str]] = {}
     for node, label in nodes.items():
         by_rule.setdefault(rule_of(label), []).append(node)
-    chain = ["create_cluster", "load_image", "run_experiment", "parse_runs", "compute_stats", "evaluate_findings",
-             "render_report"]
+    chain = [
+        "create_cluster",
+        "load_image",
+        "run_experiment",
+        "parse_runs",
+        "compute_stats",
+        "evaluate_findings",
+        "render_report",
+    ]
     for rule in chain + ["build_image", "build_kind_image", "build_podgate", "build_workload"]:
         assert rule in by_rule, f"{rule} missing from the kind DAG"
     for earlier, later in zip(chain, chain[1:]):
         assert any(reaches(edges, a, b) for a in by_rule[earlier] for b in by_rule[later]), f"{earlier} -> {later}"
     # images: the docker backend's image + podgate -> the kind image -> loaded into a cluster
-    for earlier, later in (("build_workload", "build_image"), ("build_image", "build_kind_image"),
-                           ("build_podgate", "build_kind_image"), ("build_kind_image", "load_image")):
+    for earlier, later in (
+        ("build_workload", "build_image"),
+        ("build_image", "build_kind_image"),
+        ("build_podgate", "build_kind_image"),
+        ("build_kind_image", "load_image"),
+    ):
         assert any((a, b) in edges for a in by_rule[earlier] for b in by_rule[later]), f"{earlier} -> {later}"
     # no experiment runs before its cluster exists and holds both images
     for run in by_rule["run_experiment"]:
@@ -78,8 +100,11 @@ def test_the_dag_runs_clusters_then_images_then_experiments_then_analysis_then_t
 
 def test_each_variant_runs_on_the_cluster_of_its_runtime(kind_dag):
     nodes, edges = kind_dag
-    clusters = {node: re.search(r"role: (\w+)", label).group(1) for node, label in nodes.items()
-                if rule_of(label) == "create_cluster"}
+    clusters = {
+        node: re.search(r"role: (\w+)", label).group(1)
+        for node, label in nodes.items()
+        if rule_of(label) == "create_cluster"
+    }
     assert sorted(clusters.values()) == ["new", "old"]
     for node, label in nodes.items():
         if rule_of(label) != "run_experiment":
@@ -139,18 +164,25 @@ def test_the_quick_plan_on_kind_runs_what_kind_can_and_lists_the_rest_with_reaso
     cgroup v1 host also every pinned variant). A real run prints the same list while parsing, before
     its first job: here it stops at the missing kind with the list printed and nothing made."""
     design = load_design({"profile": "quick", "backend": "kind"}, PROJECT / "config")
-    left = untestable_variants("kind", {n: e.variants for n, e in design.experiments.items()}, design.runtime,
-                               cgroup_version())
+    left = untestable_variants(
+        "kind", {n: e.variants for n, e in design.experiments.items()}, design.runtime, cgroup_version()
+    )
     assert ("E6", "limit") in left
     proc = snakemake(tmp_path, "-n", "report", "--config", "backend=kind", "profile=quick", NO_KIND)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert listed_as_untestable(proc.stderr, "kind") == left
     planned = set(re.findall(r"results/kind/raw/([^/\s]+)/([^/\s]+)/rep(\d+)\.jsonl", proc.stdout))
-    runnable = {(e, v, str(r)) for e, exp in design.experiments.items() for v in exp.variants
-                if (e, v) not in left for r in range(exp.repeats)}
+    runnable = {
+        (e, v, str(r))
+        for e, exp in design.experiments.items()
+        for v in exp.variants
+        if (e, v) not in left
+        for r in range(exp.repeats)
+    }
     assert planned == runnable
-    assert {e for e, _v, _r in planned} == {e for e, exp in design.experiments.items()
-                                            if any((e, v) not in left for v in exp.variants)}
+    assert {e for e, _v, _r in planned} == {
+        e for e, exp in design.experiments.items() if any((e, v) not in left for v in exp.variants)
+    }
     real = snakemake(tmp_path, "report", "--config", "backend=kind", "profile=quick", NO_KIND)
     assert real.returncode != 0 and "(nothing was run)" in real.stdout + real.stderr
     assert listed_as_untestable(real.stderr, "kind") == left
@@ -180,8 +212,10 @@ def test_the_smoke_target_plans_the_new_cluster_its_images_and_the_smoke_without
 def test_the_smoke_target_refuses_a_backend_without_a_cluster(tmp_path, backend):
     proc = snakemake(tmp_path, "-n", "smoke", "--config", f"backend={backend}")
     assert proc.returncode != 0
-    assert (f"the smoke target is the smallest real-cluster test and runs on kind or kubernetes only; this "
-            f"run's backend is '{backend}'") in proc.stdout + proc.stderr
+    assert (
+        f"the smoke target is the smallest real-cluster test and runs on kind or kubernetes only; this "
+        f"run's backend is '{backend}'"
+    ) in proc.stdout + proc.stderr
 
 
 def test_kubernetes_leaves_out_what_it_cannot_do_and_says_why(tmp_path):
@@ -189,7 +223,10 @@ def test_kubernetes_leaves_out_what_it_cannot_do_and_says_why(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "E5/pods not testable on the kubernetes backend: it pins the worker node to CPU 0" in proc.stderr
     assert "E2b/clumped-nolimit not testable on the kubernetes backend: it pins the node to CPUs 0" in proc.stderr
-    assert "E2b/clumped-limit not testable on the kubernetes backend: a container requests more CPU than its limit" in proc.stderr
+    assert (
+        "E2b/clumped-limit not testable on the kubernetes backend: a container requests more CPU than its limit"
+        in proc.stderr
+    )
     assert "E4/runc-old not testable on the kubernetes backend: it asks for the runc-old conversion" in proc.stderr
     assert "results/kubernetes/raw/E5/" not in proc.stdout and "results/kubernetes/raw/E10/" not in proc.stdout
     assert "results/kubernetes/raw/E4/runc-new/rep0.jsonl" in proc.stdout

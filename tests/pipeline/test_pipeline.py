@@ -23,7 +23,18 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 
 def snakemake(workdir: Path, *args: str, timeout: float = 600, **popen) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(PROJECT / "Snakefile"), "-d", str(workdir), "--cores", "1", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(PROJECT / "Snakefile"),
+        "-d",
+        str(workdir),
+        "--cores",
+        "1",
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **popen)
 
 
@@ -97,7 +108,9 @@ def test_the_orchestrator_keeps_out_of_every_measuring_window(ci_run):
             continue  # a read-out: nothing timed
         seen = meta["interference"]
         assert seen["orchestrator_s"] is not None, f"{path}: the orchestrator was not metered: {seen}"
-        assert seen["orchestrator_cpu"] <= 0.01, f"{path}: the orchestrator took {seen['orchestrator_cpu']:.2%} of a CPU"
+        assert seen["orchestrator_cpu"] <= 0.01, (
+            f"{path}: the orchestrator took {seen['orchestrator_cpu']:.2%} of a CPU"
+        )
         windows += 1
     assert windows >= 50
 
@@ -110,8 +123,10 @@ def test_e2a_shows_the_labs_pattern(ci_run):
         runs[variant] = [records for records in logs if not records[0]["interference"].get("disturbed")]
         if not runs[variant]:
             shares = [records[0]["interference"].get("outside_share") for records in logs]
-            pytest.skip(f"every E2a {variant} run was disturbed (outside the lab: {shares} of its CPUs): "
-                        "the timing pattern cannot be judged on this busy host")
+            pytest.skip(
+                f"every E2a {variant} run was disturbed (outside the lab: {shares} of its CPUs): "
+                "the timing pattern cannot be judged on this busy host"
+            )
 
     def p50(variant):
         values = []
@@ -177,7 +192,7 @@ def _planned(proc: subprocess.CompletedProcess) -> dict[str, list[str]]:
             rule = stripped.split()[1].rstrip(":")
             plan.setdefault(rule, [])
         elif rule and stripped.startswith("output:"):
-            plan[rule] += [p.strip() for p in stripped[len("output:"):].split(",")]
+            plan[rule] += [p.strip() for p in stripped[len("output:") :].split(",")]
     return plan
 
 
@@ -241,8 +256,20 @@ def _long_run_workdir(ci_run: Path, tmp_path: Path) -> tuple[Path, Path]:
 
 
 def _start(workdir: Path, profile: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(PROJECT / "Snakefile"), "-d", str(workdir), "--cores", "1",
-           "results/local/raw/E2a/long/rep0.jsonl", "--config", f"profile={profile}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(PROJECT / "Snakefile"),
+        "-d",
+        str(workdir),
+        "--cores",
+        "1",
+        "results/local/raw/E2a/long/rep0.jsonl",
+        "--config",
+        f"profile={profile}",
+    ]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
@@ -341,12 +368,17 @@ def test_changed_confidence_reruns_only_analysis_and_report(ci_run, tmp_path):
 
 
 def test_weights_follow_the_formulas_and_the_cpu_follows_the_weights(ci_run):
-    findings = {row["id"]: row for row in __import__("csv").DictReader(open(ci_run / "results/local/tables/findings.csv"))}
+    findings = {
+        row["id"]: row for row in __import__("csv").DictReader(open(ci_run / "results/local/tables/findings.csv"))
+    }
     assert findings["F8"]["verdict"] == "reproduced", findings["F8"]["reason"]
     e4 = _raw(ci_run, "E4")
     for variant, weights in (("runc-new", (17, 100)), ("runc-old", (4, 39))):
         levels = {r["path"]: r for r in e4[variant][0] if r["type"] == "readback"}
-        got = (levels["node/burstable/pod-two/small"]["design"]["weight"], levels["node/burstable/pod-two/big"]["design"]["weight"])
+        got = (
+            levels["node/burstable/pod-two/small"]["design"]["weight"],
+            levels["node/burstable/pod-two/big"]["design"]["weight"],
+        )
         assert got == weights
         assert all(not r["mismatches"] for r in levels.values())
 

@@ -35,8 +35,18 @@ def _tools_or_skip() -> None:
 
 
 def snakemake(workdir: Path, *args: str, timeout: float = 2400) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(PROJECT / "Snakefile"), "-d", str(workdir), "--cores", "1",
-           *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(PROJECT / "Snakefile"),
+        "-d",
+        str(workdir),
+        "--cores",
+        "1",
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
@@ -68,8 +78,11 @@ def test_lab_node_reproduces_f5_and_the_labs_e3_table_cell_by_cell(tmp_path):
     findings = {row["id"]: row for row in _rows(tables / "findings.csv")}
     assert findings["F5"]["verdict"] == "reproduced", findings["F5"]
     lab = lab_values("E3", "gomaxprocs")
-    ours = {row["variant"]: float(row["value"]) for row in _rows(tables / "metrics.csv")
-            if row["experiment"] == "E3" and row["metric"] == "gomaxprocs"}
+    ours = {
+        row["variant"]: float(row["value"])
+        for row in _rows(tables / "metrics.csv")
+        if row["experiment"] == "E3" and row["metric"] == "gomaxprocs"
+    }
     assert set(ours) == set(lab)
     assert {v: ours[v] for v in lab} == {v: float(x) for v, x in lab.items()}
     runs = _rows(tables / "runs.csv")
@@ -80,8 +93,11 @@ def test_lab_node_reproduces_f5_and_the_labs_e3_table_cell_by_cell(tmp_path):
     assert {row["cpu_accel"] for row in runs} <= {"tcg", "kvm"}
     # one edited variant of E3 reruns E3's batch, and no other experiment's
     edited = tmp_path / "lab-node-edited.yaml"
-    edited.write_text((PROJECT / "config/profiles/lab-node.yaml").read_text().replace(
-        "go125mod-2500m: {build: go125mod, limit: 2500m}", "go125mod-2500m: {build: go125mod, limit: 2600m}"))
+    edited.write_text(
+        (PROJECT / "config/profiles/lab-node.yaml")
+        .read_text()
+        .replace("go125mod-2500m: {build: go125mod, limit: 2500m}", "go125mod-2500m: {build: go125mod, limit: 2600m}")
+    )
     dry = snakemake(tmp_path, "-n", "raw", "--config", "backend=vm", f"profile={edited}")
     assert dry.returncode == 0, dry.stderr[-3000:]
     batches = {line.split()[0] for line in dry.stdout.splitlines() if line.startswith("run_batch_")}

@@ -40,15 +40,33 @@ def test_lab_reference_values_follow_the_spec():
 
 
 def test_variants_are_ordered_from_no_limit_down():
-    given = {"limit1": {"limit": 1}, "nolimit": {"limit": None}, "limit500m": {"limit": "500m"},
-             "limit2": {"limit": 2}, "limit1-2threads": {"limit": 1, "threads": 2}}
+    given = {
+        "limit1": {"limit": 1},
+        "nolimit": {"limit": None},
+        "limit500m": {"limit": "500m"},
+        "limit2": {"limit": 2},
+        "limit1-2threads": {"limit": 1, "threads": 2},
+    }
     specs = {name: VariantSpec.from_dict("E2a", name, spec) for name, spec in given.items()}
     assert by_limit(specs) == ["nolimit", "limit2", "limit1", "limit1-2threads", "limit500m"]
 
 
 def test_every_registered_figure_names_functions_and_tables_that_exist():
-    table_outputs = {"runs", "rounds", "headers", "readback", "summaries", "requests", "share_samples",
-                     "share_expectations", "podstats", "target_stats", "environment", "metrics", "estimates"}
+    table_outputs = {
+        "runs",
+        "rounds",
+        "headers",
+        "readback",
+        "summaries",
+        "requests",
+        "share_samples",
+        "share_expectations",
+        "podstats",
+        "target_stats",
+        "environment",
+        "metrics",
+        "estimates",
+    }
     for entry in registry.FIGURES.values():
         assert callable(registry.resolve(entry.draw)) and callable(registry.resolve(entry.caption)), entry.name
         assert set(entry.tables) <= table_outputs, entry.name
@@ -58,26 +76,41 @@ def test_every_registered_figure_names_functions_and_tables_that_exist():
 
 def test_the_registry_is_light_enough_for_the_rules_to_import():
     # rules/report.smk imports it while Snakemake parses the workflow: no plotting library with it
-    code = ("import sys; import throttlelab.figures.registry; "
-            "print(sorted(m for m in ('matplotlib', 'seaborn', 'pandas') if m in sys.modules))")
+    code = (
+        "import sys; import throttlelab.figures.registry; "
+        "print(sorted(m for m in ('matplotlib', 'seaborn', 'pandas') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PROJECT)
     assert out.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("experiments, names", [
-    (["E2a"], ["e2a_completion", "e2a_counters"]),
-    (["E3", "S1"], ["e3_gomaxprocs", "s1_throttling"]),
-    (["E10"], []),  # E10's shares are drawn beside E5's, in E5's figure
-    (["E1", "E4"], []),
-])
+@pytest.mark.parametrize(
+    "experiments, names",
+    [
+        (["E2a"], ["e2a_completion", "e2a_counters"]),
+        (["E3", "S1"], ["e3_gomaxprocs", "s1_throttling"]),
+        (["E10"], []),  # E10's shares are drawn beside E5's, in E5's figure
+        (["E1", "E4"], []),
+    ],
+)
 def test_a_profile_gets_the_figures_of_its_experiments(experiments, names):
     assert [entry.name for entry in registry.figures_for(experiments)] == names
 
 
 def test_the_command_draws_one_figure(tmp_path):
     out = tmp_path / "e3.svg"
-    code = draw.main(["--figure", "e3_gomaxprocs", "--table", f"metrics={TABLES / 'metrics.csv'}",
-                      "--table", f"runs={TABLES / 'runs.csv'}", "--out", str(out)])
+    code = draw.main(
+        [
+            "--figure",
+            "e3_gomaxprocs",
+            "--table",
+            f"metrics={TABLES / 'metrics.csv'}",
+            "--table",
+            f"runs={TABLES / 'runs.csv'}",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0 and out.read_text().startswith("<svg")
     assert "<title>E3: GOMAXPROCS by limit and module line</title>" in out.read_text()
 
@@ -86,9 +119,24 @@ def test_service_figures_show_the_quantile_the_runs_support():
     from throttlelab.figures.services_figures import e2b_latency_caption, latency_metric
 
     def est(points: dict[str, float]) -> pd.DataFrame:
-        return pd.DataFrame([{"experiment": "E2b", "variant": v, "metric": m, "point": p, "lo": float("nan"),
-                              "hi": float("nan"), "n": 5, "level": 0.95, "method": "Student t", "flag": ""}
-                             for v in ("a", "b") for m, p in points.items()])
+        return pd.DataFrame(
+            [
+                {
+                    "experiment": "E2b",
+                    "variant": v,
+                    "metric": m,
+                    "point": p,
+                    "lo": float("nan"),
+                    "hi": float("nan"),
+                    "n": 5,
+                    "level": 0.95,
+                    "method": "Student t",
+                    "flag": "",
+                }
+                for v in ("a", "b")
+                for m, p in points.items()
+            ]
+        )
 
     assert latency_metric(est({"work_p99_ms": 10.0, "work_p90_ms": 8.0}), "E2b") == ("work_p99_ms", "p99")
     short = est({"work_p99_ms": float("nan"), "work_p90_ms": 8.0, "work_p50_ms": 4.0})
@@ -103,40 +151,97 @@ def _beyond_tables(experiment: str, arms: dict[str, dict]) -> dict[str, pd.DataF
 
     from throttlelab.analysis.findings import predictions
 
-    base = {"build": "go124mod", "threads": 2, "work_ms": 20, "interval_ms": 433, "rounds": 4, "request": "100m",
-            "limit": "250m"}
+    base = {
+        "build": "go124mod",
+        "threads": 2,
+        "work_ms": 20,
+        "interval_ms": 433,
+        "rounds": 4,
+        "request": "100m",
+        "limit": "250m",
+    }
     runs, rounds, metrics, estimates = [], [], [], []
     for variant, params in arms.items():
         spec = VariantSpec.from_dict(experiment, variant, {**base, **params})
         arm = predictions.burst_arm(spec, predictions.cpuset_size(spec.cpus) or 2, spec.period_ms or 100.0)
         wall, throttled = arm.median_wall_ms() + 5, float(np.mean(arm.burst().throttled_periods))
         for rep in range(3):
-            runs.append({"backend": "local", "experiment": experiment, "variant": variant, "repeat": rep,
-                         **spec.columns()})
+            runs.append(
+                {"backend": "local", "experiment": experiment, "variant": variant, "repeat": rep, **spec.columns()}
+            )
             for k in range(4):
-                rounds.append({"backend": "local", "experiment": experiment, "variant": variant, "repeat": rep,
-                               "round": k, "wall_ms": wall * (1 + 0.02 * k),
-                               "d_throttled_usec": arm.throttled_ms() * 1000})
+                rounds.append(
+                    {
+                        "backend": "local",
+                        "experiment": experiment,
+                        "variant": variant,
+                        "repeat": rep,
+                        "round": k,
+                        "wall_ms": wall * (1 + 0.02 * k),
+                        "d_throttled_usec": arm.throttled_ms() * 1000,
+                    }
+                )
             for metric, value in (("p50_wall_ms", wall), ("throttled_per_round", throttled)):
-                metrics.append({"backend": "local", "experiment": experiment, "variant": variant, "repeat": rep,
-                                "metric": metric, "value": value * (1 + 0.01 * rep)})
+                metrics.append(
+                    {
+                        "backend": "local",
+                        "experiment": experiment,
+                        "variant": variant,
+                        "repeat": rep,
+                        "metric": metric,
+                        "value": value * (1 + 0.01 * rep),
+                    }
+                )
         for metric, value in (("p50_wall_ms", wall), ("throttled_per_round", throttled)):
-            estimates.append({"backend": "local", "experiment": experiment, "variant": variant, "metric": metric,
-                              "unit": "", "point": value, "lo": value * 0.95, "hi": value * 1.05, "n": 3,
-                              "level": 0.95, "scale": "log", "method": "Student t", "flag": "low n"})
-    return {"runs": pd.DataFrame(runs), "rounds": pd.DataFrame(rounds), "metrics": pd.DataFrame(metrics),
-            "estimates": pd.DataFrame(estimates)}
+            estimates.append(
+                {
+                    "backend": "local",
+                    "experiment": experiment,
+                    "variant": variant,
+                    "metric": metric,
+                    "unit": "",
+                    "point": value,
+                    "lo": value * 0.95,
+                    "hi": value * 1.05,
+                    "n": 3,
+                    "level": 0.95,
+                    "scale": "log",
+                    "method": "Student t",
+                    "flag": "low n",
+                }
+            )
+    return {
+        "runs": pd.DataFrame(runs),
+        "rounds": pd.DataFrame(rounds),
+        "metrics": pd.DataFrame(metrics),
+        "estimates": pd.DataFrame(estimates),
+    }
 
 
-@pytest.mark.parametrize("name, experiment, arms", [
-    ("x1_budget", "X1", {"nolimit": {"limit": None, "burst_ms": 0}, "budget0": {"burst_ms": 0},
-                         "budget-full": {"burst_ms": 25}}),
-    ("x2_period", "X2", {"period100": {"period_ms": 100}, "period20": {"period_ms": 20}}),
-    ("x3_queues", "X3", {"cpus1": {"threads": 8, "work_ms": 5, "cpus": "0"},
-                         "cpus2": {"threads": 8, "work_ms": 5, "cpus": "0-1"}}),
-    ("x4_overlap", "X4", {"synchronized": {"limit": "500m", "pods": 2, "stagger": False},
-                          "staggered": {"limit": "500m", "pods": 2, "stagger": True}}),
-])
+@pytest.mark.parametrize(
+    "name, experiment, arms",
+    [
+        (
+            "x1_budget",
+            "X1",
+            {"nolimit": {"limit": None, "burst_ms": 0}, "budget0": {"burst_ms": 0}, "budget-full": {"burst_ms": 25}},
+        ),
+        ("x2_period", "X2", {"period100": {"period_ms": 100}, "period20": {"period_ms": 20}}),
+        (
+            "x3_queues",
+            "X3",
+            {"cpus1": {"threads": 8, "work_ms": 5, "cpus": "0"}, "cpus2": {"threads": 8, "work_ms": 5, "cpus": "0-1"}},
+        ),
+        (
+            "x4_overlap",
+            "X4",
+            {
+                "synchronized": {"limit": "500m", "pods": 2, "stagger": False},
+                "staggered": {"limit": "500m", "pods": 2, "stagger": True},
+            },
+        ),
+    ],
+)
 def test_the_figures_beyond_the_lab_draw_from_their_tables(name, experiment, arms):
     tables = _beyond_tables(experiment, arms)
     svg = figure_to_svg(draw.draw(name, tables), name)
@@ -148,30 +253,76 @@ def test_the_figures_beyond_the_lab_draw_from_their_tables(name, experiment, arm
 
 def _service_tables(experiment: str, arms: dict[str, dict], values: dict[str, float]) -> dict[str, pd.DataFrame]:
     """Tidy tables of X5/X6 (3 runs per arm): the metrics their figures read, one value per arm."""
-    base = {"build": "go124mod", "request": "500m", "limit": "200m", "work_us": 2000, "rps": 20, "clump": 1,
-            "warmup_ms": 400, "duration_ms": 3000, "node_cpus": "0", "load_cpus": "1"}
+    base = {
+        "build": "go124mod",
+        "request": "500m",
+        "limit": "200m",
+        "work_us": 2000,
+        "rps": 20,
+        "clump": 1,
+        "warmup_ms": 400,
+        "duration_ms": 3000,
+        "node_cpus": "0",
+        "load_cpus": "1",
+    }
     runs, metrics, estimates = [], [], []
     for variant, params in arms.items():
         spec = VariantSpec.from_dict(experiment, variant, {**base, **params})
         for rep in range(3):
-            runs.append({"backend": "local", "experiment": experiment, "variant": variant, "repeat": rep,
-                         **spec.columns()})
+            runs.append(
+                {"backend": "local", "experiment": experiment, "variant": variant, "repeat": rep, **spec.columns()}
+            )
             for metric, value in {**values, "work_requests": 60}.items():
-                metrics.append({"backend": "local", "experiment": experiment, "variant": variant, "repeat": rep,
-                                "metric": metric, "value": value * (1 + 0.01 * rep)})
+                metrics.append(
+                    {
+                        "backend": "local",
+                        "experiment": experiment,
+                        "variant": variant,
+                        "repeat": rep,
+                        "metric": metric,
+                        "value": value * (1 + 0.01 * rep),
+                    }
+                )
         for metric, value in values.items():
-            estimates.append({"backend": "local", "experiment": experiment, "variant": variant, "metric": metric,
-                              "unit": "", "point": value, "lo": value * 0.9, "hi": value * 1.1, "n": 3, "level": 0.95,
-                              "scale": "log", "method": "Student t", "flag": "low n"})
+            estimates.append(
+                {
+                    "backend": "local",
+                    "experiment": experiment,
+                    "variant": variant,
+                    "metric": metric,
+                    "unit": "",
+                    "point": value,
+                    "lo": value * 0.9,
+                    "hi": value * 1.1,
+                    "n": 3,
+                    "level": 0.95,
+                    "scale": "log",
+                    "method": "Student t",
+                    "flag": "low n",
+                }
+            )
     return {"runs": pd.DataFrame(runs), "metrics": pd.DataFrame(metrics), "estimates": pd.DataFrame(estimates)}
 
 
-@pytest.mark.parametrize("name, experiment, arms", [
-    ("x5_near_limit", "X5", {"use30": {"rps": 15, "request_cpu_us": 4000}, "use90": {"rps": 45, "request_cpu_us": 4000}}),
-    ("x6_threads", "X6", {"clumped-500m-g2": {"limit": "500m", "clump": 10},
-                          "clumped-500m-g1": {"limit": "500m", "clump": 10, "gomaxprocs": 1},
-                          "closed-500m-g2": {"limit": "500m", "workers": 16}}),
-])
+@pytest.mark.parametrize(
+    "name, experiment, arms",
+    [
+        (
+            "x5_near_limit",
+            "X5",
+            {"use30": {"rps": 15, "request_cpu_us": 4000}, "use90": {"rps": 45, "request_cpu_us": 4000}},
+        ),
+        (
+            "x6_threads",
+            "X6",
+            {
+                "clumped-500m-g2": {"limit": "500m", "clump": 10},
+                "clumped-500m-g1": {"limit": "500m", "clump": 10, "gomaxprocs": 1},
+                "closed-500m-g2": {"limit": "500m", "workers": 16},
+            },
+        ),
+    ],
+)
 def test_the_service_figures_beyond_the_lab_draw_from_their_tables(name, experiment, arms):
     tables = _service_tables(experiment, arms, {"throttled_ratio": 0.1, "work_p90_ms": 20.0, "throughput_rps": 80.0})
     svg = figure_to_svg(draw.draw(name, tables), name)

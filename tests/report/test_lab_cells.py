@@ -21,10 +21,19 @@ def _ten_cpu_tables(override: dict[str, float] | None = None) -> tuple[pd.DataFr
         limit = rest.split("-")[0]
         rows.append(("vm", "E3", variant, 0, "gomaxprocs", value))
         rows.append(("vm", "E3", variant, 0, "expected_gomaxprocs", LAB_E3[variant]))
-        runs.append({"backend": "vm", "experiment": "E3", "variant": variant, "repeat": 0, "cpus": 10,
-                     "param_build": build, "param_limit": None if limit == "none" else limit,
-                     "param_gomaxprocs": 6 if variant.endswith("env6") else None,
-                     "param_godebug": "containermaxprocs=0" if variant.endswith("godebug") else None})
+        runs.append(
+            {
+                "backend": "vm",
+                "experiment": "E3",
+                "variant": variant,
+                "repeat": 0,
+                "cpus": 10,
+                "param_build": build,
+                "param_limit": None if limit == "none" else limit,
+                "param_gomaxprocs": 6 if variant.endswith("env6") else None,
+                "param_godebug": "containermaxprocs=0" if variant.endswith("godebug") else None,
+            }
+        )
     metrics = pd.DataFrame(rows, columns=["backend", "experiment", "variant", "repeat", "metric", "value"])
     return metrics, pd.DataFrame(runs)
 

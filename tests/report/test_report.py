@@ -37,6 +37,7 @@ from throttlelab.report import formatting, inputs, publish
 from throttlelab.report import page as report
 
 from conftest import PROJECT
+
 FIXTURES = PROJECT / "tests" / "fixtures"
 CI_CONFIG = {"profile": "ci"}
 
@@ -52,8 +53,10 @@ def drawn_figures(tables_dir: Path = FIXTURES / "tables") -> list[str]:
 
 
 def write_figures(tables_dir: Path, figures_dir: Path) -> list[str]:
-    tables = {name: draw.read_figure_table(name, tables_dir / f"{name}.csv")
-              for name in ("rounds", "metrics", "estimates", "runs")}
+    tables = {
+        name: draw.read_figure_table(name, tables_dir / f"{name}.csv")
+        for name in ("rounds", "metrics", "estimates", "runs")
+    }
     figures_dir.mkdir(parents=True, exist_ok=True)
     for name in drawn_figures(tables_dir):
         entry = registry.FIGURES[name]
@@ -68,9 +71,15 @@ def results(tmp_path_factory) -> Path:
     shutil.copytree(FIXTURES / "tables", root / "local" / "tables")
     shutil.copytree(FIXTURES / "report_raw", root / "local" / "raw")
     write_figures(root / "local" / "tables", root / "report" / "figures")
-    report.render_report(root / "local" / "tables", root / "local" / "raw", root / "report" / "figures", CI_CONFIG,
-                         root / "report" / "index.html", root / "report" / "findings_table.csv",
-                         root / "report" / "estimates_table.csv")
+    report.render_report(
+        root / "local" / "tables",
+        root / "local" / "raw",
+        root / "report" / "figures",
+        CI_CONFIG,
+        root / "report" / "index.html",
+        root / "report" / "findings_table.csv",
+        root / "report" / "estimates_table.csv",
+    )
     return root
 
 
@@ -170,8 +179,16 @@ def test_display_tables_match_the_page(results):
 
 @pytest.mark.parametrize(
     "value, text",
-    [(7052.5, "7052"), (84.37, "84.4"), (0.3125, "0.312"), (0.04512, "0.0451"), (2.0, "2"), (0, "0"),
-     (float("nan"), "—"), (-0.6667, "-0.667")],
+    [
+        (7052.5, "7052"),
+        (84.37, "84.4"),
+        (0.3125, "0.312"),
+        (0.04512, "0.0451"),
+        (2.0, "2"),
+        (0, "0"),
+        (float("nan"), "—"),
+        (-0.6667, "-0.667"),
+    ],
 )
 def test_numbers_get_three_significant_digits_without_exponents(value, text):
     assert fmt_number(value) == text
@@ -186,8 +203,12 @@ def test_nested_pod_settings_become_columns():
     spec = {"app": {"request": "500m", "limit": 2}, "sidecar": {"request": "100m", "limit": None}}
     columns = VariantSpec.from_dict("E1", "partial", spec).columns()
     table = report.settings_table(
-        pd.DataFrame({"experiment": ["E1"], "variant": ["partial"], "repeat": [0], **{k: [v] for k, v in columns.items()}}),
-        "E1", ["partial"])
+        pd.DataFrame(
+            {"experiment": ["E1"], "variant": ["partial"], "repeat": [0], **{k: [v] for k, v in columns.items()}}
+        ),
+        "E1",
+        ["partial"],
+    )
     assert table.columns == ["variant", "app request", "app limit", "sidecar request", "sidecar limit", "runs"]
     assert table.rows == [["partial", "500m", "2", "100m", "none", "1"]]
 
@@ -239,10 +260,13 @@ def test_the_checks_table_shows_requirements_and_derivations(page):
 def test_the_generator_table_counts_errors_per_run():
     rows = []
     for rep, (late, errors) in enumerate([(0.4, 0.0), (7.5, 3.0)]):
-        rows += [("local", "E2b", "clumped-limit", rep, "late_p99_ms", late, "ms", ""),
-                 ("local", "E2b", "clumped-limit", rep, "work_errors", errors, "count", "")]
-    metrics = pd.DataFrame.from_records(rows, columns=["backend", "experiment", "variant", "repeat", "metric",
-                                                       "value", "unit", "note"])
+        rows += [
+            ("local", "E2b", "clumped-limit", rep, "late_p99_ms", late, "ms", ""),
+            ("local", "E2b", "clumped-limit", rep, "work_errors", errors, "count", ""),
+        ]
+    metrics = pd.DataFrame.from_records(
+        rows, columns=["backend", "experiment", "variant", "repeat", "metric", "value", "unit", "note"]
+    )
     table = report.generator_table(metrics, "E2b", ["clumped-limit"])
     assert table.columns[2] == "/work errors per run"
     assert table.rows == [["clumped-limit", "rep0: 0.400, rep1: 7.50 SUSPECT", "rep0: 0, rep1: 3", "1 suspect"]]
@@ -250,11 +274,25 @@ def test_the_generator_table_counts_errors_per_run():
 
 
 def test_an_empty_quantile_says_why_in_the_estimates_table():
-    estimates = pd.DataFrame([{
-        "backend": "local", "experiment": "E2b", "variant": "clumped-limit", "metric": "work_p99_ms", "unit": "ms",
-        "point": float("nan"), "lo": float("nan"), "hi": float("nan"), "n": 5, "level": 0.95, "scale": "log",
-        "method": "not computed in 5 of 5 runs: /work: n too small for p99: 60 requests (needs 368)",
-        "flag": "n too small"}])
+    estimates = pd.DataFrame(
+        [
+            {
+                "backend": "local",
+                "experiment": "E2b",
+                "variant": "clumped-limit",
+                "metric": "work_p99_ms",
+                "unit": "ms",
+                "point": float("nan"),
+                "lo": float("nan"),
+                "hi": float("nan"),
+                "n": 5,
+                "level": 0.95,
+                "scale": "log",
+                "method": "not computed in 5 of 5 runs: /work: n too small for p99: 60 requests (needs 368)",
+                "flag": "n too small",
+            }
+        ]
+    )
     table = report.estimates_table(estimates, "E2b", ["clumped-limit"])
     (row,) = table.rows
     assert "n too small for p99: 60 requests (needs 368)" in row.method and row.cells == ["—"]
@@ -285,8 +323,9 @@ def test_the_seed_on_the_page_is_the_one_the_runs_recorded_not_the_configs(resul
 
 
 def publish_fixture(results: Path, out: Path) -> Path:
-    return publish.publish(results, results / "report", results / "local" / "tables", results / "local" / "raw",
-                          CI_CONFIG, out)
+    return publish.publish(
+        results, results / "report", results / "local" / "tables", results / "local" / "raw", CI_CONFIG, out
+    )
 
 
 def unpack(archive: Path, into: Path) -> Path:
@@ -302,13 +341,20 @@ def test_published_archive_verifies_against_its_manifest(results, tmp_path, monk
     archive = publish_fixture(results, tmp_path / "throttlelab-report-local-ci.tar.gz")
     root = unpack(archive, tmp_path / "unpacked")
     assert root.name == "throttlelab-report-local-ci"
-    for member in ("report/index.html", "report/figures/e2a_completion.svg", "local/tables/findings.csv",
-                   "local/raw/E2a/limit1/rep2.jsonl", "config/config.yaml", "config/profiles/ci.yaml"):
+    for member in (
+        "report/index.html",
+        "report/figures/e2a_completion.svg",
+        "local/tables/findings.csv",
+        "local/raw/E2a/limit1/rep2.jsonl",
+        "config/config.yaml",
+        "config/profiles/ci.yaml",
+    ):
         assert (root / member).is_file(), member
     assert publish.verify_manifest(root) == []
     if shutil.which("sha256sum"):
-        check = subprocess.run(["sha256sum", "--check", "--quiet", publish.MANIFEST_NAME], cwd=root,
-                               capture_output=True, text=True)
+        check = subprocess.run(
+            ["sha256sum", "--check", "--quiet", publish.MANIFEST_NAME], cwd=root, capture_output=True, text=True
+        )
         assert check.returncode == 0, check.stdout + check.stderr
     digest, name = Path(f"{archive}.sha256").read_text().split()
     assert (digest, name) == (sha256_file(archive), archive.name)
@@ -351,13 +397,25 @@ def test_publish_names_a_missing_raw_log(results, tmp_path):
     shutil.copytree(results, tmp_path / "results", dirs_exist_ok=True)
     (tmp_path / "results/local/raw/E2a/limit1/rep1.jsonl").unlink()
     with pytest.raises(ReportError, match=r"missing: .*E2a/limit1/rep1\.jsonl"):
-        publish.publish(tmp_path / "results", tmp_path / "results/report", tables, tmp_path / "results/local/raw",
-                       CI_CONFIG, tmp_path / "results/r.tar.gz")
+        publish.publish(
+            tmp_path / "results",
+            tmp_path / "results/report",
+            tables,
+            tmp_path / "results/local/raw",
+            CI_CONFIG,
+            tmp_path / "results/r.tar.gz",
+        )
 
 
 def test_config_overrides_travel_with_the_archive(results, tmp_path):
-    out = publish.publish(results, results / "report", results / "local" / "tables", results / "local" / "raw",
-                         {"profile": "ci", "stats": {"confidence": 0.9}}, tmp_path / "r.tar.gz")
+    out = publish.publish(
+        results,
+        results / "report",
+        results / "local" / "tables",
+        results / "local" / "raw",
+        {"profile": "ci", "stats": {"confidence": 0.9}},
+        tmp_path / "r.tar.gz",
+    )
     root = unpack(out, tmp_path / "unpacked")
     assert "confidence: 0.9" in (root / "config/config.yaml").read_text()
 
@@ -367,9 +425,17 @@ def test_config_overrides_travel_with_the_archive(results, tmp_path):
 
 
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run", "--no-default-browser-check",
-    "--disable-extensions", "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-extensions",
+    "--remote-debugging-address=127.0.0.1",
+    "--remote-debugging-port=0",
 ]
 
 
@@ -469,9 +535,13 @@ def start_chromium(binary: str, profile_dir: Path, scratch: Path) -> tuple[subpr
     ``scratch``: chromium puts its singleton socket in a fresh org.chromium.* folder there and,
     stopped by a signal, leaves that folder behind (it did in /tmp). The path must stay short: a
     socket path over 107 bytes makes chromium abort."""
-    proc = subprocess.Popen([binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile_dir}", "about:blank"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
-                            env={**os.environ, "TMPDIR": str(scratch)})
+    proc = subprocess.Popen(
+        [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile_dir}", "about:blank"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        env={**os.environ, "TMPDIR": str(scratch)},
+    )
     port_file = profile_dir / "DevToolsActivePort"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -581,8 +651,9 @@ def test_experiments_beyond_the_lab_come_last_under_their_heading_and_their_find
     pd.concat([runs, x3]).to_csv(tables / "runs.csv", index=False)
     rounds = pd.read_csv(tables / "rounds.csv")
     copied = rounds[(rounds["experiment"] == "E2a") & (rounds["variant"] == "limit1")]
-    pd.concat([rounds, copied.assign(experiment="X3", variant="cpus1"), copied.assign(experiment="X3", variant="cpus2")]
-              ).to_csv(tables / "rounds.csv", index=False)
+    pd.concat(
+        [rounds, copied.assign(experiment="X3", variant="cpus1"), copied.assign(experiment="X3", variant="cpus2")]
+    ).to_csv(tables / "rounds.csv", index=False)
     write_figures(tables, tmp_path / "figures")
     findings = pd.read_csv(tables / "findings.csv")
     f14 = findings.head(1).copy()
@@ -590,17 +661,24 @@ def test_experiments_beyond_the_lab_come_last_under_their_heading_and_their_find
     f14["claim"], f14["reference"] = "Throttled time is summed over run queues, not threads.", "none: ours"
     pd.concat([findings, f14]).to_csv(tables / "findings.csv", index=False)
     out = tmp_path / "report" / "index.html"
-    report.render_report(tables, FIXTURES / "report_raw", tmp_path / "figures", CI_CONFIG, out,
-                         tmp_path / "report" / "findings_table.csv", tmp_path / "report" / "estimates_table.csv")
+    report.render_report(
+        tables,
+        FIXTURES / "report_raw",
+        tmp_path / "figures",
+        CI_CONFIG,
+        out,
+        tmp_path / "report" / "findings_table.csv",
+        tmp_path / "report" / "estimates_table.csv",
+    )
     html = out.read_text()
     parsed = parse(out)
     assert parsed.finding_rows == 12
     sections = [i for i in parsed.ids if i.startswith("exp-") or i == "beyond"]
     assert sections[-2:] == ["beyond", "exp-X3"], sections
-    row = html[html.index('id="finding-F14"'):]
-    row = row[:row.index("</tr>")]
+    row = html[html.index('id="finding-F14"') :]
+    row = row[: row.index("</tr>")]
     assert 'class="ours">ours' in row and "Hypothesis, as written before the data:" in row
-    assert 'class="ours"' not in html[html.index('id="finding-F1"'):html.index('id="finding-F2"')]
+    assert 'class="ours"' not in html[html.index('id="finding-F1"') : html.index('id="finding-F2"')]
     assert "F14 came out reproduced" in html and "not over its threads" in html
     shown = pd.read_csv(tmp_path / "report" / "findings_table.csv").set_index("id")
     assert shown.loc["F14", "claim of"] == "ours" and shown.loc["F1", "claim of"] == "the lab's"

@@ -16,9 +16,26 @@ from conftest import PROJECT
 
 def snakemake(work: Path, profile: Path, *options: str) -> str:
     proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-s", str(PROJECT / "Snakefile"), "-d", str(work), "--cores", "1",
-         *options, "report", "publish", "--config", f"profile={profile}", "experiments=[E3]"],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(PROJECT / "Snakefile"),
+            "-d",
+            str(work),
+            "--cores",
+            "1",
+            *options,
+            "report",
+            "publish",
+            "--config",
+            f"profile={profile}",
+            "experiments=[E3]",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout + proc.stderr
@@ -31,7 +48,7 @@ def test_editing_the_profiles_text_reruns_the_page_and_the_archive_only(tmp_path
     profile.write_text((PROJECT / "config" / "profiles" / "ci.yaml").read_text())
     summary = snakemake(work, profile, "--summary").splitlines()
     header = next(k for k, line in enumerate(summary) if line.startswith("output_file\t"))
-    outputs = [line.split("\t")[0] for line in summary[header + 1:] if "\t" in line]
+    outputs = [line.split("\t")[0] for line in summary[header + 1 :] if "\t" in line]
     assert any(path.endswith("index.html") for path in outputs), summary
     # every output present and of one age, the profile older: nothing to do
     then = time.time()
@@ -43,7 +60,9 @@ def test_editing_the_profiles_text_reruns_the_page_and_the_archive_only(tmp_path
     os.utime(profile, (then - 60, then - 60))
     assert "Nothing to be done" in snakemake(work, profile, "-n")
     # a profile's text edited (its description: shown on the page), nothing else
-    profile.write_text(profile.read_text().replace("description: >\n  A smoke run", "description: >\n  An edited run", 1))
+    profile.write_text(
+        profile.read_text().replace("description: >\n  A smoke run", "description: >\n  An edited run", 1)
+    )
     os.utime(profile, (then + 60, then + 60))
     planned = snakemake(work, profile, "-n")
     jobs = set(re.findall(r"^([a-z_]+)\s+\d+$", planned, re.M))  # the job stats table

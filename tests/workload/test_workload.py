@@ -53,17 +53,45 @@ def test_go_vet_gofmt_and_go_test_pass():
     assert fmt.returncode == 0 and fmt.stdout == "", f"not gofmt-clean: {fmt.stdout}{fmt.stderr}"
     tests = subprocess.run([go, "test", "./..."], cwd=WORKLOAD, env=env, capture_output=True, text=True, timeout=240)
     # the failing packages and tests first: pytest may cut a long message, never its start
-    failures = [line for line in (tests.stdout + tests.stderr).splitlines()
-                if line.startswith(("--- FAIL", "FAIL", "panic:")) or "_test.go:" in line]
+    failures = [
+        line
+        for line in (tests.stdout + tests.stderr).splitlines()
+        if line.startswith(("--- FAIL", "FAIL", "panic:")) or "_test.go:" in line
+    ]
     assert tests.returncode == 0, "\n".join(failures) + "\n\n" + tests.stdout + tests.stderr
 
 
 # --- info ------------------------------------------------------------------
 
-HEADER_KEYS = {"type", "program", "version", "variant", "go_version", "gomaxprocs", "num_cpu", "env",
-               "default_godebug", "cgroup", "command", "params", "pid", "time"}
-CGROUP_KEYS = {"version", "path", "quota_us", "period_us", "burst_us", "weight", "shares", "nr_periods",
-               "nr_throttled", "throttled_usec", "usage_usec"}
+HEADER_KEYS = {
+    "type",
+    "program",
+    "version",
+    "variant",
+    "go_version",
+    "gomaxprocs",
+    "num_cpu",
+    "env",
+    "default_godebug",
+    "cgroup",
+    "command",
+    "params",
+    "pid",
+    "time",
+}
+CGROUP_KEYS = {
+    "version",
+    "path",
+    "quota_us",
+    "period_us",
+    "burst_us",
+    "weight",
+    "shares",
+    "nr_periods",
+    "nr_throttled",
+    "throttled_usec",
+    "usage_usec",
+}
 
 
 def test_info_of_both_builds(binaries):
@@ -78,8 +106,12 @@ def test_info_of_both_builds(binaries):
         assert header["go_version"].startswith("go") and isinstance(header["pid"], int)
         assert set(header["env"]) == {"GOMAXPROCS", "GODEBUG"}
         assert CGROUP_KEYS <= header["cgroup"].keys() and header["cgroup"]["version"] in (1, 2)
-        assert summary == {"type": "summary", "gomaxprocs": header["gomaxprocs"],
-                           "num_cpu": header["num_cpu"], "cgroup": summary["cgroup"]}
+        assert summary == {
+            "type": "summary",
+            "gomaxprocs": header["gomaxprocs"],
+            "num_cpu": header["num_cpu"],
+            "cgroup": summary["cgroup"],
+        }
         headers[variant] = header
     # The go.mod line alone changes the defaults baked into the binary.
     old, new = headers["go124mod"]["default_godebug"], headers["go125mod"]["default_godebug"]
@@ -184,8 +216,12 @@ def test_burst_is_throttled_by_a_v1_quota(binaries, v1_cgroups):
 @pytest.fixture
 def serve(binaries, request):
     """A `cpulab serve` on 127.0.0.1 with a free port; always terminated."""
-    proc = subprocess.Popen([str(binaries["go124mod"]), "serve", "-addr=127.0.0.1:0", "-live-mb=16"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(binaries["go124mod"]), "serve", "-addr=127.0.0.1:0", "-live-mb=16"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
     def stop():
         if proc.poll() is None:
@@ -209,8 +245,18 @@ def serve(binaries, request):
 
 def test_serve_and_load_on_loopback(binaries, serve):
     proc, addr = serve
-    result = run_cpulab(binaries["go124mod"], "load", f"-target=http://{addr}", "-rps=100", "-clump=5",
-                        "-ping-rps=20", "-duration=3s", "-warmup=500ms", "-timeout=5s", "-label=pytest")
+    result = run_cpulab(
+        binaries["go124mod"],
+        "load",
+        f"-target=http://{addr}",
+        "-rps=100",
+        "-clump=5",
+        "-ping-rps=20",
+        "-duration=3s",
+        "-warmup=500ms",
+        "-timeout=5s",
+        "-label=pytest",
+    )
     assert result.returncode == 0, result.stderr
     records = parse_records(result.stdout)
     assert records[0]["type"] == "header" and records[0]["params"]["target"] == [f"http://{addr}"]
@@ -238,17 +284,20 @@ def test_serve_and_load_on_loopback(binaries, serve):
 # --- bad input ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("args, mentions", [
-    ((), "usage"),
-    (("frobnicate",), "unknown subcommand"),
-    (("burst", "-nope"), "-nope"),
-    (("burst", "-threads=0"), "-threads"),
-    (("burst", "-work=-20ms"), "-work"),
-    (("spin", "-report=0s"), "-report"),
-    (("serve", "-alloc=-1"), "-alloc"),
-    (("load", "-target=http://127.0.0.1:9", "-rps=-1"), "-rps"),
-    (("load", "-target=http://127.0.0.1:9", "-duration=0s"), "-duration"),
-])
+@pytest.mark.parametrize(
+    "args, mentions",
+    [
+        ((), "usage"),
+        (("frobnicate",), "unknown subcommand"),
+        (("burst", "-nope"), "-nope"),
+        (("burst", "-threads=0"), "-threads"),
+        (("burst", "-work=-20ms"), "-work"),
+        (("spin", "-report=0s"), "-report"),
+        (("serve", "-alloc=-1"), "-alloc"),
+        (("load", "-target=http://127.0.0.1:9", "-rps=-1"), "-rps"),
+        (("load", "-target=http://127.0.0.1:9", "-duration=0s"), "-duration"),
+    ],
+)
 def test_bad_input_exits_2(binaries, args, mentions):
     result = run_cpulab(binaries["go124mod"], *args)
     assert result.returncode == 2

@@ -51,23 +51,34 @@ def read_tables(tables_dir: str | Path, names: Sequence[str]) -> dict[str, pd.Da
     return {name: tidy.read_table(Path(tables_dir) / f"{name}.csv", name) for name in names}
 
 
-def make_statistics(tables_dir: str | Path, metrics_path: str | Path, estimates_path: str | Path, *,
-                    confidence: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def make_statistics(
+    tables_dir: str | Path, metrics_path: str | Path, estimates_path: str | Path, *, confidence: float, seed: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """compute_stats: tidy tables -> metrics.csv (per run) and estimates.csv (across repeats)."""
     level = _check_confidence(confidence)
-    tables = read_tables(tables_dir, ("runs", "headers", "summaries", "rounds", "requests", "readback", "share_samples",
-                                      "podstats", "target_stats"))
+    tables = read_tables(
+        tables_dir,
+        ("runs", "headers", "summaries", "rounds", "requests", "readback", "share_samples", "podstats", "target_stats"),
+    )
     per_run = metrics.run_metrics(tables)
-    across = metrics.estimates_table(per_run, tables["requests"], level=level, seed=seed,
-                                     timeout_ms=metrics.load_timeout_ms(tables["headers"]))
+    across = metrics.estimates_table(
+        per_run, tables["requests"], level=level, seed=seed, timeout_ms=metrics.load_timeout_ms(tables["headers"])
+    )
     _write_csv(per_run, metrics_path)
     _write_csv(across, estimates_path)
     return per_run, across
 
 
-def make_findings(tables_dir: str | Path, metrics_path: str | Path, findings_path: str | Path,
-                  checks_path: str | Path, *, experiments: Sequence[str], confidence: float,
-                  left_out: Mapping[str, str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def make_findings(
+    tables_dir: str | Path,
+    metrics_path: str | Path,
+    findings_path: str | Path,
+    checks_path: str | Path,
+    *,
+    experiments: Sequence[str],
+    confidence: float,
+    left_out: Mapping[str, str] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """evaluate_findings: per-run metrics + the profile's experiments -> findings.csv and checks.csv.
     ``left_out``: "experiment/variant" -> why the backend left it out of the plan."""
     level = _check_confidence(confidence)
@@ -108,8 +119,12 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--findings", required=True, help="findings.csv to write")
     f.add_argument("--checks", required=True, help="checks.csv to write")
     f.add_argument("--confidence", type=float, required=True)
-    f.add_argument("--left-out", type=json.loads, default={},
-                   help='JSON {"experiment/variant": reason} of the variants this backend left out of the plan')
+    f.add_argument(
+        "--left-out",
+        type=json.loads,
+        default={},
+        help='JSON {"experiment/variant": reason} of the variants this backend left out of the plan',
+    )
     return p
 
 
@@ -120,12 +135,19 @@ def run(args: argparse.Namespace) -> str:
         sizes = ", ".join(f"{name} {len(frame)}" for name, frame in tables.items())
         return f"parsed {len(args.raw)} raw logs -> {args.out_dir} ({sizes} rows)"
     if args.command == "stats":
-        per_run, across = make_statistics(args.tables_dir, args.metrics, args.estimates,
-                                          confidence=args.confidence, seed=args.seed)
+        per_run, across = make_statistics(
+            args.tables_dir, args.metrics, args.estimates, confidence=args.confidence, seed=args.seed
+        )
         return f"{len(per_run)} per-run metrics, {len(across)} estimates at {args.confidence:g}"
-    rows, checks = make_findings(args.tables_dir, args.metrics, args.findings, args.checks,
-                                 experiments=args.experiments, confidence=args.confidence,
-                                 left_out=args.left_out)
+    rows, checks = make_findings(
+        args.tables_dir,
+        args.metrics,
+        args.findings,
+        args.checks,
+        experiments=args.experiments,
+        confidence=args.confidence,
+        left_out=args.left_out,
+    )
     verdicts = ", ".join(f"{r.id} {r.verdict}" for r in rows.itertuples())
     return f"{len(rows)} findings ({len(checks)} checks): {verdicts}"
 

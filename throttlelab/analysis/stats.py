@@ -364,8 +364,10 @@ def run_latency_summary(latencies_ms, *, ok=None, timeout_ms: float | None = Non
     errors = int(lat.size - good.sum())
     if errors:
         if timeout_ms is None or not math.isfinite(timeout_ms) or timeout_ms <= 0:
-            raise ValueError(f"{errors} request(s) failed: their latency is the client timeout, so timeout_ms "
-                             f"must be a positive number, got {timeout_ms!r}")
+            raise ValueError(
+                f"{errors} request(s) failed: their latency is the client timeout, so timeout_ms "
+                f"must be a positive number, got {timeout_ms!r}"
+            )
         lat[~good] = timeout_ms
     n = int(lat.size)
     values: dict[str, float] = {}
@@ -413,8 +415,16 @@ def estimate(values, *, log: bool, level: float = 0.95, label: str = "per-run va
     _check_level(level)
     if not log and np.all(_values(values) == 0):
         n_zero = int(np.asarray(values).size)
-        return Estimate(0.0, math.nan, math.nan, n_zero, level, "linear",
-                        f"{label}: exactly 0 in every run, R = {n_zero}", zeros_flag(n_zero))
+        return Estimate(
+            0.0,
+            math.nan,
+            math.nan,
+            n_zero,
+            level,
+            "linear",
+            f"{label}: exactly 0 in every run, R = {n_zero}",
+            zeros_flag(n_zero),
+        )
     x = _on_scale(values, log=log)
     n = int(x.size)
     scale: Scale = "log" if log else "linear"
@@ -484,15 +494,17 @@ def estimate_proportion(k, n, *, level: float = 0.95, label: str = "per-run thro
     ks, ns = _counts(k, n)
     runs = int(ks.size)
     if np.all(ks == 0):
-        return Estimate(0.0, math.nan, math.nan, runs, level, "logit",
-                        f"{label}: no event in any run, R = {runs}", zeros_flag(runs))
+        return Estimate(
+            0.0, math.nan, math.nan, runs, level, "logit", f"{label}: no event in any run, R = {runs}", zeros_flag(runs)
+        )
     counted = ns > 0
     ks, ns = ks[counted], ns[counted]
     big_k, big_n = float(ks.sum()), float(ns.sum())
     r = int(ks.size)
     if r < MIN_RUNS_INTERVAL:
-        return Estimate(big_k / big_n, math.nan, math.nan, r, level, "logit",
-                        f"{label}: pooled count, R = {r}", FLAG_N_TOO_SMALL)
+        return Estimate(
+            big_k / big_n, math.nan, math.nan, r, level, "logit", f"{label}: pooled count, R = {r}", FLAG_N_TOO_SMALL
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DegenerateWarning)
         est = estimate(empirical_logit(ks, ns), log=False, level=level, label=label)
@@ -505,9 +517,11 @@ def estimate_proportion(k, n, *, level: float = 0.95, label: str = "per-run thro
         exact_hi = float(sps.beta.ppf(1 - tail, big_k + 1, big_n - big_k)) if big_k < big_n else 1.0
         if math.isfinite(lo) and math.isfinite(hi):
             exact_lo, exact_hi = min(lo, exact_lo), max(hi, exact_hi)
-        method = (f"union of that interval and the exact binomial (Clopper-Pearson) interval of {big_k:g} events in "
-                  f"{big_n:g} pooled over R = {r} runs: fewer than {MIN_EVENTS_PER_RUN} per run, too sparse for "
-                  "the per-run logit alone; " + method)
+        method = (
+            f"union of that interval and the exact binomial (Clopper-Pearson) interval of {big_k:g} events in "
+            f"{big_n:g} pooled over R = {r} runs: fewer than {MIN_EVENTS_PER_RUN} per run, too sparse for "
+            "the per-run logit alone; " + method
+        )
         return Estimate(_expit(est.point), exact_lo, exact_hi, r, level, "logit", method, FLAG_SPARSE)
     if est.flag == FLAG_DEGENERATE:
         _degenerate(f"{label}: every run has the same logit")
@@ -617,8 +631,7 @@ def compare(a, b, *, log: bool = True, level: float = 0.95, label: str = "per-ru
     if min_p > 1 - level:
         runs = f"R = {na}" if na == nb else f"R = {na} vs {nb}"
         note = (
-            f"cannot reach significance with {runs}: the smallest exact "
-            f"Mann-Whitney p is {min_p:.3g} > {1 - level:.3g}"
+            f"cannot reach significance with {runs}: the smallest exact Mann-Whitney p is {min_p:.3g} > {1 - level:.3g}"
         )
 
     if log:
@@ -689,15 +702,31 @@ def ratio_of_means(a, b, *, level: float = 0.95, label: str = "per-run values") 
     note = ""
     if min_p > 1 - level:
         runs = f"R = {na}" if na == nb else f"R = {na} vs {nb}"
-        note = (f"cannot reach significance with {runs}: the smallest exact Mann-Whitney p is "
-                f"{min_p:.3g} > {1 - level:.3g}")
+        note = (
+            f"cannot reach significance with {runs}: the smallest exact Mann-Whitney p is {min_p:.3g} > {1 - level:.3g}"
+        )
     method = f"ratio of means, Fieller interval (Welch) on {label}; exact Mann-Whitney U; R = {na} vs {nb}"
     ma, mb = float(xa.mean()), float(xb.mean())
-    base = dict(n_a=na, n_b=nb, level=level, scale="mean-ratio", p_value=p_value, u=u, a12=u / (na * nb),
-                min_p=min_p, method=method, note=note)
+    base = dict(
+        n_a=na,
+        n_b=nb,
+        level=level,
+        scale="mean-ratio",
+        p_value=p_value,
+        u=u,
+        a12=u / (na * nb),
+        min_p=min_p,
+        method=method,
+        note=note,
+    )
     if mb <= 0:
-        return Comparison(effect=math.nan, lo=math.nan, hi=math.nan, flag=FLAG_DEGENERATE,
-                          **{**base, "note": "; ".join(x for x in (note, "the baseline's mean is 0") if x)})
+        return Comparison(
+            effect=math.nan,
+            lo=math.nan,
+            hi=math.nan,
+            flag=FLAG_DEGENERATE,
+            **{**base, "note": "; ".join(x for x in (note, "the baseline's mean is 0") if x)},
+        )
     effect = ma / mb
     if np.all(xa == 0):
         return Comparison(effect=0.0, lo=math.nan, hi=math.nan, flag=zeros_flag(na), **base)
@@ -716,10 +745,20 @@ def ratio_of_means(a, b, *, level: float = 0.95, label: str = "per-run values") 
     qc = ma**2 - t2 * va
     disc = qb**2 - qa * qc
     if qa <= 0 or disc < 0:
-        return Comparison(effect=effect, lo=math.nan, hi=math.nan, flag=FLAG_N_TOO_SMALL,
-                          **{**base, "note": "; ".join(x for x in (note, "the baseline's mean is not clearly "
-                                                                    "above 0, so the ratio has no bounded "
-                                                                    "interval") if x)})
+        return Comparison(
+            effect=effect,
+            lo=math.nan,
+            hi=math.nan,
+            flag=FLAG_N_TOO_SMALL,
+            **{
+                **base,
+                "note": "; ".join(
+                    x
+                    for x in (note, "the baseline's mean is not clearly above 0, so the ratio has no bounded interval")
+                    if x
+                ),
+            },
+        )
     root = math.sqrt(disc)
     lo, hi = (qb - root) / qa, (qb + root) / qa
     flag = FLAG_LOW_N if min(na, nb) < MIN_RUNS_TRUSTED else ""
@@ -896,9 +935,16 @@ def cluster_bootstrap_quantile(
     )
     if n < MIN_RUNS_BOOTSTRAP:
         # STATS.md §3: no bootstrap below R = 20 (at R = 3-5 it covers 0.26-0.82). No exceptions.
-        return Estimate(point, math.nan, math.nan, n, level, "linear",
-                        method + f": no interval, a bootstrap over runs needs R >= {MIN_RUNS_BOOTSTRAP}",
-                        FLAG_N_TOO_SMALL)
+        return Estimate(
+            point,
+            math.nan,
+            math.nan,
+            n,
+            level,
+            "linear",
+            method + f": no interval, a bootstrap over runs needs R >= {MIN_RUNS_BOOTSTRAP}",
+            FLAG_N_TOO_SMALL,
+        )
     picks = rng.integers(0, n, size=(n_boot, n))
     boot = np.empty(n_boot)
     for b, row in enumerate(picks):

@@ -85,54 +85,136 @@ _COUNTERS = {records.delta(c): "Int64" for c in records.COUNTERS}
 #: ``Int64`` is pandas' nullable integer: a counter that could not be read stays empty.
 TABLE_COLUMNS: dict[str, dict[str, str]] = {
     "runs": {
-        "start": "str", "end": "str", "wall_s": "float64", "window_s": "float64", "kernel": "str",
-        "cgroup_version": "Int64", "cpus": "Int64", "runtime": "str", **PARAM_DTYPES, "raw_path": "str",
+        "start": "str",
+        "end": "str",
+        "wall_s": "float64",
+        "window_s": "float64",
+        "kernel": "str",
+        "cgroup_version": "Int64",
+        "cpus": "Int64",
+        "runtime": "str",
+        **PARAM_DTYPES,
+        "raw_path": "str",
         # host interference (meta.interference, meta.disturbed_attempts; empty in logs that predate them)
         # outside_share: everything outside the lab, as judged against the threshold; other_share: its part that
         # is not the orchestrator's; orchestrator_cpu: Snakemake and its children but the runner, in CPUs
-        "outside_share": "float64", "other_share": "float64", "orchestrator_cpu": "float64",
-        "interference_threshold": "float64", "disturbed": "boolean",
-        "disturbed_attempts": "Int64", "disturbed_logs": "str", "interference": "str",
+        "outside_share": "float64",
+        "other_share": "float64",
+        "orchestrator_cpu": "float64",
+        "interference_threshold": "float64",
+        "disturbed": "boolean",
+        "disturbed_attempts": "Int64",
+        "disturbed_logs": "str",
+        "interference": "str",
         # how the CPU ran: "tcg" (emulated by QEMU), "kvm" (virtualized); empty on a host (vm backend only)
         "cpu_accel": "str",
         # the seeds (model/seeds.py): the config's (meta.config_seed) and the job's derived from it (meta.seed)
-        "config_seed": "Int64", "job_seed": "Int64",
+        "config_seed": "Int64",
+        "job_seed": "Int64",
     },
-    "rounds": {"src": "str", "round": "int64", "t_s": "float64", "wall_ms": "float64",
-               "thread_cpu_ms": "float64", **_COUNTERS},
+    "rounds": {
+        "src": "str",
+        "round": "int64",
+        "t_s": "float64",
+        "wall_ms": "float64",
+        "thread_cpu_ms": "float64",
+        **_COUNTERS,
+    },
     "reports": {"src": "str", "t_s": "float64", "cores": "float64", **_COUNTERS},
     "headers": {
-        "src": "str", "command": "str", "variant_build": "str", "go_version": "str", "gomaxprocs": "int64",
-        "num_cpu": "int64", "env_gomaxprocs": "str", "env_godebug": "str", "default_godebug": "str",
-        "cg_quota_us": "Int64", "cg_period_us": "Int64", "cg_weight": "Int64", "cg_shares": "Int64",
-        "expected_gomaxprocs": "Int64", "timeout_ms": "float64",
+        "src": "str",
+        "command": "str",
+        "variant_build": "str",
+        "go_version": "str",
+        "gomaxprocs": "int64",
+        "num_cpu": "int64",
+        "env_gomaxprocs": "str",
+        "env_godebug": "str",
+        "default_godebug": "str",
+        "cg_quota_us": "Int64",
+        "cg_period_us": "Int64",
+        "cg_weight": "Int64",
+        "cg_shares": "Int64",
+        "expected_gomaxprocs": "Int64",
+        "timeout_ms": "float64",
     },
     "readback": {
-        "level": "str", "path": "str", "design_quota_us": "Int64", "design_period_us": "Int64",
-        "design_weight": "Int64", "design_shares": "Int64", "actual_quota_us": "Int64",
-        "actual_period_us": "Int64", "actual_weight": "Int64", "actual_shares": "Int64",
-        "actual_cpus": "str", "formula": "str", "mismatches": "str", "error": "str",
+        "level": "str",
+        "path": "str",
+        "design_quota_us": "Int64",
+        "design_period_us": "Int64",
+        "design_weight": "Int64",
+        "design_shares": "Int64",
+        "actual_quota_us": "Int64",
+        "actual_period_us": "Int64",
+        "actual_weight": "Int64",
+        "actual_shares": "Int64",
+        "actual_cpus": "str",
+        "formula": "str",
+        "mismatches": "str",
+        "error": "str",
     },
     # summaries.csv: src, command, then the summaries' numeric keys (any set, see flatten_numeric)
     "summaries": {"src": "str", "command": "str"},
-    "requests": {"src": "str", "ep": "str", "target": "int64", "conn": "int64", "sched_ms": "float64",
-                 "lat_ms": "float64", "late_ms": "float64", "ok": "bool", "status": "int64"},
+    "requests": {
+        "src": "str",
+        "ep": "str",
+        "target": "int64",
+        "conn": "int64",
+        "sched_ms": "float64",
+        "lat_ms": "float64",
+        "late_ms": "float64",
+        "ok": "bool",
+        "status": "int64",
+    },
     "share_samples": {"member": "str", "level": "str", "t_s": "float64", "usage_usec": "Int64"},
-    "podstats": {"pod": "str", "container": "str", "when": "str", "seq": "int64", "t_ms": "float64",
-                 "at_ms": "float64", **dict.fromkeys(records.COUNTERS, "Int64")},
-    "target_stats": {"src": "str", "when": "str", "target": "int64", "gomaxprocs": "Int64", "num_gc": "Int64",
-                     "requests": "Int64", "quota_us": "Int64", "period_us": "Int64",
-                     **dict.fromkeys(records.COUNTERS, "Int64"), "err": "str"},
+    "podstats": {
+        "pod": "str",
+        "container": "str",
+        "when": "str",
+        "seq": "int64",
+        "t_ms": "float64",
+        "at_ms": "float64",
+        **dict.fromkeys(records.COUNTERS, "Int64"),
+    },
+    "target_stats": {
+        "src": "str",
+        "when": "str",
+        "target": "int64",
+        "gomaxprocs": "Int64",
+        "num_gc": "Int64",
+        "requests": "Int64",
+        "quota_us": "Int64",
+        "period_us": "Int64",
+        **dict.fromkeys(records.COUNTERS, "Int64"),
+        "err": "str",
+    },
     "share_expectations": {"member": "str", "level": "str", "weight": "int64", "share": "float64", "runtime": "str"},
     # environment.csv: the meta record's facts about the machine, then one text column
     # "env.<key>" per other key of its environment (nested keys joined with dots)
     "environment": {
-        "start": "str", "end": "str", "runtime_conversion": "str", "kernel": "str", "machine": "str",
-        "cpu_model": "str", "cpu_count": "Int64", "usable_cpus": "Int64", "cgroup_version": "Int64",
-        "host_cpuset": "str", "node_cpus": "str", "cap_cpus": "Int64", "cap_cgroup_version": "Int64",
-        "cap_can_pin_cpus": "boolean", "cap_has_pause_level": "boolean", "cap_notes": "str",
-        "loadavg_before_1m": "float64", "loadavg_before_5m": "float64", "loadavg_before_15m": "float64",
-        "loadavg_after_1m": "float64", "loadavg_after_5m": "float64", "loadavg_after_15m": "float64",
+        "start": "str",
+        "end": "str",
+        "runtime_conversion": "str",
+        "kernel": "str",
+        "machine": "str",
+        "cpu_model": "str",
+        "cpu_count": "Int64",
+        "usable_cpus": "Int64",
+        "cgroup_version": "Int64",
+        "host_cpuset": "str",
+        "node_cpus": "str",
+        "cap_cpus": "Int64",
+        "cap_cgroup_version": "Int64",
+        "cap_can_pin_cpus": "boolean",
+        "cap_has_pause_level": "boolean",
+        "cap_notes": "str",
+        "loadavg_before_1m": "float64",
+        "loadavg_before_5m": "float64",
+        "loadavg_before_15m": "float64",
+        "loadavg_after_1m": "float64",
+        "loadavg_after_5m": "float64",
+        "loadavg_after_15m": "float64",
         "notes": "str",
     },
 }
@@ -140,8 +222,16 @@ TABLE_NAMES = tuple(TABLE_COLUMNS)
 #: Prefix of environment.csv's columns for the environment's other keys (``env.versions.runc``).
 ENV_PREFIX = "env."
 #: Keys of the meta record's environment that have a column of their own in environment.csv.
-_ENV_COLUMNS = ("runtime_conversion", "kernel", "machine", "cpu_model", "cpu_count", "usable_cpus", "cgroup_version",
-                "host_cpuset")
+_ENV_COLUMNS = (
+    "runtime_conversion",
+    "kernel",
+    "machine",
+    "cpu_model",
+    "cpu_count",
+    "usable_cpus",
+    "cgroup_version",
+    "host_cpuset",
+)
 
 
 class RawLogError(InputError):
@@ -215,8 +305,10 @@ def _check_identity(meta: dict[str, Any], path: Path) -> None:
     found = (meta["experiment"], meta["variant"], meta["repeat"])
     if found != expected:
         raise RawLogError(
-            path, 1, f"meta names {found[0]}/{found[1]} repeat {found[2]}, but the file is "
-            f"{expected[0]}/{expected[1]}/rep{expected[2]}.jsonl"
+            path,
+            1,
+            f"meta names {found[0]}/{found[1]} repeat {found[2]}, but the file is "
+            f"{expected[0]}/{expected[1]}/rep{expected[2]}.jsonl",
         )
 
 
@@ -265,8 +357,10 @@ def _flatten_text(record: Mapping[str, Any], prefix: str) -> dict[str, str | Non
 
 def _loadavg(meta: Mapping[str, Any], when: str) -> list[float | None]:
     values = (meta.get("host_loadavg") or {}).get(when) or []
-    return [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-            for v in (list(values) + [None] * 3)[:3]]
+    return [
+        float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        for v in (list(values) + [None] * 3)[:3]
+    ]
 
 
 def param_cells(spec: VariantSpec) -> dict[str, Any]:
@@ -441,48 +535,88 @@ class _LogReader:
             spec = VariantSpec.from_dict(meta["experiment"], meta["variant"], meta["spec"])
         except SpecError as exc:
             raise self.fail(1, f"meta spec: {exc}") from None
-        self.rows["runs"].append((
-            *self.run, meta["start"], meta["end"], float(meta["wall_s"]), float(meta["window_s"]),
-            env.get("kernel"), caps.get("cgroup_version", env.get("cgroup_version")), caps.get("cpus"),
-            meta["runtime"], *param_cells(spec).values(), self.raw_path, *interference_cells(meta),
-            cpu_accel(env), _int_or_none(meta.get("config_seed")), _int_or_none(meta.get("seed")),
-        ))
+        self.rows["runs"].append(
+            (
+                *self.run,
+                meta["start"],
+                meta["end"],
+                float(meta["wall_s"]),
+                float(meta["window_s"]),
+                env.get("kernel"),
+                caps.get("cgroup_version", env.get("cgroup_version")),
+                caps.get("cpus"),
+                meta["runtime"],
+                *param_cells(spec).values(),
+                self.raw_path,
+                *interference_cells(meta),
+                cpu_accel(env),
+                _int_or_none(meta.get("config_seed")),
+                _int_or_none(meta.get("seed")),
+            )
+        )
         self.rows["environment"].append((*self.run, environment_record(meta)))
 
     def read_readback(self, number: int, record: dict[str, Any]) -> None:
         design, actual = record["design"], record["actual"]
-        self.rows["readback"].append((
-            *self.run, record["level"], record["path"],
-            *(_int_or_none(design.get(k)) for k in ("quota_us", "period_us", "weight", "shares")),
-            *(_int_or_none(actual.get(k)) for k in ("quota_us", "period_us", "weight", "shares")),
-            actual.get("cpus"), design.get("formula"), "; ".join(map(str, record["mismatches"])), None,
-        ))
+        self.rows["readback"].append(
+            (
+                *self.run,
+                record["level"],
+                record["path"],
+                *(_int_or_none(design.get(k)) for k in ("quota_us", "period_us", "weight", "shares")),
+                *(_int_or_none(actual.get(k)) for k in ("quota_us", "period_us", "weight", "shares")),
+                actual.get("cpus"),
+                design.get("formula"),
+                "; ".join(map(str, record["mismatches"])),
+                None,
+            )
+        )
 
     def read_ancestor(self, number: int, record: dict[str, Any]) -> None:
-        self.rows["readback"].append((
-            *self.run, record["level"], record["path"], None, None, None, None,
-            *(_int_or_none(record.get(k)) for k in ("quota_us", "period_us", "weight", "shares")),
-            record.get("cpus"), None, "", record.get("error"),
-        ))
+        self.rows["readback"].append(
+            (
+                *self.run,
+                record["level"],
+                record["path"],
+                None,
+                None,
+                None,
+                None,
+                *(_int_or_none(record.get(k)) for k in ("quota_us", "period_us", "weight", "shares")),
+                record.get("cpus"),
+                None,
+                "",
+                record.get("error"),
+            )
+        )
 
     def read_expectation(self, number: int, record: dict[str, Any]) -> None:
         self.expectations.append((number, record["gomaxprocs"]))
 
     def read_share_expectation(self, number: int, record: dict[str, Any]) -> None:
-        self.rows["share_expectations"].append((
-            *self.run, record["member"], record["level"], record["weight"], record["share"], record["runtime"],
-        ))
+        self.rows["share_expectations"].append(
+            (
+                *self.run,
+                record["member"],
+                record["level"],
+                record["weight"],
+                record["share"],
+                record["runtime"],
+            )
+        )
 
     def read_share_sample(self, number: int, record: dict[str, Any]) -> None:
-        self.rows["share_samples"].append((*self.run, record["member"], record["level"], record["t_s"],
-                                           record["usage_usec"]))
+        self.rows["share_samples"].append(
+            (*self.run, record["member"], record["level"], record["t_s"], record["usage_usec"])
+        )
 
     def read_header(self, number: int, record: dict[str, Any]) -> None:
         src = record["src"]
         if src in self.open:
             raise self.fail(
-                number, f"a second header of {src} before the process record of the one at line "
-                f"{self.open[src].header_line} (the first process was cut off)"
+                number,
+                f"a second header of {src} before the process record of the one at line "
+                f"{self.open[src].header_line} (the first process was cut off)",
             )
         command = record["command"]
         if command not in SUMMARY_FIELDS:
@@ -491,13 +625,23 @@ class _LogReader:
         self.commands.add(command)
         env, cg = record["env"], record["cgroup"]
         timeout = record["params"].get("timeout") if command == "load" else None
-        self.header_rows.append([
-            *self.run, src, command, record["variant"], record["go_version"], record["gomaxprocs"],
-            record["num_cpu"], env.get("GOMAXPROCS", ""), env.get("GODEBUG", ""), record["default_godebug"],
-            *(_int_or_none(cg.get(k)) for k in ("quota_us", "period_us", "weight", "shares")),
-            None,  # expected_gomaxprocs, filled from the run's expectation record at the end
-            float(timeout) if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) else None,
-        ])
+        self.header_rows.append(
+            [
+                *self.run,
+                src,
+                command,
+                record["variant"],
+                record["go_version"],
+                record["gomaxprocs"],
+                record["num_cpu"],
+                env.get("GOMAXPROCS", ""),
+                env.get("GODEBUG", ""),
+                record["default_godebug"],
+                *(_int_or_none(cg.get(k)) for k in ("quota_us", "period_us", "weight", "shares")),
+                None,  # expected_gomaxprocs, filled from the run's expectation record at the end
+                float(timeout) if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) else None,
+            ]
+        )
 
     def read_summary(self, number: int, record: dict[str, Any], process: _Process) -> None:
         if process.summary is not None:
@@ -510,18 +654,34 @@ class _LogReader:
 
     def read_round(self, number: int, record: dict[str, Any], process: _Process) -> None:
         if record["round"] != len(process.rounds):
-            raise self.fail(number, f"round {record['round']} of {process.src} follows {len(process.rounds)} "
-                                    "rounds: rounds must be numbered 0, 1, 2, ... without gaps")
+            raise self.fail(
+                number,
+                f"round {record['round']} of {process.src} follows {len(process.rounds)} "
+                "rounds: rounds must be numbered 0, 1, 2, ... without gaps",
+            )
         process.rounds.append(number)
-        self.rows["rounds"].append((
-            *self.run, process.src, record["round"], record["t_s"], record["wall_ms"], record["thread_cpu_ms"],
-            *(record[k] for k in _COUNTERS),
-        ))
+        self.rows["rounds"].append(
+            (
+                *self.run,
+                process.src,
+                record["round"],
+                record["t_s"],
+                record["wall_ms"],
+                record["thread_cpu_ms"],
+                *(record[k] for k in _COUNTERS),
+            )
+        )
 
     def read_report(self, number: int, record: dict[str, Any], process: _Process) -> None:
-        self.rows["reports"].append((
-            *self.run, process.src, record["t_s"], record["cores"], *(record[k] for k in _COUNTERS),
-        ))
+        self.rows["reports"].append(
+            (
+                *self.run,
+                process.src,
+                record["t_s"],
+                record["cores"],
+                *(record[k] for k in _COUNTERS),
+            )
+        )
 
     def read_req(self, number: int, record: dict[str, Any], process: _Process) -> None:
         ep = record["ep"]
@@ -529,10 +689,20 @@ class _LogReader:
             raise self.fail(number, f"unknown endpoint {ep!r} (expected one of {', '.join(ENDPOINTS)})")
         process.requests[ep] = process.requests.get(ep, 0) + 1
         process.ok_requests[ep] = process.ok_requests.get(ep, 0) + record["ok"]
-        self.rows["requests"].append((
-            *self.run, process.src, ep, record["target"], record["conn"], record["sched_ms"], record["lat_ms"],
-            record["late_ms"], record["ok"], record["status"],
-        ))
+        self.rows["requests"].append(
+            (
+                *self.run,
+                process.src,
+                ep,
+                record["target"],
+                record["conn"],
+                record["sched_ms"],
+                record["lat_ms"],
+                record["late_ms"],
+                record["ok"],
+                record["status"],
+            )
+        )
 
     def read_listening(self, number: int, record: dict[str, Any], process: _Process) -> None:
         """Only a sign of life of `serve`; nothing to tabulate."""
@@ -541,34 +711,54 @@ class _LogReader:
         """The /stats answer of one target at the start or the end of the measured window."""
         stats = record.get("stats") or {}
         cg = stats.get("cgroup") or {}
-        self.rows["target_stats"].append((
-            *self.run, process.src, record["when"], record["target"],
-            *(_int_or_none(stats.get(k)) for k in ("gomaxprocs", "num_gc", "requests")),
-            *(_int_or_none(cg.get(k)) for k in ("quota_us", "period_us", *records.COUNTERS)),
-            record.get("err") or "",
-        ))
+        self.rows["target_stats"].append(
+            (
+                *self.run,
+                process.src,
+                record["when"],
+                record["target"],
+                *(_int_or_none(stats.get(k)) for k in ("gomaxprocs", "num_gc", "requests")),
+                *(_int_or_none(cg.get(k)) for k in ("quota_us", "period_us", *records.COUNTERS)),
+                record.get("err") or "",
+            )
+        )
 
     def read_podstat(self, number: int, record: dict[str, Any]) -> None:
         """Pod counters the runner read while the load ran (t_ms from the window's start)."""
-        self.rows["podstats"].append((
-            *self.run, record["pod"], record["container"], record["when"], record["seq"], record["t_ms"],
-            record["at_ms"], *(record[k] for k in records.COUNTERS),
-        ))
+        self.rows["podstats"].append(
+            (
+                *self.run,
+                record["pod"],
+                record["container"],
+                record["when"],
+                record["seq"],
+                record["t_ms"],
+                record["at_ms"],
+                *(record[k] for k in records.COUNTERS),
+            )
+        )
 
     # -- end of a process and of the log --------------------------------------
     def close(self, number: int, record: dict[str, Any], process: _Process) -> None:
         src = process.src
         if record["returncode"] != 0:
-            raise self.fail(number, f"{src} exited with {record['returncode']}: a failed process is not a result "
-                                    f"(stderr: {record['stderr_tail'][-200:]!r})")
+            raise self.fail(
+                number,
+                f"{src} exited with {record['returncode']}: a failed process is not a result "
+                f"(stderr: {record['stderr_tail'][-200:]!r})",
+            )
         summary = process.summary
         # Every command ends with a summary (spin at -duration or at SIGTERM; RECORDS.md).
         if summary is None:
-            raise self.fail(number, f"{src} ({process.command}) ended without its summary record: the workload's "
-                                    "output was cut off")
+            raise self.fail(
+                number, f"{src} ({process.command}) ended without its summary record: the workload's output was cut off"
+            )
         if summary is not None and process.command == "burst" and summary["rounds"] != len(process.rounds):
-            raise self.fail(summary["_line"], f"the burst summary of {src} counts {summary['rounds']} rounds, "
-                                              f"but the log holds {len(process.rounds)}")
+            raise self.fail(
+                summary["_line"],
+                f"the burst summary of {src} counts {summary['rounds']} rounds, "
+                f"but the log holds {len(process.rounds)}",
+            )
         if summary is not None and process.command == "load":
             self.check_request_counts(summary, process)
         del self.open[src]
@@ -578,22 +768,31 @@ class _LogReader:
             block = summary[ep]
             for key, counted in (("sent", process.requests.get(ep, 0)), ("ok", process.ok_requests.get(ep, 0))):
                 if block.get(key) != counted:
-                    raise self.fail(summary["_line"], f"the load summary of {process.src} says {ep}.{key} = "
-                                                      f"{block.get(key)!r}, but the log holds {counted} such requests")
+                    raise self.fail(
+                        summary["_line"],
+                        f"the load summary of {process.src} says {ep}.{key} = "
+                        f"{block.get(key)!r}, but the log holds {counted} such requests",
+                    )
 
     def finish(self, last_line: int) -> RunTables:
         if self.open:
             src, process = next(iter(self.open.items()))
-            raise self.fail(last_line, f"the log ends inside the process {src} ({process.command}, header at line "
-                                       f"{process.header_line}): no process record, so the log is truncated")
+            raise self.fail(
+                last_line,
+                f"the log ends inside the process {src} ({process.command}, header at line "
+                f"{process.header_line}): no process record, so the log is truncated",
+            )
         experiment = self.run[1]
         entry = catalogued(experiment)  # read_meta checked it is catalogued
         if entry.command not in self.commands:
             raise self.fail(None, f"an {experiment} run without any {entry.command!r} process")
         for kind in entry.runner_records:
             if kind not in self.runner_kinds:
-                raise self.fail(None, f"an {experiment} run without its {kind} record (the catalogue, model/"
-                                      f"catalogue.py, requires one in every {experiment} run): the log is incomplete")
+                raise self.fail(
+                    None,
+                    f"an {experiment} run without its {kind} record (the catalogue, model/"
+                    f"catalogue.py, requires one in every {experiment} run): the log is incomplete",
+                )
         expected = self.expected_gomaxprocs(experiment)
         for row in self.header_rows:
             row[-2] = expected

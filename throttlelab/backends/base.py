@@ -72,7 +72,9 @@ def parse_records(stdout: str, source: str) -> list[dict[str, Any]]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise BackendError(f"{source}: line {number} of its output is not JSON ({exc.msg}): {line[:120]!r}") from None
+            raise BackendError(
+                f"{source}: line {number} of its output is not JSON ({exc.msg}): {line[:120]!r}"
+            ) from None
         if not isinstance(record, dict) or "type" not in record:
             raise BackendError(f"{source}: line {number} is not a cpulab record: {line[:120]!r}")
         records.append(record)
@@ -145,8 +147,10 @@ class Deployment(ABC):
         (`Capabilities.cadvisor`): cAdvisor's cached counters under their metric names
         (container_cpu_cfs_periods_total, ..._throttled_periods_total, ..._throttled_seconds_total,
         container_cpu_usage_seconds_total) and `t_ms`, cAdvisor's own sample time (Unix ms)."""
-        raise BackendError(f"{type(self).__name__}: this backend has no cAdvisor to scrape "
-                           "(E6 emulates one from the container's counters here)")
+        raise BackendError(
+            f"{type(self).__name__}: this backend has no cAdvisor to scrape "
+            "(E6 emulates one from the container's counters here)"
+        )
 
 
 class Backend(ABC):

@@ -55,8 +55,9 @@ def check_cpus(fs: cgroupfs.CgroupFS, node: Node, load: LoadPlacement | None) ->
             )
 
 
-def create_tree(fs: cgroupfs.CgroupFS, root: str, levels: list[LevelDesign], load: LoadPlacement | None,
-                containers: bool = True) -> None:
+def create_tree(
+    fs: cgroupfs.CgroupFS, root: str, levels: list[LevelDesign], load: LoadPlacement | None, containers: bool = True
+) -> None:
     """Create the run's root, every designed level with its values (without the container levels
     when `containers` is False) and the load generator's cgroup."""
     fs.create(root)
@@ -84,8 +85,14 @@ def designed(level: LevelDesign, version: int) -> dict[str, Any]:
 
 def read_level(fs: cgroupfs.CgroupFS, rel: str) -> dict[str, Any]:
     s = fs.read_settings(rel)
-    return {"quota_us": s.quota_us, "period_us": s.period_us, "weight": s.weight, "shares": s.shares, "cpus": s.cpus,
-            "burst_us": s.burst_us}
+    return {
+        "quota_us": s.quota_us,
+        "period_us": s.period_us,
+        "weight": s.weight,
+        "shares": s.shares,
+        "cpus": s.cpus,
+        "burst_us": s.burst_us,
+    }
 
 
 def compare(want: dict[str, Any], got: dict[str, Any], version: int) -> list[str]:

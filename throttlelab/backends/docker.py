@@ -55,7 +55,17 @@ from throttlelab.model import records
 from throttlelab.model.placement import Container, LoadPlacement, Node, Pod
 from throttlelab.model.runtime import runc_conversion
 from throttlelab.backends import cgroup_tree, images
-from throttlelab.backends.base import Backend, BackendError, Capabilities, Deployment, DesignMismatch, Output, Readback, parse_records, refuse_knobs
+from throttlelab.backends.base import (
+    Backend,
+    BackendError,
+    Capabilities,
+    Deployment,
+    DesignMismatch,
+    Output,
+    Readback,
+    parse_records,
+    refuse_knobs,
+)
 
 LABEL = images.LABEL
 LABEL_BACKEND = "throttlelab.backend"
@@ -252,8 +262,9 @@ class DockerBackend(Backend):
                 "(e.g. Docker Desktop's VM cannot be used; a Linux host's own dockerd can)"
             )
         if any("rootless" in opt for opt in info.get("SecurityOptions") or []):
-            raise BackendError("docker backend: a rootless engine cannot use cgroup parents written by root; "
-                               "use the system dockerd")
+            raise BackendError(
+                "docker backend: a rootless engine cannot use cgroup parents written by root; use the system dockerd"
+            )
         if info.get("CgroupDriver") != "cgroupfs":
             raise BackendError(
                 f"docker backend: the engine uses the {info.get('CgroupDriver')!r} cgroup driver; the backend "
@@ -265,8 +276,9 @@ class DockerBackend(Backend):
             raise BackendError(f"docker backend: the engine sees cgroup v{engine_v}, this process v{self.fs.version}")
         top = self.fs.dirs("")[0]
         if not os.access(top, os.W_OK):
-            raise BackendError(f"docker backend: cannot create the pod cgroups under {top} (no write access); "
-                               "run as root")
+            raise BackendError(
+                f"docker backend: cannot create the pod cgroups under {top} (no write access); run as root"
+            )
         for variant, path in self.binaries.items():
             if not path.is_file():
                 raise BackendError(f"docker backend: workload binary {variant} missing at {path}; build it first")
@@ -274,15 +286,21 @@ class DockerBackend(Backend):
 
     def capabilities(self) -> Capabilities:
         fs = self.fs
-        notes = ["no pause container: each container of the model is one Docker container; the pod level is "
-                 "a cgroup parent (--cgroup-parent) whose quota and weight the lab writes"]
+        notes = [
+            "no pause container: each container of the model is one Docker container; the pod level is "
+            "a cgroup parent (--cgroup-parent) whose quota and weight the lab writes"
+        ]
         if fs.version == 1:
-            notes.append("cgroup v1: Docker writes each container's --cpu-shares (kubelet's shares) as is; "
-                         "the levels above are written by the lab as on the local backend")
+            notes.append(
+                "cgroup v1: Docker writes each container's --cpu-shares (kubelet's shares) as is; "
+                "the levels above are written by the lab as on the local backend"
+            )
         elif self.conversion != self.requested_runtime:
-            notes.append(f"runtime={self.requested_runtime} was asked, but this engine's runc "
-                         f"{self.versions['runc']} converts shares as {self.conversion}; the readback expects "
-                         "what runc does")
+            notes.append(
+                f"runtime={self.requested_runtime} was asked, but this engine's runc "
+                f"{self.versions['runc']} converts shares as {self.conversion}; the readback expects "
+                "what runc does"
+            )
         return Capabilities(
             cpus=cgroup_tree.host_cpu_count(fs),
             cgroup_version=fs.version,
@@ -387,8 +405,10 @@ class DockerDeployment(Deployment):
                 remove_containers(client, self.root)
                 client.close()
             except docker_errors() as err:
-                print(f"docker backend: could not remove the run's containers ({err}); the guardian retries",
-                      file=sys.stderr)
+                print(
+                    f"docker backend: could not remove the run's containers ({err}); the guardian retries",
+                    file=sys.stderr,
+                )
             kill_and_remove(self.full, self.root)
         finally:
             if self.guardian is not None:
@@ -429,8 +449,9 @@ class DockerDeployment(Deployment):
             settings["cpuset_cpus"] = self.node.cpus
         return settings
 
-    def _launch(self, pod: str, container: str, role: str, image: str, command: list[str],
-                settings: dict[str, Any]) -> _Run:
+    def _launch(
+        self, pod: str, container: str, role: str, image: str, command: list[str], settings: dict[str, Any]
+    ) -> _Run:
         name = f"{self.root}-{pod}-{container}-{next(self._names)}"
         ctr = self.backend._call(
             self.client.containers.create,
@@ -457,8 +478,14 @@ class DockerDeployment(Deployment):
     def start(self, pod: str, container: str) -> _Run:
         p = self.node.pod(pod)
         c = p.container(container)
-        run = self._launch(pod, container, "workload", self._image(c.variant, f"{pod}/{container}"), list(c.args),
-                           self.container_settings(p, c))
+        run = self._launch(
+            pod,
+            container,
+            "workload",
+            self._image(c.variant, f"{pod}/{container}"),
+            list(c.args),
+            self.container_settings(p, c),
+        )
         self.current[(pod, container)] = run
         return run
 
@@ -481,8 +508,14 @@ class DockerDeployment(Deployment):
         stderr = self.backend._call(run.ctr.logs, stdout=False, stderr=True).decode(errors="replace")
         wall = time.monotonic() - run.started
         self._discard(run)
-        return Output(pod=run.pod, container=run.container, returncode=returncode,
-                      records=parse_records(stdout, run.source), stderr=stderr, wall_s=wall)
+        return Output(
+            pod=run.pod,
+            container=run.container,
+            returncode=returncode,
+            records=parse_records(stdout, run.source),
+            stderr=stderr,
+            wall_s=wall,
+        )
 
     def _discard(self, run: _Run) -> None:
         if not run.removed:
@@ -611,8 +644,14 @@ class DockerDeployment(Deployment):
 
     def _probe(self, pod: Pod, c: Container) -> tuple[dict[str, Any], str]:
         """Start a container with exactly this container's settings, read its cgroup on the host, remove it."""
-        run = self._launch(pod.name, c.name, "probe", self._image(c.variant, f"{pod.name}/{c.name}"),
-                           list(PROBE_ARGS), self.container_settings(pod, c))
+        run = self._launch(
+            pod.name,
+            c.name,
+            "probe",
+            self._image(c.variant, f"{pod.name}/{c.name}"),
+            list(PROBE_ARGS),
+            self.container_settings(pod, c),
+        )
         try:
             self.wait_for_record(run, "listening", timeout_s=30)
             rel = self.backend._call(self._container_rel, run)
@@ -632,8 +671,15 @@ class DockerDeployment(Deployment):
             got, rel = self._probe(p, c)
             got["read_from"] = f"/{rel} (a probe container with the same settings, read on the host)"
             meta = {"formula": designed.pop("formula"), "pod": level.pod, "container": level.container}
-            results.append(Readback(level=level.level, path=level.path, design={**designed, **meta}, actual=got,
-                                    mismatches=cgroup_tree.compare(designed, got, self.fs.version)))
+            results.append(
+                Readback(
+                    level=level.level,
+                    path=level.path,
+                    design={**designed, **meta},
+                    actual=got,
+                    mismatches=cgroup_tree.compare(designed, got, self.fs.version),
+                )
+            )
         return cgroup_tree.raise_on_mismatch(results, " (docker backend)")
 
     def _check_own_cgroup(self, out: Output) -> None:
@@ -646,8 +692,10 @@ class DockerDeployment(Deployment):
         designed.pop("cpus", None)  # the header has no cpuset; the probe checked it
         mismatches = cgroup_tree.compare(designed, header["cgroup"], self.fs.version)
         if mismatches:
-            raise DesignMismatch(f"{out.source}: its own cgroup, as the workload read it, differs from the design: "
-                                 + "; ".join(mismatches))
+            raise DesignMismatch(
+                f"{out.source}: its own cgroup, as the workload read it, differs from the design: "
+                + "; ".join(mismatches)
+            )
 
 
 # -- command line: the guardian, and a manual sweep ---------------------------------
@@ -672,8 +720,9 @@ def guard(desc: dict, rel: str) -> int:
         print(f"throttlelab docker guardian: {exc}", file=sys.stderr)
         return 1
     if removed or killed:
-        print(f"throttlelab docker guardian: runner gone; removed {len(removed)} container(s) and {rel}",
-              file=sys.stderr)
+        print(
+            f"throttlelab docker guardian: runner gone; removed {len(removed)} container(s) and {rel}", file=sys.stderr
+        )
     return status
 
 
@@ -694,8 +743,10 @@ def main(argv: list[str]) -> int:
         return guard(json.loads(argv[1]), argv[2])
     if argv == ["sweep"]:
         return sweep()
-    print("usage: python -m throttlelab.backends.docker sweep   (guard DESC RUN is started by the backend)",
-          file=sys.stderr)
+    print(
+        "usage: python -m throttlelab.backends.docker sweep   (guard DESC RUN is started by the backend)",
+        file=sys.stderr,
+    )
     return 2
 
 
@@ -703,7 +754,8 @@ if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
 
 
-def from_config(binaries: dict[str, Path], runtime: str, settings: dict[str, Any],
-                progress: Callable[[str], None]) -> DockerBackend:
+def from_config(
+    binaries: dict[str, Path], runtime: str, settings: dict[str, Any], progress: Callable[[str], None]
+) -> DockerBackend:
     """The registry's factory (backends.base.make_backend); the docker backend has no settings."""
     return DockerBackend(binaries, runtime=runtime, progress=progress)

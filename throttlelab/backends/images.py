@@ -49,8 +49,9 @@ def build_image(client: Any, variant: str, binary: Path) -> dict[str, str]:
     if not binary.is_file():
         raise BackendError(f"image {tag_of(variant)}: the workload binary {binary} is missing; build it first")
     sha = sha256_file(binary)
-    image = docker_engine.build_image(client, tag_of(variant), build_context(binary),
-                                      labels={LABEL: "1", LABEL_VARIANT: variant, LABEL_BINARY: sha})
+    image = docker_engine.build_image(
+        client, tag_of(variant), build_context(binary), labels={LABEL: "1", LABEL_VARIANT: variant, LABEL_BINARY: sha}
+    )
     return {"tag": tag_of(variant), "id": image.id, "variant": variant, "binary": str(binary), "binary_sha256": sha}
 
 

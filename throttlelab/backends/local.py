@@ -145,7 +145,9 @@ class _Running:
         )
 
 
-def _wait_with_progress(run: _Running, timeout_s: float, progress: Callable[[str], None], every_s: float = 10.0) -> None:
+def _wait_with_progress(
+    run: _Running, timeout_s: float, progress: Callable[[str], None], every_s: float = 10.0
+) -> None:
     """Wait for a process, saying every few seconds that it is still going (long jobs show life)."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -197,14 +199,18 @@ class LocalDeployment(Deployment):
 
     # -- readback ----------------------------------------------------------------
     def verify(self) -> list[Readback]:
-        return cgroup_tree.raise_on_mismatch([cgroup_tree.read_back(self.fs, self.root, level) for level in self.levels])
+        return cgroup_tree.raise_on_mismatch(
+            [cgroup_tree.read_back(self.fs, self.root, level) for level in self.levels]
+        )
 
     def ancestors(self) -> list[dict[str, Any]]:
         """The levels above the node (run root, host root): informational, not designed."""
         return cgroup_tree.ancestors(self.fs, self.root)
 
     # -- processes ---------------------------------------------------------------
-    def _spawn(self, pod: str, container: str, rel: str, args: list[str], variant: str, env: dict[str, str]) -> _Running:
+    def _spawn(
+        self, pod: str, container: str, rel: str, args: list[str], variant: str, env: dict[str, str]
+    ) -> _Running:
         binary = self.backend.binaries.get(variant)
         if binary is None:
             raise BackendError(f"{pod}/{container}: no workload binary for build {variant!r}")
@@ -281,12 +287,15 @@ class LocalDeployment(Deployment):
                     f"a {record_type!r} record"
                 )
             if time.monotonic() > deadline:
-                raise BackendError(f"{handle.pod}/{handle.container}: no {record_type!r} record after {timeout_s:.0f} s")
+                raise BackendError(
+                    f"{handle.pod}/{handle.container}: no {record_type!r} record after {timeout_s:.0f} s"
+                )
             time.sleep(pause)
             pause = min(2 * pause, RECORD_POLL_MAX_S)
 
 
-def from_config(binaries: dict[str, Path], runtime: str, settings: dict[str, Any],
-                progress: Callable[[str], None]) -> LocalBackend:
+def from_config(
+    binaries: dict[str, Path], runtime: str, settings: dict[str, Any], progress: Callable[[str], None]
+) -> LocalBackend:
     """The registry's factory (backends.base.make_backend); the local backend has no settings."""
     return LocalBackend(binaries, runtime=runtime, progress=progress)

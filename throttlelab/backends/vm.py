@@ -50,12 +50,20 @@ class VmBackend(LocalBackend):
         caps = super().capabilities()
         guest = guest_settings() or {}
         accel = guest.get("accel")
-        note = (f"a {guest.get('vcpus', '?')}-vCPU QEMU guest, CPU "
-                + ("emulated (TCG): read-outs are real, wall-clock timing is not a real node's" if accel == TCG
-                   else "virtualized (KVM)"))
-        return Capabilities(cpus=caps.cpus, cgroup_version=caps.cgroup_version, can_pin_cpus=caps.can_pin_cpus,
-                            has_pause_level=caps.has_pause_level, runtime=caps.runtime,
-                            notes=(*caps.notes, note), cadvisor=caps.cadvisor)
+        note = f"a {guest.get('vcpus', '?')}-vCPU QEMU guest, CPU " + (
+            "emulated (TCG): read-outs are real, wall-clock timing is not a real node's"
+            if accel == TCG
+            else "virtualized (KVM)"
+        )
+        return Capabilities(
+            cpus=caps.cpus,
+            cgroup_version=caps.cgroup_version,
+            can_pin_cpus=caps.can_pin_cpus,
+            has_pause_level=caps.has_pause_level,
+            runtime=caps.runtime,
+            notes=(*caps.notes, note),
+            cadvisor=caps.cadvisor,
+        )
 
     def environment(self) -> dict[str, Any]:
         facts = super().environment()
@@ -70,7 +78,8 @@ class VmBackend(LocalBackend):
         return facts
 
 
-def from_config(binaries: dict[str, Path], runtime: str, settings: dict[str, Any],
-                progress: Callable[[str], None]) -> VmBackend:
+def from_config(
+    binaries: dict[str, Path], runtime: str, settings: dict[str, Any], progress: Callable[[str], None]
+) -> VmBackend:
     """The registry's factory (backends.base.make_backend); the guest's settings come from the host."""
     return VmBackend(binaries, runtime=runtime, progress=progress)

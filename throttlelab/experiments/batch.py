@@ -38,8 +38,21 @@ BOOTS = 2  # a guest that never started its command is booted once more
 
 def job_argv(common: list[str], job: dict[str, Any], experiment: str) -> list[str]:
     """The runner's command line of one job of the plan."""
-    return ["--backend", "vm", "--experiment", experiment, "--variant", job["variant"],
-            "--repeat", str(job["repeat"]), "--spec", job["spec"], "--out", job["out"], *common]
+    return [
+        "--backend",
+        "vm",
+        "--experiment",
+        experiment,
+        "--variant",
+        job["variant"],
+        "--repeat",
+        str(job["repeat"]),
+        "--spec",
+        job["spec"],
+        "--out",
+        job["out"],
+        *common,
+    ]
 
 
 def run_host(args: argparse.Namespace) -> int:
@@ -57,17 +70,22 @@ def run_host(args: argparse.Namespace) -> int:
         with runner.experiment_lock():
             for boot in range(1, BOOTS + 1):
                 mark.unlink(missing_ok=True)
-                code = run_in_guest(settings, command, [results], env=env, log=runner.progress,
-                                    timeout_s=args.timeout_s)
+                code = run_in_guest(
+                    settings, command, [results], env=env, log=runner.progress, timeout_s=args.timeout_s
+                )
                 if code == 0 or mark.exists() or boot == BOOTS:
                     break
-                runner.progress(f"{args.experiment}: the guest ended with status {code} before its command "
-                                "started (nothing ran); booting it once more")
+                runner.progress(
+                    f"{args.experiment}: the guest ended with status {code} before its command "
+                    "started (nothing ran); booting it once more"
+                )
     finally:
         plan_path.unlink(missing_ok=True)
         mark.unlink(missing_ok=True)
-    runner.progress(f"{args.experiment}: {len(plan['jobs'])} job(s) in one guest, status {code}, "
-                    f"{time.monotonic() - started:.1f} s in all")
+    runner.progress(
+        f"{args.experiment}: {len(plan['jobs'])} job(s) in one guest, status {code}, "
+        f"{time.monotonic() - started:.1f} s in all"
+    )
     missing = [job["out"] for job in plan["jobs"] if not Path(job["out"]).is_file()]
     if code == 0 and missing:
         raise BackendError(f"the guest ended with status 0 but wrote no raw log at {', '.join(missing)}")
@@ -84,12 +102,15 @@ def run_guest(plan_path: Path) -> int:
     plan = json.loads(plan_path.read_text())
     jobs = plan["jobs"]
     for number, job in enumerate(jobs, 1):
-        runner.progress(f"guest: job {number} of {len(jobs)}: {plan['experiment']}/{job['variant']} "
-                        f"repeat {job['repeat']}")
+        runner.progress(
+            f"guest: job {number} of {len(jobs)}: {plan['experiment']}/{job['variant']} repeat {job['repeat']}"
+        )
         code = runner.main(job_argv(plan["common"], job, plan["experiment"]))
         if code != 0:
-            runner.progress(f"guest: {plan['experiment']}/{job['variant']} repeat {job['repeat']} failed "
-                            f"(status {code}); the batch stops here")
+            runner.progress(
+                f"guest: {plan['experiment']}/{job['variant']} repeat {job['repeat']} failed "
+                f"(status {code}); the batch stops here"
+            )
             return code
     return 0
 

@@ -31,14 +31,20 @@ class ExperimentResult:
         for record in out.records:
             self.records.append({**record, "src": out.source})
         self.records.append(
-            {"type": "process", "src": out.source, "returncode": out.returncode, "wall_s": round(out.wall_s, 4),
-             "stderr_tail": out.stderr[-2000:]}
+            {
+                "type": "process",
+                "src": out.source,
+                "returncode": out.returncode,
+                "wall_s": round(out.wall_s, 4),
+                "stderr_tail": out.stderr[-2000:],
+            }
         )
 
 
 @contextmanager
-def deployed(ctx: Context, node: Node, result: ExperimentResult,
-             load: LoadPlacement | None = None) -> Iterator[Deployment]:
+def deployed(
+    ctx: Context, node: Node, result: ExperimentResult, load: LoadPlacement | None = None
+) -> Iterator[Deployment]:
     """Deploy, read every level back (a mismatch raises), and keep the readback in the log."""
     with ctx.backend.deploy(node, load) as dep:
         for readback in dep.verify():

@@ -17,8 +17,6 @@ from throttlelab.model.quantities import go_default_gomaxprocs
 from throttlelab.experiments.context import Context, ExperimentResult, deployed
 
 
-
-
 def container_env(gomaxprocs: int | None, godebug: str | None = None) -> tuple[tuple[str, str], ...]:
     env = []
     if gomaxprocs is not None:
@@ -31,8 +29,13 @@ def container_env(gomaxprocs: int | None, godebug: str | None = None) -> tuple[t
 def run_e1(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     """Two containers running `info`; the readback walks every level up to the host root."""
     containers = tuple(
-        Container(name, ("info",), variant=(spec.build or "go124mod"),
-                  request_milli=getattr(spec, name).request_milli, limit_milli=getattr(spec, name).limit_milli)
+        Container(
+            name,
+            ("info",),
+            variant=(spec.build or "go124mod"),
+            request_milli=getattr(spec, name).request_milli,
+            limit_milli=getattr(spec, name).limit_milli,
+        )
         for name in ("app", "sidecar")
     )
     node = Node("node", (Pod("e1", containers),), cpus=ctx.node_cpus)
@@ -55,11 +58,23 @@ def burst_timeout(spec: VariantSpec) -> float:
 
 def _burst_container(spec: VariantSpec, *extra: str) -> Container:
     """The `cpulab burst` container of E2a and X1-X4 (``extra``: more of burst's flags)."""
-    args = ("burst", f"-threads={spec.threads}", f"-work={spec.work_ms}ms", f"-interval={spec.interval_ms}ms",
-            f"-rounds={spec.rounds}", *extra)
-    return Container("burst", args, variant=(spec.build or "go124mod"), request_milli=spec.milli("request"),
-                     limit_milli=spec.milli("limit"), env=container_env(spec.gomaxprocs or spec.threads),
-                     burst_us=spec.burst_us)
+    args = (
+        "burst",
+        f"-threads={spec.threads}",
+        f"-work={spec.work_ms}ms",
+        f"-interval={spec.interval_ms}ms",
+        f"-rounds={spec.rounds}",
+        *extra,
+    )
+    return Container(
+        "burst",
+        args,
+        variant=(spec.build or "go124mod"),
+        request_milli=spec.milli("request"),
+        limit_milli=spec.milli("limit"),
+        env=container_env(spec.gomaxprocs or spec.threads),
+        burst_us=spec.burst_us,
+    )
 
 
 def run_e2a(spec: VariantSpec, ctx: Context) -> ExperimentResult:
@@ -67,8 +82,9 @@ def run_e2a(spec: VariantSpec, ctx: Context) -> ExperimentResult:
 
     Also X1-X3 (docs/EXPERIMENTS.md): the variant may set a burst budget (``burst_ms``), the
     node's CFS period (``period_ms``) and the node's CPUs (``cpus``, else the config's)."""
-    node = Node("node", (Pod("e2a", (_burst_container(spec),)),), cpus=spec.cpus or ctx.node_cpus,
-                period_us=spec.period_us)
+    node = Node(
+        "node", (Pod("e2a", (_burst_container(spec),)),), cpus=spec.cpus or ctx.node_cpus, period_us=spec.period_us
+    )
     result = ExperimentResult()
     with deployed(ctx, node, result) as dep:
         out = dep.run_job("e2a", "burst", timeout_s=burst_timeout(spec))
@@ -86,8 +102,9 @@ def run_x4(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     def offset(k: int) -> float:
         return spec.interval_ms * k / count if spec.stagger else 0
 
-    pods = tuple(Pod(f"burst-{k}", (_burst_container(spec, "-align", f"-offset={offset(k):g}ms"),))
-                 for k in range(count))
+    pods = tuple(
+        Pod(f"burst-{k}", (_burst_container(spec, "-align", f"-offset={offset(k):g}ms"),)) for k in range(count)
+    )
     node = Node("node", pods, cpus=spec.cpus or ctx.node_cpus)
     result = ExperimentResult()
     timeout = burst_timeout(spec) * count
@@ -106,8 +123,14 @@ def run_e3(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     """`info` of one build under one limit; records what Go picked and what the SPEC predicts."""
     build = spec.build
     limit = spec.milli("limit")
-    container = Container("info", ("info",), variant=build, request_milli=spec.milli("request"),
-                          limit_milli=limit, env=container_env(spec.gomaxprocs, spec.godebug))
+    container = Container(
+        "info",
+        ("info",),
+        variant=build,
+        request_milli=spec.milli("request"),
+        limit_milli=limit,
+        env=container_env(spec.gomaxprocs, spec.godebug),
+    )
     node = Node("node", (Pod("e3", (container,)),), cpus=ctx.node_cpus)
     result = ExperimentResult()
     with deployed(ctx, node, result) as dep:
@@ -134,8 +157,14 @@ def _expected_gomaxprocs(spec: VariantSpec, build: str, limit: int | None, cpus:
 def run_s1(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     """The book chapter's program: busy on every P for a while, then the change in throttling."""
     args = ("spin", "-threads=0", f"-report={spec.report_ms}ms", f"-duration={spec.duration_ms}ms")
-    container = Container("spin", args, variant=(spec.build or "go125mod"),
-                          request_milli=spec.milli("request"), limit_milli=spec.milli("limit"), env=container_env(spec.gomaxprocs, spec.godebug))
+    container = Container(
+        "spin",
+        args,
+        variant=(spec.build or "go125mod"),
+        request_milli=spec.milli("request"),
+        limit_milli=spec.milli("limit"),
+        env=container_env(spec.gomaxprocs, spec.godebug),
+    )
     node = Node("node", (Pod("s1", (container,)),), cpus=ctx.node_cpus)
     result = ExperimentResult()
     with deployed(ctx, node, result) as dep:

@@ -66,10 +66,14 @@ def burst_container(name: str, spec: VariantSpec, rounds: int, limit: Any) -> Co
         f"-interval={spec.interval_ms}ms",
         f"-rounds={rounds}",
     )
-    return Container(name, args, variant=(spec.build or "go124mod"),
-                     request_milli=None if spec.request is None else parse_cpu(spec.request, "request"),
-                     limit_milli=None if limit is None else parse_cpu(limit, "limit"),
-                     env=container_env(spec.gomaxprocs or spec.threads))
+    return Container(
+        name,
+        args,
+        variant=(spec.build or "go124mod"),
+        request_milli=None if spec.request is None else parse_cpu(spec.request, "request"),
+        limit_milli=None if limit is None else parse_cpu(limit, "limit"),
+        env=container_env(spec.gomaxprocs or spec.threads),
+    )
 
 
 class Housekeeping:
@@ -114,8 +118,10 @@ def cadvisor_counters(sample: dict[str, Any], where: str) -> dict[str, int]:
     """A cAdvisor scrape's counters as the cgroup names them (seconds -> usec)."""
     missing = [name for name in CADVISOR_COUNTERS if sample.get(name) is None]
     if missing:
-        raise BackendError(f"cAdvisor gave no {', '.join(missing)} for {where} (the CFS series exist only for a "
-                           "container with a CPU limit)")
+        raise BackendError(
+            f"cAdvisor gave no {', '.join(missing)} for {where} (the CFS series exist only for a "
+            "container with a CPU limit)"
+        )
     return {counter: int(round(float(sample[name]) * factor)) for name, (counter, factor) in CADVISOR_COUNTERS.items()}
 
 
@@ -133,8 +139,9 @@ class CadvisorScrapes:
         scraped = time.time_ns()
         stamps = set(sample.get("timestamps_ms") or [sample["t_ms"]])
         if len(stamps) > 1:
-            raise BackendError(f"cAdvisor's series of {self.where} carry different sample times {sorted(stamps)}: "
-                               "not one reading")
+            raise BackendError(
+                f"cAdvisor's series of {self.where} carry different sample times {sorted(stamps)}: not one reading"
+            )
         reading = int(sample["t_ms"]) * 1_000_000
         stat = cadvisor_counters(sample, self.where)
         if not self.readings or reading > self.readings[-1][0]:
@@ -146,8 +153,11 @@ class CadvisorScrapes:
         RESCRAPE_EVERY_S while it gets no reading (cAdvisor has no series yet) or, with `after_ns`,
         none newer than that; up to CADVISOR_LONGEST_S and never after the job ended."""
         deadline = time.monotonic() + CADVISOR_LONGEST_S
-        wanted = ("a reading" if after_ns is None else
-                  f"a reading newer than the previous scrape's (sample time {after_ns // 1_000_000} Unix ms)")
+        wanted = (
+            "a reading"
+            if after_ns is None
+            else f"a reading newer than the previous scrape's (sample time {after_ns // 1_000_000} Unix ms)"
+        )
         repeats = 0
         while True:
             try:
@@ -158,18 +168,24 @@ class CadvisorScrapes:
                 if after_ns is None or reading > after_ns:
                     return scraped, reading, stat, repeats
                 if reading < after_ns:
-                    raise BackendError(f"E6: cAdvisor's reading of {self.where} went back in time "
-                                       f"({reading // 1_000_000} < {after_ns // 1_000_000} Unix ms): the kubelet or "
-                                       "the container restarted between the scrapes")
+                    raise BackendError(
+                        f"E6: cAdvisor's reading of {self.where} went back in time "
+                        f"({reading // 1_000_000} < {after_ns // 1_000_000} Unix ms): the kubelet or "
+                        "the container restarted between the scrapes"
+                    )
                 problem = "cAdvisor still served the reading the previous scrape got"
             if self.job_done():
-                raise BackendError(f"E6: the job {self.where} ended before the kubelet's cAdvisor gave {wanted} "
-                                   f"({repeats + 1} scrapes; last: {problem}); the job must outlast the second "
-                                   "scrape by one of cAdvisor's housekeeping intervals (10-15 s)")
+                raise BackendError(
+                    f"E6: the job {self.where} ended before the kubelet's cAdvisor gave {wanted} "
+                    f"({repeats + 1} scrapes; last: {problem}); the job must outlast the second "
+                    "scrape by one of cAdvisor's housekeeping intervals (10-15 s)"
+                )
             if time.monotonic() >= deadline:
-                raise BackendError(f"E6: the kubelet's cAdvisor did not give {wanted} of {self.where} within "
-                                   f"{CADVISOR_LONGEST_S:g} s, scraped every {RESCRAPE_EVERY_S:g} s "
-                                   f"({repeats + 1} scrapes; last: {problem})")
+                raise BackendError(
+                    f"E6: the kubelet's cAdvisor did not give {wanted} of {self.where} within "
+                    f"{CADVISOR_LONGEST_S:g} s, scraped every {RESCRAPE_EVERY_S:g} s "
+                    f"({repeats + 1} scrapes; last: {problem})"
+                )
             repeats += 1
             time.sleep(RESCRAPE_EVERY_S)
 
@@ -191,12 +207,17 @@ def run_e6(spec: VariantSpec, ctx: Context) -> ExperimentResult:
         if misfit:
             raise BackendError(f"E6 {spec.name} cannot be measured against the kubelet's cAdvisor: {misfit}")
     elif spec.first_scrape_ms < spec.housekeeping_ms:
-        raise BackendError(f"E6: first_scrape_ms ({spec.first_scrape_ms}) must be at least housekeeping_ms "
-                           f"({spec.housekeeping_ms}), or the first scrape may find no reading yet")
+        raise BackendError(
+            f"E6: first_scrape_ms ({spec.first_scrape_ms}) must be at least housekeeping_ms "
+            f"({spec.housekeeping_ms}), or the first scrape may find no reading yet"
+        )
     rng = seeds.housekeeping_rng(ctx.seed)
     with deployed(ctx, node, result) as dep:
-        result.add_output(dep.run_job("calib", "burst", timeout_s=burst_timeout(
-            spec.with_changes(limit=None, rounds=spec.calibration_rounds))))
+        result.add_output(
+            dep.run_job(
+                "calib", "burst", timeout_s=burst_timeout(spec.with_changes(limit=None, rounds=spec.calibration_rounds))
+            )
+        )
         job_run = _Background(lambda: dep.run_job("e6", "burst", timeout_s=burst_timeout(spec)))
         if real:
             out, readings, scrapes = _scrape_cadvisor(dep, spec, job_run)
@@ -206,23 +227,43 @@ def run_e6(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     result.add_output(out)
     source = CADVISOR if real else EMULATED
     for seq, (wall, stat, extra) in enumerate(readings):
-        result.records.append({**podstat_record("e6", "burst", "housekeeping", seq, (wall - origin) / 1e6, stat),
-                               "source": source, **extra})
+        result.records.append(
+            {
+                **podstat_record("e6", "burst", "housekeeping", seq, (wall - origin) / 1e6, stat),
+                "source": source,
+                **extra,
+            }
+        )
     for seq, (scrape_wall, reading_wall, stat, extra) in enumerate(scrapes):
-        result.records.append({**podstat_record("e6", "burst", "scrape", seq, (reading_wall - origin) / 1e6, stat,
-                                                at_ms=(scrape_wall - origin) / 1e6),
-                               "source": source, **extra})
+        result.records.append(
+            {
+                **podstat_record(
+                    "e6",
+                    "burst",
+                    "scrape",
+                    seq,
+                    (reading_wall - origin) / 1e6,
+                    stat,
+                    at_ms=(scrape_wall - origin) / 1e6,
+                ),
+                "source": source,
+                **extra,
+            }
+        )
     result.notes.append(
         "E6 scraped the kubelet's cAdvisor (/metrics/cadvisor through the API server's node proxy): rates over "
-        "the difference of cAdvisor's own sample times" if real else
-        f"E6 emulated cAdvisor (this backend has none): the container's counters read every "
-        f"{spec.housekeeping_ms:g} ms, each scrape returning the latest reading with its own time")
+        "the difference of cAdvisor's own sample times"
+        if real
+        else f"E6 emulated cAdvisor (this backend has none): the container's counters read every "
+        f"{spec.housekeeping_ms:g} ms, each scrape returning the latest reading with its own time"
+    )
     result.window_s = (spec.rounds + spec.calibration_rounds) * spec.interval_ms / 1000
     return result
 
 
-def _scrape_emulated(dep: Deployment, spec: VariantSpec, rng: random.Random,
-                     job_run: "_Background") -> tuple[Output, list[Reading], list[Scrape]]:
+def _scrape_emulated(
+    dep: Deployment, spec: VariantSpec, rng: random.Random, job_run: "_Background"
+) -> tuple[Output, list[Reading], list[Scrape]]:
     """Local, docker: the housekeeping thread reads the container's counters; scrapes take its latest."""
     hk_s = spec.housekeeping_ms / 1000
     keeper = Housekeeping(dep, "e6", "burst", hk_s, offset_s=rng.uniform(0, hk_s))
@@ -242,8 +283,9 @@ def _scrape_emulated(dep: Deployment, spec: VariantSpec, rng: random.Random,
     return out, [(wall, stat, {}) for wall, stat in keeper.readings], scrapes
 
 
-def _scrape_cadvisor(dep: Deployment, spec: VariantSpec,
-                     job_run: "_Background") -> tuple[Output, list[Reading], list[Scrape]]:
+def _scrape_cadvisor(
+    dep: Deployment, spec: VariantSpec, job_run: "_Background"
+) -> tuple[Output, list[Reading], list[Scrape]]:
     """kind, kubernetes: two scrapes of the kubelet's cAdvisor, holding two different readings."""
     scraper = CadvisorScrapes(dep, "e6", "burst", job_run.done)
     scrapes: list[Scrape] = []

@@ -127,22 +127,40 @@ def measure(args: argparse.Namespace, spec: VariantSpec, ctx: Context, attempt: 
     finally:
         seen = meter.stop() if meter is not None else None
     wall = time.monotonic() - t0
-    interference = (seen.as_record(args.max_other_share) if seen is not None
-                    else {"disturbed": False, "note": f"not metered on the {args.backend} backend"})
+    interference = (
+        seen.as_record(args.max_other_share)
+        if seen is not None
+        else {"disturbed": False, "note": f"not metered on the {args.backend} backend"}
+    )
     if seen is not None and result.window_s <= 0:
         # a read-out (E1, E3, E4): values read back, nothing timed, so other work cannot bias it; and
         # its cgroups live for less than one sample of the meter, so their CPU would count as other's
-        interference = {**interference, "disturbed": False,
-                        "note": "a read-out without a timed window: metered, not judged"}
+        interference = {
+            **interference,
+            "disturbed": False,
+            "note": "a read-out without a timed window: metered, not judged",
+        }
     return {
-        "result": result, "wall": wall, "started": started, "ended": datetime.now(timezone.utc),
-        "load_before": load_before, "load_after": os.getloadavg(), "interference": interference,
+        "result": result,
+        "wall": wall,
+        "started": started,
+        "ended": datetime.now(timezone.utc),
+        "load_before": load_before,
+        "load_after": os.getloadavg(),
+        "interference": interference,
         "attempt": attempt,
     }
 
 
-def meta_record(args: argparse.Namespace, spec: VariantSpec, ctx: Context, binaries: dict[str, Path],
-                environment: dict[str, Any], run: dict[str, Any], digests: dict[str, str]) -> dict[str, Any]:
+def meta_record(
+    args: argparse.Namespace,
+    spec: VariantSpec,
+    ctx: Context,
+    binaries: dict[str, Path],
+    environment: dict[str, Any],
+    run: dict[str, Any],
+    digests: dict[str, str],
+) -> dict[str, Any]:
     caps = ctx.capabilities
     return {
         "type": "meta",
@@ -168,8 +186,10 @@ def meta_record(args: argparse.Namespace, spec: VariantSpec, ctx: Context, binar
         "start": run["started"].isoformat(),
         "end": run["ended"].isoformat(),
         "wall_s": round(run["wall"], 3),
-        "host_loadavg": {"before": [round(x, 2) for x in run["load_before"]],
-                         "after": [round(x, 2) for x in run["load_after"]]},
+        "host_loadavg": {
+            "before": [round(x, 2) for x in run["load_before"]],
+            "after": [round(x, 2) for x in run["load_after"]],
+        },
         "window_s": round(run["result"].window_s, 3),
         "notes": run["result"].notes,
         "interference": run["interference"],
@@ -217,11 +237,16 @@ def run(args: argparse.Namespace) -> int:
             if not seen["disturbed"] or attempt == args.retries:
                 break
             wait_s = 1.0 if busy_since is not None else args.quiet_wait_s
-            how = (f"the host has been busy since {time.strftime('%H:%M:%S', time.localtime(busy_since))} (a "
-                   "wait for quiet CPUs timed out): checking them once" if busy_since is not None else
-                   f"waiting for the CPUs to be quiet (at most {wait_s:.0f} s)")
-            progress(f"disturbed: processes outside the lab used {seen['outside_share']:.0%} of CPUs {seen['cpus']} "
-                     f"({orchestrator_text(seen)}; threshold {args.max_other_share:.0%}); {how} before measuring again")
+            how = (
+                f"the host has been busy since {time.strftime('%H:%M:%S', time.localtime(busy_since))} (a "
+                "wait for quiet CPUs timed out): checking them once"
+                if busy_since is not None
+                else f"waiting for the CPUs to be quiet (at most {wait_s:.0f} s)"
+            )
+            progress(
+                f"disturbed: processes outside the lab used {seen['outside_share']:.0%} of CPUs {seen['cpus']} "
+                f"({orchestrator_text(seen)}; threshold {args.max_other_share:.0%}); {how} before measuring again"
+            )
             quiet, waited = wait_for_quiet(seen["cpus"], args.max_other_share, wait_s)
             if not quiet:
                 note_host_busy(busy_since)  # later jobs check once instead of waiting again
@@ -232,18 +257,29 @@ def run(args: argparse.Namespace) -> int:
                 break
             # a disturbed attempt is kept beside the log and listed in it, never dropped silently
             kept = disturbed_path(out, attempt + 1)
-            write_atomically(kept, checked([meta_record(args, spec, ctx, binaries, environment, attempt_run, digests),
-                                            *attempt_run["result"].records]))
+            write_atomically(
+                kept,
+                checked(
+                    [
+                        meta_record(args, spec, ctx, binaries, environment, attempt_run, digests),
+                        *attempt_run["result"].records,
+                    ]
+                ),
+            )
             earlier.append({**seen, "log": kept.name, "waited_s": round(waited, 1)})
-            progress(f"{'quiet' if quiet else 'still busy'} after {waited:.0f} s; kept the disturbed attempt as "
-                     f"{kept.name}; measuring again")
+            progress(
+                f"{'quiet' if quiet else 'still busy'} after {waited:.0f} s; kept the disturbed attempt as "
+                f"{kept.name}; measuring again"
+            )
         if measured_quiet(attempt_run["interference"]):
             HOST_BUSY_PATH.unlink(missing_ok=True)
     meta = meta_record(args, spec, ctx, binaries, environment, attempt_run, digests)
     meta["disturbed_attempts"] = earlier
     write_atomically(out, checked([meta, *attempt_run["result"].records]))
     state = " (still disturbed: kept and marked)" if attempt_run["interference"]["disturbed"] else ""
-    progress(f"{args.experiment}/{args.variant} repeat {args.repeat}: done in {attempt_run['wall']:.1f} s{state} -> {out}")
+    progress(
+        f"{args.experiment}/{args.variant} repeat {args.repeat}: done in {attempt_run['wall']:.1f} s{state} -> {out}"
+    )
     return 0
 
 
@@ -285,13 +321,23 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--runtime", default="runc-new")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--node-cpus", default=None)
-    p.add_argument("--backend-settings", default="{}", help="the backend's section of config.yaml as JSON (kind, kubernetes)")
+    p.add_argument(
+        "--backend-settings", default="{}", help="the backend's section of config.yaml as JSON (kind, kubernetes)"
+    )
     p.add_argument("--binary", action="append", default=[], help="VARIANT=PATH of a workload build")
-    p.add_argument("--max-other-share", type=float, default=0.1,
-                   help="share of the run's CPUs other processes may use before the run counts as disturbed")
+    p.add_argument(
+        "--max-other-share",
+        type=float,
+        default=0.1,
+        help="share of the run's CPUs other processes may use before the run counts as disturbed",
+    )
     p.add_argument("--retries", type=int, default=2, help="how often a disturbed run is measured again")
-    p.add_argument("--quiet-wait-s", type=float, default=QUIET_WAIT_S,
-                   help="before a retry, wait at most this long for the run's CPUs to be quiet")
+    p.add_argument(
+        "--quiet-wait-s",
+        type=float,
+        default=QUIET_WAIT_S,
+        help="before a retry, wait at most this long for the run's CPUs to be quiet",
+    )
     p.add_argument("--out", required=True)
     return p
 

@@ -41,8 +41,9 @@ LOAD_TIMEOUT_S = 10.0
 LISTEN_TIMEOUT_S = 30.0
 
 
-def server_args(spec: VariantSpec, upstream: str | None = None, prefix: str = "",
-                addr: str = "127.0.0.1:0") -> tuple[str, ...]:
+def server_args(
+    spec: VariantSpec, upstream: str | None = None, prefix: str = "", addr: str = "127.0.0.1:0"
+) -> tuple[str, ...]:
     """`cpulab serve` flags from a spec: work per request, bytes allocated per request, live heap."""
     args = [
         "serve",
@@ -56,9 +57,16 @@ def server_args(spec: VariantSpec, upstream: str | None = None, prefix: str = ""
     return tuple(args)
 
 
-def server_container(spec: VariantSpec, name: str = "server", *, limit_key: str = "limit",
-                     request_key: str = "request", upstream: str | None = None, prefix: str = "",
-                     addr: str = "127.0.0.1:0") -> Container:
+def server_container(
+    spec: VariantSpec,
+    name: str = "server",
+    *,
+    limit_key: str = "limit",
+    request_key: str = "request",
+    upstream: str | None = None,
+    prefix: str = "",
+    addr: str = "127.0.0.1:0",
+) -> Container:
     gomaxprocs = getattr(spec, prefix + "gomaxprocs")
     env = (("GOMAXPROCS", str(gomaxprocs)),) if gomaxprocs is not None else ()
     return Container(
@@ -117,7 +125,7 @@ def wall_ns_of(rfc3339: str) -> int:
     head, sep, rest = text.partition(".")
     if sep:
         digits = "".join(ch for ch in rest if ch.isdigit())
-        zone = rest[len(digits):]
+        zone = rest[len(digits) :]
         text = f"{head}.{digits[:6].ljust(6, '0')}{zone}"
     return int(datetime.fromisoformat(text).timestamp() * 1_000_000) * 1000
 
@@ -138,8 +146,9 @@ class PodSampler:
     (to place them in the load's window) and the backend's monotonic `t_ns`.
     """
 
-    def __init__(self, dep: Deployment, targets: Sequence[tuple[str, str | None]], interval_s: float,
-                 cpus: str | None = None):
+    def __init__(
+        self, dep: Deployment, targets: Sequence[tuple[str, str | None]], interval_s: float, cpus: str | None = None
+    ):
         self.dep, self.targets, self.interval_s = dep, list(targets), interval_s
         self.cpus = set(parse_cpuset(cpus)) if cpus else None
         self.readings: list[tuple[int, str, str | None, dict[str, Any]]] = []
@@ -179,12 +188,15 @@ class PodSampler:
 
     def records(self, origin_ns: int, when: str = "sample") -> list[dict[str, Any]]:
         """`podstat` records; `t_ms` is the reading's time in ms after `origin_ns` (wall clock)."""
-        return [podstat_record(pod, container, when, seq, (wall - origin_ns) / 1e6, stat)
-                for seq, (wall, pod, container, stat) in enumerate(self.readings)]
+        return [
+            podstat_record(pod, container, when, seq, (wall - origin_ns) / 1e6, stat)
+            for seq, (wall, pod, container, stat) in enumerate(self.readings)
+        ]
 
 
-def podstat_record(pod: str, container: str | None, when: str, seq: int, t_ms: float, stat: dict[str, Any],
-                   at_ms: float | None = None) -> dict[str, Any]:
+def podstat_record(
+    pod: str, container: str | None, when: str, seq: int, t_ms: float, stat: dict[str, Any], at_ms: float | None = None
+) -> dict[str, Any]:
     return {
         "type": "podstat",
         "pod": pod,
@@ -197,9 +209,15 @@ def podstat_record(pod: str, container: str | None, when: str, seq: int, t_ms: f
     }
 
 
-def _run_load_sampled(dep: Deployment, spec: VariantSpec, ctx: Context, targets: Sequence[str],
-                      pods: Sequence[tuple[str, str | None]], label: str,
-                      result: ExperimentResult) -> Output:
+def _run_load_sampled(
+    dep: Deployment,
+    spec: VariantSpec,
+    ctx: Context,
+    targets: Sequence[str],
+    pods: Sequence[tuple[str, str | None]],
+    label: str,
+    result: ExperimentResult,
+) -> Output:
     """Drive the targets with the generator while sampling the pods' counters; keep both in the log."""
     interval = (spec.sample_ms or 100) / 1000
     with PodSampler(dep, pods, interval, spec.load_cpus) as sampler:
@@ -255,8 +273,13 @@ def run_e7(spec: VariantSpec, ctx: Context) -> ExperimentResult:
 
 def neighbor_container(spec: VariantSpec, node_cpus: int) -> Container:
     threads = spec.neighbor_threads or node_cpus
-    return Container("spin", ("spin", f"-threads={threads}", "-report=1000ms"), variant=(spec.build or "go124mod"),
-                     request_milli=spec.milli("neighbor_request"), limit_milli=None)
+    return Container(
+        "spin",
+        ("spin", f"-threads={threads}", "-report=1000ms"),
+        variant=(spec.build or "go124mod"),
+        request_milli=spec.milli("neighbor_request"),
+        limit_milli=None,
+    )
 
 
 def run_e8(spec: VariantSpec, ctx: Context) -> ExperimentResult:
@@ -305,8 +328,9 @@ def run_s2(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     # The downstream must know its upstream's address when it starts: the upstream gets a
     # port chosen now (free on loopback a moment ago) instead of port 0.
     up_addr = f"127.0.0.1:{free_port()}"
-    upstream = server_container(spec, "server", limit_key="upstream_limit", request_key="upstream_request",
-                                prefix="upstream_", addr=up_addr)
+    upstream = server_container(
+        spec, "server", limit_key="upstream_limit", request_key="upstream_request", prefix="upstream_", addr=up_addr
+    )
     downstream = server_container(spec, "server", upstream=f"http://{up_addr}")
     node = node_of(spec, ctx, (Pod("upstream", (upstream,)), Pod("downstream", (downstream,))))
     with deployed(ctx, node, result, placement_of(spec)) as dep:

@@ -40,8 +40,7 @@ from throttlelab.model.placement import Container, LoadPlacement, Node, Pod
 #: The limited container: two busy threads against 250m (request 100m: a Burstable pod).
 BURST = Container("burst", ("spin", "-threads=2"), request_milli=100, limit_milli=250, role="service")
 #: The server: no request, no limit (a BestEffort pod); it listens on a port of its own choosing.
-SERVER = Container("server", ("serve", "-addr=127.0.0.1:0", "-work=100us", "-alloc=0", "-live-mb=0"),
-                   role="service")
+SERVER = Container("server", ("serve", "-addr=127.0.0.1:0", "-work=100us", "-alloc=0", "-live-mb=0"), role="service")
 NODE = Node("node", (Pod("burst", (BURST,)), Pod("server", (SERVER,))))
 #: One short open-loop run of the load generator against the server.
 LOAD_ARGS = ("load", "-duration=2s", "-warmup=0s", "-rps=20", "-seed=1", "-timeout=2s", "-label=smoke")
@@ -67,16 +66,20 @@ def step_readback(dep: Deployment, backend: Backend) -> dict[str, Any]:
     readable = {r.level for r in readbacks if "unreadable" not in r.actual}
     qos = sorted(p for p, level in paths.items() if level == "qos")
     pauses = sorted(p for p, level in paths.items() if level == "pause")
-    _check(len([p for p, level in paths.items() if level == "container"]) == 2 and "container" in readable,
-           f"readback: expected both containers read back, got {paths}")
+    _check(
+        len([p for p, level in paths.items() if level == "container"]) == 2 and "container" in readable,
+        f"readback: expected both containers read back, got {paths}",
+    )
     if backend.name == "kind":  # every level is in the node container
         _check(not unreadable, f"readback: kind left levels unreadable: {unreadable}")
-        _check(len(qos) == 2 and any(p.endswith("/burstable") for p in qos) and any(p.endswith("/besteffort")
-                                                                                   for p in qos),
-               f"readback: expected the burstable and besteffort QoS levels, got {qos}")
+        _check(
+            len(qos) == 2
+            and any(p.endswith("/burstable") for p in qos)
+            and any(p.endswith("/besteffort") for p in qos),
+            f"readback: expected the burstable and besteffort QoS levels, got {qos}",
+        )
         _check(len(pauses) == 2, f"readback: expected both pods' pause containers, got {pauses}")
-        _check({"node", "qos", "pod", "pause", "container"} <= readable,
-               f"readback: levels read: {sorted(readable)}")
+        _check({"node", "qos", "pod", "pause", "container"} <= readable, f"readback: levels read: {sorted(readable)}")
     return {"levels": paths, "unreadable": unreadable, "qos": qos, "pauses": pauses}
 
 
@@ -91,14 +94,19 @@ def step_burst_and_cadvisor(dep: Deployment) -> dict[str, Any]:
     finally:
         dep.stop(handle)
     throttled = after["nr_throttled"] - before["nr_throttled"]
-    _check(throttled > 0, f"burst: two threads against a 250m limit were never throttled (nr_throttled {before} "
-                          f"-> {after})")
+    _check(
+        throttled > 0,
+        f"burst: two threads against a 250m limit were never throttled (nr_throttled {before} -> {after})",
+    )
     periods = second["nr_periods"] - first["nr_periods"]
     _check(periods > 0, f"cAdvisor: its two readings show no CFS period between them ({first} -> {second})")
-    return {"nr_throttled_before": before["nr_throttled"], "nr_throttled_after": after["nr_throttled"],
-            "cadvisor": [{"sample_ms": first_ns // 1_000_000, **first},
-                         {"sample_ms": second_ns // 1_000_000, **second}],
-            "cadvisor_gap_s": (second_ns - first_ns) / 1e9, "rescrapes": rescrapes}
+    return {
+        "nr_throttled_before": before["nr_throttled"],
+        "nr_throttled_after": after["nr_throttled"],
+        "cadvisor": [{"sample_ms": first_ns // 1_000_000, **first}, {"sample_ms": second_ns // 1_000_000, **second}],
+        "cadvisor_gap_s": (second_ns - first_ns) / 1e9,
+        "rescrapes": rescrapes,
+    }
 
 
 def _loopback(host: str) -> bool:
@@ -156,9 +164,11 @@ def run_smoke(backend: Backend, progress: Callable[[str], None] = lambda message
 
     backend.preflight()
     with backend.deploy(NODE, LoadPlacement()) as dep:
-        ok = (step("readback", lambda: step_readback(dep, backend))
-              and step("burst and cAdvisor", lambda: step_burst_and_cadvisor(dep))
-              and step("load by pod IP", lambda: step_load_by_pod_ip(dep)))
+        ok = (
+            step("readback", lambda: step_readback(dep, backend))
+            and step("burst and cAdvisor", lambda: step_burst_and_cadvisor(dep))
+            and step("load by pod IP", lambda: step_load_by_pod_ip(dep))
+        )
     ok = ok and step("pin and restore", lambda: step_pin_and_restore(backend))
 
     def nothing_left() -> dict[str, Any]:
@@ -179,8 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, type=Path, help="the report (JSON)")
     args = p.parse_args(argv)
     if args.backend not in CLUSTER_BACKENDS:
-        print(f"throttlelab smoke: the smoke test runs on a Kubernetes cluster; backend {args.backend!r} has none "
-              f"(use --config backend=kind or backend=kubernetes)", file=sys.stderr)
+        print(
+            f"throttlelab smoke: the smoke test runs on a Kubernetes cluster; backend {args.backend!r} has none "
+            f"(use --config backend=kind or backend=kubernetes)",
+            file=sys.stderr,
+        )
         return 2
 
     def progress(message: str) -> None:

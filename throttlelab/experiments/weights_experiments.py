@@ -17,11 +17,13 @@ from throttlelab.model.placement import Node
 from throttlelab.model.weight_pods import PHASES, expected_shares, lab_pods, pod_names
 from throttlelab.experiments.context import Context, ExperimentResult, deployed
 
+
 def run_e4(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     """Every pod of the lab, read back at every level for one runtime conversion."""
     names = pod_names("E4", None)
-    node = Node("node", lab_pods(names, ("info",), (spec.build or "go124mod")), cpus=ctx.node_cpus,
-                runtime=spec.runtime)
+    node = Node(
+        "node", lab_pods(names, ("info",), (spec.build or "go124mod")), cpus=ctx.node_cpus, runtime=spec.runtime
+    )
     result = ExperimentResult()
     with deployed(ctx, node, result) as dep:
         for pod in node.pods:
@@ -42,20 +44,26 @@ def run_shares(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     """One phase of E5/E10: pin the node to one CPU, keep every container busy, sample usage."""
     names, level = pod_names(spec.experiment, spec.phase), PHASES[spec.phase][1]
     args = ("spin", "-threads=1", f"-report={spec.sample_ms}ms")
-    node = Node("node", lab_pods(names, args, (spec.build or "go124mod")), cpus=str(spec.cpus),
-                runtime=spec.runtime)
+    node = Node("node", lab_pods(names, args, (spec.build or "go124mod")), cpus=str(spec.cpus), runtime=spec.runtime)
     if len(_cpu_list(node.cpus)) != 1:
         raise ValueError(f"E5/E10 pin the node to ONE CPU; cpus {node.cpus!r} names more")
     result = ExperimentResult()
     for member, (weight, share) in expected_shares(node.pods, level, spec.runtime).items():
-        result.records.append({"type": "share_expectation", "member": member, "level": level,
-                               "weight": weight, "share": share, "runtime": spec.runtime})
+        result.records.append(
+            {
+                "type": "share_expectation",
+                "member": member,
+                "level": level,
+                "weight": weight,
+                "share": share,
+                "runtime": spec.runtime,
+            }
+        )
     members = _members(node, level)
     with deployed(ctx, node, result) as dep:
         handles = [dep.start(p.name, c.name) for p in node.pods for c in p.containers]
         start = time.monotonic()
-        ctx.progress(f"{spec.phase}: {len(handles)} busy containers on CPU {node.cpus}; "
-                     f"settling {spec.settle_ms} ms")
+        ctx.progress(f"{spec.phase}: {len(handles)} busy containers on CPU {node.cpus}; settling {spec.settle_ms} ms")
         time.sleep(spec.settle_ms / 1000)
         for k in range(spec.samples + 1):
             if k:
@@ -63,8 +71,15 @@ def run_shares(spec: VariantSpec, ctx: Context) -> ExperimentResult:
             t_s = round(time.monotonic() - start, 4)  # one time per reading: the members' samples belong together
             for member, pod, container in members:
                 stat = dep.read_stat(pod, container)
-                result.records.append({"type": "share_sample", "member": member, "level": level,
-                                       "t_s": t_s, "usage_usec": stat["usage_usec"]})
+                result.records.append(
+                    {
+                        "type": "share_sample",
+                        "member": member,
+                        "level": level,
+                        "t_s": t_s,
+                        "usage_usec": stat["usage_usec"],
+                    }
+                )
         # settling is part of the lab's protocol, so it counts as the experiment's own time
         result.window_s = (spec.settle_ms + spec.samples * spec.sample_ms) / 1000
         for handle in handles:

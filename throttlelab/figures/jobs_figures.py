@@ -59,7 +59,9 @@ def e2a_tick_labels(order: list[str], specs: Mapping[str, VariantSpec]) -> list[
     return [f"{limit_label(specs[v])}\n{specs[v].threads} × {specs[v].work_ms:g} ms" for v in order]
 
 
-def e2a_completion_figure(rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame) -> Figure:
+def e2a_completion_figure(
+    rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame
+) -> Figure:
     """E2a: completion time of each burst round by limit, per-run p50, its estimate, the lab's p50."""
     specs = variant_specs(runs, "E2a")
     order = by_limit(specs)
@@ -77,8 +79,12 @@ def e2a_completion_figure(rounds: pd.DataFrame, metrics: pd.DataFrame, estimates
         plain_log_axis(ax)
         ax.set_ylabel("completion time of a round (ms, log)")
         ax.set_xlabel("")
-        fig.legend(handles=legend_handles(confidence_level(est), rounds=True, lab="lab p50 (10 CPUs)"),
-                   loc="outside upper center", ncol=4, frameon=False)
+        fig.legend(
+            handles=legend_handles(confidence_level(est), rounds=True, lab="lab p50 (10 CPUs)"),
+            loc="outside upper center",
+            ncol=4,
+            frameon=False,
+        )
     return fig
 
 
@@ -88,8 +94,9 @@ def e2a_setting_label(spec: VariantSpec, most_threads: int) -> str:
     return label if spec.threads == most_threads else f"{label}, {spec.threads} threads"
 
 
-def draw_throttled_share(ax: Axes, metrics: pd.DataFrame, est: pd.DataFrame, order: list[str],
-                         specs: Mapping[str, VariantSpec]) -> None:
+def draw_throttled_share(
+    ax: Axes, metrics: pd.DataFrame, est: pd.DataFrame, order: list[str], specs: Mapping[str, VariantSpec]
+) -> None:
     xpos = set_categories(ax, order, e2a_tick_labels(order, specs))
     draw_runs(ax, per_run(metrics, "E2a", "throttled_ratio"), xpos, -0.1)
     draw_estimates(ax, est, xpos, 0.14)
@@ -101,20 +108,34 @@ def draw_throttled_share(ax: Axes, metrics: pd.DataFrame, est: pd.DataFrame, ord
     ax.tick_params(axis="x", labelsize=8)
 
 
-def draw_throttled_vs_wall(ax: Axes, rounds: pd.DataFrame, order: list[str],
-                           specs: Mapping[str, VariantSpec]) -> None:
+def draw_throttled_vs_wall(ax: Axes, rounds: pd.DataFrame, order: list[str], specs: Mapping[str, VariantSpec]) -> None:
     most_threads = max(spec.threads for spec in specs.values())
     colors = series_colors(order)
     data = experiment_rows(rounds, "E2a", "rounds").assign(throttled_ms=lambda d: d["d_throttled_usec"] / 1000)
     for variant in order:
         rows = data[data["variant"] == variant]
-        ax.scatter(rows["wall_ms"], rows["throttled_ms"], s=12, color=colors[variant], alpha=0.8,
-                   label=e2a_setting_label(specs[variant], most_threads), zorder=3)
+        ax.scatter(
+            rows["wall_ms"],
+            rows["throttled_ms"],
+            s=12,
+            color=colors[variant],
+            alpha=0.8,
+            label=e2a_setting_label(specs[variant], most_threads),
+            zorder=3,
+        )
     lab = LAB["E2a"].values
     for variant in order:
         if "throttled_ms_per_round" in lab.get(variant, {}):
-            ax.scatter([lab[variant]["p50_wall_ms"]], [lab[variant]["throttled_ms_per_round"]], marker="X", s=60,
-                       color=colors[variant], edgecolors=LAB_COLOR, linewidths=1.0, zorder=4)
+            ax.scatter(
+                [lab[variant]["p50_wall_ms"]],
+                [lab[variant]["throttled_ms_per_round"]],
+                marker="X",
+                s=60,
+                color=colors[variant],
+                edgecolors=LAB_COLOR,
+                linewidths=1.0,
+                zorder=4,
+            )
     lab_top = max((v.get("throttled_ms_per_round", 0) for v in lab.values()), default=0)
     top = max(data["wall_ms"].max(), data["throttled_ms"].max(), lab_top) * 1.05
     ax.plot([0, top], [0, top], color="0.45", lw=1, ls=":", zorder=1)
@@ -127,7 +148,9 @@ def draw_throttled_vs_wall(ax: Axes, rounds: pd.DataFrame, order: list[str],
     ax.legend(loc="lower right", fontsize=8, frameon=True)
 
 
-def e2a_counters_figure(rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame) -> Figure:
+def e2a_counters_figure(
+    rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame
+) -> Figure:
     """E2a: (a) share of periods throttled by limit; (b) throttled ms against wall ms, round by round."""
     specs = variant_specs(runs, "E2a")
     order = [v for v in by_limit(specs) if specs[v].limit is not None]  # no quota, no periods
@@ -136,8 +159,12 @@ def e2a_counters_figure(rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: 
         fig, (left, right) = new_figure(4.1, 2, width_ratios=(1, 1.15))
         draw_throttled_share(left, metrics, est, order, specs)
         draw_throttled_vs_wall(right, rounds, order, specs)
-        fig.legend(handles=legend_handles(confidence_level(est), lab="lab (10 CPUs)"),
-                   loc="outside upper center", ncol=3, frameon=False)
+        fig.legend(
+            handles=legend_handles(confidence_level(est), lab="lab (10 CPUs)"),
+            loc="outside upper center",
+            ncol=3,
+            frameon=False,
+        )
     return fig
 
 
@@ -170,8 +197,16 @@ def e3_gomaxprocs_figure(metrics: pd.DataFrame, runs: pd.DataFrame) -> Figure:
         for ax, build in zip(axes, builds):
             names = sorted((v for v, s in specs.items() if s.build == build), key=lambda v: e3_setting(specs[v])[0])
             xpos = set_categories(ax, names, [e3_setting(specs[v])[1] for v in names])
-            ax.scatter([xpos[v] for v in names if v in rule.index], [rule[v] for v in names if v in rule.index],
-                       marker="s", s=110, facecolors="none", edgecolors=RULE_COLOR, linewidths=1.5, zorder=3)
+            ax.scatter(
+                [xpos[v] for v in names if v in rule.index],
+                [rule[v] for v in names if v in rule.index],
+                marker="s",
+                s=110,
+                facecolors="none",
+                edgecolors=RULE_COLOR,
+                linewidths=1.5,
+                zorder=3,
+            )
             for variant, group in measured.groupby("variant", sort=False):
                 if variant in xpos:
                     xs = spread(xpos[variant], len(group), 0.16)
@@ -212,8 +247,10 @@ def s1_throttling_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: p
     specs = variant_specs(runs, "S1")
     order = by_limit(specs)
     labels = s1_tick_labels(order, specs, per_run(metrics, "S1", "gomaxprocs"))
-    panels = (("throttled_ms", "throttled time (ms)", "(a) throttled time in the window"),
-              ("nr_throttled", "throttled periods", "(b) throttled periods in the window"))
+    panels = (
+        ("throttled_ms", "throttled time (ms)", "(a) throttled time in the window"),
+        ("nr_throttled", "throttled periods", "(b) throttled periods in the window"),
+    )
     with paper_style(1.1):
         fig = Figure(figsize=(FIG_WIDTH, 5.6), layout="constrained")
         axes = fig.subplots(2, 1, sharex=True)
@@ -230,8 +267,12 @@ def s1_throttling_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: p
             ax.set_ylim(0, top)
             ax.set_ylabel(ylabel)
             ax.set_title(title, loc="left")
-        fig.legend(handles=legend_handles(confidence_level(est), lab="book (14 CPUs, 2 s)"),
-                   loc="outside upper center", ncol=3, frameon=False)
+        fig.legend(
+            handles=legend_handles(confidence_level(est), lab="book (14 CPUs, 2 s)"),
+            loc="outside upper center",
+            ncol=3,
+            frameon=False,
+        )
     return fig
 
 
@@ -297,13 +338,23 @@ def _arm(spec: VariantSpec, runs: pd.DataFrame) -> predictions.BurstArm:
     return predictions.burst_arm(spec, _cpus(spec, runs), (spec.period_ms or 100.0))
 
 
-def _wall_panel(ax: Axes, experiment: str, rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame,
-                specs: Mapping[str, VariantSpec], order: list[str], labels: list[str], runs: pd.DataFrame) -> None:
+def _wall_panel(
+    ax: Axes,
+    experiment: str,
+    rounds: pd.DataFrame,
+    metrics: pd.DataFrame,
+    estimates: pd.DataFrame,
+    specs: Mapping[str, VariantSpec],
+    order: list[str],
+    labels: list[str],
+    runs: pd.DataFrame,
+) -> None:
     xpos = set_categories(ax, order, labels)
     for variant, group in experiment_rows(rounds, experiment, "rounds").groupby("variant", sort=False):
         if variant in xpos:
-            ax.scatter(spread(xpos[variant] - 0.2, len(group), 0.2), group["wall_ms"], s=7, color=ROUND_COLOR, lw=0,
-                       zorder=2)
+            ax.scatter(
+                spread(xpos[variant] - 0.2, len(group), 0.2), group["wall_ms"], s=7, color=ROUND_COLOR, lw=0, zorder=2
+            )
     draw_runs(ax, per_run(metrics, experiment, "p50_wall_ms"), xpos, 0.04)
     draw_estimates(ax, estimates_of(estimates, experiment, "p50_wall_ms"), xpos, 0.22)
     draw_model(ax, {v: _arm(specs[v], runs).median_wall_ms() for v in order}, xpos)
@@ -318,8 +369,9 @@ def _budget_label(spec: VariantSpec) -> str:
     return f"{limit_label(spec)},\n+{spec.burst_ms or 0:g} ms"
 
 
-def x1_budget_figure(rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame,
-                     runs: pd.DataFrame) -> Figure:
+def x1_budget_figure(
+    rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame
+) -> Figure:
     """X1: (a) completion by burst budget; (b) throttled and over-quota periods per round."""
     specs = variant_specs(runs, "X1")
     order = sorted(specs, key=lambda v: (specs[v].limit is not None, specs[v].burst_ms or 0))
@@ -330,18 +382,30 @@ def x1_budget_figure(rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.
         left.set_title("(a) completion time (+ burst budget)", loc="left")
         limited = [v for v in order if specs[v].limit is not None]
         arms = {v: _arm(specs[v], runs).burst() for v in limited}
-        level_panel(right, "X1", "throttled_per_round", metrics, estimates, limited,
-                     [_budget_label(specs[v]) for v in limited],
-                     {v: float(np.mean(b.throttled_periods)) for v, b in arms.items()})
+        level_panel(
+            right,
+            "X1",
+            "throttled_per_round",
+            metrics,
+            estimates,
+            limited,
+            [_budget_label(specs[v]) for v in limited],
+            {v: float(np.mean(b.throttled_periods)) for v, b in arms.items()},
+        )
         right.set_ylabel("throttled periods per round")
         right.set_title("(b) throttled periods per round", loc="left")
-        fig.legend(handles=model_legend_handles(confidence_level(estimates_of(estimates, "X1", "p50_wall_ms"))),
-                   loc="outside upper center", ncol=4, frameon=False)
+        fig.legend(
+            handles=model_legend_handles(confidence_level(estimates_of(estimates, "X1", "p50_wall_ms"))),
+            loc="outside upper center",
+            ncol=4,
+            frameon=False,
+        )
     return fig
 
 
-def x2_period_figure(rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame,
-                     runs: pd.DataFrame) -> Figure:
+def x2_period_figure(
+    rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame
+) -> Figure:
     """X2: (a) completion by CFS period; (b) throttled periods per round (log)."""
     specs = variant_specs(runs, "X2")
     order = sorted(specs, key=lambda v: -(specs[v].period_ms or 100.0))
@@ -350,18 +414,31 @@ def x2_period_figure(rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.
         fig, (left, right) = new_figure(4.0, 2)
         _wall_panel(left, "X2", rounds, metrics, estimates, specs, order, labels, runs)
         left.set_title("(a) completion time", loc="left")
-        level_panel(right, "X2", "throttled_per_round", metrics, estimates, order, labels,
-                     {v: float(np.mean(_arm(specs[v], runs).burst().throttled_periods)) for v in order})
+        level_panel(
+            right,
+            "X2",
+            "throttled_per_round",
+            metrics,
+            estimates,
+            order,
+            labels,
+            {v: float(np.mean(_arm(specs[v], runs).burst().throttled_periods)) for v in order},
+        )
         right.set_yscale("log")
         right.set_ylabel("throttled periods per round (log)")
         right.set_title("(b) throttled periods per round", loc="left")
-        fig.legend(handles=model_legend_handles(confidence_level(estimates_of(estimates, "X2", "p50_wall_ms"))),
-                   loc="outside upper center", ncol=4, frameon=False)
+        fig.legend(
+            handles=model_legend_handles(confidence_level(estimates_of(estimates, "X2", "p50_wall_ms"))),
+            loc="outside upper center",
+            ncol=4,
+            frameon=False,
+        )
     return fig
 
 
-def x3_queues_figure(rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame,
-                     runs: pd.DataFrame) -> Figure:
+def x3_queues_figure(
+    rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame
+) -> Figure:
     """X3: throttled ms per round over the extra wall ms per round, round by round, on 1 and 2 CPUs,
     against the run-queue range and the per-thread sum."""
     specs = variant_specs(runs, "X3")
@@ -388,11 +465,25 @@ def x3_queues_figure(rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.
             ax.annotate("per thread", (x + 0.36, a.threads), ha="right", va="bottom", fontsize=7, color=MODEL_COLOR)
         plain_log_axis(ax)
         ax.set_ylabel("throttled ms / extra wall ms (log)")
-        fig.legend(handles=[
-            Line2D([], [], ls="", marker="o", ms=3, color=ROUND_COLOR, label="each round"),
-            Line2D([], [], ls="", marker="s", ms=8, color=MODEL_COLOR, alpha=0.3, label="1 to min(threads, CPUs) run queues"),
-            Line2D([], [], ls="--", color=MODEL_COLOR, label="summed over threads"),
-        ], loc="outside upper center", ncol=3, frameon=False)
+        fig.legend(
+            handles=[
+                Line2D([], [], ls="", marker="o", ms=3, color=ROUND_COLOR, label="each round"),
+                Line2D(
+                    [],
+                    [],
+                    ls="",
+                    marker="s",
+                    ms=8,
+                    color=MODEL_COLOR,
+                    alpha=0.3,
+                    label="1 to min(threads, CPUs) run queues",
+                ),
+                Line2D([], [], ls="--", color=MODEL_COLOR, label="summed over threads"),
+            ],
+            loc="outside upper center",
+            ncol=3,
+            frameon=False,
+        )
     return fig
 
 
@@ -423,30 +514,56 @@ def x3_queues_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
     )
 
 
-def x4_overlap_figure(rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame,
-                      runs: pd.DataFrame) -> Figure:
+def x4_overlap_figure(
+    rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame
+) -> Figure:
     """X4: completion of every pod's rounds, bursting together against staggered, with the model's medians."""
     specs = variant_specs(runs, "X4")
     order = sorted(specs, key=lambda v: bool(specs[v].stagger))
-    labels = [f"{specs[v].pods} pods {'staggered' if specs[v].stagger else 'together'}\n"
-              f"{specs[v].threads} x {specs[v].work_ms:g} ms at {limit_label(specs[v])}" for v in order]
+    labels = [
+        f"{specs[v].pods} pods {'staggered' if specs[v].stagger else 'together'}\n"
+        f"{specs[v].threads} x {specs[v].work_ms:g} ms at {limit_label(specs[v])}"
+        for v in order
+    ]
     with paper_style(1.0):
         fig, (ax,) = new_figure(3.8)
         xpos = set_categories(ax, order, labels)
         for variant, group in experiment_rows(rounds, "X4", "rounds").groupby("variant", sort=False):
             if variant in xpos:
                 later = group[group["round"] > 0]
-                ax.scatter(spread(xpos[variant] - 0.2, len(later), 0.2), later["wall_ms"], s=7, color=ROUND_COLOR,
-                           lw=0, zorder=2)
+                ax.scatter(
+                    spread(xpos[variant] - 0.2, len(later), 0.2),
+                    later["wall_ms"],
+                    s=7,
+                    color=ROUND_COLOR,
+                    lw=0,
+                    zorder=2,
+                )
         draw_runs(ax, per_run(metrics, "X4", "p50_wall_ms"), xpos, 0.04)
         draw_estimates(ax, estimates_of(estimates, "X4", "p50_wall_ms"), xpos, 0.22)
-        draw_model(ax, {v: float(np.median(predictions.overlap_burst(_arm(specs[v], runs), int(specs[v].pods or 2),
-                                                                 not specs[v].stagger).wall_ms)) for v in order}, xpos)
+        draw_model(
+            ax,
+            {
+                v: float(
+                    np.median(
+                        predictions.overlap_burst(
+                            _arm(specs[v], runs), int(specs[v].pods or 2), not specs[v].stagger
+                        ).wall_ms
+                    )
+                )
+                for v in order
+            },
+            xpos,
+        )
         ax.tick_params(axis="x", labelsize=8)
         plain_log_axis(ax)
         ax.set_ylabel("completion of a round (ms, log)")
-        fig.legend(handles=model_legend_handles(confidence_level(estimates_of(estimates, "X4", "p50_wall_ms"))),
-                   loc="outside upper center", ncol=4, frameon=False)
+        fig.legend(
+            handles=model_legend_handles(confidence_level(estimates_of(estimates, "X4", "p50_wall_ms"))),
+            loc="outside upper center",
+            ncol=4,
+            frameon=False,
+        )
     return fig
 
 

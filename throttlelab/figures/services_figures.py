@@ -47,15 +47,23 @@ from throttlelab.model.quantities import format_cpu, milli_to_shares, shares_to_
 from throttlelab.model.reference import LAB, lab_values
 from throttlelab.model.variants import VariantSpec
 
-E2B_ORDER = ("steady-nolimit", "steady-limit", "steady-limit-go125",
-             "clumped-nolimit", "clumped-limit", "clumped-limit-go125")
+E2B_ORDER = (
+    "steady-nolimit",
+    "steady-limit",
+    "steady-limit-go125",
+    "clumped-nolimit",
+    "clumped-limit",
+    "clumped-limit-go125",
+)
 E7_ORDER = ("one-nolimit", "one-limit", "two-half", "two-limit", "one-double")
 E8_ORDER = ("idle-lim", "idle-lim2x", "busy-lim", "busy-lim2x", "busy-lim2x-req-half", "busy-lim2x-req-full")
 S2_THREADS = ("threads-node", "threads-one")
 S2_CASCADE = ("cascade-unlimited", "cascade-limited")
-E6_RATES = (("throttled_s_per_s", "throttled s per s\n(÷ readings' times)"),
-            ("throttled_s_per_s_naive", "throttled s per s\n(÷ scrape interval)"),
-            ("pause_s_per_s", "real pause per s\n(extra completion)"))
+E6_RATES = (
+    ("throttled_s_per_s", "throttled s per s\n(÷ readings' times)"),
+    ("throttled_s_per_s_naive", "throttled s per s\n(÷ scrape interval)"),
+    ("pause_s_per_s", "real pause per s\n(extra completion)"),
+)
 
 
 def latency_metric(estimates: pd.DataFrame, experiment: str) -> tuple[str, str]:
@@ -78,8 +86,18 @@ def _procs(metrics: pd.DataFrame, experiment: str) -> dict[str, str]:
     return {v: "/".join(f"{x:g}" for x in sorted(g["value"].unique())) for v, g in rows.groupby("variant")}
 
 
-def _value_panel(ax: Axes, metrics: pd.DataFrame, estimates: pd.DataFrame, experiment: str, metric: str,
-                 order: list[str], labels: list[str], *, log: bool, lab_ceiling: bool = True):
+def _value_panel(
+    ax: Axes,
+    metrics: pd.DataFrame,
+    estimates: pd.DataFrame,
+    experiment: str,
+    metric: str,
+    order: list[str],
+    labels: list[str],
+    *,
+    log: bool,
+    lab_ceiling: bool = True,
+):
     """Per-run points, the estimate with its interval, the lab's values; returns the x positions."""
     values = per_run(metrics, experiment, metric)
     est = estimates_of(estimates, experiment, metric)
@@ -114,8 +132,10 @@ def _legend(fig: Figure, est: pd.DataFrame, lab: str, extra: list[Line2D] | None
 
 
 def e2b_labels(order: list[str], specs: Mapping[str, VariantSpec], procs: Mapping[str, str]) -> list[str]:
-    return [f"clump {specs[v].clump}\n{limit_label(specs[v])}\n{specs[v].build or 'go124mod'}, "
-            f"GMP {procs.get(v, '?')}" for v in order]
+    return [
+        f"clump {specs[v].clump}\n{limit_label(specs[v])}\n{specs[v].build or 'go124mod'}, GMP {procs.get(v, '?')}"
+        for v in order
+    ]
 
 
 def e2b_latency_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame) -> Figure:
@@ -141,8 +161,10 @@ def e2b_latency_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.
 def _quantile_note(name: str) -> str:
     if name == "p99":
         return ""
-    return (f" The runs are too short for a per-run p99 (it needs 368 requests), so {name} is shown, the highest "
-            "quantile every run supports; the lab's p99 is not drawn beside it.")
+    return (
+        f" The runs are too short for a per-run p99 (it needs 368 requests), so {name} is shown, the highest "
+        "quantile every run supports; the lab's p99 is not drawn beside it."
+    )
 
 
 def e2b_latency_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
@@ -187,8 +209,7 @@ def e7_replicas_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.
             right.set_ylim(0, 1)
         right.set_ylabel("busiest replica's share of /work")
         right.set_title("(b) per-connection balance", loc="left")
-        _legend(fig, est, "lab (10 CPUs, 2 x 1 etc.)",
-                [Line2D([], [], ls=":", color="0.5", label="even split")])
+        _legend(fig, est, "lab (10 CPUs, 2 x 1 etc.)", [Line2D([], [], ls=":", color="0.5", label="even split")])
     return fig
 
 
@@ -224,8 +245,7 @@ def e8_labels(order: list[str], specs: Mapping[str, VariantSpec]) -> list[str]:
     out = []
     for v in order:
         s = specs[v]
-        out.append(f"{'busy' if s.neighbor else 'idle'}\nreq {format_cpu(s.milli('request'))}\n"
-                   f"{limit_label(s)}")
+        out.append(f"{'busy' if s.neighbor else 'idle'}\nreq {format_cpu(s.milli('request'))}\n{limit_label(s)}")
     return out
 
 
@@ -257,16 +277,29 @@ def e8_neighbor_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.
         ratios = per_run(metrics, "E8", "throttled_ratio").groupby("variant")["value"].median()
         for v in order:
             if v in ratios.index:
-                bottom.annotate(f"throttled {ratios[v]:.2f}", (xpos[v], 0), xytext=(0, 3), textcoords="offset points",
-                                ha="center", va="bottom", fontsize=7, color="0.3")
+                bottom.annotate(
+                    f"throttled {ratios[v]:.2f}",
+                    (xpos[v], 0),
+                    xytext=(0, 3),
+                    textcoords="offset points",
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                    color="0.3",
+                )
         bottom.set_ylim(bottom=0)
         bottom.set_ylabel("service CPU while requests waited (cores)")
         bottom.set_title("(b) CPU the service got during bursts (pod counters every few ms)", loc="left")
         bottom.tick_params(axis="x", labelsize=8)
-        _legend(fig, est, "lab (8-CPU worker)", [
-            Line2D([], [], color="0.35", lw=1.6, label="its limit"),
-            Line2D([], [], color=RULE_COLOR, lw=1.6, ls="-.", label="its weight's share of the node"),
-        ])
+        _legend(
+            fig,
+            est,
+            "lab (8-CPU worker)",
+            [
+                Line2D([], [], color="0.35", lw=1.6, label="its limit"),
+                Line2D([], [], color=RULE_COLOR, lw=1.6, ls="-.", label="its weight's share of the node"),
+            ],
+        )
     return fig
 
 
@@ -311,8 +344,11 @@ def e6_monitoring_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: p
             ax.hlines(value, xpos[metric] - 0.36, xpos[metric] + 0.36, colors=LAB_COLOR, linestyles="--", lw=1.4)
         ax.set_ylim(bottom=min(0, *[float(e["lo"].min()) for e in est_all if len(e) and e["lo"].notna().any()]))
         ax.set_ylabel("seconds per second of wall time")
-        ax.set_title(f"{limit_label(specs[variant])}, {specs[variant].threads} threads x "
-                     f"{specs[variant].work_ms:g} ms every {specs[variant].interval_ms:g} ms", loc="left")
+        ax.set_title(
+            f"{limit_label(specs[variant])}, {specs[variant].threads} threads x "
+            f"{specs[variant].work_ms:g} ms every {specs[variant].interval_ms:g} ms",
+            loc="left",
+        )
         _legend(fig, pd.concat(est_all) if est_all else pd.DataFrame(), f"lab ({LAB['E6'].setup})")
     return fig
 
@@ -356,9 +392,12 @@ def s2_throughput_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: p
         if cascade:
             ratio = metrics[(metrics["experiment"] == "S2") & (metrics["metric"] == "upstream_throttled_ratio")]
             med = ratio.groupby("variant")["value"].median()
-            labels = [f"upstream {limit_label(specs[v], 'upstream_limit')}\nthrottled "
-                      f"{med[v]:.2f}" if v in med.index else f"upstream {limit_label(specs[v], 'upstream_limit')}"
-                      for v in cascade]
+            labels = [
+                f"upstream {limit_label(specs[v], 'upstream_limit')}\nthrottled {med[v]:.2f}"
+                if v in med.index
+                else f"upstream {limit_label(specs[v], 'upstream_limit')}"
+                for v in cascade
+            ]
             _, est_c = _value_panel(axes[col], metrics, estimates, "S2", "throughput_rps", cascade, labels, log=True)
             axes[col].set_title("(b) cascade: downstream throughput", loc="left")
             est = est if len(est) else est_c
@@ -397,24 +436,38 @@ def x5_near_limit_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: p
     latency = _latency_metric(metrics, "X5", order)
     with paper_style(1.0):
         fig, (left, right) = new_figure(4.0, 2)
-        level_panel(left, "X5", "throttled_ratio", metrics, estimates, order, labels,
-                     {v: a.throttled_share() for v, a in arms.items()})
+        level_panel(
+            left,
+            "X5",
+            "throttled_ratio",
+            metrics,
+            estimates,
+            order,
+            labels,
+            {v: a.throttled_share() for v, a in arms.items()},
+        )
         left.set_ylabel("throttled periods / active periods")
         left.set_title("(a) throttled share", loc="left")
         level_panel(right, "X5", latency, metrics, estimates, order, labels, {})
         plain_log_axis(right)
         right.set_ylabel(f"/work {_quantile_text(latency)} (ms, log)")
         right.set_title("(b) latency", loc="left")
-        fig.legend(handles=model_legend_handles(confidence_level(estimates_of(estimates, "X5", "throttled_ratio")))[1:],
-                   loc="outside upper center", ncol=3, frameon=False)
+        fig.legend(
+            handles=model_legend_handles(confidence_level(estimates_of(estimates, "X5", "throttled_ratio")))[1:],
+            loc="outside upper center",
+            ncol=3,
+            frameon=False,
+        )
     return fig
 
 
 def x6_threads_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame) -> Figure:
     """X6: (a) clumped /work latency by limit and GOMAXPROCS; (b) closed-loop throughput."""
     specs = variant_specs(runs, "X6")
-    clumped = sorted((v for v in specs if not specs[v].workers),
-                     key=lambda v: (specs[v].milli("limit") or 0, specs[v].gomaxprocs or 0))
+    clumped = sorted(
+        (v for v in specs if not specs[v].workers),
+        key=lambda v: (specs[v].milli("limit") or 0, specs[v].gomaxprocs or 0),
+    )
     closed = [v for v in specs if specs[v].workers]
     latency = _latency_metric(metrics, "X6", clumped)
 
@@ -432,10 +485,21 @@ def x6_threads_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.D
         right.set_ylabel("requests per second")
         right.set_title("(b) closed loop", loc="left")
         if not closed:
-            right.text(0.5, 0.5, "no closed-loop arm\nin this profile", ha="center", va="center",
-                       transform=right.transAxes, color=MODEL_COLOR)
-        fig.legend(handles=model_legend_handles(confidence_level(estimates_of(estimates, "X6", latency)))[1:3],
-                   loc="outside upper center", ncol=2, frameon=False)
+            right.text(
+                0.5,
+                0.5,
+                "no closed-loop arm\nin this profile",
+                ha="center",
+                va="center",
+                transform=right.transAxes,
+                color=MODEL_COLOR,
+            )
+        fig.legend(
+            handles=model_legend_handles(confidence_level(estimates_of(estimates, "X6", latency)))[1:3],
+            loc="outside upper center",
+            ncol=2,
+            frameon=False,
+        )
     return fig
 
 

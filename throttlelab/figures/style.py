@@ -127,8 +127,13 @@ def draw_estimates(ax: Axes, est: pd.DataFrame, xpos: Mapping[str, float], offse
             ax.plot([x], [row.point], "D", color=ESTIMATE_COLOR, ms=5, mfc="white", zorder=4)
 
 
-def draw_lab(ax: Axes, refs: Mapping[str, float], xpos: Mapping[str, float], half_width: float = 0.36,
-             ceiling: float | None = None) -> None:
+def draw_lab(
+    ax: Axes,
+    refs: Mapping[str, float],
+    xpos: Mapping[str, float],
+    half_width: float = 0.36,
+    ceiling: float | None = None,
+) -> None:
     """Dashed red bars at the lab's values; one far above `ceiling` becomes an arrow with its number,
     so a reference from a bigger machine does not squash our own data flat."""
     for variant, value in refs.items():
@@ -184,12 +189,21 @@ def draw_model(ax: Axes, values: Mapping[str, float], xpos: Mapping[str, float])
     """Dotted grey bars at the model's values (an experiment of ours: no lab figure to draw)."""
     for variant, value in values.items():
         if variant in xpos and np.isfinite(value):
-            ax.hlines(value, xpos[variant] - 0.36, xpos[variant] + 0.36, colors=MODEL_COLOR, linestyles=":", lw=1.6,
-                      zorder=2)
+            ax.hlines(
+                value, xpos[variant] - 0.36, xpos[variant] + 0.36, colors=MODEL_COLOR, linestyles=":", lw=1.6, zorder=2
+            )
 
 
-def level_panel(ax: Axes, experiment: str, metric: str, metrics: pd.DataFrame, estimates: pd.DataFrame,
-                order: list[str], labels: list[str], predicted: Mapping[str, float]) -> None:
+def level_panel(
+    ax: Axes,
+    experiment: str,
+    metric: str,
+    metrics: pd.DataFrame,
+    estimates: pd.DataFrame,
+    order: list[str],
+    labels: list[str],
+    predicted: Mapping[str, float],
+) -> None:
     """Each run's value and the estimate of one metric by variant, with the model's prediction."""
     xpos = set_categories(ax, order, labels)
     draw_runs(ax, per_run(metrics, experiment, metric), xpos, -0.1)

@@ -32,7 +32,7 @@ def figure_to_svg(fig: Figure, name: str, title: str = "") -> str:
     svg = namespace_ids(_XML_PROLOG.sub("", buffer.getvalue()), name)
     if title:
         head_end = svg.index(">", svg.index("<svg")) + 1
-        svg = f'{svg[:head_end]}<title>{_escape(title)}</title>{svg[head_end:]}'
+        svg = f"{svg[:head_end]}<title>{_escape(title)}</title>{svg[head_end:]}"
     return svg
 
 

@@ -41,8 +41,7 @@ def _member_frame(frame: pd.DataFrame, member: str) -> pd.DataFrame:
     return out
 
 
-def weights_shares_figure(metrics: pd.DataFrame, estimates: pd.DataFrame,
-                          share_expectations: pd.DataFrame) -> Figure:
+def weights_shares_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, share_expectations: pd.DataFrame) -> Figure:
     """E5 beside E10: each member's measured share of one CPU, the weights' prediction, the lab's share."""
     phases = [p for p in PHASE_TITLES if (share_expectations["variant"] == p).any()]
     panels = [(e, label) for e, label in SHARE_PANELS if (share_expectations["experiment"] == e).any()]
@@ -53,8 +52,9 @@ def weights_shares_figure(metrics: pd.DataFrame, estimates: pd.DataFrame,
         for row, phase in enumerate(phases):
             for col, (experiment, label) in enumerate(panels):
                 ax = axes[row][col]
-                expect = share_expectations[(share_expectations["experiment"] == experiment)
-                                            & (share_expectations["variant"] == phase)]
+                expect = share_expectations[
+                    (share_expectations["experiment"] == experiment) & (share_expectations["variant"] == phase)
+                ]
                 expect = expect.drop_duplicates("member")
                 members = list(expect["member"])
                 labels = [f"{m}\nw={w}" for m, w in zip(expect["member"], expect["weight"])]

@@ -59,8 +59,10 @@ def _write(path: Path, value: str) -> None:
 
 def _write_burst(path: Path, burst_us: int) -> None:
     if not path.exists():
-        raise CgroupError(f"cannot write a burst budget of {burst_us} us: {path} does not exist (the CFS burst "
-                          "budget needs Linux 5.14 or later)")
+        raise CgroupError(
+            f"cannot write a burst budget of {burst_us} us: {path} does not exist (the CFS burst "
+            "budget needs Linux 5.14 or later)"
+        )
     _write(path, str(burst_us))
 
 
@@ -165,8 +167,9 @@ class CgroupFS:
         """JSON-able description, so a guardian process can rebuild the same view."""
         raise NotImplementedError
 
-    def write_cpu(self, rel: str, quota_us: int | None, period_us: int, weight: int,
-                  burst_us: int | None = None) -> None:
+    def write_cpu(
+        self, rel: str, quota_us: int | None, period_us: int, weight: int, burst_us: int | None = None
+    ) -> None:
         """Quota, period and weight; then the burst budget when one is given (the kernel checks
         it against the quota already written)."""
         raise NotImplementedError
@@ -210,8 +213,9 @@ class CgroupV1(CgroupFS):
                 _write(path / "cpuset.mems", _read(path.parent / "cpuset.mems"))
                 _write(path / "cpuset.cpus", cpus or _read(path.parent / "cpuset.cpus"))
 
-    def write_cpu(self, rel: str, quota_us: int | None, period_us: int, weight: int,
-                  burst_us: int | None = None) -> None:
+    def write_cpu(
+        self, rel: str, quota_us: int | None, period_us: int, weight: int, burst_us: int | None = None
+    ) -> None:
         path = self.roots["cpu"] / rel
         _write(path / "cpu.cfs_period_us", str(period_us))
         _write(path / "cpu.cfs_quota_us", str(-1 if quota_us is None else quota_us))
@@ -288,8 +292,9 @@ class CgroupV2(CgroupFS):
         if cpus is not None:
             _write(path / "cpuset.cpus", cpus)
 
-    def write_cpu(self, rel: str, quota_us: int | None, period_us: int, weight: int,
-                  burst_us: int | None = None) -> None:
+    def write_cpu(
+        self, rel: str, quota_us: int | None, period_us: int, weight: int, burst_us: int | None = None
+    ) -> None:
         path = self.root / rel
         _write(path / "cpu.max", f"{'max' if quota_us is None else quota_us} {period_us}")
         _write(path / "cpu.weight", str(weight))

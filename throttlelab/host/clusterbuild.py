@@ -74,17 +74,24 @@ class ToolsSettings:
         mapping = dict(mapping or {})
         unknown = sorted(set(mapping) - {"cache", "go_mod_cache", "go_build_cache"})
         if unknown:
-            raise BuildError(f"cluster_tools: unknown setting {', '.join(unknown)}; "
-                             "the settings are cache, go_mod_cache, go_build_cache (config/config.schema.yaml)")
+            raise BuildError(
+                f"cluster_tools: unknown setting {', '.join(unknown)}; "
+                "the settings are cache, go_mod_cache, go_build_cache (config/config.schema.yaml)"
+            )
         home = cache_home(env)
-        defaults = {"cache": home / "cluster-tools", "go_mod_cache": home / "go-mod", "go_build_cache": home / "go-build"}
+        defaults = {
+            "cache": home / "cluster-tools",
+            "go_mod_cache": home / "go-mod",
+            "go_build_cache": home / "go-build",
+        }
         paths = {}
         for key, default in defaults.items():
             value = mapping.get(key)
             path = Path(value).expanduser() if value else default
             if not path.is_absolute():
-                raise BuildError(f"cluster_tools.{key}: {value!r} is not an absolute path; give one (or null for "
-                                 f"{default})")
+                raise BuildError(
+                    f"cluster_tools.{key}: {value!r} is not an absolute path; give one (or null for {default})"
+                )
             paths[key] = path
         return cls(**paths)
 
@@ -126,8 +133,10 @@ def module_pin(cluster_dir: Path, project: Project) -> ModulePin:
     gomod, gosum = folder / "go.mod", folder / "go.sum"
     for path in (gomod, gosum):
         if not path.is_file():
-            raise BuildError(f"{project.name}: {path} is missing; give the repository's cluster/ folder "
-                             "(--cluster-dir) with every module of cluster/README.md")
+            raise BuildError(
+                f"{project.name}: {path} is missing; give the repository's cluster/ folder "
+                "(--cluster-dir) with every module of cluster/README.md"
+            )
     version = catalogue.required_version(gomod.read_text(), project.module, str(gomod))
     return ModulePin(folder, version, sha256_file(gomod), sha256_file(gosum))
 
@@ -143,9 +152,16 @@ def _die_with_parent() -> None:
 def run_go(go: str, args: list[str], folder: Path, env: Mapping[str, str], what: str) -> str:
     """Run ``go ARGS`` in ``folder`` in a process group of its own, killed on any way out of here
     (an exception, a signal turned into one); return its stdout. Failure: a BuildError naming ``what``."""
-    proc = subprocess.Popen([go, *args], cwd=folder, env=dict(env), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=_die_with_parent)
+    proc = subprocess.Popen(
+        [go, *args],
+        cwd=folder,
+        env=dict(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
+    )
     try:
         out, err = proc.communicate()
     finally:
@@ -165,20 +181,28 @@ def go_facts(go: str, folder: Path, env: Mapping[str, str]) -> dict[str, str]:
 
 def release_time(go: str, folder: Path, module: str, version: str, env: Mapping[str, str]) -> str:
     """The module proxy's release time of module@version (its .info Time), downloading it if needed."""
-    out = run_go(go, ["mod", "download", "-json", f"{module}@{version}"], folder, env,
-                 f"downloading {module}@{version} (is the module proxy reachable? `go env GOPROXY`)")
+    out = run_go(
+        go,
+        ["mod", "download", "-json", f"{module}@{version}"],
+        folder,
+        env,
+        f"downloading {module}@{version} (is the module proxy reachable? `go env GOPROXY`)",
+    )
     info = json.loads(out)
     if info.get("Error"):
-        raise BuildError(f"{module}@{version}: {info['Error']} (the module proxy must serve this version; "
-                         "cluster/README.md says how each pin was chosen)")
+        raise BuildError(
+            f"{module}@{version}: {info['Error']} (the module proxy must serve this version; "
+            "cluster/README.md says how each pin was chosen)"
+        )
     try:
         return json.loads(Path(info["Info"]).read_text())["Time"]
     except (KeyError, OSError, ValueError) as exc:
         raise BuildError(f"{module}@{version}: no release time in the module cache's .info ({exc})") from None
 
 
-def key_inputs(project: Project, binary: Binary, pin: ModulePin, facts: Mapping[str, str],
-               flags: list[str]) -> dict[str, Any]:
+def key_inputs(
+    project: Project, binary: Binary, pin: ModulePin, facts: Mapping[str, str], flags: list[str]
+) -> dict[str, Any]:
     """Everything one binary is made from; its hash (model.clustertools.build_key) is the cache key."""
     return {
         "project": project.name,
@@ -258,13 +282,21 @@ def version_output(path: Path, binary: Binary) -> str:
     with tempfile.TemporaryDirectory(prefix="throttlelab-version-") as home:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "LANG": "C", "KUBECONFIG": "/dev/null"}
         try:
-            proc = subprocess.run([str(path), *binary.version_args], cwd=home, env=env, capture_output=True,
-                                  text=True, timeout=VERSION_TIMEOUT_S)
+            proc = subprocess.run(
+                [str(path), *binary.version_args],
+                cwd=home,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=VERSION_TIMEOUT_S,
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise BuildError(f"{path} {' '.join(binary.version_args)}: {exc}") from None
     if proc.returncode != 0:
-        raise BuildError(f"{path} {' '.join(binary.version_args)} exited {proc.returncode}: "
-                         f"{(proc.stderr or proc.stdout).strip()[-2000:]}")
+        raise BuildError(
+            f"{path} {' '.join(binary.version_args)} exited {proc.returncode}: "
+            f"{(proc.stderr or proc.stdout).strip()[-2000:]}"
+        )
     return proc.stdout + proc.stderr
 
 
@@ -273,8 +305,10 @@ def checked_version(path: Path, binary: Binary, version: str) -> list[str]:
     output = version_output(path, binary)
     problems = catalogue.version_problems(binary, version, output)
     if problems:
-        raise BuildError(f"{path} was built but its version is wrong ({'; '.join(problems)}); the version ldflags "
-                         f"did not reach it (model/clustertools.py). It printed:\n{output.strip()}")
+        raise BuildError(
+            f"{path} was built but its version is wrong ({'; '.join(problems)}); the version ldflags "
+            f"did not reach it (model/clustertools.py). It printed:\n{output.strip()}"
+        )
     return [line for line in output.splitlines() if line.strip()]
 
 
@@ -283,38 +317,50 @@ def check_build_tools(project: Project, env: Mapping[str, str]) -> None:
     if any(b.cgo for b in project.binaries):
         cc = env.get("CC") or "gcc"
         if shutil.which(cc.split()[0], path=env.get("PATH")) is None:
-            raise BuildError(f"{project.name} needs cgo and the C compiler {cc!r} is missing "
-                             "(Debian: apt-get install gcc libc6-dev)")
+            raise BuildError(
+                f"{project.name} needs cgo and the C compiler {cc!r} is missing (Debian: apt-get install gcc libc6-dev)"
+            )
     if any("seccomp" in b.tags for b in project.binaries):
-        found = shutil.which("pkg-config", path=env.get("PATH")) and subprocess.run(
-            ["pkg-config", "--exists", "libseccomp"], env=dict(env)).returncode == 0
+        found = (
+            shutil.which("pkg-config", path=env.get("PATH"))
+            and subprocess.run(["pkg-config", "--exists", "libseccomp"], env=dict(env)).returncode == 0
+        )
         if not found:
-            raise BuildError(f"{project.name} is built with cgo and the seccomp tag, and libseccomp's development "
-                             "files are missing (Debian: apt-get install libseccomp-dev pkg-config)")
+            raise BuildError(
+                f"{project.name} is built with cgo and the seccomp tag, and libseccomp's development "
+                "files are missing (Debian: apt-get install libseccomp-dev pkg-config)"
+            )
 
 
 def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def build_binary(go: str, pin: ModulePin, binary: Binary, flags: list[str], jobs: int,
-                 settings: ToolsSettings, folder: Path) -> float:
+def build_binary(
+    go: str, pin: ModulePin, binary: Binary, flags: list[str], jobs: int, settings: ToolsSettings, folder: Path
+) -> float:
     """`go build` one binary into the cache folder (written beside, then renamed): its seconds."""
     out = binary_path(folder, binary)
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.parent / f".{binary.name}.partial-{os.getpid()}"
     start = time.monotonic()
     try:
-        run_go(go, ["build", "-p", str(jobs), *flags, "-o", str(partial), binary.package], pin.folder,
-               go_environment(settings, binary.cgo), f"go build of {binary.name}")
+        run_go(
+            go,
+            ["build", "-p", str(jobs), *flags, "-o", str(partial), binary.package],
+            pin.folder,
+            go_environment(settings, binary.cgo),
+            f"go build of {binary.name}",
+        )
         os.replace(partial, out)
     finally:
         partial.unlink(missing_ok=True)
     return time.monotonic() - start
 
 
-def build_project(name: str, cluster_dir: Path, settings: ToolsSettings, jobs: int = 2, tell: Say = say
-                  ) -> dict[str, Any]:
+def build_project(
+    name: str, cluster_dir: Path, settings: ToolsSettings, jobs: int = 2, tell: Say = say
+) -> dict[str, Any]:
     """Build every binary of project ``name`` whose cached copy is not current; the manifest of
     what the cache now holds (paths, hashes, version lines, build times)."""
     project = catalogue.project(name)
@@ -328,8 +374,10 @@ def build_project(name: str, cluster_dir: Path, settings: ToolsSettings, jobs: i
     tell(f"cluster tools: {project.name} ({project.module} {pin.version}) in {folder}")
     facts = go_facts(go, pin.folder, env)
     values = catalogue.version_values(
-        pin.version, catalogue.build_date(release_time(go, pin.folder, project.module, pin.version, env)),
-        project.commit)
+        pin.version,
+        catalogue.build_date(release_time(go, pin.folder, project.module, pin.version, env)),
+        project.commit,
+    )
     entries, downloaded = [], None
     with project_lock(folder):
         remove_partials(folder)
@@ -341,8 +389,10 @@ def build_project(name: str, cluster_dir: Path, settings: ToolsSettings, jobs: i
             stamp = read_stamp(stamp_file)
             problem = stamp_problem(stamp, path, key)
             if problem is None:
-                tell(f"{label}: up to date (built in {catalogue.duration_text(stamp['build_seconds'])} on "
-                     f"{stamp['built_at'][:10]}): {_version_line(binary, stamp).strip()}")
+                tell(
+                    f"{label}: up to date (built in {catalogue.duration_text(stamp['build_seconds'])} on "
+                    f"{stamp['built_at'][:10]}): {_version_line(binary, stamp).strip()}"
+                )
                 entries.append(_entry(binary, path, stamp, built_now=False))
                 continue
             if downloaded is None:
@@ -373,8 +423,10 @@ def build_project(name: str, cluster_dir: Path, settings: ToolsSettings, jobs: i
             entries.append(_entry(binary, path, stamp, built_now=True, seconds=seconds))
     total = time.monotonic() - start
     built = [e for e in entries if e["built_now"]]
-    tell(f"{project.name} {pin.version}: {len(built)} built, {len(entries) - len(built)} up to date, "
-         f"{catalogue.duration_text(total)}")
+    tell(
+        f"{project.name} {pin.version}: {len(built)} built, {len(entries) - len(built)} up to date, "
+        f"{catalogue.duration_text(total)}"
+    )
     return {
         "project": project.name,
         "module": project.module,
@@ -391,8 +443,7 @@ def _version_line(binary: Binary, stamp: dict[str, Any]) -> str:
     return catalogue.version_line(binary, "\n".join(stamp["version_output"])) or stamp["version_output"][0]
 
 
-def _entry(binary: Binary, path: Path, stamp: dict[str, Any], built_now: bool, seconds: float = 0.0
-           ) -> dict[str, Any]:
+def _entry(binary: Binary, path: Path, stamp: dict[str, Any], built_now: bool, seconds: float = 0.0) -> dict[str, Any]:
     return {
         "name": binary.name,
         "path": str(path),
@@ -412,15 +463,23 @@ def summary(manifests: list[dict[str, Any]], tell: Say = say) -> dict[str, Any]:
     this_run = cold = 0.0
     for manifest in manifests:
         for entry in manifest["binaries"]:
-            how = (f"built now in {catalogue.duration_text(entry['seconds'])}" if entry["built_now"]
-                   else f"cached, built in {catalogue.duration_text(entry['build_seconds'])}")
+            how = (
+                f"built now in {catalogue.duration_text(entry['seconds'])}"
+                if entry["built_now"]
+                else f"cached, built in {catalogue.duration_text(entry['build_seconds'])}"
+            )
             tell(f"  {entry['name']:<24} {entry['version_line']:<44} {how}")
             cold += entry["build_seconds"]
         this_run += manifest["seconds"]
-    tell(f"cluster tools: this build {catalogue.duration_text(this_run)}; compiling all of them took "
-         f"{catalogue.duration_text(cold)} (the sum of the cached builds' times, downloads not included)")
-    return {"projects": {m["project"]: m for m in manifests}, "seconds": round(this_run, 1),
-            "build_seconds": round(cold, 1)}
+    tell(
+        f"cluster tools: this build {catalogue.duration_text(this_run)}; compiling all of them took "
+        f"{catalogue.duration_text(cold)} (the sum of the cached builds' times, downloads not included)"
+    )
+    return {
+        "projects": {m["project"]: m for m in manifests},
+        "seconds": round(this_run, 1),
+        "build_seconds": round(cold, 1),
+    }
 
 
 def cached(cluster_dir: Path, settings: ToolsSettings) -> list[dict[str, Any]]:
@@ -437,8 +496,9 @@ def cached(cluster_dir: Path, settings: ToolsSettings) -> list[dict[str, Any]]:
             problem = stamp_problem(stamp, path)
             if problem is None and stamp["inputs"]["go.sum"] != pin.gosum_sha256:
                 problem = "built from another go.sum"
-            rows.append({"project": project.name, "binary": binary, "version": pin.version, "path": path,
-                         "problem": problem})
+            rows.append(
+                {"project": project.name, "binary": binary, "version": pin.version, "path": path, "problem": problem}
+            )
     return rows
 
 
@@ -459,8 +519,12 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("--jobs", type=int, default=2, help="go build -p (default 2)")
     status = sub.add_parser("status", help="what the cache holds for the pins; builds nothing")
     for command in (build, status):
-        command.add_argument("--cluster-dir", type=Path, default=Path("cluster"),
-                             help="the repository's cluster/ folder (default ./cluster)")
+        command.add_argument(
+            "--cluster-dir",
+            type=Path,
+            default=Path("cluster"),
+            help="the repository's cluster/ folder (default ./cluster)",
+        )
         command.add_argument("--settings", default="{}", help="config.yaml's cluster_tools section, as JSON")
     summarise = sub.add_parser("summary", help="merge the projects' manifests and print the build times")
     summarise.add_argument("--out", type=Path, required=True)

@@ -58,8 +58,10 @@ def go_environment() -> dict[str, str]:
 def check_module(module: Path, what: str) -> Path:
     """``module`` must be a Go module (a folder with go.mod); a BuildError says which is missing."""
     if not (Path(module) / "go.mod").is_file():
-        raise BuildError(f"{what}: no Go module at {Path(module).resolve()} (no go.mod there); "
-                         "give the source folder (--source, --podgate-source)")
+        raise BuildError(
+            f"{what}: no Go module at {Path(module).resolve()} (no go.mod there); "
+            "give the source folder (--source, --podgate-source)"
+        )
     return Path(module)
 
 
@@ -113,8 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="throttlelab build-workload", description=__doc__.splitlines()[0])
     parser.add_argument("--variant", required=True, choices=sorted(VARIANTS))
     parser.add_argument("--out", type=Path, help="binary path (default: build/workload/<variant>/cpulab)")
-    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE,
-                        help="the workload/ Go module (default: ./workload)")
+    parser.add_argument(
+        "--source", type=Path, default=DEFAULT_SOURCE, help="the workload/ Go module (default: ./workload)"
+    )
     args = parser.parse_args(argv)
     try:
         path = build_variant(args.variant, args.out or default_output(args.variant), args.source)

@@ -112,11 +112,15 @@ class Interference:
         return self.orchestrator_s / self.window_s
 
     def as_record(self, threshold: float) -> dict:
-        orchestrator = ({"orchestrator_s": None, "orchestrator_note": "not started by the rules' orchestrator"}
-                        if self.orchestrator_s is None else
-                        {"orchestrator_s": round(self.orchestrator_s, 4),
-                         "orchestrator_cpu": round(self.orchestrator_cpu or 0.0, 4),
-                         "orchestrator_apart": self.orchestrator_apart})
+        orchestrator = (
+            {"orchestrator_s": None, "orchestrator_note": "not started by the rules' orchestrator"}
+            if self.orchestrator_s is None
+            else {
+                "orchestrator_s": round(self.orchestrator_s, 4),
+                "orchestrator_cpu": round(self.orchestrator_cpu or 0.0, 4),
+                "orchestrator_apart": self.orchestrator_apart,
+            }
+        )
         return {
             "cpus": list(self.cpus),
             "window_s": round(self.window_s, 3),
@@ -137,9 +141,15 @@ class Interference:
 class InterferenceMeter:
     """Samples the run's CPUs in a background thread between start() and stop()."""
 
-    def __init__(self, cpus: list[int], runner_pid: int | None = None, interval_s: float = 1.0,
-                 proc_stat: Path = PROC_STAT, mountinfo: Path = Path("/proc/self/mountinfo"),
-                 orchestrator_pid: int | None = None):
+    def __init__(
+        self,
+        cpus: list[int],
+        runner_pid: int | None = None,
+        interval_s: float = 1.0,
+        proc_stat: Path = PROC_STAT,
+        mountinfo: Path = Path("/proc/self/mountinfo"),
+        orchestrator_pid: int | None = None,
+    ):
         self.cpus = tuple(sorted(set(cpus)))
         self.orchestrator_pid = orchestrator_pid
         self._orchestrator0: dict[int, float] = {}
@@ -222,8 +232,17 @@ class InterferenceMeter:
         runner_s = _own_cpu_s() - self._self0
         outside_s = max(0.0, busy_s - lab_s - runner_s)
         orchestrator_s = self._orchestrator_s()
-        return Interference(self.cpus, window, busy_s, lab_s, runner_s, outside_s, self._scope,
-                            orchestrator_s, orchestrator_s is not None and self._orchestrator_confined())
+        return Interference(
+            self.cpus,
+            window,
+            busy_s,
+            lab_s,
+            runner_s,
+            outside_s,
+            self._scope,
+            orchestrator_s,
+            orchestrator_s is not None and self._orchestrator_confined(),
+        )
 
     # -- the orchestrator: Snakemake's process tree less this runner's subtree, per process
     def _orchestrator_sample(self) -> dict[int, float]:
@@ -273,8 +292,9 @@ def busy_share(cpus: list[int], window_s: float = 1.0, proc_stat: Path = PROC_ST
     return max(0.0, busy_s - (own_after - own)) / (elapsed * max(1, len(cpus)))
 
 
-def wait_for_quiet(cpus: list[int], threshold: float, timeout_s: float = 60.0, window_s: float = 1.0,
-                   proc_stat: Path = PROC_STAT) -> tuple[bool, float]:
+def wait_for_quiet(
+    cpus: list[int], threshold: float, timeout_s: float = 60.0, window_s: float = 1.0, proc_stat: Path = PROC_STAT
+) -> tuple[bool, float]:
     """Between attempts (nothing of the lab runs): wait until other processes use at most
     ``threshold`` of ``cpus`` over one ``window_s`` window, at most ``timeout_s``. Returns whether the
     host got quiet and how long it took, so a retry is not measured inside the same disturbance."""

@@ -76,31 +76,51 @@ def _canonical(obj: dict) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
 
 
-def write_archive(out: Path, reference: str, files: list[ImageFile], entrypoint: list[str],
-                  labels: dict[str, str] | None = None) -> str:
+def write_archive(
+    out: Path, reference: str, files: list[ImageFile], entrypoint: list[str], labels: dict[str, str] | None = None
+) -> str:
     """Write the OCI archive of one image named ``reference``; returns the manifest digest."""
     layer = layer_bytes(files)
     layer_digest, layer_desc = _blob(layer)
-    config = _canonical({
-        "architecture": "amd64", "os": "linux",
-        "config": {"Entrypoint": entrypoint, "Labels": dict(labels or {}),
-                   "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]},
-        "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
-    })
+    config = _canonical(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "config": {
+                "Entrypoint": entrypoint,
+                "Labels": dict(labels or {}),
+                "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+            },
+            "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
+        }
+    )
     _, config_desc = _blob(config)
-    manifest = _canonical({
-        "schemaVersion": 2, "mediaType": MANIFEST_TYPE,
-        "config": {"mediaType": CONFIG_TYPE, **config_desc},
-        "layers": [{"mediaType": LAYER_TYPE, **layer_desc}],
-    })
+    manifest = _canonical(
+        {
+            "schemaVersion": 2,
+            "mediaType": MANIFEST_TYPE,
+            "config": {"mediaType": CONFIG_TYPE, **config_desc},
+            "layers": [{"mediaType": LAYER_TYPE, **layer_desc}],
+        }
+    )
     manifest_digest, manifest_desc = _blob(manifest)
     name = full_reference(reference)
-    index = _canonical({
-        "schemaVersion": 2, "mediaType": INDEX_TYPE,
-        "manifests": [{"mediaType": MANIFEST_TYPE, **manifest_desc,
-                       "annotations": {"io.containerd.image.name": name,
-                                       "org.opencontainers.image.ref.name": name.rsplit(":", 1)[1]}}],
-    })
+    index = _canonical(
+        {
+            "schemaVersion": 2,
+            "mediaType": INDEX_TYPE,
+            "manifests": [
+                {
+                    "mediaType": MANIFEST_TYPE,
+                    **manifest_desc,
+                    "annotations": {
+                        "io.containerd.image.name": name,
+                        "org.opencontainers.image.ref.name": name.rsplit(":", 1)[1],
+                    },
+                }
+            ],
+        }
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     with tarfile.open(tmp, mode="w", format=tarfile.PAX_FORMAT) as tar:

@@ -47,14 +47,23 @@ def _name(common_name: str, organizations: tuple[str, ...] = ()) -> x509.Name:
 
 def _key_usage(ca: bool) -> x509.KeyUsage:
     """A CA signs certificates; every other certificate only signs (ECDSA: no key encipherment)."""
-    return x509.KeyUsage(digital_signature=True, key_cert_sign=ca, crl_sign=ca, content_commitment=False,
-                         key_encipherment=False, data_encipherment=False, key_agreement=False,
-                         encipher_only=False, decipher_only=False)
+    return x509.KeyUsage(
+        digital_signature=True,
+        key_cert_sign=ca,
+        crl_sign=ca,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        encipher_only=False,
+        decipher_only=False,
+    )
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def _write(path: Path, data: bytes, private: bool) -> None:
@@ -74,10 +83,12 @@ def make_pki(folder: Path, identities: list[Identity], ca_name: str = "throttlel
     ca_subject = _name(ca_name)
     ca_cert = (
         x509.CertificateBuilder()
-        .subject_name(ca_subject).issuer_name(ca_subject)
+        .subject_name(ca_subject)
+        .issuer_name(ca_subject)
         .public_key(ca_key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now).not_valid_after(now + LIFETIME)
+        .not_valid_before(now)
+        .not_valid_after(now + LIFETIME)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(_key_usage(ca=True), critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
@@ -88,14 +99,17 @@ def make_pki(folder: Path, identities: list[Identity], ca_name: str = "throttlel
     _write(paths["ca.key"], _key_pem(ca_key), private=True)
     for ident in identities:
         key = ec.generate_private_key(ec.SECP256R1())
-        usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if ident.server else []) + \
-                 ([ExtendedKeyUsageOID.CLIENT_AUTH] if ident.client else [])
+        usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if ident.server else []) + (
+            [ExtendedKeyUsageOID.CLIENT_AUTH] if ident.client else []
+        )
         builder = (
             x509.CertificateBuilder()
-            .subject_name(_name(ident.common_name, ident.organizations)).issuer_name(ca_subject)
+            .subject_name(_name(ident.common_name, ident.organizations))
+            .issuer_name(ca_subject)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(now).not_valid_after(now + LIFETIME)
+            .not_valid_before(now)
+            .not_valid_after(now + LIFETIME)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(_key_usage(ca=False), critical=True)
             .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
@@ -114,7 +128,9 @@ def make_pki(folder: Path, identities: list[Identity], ca_name: str = "throttlel
     paths["sa"] = folder / "sa.key"
     paths["sa.pub"] = folder / "sa.pub"
     _write(paths["sa"], _key_pem(sa_key), private=True)
-    _write(paths["sa.pub"], sa_key.public_key().public_bytes(serialization.Encoding.PEM,
-                                                             serialization.PublicFormat.SubjectPublicKeyInfo),
-           private=False)
+    _write(
+        paths["sa.pub"],
+        sa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo),
+        private=False,
+    )
     return paths

@@ -94,7 +94,9 @@ def package_parent() -> str:
     return str(Path(next(iter(spec.submodule_search_locations))).resolve().parent)
 
 
-def spawn_guardian(module: str, *args: str, pass_fds: tuple[int, ...] = (), stdout: int | None = None) -> subprocess.Popen:
+def spawn_guardian(
+    module: str, *args: str, pass_fds: tuple[int, ...] = (), stdout: int | None = None
+) -> subprocess.Popen:
     """Start `python -m module args...` as a guardian holding a pipe from this process.
 
     Its own session keeps a Ctrl-C to the runner's group from stopping it, and its
@@ -105,8 +107,14 @@ def spawn_guardian(module: str, *args: str, pass_fds: tuple[int, ...] = (), stdo
     package_root = package_parent()
     path = os.environ.get("PYTHONPATH")
     env = {**os.environ, "PYTHONPATH": f"{package_root}{os.pathsep}{path}" if path else package_root}
-    return subprocess.Popen([sys.executable, "-m", module, *args], stdin=subprocess.PIPE, env=env,
-                            start_new_session=True, pass_fds=pass_fds, stdout=stdout)
+    return subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        stdin=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+        pass_fds=pass_fds,
+        stdout=stdout,
+    )
 
 
 #: CPU seconds of the guardians this process has waited for (their whole lives): the lab's own work,

@@ -40,8 +40,10 @@ TCG, KVM = "tcg", "kvm"
 #: settings as JSON (vcpus, memory, kernel, accel): the vm backend reads it.
 GUEST_ENV = "THROTTLELAB_VM_GUEST"
 
-INSTALL_HINT = ("install them with: apt-get install qemu-system-x86 linux-image-amd64 busybox-static "
-                "&& .venv/bin/pip install virtme-ng (README, 'The vm backend')")
+INSTALL_HINT = (
+    "install them with: apt-get install qemu-system-x86 linux-image-amd64 busybox-static "
+    "&& .venv/bin/pip install virtme-ng (README, 'The vm backend')"
+)
 
 
 @dataclass(frozen=True)
@@ -133,21 +135,39 @@ def choose_accel(setting: str, kvm_device: Path = Path("/dev/kvm"), nested: bool
         return TCG
     if setting == KVM:
         if not usable:
-            raise BackendError(f"vm.accel is kvm, but {kvm_device} is missing or not writable: load the kvm module, "
-                               "run as root, or set vm.accel to auto or tcg")
+            raise BackendError(
+                f"vm.accel is kvm, but {kvm_device} is missing or not writable: load the kvm module, "
+                "run as root, or set vm.accel to auto or tcg"
+            )
         return KVM
     nested = host_is_guest() if nested is None else nested
     return KVM if usable and not nested else TCG
 
 
-def vng_command(tools: VmTools, settings: VmSettings, accel: str, rwdirs: Sequence[Path],
-                command: Sequence[str], env: Mapping[str, str]) -> list[str]:
+def vng_command(
+    tools: VmTools,
+    settings: VmSettings,
+    accel: str,
+    rwdirs: Sequence[Path],
+    command: Sequence[str],
+    env: Mapping[str, str],
+) -> list[str]:
     """The ``vng`` command line that boots the guest and runs ``command`` with ``env`` in this
     folder; its exit status is the command's."""
-    inner = " ".join(["exec", "env", *(shlex.quote(f"{k}={v}") for k, v in env.items()),
-                      *(shlex.quote(word) for word in command)])
-    args = [tools.vng, "--run", str(tools.kernel), "--cpus", str(settings.vcpus), "--memory", settings.memory,
-            "--user", "root"]
+    inner = " ".join(
+        ["exec", "env", *(shlex.quote(f"{k}={v}") for k, v in env.items()), *(shlex.quote(word) for word in command)]
+    )
+    args = [
+        tools.vng,
+        "--run",
+        str(tools.kernel),
+        "--cpus",
+        str(settings.vcpus),
+        "--memory",
+        settings.memory,
+        "--user",
+        "root",
+    ]
     if accel == TCG:
         args.append("--disable-kvm")
     for folder in rwdirs:
@@ -155,9 +175,15 @@ def vng_command(tools: VmTools, settings: VmSettings, accel: str, rwdirs: Sequen
     return [*args, "--exec", inner]
 
 
-def run_in_guest(settings: VmSettings, command: Sequence[str], rwdirs: Sequence[Path],
-                 env: Mapping[str, str] | None = None, log: Callable[[str], None] = lambda message: None,
-                 timeout_s: float | None = None, stdout: IO[Any] | int | None = None) -> int:
+def run_in_guest(
+    settings: VmSettings,
+    command: Sequence[str],
+    rwdirs: Sequence[Path],
+    env: Mapping[str, str] | None = None,
+    log: Callable[[str], None] = lambda message: None,
+    timeout_s: float | None = None,
+    stdout: IO[Any] | int | None = None,
+) -> int:
     """Boot a guest, run ``command`` in it (cwd: this process's), and return its exit status.
 
     The guest's processes, QEMU and vng are gone when this returns or raises, whatever ends it;
@@ -171,11 +197,19 @@ def run_in_guest(settings: VmSettings, command: Sequence[str], rwdirs: Sequence[
     argv = vng_command(tools, settings, accel, rwdirs, command, full_env)
     path = os.environ.get("PATH", "")
     vng_env = {**os.environ, "PATH": f"{Path(tools.vng).parent}{os.pathsep}{path}"}
-    log(f"booting a {settings.vcpus}-vCPU guest ({accel.upper()}, kernel {tools.kernel.name}, "
-        f"{settings.memory}): {shlex.join(command)}")
+    log(
+        f"booting a {settings.vcpus}-vCPU guest ({accel.upper()}, kernel {tools.kernel.name}, "
+        f"{settings.memory}): {shlex.join(command)}"
+    )
     started = time.monotonic()
-    proc = subprocess.Popen(argv, env=vng_env, stdin=subprocess.DEVNULL, stdout=stdout,
-                            stderr=subprocess.STDOUT if stdout is not None else None, start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        env=vng_env,
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=subprocess.STDOUT if stdout is not None else None,
+        start_new_session=True,
+    )
     guardian = spawn_guardian("throttlelab.host.vm", "guard", str(proc.pid))
     try:
         code = proc.wait(timeout=timeout_s)
@@ -233,8 +267,10 @@ def guard(pgid: int) -> int:
 
 
 def run_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m throttlelab.host.vm run",
-                                description="Boot a guest, run one command in it (in this folder), return its status.")
+    p = argparse.ArgumentParser(
+        prog="python -m throttlelab.host.vm run",
+        description="Boot a guest, run one command in it (in this folder), return its status.",
+    )
     p.add_argument("--vcpus", type=int, default=VmSettings.vcpus)
     p.add_argument("--memory", default=VmSettings.memory)
     p.add_argument("--kernel", default=None, help="guest kernel image (default: the newest /boot/vmlinuz-*)")
@@ -251,15 +287,21 @@ def main(argv: list[str]) -> int:
         return guard(int(argv[1]))
     if argv[:1] == ["run"]:
         args = run_parser().parse_args(argv[1:])
-        settings = VmSettings.from_mapping({"vcpus": args.vcpus, "memory": args.memory, "kernel": args.kernel,
-                                            "accel": args.accel})
+        settings = VmSettings.from_mapping(
+            {"vcpus": args.vcpus, "memory": args.memory, "kernel": args.kernel, "accel": args.accel}
+        )
         env = dict(item.split("=", 1) for item in args.env)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, _raise_exit)
         try:
-            return run_in_guest(settings, args.command, [Path(d) for d in args.rwdir], env=env,
-                                log=lambda message: print(f"throttlelab vm: {message}", file=sys.stderr, flush=True),
-                                timeout_s=args.timeout_s)
+            return run_in_guest(
+                settings,
+                args.command,
+                [Path(d) for d in args.rwdir],
+                env=env,
+                log=lambda message: print(f"throttlelab vm: {message}", file=sys.stderr, flush=True),
+                timeout_s=args.timeout_s,
+            )
         except BackendError as exc:
             print(f"throttlelab vm: {exc}", file=sys.stderr)
             return 1

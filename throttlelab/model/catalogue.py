@@ -74,15 +74,21 @@ class Experiment:
         if self.family not in FAMILIES:
             raise CatalogueError(f"{where}: family {self.family!r} is not one of {', '.join(FAMILIES)}")
         if self.command not in records.COMMANDS:
-            raise CatalogueError(f"{where}: command {self.command!r} is no cpulab command of the raw log's contract "
-                                 f"({records.THIS_FILE}: {', '.join(records.COMMANDS)})")
+            raise CatalogueError(
+                f"{where}: command {self.command!r} is no cpulab command of the raw log's contract "
+                f"({records.THIS_FILE}: {', '.join(records.COMMANDS)})"
+            )
         unknown = [kind for kind in self.runner_records if kind not in records.RUNNER_TYPES]
         if unknown:
-            raise CatalogueError(f"{where}: runner_records {', '.join(unknown)} are no runner records of the raw log's "
-                                 f"contract ({records.THIS_FILE}: {', '.join(sorted(records.RUNNER_TYPES))})")
+            raise CatalogueError(
+                f"{where}: runner_records {', '.join(unknown)} are no runner records of the raw log's "
+                f"contract ({records.THIS_FILE}: {', '.join(sorted(records.RUNNER_TYPES))})"
+            )
         if self.metrics is not None and self.metrics not in METRIC_KINDS[self.family]:
-            raise CatalogueError(f"{where}: metrics {self.metrics!r} is not a kind of the {self.family} family "
-                                 f"({', '.join(METRIC_KINDS[self.family])}), nor None")
+            raise CatalogueError(
+                f"{where}: metrics {self.metrics!r} is not a kind of the {self.family} family "
+                f"({', '.join(METRIC_KINDS[self.family])}), nor None"
+            )
 
 
 _SHARES = ("share_expectation", "share_sample")
@@ -148,8 +154,10 @@ def _figure_owners(rows: tuple[Experiment, ...]) -> dict[str, str]:
     for row in rows:
         for figure in row.figures:
             if figure in owners:
-                raise CatalogueError(f"{THIS_FILE}: figure {figure} is listed by both {owners[figure]} and {row.id}; "
-                                     "a figure belongs to one experiment's section")
+                raise CatalogueError(
+                    f"{THIS_FILE}: figure {figure} is listed by both {owners[figure]} and {row.id}; "
+                    "a figure belongs to one experiment's section"
+                )
             owners[figure] = row.id
     return owners
 
@@ -186,4 +194,3 @@ def figure_experiment(figure: str) -> str:
             f"figure {figure!r} is in no experiment's figures in {THIS_FILE}: add it to the figures of the "
             "experiment whose section shows it"
         ) from None
-

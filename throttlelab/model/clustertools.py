@@ -78,8 +78,13 @@ def _kube_symbols() -> tuple[tuple[str, str], ...]:
 # hack/lib/golang.sh (release build, DBG unset): -trimpath, -ldflags "all=<version> -s -w",
 # -tags selinux,notest,grpcnotrace; KUBE_STATIC_BINARIES (apiserver, controller-manager, scheduler,
 # kubectl) with CGO_ENABLED=0, kubelet with cgo as the environment has it (on: gcc is needed anyway).
-_KUBE = dict(tags=("selinux", "notest", "grpcnotrace"), extra_ldflags=("-s", "-w"), symbols=_kube_symbols(),
-             version_pattern=r"^Kubernetes (v\S+)$", version_args=("--version",))
+_KUBE = dict(
+    tags=("selinux", "notest", "grpcnotrace"),
+    extra_ldflags=("-s", "-w"),
+    symbols=_kube_symbols(),
+    version_pattern=r"^Kubernetes (v\S+)$",
+    version_args=("--version",),
+)
 
 
 def _kube(name: str, cgo: bool = False, **overrides) -> Binary:
@@ -89,10 +94,18 @@ def _kube(name: str, cgo: bool = False, **overrides) -> Binary:
 # runc's Makefile (`make runc`): -trimpath -buildmode=pie -tags "seccomp urfave_cli_no_docs", cgo with
 # libseccomp; the version is its embedded VERSION file, -X main.gitCommit only from a git checkout.
 def _runc() -> Binary:
-    return Binary("runc", "github.com/opencontainers/runc", ("--version",), r"^runc version (\S+)$", cgo=True,
-                  tags=("seccomp", "urfave_cli_no_docs"), buildmode="pie",
-                  symbols=(("main.gitCommit", "{commit}"),), must_print=(r"^libseccomp: \d+\.\d+\.\d+$",),
-                  prints_v=False)
+    return Binary(
+        "runc",
+        "github.com/opencontainers/runc",
+        ("--version",),
+        r"^runc version (\S+)$",
+        cgo=True,
+        tags=("seccomp", "urfave_cli_no_docs"),
+        buildmode="pie",
+        symbols=(("main.gitCommit", "{commit}"),),
+        must_print=(r"^libseccomp: \d+\.\d+\.\d+$",),
+        prints_v=False,
+    )
 
 
 # containerd's Makefile (+ Makefile.linux): containerd and ctr with cgo, -buildmode=pie, -tags
@@ -108,41 +121,106 @@ PROJECTS: tuple[Project, ...] = (
     Project("runc-1.3.0", "runc-1.3.0", "github.com/opencontainers/runc", "runc", (_runc(),)),
     Project("runc-1.4.3", "runc-1.4.3", "github.com/opencontainers/runc", "runc", (_runc(),)),
     # cri-tools's Makefile: CGO_ENABLED=0, -trimpath, -X .../pkg/version.Version=<tag without v>
-    Project("cri-tools", "cri-tools", "sigs.k8s.io/cri-tools", "cri-tools", (
-        Binary("crictl", "sigs.k8s.io/cri-tools/cmd/crictl", ("--version",), r"^crictl version (\S+)$",
-               symbols=(("sigs.k8s.io/cri-tools/pkg/version.Version", "{bare}"),), prints_v=False),
-    )),
+    Project(
+        "cri-tools",
+        "cri-tools",
+        "sigs.k8s.io/cri-tools",
+        "cri-tools",
+        (
+            Binary(
+                "crictl",
+                "sigs.k8s.io/cri-tools/cmd/crictl",
+                ("--version",),
+                r"^crictl version (\S+)$",
+                symbols=(("sigs.k8s.io/cri-tools/pkg/version.Version", "{bare}"),),
+                prints_v=False,
+            ),
+        ),
+    ),
     # etcd's release build (scripts/build_lib.sh with build-binary.sh's GO_LDFLAGS="-s -w"):
     # CGO_ENABLED=0, -trimpath, -X go.etcd.io/etcd/api/v3/version.GitSHA=$(git rev-parse --short HEAD).
     # The commit is the module proxy's Origin of go.etcd.io/etcd/v3@v3.6.5 (tag v3.6.5; etcdctl/v3.6.5
     # names the same one); "short" is 7 characters here, git may abbreviate longer in etcd's repository.
     # etcd itself is the server module's main package.
-    Project("etcd", "etcd", "go.etcd.io/etcd/server/v3", "etcd", (
-        Binary("etcd", "go.etcd.io/etcd/server/v3", ("--version",), r"^etcd Version: (\S+)$",
-               extra_ldflags=("-s", "-w"), symbols=(("go.etcd.io/etcd/api/v3/version.GitSHA", "{short_commit}"),),
-               prints_v=False),
-        Binary("etcdctl", "go.etcd.io/etcd/etcdctl/v3", ("version",), r"^etcdctl version: (\S+)$",
-               extra_ldflags=("-s", "-w"), symbols=(("go.etcd.io/etcd/api/v3/version.GitSHA", "{short_commit}"),),
-               prints_v=False),
-    ), commit="a0614505aff9b8ff469e9c59c2d979a5936d13f4"),
-    Project("containerd", "containerd", "github.com/containerd/containerd/v2", "containerd", (
-        Binary("containerd", "github.com/containerd/containerd/v2/cmd/containerd", ("--version",),
-               r"^containerd \S+ (v\S+)", cgo=True, tags=("urfave_cli_no_docs", "no_btrfs"), buildmode="pie",
-               extra_ldflags=("-s", "-w"), symbols=_CONTAINERD_SYMBOLS),
-        Binary("containerd-shim-runc-v2", "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2",
-               ("-v",), r"^\s*Version:\s+(v\S+)$", tags=("urfave_cli_no_docs", "no_btrfs", "no_grpc"),
-               extra_ldflags=("-extldflags", "-static", "-s", "-w"), symbols=_CONTAINERD_SYMBOLS),
-        Binary("ctr", "github.com/containerd/containerd/v2/cmd/ctr", ("--version",), r"^ctr \S+ (v\S+)",
-               cgo=True, tags=("urfave_cli_no_docs", "no_btrfs"), buildmode="pie", extra_ldflags=("-s", "-w"),
-               symbols=_CONTAINERD_SYMBOLS),
-    )),
-    Project("kubernetes", ".", "k8s.io/kubernetes", "kubernetes", (
-        _kube("kubectl", version_args=("version", "--client"), version_pattern=r"^Client Version: (v\S+)$"),
-        _kube("kube-scheduler"),
-        _kube("kube-controller-manager"),
-        _kube("kube-apiserver"),
-        _kube("kubelet", cgo=True),
-    )),
+    Project(
+        "etcd",
+        "etcd",
+        "go.etcd.io/etcd/server/v3",
+        "etcd",
+        (
+            Binary(
+                "etcd",
+                "go.etcd.io/etcd/server/v3",
+                ("--version",),
+                r"^etcd Version: (\S+)$",
+                extra_ldflags=("-s", "-w"),
+                symbols=(("go.etcd.io/etcd/api/v3/version.GitSHA", "{short_commit}"),),
+                prints_v=False,
+            ),
+            Binary(
+                "etcdctl",
+                "go.etcd.io/etcd/etcdctl/v3",
+                ("version",),
+                r"^etcdctl version: (\S+)$",
+                extra_ldflags=("-s", "-w"),
+                symbols=(("go.etcd.io/etcd/api/v3/version.GitSHA", "{short_commit}"),),
+                prints_v=False,
+            ),
+        ),
+        commit="a0614505aff9b8ff469e9c59c2d979a5936d13f4",
+    ),
+    Project(
+        "containerd",
+        "containerd",
+        "github.com/containerd/containerd/v2",
+        "containerd",
+        (
+            Binary(
+                "containerd",
+                "github.com/containerd/containerd/v2/cmd/containerd",
+                ("--version",),
+                r"^containerd \S+ (v\S+)",
+                cgo=True,
+                tags=("urfave_cli_no_docs", "no_btrfs"),
+                buildmode="pie",
+                extra_ldflags=("-s", "-w"),
+                symbols=_CONTAINERD_SYMBOLS,
+            ),
+            Binary(
+                "containerd-shim-runc-v2",
+                "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2",
+                ("-v",),
+                r"^\s*Version:\s+(v\S+)$",
+                tags=("urfave_cli_no_docs", "no_btrfs", "no_grpc"),
+                extra_ldflags=("-extldflags", "-static", "-s", "-w"),
+                symbols=_CONTAINERD_SYMBOLS,
+            ),
+            Binary(
+                "ctr",
+                "github.com/containerd/containerd/v2/cmd/ctr",
+                ("--version",),
+                r"^ctr \S+ (v\S+)",
+                cgo=True,
+                tags=("urfave_cli_no_docs", "no_btrfs"),
+                buildmode="pie",
+                extra_ldflags=("-s", "-w"),
+                symbols=_CONTAINERD_SYMBOLS,
+            ),
+        ),
+    ),
+    Project(
+        "kubernetes",
+        ".",
+        "k8s.io/kubernetes",
+        "kubernetes",
+        (
+            _kube("kubectl", version_args=("version", "--client"), version_pattern=r"^Client Version: (v\S+)$"),
+            _kube("kube-scheduler"),
+            _kube("kube-controller-manager"),
+            _kube("kube-apiserver"),
+            _kube("kubelet", cgo=True),
+        ),
+    ),
 )
 PROJECT_NAMES: tuple[str, ...] = tuple(p.name for p in PROJECTS)
 
@@ -169,8 +247,7 @@ def required_version(gomod: str, module: str, where: str = "go.mod") -> str:
                 found.append(words[1])
     if len(found) != 1:
         what = "does not require" if not found else f"requires {len(found)} times"
-        raise BuildError(f"{where} {what} {module}; pin it with one `require {module} vX.Y.Z` line "
-                         "(cluster/README.md)")
+        raise BuildError(f"{where} {what} {module}; pin it with one `require {module} vX.Y.Z` line (cluster/README.md)")
     return found[0]
 
 

@@ -21,7 +21,6 @@ from throttlelab.model.quantities import QuantityError, parse_cpu
 from throttlelab.model.variants import SpecError, VariantSpec
 
 
-
 @dataclass(frozen=True)
 class ExperimentDesign:
     name: str
@@ -216,7 +215,8 @@ def load_design(config: dict[str, Any], config_dir: Path) -> Design:
         if unknown:
             raise ConfigError(
                 f"config experiments: {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not in profile "
-                f"{path.name}, whose experiments are {', '.join(experiments)}; list some of those, or null for all")
+                f"{path.name}, whose experiments are {', '.join(experiments)}; list some of those, or null for all"
+            )
         experiments = {name: exp for name, exp in experiments.items() if name in chosen}
     return Design(
         backend=cfg["backend"],

@@ -43,14 +43,18 @@ def cadvisor_misfit(spec: VariantSpec) -> str | None:
     """Why this E6 variant cannot be measured against the kubelet's real cAdvisor, or None."""
     gap_s, job_s = spec.scrape_gap_ms / 1000, spec.rounds * spec.interval_ms / 1000
     if gap_s < KUBELET_HOUSEKEEPING_S:
-        return (f"its scrapes are {gap_s:g} s apart and the kubelet's cAdvisor reads a container only every "
-                f"{KUBELET_HOUSEKEEPING_S:g}-15 s, so both would mostly get the same cached reading (the lab "
-                f"scraped ~20 s apart): it needs scrape_gap_ms of at least {KUBELET_HOUSEKEEPING_S * 1000:.0f} "
-                "and a job that outlasts the second scrape")
+        return (
+            f"its scrapes are {gap_s:g} s apart and the kubelet's cAdvisor reads a container only every "
+            f"{KUBELET_HOUSEKEEPING_S:g}-15 s, so both would mostly get the same cached reading (the lab "
+            f"scraped ~20 s apart): it needs scrape_gap_ms of at least {KUBELET_HOUSEKEEPING_S * 1000:.0f} "
+            "and a job that outlasts the second scrape"
+        )
     second_s = (spec.first_scrape_ms + spec.scrape_gap_ms) / 1000
     if job_s <= second_s:
-        return (f"its job lasts {job_s:g} s (rounds x interval_ms) and the second scrape comes at {second_s:g} s; "
-                "cAdvisor drops a container's series when the container ends")
+        return (
+            f"its job lasts {job_s:g} s (rounds x interval_ms) and the second scrape comes at {second_s:g} s; "
+            "cAdvisor drops a container's series when the container ends"
+        )
     return None
 
 
@@ -60,23 +64,28 @@ def _cadvisor_reason(backend: str, spec: VariantSpec) -> str | None:
     if backend not in CLUSTER_BACKENDS or spec.scrape_gap_ms is None:
         return None
     misfit = cadvisor_misfit(spec)
-    return None if misfit is None else (f"it is measured against the kubelet's real cAdvisor on the {backend} "
-                                        f"backend, and {misfit}")
+    return (
+        None
+        if misfit is None
+        else (f"it is measured against the kubelet's real cAdvisor on the {backend} backend, and {misfit}")
+    )
+
+
 #: Why a backend other than local cannot write a burst budget (X1).
 NO_BURST_REASON = {
     "docker": "docker cannot express a CFS burst budget: `docker run` has no flag and the Engine API's HostConfig "
-              "no field for it (runc could write cpu.max.burst, but Docker never hands it one)",
+    "no field for it (runc could write cpu.max.burst, but Docker never hands it one)",
     "kind": "Kubernetes cannot express a CFS burst budget: a container's resources have no such field, and kubelet "
-            "writes none",
+    "writes none",
     "kubernetes": "Kubernetes cannot express a CFS burst budget: a container's resources have no such field, and "
-                  "kubelet writes none",
+    "kubelet writes none",
 }
 #: Why a backend cannot set a CFS period other than the default (X2).
 NO_PERIOD_REASON = {
     "kind": "the CFS period is kubelet's node-wide cpuCFSQuotaPeriod (behind the CustomCPUCFSQuotaPeriod feature "
-            "gate), not a pod setting; the lab's kind clusters run kubelet's default",
+    "gate), not a pod setting; the lab's kind clusters run kubelet's default",
     "kubernetes": "the CFS period is kubelet's node-wide cpuCFSQuotaPeriod (behind the CustomCPUCFSQuotaPeriod "
-                  "feature gate), not a pod setting; an existing cluster is used as it is",
+    "feature gate), not a pod setting; an existing cluster is used as it is",
 }
 
 
@@ -92,9 +101,14 @@ def _knob_reasons(backend: str, experiments: Mapping[str, Mapping[str, VariantSp
     return out
 
 
-def untestable_variants(backend: str, experiments: Mapping[str, Mapping[str, VariantSpec]],
-                        runtime: str, cgroup_version: int | None = None,
-                        cluster: str | None = None, node_cpus: int | None = None) -> dict[tuple[str, str], str]:
+def untestable_variants(
+    backend: str,
+    experiments: Mapping[str, Mapping[str, VariantSpec]],
+    runtime: str,
+    cgroup_version: int | None = None,
+    cluster: str | None = None,
+    node_cpus: int | None = None,
+) -> dict[tuple[str, str], str]:
     """(experiment, variant) -> why ``backend`` cannot run it, for every variant it cannot.
 
     ``cgroup_version``: the host's (Docker's) cgroup version, when known; kind cannot pin
@@ -102,14 +116,17 @@ def untestable_variants(backend: str, experiments: Mapping[str, Mapping[str, Var
     cAdvisor (`cadvisor_misfit`) are listed too, and everywhere the variants asking for a burst
     budget or a CFS period the backend cannot write (X1, X2). ``cluster``: the kubernetes backend's
     (``local``: the lab's real node, which has both runc releases and ``node_cpus`` CPUs)."""
-    return {**_placement_reasons(backend, experiments, runtime, cgroup_version, cluster, node_cpus),
-            **_knob_reasons(backend, experiments)}
+    return {
+        **_placement_reasons(backend, experiments, runtime, cgroup_version, cluster, node_cpus),
+        **_knob_reasons(backend, experiments),
+    }
 
 
 def request_over_limit(spec: VariantSpec) -> str | None:
     """A container of this variant whose CPU request exceeds its limit, as "500m > 200m", or None. The
     Kubernetes API server refuses such a pod (a request must not exceed its limit); cgroups can hold it."""
     from throttlelab.model.quantities import parse_cpu
+
     pairs = [(spec.request, spec.limit), (spec.upstream_request, spec.upstream_limit)]
     pairs += [(r.request, r.limit) for r in (spec.app, spec.sidecar) if r is not None]
     for request, limit in pairs:
@@ -125,9 +142,14 @@ def _weight_requests_milli(experiment: str, spec: VariantSpec) -> int | None:
     return None
 
 
-def _placement_reasons(backend: str, experiments: Mapping[str, Mapping[str, VariantSpec]],
-                       runtime: str, cgroup_version: int | None,
-                       cluster: str | None = None, node_cpus: int | None = None) -> dict[tuple[str, str], str]:
+def _placement_reasons(
+    backend: str,
+    experiments: Mapping[str, Mapping[str, VariantSpec]],
+    runtime: str,
+    cgroup_version: int | None,
+    cluster: str | None = None,
+    node_cpus: int | None = None,
+) -> dict[tuple[str, str], str]:
     """Pinned CPUs, runtimes and cAdvisor timings an existing cluster (or kind) cannot give."""
     if backend not in CLUSTER_BACKENDS:
         return {}
@@ -135,14 +157,17 @@ def _placement_reasons(backend: str, experiments: Mapping[str, Mapping[str, Vari
     for experiment, variants in experiments.items():
         for variant, spec in variants.items():
             if over := request_over_limit(spec):
-                out[(experiment, variant)] = (f"not testable on the {backend} backend: a container requests more CPU "
-                                              f"than its limit ({over}), which the Kubernetes API server refuses (a "
-                                              "scaled-down profile kept the lab's request; the real node showed it)")
+                out[(experiment, variant)] = (
+                    f"not testable on the {backend} backend: a container requests more CPU "
+                    f"than its limit ({over}), which the Kubernetes API server refuses (a "
+                    "scaled-down profile kept the lab's request; the real node showed it)"
+                )
                 continue
             if backend == "kind":
                 if cgroup_version == 1 and (spec.cpus or spec.node_cpus or spec.load_cpus):
-                    out[(experiment, variant)] = (f"not testable on the kind backend on this cgroup v1 host: "
-                                                  f"{V1_PIN_REASON}")
+                    out[(experiment, variant)] = (
+                        f"not testable on the kind backend on this cgroup v1 host: {V1_PIN_REASON}"
+                    )
                 elif reason := _cadvisor_reason(backend, spec):
                     out[(experiment, variant)] = f"not testable on the kind backend: {reason}"
                 continue
@@ -152,22 +177,29 @@ def _placement_reasons(backend: str, experiments: Mapping[str, Mapping[str, Vari
                 # pods that ask for more CPU than the node has (a real scheduler refuses them)
                 asked = _weight_requests_milli(experiment, spec)
                 if node_cpus and asked and asked > node_cpus * 1000:
-                    reason = (f"its pods request {asked / 1000:g} CPUs and the real node has {node_cpus} (the "
-                              "lab's nodes had more): the scheduler refuses them (Insufficient cpu)")
+                    reason = (
+                        f"its pods request {asked / 1000:g} CPUs and the real node has {node_cpus} (the "
+                        "lab's nodes had more): the scheduler refuses them (Insufficient cpu)"
+                    )
                 elif not (reason := _cadvisor_reason(backend, spec)):
                     continue
                 out[(experiment, variant)] = f"not testable on the real node: {reason}"
                 continue
             if spec.cpus:
-                reason = (f"it pins the worker node to CPU {spec.cpus} (a cpuset on the node), which needs the "
-                          "node itself")
+                reason = (
+                    f"it pins the worker node to CPU {spec.cpus} (a cpuset on the node), which needs the node itself"
+                )
             elif spec.node_cpus or spec.load_cpus:
-                reason = (f"it pins the node to CPUs {spec.node_cpus or 'all'} and the load generator to "
-                          f"{spec.load_cpus or 'any'} (cpusets on the nodes); on an existing cluster use a "
-                          "profile without node_cpus/load_cpus: separate worker and load nodes keep them apart")
+                reason = (
+                    f"it pins the node to CPUs {spec.node_cpus or 'all'} and the load generator to "
+                    f"{spec.load_cpus or 'any'} (cpusets on the nodes); on an existing cluster use a "
+                    "profile without node_cpus/load_cpus: separate worker and load nodes keep them apart"
+                )
             elif (spec.runtime or runtime) != runtime:
-                reason = (f"it asks for the {spec.runtime} conversion, and this cluster's runc is configured "
-                          f"as {runtime} (one cluster, one runc; see the runtime setting)")
+                reason = (
+                    f"it asks for the {spec.runtime} conversion, and this cluster's runc is configured "
+                    f"as {runtime} (one cluster, one runc; see the runtime setting)"
+                )
             elif not (reason := _cadvisor_reason(backend, spec)):
                 continue
             out[(experiment, variant)] = f"not testable on the kubernetes backend: {reason}"

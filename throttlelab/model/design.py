@@ -48,8 +48,10 @@ def container_path(node: Node, pod: Pod, container_name: str) -> str:
 def _check_burst(burst_us: int | None, quota_us: int | None, where: str) -> None:
     # the kernel refuses a budget larger than the quota (tg_set_cfs_bandwidth: EINVAL)
     if burst_us and quota_us is not None and burst_us > quota_us:
-        raise ValueError(f"{where}: a burst budget of {burst_us} us exceeds the quota of {quota_us} us; "
-                         "the kernel accepts at most the quota")
+        raise ValueError(
+            f"{where}: a burst budget of {burst_us} us exceeds the quota of {quota_us} us; "
+            "the kernel accepts at most the quota"
+        )
 
 
 def _burst_formula(burst_us: int | None) -> str:

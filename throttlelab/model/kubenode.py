@@ -138,8 +138,13 @@ CERTIFICATES: tuple[tuple[str, str, tuple[str, ...], bool], ...] = (
     ("scheduler", "system:kube-scheduler", (), False),
     ("kubelet", f"system:node:{NODE_NAME}", ("system:nodes",), False),
 )
-APISERVER_DNS = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-                 "kubernetes.default.svc.cluster.local")
+APISERVER_DNS = (
+    "localhost",
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+)
 APISERVER_IPS = ("127.0.0.1", SERVICE_IP)
 
 
@@ -147,11 +152,20 @@ def kubeconfig_text(layout: NodeLayout, who: str) -> str:
     """A kubeconfig for the client certificate ``who`` (a stem of CERTIFICATES)."""
     pki = layout.pki
     doc = {
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "throttlelab-node", "cluster": {
-            "server": layout.server, "certificate-authority": str(pki / "ca.crt")}}],
-        "users": [{"name": who, "user": {
-            "client-certificate": str(pki / f"{who}.crt"), "client-key": str(pki / f"{who}.key")}}],
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "throttlelab-node",
+                "cluster": {"server": layout.server, "certificate-authority": str(pki / "ca.crt")},
+            }
+        ],
+        "users": [
+            {
+                "name": who,
+                "user": {"client-certificate": str(pki / f"{who}.crt"), "client-key": str(pki / f"{who}.key")},
+            }
+        ],
         "contexts": [{"name": CONTEXT, "context": {"cluster": "throttlelab-node", "user": who}}],
         "current-context": CONTEXT,
     }
@@ -160,53 +174,95 @@ def kubeconfig_text(layout: NodeLayout, who: str) -> str:
 
 # -- command lines ---------------------------------------------------------------------------------------------
 
+
 def etcd_argv(etcd: str, layout: NodeLayout) -> list[str]:
     client = f"http://127.0.0.1:{layout.ports.etcd_client}"
     peer = f"http://127.0.0.1:{layout.ports.etcd_peer}"
-    return [etcd, "--name", "throttlelab-node", "--data-dir", str(layout.etcd_data),
-            "--listen-client-urls", client, "--advertise-client-urls", client,
-            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", f"throttlelab-node={peer}", "--listen-metrics-urls", "",
-            "--log-level", "warn"]
+    return [
+        etcd,
+        "--name",
+        "throttlelab-node",
+        "--data-dir",
+        str(layout.etcd_data),
+        "--listen-client-urls",
+        client,
+        "--advertise-client-urls",
+        client,
+        "--listen-peer-urls",
+        peer,
+        "--initial-advertise-peer-urls",
+        peer,
+        "--initial-cluster",
+        f"throttlelab-node={peer}",
+        "--listen-metrics-urls",
+        "",
+        "--log-level",
+        "warn",
+    ]
 
 
 def apiserver_argv(binary: str, layout: NodeLayout) -> list[str]:
     pki = layout.pki
-    return [binary,
-            f"--etcd-servers=http://127.0.0.1:{layout.ports.etcd_client}",
-            "--bind-address=127.0.0.1", f"--secure-port={layout.ports.apiserver}",
-            # the address the `kubernetes` Service's endpoints name: the node's own bridge, never the host's
-            f"--advertise-address={layout.bridge_address}",
-            f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
-            f"--client-ca-file={pki / 'ca.crt'}",
-            f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
-            f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
-            # kubelet refuses a loopback node IP, and the API server's node proxy (E6's cAdvisor scrape)
-            # refuses every address that is not global unicast: the node's address is its bridge's
-            "--kubelet-preferred-address-types=InternalIP",
-            f"--service-account-key-file={pki / 'sa.pub'}",
-            f"--service-account-signing-key-file={pki / 'sa.key'}",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
-            "--allow-privileged=true", "--profiling=false", f"--cert-dir={layout.root / 'apiserver-certs'}",
-            "--endpoint-reconciler-type=none", "--v=0"]
+    return [
+        binary,
+        f"--etcd-servers=http://127.0.0.1:{layout.ports.etcd_client}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={layout.ports.apiserver}",
+        # the address the `kubernetes` Service's endpoints name: the node's own bridge, never the host's
+        f"--advertise-address={layout.bridge_address}",
+        f"--tls-cert-file={pki / 'apiserver.crt'}",
+        f"--tls-private-key-file={pki / 'apiserver.key'}",
+        f"--client-ca-file={pki / 'ca.crt'}",
+        f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+        f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+        # kubelet refuses a loopback node IP, and the API server's node proxy (E6's cAdvisor scrape)
+        # refuses every address that is not global unicast: the node's address is its bridge's
+        "--kubelet-preferred-address-types=InternalIP",
+        f"--service-account-key-file={pki / 'sa.pub'}",
+        f"--service-account-signing-key-file={pki / 'sa.key'}",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        "--authorization-mode=Node,RBAC",
+        "--enable-admission-plugins=NodeRestriction",
+        "--allow-privileged=true",
+        "--profiling=false",
+        f"--cert-dir={layout.root / 'apiserver-certs'}",
+        "--endpoint-reconciler-type=none",
+        "--v=0",
+    ]
 
 
 def controller_manager_argv(binary: str, layout: NodeLayout) -> list[str]:
     pki = layout.pki
     kc = layout.kubeconfig("controller-manager")
-    return [binary, f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
-            f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
-            "--use-service-account-credentials=true", "--leader-elect=false", "--secure-port=0",
-            "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route",
-            "--profiling=false", "--v=0"]
+    return [
+        binary,
+        f"--kubeconfig={kc}",
+        f"--authentication-kubeconfig={kc}",
+        f"--authorization-kubeconfig={kc}",
+        f"--service-account-private-key-file={pki / 'sa.key'}",
+        f"--root-ca-file={pki / 'ca.crt'}",
+        "--use-service-account-credentials=true",
+        "--leader-elect=false",
+        "--secure-port=0",
+        "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route",
+        "--profiling=false",
+        "--v=0",
+    ]
 
 
 def scheduler_argv(binary: str, layout: NodeLayout) -> list[str]:
     kc = layout.kubeconfig("scheduler")
-    return [binary, f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
-            "--leader-elect=false", "--secure-port=0", "--profiling=false", "--v=0"]
+    return [
+        binary,
+        f"--kubeconfig={kc}",
+        f"--authentication-kubeconfig={kc}",
+        f"--authorization-kubeconfig={kc}",
+        "--leader-elect=false",
+        "--secure-port=0",
+        "--profiling=false",
+        "--v=0",
+    ]
 
 
 def containerd_argv(binary: str, layout: NodeLayout) -> list[str]:
@@ -214,15 +270,23 @@ def containerd_argv(binary: str, layout: NodeLayout) -> list[str]:
 
 
 def kubelet_argv(binary: str, layout: NodeLayout) -> list[str]:
-    return [binary, f"--config={layout.kubelet_config}", f"--kubeconfig={layout.kubeconfig('kubelet')}",
-            f"--root-dir={layout.kubelet_dir}", f"--cert-dir={layout.kubelet_dir / 'pki'}",
-            f"--hostname-override={NODE_NAME}", f"--node-ip={layout.bridge_address}", "--v=0"]
+    return [
+        binary,
+        f"--config={layout.kubelet_config}",
+        f"--kubeconfig={layout.kubeconfig('kubelet')}",
+        f"--root-dir={layout.kubelet_dir}",
+        f"--cert-dir={layout.kubelet_dir / 'pki'}",
+        f"--hostname-override={NODE_NAME}",
+        f"--node-ip={layout.bridge_address}",
+        "--v=0",
+    ]
 
 
 def sysctl_mounts(layout: NodeLayout) -> list[tuple[Path, PurePosixPath]]:
     """(copy, host file) pairs: each KUBELET_SYSCTLS file is covered by a copy in kubelet's namespace."""
-    return [(layout.sysctl_copies / name.replace("/", "."), PurePosixPath("/proc/sys") / name)
-            for name in KUBELET_SYSCTLS]
+    return [
+        (layout.sysctl_copies / name.replace("/", "."), PurePosixPath("/proc/sys") / name) for name in KUBELET_SYSCTLS
+    ]
 
 
 def private_mounts_argv(unshare: str, argv: list[str], binds: list[tuple[Path, PurePosixPath]] = ()) -> list[str]:
@@ -233,6 +297,7 @@ def private_mounts_argv(unshare: str, argv: list[str], binds: list[tuple[Path, P
 
 
 # -- configuration files --------------------------------------------------------------------------------------
+
 
 def _toml_str(value: str) -> str:
     return json.dumps(value)  # a TOML basic string is a JSON string for the characters used here
@@ -246,25 +311,25 @@ def containerd_config_text(layout: NodeLayout, runc: dict[str, str], cni_bin_dir
         f"root = {_toml_str(str(layout.containerd_root))}",
         f"state = {_toml_str(str(layout.containerd_state))}",
         # NRI listens on a socket of the host's /var/run by default: not this node's to take
-        "disabled_plugins = [\"io.containerd.nri.v1.nri\"]",
+        'disabled_plugins = ["io.containerd.nri.v1.nri"]',
         "",
         "[grpc]",
         f"  address = {_toml_str(str(layout.containerd_socket))}",
         "[ttrpc]",
         f"  address = {_toml_str(str(layout.containerd_socket) + '.ttrpc')}",
         "[debug]",
-        "  address = \"\"",
+        '  address = ""',
         "[metrics]",
-        "  address = \"\"",
+        '  address = ""',
         "",
         "[plugins.'io.containerd.internal.v1.opt']",
         f"  path = {_toml_str(str(layout.root / 'containerd' / 'opt'))}",
         "[plugins.'io.containerd.grpc.v1.cri']",
         "  disable_tcp_service = true",
-        "  stream_server_address = \"127.0.0.1\"",
-        "  stream_server_port = \"0\"",
+        '  stream_server_address = "127.0.0.1"',
+        '  stream_server_port = "0"',
         "[plugins.'io.containerd.cri.v1.images']",
-        "  snapshotter = \"overlayfs\"",
+        '  snapshotter = "overlayfs"',
         "[plugins.'io.containerd.cri.v1.images'.pinned_images]",
         f"  sandbox = {_toml_str(PAUSE_IMAGE)}",
         "[plugins.'io.containerd.cri.v1.runtime']",
@@ -279,14 +344,18 @@ def containerd_config_text(layout: NodeLayout, runc: dict[str, str], cni_bin_dir
         f"  conf_dir = {_toml_str(str(layout.cni_conf_dir))}",
         "  max_conf_num = 1",
         "[plugins.'io.containerd.cri.v1.runtime'.containerd]",
-        "  default_runtime_name = \"runc-new\"",
+        '  default_runtime_name = "runc-new"',
     ]
     for handler in RUNTIME_HANDLERS:
         table = f"plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.{_toml_str(handler)}"
-        lines += [f"[{table}]", "  runtime_type = \"io.containerd.runc.v2\"",
-                  f"[{table}.options]", f"  BinaryName = {_toml_str(runc[handler])}",
-                  f"  Root = {_toml_str(str(layout.containerd_state / 'runc' / handler))}",
-                  "  SystemdCgroup = false"]
+        lines += [
+            f"[{table}]",
+            '  runtime_type = "io.containerd.runc.v2"',
+            f"[{table}.options]",
+            f"  BinaryName = {_toml_str(runc[handler])}",
+            f"  Root = {_toml_str(str(layout.containerd_state / 'runc' / handler))}",
+            "  SystemdCgroup = false",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -294,17 +363,33 @@ def cni_config_text(layout: NodeLayout) -> str:
     """The pods' network: the node's bridge (already made, holding .1), host-local addresses from .10,
     no gateway and no masquerading: nothing outside the bridge is reachable, no host setting changes."""
     prefix = layout.subnet.rsplit(".", 1)[0]
-    return json.dumps({
-        "cniVersion": "1.0.0", "name": "throttlelab-node",
-        "plugins": [
-            {"type": "bridge", "bridge": layout.bridge, "isGateway": False, "ipMasq": False,
-             "hairpinMode": False,
-             "ipam": {"type": "host-local", "dataDir": str(layout.cni_ipam_dir),
-                      "ranges": [[{"subnet": layout.subnet, "rangeStart": f"{prefix}.10",
-                                   "rangeEnd": f"{prefix}.250"}]]}},
-            {"type": "loopback"},
-        ],
-    }, indent=1) + "\n"
+    return (
+        json.dumps(
+            {
+                "cniVersion": "1.0.0",
+                "name": "throttlelab-node",
+                "plugins": [
+                    {
+                        "type": "bridge",
+                        "bridge": layout.bridge,
+                        "isGateway": False,
+                        "ipMasq": False,
+                        "hairpinMode": False,
+                        "ipam": {
+                            "type": "host-local",
+                            "dataDir": str(layout.cni_ipam_dir),
+                            "ranges": [
+                                [{"subnet": layout.subnet, "rangeStart": f"{prefix}.10", "rangeEnd": f"{prefix}.250"}]
+                            ],
+                        },
+                    },
+                    {"type": "loopback"},
+                ],
+            },
+            indent=1,
+        )
+        + "\n"
+    )
 
 
 def kubelet_config_text(layout: NodeLayout) -> str:
@@ -314,20 +399,40 @@ def kubelet_config_text(layout: NodeLayout) -> str:
     bridge address, its InternalIP (a loopback one is refused, by kubelet and by the API server's node
     proxy alike)."""
     doc = {
-        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-        "address": layout.bridge_address, "port": layout.ports.kubelet, "readOnlyPort": 0, "healthzPort": 0,
-        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
-                           "x509": {"clientCAFile": str(layout.pki / "ca.crt")}},
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": layout.bridge_address,
+        "port": layout.ports.kubelet,
+        "readOnlyPort": 0,
+        "healthzPort": 0,
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": False},
+            "x509": {"clientCAFile": str(layout.pki / "ca.crt")},
+        },
         "authorization": {"mode": "AlwaysAllow"},
         "containerRuntimeEndpoint": f"unix://{layout.containerd_socket}",
-        "cgroupDriver": "cgroupfs", "cgroupRoot": layout.cgroup_root, "cgroupsPerQOS": True,
+        "cgroupDriver": "cgroupfs",
+        "cgroupRoot": layout.cgroup_root,
+        "cgroupsPerQOS": True,
         "enforceNodeAllocatable": ["pods"],
-        "failSwapOn": False, "makeIPTablesUtilChains": False, "protectKernelDefaults": False,
-        "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
-        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
-                         "nodefs.inodesFree": "1%"},
-        "resolvConf": "", "staticPodPath": "", "serializeImagePulls": False,
-        "registerNode": True, "maxPods": 32, "podPidsLimit": -1,
+        "failSwapOn": False,
+        "makeIPTablesUtilChains": False,
+        "protectKernelDefaults": False,
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "evictionHard": {
+            "memory.available": "100Mi",
+            "nodefs.available": "1%",
+            "imagefs.available": "1%",
+            "nodefs.inodesFree": "1%",
+        },
+        "resolvConf": "",
+        "staticPodPath": "",
+        "serializeImagePulls": False,
+        "registerNode": True,
+        "maxPods": 32,
+        "podPidsLimit": -1,
         "localStorageCapacityIsolation": False,
         "failCgroupV1": False,
     }
@@ -336,5 +441,9 @@ def kubelet_config_text(layout: NodeLayout) -> str:
 
 def runtime_class(handler: str) -> dict:
     """The RuntimeClass object for a RUNTIME_HANDLERS key."""
-    return {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
-            "metadata": {"name": handler, "labels": {"throttlelab": "1"}}, "handler": handler}
+    return {
+        "apiVersion": "node.k8s.io/v1",
+        "kind": "RuntimeClass",
+        "metadata": {"name": handler, "labels": {"throttlelab": "1"}},
+        "handler": handler,
+    }

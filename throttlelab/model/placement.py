@@ -46,8 +46,10 @@ class Container:
             if self.burst_us < 0:
                 raise ValueError(f"container {self.name}: a burst budget cannot be negative ({self.burst_us} us)")
             if self.burst_us and self.limit_milli is None:
-                raise ValueError(f"container {self.name}: a burst budget of {self.burst_us} us needs a CPU limit "
-                                 "(it lends CPU beyond a quota)")
+                raise ValueError(
+                    f"container {self.name}: a burst budget of {self.burst_us} us needs a CPU limit "
+                    "(it lends CPU beyond a quota)"
+                )
 
     @property
     def env_dict(self) -> dict[str, str]:
@@ -85,8 +87,9 @@ class Pod:
     @property
     def qos(self) -> str:
         """Kubernetes QoS class, which decides where kubelet puts the pod's cgroup."""
-        return qos_class([((c.request_milli, c.limit_milli), (c.request_memory, c.limit_memory))
-                          for c in self.containers])
+        return qos_class(
+            [((c.request_milli, c.limit_milli), (c.request_memory, c.limit_memory)) for c in self.containers]
+        )
 
     def container(self, name: str) -> Container:
         for c in self.containers:
@@ -143,8 +146,10 @@ class Node:
     def __post_init__(self) -> None:
         _check_name("node", self.name)
         if self.period_us is not None and not q.MIN_PERIOD_US <= self.period_us <= q.MAX_PERIOD_US:
-            raise ValueError(f"node {self.name}: a CFS period of {self.period_us} us is outside the kernel's "
-                             f"[{q.MIN_PERIOD_US}, {q.MAX_PERIOD_US}] us")
+            raise ValueError(
+                f"node {self.name}: a CFS period of {self.period_us} us is outside the kernel's "
+                f"[{q.MIN_PERIOD_US}, {q.MAX_PERIOD_US}] us"
+            )
         names = [p.name for p in self.pods]
         if len(set(names)) != len(names):
             raise ValueError(f"node {self.name}: pod names repeat: {names}")

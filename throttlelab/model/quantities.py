@@ -140,6 +140,7 @@ def span_arrivals(rate_per_s: float, clump: int, span_ms: float) -> int:
     every run of a design holds the same number of requests.
     """
     if rate_per_s <= 0 or clump < 1 or span_ms < 0:
-        raise ValueError(f"rate {rate_per_s:g}/s, clump {clump}, span {span_ms:g} ms: rate > 0, clump >= 1, "
-                         "span >= 0 are needed")
+        raise ValueError(
+            f"rate {rate_per_s:g}/s, clump {clump}, span {span_ms:g} ms: rate > 0, clump >= 1, span >= 0 are needed"
+        )
     return math.floor(rate_per_s * span_ms / 1000 / clump + 0.5)

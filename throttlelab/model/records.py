@@ -91,8 +91,10 @@ class Shape:
     def __post_init__(self) -> None:
         for key, kind in {**self.required, **self.optional}.items():
             if kind.rstrip("?") not in _KIND_TYPES:
-                raise RecordError(f"{THIS_FILE}: {self.name}.{key} has the kind {kind!r}, not one of "
-                                  f"{', '.join(_KIND_TYPES)} (a trailing ? allows null)")
+                raise RecordError(
+                    f"{THIS_FILE}: {self.name}.{key} has the kind {kind!r}, not one of "
+                    f"{', '.join(_KIND_TYPES)} (a trailing ? allows null)"
+                )
         both = set(self.required) & set(self.optional)
         if both:
             raise RecordError(f"{THIS_FILE}: {self.name} lists {', '.join(sorted(both))} as required and optional")
@@ -109,107 +111,307 @@ _DELTA_KINDS = {delta(c): "int?" for c in COUNTERS}
 # --------------------------------------------------------------------------
 # the records, by ``type``
 
-RECORDS: dict[str, Shape] = {s.name: s for s in (
-    # ---- the runner's (throttlelab/experiments); no src, except process
-    Shape("meta", "runner", {
-        "schema": "int", "experiment": "str", "variant": "str", "repeat": "int", "backend": "str",
-        "spec": "dict", "runtime": "str", "environment": "dict", "capabilities": "dict",
-        "start": "str", "end": "str", "wall_s": "num", "window_s": "num",
-    }, {
-        "seed": "int", "config_seed": "int", "binaries": "dict", "node_cpus": "str?", "host_loadavg": "dict",
-        "notes": "list", "interference": "dict", "attempt": "int", "disturbed_attempts": "list",
-    }, "line 1: the run (experiment, variant, repeat, backend), its typed spec, the seeds (model/seeds.py), "
-       "the binaries, the machine, the window and what other work took meanwhile"),
-    Shape("readback", "runner", {"level": "str", "path": "str", "design": "dict", "actual": "dict", "mismatches": "list"},
-          about="one level of the cgroup hierarchy: the SPEC §2 design against what was read back"),
-    Shape("ancestor", "runner", {"level": "str", "path": "str"},
-          {"quota_us": "int?", "period_us": "int?", "weight": "int?", "shares": "int?", "cpus": "str?", "error": "str"},
-          "a level above the node (run root, host root), read for information; error when it could not be"),
-    Shape("expectation", "runner", {"gomaxprocs": "int"}, {"rule": "str"},
-          "E3: the GOMAXPROCS the Go runtime should choose, and the rule that says so"),
-    Shape("share_expectation", "runner",
-          {"member": "str", "level": "str", "weight": "int", "share": "num", "runtime": "str"},
-          about="E5/E10: a member's designed weight and its expected share of the one CPU"),
-    Shape("share_sample", "runner", {"member": "str", "level": "str", "t_s": "num", "usage_usec": "int?"},
-          about="E5/E10: a member's CPU usage read at t_s"),
-    Shape("podstat", "runner",
-          {"pod": "str", "container": "str", "when": "str", "seq": "int", "t_ms": "num", "at_ms": "num",
-           **_COUNTER_KINDS},
-          {"source": "str", "cadvisor_ms": "int", "rescrapes": "int"},
-          "a reading of a pod's (or a container's) counters while a load or E6's job ran"),
-    Shape("process", "runner", {SRC: "str", "returncode": "int?", "wall_s": "num", "stderr_tail": "str"},
-          about="closes each workload process: its exit status, wall time and the tail of its stderr"),
-    # ---- cpulab's (workload/); the runner adds src to each
-    Shape("header", "cpulab", {
-        SRC: "str", "program": "str", "variant": "str", "go_version": "str", "gomaxprocs": "int",
-        "num_cpu": "int", "env": "dict", "default_godebug": "str", "cgroup": "dict", "command": "str",
-        "params": "dict",
-    }, {"version": "str", "pid": "int", "time": "str"}, "the first record of every subcommand"),
-    Shape("summary", "cpulab", {SRC: "str"},
-          about="the last record of every subcommand; its keys by command: SUMMARIES"),
-    Shape("round", "cpulab",
-          {SRC: "str", "round": "int", "t_s": "num", "wall_ms": "num", "thread_cpu_ms": "num", **_DELTA_KINDS},
-          {delta(c): "int?" for c in BURST_COUNTERS}, "burst: one round"),
-    Shape("report", "cpulab", {SRC: "str", "t_s": "num", "cores": "num?", **_DELTA_KINDS},
-          about="spin: one report interval"),
-    Shape("listening", "cpulab", {SRC: "str", "addr": "str"}, about="serve: the socket is bound"),
-    Shape("stats", "cpulab", {SRC: "str", "when": "str", "target": "int"}, {"stats": "dict?", "err": "str"},
-          "load: one target's /stats answer (OBJECTS['stats_answer']) before or after the window"),
-    Shape("req", "cpulab",
-          {SRC: "str", "ep": "str", "target": "int", "conn": "int", "sched_ms": "num", "lat_ms": "num",
-           "late_ms": "num", "ok": "bool", "status": "int"},
-          {"err": "str"}, "load: one measured request"),
-)}
+RECORDS: dict[str, Shape] = {
+    s.name: s
+    for s in (
+        # ---- the runner's (throttlelab/experiments); no src, except process
+        Shape(
+            "meta",
+            "runner",
+            {
+                "schema": "int",
+                "experiment": "str",
+                "variant": "str",
+                "repeat": "int",
+                "backend": "str",
+                "spec": "dict",
+                "runtime": "str",
+                "environment": "dict",
+                "capabilities": "dict",
+                "start": "str",
+                "end": "str",
+                "wall_s": "num",
+                "window_s": "num",
+            },
+            {
+                "seed": "int",
+                "config_seed": "int",
+                "binaries": "dict",
+                "node_cpus": "str?",
+                "host_loadavg": "dict",
+                "notes": "list",
+                "interference": "dict",
+                "attempt": "int",
+                "disturbed_attempts": "list",
+            },
+            "line 1: the run (experiment, variant, repeat, backend), its typed spec, the seeds (model/seeds.py), "
+            "the binaries, the machine, the window and what other work took meanwhile",
+        ),
+        Shape(
+            "readback",
+            "runner",
+            {"level": "str", "path": "str", "design": "dict", "actual": "dict", "mismatches": "list"},
+            about="one level of the cgroup hierarchy: the SPEC §2 design against what was read back",
+        ),
+        Shape(
+            "ancestor",
+            "runner",
+            {"level": "str", "path": "str"},
+            {
+                "quota_us": "int?",
+                "period_us": "int?",
+                "weight": "int?",
+                "shares": "int?",
+                "cpus": "str?",
+                "error": "str",
+            },
+            "a level above the node (run root, host root), read for information; error when it could not be",
+        ),
+        Shape(
+            "expectation",
+            "runner",
+            {"gomaxprocs": "int"},
+            {"rule": "str"},
+            "E3: the GOMAXPROCS the Go runtime should choose, and the rule that says so",
+        ),
+        Shape(
+            "share_expectation",
+            "runner",
+            {"member": "str", "level": "str", "weight": "int", "share": "num", "runtime": "str"},
+            about="E5/E10: a member's designed weight and its expected share of the one CPU",
+        ),
+        Shape(
+            "share_sample",
+            "runner",
+            {"member": "str", "level": "str", "t_s": "num", "usage_usec": "int?"},
+            about="E5/E10: a member's CPU usage read at t_s",
+        ),
+        Shape(
+            "podstat",
+            "runner",
+            {
+                "pod": "str",
+                "container": "str",
+                "when": "str",
+                "seq": "int",
+                "t_ms": "num",
+                "at_ms": "num",
+                **_COUNTER_KINDS,
+            },
+            {"source": "str", "cadvisor_ms": "int", "rescrapes": "int"},
+            "a reading of a pod's (or a container's) counters while a load or E6's job ran",
+        ),
+        Shape(
+            "process",
+            "runner",
+            {SRC: "str", "returncode": "int?", "wall_s": "num", "stderr_tail": "str"},
+            about="closes each workload process: its exit status, wall time and the tail of its stderr",
+        ),
+        # ---- cpulab's (workload/); the runner adds src to each
+        Shape(
+            "header",
+            "cpulab",
+            {
+                SRC: "str",
+                "program": "str",
+                "variant": "str",
+                "go_version": "str",
+                "gomaxprocs": "int",
+                "num_cpu": "int",
+                "env": "dict",
+                "default_godebug": "str",
+                "cgroup": "dict",
+                "command": "str",
+                "params": "dict",
+            },
+            {"version": "str", "pid": "int", "time": "str"},
+            "the first record of every subcommand",
+        ),
+        Shape(
+            "summary",
+            "cpulab",
+            {SRC: "str"},
+            about="the last record of every subcommand; its keys by command: SUMMARIES",
+        ),
+        Shape(
+            "round",
+            "cpulab",
+            {SRC: "str", "round": "int", "t_s": "num", "wall_ms": "num", "thread_cpu_ms": "num", **_DELTA_KINDS},
+            {delta(c): "int?" for c in BURST_COUNTERS},
+            "burst: one round",
+        ),
+        Shape(
+            "report",
+            "cpulab",
+            {SRC: "str", "t_s": "num", "cores": "num?", **_DELTA_KINDS},
+            about="spin: one report interval",
+        ),
+        Shape("listening", "cpulab", {SRC: "str", "addr": "str"}, about="serve: the socket is bound"),
+        Shape(
+            "stats",
+            "cpulab",
+            {SRC: "str", "when": "str", "target": "int"},
+            {"stats": "dict?", "err": "str"},
+            "load: one target's /stats answer (OBJECTS['stats_answer']) before or after the window",
+        ),
+        Shape(
+            "req",
+            "cpulab",
+            {
+                SRC: "str",
+                "ep": "str",
+                "target": "int",
+                "conn": "int",
+                "sched_ms": "num",
+                "lat_ms": "num",
+                "late_ms": "num",
+                "ok": "bool",
+                "status": "int",
+            },
+            {"err": "str"},
+            "load: one measured request",
+        ),
+    )
+}
 
 #: The summary each cpulab command ends with (``type`` "summary"), by command; ``src`` as any cpulab record.
-SUMMARIES: dict[str, Shape] = {s.name: s for s in (
-    Shape("info", "cpulab", {"gomaxprocs": "int", "num_cpu": "int", "cgroup": "dict"}),
-    Shape("burst", "cpulab",
-          {"rounds": "int", "p50_wall_ms": "num?", "max_wall_ms": "num?", "avg_cores": "num?", **_COUNTER_KINDS,
-           "elapsed_s": "num"},
-          {c: "int?" for c in BURST_COUNTERS}),
-    Shape("spin", "cpulab", {"elapsed_s": "num", "avg_cores": "num?", **_COUNTER_KINDS}),
-    Shape("serve", "cpulab", {"requests": "int", "num_gc": "int", "cgroup": "dict"}),
-    Shape("load", "cpulab", {"window_s": "num", "work": "dict", "ping": "dict"},
-          {"late_p99_ms": "num?", "late_max_ms": "num?", "connections_per_target": "list?",
-           "requests_per_target": "list?", "mode": "str", "throughput_rps": "num?"}),
-)}
+SUMMARIES: dict[str, Shape] = {
+    s.name: s
+    for s in (
+        Shape("info", "cpulab", {"gomaxprocs": "int", "num_cpu": "int", "cgroup": "dict"}),
+        Shape(
+            "burst",
+            "cpulab",
+            {
+                "rounds": "int",
+                "p50_wall_ms": "num?",
+                "max_wall_ms": "num?",
+                "avg_cores": "num?",
+                **_COUNTER_KINDS,
+                "elapsed_s": "num",
+            },
+            {c: "int?" for c in BURST_COUNTERS},
+        ),
+        Shape("spin", "cpulab", {"elapsed_s": "num", "avg_cores": "num?", **_COUNTER_KINDS}),
+        Shape("serve", "cpulab", {"requests": "int", "num_gc": "int", "cgroup": "dict"}),
+        Shape(
+            "load",
+            "cpulab",
+            {"window_s": "num", "work": "dict", "ping": "dict"},
+            {
+                "late_p99_ms": "num?",
+                "late_max_ms": "num?",
+                "connections_per_target": "list?",
+                "requests_per_target": "list?",
+                "mode": "str",
+                "throughput_rps": "num?",
+            },
+        ),
+    )
+}
 
 #: The objects nested in records (not checked by the reader key by key, but part of the contract).
-OBJECTS: dict[str, Shape] = {s.name: s for s in (
-    # cpulab's
-    Shape("cgroup", "cpulab",
-          {"version": "int", "path": "str", "quota_us": "int?", "period_us": "int?", "burst_us": "int?",
-           "weight": "int?", "shares": "int?", **_COUNTER_KINDS, **{c: "int?" for c in BURST_COUNTERS}},
-          {"error": "str"}, "header.cgroup, the info and serve summaries' cgroup, the /stats answer's: the "
-                            "process's own cgroup, normalised over v1 and v2"),
-    Shape("env", "cpulab", {"GOMAXPROCS": "str", "GODEBUG": "str"}, about="header.env: \"\" when unset"),
-    Shape("stats_answer", "cpulab",
-          {"cgroup": "dict", "gomaxprocs": "int", "num_gc": "int", "requests": "int", "time_ns": "int"},
-          about="serve's /stats answer, as the stats record carries it"),
-    Shape("endpoint_summary", "cpulab",
-          {"sent": "int", "ok": "int", "errors": "int", "achieved_rps": "num?", "p50_ms": "num?",
-           "p90_ms": "num?", "p99_ms": "num?", "p999_ms": "num?", "max_ms": "num?"},
-          about="the load summary's work and ping blocks"),
-    # the runner's
-    Shape("binary", "runner", {"path": "str", "sha256": "str"}, about="meta.binaries, by build"),
-    Shape("capabilities", "runner",
-          {"cpus": "int", "cgroup_version": "int?", "can_pin_cpus": "bool", "has_pause_level": "bool",
-           "notes": "list"}, about="meta.capabilities: what the backend can express here"),
-    Shape("host_loadavg", "runner", {"before": "list", "after": "list"},
-          about="meta.host_loadavg: the host's 1, 5 and 15 minute load averages around the run"),
-    Shape("interference", "runner", {"disturbed": "bool"}, {
-        "cpus": "list", "window_s": "num", "busy_s": "num", "lab_s": "num", "runner_s": "num",
-        "outside_s": "num", "outside_share": "num", "other_s": "num", "other_share": "num",
-        "orchestrator_s": "num?", "orchestrator_cpu": "num", "orchestrator_apart": "bool",
-        "orchestrator_note": "str", "lab_scope": "str", "threshold": "num", "note": "str",
-    }, "meta.interference: what the meter saw on the run's CPUs (host/interference.py); on a backend "
-       "that is not metered only disturbed and note. Logs written before the meter counted the "
-       "orchestrator apart lack outside_* and orchestrator_* (their other_share is the outside share)"),
-    Shape("disturbed_attempt", "runner", {"disturbed": "bool", "log": "str", "waited_s": "num"}, {},
-          "meta.disturbed_attempts: an earlier attempt measured again, its log kept beside the raw log, "
-          "with the interference keys of its attempt besides"),
-)}
+OBJECTS: dict[str, Shape] = {
+    s.name: s
+    for s in (
+        # cpulab's
+        Shape(
+            "cgroup",
+            "cpulab",
+            {
+                "version": "int",
+                "path": "str",
+                "quota_us": "int?",
+                "period_us": "int?",
+                "burst_us": "int?",
+                "weight": "int?",
+                "shares": "int?",
+                **_COUNTER_KINDS,
+                **{c: "int?" for c in BURST_COUNTERS},
+            },
+            {"error": "str"},
+            "header.cgroup, the info and serve summaries' cgroup, the /stats answer's: the "
+            "process's own cgroup, normalised over v1 and v2",
+        ),
+        Shape("env", "cpulab", {"GOMAXPROCS": "str", "GODEBUG": "str"}, about='header.env: "" when unset'),
+        Shape(
+            "stats_answer",
+            "cpulab",
+            {"cgroup": "dict", "gomaxprocs": "int", "num_gc": "int", "requests": "int", "time_ns": "int"},
+            about="serve's /stats answer, as the stats record carries it",
+        ),
+        Shape(
+            "endpoint_summary",
+            "cpulab",
+            {
+                "sent": "int",
+                "ok": "int",
+                "errors": "int",
+                "achieved_rps": "num?",
+                "p50_ms": "num?",
+                "p90_ms": "num?",
+                "p99_ms": "num?",
+                "p999_ms": "num?",
+                "max_ms": "num?",
+            },
+            about="the load summary's work and ping blocks",
+        ),
+        # the runner's
+        Shape("binary", "runner", {"path": "str", "sha256": "str"}, about="meta.binaries, by build"),
+        Shape(
+            "capabilities",
+            "runner",
+            {
+                "cpus": "int",
+                "cgroup_version": "int?",
+                "can_pin_cpus": "bool",
+                "has_pause_level": "bool",
+                "notes": "list",
+            },
+            about="meta.capabilities: what the backend can express here",
+        ),
+        Shape(
+            "host_loadavg",
+            "runner",
+            {"before": "list", "after": "list"},
+            about="meta.host_loadavg: the host's 1, 5 and 15 minute load averages around the run",
+        ),
+        Shape(
+            "interference",
+            "runner",
+            {"disturbed": "bool"},
+            {
+                "cpus": "list",
+                "window_s": "num",
+                "busy_s": "num",
+                "lab_s": "num",
+                "runner_s": "num",
+                "outside_s": "num",
+                "outside_share": "num",
+                "other_s": "num",
+                "other_share": "num",
+                "orchestrator_s": "num?",
+                "orchestrator_cpu": "num",
+                "orchestrator_apart": "bool",
+                "orchestrator_note": "str",
+                "lab_scope": "str",
+                "threshold": "num",
+                "note": "str",
+            },
+            "meta.interference: what the meter saw on the run's CPUs (host/interference.py); on a backend "
+            "that is not metered only disturbed and note. Logs written before the meter counted the "
+            "orchestrator apart lack outside_* and orchestrator_* (their other_share is the outside share)",
+        ),
+        Shape(
+            "disturbed_attempt",
+            "runner",
+            {"disturbed": "bool", "log": "str", "waited_s": "num"},
+            {},
+            "meta.disturbed_attempts: an earlier attempt measured again, its log kept beside the raw log, "
+            "with the interference keys of its attempt besides",
+        ),
+    )
+}
 
 #: The records that carry no ``src``: the runner's own (``process`` closes a cpulab process, so has one).
 RUNNER_TYPES = frozenset(name for name, s in RECORDS.items() if s.writer == "runner" and name != "process")
@@ -224,8 +426,10 @@ def record_shape(record_type: str) -> Shape:
     try:
         return RECORDS[record_type]
     except KeyError:
-        raise RecordError(f"record type {record_type!r} is not in the raw log's contract ({THIS_FILE}: "
-                          f"{', '.join(RECORDS)}): add it there and to docs/RECORDS.md") from None
+        raise RecordError(
+            f"record type {record_type!r} is not in the raw log's contract ({THIS_FILE}: "
+            f"{', '.join(RECORDS)}): add it there and to docs/RECORDS.md"
+        ) from None
 
 
 def required(record_type: str) -> Mapping[str, Kind]:
@@ -289,8 +493,9 @@ def written_problems(record: Mapping[str, Any]) -> list[str]:
             problems += _problems_of_shape(loadavg, OBJECTS["host_loadavg"], "meta.host_loadavg")
         for build, binary in (record.get("binaries") or {}).items():
             problems += _problems_of_shape(binary, OBJECTS["binary"], f"meta.binaries.{build}")
-        attempt_keys = Shape("disturbed_attempt", "runner", OBJECTS["disturbed_attempt"].required,
-                             {**OBJECTS["interference"].optional})
+        attempt_keys = Shape(
+            "disturbed_attempt", "runner", OBJECTS["disturbed_attempt"].required, {**OBJECTS["interference"].optional}
+        )
         for k, attempt in enumerate(record.get("disturbed_attempts") or []):
             problems += _problems_of_shape(attempt, attempt_keys, f"meta.disturbed_attempts[{k}]")
     return problems
@@ -299,12 +504,16 @@ def written_problems(record: Mapping[str, Any]) -> list[str]:
 def check_written(record: Mapping[str, Any]) -> None:
     """Raise :class:`RecordError` when a record of the runner's does not fit the contract."""
     if record.get("type") not in RUNNER_WRITES:
-        raise RecordError(f"the runner writes only its own record types ({', '.join(sorted(RUNNER_WRITES))}), "
-                          f"not {record.get('type')!r}: cpulab's records pass through as the workload wrote them")
+        raise RecordError(
+            f"the runner writes only its own record types ({', '.join(sorted(RUNNER_WRITES))}), "
+            f"not {record.get('type')!r}: cpulab's records pass through as the workload wrote them"
+        )
     problems = written_problems(record)
     if problems:
-        raise RecordError(f"the runner would write a record the raw log's contract does not allow: {'; '.join(problems)}. "
-                          f"Fix the writer, or change the contract in {THIS_FILE} and docs/RECORDS.md together")
+        raise RecordError(
+            f"the runner would write a record the raw log's contract does not allow: {'; '.join(problems)}. "
+            f"Fix the writer, or change the contract in {THIS_FILE} and docs/RECORDS.md together"
+        )
 
 
 # --------------------------------------------------------------------------
@@ -320,13 +529,14 @@ def workload_contract() -> dict[str, Any]:
 
     return {
         "about": f"generated from {THIS_FILE} (tests/model/test_records.py keeps it current); read by the "
-                 "workload's Go tests: every JSON field of the structs cpulab writes",
+        "workload's Go tests: every JSON field of the structs cpulab writes",
         "schema": SCHEMA_VERSION,
         "counters": list(COUNTERS),
         "burst_counters": list(BURST_COUNTERS),
         "delta_prefix": DELTA_PREFIX,
-        "records": {name: keys(s, typed=True) for name, s in RECORDS.items()
-                    if s.writer == "cpulab" and name != "summary"},  # a summary's keys are its command's
+        "records": {
+            name: keys(s, typed=True) for name, s in RECORDS.items() if s.writer == "cpulab" and name != "summary"
+        },  # a summary's keys are its command's
         "summaries": {name: keys(s, typed=True) for name, s in SUMMARIES.items()},
         "objects": {name: keys(s, typed=False) for name, s in OBJECTS.items() if s.writer == "cpulab"},
     }

@@ -41,71 +41,153 @@ def _frozen(values: dict[str, dict[str, float]]) -> Mapping[str, Mapping[str, fl
 _LAB_RUN_1 = "the lab (SPEC §4, run 1)"
 _GO124_LIMITS = ("none", "500m", "1", "1500m", "2", "2500m")
 
-LAB: Mapping[str, LabFigures] = MappingProxyType({
-    figures.experiment: figures
-    for figures in (
-        LabFigures("E2a", _LAB_RUN_1, "a 10-CPU node, 8 threads × 20 ms per burst, 20 rounds", _frozen({
-            "nolimit": {"p50_wall_ms": 34.3, "throttled_ms_per_round": 0.0},
-            "limit2": {"p50_wall_ms": 34.6, "throttled_ratio": 0 / 40, "throttled_ms_per_round": 0.0},
-            "limit1": {"p50_wall_ms": 84.4, "throttled_ratio": 20 / 60, "throttled_ms_per_round": 7052.5 / 20},
-            "limit500m": {"p50_wall_ms": 260.4, "throttled_ratio": 60 / 100, "throttled_ms_per_round": 23981.0 / 20},
-            "limit1-2threads": {"p50_wall_ms": 132.3, "throttled_ratio": 17 / 77,
-                                "throttled_ms_per_round": 1301.6 / 20},
-        })),
-        LabFigures("E3", _LAB_RUN_1, "a 10-CPU node", _frozen({
-            **{f"go124mod-{limit}": {"gomaxprocs": 10} for limit in _GO124_LIMITS},
-            "go125mod-none": {"gomaxprocs": 10},
-            **{f"go125mod-{limit}": {"gomaxprocs": 2} for limit in ("500m", "1", "1500m", "2")},
-            "go125mod-2500m": {"gomaxprocs": 3},
-            "go125mod-2-env6": {"gomaxprocs": 6},
-            "go125mod-2-godebug": {"gomaxprocs": 10},
-        })),
-        LabFigures("S1", "the book", "a 14-CPU docker host, 2 s window", _frozen({
-            "nolimit": {"gomaxprocs": 14, "nr_throttled": 0, "throttled_ms": 0.0},
-            "cpus1500m": {"gomaxprocs": 2, "nr_throttled": 20, "throttled_ms": 1011.0},
-            "cpus1500m-gomaxprocs8": {"gomaxprocs": 8, "nr_throttled": 21, "throttled_ms": 13658.0},
-        })),
-        # E5/E10: each member's measured share of the one CPU, keyed by phase (the variant)
-        LabFigures("E5", _LAB_RUN_1, "a 10-CPU kind node, 1 CPU pinned, new runc", _frozen({
-            "pods": {"share_pod-p100m": 0.046, "share_pod-p1": 0.447, "share_pod-two": 0.493},
-            "two-container": {"share_small": 0.144, "share_big": 0.847},
-        })),
-        LabFigures("E10", _LAB_RUN_1, "a 10-CPU kind node, 1 CPU pinned, old runc", _frozen({
-            "two-container": {"share_small": 0.092, "share_big": 0.899},
-        })),
-        LabFigures("E2b", _LAB_RUN_1, "a 10-CPU kind node, limit 2, clumps of 50 (steady: 13-16 ms in all settings)",
-                   _frozen({
-                       "steady-nolimit": {"work_p99_ms": 14.5, "throttled_ratio": 0.0},
-                       "steady-limit": {"work_p99_ms": 14.5, "throttled_ratio": 0.0},
-                       "steady-limit-go125": {"work_p99_ms": 14.5, "throttled_ratio": 0.0},
-                       "clumped-nolimit": {"work_p99_ms": 74.4},
-                       "clumped-limit": {"work_p99_ms": 370.1, "throttled_ratio": 0.300},
-                       "clumped-limit-go125": {"work_p99_ms": 447.1, "throttled_ratio": 0.045},
-                   })),
-        LabFigures("E7", _LAB_RUN_1, "a 10-CPU kind node, limits 2 / 1 / 4, clumps of 50", _frozen({
-            "one-nolimit": {"work_p99_ms": 85.7},
-            "one-limit": {"work_p99_ms": 263.9},
-            "two-half": {"work_p99_ms": 602.5},
-            "two-limit": {"work_p99_ms": 140.1},
-            "one-double": {"work_p99_ms": 105.1},
-        })),
-        LabFigures("E8", _LAB_RUN_1, "an 8-CPU worker, limits 2 / 4, requests 500m / 2 / 4", _frozen({
-            "idle-lim": {"work_p99_ms": 392.0},
-            "idle-lim2x": {"work_p99_ms": 98.7},
-            "busy-lim": {"work_p99_ms": 8359.0},
-            "busy-lim2x": {"work_p99_ms": 6045.0, "throttled_ratio": 0.0},
-            "busy-lim2x-req-half": {"work_p99_ms": 472.0},
-            "busy-lim2x-req-full": {"work_p99_ms": 222.0},
-        })),
-        LabFigures("E6", _LAB_RUN_1, "8 threads on 10 CPUs, limit 1", _frozen({
-            "limit": {"throttled_s_per_s": 0.48, "pause_s_per_s": 0.075},
-        })),
-        LabFigures("S2", "the talk", "the talk: limit 250m on 16 CPUs", _frozen({
-            "threads-node": {"throughput_rps": 126.0},
-            "threads-one": {"throughput_rps": 2746.0},
-        })),
-    )
-})
+LAB: Mapping[str, LabFigures] = MappingProxyType(
+    {
+        figures.experiment: figures
+        for figures in (
+            LabFigures(
+                "E2a",
+                _LAB_RUN_1,
+                "a 10-CPU node, 8 threads × 20 ms per burst, 20 rounds",
+                _frozen(
+                    {
+                        "nolimit": {"p50_wall_ms": 34.3, "throttled_ms_per_round": 0.0},
+                        "limit2": {"p50_wall_ms": 34.6, "throttled_ratio": 0 / 40, "throttled_ms_per_round": 0.0},
+                        "limit1": {
+                            "p50_wall_ms": 84.4,
+                            "throttled_ratio": 20 / 60,
+                            "throttled_ms_per_round": 7052.5 / 20,
+                        },
+                        "limit500m": {
+                            "p50_wall_ms": 260.4,
+                            "throttled_ratio": 60 / 100,
+                            "throttled_ms_per_round": 23981.0 / 20,
+                        },
+                        "limit1-2threads": {
+                            "p50_wall_ms": 132.3,
+                            "throttled_ratio": 17 / 77,
+                            "throttled_ms_per_round": 1301.6 / 20,
+                        },
+                    }
+                ),
+            ),
+            LabFigures(
+                "E3",
+                _LAB_RUN_1,
+                "a 10-CPU node",
+                _frozen(
+                    {
+                        **{f"go124mod-{limit}": {"gomaxprocs": 10} for limit in _GO124_LIMITS},
+                        "go125mod-none": {"gomaxprocs": 10},
+                        **{f"go125mod-{limit}": {"gomaxprocs": 2} for limit in ("500m", "1", "1500m", "2")},
+                        "go125mod-2500m": {"gomaxprocs": 3},
+                        "go125mod-2-env6": {"gomaxprocs": 6},
+                        "go125mod-2-godebug": {"gomaxprocs": 10},
+                    }
+                ),
+            ),
+            LabFigures(
+                "S1",
+                "the book",
+                "a 14-CPU docker host, 2 s window",
+                _frozen(
+                    {
+                        "nolimit": {"gomaxprocs": 14, "nr_throttled": 0, "throttled_ms": 0.0},
+                        "cpus1500m": {"gomaxprocs": 2, "nr_throttled": 20, "throttled_ms": 1011.0},
+                        "cpus1500m-gomaxprocs8": {"gomaxprocs": 8, "nr_throttled": 21, "throttled_ms": 13658.0},
+                    }
+                ),
+            ),
+            # E5/E10: each member's measured share of the one CPU, keyed by phase (the variant)
+            LabFigures(
+                "E5",
+                _LAB_RUN_1,
+                "a 10-CPU kind node, 1 CPU pinned, new runc",
+                _frozen(
+                    {
+                        "pods": {"share_pod-p100m": 0.046, "share_pod-p1": 0.447, "share_pod-two": 0.493},
+                        "two-container": {"share_small": 0.144, "share_big": 0.847},
+                    }
+                ),
+            ),
+            LabFigures(
+                "E10",
+                _LAB_RUN_1,
+                "a 10-CPU kind node, 1 CPU pinned, old runc",
+                _frozen(
+                    {
+                        "two-container": {"share_small": 0.092, "share_big": 0.899},
+                    }
+                ),
+            ),
+            LabFigures(
+                "E2b",
+                _LAB_RUN_1,
+                "a 10-CPU kind node, limit 2, clumps of 50 (steady: 13-16 ms in all settings)",
+                _frozen(
+                    {
+                        "steady-nolimit": {"work_p99_ms": 14.5, "throttled_ratio": 0.0},
+                        "steady-limit": {"work_p99_ms": 14.5, "throttled_ratio": 0.0},
+                        "steady-limit-go125": {"work_p99_ms": 14.5, "throttled_ratio": 0.0},
+                        "clumped-nolimit": {"work_p99_ms": 74.4},
+                        "clumped-limit": {"work_p99_ms": 370.1, "throttled_ratio": 0.300},
+                        "clumped-limit-go125": {"work_p99_ms": 447.1, "throttled_ratio": 0.045},
+                    }
+                ),
+            ),
+            LabFigures(
+                "E7",
+                _LAB_RUN_1,
+                "a 10-CPU kind node, limits 2 / 1 / 4, clumps of 50",
+                _frozen(
+                    {
+                        "one-nolimit": {"work_p99_ms": 85.7},
+                        "one-limit": {"work_p99_ms": 263.9},
+                        "two-half": {"work_p99_ms": 602.5},
+                        "two-limit": {"work_p99_ms": 140.1},
+                        "one-double": {"work_p99_ms": 105.1},
+                    }
+                ),
+            ),
+            LabFigures(
+                "E8",
+                _LAB_RUN_1,
+                "an 8-CPU worker, limits 2 / 4, requests 500m / 2 / 4",
+                _frozen(
+                    {
+                        "idle-lim": {"work_p99_ms": 392.0},
+                        "idle-lim2x": {"work_p99_ms": 98.7},
+                        "busy-lim": {"work_p99_ms": 8359.0},
+                        "busy-lim2x": {"work_p99_ms": 6045.0, "throttled_ratio": 0.0},
+                        "busy-lim2x-req-half": {"work_p99_ms": 472.0},
+                        "busy-lim2x-req-full": {"work_p99_ms": 222.0},
+                    }
+                ),
+            ),
+            LabFigures(
+                "E6",
+                _LAB_RUN_1,
+                "8 threads on 10 CPUs, limit 1",
+                _frozen(
+                    {
+                        "limit": {"throttled_s_per_s": 0.48, "pause_s_per_s": 0.075},
+                    }
+                ),
+            ),
+            LabFigures(
+                "S2",
+                "the talk",
+                "the talk: limit 250m on 16 CPUs",
+                _frozen(
+                    {
+                        "threads-node": {"throughput_rps": 126.0},
+                        "threads-one": {"throughput_rps": 2746.0},
+                    }
+                ),
+            ),
+        )
+    }
+)
 
 #: The talk's throughput with GOMAXPROCS 1 over GOMAXPROCS 16 (S2), as the talk states it.
 TALK_S2_GAIN = 21.7
@@ -134,94 +216,108 @@ def _checks(pairs: dict[str, str]) -> Mapping[str, str]:
     return MappingProxyType(pairs)
 
 
-QUOTES: Mapping[str, Quote] = MappingProxyType({
-    "F1": Quote(
-        "p50 limit 1 / none = 84.4 / 34.3 = 2.46x; 500m / none = 260.4 / 34.3 = 7.59x; "
-        "limit 2 / none = 34.6 / 34.3 = 1.01x (avg CPU about 0.165 in all)",
-        _checks({
-            "p50_wall_ms limit1 / nolimit": "84.4 / 34.3 = 2.46x",
-            "p50_wall_ms limit500m / nolimit": "260.4 / 34.3 = 7.59x",
-            "p50_wall_ms limit2 / nolimit": "34.6 / 34.3 = 1.01x",
-        }),
-    ),
-    "F2": Quote(
-        "limit 1: 7052.5 ms throttled over 20 rounds = 353 ms per round vs p50 wall 84.4 ms (4.2x)",
-        _checks({
-            "throttled_ms_per_round / extra wall limit500m":
-                "limit 1: 353 / (84.4 - 34.3) = 7.0 (8 threads on 10 CPUs: between 1 and 8 run queues)",
-            "throttled_ms_per_round / mean_wall_ms limit500m": "limit 1: 353 / 84.4 = 4.2 (10 CPUs)",
-        }),
-    ),
-    "F3": Quote(
-        "limit 2: 40 periods in 20 s = 0.20 of the 200 wall-clock periods",
-        _checks({"periods_per_round limit2": "40 periods / 20 rounds = 2.0 per round"}),
-    ),
-    "F4": Quote(
-        "limit 1, 8 -> 2 threads: throttled periods 20 -> 17, throttled 7052.5 -> 1301.6 ms, "
-        "p50 84.4 -> 132.3 ms; E2b clump 50 /work p99: limit2-g2 447-511 vs limit2-g10 360-370 ms",
-        _checks({
-            "throttled_ms limit1-2threads / limit1": "1301.6 / 7052.5 = 0.18",
-            "p50_wall_ms limit1-2threads / limit1": "132.3 / 84.4 = 1.57",
-        }),
-    ),
-    "F5": Quote(
-        "10 CPUs: go124mod 10 for every limit; go125mod none -> 10, 500m/1/1500m/2 -> 2, 2500m -> 3; "
-        "GOMAXPROCS=6 -> 6; GODEBUG=containermaxprocs=0 -> 10",
-        _checks({"gomaxprocs = rule": "all 14 variants as the rule predicts"}),
-    ),
-    "F6": Quote(
-        "E2b clump 50 (run 1 / run 2): throttled ratio 0.300 / 0.312; /work p99 limit2-g10 370.1 / 359.9 vs "
-        "nolimit 74.4 / 86.3 ms (5.0x / 4.2x); clump 1: 0 throttled, p99 13-16 ms in all settings",
-        _checks({
-            "throttled_ratio clumped-limit": "0.300 / 0.312",
-            "throttled_ratio steady-limit": "clump 1: 0 throttled in all settings",
-            "work {q} clumped-limit / clumped-nolimit": "p99 370.1 / 74.4 = 5.0x; 359.9 / 86.3 = 4.2x",
-            "avg_cores clumped-limit": "avg about 0.6 CPU = 30% of limit 2",
-        }),
-    ),
-    "F7": Quote(
-        "E7 /work p99 (run 1 / run 2): 2x1 602.5 / 495.7 vs 1x2 263.9 / 304.5 ms; 2x2 140.1 / 166.5 vs "
-        "1x4 105.1 / 123.3 ms",
-        _checks({
-            "work {q} two-half / one-limit": "p99 602.5 / 263.9 = 2.3x; 495.7 / 304.5 = 1.6x",
-            "work {q} two-limit / one-double": "p99 140.1 / 105.1 = 1.33x; 166.5 / 123.3 = 1.35x",
-        }),
-    ),
-    "F8": Quote(
-        "pods 0.046 : 0.447 : 0.493 (4 : 39 : 43); new runc containers 0.144 : 0.847 (17 : 100); "
-        "old runc containers 0.092 : 0.899 (4 : 39)",
-        _checks({
-            "read back = design (E4)": "every level as the formulas say (E4/E10)",
-            # the share checks of one (experiment, phase) all cite the same measurement
-            "E5 pods": "pods 100m : 1 : two-container = 0.046 : 0.447 : 0.493 (weights 4 : 39 : 43)",
-            "E5 two-container": "containers 100m : 1 = 0.144 : 0.847 (weights 17 : 100, not 1 : 10)",
-            "E10 pods": "old runc: pod level unchanged (4 : 39 : 43)",
-            "E10 two-container": "old runc: containers 100m : 1 = 0.092 : 0.899 (weights 4 : 39)",
-        }),
-    ),
-    "F9": Quote(
-        "E8 /work p99 ms (run 1 / run 2): idle-4 98.7 / 137; busy-2 8359 / 3590; busy-4 6045 / 3137 "
-        "(throttled ratio 0); busy req 2 472 / 341; busy req 4 222 / 213; neighbor 7.3-7.5 CPUs",
-        _checks({
-            "throttled_ratio busy-lim2x": "busy, limit 4: 0 ('throttled ratio 0!')",
-            "work {q} busy-lim2x / idle-lim2x": "p99 6045 / 98.7 = 61x; 3137 / 137 = 23x",
-            "busy_cores busy-lim2x / busy-lim":
-                "not measured by the lab; its p99 6045 / 8359 = 0.72 and 3137 / 3590 = 0.87 say the same",
-            "work {q} busy-lim2x-req-full / busy-lim2x": "p99 222 / 6045 = 0.037; 213 / 3137 = 0.068",
-            "busy_cores busy-lim2x-req-full / busy-lim2x": "not measured by the lab (its p99 fell 27-45x)",
-        }),
-    ),
-    "F10": Quote(
-        "E6: rate 0.48 throttled s/s against a real extra delay of ~0.075 s per 1 s (p50 108 vs 34 ms): "
-        "6.4x; cAdvisor's samples 12.149 s apart for scrapes 20 s apart",
-        _checks({"throttled / pause in the scrape window, limit": "0.48 / 0.075 = 6.4 (8 threads on 10 CPUs)"}),
-    ),
-    "F11": Quote(
-        "S2 (talk, 250m on 16 CPUs): GOMAXPROCS 16 ~126 req/s, p99 ~200 ms; GOMAXPROCS 1 ~2746 req/s, "
-        "p99 ~3.6 ms (21.7x)",
-        _checks({"throughput_rps threads-one / threads-node": "2746 / 126 = 21.7x"}),
-    ),
-})
+QUOTES: Mapping[str, Quote] = MappingProxyType(
+    {
+        "F1": Quote(
+            "p50 limit 1 / none = 84.4 / 34.3 = 2.46x; 500m / none = 260.4 / 34.3 = 7.59x; "
+            "limit 2 / none = 34.6 / 34.3 = 1.01x (avg CPU about 0.165 in all)",
+            _checks(
+                {
+                    "p50_wall_ms limit1 / nolimit": "84.4 / 34.3 = 2.46x",
+                    "p50_wall_ms limit500m / nolimit": "260.4 / 34.3 = 7.59x",
+                    "p50_wall_ms limit2 / nolimit": "34.6 / 34.3 = 1.01x",
+                }
+            ),
+        ),
+        "F2": Quote(
+            "limit 1: 7052.5 ms throttled over 20 rounds = 353 ms per round vs p50 wall 84.4 ms (4.2x)",
+            _checks(
+                {
+                    "throttled_ms_per_round / extra wall limit500m": "limit 1: 353 / (84.4 - 34.3) = 7.0 (8 threads on 10 CPUs: between 1 and 8 run queues)",
+                    "throttled_ms_per_round / mean_wall_ms limit500m": "limit 1: 353 / 84.4 = 4.2 (10 CPUs)",
+                }
+            ),
+        ),
+        "F3": Quote(
+            "limit 2: 40 periods in 20 s = 0.20 of the 200 wall-clock periods",
+            _checks({"periods_per_round limit2": "40 periods / 20 rounds = 2.0 per round"}),
+        ),
+        "F4": Quote(
+            "limit 1, 8 -> 2 threads: throttled periods 20 -> 17, throttled 7052.5 -> 1301.6 ms, "
+            "p50 84.4 -> 132.3 ms; E2b clump 50 /work p99: limit2-g2 447-511 vs limit2-g10 360-370 ms",
+            _checks(
+                {
+                    "throttled_ms limit1-2threads / limit1": "1301.6 / 7052.5 = 0.18",
+                    "p50_wall_ms limit1-2threads / limit1": "132.3 / 84.4 = 1.57",
+                }
+            ),
+        ),
+        "F5": Quote(
+            "10 CPUs: go124mod 10 for every limit; go125mod none -> 10, 500m/1/1500m/2 -> 2, 2500m -> 3; "
+            "GOMAXPROCS=6 -> 6; GODEBUG=containermaxprocs=0 -> 10",
+            _checks({"gomaxprocs = rule": "all 14 variants as the rule predicts"}),
+        ),
+        "F6": Quote(
+            "E2b clump 50 (run 1 / run 2): throttled ratio 0.300 / 0.312; /work p99 limit2-g10 370.1 / 359.9 vs "
+            "nolimit 74.4 / 86.3 ms (5.0x / 4.2x); clump 1: 0 throttled, p99 13-16 ms in all settings",
+            _checks(
+                {
+                    "throttled_ratio clumped-limit": "0.300 / 0.312",
+                    "throttled_ratio steady-limit": "clump 1: 0 throttled in all settings",
+                    "work {q} clumped-limit / clumped-nolimit": "p99 370.1 / 74.4 = 5.0x; 359.9 / 86.3 = 4.2x",
+                    "avg_cores clumped-limit": "avg about 0.6 CPU = 30% of limit 2",
+                }
+            ),
+        ),
+        "F7": Quote(
+            "E7 /work p99 (run 1 / run 2): 2x1 602.5 / 495.7 vs 1x2 263.9 / 304.5 ms; 2x2 140.1 / 166.5 vs "
+            "1x4 105.1 / 123.3 ms",
+            _checks(
+                {
+                    "work {q} two-half / one-limit": "p99 602.5 / 263.9 = 2.3x; 495.7 / 304.5 = 1.6x",
+                    "work {q} two-limit / one-double": "p99 140.1 / 105.1 = 1.33x; 166.5 / 123.3 = 1.35x",
+                }
+            ),
+        ),
+        "F8": Quote(
+            "pods 0.046 : 0.447 : 0.493 (4 : 39 : 43); new runc containers 0.144 : 0.847 (17 : 100); "
+            "old runc containers 0.092 : 0.899 (4 : 39)",
+            _checks(
+                {
+                    "read back = design (E4)": "every level as the formulas say (E4/E10)",
+                    # the share checks of one (experiment, phase) all cite the same measurement
+                    "E5 pods": "pods 100m : 1 : two-container = 0.046 : 0.447 : 0.493 (weights 4 : 39 : 43)",
+                    "E5 two-container": "containers 100m : 1 = 0.144 : 0.847 (weights 17 : 100, not 1 : 10)",
+                    "E10 pods": "old runc: pod level unchanged (4 : 39 : 43)",
+                    "E10 two-container": "old runc: containers 100m : 1 = 0.092 : 0.899 (weights 4 : 39)",
+                }
+            ),
+        ),
+        "F9": Quote(
+            "E8 /work p99 ms (run 1 / run 2): idle-4 98.7 / 137; busy-2 8359 / 3590; busy-4 6045 / 3137 "
+            "(throttled ratio 0); busy req 2 472 / 341; busy req 4 222 / 213; neighbor 7.3-7.5 CPUs",
+            _checks(
+                {
+                    "throttled_ratio busy-lim2x": "busy, limit 4: 0 ('throttled ratio 0!')",
+                    "work {q} busy-lim2x / idle-lim2x": "p99 6045 / 98.7 = 61x; 3137 / 137 = 23x",
+                    "busy_cores busy-lim2x / busy-lim": "not measured by the lab; its p99 6045 / 8359 = 0.72 and 3137 / 3590 = 0.87 say the same",
+                    "work {q} busy-lim2x-req-full / busy-lim2x": "p99 222 / 6045 = 0.037; 213 / 3137 = 0.068",
+                    "busy_cores busy-lim2x-req-full / busy-lim2x": "not measured by the lab (its p99 fell 27-45x)",
+                }
+            ),
+        ),
+        "F10": Quote(
+            "E6: rate 0.48 throttled s/s against a real extra delay of ~0.075 s per 1 s (p50 108 vs 34 ms): "
+            "6.4x; cAdvisor's samples 12.149 s apart for scrapes 20 s apart",
+            _checks({"throttled / pause in the scrape window, limit": "0.48 / 0.075 = 6.4 (8 threads on 10 CPUs)"}),
+        ),
+        "F11": Quote(
+            "S2 (talk, 250m on 16 CPUs): GOMAXPROCS 16 ~126 req/s, p99 ~200 ms; GOMAXPROCS 1 ~2746 req/s, "
+            "p99 ~3.6 ms (21.7x)",
+            _checks({"throughput_rps threads-one / threads-node": "2746 / 126 = 21.7x"}),
+        ),
+    }
+)
 
 
 def quote(finding: str) -> Quote:

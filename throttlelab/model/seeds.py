@@ -76,7 +76,7 @@ def workload_seeds() -> dict[str, Any]:
     """The workload's side, as its Go test reads it."""
     return {
         "about": f"generated from {THIS_FILE} (tests/model/test_seeds.py keeps it current); read by "
-                 "workload/internal/loadgen's tests: the PCG streams cpulab load draws from its -seed",
+        "workload/internal/loadgen's tests: the PCG streams cpulab load draws from its -seed",
         "streams": dict(WORKLOAD_STREAMS),
     }
 

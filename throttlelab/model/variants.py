@@ -40,7 +40,9 @@ class Resources:
     def from_dict(cls, data: Mapping[str, Any], where: str) -> Resources:
         unknown = set(data) - {"request", "limit"}
         if unknown:
-            raise SpecError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; a resources block has request and limit")
+            raise SpecError(
+                f"{where}: unknown key(s) {', '.join(sorted(unknown))}; a resources block has request and limit"
+            )
         return cls(request=data.get("request"), limit=data.get("limit"), given=tuple(sorted(data)))
 
     def to_dict(self) -> dict[str, Any]:
@@ -205,10 +207,7 @@ class VariantSpec:
         data: dict[str, Any] = {}
         for key in _param_names():
             if key in ("app", "sidecar"):
-                part = {
-                    sub: _from_cell(row.get(f"{COLUMN_PREFIX}{key}_{sub}"), None)
-                    for sub in ("request", "limit")
-                }
+                part = {sub: _from_cell(row.get(f"{COLUMN_PREFIX}{key}_{sub}"), None) for sub in ("request", "limit")}
                 part = {k: v for k, v in part.items() if v is not None}
                 if part:
                     data[key] = part
@@ -229,8 +228,14 @@ def _param_names() -> tuple[str, ...]:
 
 
 def _types_of(annotation: str) -> tuple[type, ...]:
-    kinds = {"str": (str,), "int": (int,), "float": _NUMBER, "bool": (bool,), "Cpu": (str, int, float),
-             "Resources": (Resources,)}
+    kinds = {
+        "str": (str,),
+        "int": (int,),
+        "float": _NUMBER,
+        "bool": (bool,),
+        "Cpu": (str, int, float),
+        "Resources": (Resources,),
+    }
     (base,) = [part.strip() for part in annotation.split("|") if part.strip() != "None"]
     return kinds[base]
 

@@ -34,8 +34,7 @@ def pod_names(experiment: str, phase: str | None) -> tuple[str, ...]:
 
 def requested_milli(names: tuple[str, ...]) -> int:
     """The CPU these pods request in all (what a scheduler must find free on one node)."""
-    return sum(q.parse_cpu(req, "request") for name, containers in E4_PODS if name in names
-               for _, req, _ in containers)
+    return sum(q.parse_cpu(req, "request") for name, containers in E4_PODS if name in names for _, req, _ in containers)
 
 
 def lab_pods(names: tuple[str, ...], args: tuple[str, ...], build: str) -> tuple[Pod, ...]:
@@ -48,8 +47,13 @@ def lab_pods(names: tuple[str, ...], args: tuple[str, ...], build: str) -> tuple
             Pod(
                 pod_name,
                 tuple(
-                    Container(c, args, variant=build, request_milli=q.parse_cpu(req, "request"),
-                              limit_milli=None if lim is None else q.parse_cpu(lim, "limit"))
+                    Container(
+                        c,
+                        args,
+                        variant=build,
+                        request_milli=q.parse_cpu(req, "request"),
+                        limit_milli=None if lim is None else q.parse_cpu(lim, "limit"),
+                    )
                     for c, req, lim in containers
                 ),
             )

@@ -24,8 +24,18 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     "estimates": ("experiment", "variant", "metric", "unit", "point", "lo", "hi", "n", "level", "method", "flag"),
     "runs": ("experiment", "variant", "repeat", "start", "end", *column_names()),
     "headers": ("experiment", "variant", "go_version"),
-    "environment": ("backend", "experiment", "variant", "repeat", "runtime_conversion", "kernel", "cgroup_version",
-                    "cpu_model", "cpu_count", "usable_cpus"),
+    "environment": (
+        "backend",
+        "experiment",
+        "variant",
+        "repeat",
+        "runtime_conversion",
+        "kernel",
+        "cgroup_version",
+        "cpu_model",
+        "cpu_count",
+        "usable_cpus",
+    ),
     "checks": ("id", "check", "experiment", "expected", "effect", "lo", "hi", "p_holm", "verdict", "reason"),
 }
 REQUIRED_TABLES = ("findings", "estimates", "runs", "headers", "environment")

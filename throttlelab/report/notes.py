@@ -19,8 +19,9 @@ from throttlelab.model.reference import TALK_S2_GAIN, lab_values
 
 
 def _estimate(estimates: pd.DataFrame, experiment: str, variant: str, metric: str) -> pd.Series | None:
-    rows = estimates[(estimates["experiment"] == experiment) & (estimates["variant"] == variant)
-                     & (estimates["metric"] == metric)]
+    rows = estimates[
+        (estimates["experiment"] == experiment) & (estimates["variant"] == variant) & (estimates["metric"] == metric)
+    ]
     return None if rows.empty else rows.iloc[0]
 
 
@@ -28,14 +29,17 @@ def _fmt(row: pd.Series | None) -> str:
     return "not measured in this profile" if row is None else fmt_interval(row["point"], row["lo"], row["hi"])
 
 
-def compare_variants(metrics: pd.DataFrame | None, experiment: str, variant: str, baseline: str,
-                     metric: str, level: float = 0.95) -> str:
+def compare_variants(
+    metrics: pd.DataFrame | None, experiment: str, variant: str, baseline: str, metric: str, level: float = 0.95
+) -> str:
     """'ratio [lo, hi]' of geometric means of a per-run metric (stats.compare), or why there is none."""
     if metrics is None:
         return "no per-run metrics"
 
     def values(v: str):
-        rows = metrics[(metrics["experiment"] == experiment) & (metrics["variant"] == v) & (metrics["metric"] == metric)]
+        rows = metrics[
+            (metrics["experiment"] == experiment) & (metrics["variant"] == v) & (metrics["metric"] == metric)
+        ]
         return rows["value"].dropna().to_numpy(dtype=float)
 
     a, b = values(variant), values(baseline)
@@ -60,8 +64,11 @@ def s2_against_e2b(tables: Mapping[str, pd.DataFrame]) -> list[str]:
         procs[v] = "?" if row is None or pd.isna(row["point"]) else f"{row['point']:g}"
     s2 = compare_variants(metrics, "S2", "threads-one", "threads-node", "throughput_rps", level)
     # the highest quantile every run of the two arms supports (STATS.md §2: p99 needs 368 requests per run)
-    latency = (supported_latency_metric(metrics, "E2b", ("clumped-limit-go125", "clumped-limit"))
-               if metrics is not None else None) or "work_p99_ms"
+    latency = (
+        supported_latency_metric(metrics, "E2b", ("clumped-limit-go125", "clumped-limit"))
+        if metrics is not None
+        else None
+    ) or "work_p99_ms"
     quantile = latency.removeprefix("work_").removesuffix("_ms").replace("_", ".")
     e2b = compare_variants(metrics, "E2b", "clumped-limit-go125", "clumped-limit", latency, level)
     same = procs["clumped-limit"] == procs["clumped-limit-go125"] != "?"
@@ -83,8 +90,12 @@ def s2_against_e2b(tables: Mapping[str, pd.DataFrame]) -> list[str]:
         f"CPUs{gmp('threads-node')} = {s2} (F11 says whether this node can show the effect). E2b, open loop, "
         f"clumped: /work {quantile} with the go125mod build{gmp('clumped-limit-go125')} / go124mod"
         f"{gmp('clumped-limit')} = {e2b}"
-        + (" - the same GOMAXPROCS on this node, so E2b cannot show its side here (both builds are capped at "
-           "the node's CPUs; it needs more than 2)." if same else "."),
+        + (
+            " - the same GOMAXPROCS on this node, so E2b cannot show its side here (both builds are capped at "
+            "the node's CPUs; it needs more than 2)."
+            if same
+            else "."
+        ),
         "So: fewer threads than the node's CPUs raise throughput when requests keep the service saturated "
         "(closed loop, a tiny limit); they lengthen the tail when work arrives in bursts that the quota could "
         "have absorbed in parallel (open loop, clumps, well under the limit on average).",
@@ -99,12 +110,16 @@ def x3_on_f2(findings: pd.DataFrame | None) -> list[str]:
         return []
     verdict = str(rows.iloc[0]["verdict"])
     if verdict == "reproduced":
-        says = ("so F2 is worded as the kernel accounts it: throttled time is summed over the CPU run queues on "
-                "which the group was throttled, not over its threads (the lab's wording holds only where every "
-                "thread has a CPU of its own)")
+        says = (
+            "so F2 is worded as the kernel accounts it: throttled time is summed over the CPU run queues on "
+            "which the group was throttled, not over its threads (the lab's wording holds only where every "
+            "thread has a CPU of its own)"
+        )
     elif verdict == "contradicted":
-        says = ("so this run does NOT support F2's wording (summed over run queues): read F2's verdict with F14's "
-                "checks beside it")
+        says = (
+            "so this run does NOT support F2's wording (summed over run queues): read F2's verdict with F14's "
+            "checks beside it"
+        )
     else:
         says = f"so this run cannot decide between the two wordings of F2 ({verdict}; F14's reason says why)"
     return [f"F14 came out {verdict}: {says}."]

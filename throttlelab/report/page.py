@@ -86,20 +86,22 @@ def findings_rows(findings: pd.DataFrame) -> list[Finding]:
     rows = []
     for r in findings.itertuples():
         experiments = [e.strip() for e in text(getattr(r, "experiments", "")).replace(";", ",").split(",") if e.strip()]
-        rows.append(Finding(
-            id=text(r.id),
-            claim=text(r.claim),
-            experiments=experiments,
-            verdict=text(r.verdict),
-            verdict_class=VERDICT_CLASSES.get(text(r.verdict), "unknown"),
-            effect=fmt_interval(r.effect, r.lo, r.hi),
-            reference=text(r.reference),
-            reason=text(r.reason),
-            p_holm=fmt_number(getattr(r, "p_holm", math.nan)),
-            a12=fmt_number(getattr(r, "a12", math.nan)),
-            method=text(r.method),
-            ours=bool(experiments) and all(is_ours(e) for e in experiments),
-        ))
+        rows.append(
+            Finding(
+                id=text(r.id),
+                claim=text(r.claim),
+                experiments=experiments,
+                verdict=text(r.verdict),
+                verdict_class=VERDICT_CLASSES.get(text(r.verdict), "unknown"),
+                effect=fmt_interval(r.effect, r.lo, r.hi),
+                reference=text(r.reference),
+                reason=text(r.reason),
+                p_holm=fmt_number(getattr(r, "p_holm", math.nan)),
+                a12=fmt_number(getattr(r, "a12", math.nan)),
+                method=text(r.method),
+                ours=bool(experiments) and all(is_ours(e) for e in experiments),
+            )
+        )
     return rows
 
 
@@ -112,20 +114,39 @@ def checks_table(checks: pd.DataFrame | None) -> Table | None:
     if checks is None or checks.empty:
         return None
     rows = [
-        [text(r.id), text(r.check) + ("" if _decisive(getattr(r, "decisive", True)) else " (premise: cannot "
-                                                                                          "contradict)"),
-         text(r.experiment), text(r.expected), fmt_interval(r.effect, r.lo, r.hi),
-         fmt_number(r.p_holm), text(r.verdict), text(getattr(r, "requirement", "")), text(r.reason),
-         text(getattr(r, "why", ""))]
+        [
+            text(r.id),
+            text(r.check) + ("" if _decisive(getattr(r, "decisive", True)) else " (premise: cannot contradict)"),
+            text(r.experiment),
+            text(r.expected),
+            fmt_interval(r.effect, r.lo, r.hi),
+            fmt_number(r.p_holm),
+            text(r.verdict),
+            text(getattr(r, "requirement", "")),
+            text(r.reason),
+            text(getattr(r, "why", "")),
+        ]
         for r in checks.itertuples()
     ]
-    columns = ["finding", "check", "experiment", "expected", "effect [CI]", "p (Holm)", "verdict",
-               "unmet requirement", "reason", "derivation of the threshold"]
-    notes = ["A finding is reproduced when every one of its checks holds by its own interval, contradicted when a "
-             "decisive check is contradicted, not testable here when a check's named requirement fails (and no "
-             "check contradicts it), inconclusive otherwise. A 'within' check holds only when its whole interval "
-             "lies inside the band; it shows no p-value. Holm's adjustment runs over the p-values of the decisive "
-             "comparisons only, in two families: the lab's findings and ours beyond the lab."]
+    columns = [
+        "finding",
+        "check",
+        "experiment",
+        "expected",
+        "effect [CI]",
+        "p (Holm)",
+        "verdict",
+        "unmet requirement",
+        "reason",
+        "derivation of the threshold",
+    ]
+    notes = [
+        "A finding is reproduced when every one of its checks holds by its own interval, contradicted when a "
+        "decisive check is contradicted, not testable here when a check's named requirement fails (and no "
+        "check contradicts it), inconclusive otherwise. A 'within' check holds only when its whole interval "
+        "lies inside the band; it shows no p-value. Holm's adjustment runs over the p-values of the decisive "
+        "comparisons only, in two families: the lab's findings and ours beyond the lab."
+    ]
     return Table(columns, rows, notes)
 
 
@@ -200,17 +221,30 @@ def estimates_table(estimates: pd.DataFrame, experiment: str, order: list[str]) 
             cell = fmt_interval(r.point, r.lo, r.hi)
             cells.append(cell + (f" ({r.flag})" if r.flag and r.flag != shared_flag else ""))
         method = " / ".join(dict.fromkeys(text(m) for m in group["method"]))
-        rows.append(EstimateRow(text(metric), text(group["unit"].iloc[0]),
-                                method + (f"; {shared_flag}" if shared_flag else ""), cells))
+        rows.append(
+            EstimateRow(
+                text(metric), text(group["unit"].iloc[0]), method + (f"; {shared_flag}" if shared_flag else ""), cells
+            )
+        )
     levels = mine["level"].dropna()
     return EstimatesTable(variants, rows, float(levels.iloc[0]) if len(levels) else math.nan)
 
 
 READBACK_COLUMNS = {
-    "variant": "variant", "level": "level", "path": "cgroup", "design_quota_us": "design quota µs",
-    "actual_quota_us": "read quota µs", "design_period_us": "design period µs", "actual_period_us": "read period µs",
-    "design_weight": "design weight", "actual_weight": "read weight", "design_shares": "design shares",
-    "actual_shares": "read shares", "actual_cpus": "cpus", "mismatches": "mismatches", "error": "error",
+    "variant": "variant",
+    "level": "level",
+    "path": "cgroup",
+    "design_quota_us": "design quota µs",
+    "actual_quota_us": "read quota µs",
+    "design_period_us": "design period µs",
+    "actual_period_us": "read period µs",
+    "design_weight": "design weight",
+    "actual_weight": "read weight",
+    "design_shares": "design shares",
+    "actual_shares": "read shares",
+    "actual_cpus": "cpus",
+    "mismatches": "mismatches",
+    "error": "error",
     "formula": "how the design value was computed",
 }
 
@@ -228,7 +262,9 @@ def readback_table(readback: pd.DataFrame | None, experiment: str) -> Table | No
         return None
     if "repeat" in mine.columns:
         mine = mine[mine["repeat"] == mine["repeat"].min()]  # a deterministic readout: the first repeat shows it
-    columns = [c for c in READBACK_COLUMNS if c in mine.columns and (c in ("variant", "level") or mine[c].notna().any())]
+    columns = [
+        c for c in READBACK_COLUMNS if c in mine.columns and (c in ("variant", "level") or mine[c].notna().any())
+    ]
     rows = [[fmt_cell(getattr(r, c)) for c in columns] for r in mine.itertuples()]
     notes = ["Levels without design values (run-root, host-root) are the ancestors of the run, shown as read."]
     return Table([READBACK_COLUMNS[c] for c in columns], rows, notes)
@@ -238,8 +274,9 @@ def readback_table(readback: pd.DataFrame | None, experiment: str) -> Table | No
 LAB_CELL_METRICS = {"E3": "gomaxprocs"}
 
 
-def lab_cells_table(metrics: pd.DataFrame | None, runs: pd.DataFrame, experiment: str,
-                    order: list[str]) -> Table | None:
+def lab_cells_table(
+    metrics: pd.DataFrame | None, runs: pd.DataFrame, experiment: str, order: list[str]
+) -> Table | None:
     """The lab's read-out beside ours, cell by cell (E3: GOMAXPROCS per module line and limit):
     every run's value, the SPEC rule on this node, and whether each run equals the lab's figure."""
     metric = LAB_CELL_METRICS.get(experiment)
@@ -262,14 +299,35 @@ def lab_cells_table(metrics: pd.DataFrame | None, runs: pd.DataFrame, experiment
             same += ok
             equal = "yes" if ok else "no"
         spec = specs.get(variant)
-        rows.append([variant, text(spec.build) if spec else "—", _limit_setting(spec) if spec else "—",
-                     fmt_cell(theirs), "/".join(f"{v:g}" for v in got) or "—",
-                     fmt_cell(rule.get(variant)), equal])
+        rows.append(
+            [
+                variant,
+                text(spec.build) if spec else "—",
+                _limit_setting(spec) if spec else "—",
+                fmt_cell(theirs),
+                "/".join(f"{v:g}" for v in got) or "—",
+                fmt_cell(rule.get(variant)),
+                equal,
+            ]
+        )
     cpus = distinct(runs.loc[runs["experiment"] == experiment, "cpus"])
-    notes = [f"The lab: {LAB[experiment].setup} ({LAB[experiment].source}); here: {cpus} CPUs. "
-             f"{same} of {compared} cells equal the lab's."]
-    return Table(["variant", "module line", "setting", f"lab {metric}", f"ours ({metric}, each run)",
-                  "SPEC rule here", "same as the lab"], rows, notes)
+    notes = [
+        f"The lab: {LAB[experiment].setup} ({LAB[experiment].source}); here: {cpus} CPUs. "
+        f"{same} of {compared} cells equal the lab's."
+    ]
+    return Table(
+        [
+            "variant",
+            "module line",
+            "setting",
+            f"lab {metric}",
+            f"ours ({metric}, each run)",
+            "SPEC rule here",
+            "same as the lab",
+        ],
+        rows,
+        notes,
+    )
 
 
 def _limit_setting(spec: Any) -> str:
@@ -310,7 +368,9 @@ def figure_views(experiment: str, figures_dir: Path, estimates: pd.DataFrame, ru
     for entry in figures_for([experiment]):
         path = figures_dir / entry.svg
         if not path.is_file():
-            raise ReportError(f"{path}: missing; run `throttlelab figure --figure {entry.name}` (the plot_figure rule does)")
+            raise ReportError(
+                f"{path}: missing; run `throttlelab figure --figure {entry.name}` (the plot_figure rule does)"
+            )
         views.append(FigureView(entry.name, entry.title, path.read_text(), resolve(entry.caption)(estimates, runs)))
     return views
 
@@ -325,13 +385,22 @@ def relative_href(target: Path, page_dir: Path) -> str:
     return Path(os.path.relpath(target.resolve(), page_dir.resolve())).as_posix()
 
 
-def raw_links(runs: pd.DataFrame, experiment: str, order: list[str], raw_root: Path, page_dir: Path) -> list[tuple[str, list[RawLink]]]:
+def raw_links(
+    runs: pd.DataFrame, experiment: str, order: list[str], raw_root: Path, page_dir: Path
+) -> list[tuple[str, list[RawLink]]]:
     mine = runs[runs["experiment"] == experiment]
     out = []
     for variant in order:
         reps = sorted(int(r) for r in mine.loc[mine["variant"] == variant, "repeat"])
-        out.append((variant, [RawLink(f"rep{r}", relative_href(raw_log_path(raw_root, experiment, variant, r), page_dir))
-                              for r in reps]))
+        out.append(
+            (
+                variant,
+                [
+                    RawLink(f"rep{r}", relative_href(raw_log_path(raw_root, experiment, variant, r), page_dir))
+                    for r in reps
+                ],
+            )
+        )
     return out
 
 
@@ -354,8 +423,9 @@ def repeats_text(runs: pd.DataFrame, order_of_experiments: list[str]) -> str:
 VERSION_PREFIX = f"{ENV_PREFIX}versions."
 
 
-def environment_rows(environment: pd.DataFrame, runs: pd.DataFrame, headers: pd.DataFrame,
-                     design: Design, experiments: list[str]) -> list[tuple[str, str]]:
+def environment_rows(
+    environment: pd.DataFrame, runs: pd.DataFrame, headers: pd.DataFrame, design: Design, experiments: list[str]
+) -> list[tuple[str, str]]:
     """The machine and software the runs saw: environment.csv (one row per run, from its meta record)."""
     env = environment
     cpus = distinct(env["cpu_count"])
@@ -364,8 +434,10 @@ def environment_rows(environment: pd.DataFrame, runs: pd.DataFrame, headers: pd.
     return [
         ("Backend", distinct(env["backend"])),
         *((name, distinct(env[f"{VERSION_PREFIX}{name}"])) for name in versions),
-        ("Runtime conversion", distinct(env["runtime_conversion"])
-         + " (how CPU shares become cgroup v2 weights, SPEC §2)"),
+        (
+            "Runtime conversion",
+            distinct(env["runtime_conversion"]) + " (how CPU shares become cgroup v2 weights, SPEC §2)",
+        ),
         ("Kernel", distinct(env["kernel"])),
         ("cgroup version", distinct(env["cgroup_version"])),
         ("CPU model", distinct(env["cpu_model"])),
@@ -406,18 +478,27 @@ def interference_table(runs: pd.DataFrame, experiment: str, order: list[str]) ->
         for r in mine[mine["variant"] == variant].sort_values("repeat").itertuples():
             disturbed = r.disturbed is True or str(r.disturbed) == "True"
             attempts = 0 if pd.isna(r.disturbed_attempts) else int(r.disturbed_attempts)
-            body.append([variant, f"rep{int(r.repeat)}", text(r.interference) or "not recorded",
-                         "DISTURBED (kept, marked)" if disturbed else ("ok" if pd.notna(r.disturbed) else "—"),
-                         f"{attempts}: {text(r.disturbed_logs)}" if attempts else "0"])
+            body.append(
+                [
+                    variant,
+                    f"rep{int(r.repeat)}",
+                    text(r.interference) or "not recorded",
+                    "DISTURBED (kept, marked)" if disturbed else ("ok" if pd.notna(r.disturbed) else "—"),
+                    f"{attempts}: {text(r.disturbed_logs)}" if attempts else "0",
+                ]
+            )
     still = int(mine["disturbed"].fillna(False).astype(bool).sum())
     earlier = int(mine["disturbed_attempts"].fillna(0).sum())
-    note = (f"CPU time outside the lab on the run's CPUs during its window (STATS.md §2): other processes', and "
-            "apart the orchestrator's (Snakemake and its children but the runner; in CPUs, on any CPU), both "
-            f"judged together against the threshold. {still} of {len(mine)} "
-            f"runs were still disturbed after their retries: they are kept and marked, never dropped; {earlier} "
-            "disturbed earlier attempts were measured again and are kept beside the raw log, not analysed.")
-    return Table(["variant", "run", "host interference", "status", "disturbed attempts (logs, not analysed)"],
-                 body, [note])
+    note = (
+        f"CPU time outside the lab on the run's CPUs during its window (STATS.md §2): other processes', and "
+        "apart the orchestrator's (Snakemake and its children but the runner; in CPUs, on any CPU), both "
+        f"judged together against the threshold. {still} of {len(mine)} "
+        f"runs were still disturbed after their retries: they are kept and marked, never dropped; {earlier} "
+        "disturbed earlier attempts were measured again and are kept beside the raw log, not analysed."
+    )
+    return Table(
+        ["variant", "run", "host interference", "status", "disturbed attempts (logs, not analysed)"], body, [note]
+    )
 
 
 def interference_text(runs: pd.DataFrame) -> str:
@@ -427,16 +508,20 @@ def interference_text(runs: pd.DataFrame) -> str:
     still = runs[runs["disturbed"].fillna(False).astype(bool)]
     earlier = int(runs["disturbed_attempts"].fillna(0).sum())
     shares = runs["other_share"].dropna()
-    text_ = (f"{len(still)} of {len(runs)} runs still disturbed after their retries (kept and marked in their "
-             f"experiment's section); {earlier} disturbed attempts measured again (kept beside the raw logs, not "
-             "analysed)")
+    text_ = (
+        f"{len(still)} of {len(runs)} runs still disturbed after their retries (kept and marked in their "
+        f"experiment's section); {earlier} disturbed attempts measured again (kept beside the raw logs, not "
+        "analysed)"
+    )
     if len(shares):
         text_ += f"; other processes took {shares.min():.1%} to {shares.max():.1%} of the runs' CPUs"
     orchestrator = runs["orchestrator_cpu"].dropna() if "orchestrator_cpu" in runs.columns else pd.Series(dtype=float)
     if len(orchestrator):
-        text_ += (f"; the orchestrator (Snakemake and its children but the runner) used a median "
-                  f"{orchestrator.median():.2%} of a CPU per window (p95 {orchestrator.quantile(0.95):.2%}, "
-                  f"max {orchestrator.max():.2%})")
+        text_ += (
+            f"; the orchestrator (Snakemake and its children but the runner) used a median "
+            f"{orchestrator.median():.2%} of a CPU per window (p95 {orchestrator.quantile(0.95):.2%}, "
+            f"max {orchestrator.max():.2%})"
+        )
     if len(still):
         text_ += ": " + ", ".join(f"{r.experiment} {r.variant} rep{int(r.repeat)}" for r in still.itertuples())
     return text_
@@ -460,10 +545,12 @@ def generator_table(metrics: pd.DataFrame | None, experiment: str, order: list[s
         flagged = sum(bad for *_, bad in runs)
         body.append([variant, ", ".join(cells), ", ".join(errors), f"{flagged} suspect" if flagged else "ok"])
     total = sum(bad for *_, bad in rows)
-    note = (f"Send lateness is the actual minus the scheduled send time of each request; a run whose p99 exceeds "
-            f"{LATENESS_SUSPECT_MS:g} ms is flagged SUSPECT: its latencies may include the generator's own delay. "
-            f"{total} of {len(rows)} runs flagged. A failed or timed-out /work request is counted per run and enters "
-            "the latency quantiles at the client timeout, so the worst runs keep their tail.")
+    note = (
+        f"Send lateness is the actual minus the scheduled send time of each request; a run whose p99 exceeds "
+        f"{LATENESS_SUSPECT_MS:g} ms is flagged SUSPECT: its latencies may include the generator's own delay. "
+        f"{total} of {len(rows)} runs flagged. A failed or timed-out /work request is counted per run and enters "
+        "the latency quantiles at the client timeout, so the worst runs keep their tail."
+    )
     return Table(["variant", "send lateness p99 per run (ms)", "/work errors per run", "status"], body, [note])
 
 
@@ -490,8 +577,9 @@ class ExperimentSection:
     ours: bool = False
 
 
-def experiment_sections(tables: Mapping[str, pd.DataFrame], design: Design, figures_dir: Path,
-                        raw_root: Path, page_dir: Path) -> list[ExperimentSection]:
+def experiment_sections(
+    tables: Mapping[str, pd.DataFrame], design: Design, figures_dir: Path, raw_root: Path, page_dir: Path
+) -> list[ExperimentSection]:
     runs, estimates = tables["runs"], tables["estimates"]
     ran = list(dict.fromkeys(runs["experiment"]))
     names = [e for e in design.experiments if e in ran] + [e for e in ran if e not in design.experiments]
@@ -503,23 +591,25 @@ def experiment_sections(tables: Mapping[str, pd.DataFrame], design: Design, figu
         # E1 IS its read-back and E4's result is every level's weight: both show the whole table (their
         # catalogue rows say so); the other experiments only report on their read-back check.
         shows_readback = not has_estimates or catalogued(name).shows_readback
-        sections.append(ExperimentSection(
-            name=name,
-            about=exp.about if exp else "",
-            scaling=exp.scaling.strip() if exp else "",
-            settings=settings_table(runs, name, order),
-            figures=figure_views(name, figures_dir, estimates, runs),
-            estimates=estimates_table(estimates, name, order) if has_estimates else None,
-            # An experiment without estimates (E1) IS its read-back; the others only report on it.
-            readback=readback_table(tables.get("readback"), name) if shows_readback else None,
-            readback_note="" if shows_readback else readback_summary(tables.get("readback"), name),
-            raw=raw_links(runs, name, order, raw_root, page_dir),
-            generator=generator_table(tables.get("metrics"), name, order),
-            interference=interference_table(runs, name, order),
-            notes=tuple(section_notes(name, tables)),
-            lab_cells=lab_cells_table(tables.get("metrics"), runs, name, order),
-            ours=is_ours(name),
-        ))
+        sections.append(
+            ExperimentSection(
+                name=name,
+                about=exp.about if exp else "",
+                scaling=exp.scaling.strip() if exp else "",
+                settings=settings_table(runs, name, order),
+                figures=figure_views(name, figures_dir, estimates, runs),
+                estimates=estimates_table(estimates, name, order) if has_estimates else None,
+                # An experiment without estimates (E1) IS its read-back; the others only report on it.
+                readback=readback_table(tables.get("readback"), name) if shows_readback else None,
+                readback_note="" if shows_readback else readback_summary(tables.get("readback"), name),
+                raw=raw_links(runs, name, order, raw_root, page_dir),
+                generator=generator_table(tables.get("metrics"), name, order),
+                interference=interference_table(runs, name, order),
+                notes=tuple(section_notes(name, tables)),
+                lab_cells=lab_cells_table(tables.get("metrics"), runs, name, order),
+                ours=is_ours(name),
+            )
+        )
     # the lab's experiments first, then ours under "Beyond the lab" (docs/EXPERIMENTS.md)
     return [s for s in sections if not s.ours] + [s for s in sections if s.ours]
 
@@ -527,26 +617,51 @@ def experiment_sections(tables: Mapping[str, pd.DataFrame], design: Design, figu
 def findings_display(findings: list[Finding]) -> pd.DataFrame:
     """The findings table as the page shows it, for a spreadsheet or Snakemake's report."""
     return pd.DataFrame(
-        [(f.id, f.claim, f.verdict, f.effect, f.reference, f.reason, f.p_holm, f.a12, f.method,
-          "ours" if f.ours else "the lab's") for f in findings],
-        columns=["id", "claim", "verdict", "effect [CI]", "lab reference", "reason", "p (Holm)", "A12", "method",
-                 "claim of"],
+        [
+            (
+                f.id,
+                f.claim,
+                f.verdict,
+                f.effect,
+                f.reference,
+                f.reason,
+                f.p_holm,
+                f.a12,
+                f.method,
+                "ours" if f.ours else "the lab's",
+            )
+            for f in findings
+        ],
+        columns=[
+            "id",
+            "claim",
+            "verdict",
+            "effect [CI]",
+            "lab reference",
+            "reason",
+            "p (Holm)",
+            "A12",
+            "method",
+            "claim of",
+        ],
     )
 
 
 def estimates_display(estimates: pd.DataFrame) -> pd.DataFrame:
     """Every estimate in one long table, formatted as on the page."""
     rows = estimates.assign(flag=estimates["flag"].fillna(""))
-    return pd.DataFrame({
-        "experiment": rows["experiment"],
-        "metric": rows["metric"],
-        "unit": rows["unit"],
-        "variant": rows["variant"],
-        "estimate [CI]": [fmt_interval(r.point, r.lo, r.hi) for r in rows.itertuples()],
-        "runs": rows["n"],
-        "flag": rows["flag"],
-        "method": rows["method"],
-    })
+    return pd.DataFrame(
+        {
+            "experiment": rows["experiment"],
+            "metric": rows["metric"],
+            "unit": rows["unit"],
+            "variant": rows["variant"],
+            "estimate [CI]": [fmt_interval(r.point, r.lo, r.hi) for r in rows.itertuples()],
+            "runs": rows["n"],
+            "flag": rows["flag"],
+            "method": rows["method"],
+        }
+    )
 
 
 # --------------------------------------------------------------------------
@@ -564,8 +679,9 @@ def render_page(context: Mapping[str, Any], template_dir: Path) -> str:
     return env.get_template(TEMPLATE_NAME).render(**context)
 
 
-def build_context(tables_dir: Path, raw_root: Path, figures_dir: Path, config: Mapping[str, Any],
-                  design: Design, page_dir: Path) -> dict[str, Any]:
+def build_context(
+    tables_dir: Path, raw_root: Path, figures_dir: Path, config: Mapping[str, Any], design: Design, page_dir: Path
+) -> dict[str, Any]:
     tables = read_tables(tables_dir)
     runs = tables["runs"]
     if runs.empty:
@@ -583,8 +699,9 @@ def build_context(tables_dir: Path, raw_root: Path, figures_dir: Path, config: M
         "checks": checks_table(tables.get("checks")),
         "sections": sections,
         "beyond": [s.name for s in sections if s.ours],
-        "environment": environment_rows(tables["environment"], runs, tables["headers"], design,
-                                        [s.name for s in sections]),
+        "environment": environment_rows(
+            tables["environment"], runs, tables["headers"], design, [s.name for s in sections]
+        ),
         "tables": table_links(tables_dir, page_dir),
         "effective_config": effective_config,
         "profile_yaml": profile_yaml,
@@ -612,15 +729,25 @@ def report_links(reports_root: Path, current: Path, page_dir: Path) -> list[Repo
     first, as links from a page in ``page_dir``; ``current`` is the one being written."""
     pages = {p.resolve(): p for p in reports_root.glob("*/index.html")}
     pages.setdefault(current.resolve(), current)
+
     def mtime(p: Path) -> float:
         return p.stat().st_mtime if p.exists() else float("inf")  # the page being written is the newest
+
     ordered = sorted(pages.values(), key=mtime, reverse=True)
     return [ReportLink(p.parent.name, relative_href(p, page_dir), p.resolve() == current.resolve()) for p in ordered]
 
 
-def render_report(tables_dir: Path, raw_root: Path, figures_dir: Path, config: Mapping[str, Any], out: Path,
-                  findings_table: Path | None = None, estimates_table_path: Path | None = None,
-                  project: Path = Path("."), front_page: Path | None = None) -> Path:
+def render_report(
+    tables_dir: Path,
+    raw_root: Path,
+    figures_dir: Path,
+    config: Mapping[str, Any],
+    out: Path,
+    findings_table: Path | None = None,
+    estimates_table_path: Path | None = None,
+    project: Path = Path("."),
+    front_page: Path | None = None,
+) -> Path:
     """Write the self-contained report page (and, if asked, its two tables as CSV); returns the page.
 
     ``project`` is the checkout holding config/ and report/ (the template). ``front_page``: also
@@ -652,12 +779,19 @@ def render_parser() -> argparse.ArgumentParser:
     p.add_argument("--tables", required=True, type=Path, help="directory of the tidy tables (docs/TABLES.md)")
     p.add_argument("--raw-root", required=True, type=Path, help="results/<backend>/raw")
     p.add_argument("--figures", required=True, type=Path, help="directory of the figures' SVG files")
-    p.add_argument("--config-json", type=config_arg, default={}, help="Snakemake's config as JSON (default: config.yaml defaults)")
+    p.add_argument(
+        "--config-json", type=config_arg, default={}, help="Snakemake's config as JSON (default: config.yaml defaults)"
+    )
     p.add_argument("--out", required=True, type=Path, help="the page to write, e.g. results/report/index.html")
     p.add_argument("--findings-table", type=Path, help="also write the findings table as shown, as CSV")
-    p.add_argument("--front-page", type=Path,
-                   help="also write the page here (results/report/index.html: the latest run, linking to the others)")
-    p.add_argument("--project", type=Path, default=Path("."), help="the checkout holding config/ and report/ (default: .)")
+    p.add_argument(
+        "--front-page",
+        type=Path,
+        help="also write the page here (results/report/index.html: the latest run, linking to the others)",
+    )
+    p.add_argument(
+        "--project", type=Path, default=Path("."), help="the checkout holding config/ and report/ (default: .)"
+    )
     p.add_argument("--estimates-table", type=Path, help="also write every estimate as shown, as CSV")
     return p
 
@@ -673,8 +807,17 @@ def main(argv: list[str] | None = None) -> int:
         if command == "verify":
             return verify_main(rest)
         a = render_parser().parse_args(rest)
-        out = render_report(a.tables, a.raw_root, a.figures, a.config_json, a.out,
-                            a.findings_table, a.estimates_table, a.project, a.front_page)
+        out = render_report(
+            a.tables,
+            a.raw_root,
+            a.figures,
+            a.config_json,
+            a.out,
+            a.findings_table,
+            a.estimates_table,
+            a.project,
+            a.front_page,
+        )
         print(f"throttlelab report: wrote {out}")
     except (ReportError, ConfigError) as exc:
         print(f"throttlelab {command if command != 'render' else 'report'}: {exc}", file=sys.stderr)

@@ -96,8 +96,15 @@ def archive_stem(out: Path) -> str:
     return out.stem
 
 
-def publish(results: Path, report_dir: Path, tables_dir: Path, raw_root: Path, config: Mapping[str, Any],
-            out: Path, project: Path = Path(".")) -> Path:
+def publish(
+    results: Path,
+    report_dir: Path,
+    tables_dir: Path,
+    raw_root: Path,
+    config: Mapping[str, Any],
+    out: Path,
+    project: Path = Path("."),
+) -> Path:
     """Pack report, tables, raw logs and the config used, with MANIFEST.sha256, into `out`.
 
     Also writes `out`.sha256 (the archive's own checksum, for a release page).
@@ -157,21 +164,25 @@ def config_arg(value: str) -> dict[str, Any]:
 
 
 def publish_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="throttlelab publish",
-                                description="Pack the report, tables, raw logs and config with a SHA-256 manifest.")
+    p = argparse.ArgumentParser(
+        prog="throttlelab publish", description="Pack the report, tables, raw logs and config with a SHA-256 manifest."
+    )
     p.add_argument("--results", required=True, type=Path, help="the results directory every path lies under")
     p.add_argument("--report", required=True, type=Path, help="the report directory (index.html, figures/)")
     p.add_argument("--tables", required=True, type=Path)
     p.add_argument("--raw-root", required=True, type=Path)
     p.add_argument("--config-json", type=config_arg, default={})
     p.add_argument("--project", type=Path, default=Path("."), help="the checkout holding config/ (default: .)")
-    p.add_argument("--out", required=True, type=Path, help="the archive, e.g. results/throttlelab-report-local-ci.tar.gz")
+    p.add_argument(
+        "--out", required=True, type=Path, help="the archive, e.g. results/throttlelab-report-local-ci.tar.gz"
+    )
     return p
 
 
 def verify_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="throttlelab verify",
-                                description="Check an unpacked archive against its MANIFEST.sha256.")
+    p = argparse.ArgumentParser(
+        prog="throttlelab verify", description="Check an unpacked archive against its MANIFEST.sha256."
+    )
     p.add_argument("root", type=Path)
     return p
 

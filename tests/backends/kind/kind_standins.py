@@ -35,8 +35,10 @@ TOOLS = ["/bin/dash", "/usr/bin/find", "/usr/bin/head", "/usr/bin/tr", "/bin/cat
 TEST_LABEL = {"throttlelab.backend": "kind-test"}  # not the docker backend's label: its sweeps leave these alone
 #: What a kind node's `runc --version` and `crictl images -o json` say (RUNC_VERSION is set per cluster).
 RUNC = '#!/bin/sh\necho "runc version ${RUNC_VERSION:-unknown}"\necho "spec: 1.2.1"\n'
-CRICTL = ('#!/bin/sh\necho \'{"images": [{"repoTags": ["docker.io/library/cpulab-kind:go124mod", '
-          '"docker.io/library/cpulab-kind:go125mod"]}]}\'\n')
+CRICTL = (
+    '#!/bin/sh\necho \'{"images": [{"repoTags": ["docker.io/library/cpulab-kind:go124mod", '
+    '"docker.io/library/cpulab-kind:go125mod"]}]}\'\n'
+)
 RUNC_OF_ROLE = {"new": "1.4.3", "old": "1.3.0"}  # SPEC §4: the node images' runc releases
 
 
@@ -82,8 +84,12 @@ def build_node_image(engine: Any, tag: str) -> str:
 
 def lab_settings(name: str, **kind_cfg: Any) -> dict[str, Any]:
     """config.yaml's kind section (schema defaults) with the clusters named `name` and `name`-old."""
-    return {**load_design({"backend": "kind"}, PROJECT / "config").kind, "new_cluster": name,
-            "old_cluster": f"{name}-old", **kind_cfg}
+    return {
+        **load_design({"backend": "kind"}, PROJECT / "config").kind,
+        "new_cluster": name,
+        "old_cluster": f"{name}-old",
+        **kind_cfg,
+    }
 
 
 def lab_clusters(workdir: Path, name: str, **kind_cfg: Any) -> dict[str, kind_clusters.KindCluster]:
@@ -140,8 +146,14 @@ def stand_in(engine: Any, image: str, cluster: kind_clusters.KindCluster, tmp: P
     try:
         for node in (cluster.control_plane, cluster.worker):
             standin.containers[node] = engine.containers.run(
-                image, ["/bin/sleep", "100000"], name=node, hostname=node, detach=True, network_mode="none",
-                labels=TEST_LABEL, environment={"CGROUP_ROOT": "/fixture", "RUNC_VERSION": RUNC_OF_ROLE[cluster.role]},
+                image,
+                ["/bin/sleep", "100000"],
+                name=node,
+                hostname=node,
+                detach=True,
+                network_mode="none",
+                labels=TEST_LABEL,
+                environment={"CGROUP_ROOT": "/fixture", "RUNC_VERSION": RUNC_OF_ROLE[cluster.role]},
                 volumes={str(tree): {"bind": "/fixture", "mode": "ro"}},
             )
         worker = standin.worker

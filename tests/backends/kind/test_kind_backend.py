@@ -25,10 +25,18 @@ from throttlelab.model.placement import Container, LoadPlacement, Node, Pod, par
 
 pytestmark = pytest.mark.docker
 
-E1 = Node("node", (Pod("e1", (
-    Container("app", ("info",), request_milli=500, limit_milli=2000),
-    Container("sidecar", ("info",), request_milli=100, limit_milli=500),
-)),))
+E1 = Node(
+    "node",
+    (
+        Pod(
+            "e1",
+            (
+                Container("app", ("info",), request_milli=500, limit_milli=2000),
+                Container("sidecar", ("info",), request_milli=100, limit_milli=500),
+            ),
+        ),
+    ),
+)
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +100,8 @@ def test_a_pinned_node_is_read_back_at_every_level_and_restored(engine, cluster)
         assert (pod["usage_usec"], pod["nr_throttled"]) == (3_000_000, 20)
         assert dep.run_job("e1", "app", timeout_s=10).returncode == 0
     assert {c.name: pins.current_cpuset(c) for c in (worker, control_plane)} == {
-        name: value or pins.usable_cpus(engine, containers[name]) for name, value in before.items()}
+        name: value or pins.usable_cpus(engine, containers[name]) for name, value in before.items()
+    }
     assert api.live_pods() == []
     assert not pins.state_file(worker.name).exists()
 
@@ -115,7 +124,9 @@ def test_capabilities_and_environment(engine, cluster):
     _, clusters, _ = cluster
     backend = FastKind(clusters)
     caps = backend.capabilities()
-    assert caps.can_pin_cpus == (caps.cgroup_version != 1) and caps.has_pause_level and caps.cpus == engine.info()["NCPU"]
+    assert (
+        caps.can_pin_cpus == (caps.cgroup_version != 1) and caps.has_pause_level and caps.cpus == engine.info()["NCPU"]
+    )
     with backend.deploy(E1):
         pass
     env = backend.environment()
@@ -164,12 +175,15 @@ def test_sampling_a_pod_starts_no_process_and_asks_neither_engine_nor_api(engine
             dep.read_stat("e1", "app")
         t2 = time.perf_counter()
         monkeypatch.undo()
-        assert dict(counts) == {} and len(api.requests) == api_requests, \
+        assert dict(counts) == {} and len(api.requests) == api_requests, (
             f"a sample cost more than a file read: {dict(counts)}, {len(api.requests) - api_requests} API request(s)"
+        )
         assert dep.files.located == 1  # the node's pid was asked once
     with capsys.disabled():
-        print(f"\n[kind read_stat through /proc/{dep.files.pid}/root, {rounds} reads each] pod: "
-              f"{(t1 - t0) / rounds * 1e6:.1f} us, container: {(t2 - t1) / rounds * 1e6:.1f} us per sample")
+        print(
+            f"\n[kind read_stat through /proc/{dep.files.pid}/root, {rounds} reads each] pod: "
+            f"{(t1 - t0) / rounds * 1e6:.1f} us, container: {(t2 - t1) / rounds * 1e6:.1f} us per sample"
+        )
     assert api.live_pods() == []
 
 
@@ -184,8 +198,11 @@ def test_a_restarted_node_is_found_again_and_a_vanished_pod_is_named(engine, clu
         assert dep.files.pid != before and dep.files.located == 2  # inspected once more, not per sample
         uid = dep.live["e1"]["metadata"]["uid"].replace("-", "_")
         shutil.rmtree(next(api.cgroup_dir.rglob(f"*pod{uid}.slice")))  # kubelet removed the pod's cgroup
-        with pytest.raises(BackendError, match=rf"the cgroup of pod e1 is gone from node {worker.name} "
-                                               rf"\(/fixture/.*\).*describe pod tl-e1-"):
+        with pytest.raises(
+            BackendError,
+            match=rf"the cgroup of pod e1 is gone from node {worker.name} "
+            rf"\(/fixture/.*\).*describe pod tl-e1-",
+        ):
             dep.read_stat("e1")
         with pytest.raises(BackendError, match=rf"the cgroup of container e1/app is gone from node {worker.name}"):
             dep.read_stat("e1", "app")

@@ -69,16 +69,39 @@ BASE = {"kind": "Cluster", "apiVersion": "kind.x-k8s.io/v1alpha4"}
         BASE,
         {**BASE, "nodes": [{}]},  # role defaults to control-plane, image to kind's default
         {**BASE, "name": "a.b-1", "nodes": [{"role": "control-plane"}, {"role": "worker", "labels": {"x": "y"}}]},
-        {**BASE, "networking": {"ipFamily": "dual", "apiServerPort": -1, "kubeProxyMode": "nftables",
-                                "podSubnet": "10.0.0.0/16", "disableDefaultCNI": True, "dnsSearch": []}},
-        {**BASE, "featureGates": {"PodLogsQuerySplitStreams": True}, "runtimeConfig": {"api/alpha": "false"},
-         "kubeadmConfigPatches": ["kind: KubeletConfiguration\ncontainerLogMaxSize: 100Mi\n"],
-         "containerdConfigPatches": ["[plugins]\n"]},
-        {**BASE, "nodes": [{"role": "control-plane", "extraMounts": [{"hostPath": "/a", "containerPath": "/b",
-                                                                     "readOnly": True, "propagation": "HostToContainer"}],
-                            "extraPortMappings": [{"containerPort": 80, "hostPort": 8080, "protocol": "TCP"}],
-                            "kubeadmConfigPatchesJSON6902": [{"group": "kubeadm.k8s.io", "version": "v1beta3",
-                                                              "kind": "ClusterConfiguration", "patch": "[]"}]}]},
+        {
+            **BASE,
+            "networking": {
+                "ipFamily": "dual",
+                "apiServerPort": -1,
+                "kubeProxyMode": "nftables",
+                "podSubnet": "10.0.0.0/16",
+                "disableDefaultCNI": True,
+                "dnsSearch": [],
+            },
+        },
+        {
+            **BASE,
+            "featureGates": {"PodLogsQuerySplitStreams": True},
+            "runtimeConfig": {"api/alpha": "false"},
+            "kubeadmConfigPatches": ["kind: KubeletConfiguration\ncontainerLogMaxSize: 100Mi\n"],
+            "containerdConfigPatches": ["[plugins]\n"],
+        },
+        {
+            **BASE,
+            "nodes": [
+                {
+                    "role": "control-plane",
+                    "extraMounts": [
+                        {"hostPath": "/a", "containerPath": "/b", "readOnly": True, "propagation": "HostToContainer"}
+                    ],
+                    "extraPortMappings": [{"containerPort": 80, "hostPort": 8080, "protocol": "TCP"}],
+                    "kubeadmConfigPatchesJSON6902": [
+                        {"group": "kubeadm.k8s.io", "version": "v1beta3", "kind": "ClusterConfiguration", "patch": "[]"}
+                    ],
+                }
+            ],
+        },
     ],
 )
 def test_kinds_documented_fields_are_accepted(config):
@@ -90,7 +113,10 @@ def test_kinds_documented_fields_are_accepted(config):
     [
         ({**BASE, "apiVersion": "kind.x-k8s.io/v1alpha3"}, "v1alpha4"),
         ({"apiVersion": "kind.x-k8s.io/v1alpha4"}, "'kind' is a required property"),
-        ({**BASE, "nodes": [{"role": "worker", "image": "kindest/node:v1.34.0"}]}, "are valid under"),  # no control-plane
+        (
+            {**BASE, "nodes": [{"role": "worker", "image": "kindest/node:v1.34.0"}]},
+            "are valid under",
+        ),  # no control-plane
         ({**BASE, "nodes": [{"role": "master"}]}, "'master' is not one of"),
         ({**BASE, "nodes": [{"role": "worker", "imgae": "x"}, {"role": "control-plane"}]}, "'imgae' was unexpected"),
         ({**BASE, "nodes": [{"image": ""}]}, "non-empty"),
@@ -108,7 +134,9 @@ def test_what_kind_would_reject_is_rejected(config, why):
 
 
 def test_kind_and_kubernetes_settings_have_defaults_and_are_checked():
-    design = load_design({"backend": "kubernetes", "kubernetes": {"kubeconfig": "/k", "worker_node": "w"}}, PROJECT / "config")
+    design = load_design(
+        {"backend": "kubernetes", "kubernetes": {"kubeconfig": "/k", "worker_node": "w"}}, PROJECT / "config"
+    )
     assert design.kubernetes["kubeconfig"] == "/k" and design.kubernetes["namespace"] == "default"
     assert design.kubernetes["load_node"] is None and design.kubernetes["pull_policy"] == "IfNotPresent"
     assert design.kind["old_binary"] == "kind-v0.30.0"
@@ -133,9 +161,27 @@ def test_every_new_setting_is_described():
 
 def test_the_kind_configs_live_where_the_backend_reads_them(tmp_path):
     # the rules hand the project's config/kind to `throttlelab kind create --config-dir`
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(PROJECT / "Snakefile"), "-d", str(tmp_path),
-                           "-n", "-p", "--cores", "1", "results/kind/clusters/new/kubeconfig", "--config", "backend=kind"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(PROJECT / "Snakefile"),
+            "-d",
+            str(tmp_path),
+            "-n",
+            "-p",
+            "--cores",
+            "1",
+            "results/kind/clusters/new/kubeconfig",
+            "--config",
+            "backend=kind",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"--config-dir {KIND_DIR} " in proc.stdout
     for role in ("new", "old"):
@@ -153,9 +199,11 @@ def test_kind_load_falls_back_to_an_image_archive_on_the_containerd_image_store(
     def run(argv, what, timeout_s):
         ran.append(argv[:3])
         if argv[1:3] == ["load", "docker-image"]:
-            raise BackendError(f"{what} failed (exit 1): ERROR: failed to load image: command \"docker save -o "
-                               "/tmp/images-tar/images.tar cpulab-kind:go124mod\" failed with error: exit status 1: "
-                               "Error response from daemon: content digest sha256:0a1b: not found")
+            raise BackendError(
+                f'{what} failed (exit 1): ERROR: failed to load image: command "docker save -o '
+                '/tmp/images-tar/images.tar cpulab-kind:go124mod" failed with error: exit status 1: '
+                "Error response from daemon: content digest sha256:0a1b: not found"
+            )
         return ""
 
     assert load_into_cluster("kind", "cpulab-kind:go124mod", "throttlelab-new", run) == "image-archive"
@@ -169,7 +217,7 @@ def test_kind_load_other_failures_are_not_hidden():
     from throttlelab.backends.kind.clusters import load_into_cluster
 
     def run(argv, what, timeout_s):
-        raise BackendError(f"{what} failed (exit 1): ERROR: no nodes found for cluster \"throttlelab-new\"")
+        raise BackendError(f'{what} failed (exit 1): ERROR: no nodes found for cluster "throttlelab-new"')
 
     with _pytest.raises(BackendError, match="no nodes found"):
         load_into_cluster("kind", "cpulab-kind:go124mod", "throttlelab-new", run)

@@ -60,6 +60,7 @@ E1 = Node("node", (Pod("e1", (Container("app", ("info",), request_milli=500, lim
 
 # -- what kind can run: listed before any job ------------------------------------------------------------
 
+
 class _Captured(Exception):
     def __init__(self, node, load) -> None:
         super().__init__(node.name)
@@ -121,10 +122,13 @@ def test_what_kind_cannot_run_is_listed_with_its_reason_and_the_backend_agrees()
         assert (refused is not None) == (key in on_v1), key
         assert refused is None or refused in on_v1[key], key
     pinned = {k for k, (node, load) in placed.items() if node.cpus or (load and load.cpus)}
-    assert set(on_v1) == pinned - over and {"E5", "E10", "E2b", "E7", "E8", "S2", "X3", "X5", "X6"} == {e for e, _ in pinned}
+    assert set(on_v1) == pinned - over and {"E5", "E10", "E2b", "E7", "E8", "S2", "X3", "X5", "X6"} == {
+        e for e, _ in pinned
+    }
 
 
 # -- the lab: two stand-in clusters --------------------------------------------------------------------
+
 
 @dataclass
 class Lab:
@@ -200,6 +204,7 @@ def lab(tmp_path_factory):
 
 # -- every variant of the ci profile ---------------------------------------------------------------------
 
+
 def level_in_tree(tree: Path, pod: dict[str, Any], container: str | None) -> Path:
     """A pod's directory in the fixture tree (`*pod<uid>.slice`, from the live pod's uid), or one of its
     container's (the child whose name holds the container's id in the pod's status)."""
@@ -219,8 +224,9 @@ class CheckedDeployment(FastKindDeployment):
         readbacks = super().verify()
         idle = [n for c in self.idle for n in (c.control_plane, c.worker)]
         tree = self.backend.trees[self.cluster.role]
-        levels = [(p.name, None) for p in self.node.pods] + [(p.name, c.name) for p in self.node.pods
-                                                              for c in p.containers]
+        levels = [(p.name, None) for p in self.node.pods] + [
+            (p.name, c.name) for p in self.node.pods for c in p.containers
+        ]
         counters = {}
         for pod, container in levels:
             got = {k: v for k, v in self.read_stat(pod, container).items() if k != "t_ns"}
@@ -228,18 +234,25 @@ class CheckedDeployment(FastKindDeployment):
             # found there apart from the backend: the pod's directory by its uid, a container's by its id
             on_host = parse_cpu_stat((level_in_tree(tree, self.live[pod], container) / "cpu.stat").read_text())
             counters[(pod, container)] = (got, on_host)
-        self.backend.seen.append({
-            "cluster": self.cluster.role,
-            "designed": {lv.design.path for lv in self.levels},
-            "readback": {r.path: r for r in readbacks},
-            "counters": counters,
-            "idle": {name: self.docker.containers.get(name).status for name in idle},
-            "pinned": {self.cluster.worker: self.model.cpus, self.cluster.control_plane: self.load.cpus if self.load else None},
-            "cpusets": {name: pins.current_cpuset(self.docker.containers.get(name))
-                        for name in (self.cluster.worker, self.cluster.control_plane)},
-            "pod_ips": {name: (obj.get("status") or {}).get("podIP") for name, obj in self.live.items()},
-            "names": {p.name: mf.pod_name(p, self.ident.run) for p in self.node.pods},
-        })
+        self.backend.seen.append(
+            {
+                "cluster": self.cluster.role,
+                "designed": {lv.design.path for lv in self.levels},
+                "readback": {r.path: r for r in readbacks},
+                "counters": counters,
+                "idle": {name: self.docker.containers.get(name).status for name in idle},
+                "pinned": {
+                    self.cluster.worker: self.model.cpus,
+                    self.cluster.control_plane: self.load.cpus if self.load else None,
+                },
+                "cpusets": {
+                    name: pins.current_cpuset(self.docker.containers.get(name))
+                    for name in (self.cluster.worker, self.cluster.control_plane)
+                },
+                "pod_ips": {name: (obj.get("status") or {}).get("podIP") for name, obj in self.live.items()},
+                "names": {p.name: mf.pod_name(p, self.ident.run) for p in self.node.pods},
+            }
+        )
         return readbacks
 
 
@@ -280,7 +293,8 @@ def test_every_ci_variant_runs_through_kind(lab, experiment, variant):
     for level, (got, on_host) in seen["counters"].items():
         assert got == on_host and got["usage_usec"], level
     assert {got["usage_usec"] for (_, c), (got, _) in seen["counters"].items() if c is None}.isdisjoint(
-        {got["usage_usec"] for (_, c), (got, _) in seen["counters"].items() if c is not None})
+        {got["usage_usec"] for (_, c), (got, _) in seen["counters"].items() if c is not None}
+    )
     # while the job ran the idle cluster was paused, and this one's nodes pinned as the variant asks
     assert set(seen["idle"].values()) == {"paused"}, seen["idle"]
     for node, cpus in seen["pinned"].items():
@@ -299,8 +313,18 @@ def test_e6_on_kind_scrapes_the_workers_cadvisor_through_the_node_proxy(lab):
     at its 250m limit, 10 periods a second, each throttled for 50 ms), between the two readings'
     times. The ci profile's E6 is too short for that (the plan leaves it out); this one has the
     lab's shape at a smaller scale."""
-    spec = CI.experiments["E6"].variants["limit"].with_changes(
-        interval_ms=500, rounds=22, calibration_rounds=1, housekeeping_ms=200, first_scrape_ms=200, scrape_gap_ms=10_000)
+    spec = (
+        CI.experiments["E6"]
+        .variants["limit"]
+        .with_changes(
+            interval_ms=500,
+            rounds=22,
+            calibration_rounds=1,
+            housekeeping_ms=200,
+            first_scrape_ms=200,
+            scrape_gap_ms=10_000,
+        )
+    )
     assert cadvisor_misfit(spec) is None
     before = lab.cpusets()
     api = lab.standins["new"].api
@@ -336,8 +360,11 @@ def test_the_s2_cascade_reaches_its_upstream_by_pod_ip(lab):
     backend, result = run_variant(lab, "S2", variant)
     seen = backend.seen[0]
     downstream = seen["names"]["downstream"]
-    opened = [q["command"] for _m, p, q, _b in api.requests[sent:]
-              if p.endswith(f"/pods/{downstream}/exec") and q["command"][1:2] == ["open"]]
+    opened = [
+        q["command"]
+        for _m, p, q, _b in api.requests[sent:]
+        if p.endswith(f"/pods/{downstream}/exec") and q["command"][1:2] == ["open"]
+    ]
     assert len(opened) == 1
     (binding,) = [a for a in opened[0][3:] if a.startswith("serve:")]
     port = binding.split("=", 1)[0].split(":", 1)[1]
@@ -372,7 +399,8 @@ def test_the_smoke_tests_steps_pass_on_the_stand_in_clusters(lab):
     assert second["sample_ms"] - first["sample_ms"] >= api.housekeeping_s * 1000
     worker = lab.clusters["new"].worker
     assert [p for m, p, _q, _b in api.requests[sent:] if p.endswith("/metrics/cadvisor")].count(
-        f"/api/v1/nodes/{worker}/proxy/metrics/cadvisor") >= 2
+        f"/api/v1/nodes/{worker}/proxy/metrics/cadvisor"
+    ) >= 2
     load = steps["load by pod IP"]
     assert load["target"].startswith("10.244.") and load["answered"] > 0
     assert steps["pin and restore"]["pinned"] == {worker: "0"}
@@ -400,6 +428,7 @@ def test_a_failed_smoke_step_says_why_stops_the_next_ones_and_leaves_nothing(lab
 
 
 # -- the idle cluster: paused while a job runs, always resumed ------------------------------------------------
+
 
 @pytest.mark.docker
 def test_the_idle_cluster_is_paused_during_a_job_and_resumed_when_it_fails(lab):
@@ -472,8 +501,9 @@ def test_ctrl_c_of_the_runner_resumes_the_idle_cluster(lab):
             time.sleep(2)
             runner.kill()
             _out, err = runner.communicate()
-            raise AssertionError(f"the runner did not finish within 120 s of Ctrl-C; where it was:\n{err[-8000:]}") \
-                from None
+            raise AssertionError(
+                f"the runner did not finish within 120 s of Ctrl-C; where it was:\n{err[-8000:]}"
+            ) from None
         assert runner.returncode != 0 and "KeyboardInterrupt" in err, err[-3000:]
     try:
         lab.assert_as_before(before)  # undone by the runner itself, on its way out
@@ -493,8 +523,9 @@ def test_the_guardian_resumes_the_idle_cluster_when_the_runner_is_sigkilled(lab)
         runner.kill()
         runner.wait()
         deadline = time.monotonic() + 90
-        while (lab.live_pods() or lab.state_files() or set(lab.status().values()) != {"running"}
-               or not lab.locks_free()) and time.monotonic() < deadline:
+        while (
+            lab.live_pods() or lab.state_files() or set(lab.status().values()) != {"running"} or not lab.locks_free()
+        ) and time.monotonic() < deadline:
             time.sleep(0.2)  # the guardian works in its own process: its results are what there is to wait for
     lab.assert_as_before(before)
 
@@ -526,8 +557,11 @@ def test_a_node_another_process_resumed_meanwhile_counts_as_resumed(lab, monkeyp
     for container in stale.values():
         lab.engine.api.unpause(container.id)  # the other process wins the race
     real = pauses.node_container
-    monkeypatch.setattr(pauses, "node_container",  # each node's first read is the stale one
-                        lambda client, name, missing_ok=False: stale.pop(name, None) or real(client, name, missing_ok))
+    monkeypatch.setattr(
+        pauses,
+        "node_container",  # each node's first read is the stale one
+        lambda client, name, missing_ok=False: stale.pop(name, None) or real(client, name, missing_ok),
+    )
     assert pauses.sweep_pauses(lab.engine) == []  # nothing left for this one to do, and no error
     lab.assert_as_before(before)
 
@@ -540,15 +574,18 @@ def test_kind_load_into_the_idle_cluster_waits_until_the_job_is_over(lab, tmp_pa
     log = tmp_path / "kind.log"
     stub = tmp_path / "kind-old"
     release = lab.clusters["old"].release
-    stub.write_text(f'#!/bin/sh\ncase "$1" in\n  version) echo "kind {release} go1.24.6 linux/amd64" ;;\n'
-                    f'  load) echo "$*" >> {log} ;;\n  *) exit 1 ;;\nesac\n')
+    stub.write_text(
+        f'#!/bin/sh\ncase "$1" in\n  version) echo "kind {release} go1.24.6 linux/amd64" ;;\n'
+        f'  load) echo "$*" >> {log} ;;\n  *) exit 1 ;;\nesac\n'
+    )
     stub.chmod(0o755)
     old = lab_clusters(lab.workdir, lab.name, old_binary=str(stub))["old"]
     image_stamp = tmp_path / "image.json"
     image_stamp.write_text(json.dumps({"tag": kind_clusters.image_tag("go124mod"), "id": "sha256:" + "0" * 64}))
     waiting = threading.Event()
-    monkeypatch.setattr(kind_clusters, "_progress",
-                        lambda message: waiting.set() if "waiting for kind cluster" in message else None)
+    monkeypatch.setattr(
+        kind_clusters, "_progress", lambda message: waiting.set() if "waiting for kind cluster" in message else None
+    )
     outcome: dict[str, Any] = {}
 
     def load() -> None:

@@ -31,12 +31,22 @@ from throttlelab.model.runtime import runc_conversion
 
 UID = "3f1c2b7a-9d4e-4c1b-8a2f-6e5d4c3b2a10"
 APP, SIDECAR, SANDBOX = "a" * 64, "b" * 64, "c" * 64
-E1 = Node("node", (Pod("e1", (
-    Container("app", ("info",), request_milli=500, limit_milli=2000),
-    Container("sidecar", ("info",), request_milli=100, limit_milli=500),
-)),))
-CORE_DNS = {"spec": {"containers": [{"resources": {"requests": {"cpu": "100m"}, "limits": {"memory": "170Mi"}}}]},
-            "status": {"qosClass": "Burstable"}}
+E1 = Node(
+    "node",
+    (
+        Pod(
+            "e1",
+            (
+                Container("app", ("info",), request_milli=500, limit_milli=2000),
+                Container("sidecar", ("info",), request_milli=100, limit_milli=500),
+            ),
+        ),
+    ),
+)
+CORE_DNS = {
+    "spec": {"containers": [{"resources": {"requests": {"cpu": "100m"}, "limits": {"memory": "170Mi"}}}]},
+    "status": {"qosClass": "Burstable"},
+}
 
 
 def write(path: Path, **files: str) -> None:
@@ -77,8 +87,13 @@ def kind_node_tree(tmp_path) -> Path:
 
 
 def run_script(script: str, name: str, args: list[str], root: Path) -> str:
-    out = subprocess.run(["sh", "-c", script, name, *args], capture_output=True, text=True,
-                         env={"PATH": os.environ["PATH"], "CGROUP_ROOT": str(root)}, check=True)
+    out = subprocess.run(
+        ["sh", "-c", script, name, *args],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"], "CGROUP_ROOT": str(root)},
+        check=True,
+    )
     return out.stdout
 
 
@@ -99,8 +114,14 @@ def test_the_node_scripts_find_and_read_every_level(kind_node_tree):
     assert len(layout.children[UID]) == 3
     ids = {("e1", "app"): APP, ("e1", "sidecar"): SIDECAR}
     dirs = nodes.level_dirs(E1, layout, {"e1": UID}, ids)
-    assert set(dirs) == {"node", "node/burstable", "node/burstable/pod-e1", "node/burstable/pod-e1/app",
-                         "node/burstable/pod-e1/sidecar", "node/burstable/pod-e1/pause"}
+    assert set(dirs) == {
+        "node",
+        "node/burstable",
+        "node/burstable/pod-e1",
+        "node/burstable/pod-e1/app",
+        "node/burstable/pod-e1/sidecar",
+        "node/burstable/pod-e1/pause",
+    }
     assert dirs["node/burstable/pod-e1/pause"].endswith(f"cri-containerd-{SANDBOX}.scope")
     paths = [f"{d}/{f}" for d in dirs.values() for f in nodes.V2_FILES]
     files = read_files(paths)
@@ -114,8 +135,12 @@ def test_the_node_scripts_find_and_read_every_level(kind_node_tree):
         designed = {"quota_us": d.quota_us, "period_us": d.period_us, "weight": d.weight}
         assert compare(designed, read[d.path], 2) == [], d.path
     assert {lv.design.path: lv.design.weight for lv in levels} == {
-        "node": 391, "node/burstable": 28, "node/burstable/pod-e1": 24,
-        "node/burstable/pod-e1/app": 59, "node/burstable/pod-e1/sidecar": 17}
+        "node": 391,
+        "node/burstable": 28,
+        "node/burstable/pod-e1": 24,
+        "node/burstable/pod-e1/app": 59,
+        "node/burstable/pod-e1/sidecar": 17,
+    }
 
 
 def test_a_missing_file_reads_as_none(kind_node_tree, tmp_path):
@@ -124,8 +149,9 @@ def test_a_missing_file_reads_as_none(kind_node_tree, tmp_path):
 
 
 def test_an_unknown_pod_is_not_found(kind_node_tree):
-    layout = nodes.parse_discover(run_script(nodes.DISCOVER, "discover", ["00000000-0000-0000-0000-000000000000"],
-                                            kind_node_tree))
+    layout = nodes.parse_discover(
+        run_script(nodes.DISCOVER, "discover", ["00000000-0000-0000-0000-000000000000"], kind_node_tree)
+    )
     assert layout.pod_dirs == {}
 
 
@@ -155,8 +181,10 @@ def test_counters_come_from_cpu_stat_and_on_v1_from_the_cpuacct_hierarchy():
     together = "/sys/fs/cgroup/cpu,cpuacct/kubelet/kubepods/burstable/pod1"
     assert nodes.stat_files(together, 1) == [f"{together}/cpu.stat", f"{together}/cpuacct.usage"]
     apart = "/sys/fs/cgroup/cpu/kubelet/kubepods/burstable/pod1"
-    assert nodes.stat_files(apart, 1) == [f"{apart}/cpu.stat",
-                                          "/sys/fs/cgroup/cpuacct/kubelet/kubepods/burstable/pod1/cpuacct.usage"]
+    assert nodes.stat_files(apart, 1) == [
+        f"{apart}/cpu.stat",
+        "/sys/fs/cgroup/cpuacct/kubelet/kubepods/burstable/pod1/cpuacct.usage",
+    ]
 
 
 def test_kind_cannot_pin_nodes_on_a_cgroup_v1_host():
@@ -175,12 +203,19 @@ def test_kind_cannot_pin_nodes_on_a_cgroup_v1_host():
 
 def test_kube_design_v1_shares_are_kubelets_raw_shares():
     levels = {lv.design.path: lv.v1_shares for lv in kube_design(mf.kube_node(E1, 10_000), "runc-old", [])}
-    assert levels == {"node": 10240, "node/burstable": 614, "node/burstable/pod-e1": 614,
-                      "node/burstable/pod-e1/app": 512, "node/burstable/pod-e1/sidecar": 102}
+    assert levels == {
+        "node": 10240,
+        "node/burstable": 614,
+        "node/burstable/pod-e1": 614,
+        "node/burstable/pod-e1/app": 512,
+        "node/burstable/pod-e1/sidecar": 102,
+    }
 
 
-@pytest.mark.parametrize("version, conversion", [("1.4.3", "runc-new"), ("1.3.2", "runc-new"), ("1.3.1", "runc-old"),
-                                                 ("1.3.0", "runc-old"), ("1.2.6", "runc-old")])
+@pytest.mark.parametrize(
+    "version, conversion",
+    [("1.4.3", "runc-new"), ("1.3.2", "runc-new"), ("1.3.1", "runc-old"), ("1.3.0", "runc-old"), ("1.2.6", "runc-old")],
+)
 def test_runc_release_decides_the_conversion(version, conversion):
     assert nodes.node_conversion(version) == conversion
     assert runc_conversion(version) == conversion  # kind and docker read runc releases alike
@@ -206,19 +241,24 @@ def test_podgate_go_vet_gofmt_and_go_test_pass():
     vet = subprocess.run([go, "vet", "./..."], cwd=source, env=env, capture_output=True, text=True)
     assert vet.returncode == 0, vet.stderr
     goroot = subprocess.run([go, "env", "GOROOT"], env=env, capture_output=True, text=True, check=True)
-    fmt = subprocess.run([str(Path(goroot.stdout.strip()) / "bin" / "gofmt"), "-l", "."], cwd=source,
-                         capture_output=True, text=True)
+    fmt = subprocess.run(
+        [str(Path(goroot.stdout.strip()) / "bin" / "gofmt"), "-l", "."], cwd=source, capture_output=True, text=True
+    )
     assert fmt.returncode == 0 and fmt.stdout == "", f"not gofmt-clean: {fmt.stdout}{fmt.stderr}"
-    tests = subprocess.run([go, "test", "-count=1", "./..."], cwd=source, env=env,
-                           capture_output=True, text=True, timeout=240)
+    tests = subprocess.run(
+        [go, "test", "-count=1", "./..."], cwd=source, env=env, capture_output=True, text=True, timeout=240
+    )
     assert tests.returncode == 0, tests.stdout + tests.stderr
 
 
 def test_podgate_gates_a_real_program(podgate, tmp_path):
     """The built binary, for real: nothing runs until the gate opens, then the program replaces podgate."""
     gate = tmp_path / "gate"
-    proc = subprocess.Popen([str(podgate), "run", "-gate", str(gate), "--", "/bin/sh", "-c", "echo started $$"],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(podgate), "run", "-gate", str(gate), "--", "/bin/sh", "-c", "echo started $$"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         time.sleep(0.5)
         assert proc.poll() is None
@@ -233,8 +273,11 @@ def test_podgate_gates_a_real_program(podgate, tmp_path):
 
 def test_podgate_binds_values_given_when_the_gate_opens(podgate, tmp_path):
     gate = tmp_path / "gate"
-    proc = subprocess.Popen([str(podgate), "run", "-gate", str(gate), "--", "/bin/sh", "-c", "echo $0",
-                             "http://{{serve:9001}}/work"], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(podgate), "run", "-gate", str(gate), "--", "/bin/sh", "-c", "echo $0", "http://{{serve:9001}}/work"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert subprocess.run([str(podgate), "open", str(gate), "serve:9001=10.244.1.7:9001"]).returncode == 0
         out, _ = proc.communicate(timeout=10)
@@ -247,6 +290,7 @@ def test_podgate_binds_values_given_when_the_gate_opens(podgate, tmp_path):
 
 # -- the kind binaries --------------------------------------------------------------------------------------
 
+
 def stub_kind(tmp_path: Path, version: str) -> Path:
     path = tmp_path / f"kind-{version}"
     path.write_text(f"#!/bin/sh\necho 'kind {version} go1.24.6 linux/amd64'\n")
@@ -258,15 +302,23 @@ def lab_clusters(tmp_path: Path, **kind_cfg) -> dict[str, clusters.KindCluster]:
     """The two clusters as the rules make them: files under tmp_path, configs in the project's config/kind."""
     from throttlelab.model.config import load_design
 
-    return clusters.clusters_from_settings(load_design({"backend": "kind", "kind": kind_cfg}, PROJECT / "config").kind,
-                                           tmp_path, PROJECT / "config" / "kind")
+    return clusters.clusters_from_settings(
+        load_design({"backend": "kind", "kind": kind_cfg}, PROJECT / "config").kind,
+        tmp_path,
+        PROJECT / "config" / "kind",
+    )
 
 
 def test_each_cluster_needs_the_kind_release_of_its_node_image(tmp_path):
-    c = lab_clusters(tmp_path, binary=str(stub_kind(tmp_path, "v0.33.0")), old_binary=str(stub_kind(tmp_path, "v0.29.0")))
+    c = lab_clusters(
+        tmp_path, binary=str(stub_kind(tmp_path, "v0.33.0")), old_binary=str(stub_kind(tmp_path, "v0.29.0"))
+    )
     assert clusters.check_kind(c["new"]).endswith("kind-v0.33.0")
-    with pytest.raises(BackendError, match=r"is kind v0.29.0, but the old cluster's node image kindest/node:v1.34.0 "
-                                           r"is built for kind v0.30.0.*set kind.old_binary"):
+    with pytest.raises(
+        BackendError,
+        match=r"is kind v0.29.0, but the old cluster's node image kindest/node:v1.34.0 "
+        r"is built for kind v0.30.0.*set kind.old_binary",
+    ):
         clusters.check_kind(c["old"])
     missing = lab_clusters(tmp_path, binary="kind-not-installed-anywhere")
     with pytest.raises(BackendError, match=r"'kind-not-installed-anywhere' is not on PATH. Install kind v0.33.0"):
@@ -276,17 +328,38 @@ def test_each_cluster_needs_the_kind_release_of_its_node_image(tmp_path):
 def test_cluster_files_stay_inside_the_project(tmp_path):
     c = lab_clusters(tmp_path)["old"]
     assert c.kubeconfig == tmp_path / "results/kind/clusters/old/kubeconfig"
-    assert (c.context, c.worker, c.control_plane) == ("kind-throttlelab-old", "throttlelab-old-worker",
-                                                      "throttlelab-old-control-plane")
+    assert (c.context, c.worker, c.control_plane) == (
+        "kind-throttlelab-old",
+        "throttlelab-old-worker",
+        "throttlelab-old-control-plane",
+    )
     assert c.config == PROJECT / "config/kind/old.yaml" and c.runtime == "runc-old"
 
 
 def test_the_cli_preflight_names_what_is_missing(tmp_path):
     from throttlelab.model.config import load_design
 
-    settings = {**load_design({"backend": "kind"}, PROJECT / "config").kind, "binary": "/nonexistent/kind", "old_binary": "/nonexistent/kind-old"}
-    proc = subprocess.run([sys.executable, "-m", "throttlelab", "kind", "preflight", "--settings",
-                           json.dumps(settings), "--need", "kind"], capture_output=True, text=True, cwd=PROJECT)
+    settings = {
+        **load_design({"backend": "kind"}, PROJECT / "config").kind,
+        "binary": "/nonexistent/kind",
+        "old_binary": "/nonexistent/kind-old",
+    }
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "throttlelab",
+            "kind",
+            "preflight",
+            "--settings",
+            json.dumps(settings),
+            "--need",
+            "kind",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT,
+    )
     assert proc.returncode == 1
     assert "'/nonexistent/kind' does not exist or is not executable" in proc.stderr
     assert "'/nonexistent/kind-old' does not exist" in proc.stderr
@@ -343,8 +416,14 @@ def idle_node(engine, kind_image):
     """A container standing in for a kind node: idle behind a gate that never opens."""
     name = f"tl-kindtest-{os.getpid()}-{time.monotonic_ns() % 10**6}"
     container = engine.containers.run(
-        kind_image["tag"], ["/podgate", "run", "-gate", "/gate/never", "--", "/cpulab", "info"], name=name,
-        detach=True, labels=TEST_LABEL, network_mode="none", tmpfs={"/gate": ""}, entrypoint=[],
+        kind_image["tag"],
+        ["/podgate", "run", "-gate", "/gate/never", "--", "/cpulab", "info"],
+        name=name,
+        detach=True,
+        labels=TEST_LABEL,
+        network_mode="none",
+        tmpfs={"/gate": ""},
+        entrypoint=[],
     )
     yield container
     container.remove(force=True)
@@ -355,18 +434,27 @@ def idle_node(engine, kind_image):
 def test_the_kind_image_holds_cpulab_behind_podgate(engine, kind_image):
     assert kind_image["tag"].startswith("cpulab-kind:kindtest-")
     container = engine.containers.run(
-        kind_image["tag"], ["/podgate", "run", "-gate", "/throttlelab/gate/app", "--", "/cpulab", "info"],
-        detach=True, labels=TEST_LABEL, network_mode="none", tmpfs={"/throttlelab/gate": ""}, entrypoint=[],
-        nano_cpus=500_000_000, environment={"GOMAXPROCS": "3"},
+        kind_image["tag"],
+        ["/podgate", "run", "-gate", "/throttlelab/gate/app", "--", "/cpulab", "info"],
+        detach=True,
+        labels=TEST_LABEL,
+        network_mode="none",
+        tmpfs={"/throttlelab/gate": ""},
+        entrypoint=[],
+        nano_cpus=500_000_000,
+        environment={"GOMAXPROCS": "3"},
     )
     try:
         time.sleep(1.0)
         container.reload()
         assert container.status == "running" and container.logs() == b""  # waiting at its gate
         _code, (out, _err) = container.exec_run(
-            ["/podgate", "cat", "/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu.max"], demux=True)
+            ["/podgate", "cat", "/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu.max"], demux=True
+        )
         texts = json.loads(out)  # this host has cgroup v1 or v2: one of the two files exists
-        assert "50000" in (texts.get("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") or texts.get("/sys/fs/cgroup/cpu.max") or "")
+        assert "50000" in (
+            texts.get("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") or texts.get("/sys/fs/cgroup/cpu.max") or ""
+        )
         assert container.exec_run(["/podgate", "open", "/throttlelab/gate/app"]).exit_code == 0
         assert container.wait(timeout=30)["StatusCode"] == 0
         records, _stderr = records_from_log(container.logs(stdout=True, stderr=True).decode(), "app")
@@ -381,8 +469,14 @@ def test_the_kind_image_holds_cpulab_behind_podgate(engine, kind_image):
 def test_podgate_stops_cpulab_as_the_containers_pid_1(engine, kind_image):
     """`podgate signal TERM` from an exec reaches the container's main process: cpulab, after the gate."""
     container = engine.containers.run(
-        kind_image["tag"], ["/podgate", "run", "-gate", "/g/spin", "--", "/cpulab", "spin", "-threads=1", "-report=100ms"],
-        detach=True, labels=TEST_LABEL, network_mode="none", tmpfs={"/g": ""}, entrypoint=[], nano_cpus=200_000_000,
+        kind_image["tag"],
+        ["/podgate", "run", "-gate", "/g/spin", "--", "/cpulab", "spin", "-threads=1", "-report=100ms"],
+        detach=True,
+        labels=TEST_LABEL,
+        network_mode="none",
+        tmpfs={"/g": ""},
+        entrypoint=[],
+        nano_cpus=200_000_000,
     )
     try:
         assert container.exec_run(["/podgate", "open", "/g/spin"]).exit_code == 0
@@ -412,9 +506,17 @@ def test_podgate_and_cpulab_run_as_the_restricted_pods_do_under_dockers_default_
     runtime's: containerd's and CRI-O's defaults have not been run here.)"""
     user = f"{mf.RUN_AS_USER}:{mf.RUN_AS_USER}"
     container = engine.containers.run(
-        kind_image["tag"], ["/podgate", "run", "-gate", "/g/spin", "--", "/cpulab", "spin", "-threads=1", "-report=100ms"],
-        detach=True, labels=TEST_LABEL, network_mode="none", tmpfs={"/g": "mode=1777"}, entrypoint=[],
-        nano_cpus=200_000_000, user=user, cap_drop=["ALL"], security_opt=["no-new-privileges"],
+        kind_image["tag"],
+        ["/podgate", "run", "-gate", "/g/spin", "--", "/cpulab", "spin", "-threads=1", "-report=100ms"],
+        detach=True,
+        labels=TEST_LABEL,
+        network_mode="none",
+        tmpfs={"/g": "mode=1777"},
+        entrypoint=[],
+        nano_cpus=200_000_000,
+        user=user,
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
     )
     try:
         assert "seccomp" in " ".join(engine.info().get("SecurityOptions") or [])  # the engine applies its profile

@@ -18,7 +18,9 @@ from throttlelab.backends.kind.nodes import NodeFiles
 
 #: In a mount namespace of its own: a tmpfs over $1 (this host keeps seeing the empty folder), a
 #: file in it, then idle. `unshare` without --fork execs, so the process keeps unshare's pid.
-IN_NAMESPACE = 'mount -t tmpfs throttlelab-test "$1" && printf "%s" "$2" > "$1/cpu.stat" && echo ready && exec sleep 600'
+IN_NAMESPACE = (
+    'mount -t tmpfs throttlelab-test "$1" && printf "%s" "$2" > "$1/cpu.stat" && echo ready && exec sleep 600'
+)
 
 
 @pytest.fixture
@@ -31,8 +33,12 @@ def node_process(tmp_path):
     started: list[subprocess.Popen] = []
 
     def start(content: str) -> subprocess.Popen:
-        proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", IN_NAMESPACE, "sh",
-                                 str(folder), content], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", IN_NAMESPACE, "sh", str(folder), content],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         started.append(proc)
         if proc.stdout.readline().strip() != "ready":
             proc.kill()

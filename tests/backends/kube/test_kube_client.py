@@ -34,14 +34,28 @@ def kc(api, tmp_path) -> KubeClient:
     return KubeClient(api.write_kubeconfig(tmp_path / "kubeconfig"), "kind-throttlelab-new")
 
 
-def pod(name: str, node: str = WORKER, gated: bool = True, image: str = IMAGE, tolerate: bool = False, **labels) -> dict:
-    container = {"name": "app", "image": image, "imagePullPolicy": "Never",
-                 "command": ["/podgate", "run", "-gate", "/throttlelab/gate/app", "--", "/cpulab", "info"] if gated
-                 else ["/cpulab", "info"]}
+def pod(
+    name: str, node: str = WORKER, gated: bool = True, image: str = IMAGE, tolerate: bool = False, **labels
+) -> dict:
+    container = {
+        "name": "app",
+        "image": image,
+        "imagePullPolicy": "Never",
+        "command": ["/podgate", "run", "-gate", "/throttlelab/gate/app", "--", "/cpulab", "info"]
+        if gated
+        else ["/cpulab", "info"],
+    }
     spec = {"restartPolicy": "Never", "nodeSelector": {"kubernetes.io/hostname": node}, "containers": [container]}
     if tolerate:
-        spec["tolerations"] = [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"lab": "t", **labels}}, "spec": spec}
+        spec["tolerations"] = [
+            {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}
+        ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"lab": "t", **labels}},
+        "spec": spec,
+    }
 
 
 def test_version_nodes_and_namespace(kc):
@@ -74,10 +88,14 @@ def test_unreachable_server_is_named(tmp_path):
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cfg = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
-           "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-           "users": [{"name": "u", "user": {"token": "t"}}],
-           "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+    }
     (tmp_path / "kubeconfig").write_text(json.dumps(cfg))
     kc = KubeClient(tmp_path / "kubeconfig", "c")
     kc.api.configuration.retries = 0
@@ -88,8 +106,9 @@ def test_unreachable_server_is_named(tmp_path):
 
 
 def test_pod_lifecycle_logs_exec_and_delete(api, kc):
-    api.scripts["app"] = Script(stdout='{"type":"header","command":"info"}\n{"type":"summary"}\n', stderr="GOMAXPROCS=2\n",
-                                run_s=0.2)
+    api.scripts["app"] = Script(
+        stdout='{"type":"header","command":"info"}\n{"type":"summary"}\n', stderr="GOMAXPROCS=2\n", run_s=0.2
+    )
     created = kc.create_pod("default", pod("p1"))
     assert created["metadata"]["uid"] and created["spec"]["nodeName"] == WORKER
     with pytest.raises(KubeError, match="already exists"):
@@ -112,8 +131,11 @@ def test_pod_lifecycle_logs_exec_and_delete(api, kc):
     assert kcm.container_state(done, "app")["terminated"]["exitCode"] == 0
     assert kc.logs("default", "p1", "app") == streamed
     # what the real node answers (docs/KUBE_REAL.md): containerd no longer knows a container that has ended
-    with pytest.raises(KubeError, match=r"HTTP 500: Internal error occurred: unable to upgrade connection: container "
-                                        r"not found \(\"app\"\)") as refused:
+    with pytest.raises(
+        KubeError,
+        match=r"HTTP 500: Internal error occurred: unable to upgrade connection: container "
+        r"not found \(\"app\"\)",
+    ) as refused:
         kc.exec("default", "p1", "app", ["/podgate", "cat", "/x"])
     assert "unreachable" not in str(refused.value)
 
@@ -138,8 +160,11 @@ def test_exit_code_of_a_failed_exec_and_a_failed_container(api, kc):
 def test_scheduling_failures_are_explained_at_once(kc):
     kc.create_pod("default", pod("on-nothing", node="no-such-node"))
     # the scheduler's filters in their order: the control-plane fails on its taint before its labels
-    with pytest.raises(KubeError, match=r"cannot be scheduled: 0/2 nodes are available: 1 node\(s\) didn't match Pod's "
-                                        r"node affinity/selector, 1 node\(s\) had untolerated taint \{node-role"):
+    with pytest.raises(
+        KubeError,
+        match=r"cannot be scheduled: 0/2 nodes are available: 1 node\(s\) didn't match Pod's "
+        r"node affinity/selector, 1 node\(s\) had untolerated taint \{node-role",
+    ):
         kc.wait_pod("default", "on-nothing", kcm.all_running, 30, "running", unschedulable_grace_s=0.3)
     # the control-plane is tainted: without the toleration a pod cannot go there, with it it can
     kc.create_pod("default", pod("untolerated", node=CONTROL_PLANE))
@@ -194,10 +219,10 @@ def test_cadvisor_through_the_node_proxy_keeps_its_own_timestamps(api, kc):
 @pytest.mark.parametrize(
     "line, name, labels, value, ts",
     [
-        ('up 1', "up", {}, 1.0, None),
+        ("up 1", "up", {}, 1.0, None),
         ('a_total{x="1",y="q\\"uote"} 2.5 1764504000123', "a_total", {"x": "1", "y": 'q"uote'}, 2.5, 1764504000123),
         ('b{path="C:\\\\dir",n="a\\nb",} +Inf', "b", {"path": "C:\\dir", "n": "a\nb"}, math.inf, None),
-        ('c{} -3e-2 -5', "c", {}, -0.03, -5),
+        ("c{} -3e-2 -5", "c", {}, -0.03, -5),
     ],
 )
 def test_prometheus_text_format(line, name, labels, value, ts):
@@ -205,7 +230,7 @@ def test_prometheus_text_format(line, name, labels, value, ts):
     assert (s.name, s.labels, s.value, s.timestamp_ms) == (name, labels, value, ts)
 
 
-@pytest.mark.parametrize("bad", ["no value here", 'x{a=1} 2', "x{a=\"1\"} seven"])
+@pytest.mark.parametrize("bad", ["no value here", "x{a=1} 2", 'x{a="1"} seven'])
 def test_prometheus_rejects_what_it_cannot_read(bad):
     with pytest.raises(KubeError, match="line 1"):
         kcm.parse_prometheus(bad)
@@ -213,8 +238,12 @@ def test_prometheus_rejects_what_it_cannot_read(bad):
 
 def test_exec_exit_status_channel():
     assert kcm.exit_code('{"metadata":{},"status":"Success"}', "x") == 0
-    failure = {"metadata": {}, "status": "Failure", "reason": "NonZeroExitCode",
-               "details": {"causes": [{"reason": "ExitCode", "message": "137"}]}}
+    failure = {
+        "metadata": {},
+        "status": "Failure",
+        "reason": "NonZeroExitCode",
+        "details": {"causes": [{"reason": "ExitCode", "message": "137"}]},
+    }
     assert kcm.exit_code(json.dumps(failure), "x") == 137
     with pytest.raises(KubeError, match="container not found"):
         kcm.exit_code('{"status":"Failure","message":"container not found"}', "x")
@@ -231,8 +260,10 @@ def test_execs_and_plain_calls_from_several_threads_do_not_mix(api, kc):
     kc.wait_pod("default", "busy", kcm.all_running, 5, "running")
 
     def exec_many(_):
-        return [kc.exec("default", "busy", "app", ["/podgate", "cat", "/sys/fs/cgroup/cpu.stat"]).returncode
-                for _ in range(10)]
+        return [
+            kc.exec("default", "busy", "app", ["/podgate", "cat", "/sys/fs/cgroup/cpu.stat"]).returncode
+            for _ in range(10)
+        ]
 
     def plain_many(i):
         out = []
@@ -249,6 +280,7 @@ def test_execs_and_plain_calls_from_several_threads_do_not_mix(api, kc):
 
 
 # -- the fake behaves as the cluster does where the lab's code could get it wrong ------------------------
+
 
 def wait_until(condition, timeout_s: float = 10.0) -> None:
     deadline = time.monotonic() + timeout_s
@@ -309,8 +341,11 @@ def test_kubelets_admission_rejects_a_pod_it_has_no_cpu_for(kc):
     big["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "12"}}
     kc.create_pod("default", big)
     t0 = time.monotonic()
-    with pytest.raises(KubeError, match=r"failed: OutOfcpu: Pod was rejected: Node didn't have enough resource: cpu, "
-                                        r"requested: 12000, used: 200, capacity: 10000"):
+    with pytest.raises(
+        KubeError,
+        match=r"failed: OutOfcpu: Pod was rejected: Node didn't have enough resource: cpu, "
+        r"requested: 12000, used: 200, capacity: 10000",
+    ):
         kc.wait_pod("default", "big", kcm.all_running, 30, "running")
     assert time.monotonic() - t0 < 2
 
@@ -326,25 +361,32 @@ def test_the_scheduler_refuses_a_pod_that_asks_more_than_its_node_has_left(kc):
 
 
 def test_a_container_that_ends_at_its_gate_fails_the_wait_at_once(api, kc):
-    api.scripts["app"] = Script(gate_error="podgate: cannot watch /throttlelab/gate for the gate: inotify_init1: "
-                                           "too many open files (raise fs.inotify.max_user_instances on the node)")
+    api.scripts["app"] = Script(
+        gate_error="podgate: cannot watch /throttlelab/gate for the gate: inotify_init1: "
+        "too many open files (raise fs.inotify.max_user_instances on the node)"
+    )
     manifest = pod("no-inotify")
     manifest["spec"]["containers"][0]["terminationMessagePolicy"] = "FallbackToLogsOnError"
     kc.create_pod("default", manifest)
     t0 = time.monotonic()
-    with pytest.raises(KubeError, match=r"container app ended \(exit 1, Error\): .*raise fs.inotify.max_user_instances"):
+    with pytest.raises(
+        KubeError, match=r"container app ended \(exit 1, Error\): .*raise fs.inotify.max_user_instances"
+    ):
         kc.wait_pod("default", "no-inotify", kcm.all_running, 30, "running")
     assert time.monotonic() - t0 < 2
 
 
-@pytest.mark.parametrize("resources, qos", [
-    ({}, "BestEffort"),
-    ({"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}, "Burstable"),  # cpu only: never Guaranteed
-    ({"limits": {"cpu": "500m", "memory": "64Mi"}}, "Guaranteed"),  # requests default to the limits
-    ({"requests": {"cpu": "1", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "64Mi"}}, "Guaranteed"),
-    ({"requests": {"cpu": "500m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "64Mi"}}, "Burstable"),
-    ({"requests": {"memory": "64Mi"}}, "Burstable"),
-])
+@pytest.mark.parametrize(
+    "resources, qos",
+    [
+        ({}, "BestEffort"),
+        ({"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}, "Burstable"),  # cpu only: never Guaranteed
+        ({"limits": {"cpu": "500m", "memory": "64Mi"}}, "Guaranteed"),  # requests default to the limits
+        ({"requests": {"cpu": "1", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "64Mi"}}, "Guaranteed"),
+        ({"requests": {"cpu": "500m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "64Mi"}}, "Burstable"),
+        ({"requests": {"memory": "64Mi"}}, "Burstable"),
+    ],
+)
 def test_the_qos_class_is_the_api_servers(kc, resources, qos):
     manifest = pod("q")
     manifest["spec"]["containers"][0]["resources"] = resources

@@ -55,8 +55,13 @@ def nothing_left_running(api):
 
 
 def settings(api, tmp_path, **changes) -> KubeSettings:
-    base = dict(kubeconfig=api.write_kubeconfig(tmp_path / "kubeconfig"), context="kind-throttlelab-new",
-                worker_node=WORKER, load_node=CONTROL_PLANE, pull_policy="Never")
+    base = dict(
+        kubeconfig=api.write_kubeconfig(tmp_path / "kubeconfig"),
+        context="kind-throttlelab-new",
+        worker_node=WORKER,
+        load_node=CONTROL_PLANE,
+        pull_policy="Never",
+    )
     return KubeSettings(**{**base, **changes})
 
 
@@ -65,10 +70,18 @@ def backend(api, tmp_path):
     return FastKube(settings(api, tmp_path), "runc-new")
 
 
-E1 = Node("node", (Pod("e1", (
-    Container("app", ("info",), request_milli=500, limit_milli=2000),
-    Container("sidecar", ("info",), request_milli=100, limit_milli=500),
-)),))
+E1 = Node(
+    "node",
+    (
+        Pod(
+            "e1",
+            (
+                Container("app", ("info",), request_milli=500, limit_milli=2000),
+                Container("sidecar", ("info",), request_milli=100, limit_milli=500),
+            ),
+        ),
+    ),
+)
 
 
 def test_pods_wait_at_their_gates_then_run_and_are_removed(api, backend):
@@ -122,8 +135,10 @@ def test_an_existing_cluster_needs_no_right_beyond_the_namespace(api, tmp_path):
     backend = FastKube(settings(api, tmp_path), "runc-new")
     backend.preflight()
     assert backend.capabilities().cpus == 10 and backend.environment()["worker_node"] == WORKER
-    node = Node("node", (*E1.pods, Pod("e6", (Container("burst", ("burst", "-threads=8"), request_milli=100,
-                                                                  limit_milli=1000),))))
+    node = Node(
+        "node",
+        (*E1.pods, Pod("e6", (Container("burst", ("burst", "-threads=8"), request_milli=100, limit_milli=1000),))),
+    )
     with backend.deploy(node) as dep:
         dep.verify()
         assert dep.run_job("e1", "app", timeout_s=10).returncode == 0
@@ -140,15 +155,21 @@ def test_an_existing_cluster_needs_no_right_beyond_the_namespace(api, tmp_path):
 def test_a_forbidden_call_says_what_right_is_missing(api, tmp_path):
     api.restricted_to = "default"
     kc = FastKube(settings(api, tmp_path), "runc-new").client
-    with pytest.raises(KubeError, match=r'cannot list resource "pods" in API group "" at the cluster scope.*'
-                                        r"grant the right with a Role or ClusterRole"):
+    with pytest.raises(
+        KubeError,
+        match=r'cannot list resource "pods" in API group "" at the cluster scope.*'
+        r"grant the right with a Role or ClusterRole",
+    ):
         kc.pods_on_node(WORKER)
 
 
 def test_a_wrong_runtime_conversion_is_a_design_mismatch(api, backend):
     api.runc = "old"  # the node's runc converts linearly; the design says runc-new
     with backend.deploy(E1) as dep:
-        with pytest.raises(DesignMismatch, match=r"(?s)weight: designed 59, read 20.*weight: designed 17, read 4.*set runtime accordingly"):
+        with pytest.raises(
+            DesignMismatch,
+            match=r"(?s)weight: designed 59, read 20.*weight: designed 17, read 4.*set runtime accordingly",
+        ):
             dep.verify()
     assert api.live_pods() == []
 
@@ -190,8 +211,9 @@ def test_a_job_that_ignores_sigterm_loses_its_pod(api, backend):
 
 
 def test_a_service_reports_a_reachable_address_and_stops_on_sigterm(api, backend):
-    node = Node("node", (Pod("svc", (Container("server", ("serve", "-addr=127.0.0.1:0"), request_milli=500,
-                                               role="service"),)),))
+    node = Node(
+        "node", (Pod("svc", (Container("server", ("serve", "-addr=127.0.0.1:0"), request_milli=500, role="service"),)),)
+    )
     with backend.deploy(node) as dep:
         handle = dep.start("svc", "server")
         listening = dep.wait_for_record(handle, "listening", timeout_s=5)
@@ -215,10 +237,12 @@ def test_a_service_reports_a_reachable_address_and_stops_on_sigterm(api, backend
 
 
 def test_a_downstream_gets_its_upstream_pods_address_when_it_starts(api, backend):
-    upstream = Container("server", ("serve", "-addr=127.0.0.1:9001"), request_milli=100, limit_milli=100,
-                         role="service")
-    downstream = Container("server", ("serve", "-addr=127.0.0.1:0", "-upstream=http://127.0.0.1:9001"),
-                           request_milli=500, role="service")
+    upstream = Container(
+        "server", ("serve", "-addr=127.0.0.1:9001"), request_milli=100, limit_milli=100, role="service"
+    )
+    downstream = Container(
+        "server", ("serve", "-addr=127.0.0.1:0", "-upstream=http://127.0.0.1:9001"), request_milli=500, role="service"
+    )
     node = Node("node", (Pod("upstream", (upstream,)), Pod("downstream", (downstream,))))
     with backend.deploy(node) as dep:
         up = dep.start("upstream", "server")
@@ -227,8 +251,11 @@ def test_a_downstream_gets_its_upstream_pods_address_when_it_starts(api, backend
         up_ip = backend.client.read_pod("default", up.pod_name)["status"]["podIP"]
         opened = [q["command"] for m, p, q, _ in api.requests if p.endswith("/exec") and "open" in q["command"]]
         assert opened[-1] == ["/podgate", "open", "/throttlelab/gate/server", f"serve:9001={up_ip}:9001"]
-    (down,) = [b for b in api.sent("POST", r"/api/v1/namespaces/default/pods")
-               if b["metadata"]["labels"][mf.LABEL_POD] == "downstream"]
+    (down,) = [
+        b
+        for b in api.sent("POST", r"/api/v1/namespaces/default/pods")
+        if b["metadata"]["labels"][mf.LABEL_POD] == "downstream"
+    ]
     assert "-upstream=http://{{serve:9001}}" in down["spec"]["containers"][0]["command"]
 
 
@@ -243,7 +270,11 @@ def test_the_load_generator_runs_on_the_load_node(api, backend, tmp_path):
         out = dep.run_load(["load", "-target=http://10.244.1.12:41234", "-rps=10"], timeout_s=10)
         assert out.source == "load/generator" and out.returncode == 0
         assert [r["type"] for r in out.records] == ["header", "summary"]
-    (load,) = [b for b in api.sent("POST", r"/api/v1/namespaces/default/pods") if b["metadata"]["labels"][mf.LABEL_ROLE] == "load"]
+    (load,) = [
+        b
+        for b in api.sent("POST", r"/api/v1/namespaces/default/pods")
+        if b["metadata"]["labels"][mf.LABEL_ROLE] == "load"
+    ]
     deleted = [p for m, p, _q, _b in api.requests if m == "DELETE"]
     assert f"/api/v1/namespaces/default/pods/{load['metadata']['name']}" in deleted  # deleted as soon as it is read
     assert load["spec"]["affinity"] == mf.node_affinity(CONTROL_PLANE)
@@ -255,20 +286,32 @@ def test_the_load_generator_is_not_besteffort(api, backend):
     the API server makes it Burstable; BestEffort it would weigh 1 beside the control plane."""
     with backend.deploy(E1) as dep:
         dep.run_load(["load", "-target=http://10.244.1.12:41234", "-rps=10"], timeout_s=10)
-    (load,) = [b for b in api.sent("POST", r"/api/v1/namespaces/default/pods") if b["metadata"]["labels"][mf.LABEL_ROLE] == "load"]
+    (load,) = [
+        b
+        for b in api.sent("POST", r"/api/v1/namespaces/default/pods")
+        if b["metadata"]["labels"][mf.LABEL_ROLE] == "load"
+    ]
     (c,) = load["spec"]["containers"]
     assert c["resources"] == {"requests": {"cpu": "1"}}
     assert api_server_qos(load["spec"]["containers"]) == "Burstable"
 
 
 def test_a_load_generator_the_load_node_has_no_room_for_is_reported_at_once(api, backend):
-    api.system_pods.append({"metadata": {"name": "etcd", "namespace": "kube-system"},
-                            "spec": {"nodeName": CONTROL_PLANE, "containers": [
-                                {"name": "etcd", "resources": {"requests": {"cpu": "9500m"}}}]},
-                            "status": {"phase": "Running", "qosClass": "Burstable"}})
+    api.system_pods.append(
+        {
+            "metadata": {"name": "etcd", "namespace": "kube-system"},
+            "spec": {
+                "nodeName": CONTROL_PLANE,
+                "containers": [{"name": "etcd", "resources": {"requests": {"cpu": "9500m"}}}],
+            },
+            "status": {"phase": "Running", "qosClass": "Burstable"},
+        }
+    )
     with backend.deploy(E1) as dep:
         t0 = time.monotonic()
-        with pytest.raises(KubeError, match=r"Insufficient cpu.*the load generator requests 1 CPU .* more than that node has left"):
+        with pytest.raises(
+            KubeError, match=r"Insufficient cpu.*the load generator requests 1 CPU .* more than that node has left"
+        ):
             dep.run_load(["load", "-rps=1"], timeout_s=10)
         assert time.monotonic() - t0 < 5
     assert api.live_pods() == []
@@ -283,7 +326,9 @@ def test_without_the_toleration_the_control_plane_refuses_the_load(api, tmp_path
 
 
 def test_monitoring_uses_cadvisors_own_timestamps(api, backend):
-    node = Node("node", (Pod("e6", (Container("burst", ("burst", "-threads=8"), request_milli=100, limit_milli=1000),)),))
+    node = Node(
+        "node", (Pod("e6", (Container("burst", ("burst", "-threads=8"), request_milli=100, limit_milli=1000),)),)
+    )
     with backend.deploy(node) as dep:
         (live,) = api.live_pods()
         api.recorded_cadvisor = recorded_cadvisor()
@@ -291,13 +336,25 @@ def test_monitoring_uses_cadvisors_own_timestamps(api, backend):
         first = dep.monitoring_sample("e6", "burst")
         second = dep.monitoring_sample("e6", "burst")
     assert (second["t_ms"] - first["t_ms"]) / 1000 == pytest.approx(12.149)
-    assert second["container_cpu_cfs_throttled_periods_total"] - first["container_cpu_cfs_throttled_periods_total"] == 13
+    assert (
+        second["container_cpu_cfs_throttled_periods_total"] - first["container_cpu_cfs_throttled_periods_total"] == 13
+    )
     assert second["container_cpu_cfs_periods_total"] - first["container_cpu_cfs_periods_total"] == 37
     assert second["scraped_t_ns"] > first["scraped_t_ns"]
 
 
-E6 = Node("node", (Pod("e6", (Container("burst", ("burst", "-threads=8"), request_milli=100, limit_milli=1000),
-                               Container("calm", ("spin",), request_milli=100))),))
+E6 = Node(
+    "node",
+    (
+        Pod(
+            "e6",
+            (
+                Container("burst", ("burst", "-threads=8"), request_milli=100, limit_milli=1000),
+                Container("calm", ("spin",), request_milli=100),
+            ),
+        ),
+    ),
+)
 
 
 def first_scrape(dep, pod, container, timeout_s=2.0):
@@ -322,8 +379,11 @@ def test_cadvisor_serves_its_cached_readings_of_each_containers_cpu_stat(api, ba
         again = dep.monitoring_sample("e6", "burst")
         assert again["t_ms"] == first["t_ms"] and again["scraped_t_ns"] > first["scraped_t_ns"]  # cached
         assert first["container_cpu_usage_seconds_total"] == 1.5  # its cpu.stat: usage_usec 1500000, no exec yet
-        assert (first["container_cpu_cfs_periods_total"], first["container_cpu_cfs_throttled_periods_total"],
-                first["container_cpu_cfs_throttled_seconds_total"]) == (40, 12, 7.0525)
+        assert (
+            first["container_cpu_cfs_periods_total"],
+            first["container_cpu_cfs_throttled_periods_total"],
+            first["container_cpu_cfs_throttled_seconds_total"],
+        ) == (40, 12, 7.0525)
         dep.read_stat("e6", "burst")  # an exec in the container: its cpu.stat counts the CPU it cost
         charged = api.charged_us(api.live_pods()[0], "burst")
         time.sleep(0.45)
@@ -345,8 +405,11 @@ def test_cadvisor_without_rights_on_the_node_proxy_is_a_clear_error(api, tmp_pat
     api.restricted_to, api.proxy_allowed = "default", False
     backend = FastKube(settings(api, tmp_path), "runc-new")
     with backend.deploy(E6) as dep:
-        with pytest.raises(BackendError, match=rf'may not: .*HTTP 403: nodes "{WORKER}" is forbidden: .* cannot get '
-                                               r'resource "nodes/proxy".*the lab needs get on the resource nodes/proxy'):
+        with pytest.raises(
+            BackendError,
+            match=rf'may not: .*HTTP 403: nodes "{WORKER}" is forbidden: .* cannot get '
+            r'resource "nodes/proxy".*the lab needs get on the resource nodes/proxy',
+        ):
             dep.monitoring_sample("e6", "burst")
     with pytest.raises(Forbidden):  # the API server authorizes before it looks the node up
         backend.client.cadvisor("nope")
@@ -382,7 +445,10 @@ def test_node_level_placements_are_not_testable_on_an_existing_cluster(api, back
 
 def test_preflight_names_what_is_wrong(api, tmp_path):
     FastKube(settings(api, tmp_path), "runc-new").preflight()
-    with pytest.raises(BackendError, match=r"worker_node 'worker-7' is not a node.*its nodes: throttlelab-new-control-plane, throttlelab-new-worker"):
+    with pytest.raises(
+        BackendError,
+        match=r"worker_node 'worker-7' is not a node.*its nodes: throttlelab-new-control-plane, throttlelab-new-worker",
+    ):
         FastKube(settings(api, tmp_path, worker_node="worker-7"), "runc-new").preflight()
     with pytest.raises(BackendError, match="load_node 'cp' is not a node"):
         FastKube(settings(api, tmp_path, load_node="cp"), "runc-new").preflight()
@@ -414,8 +480,9 @@ def test_the_sweep_removes_what_dead_runners_left(api, backend):
     stale = mf.RunIdentity.here("stale-run", dead.pid)
     mine = mf.RunIdentity.here("live-run", os.getpid())
     for ident in (stale, mine):
-        kc.create_pod("default", mf.pod_manifest(E1.pods[0], node_name=WORKER, image_of=lambda v: f"cpulab-kind:{v}",
-                                                 ident=ident))
+        kc.create_pod(
+            "default", mf.pod_manifest(E1.pods[0], node_name=WORKER, image_of=lambda v: f"cpulab-kind:{v}", ident=ident)
+        )
     kc.wait_pod("default", mf.pod_name(E1.pods[0], "stale-run"), all_running, 5, "running")
     with backend.deploy(Node("node", (Pod("x", (Container("c", ("info",)),)),))):
         names = api.live_pods()
@@ -634,8 +701,11 @@ def test_a_backend_with_node_access_waits_for_the_node_too(api, backend):
 
 def test_containers_left_on_the_node_are_an_error_naming_the_pod(api, backend):
     t0 = time.monotonic()
-    with pytest.raises(BackendError, match=r"pod\(s\) tl-e1-\S+ \(uid [0-9a-f-]+\): deleted from the API, but node "
-                                           rf"{WORKER} still holds their containers 0 s later"):
+    with pytest.raises(
+        BackendError,
+        match=r"pod\(s\) tl-e1-\S+ \(uid [0-9a-f-]+\): deleted from the API, but node "
+        rf"{WORKER} still holds their containers 0 s later",
+    ):
         with looking_at(api, gone=False)(backend, E1, None, backend.settings, backend.client):
             pass
     assert time.monotonic() - t0 < 10
@@ -657,8 +727,11 @@ def test_a_pod_kubelet_cannot_stop_is_an_error_naming_it(api, backend):
     class Hasty(FastDeployment):
         deletion_timeout_s = 0.3
 
-    with pytest.raises(BackendError, match=r"not gone 0 s after their deletion: tl-s-\S+ \(Terminating on "
-                                           rf"{WORKER}; .*spin: running.*kubelet has not confirmed"):
+    with pytest.raises(
+        BackendError,
+        match=r"not gone 0 s after their deletion: tl-s-\S+ \(Terminating on "
+        rf"{WORKER}; .*spin: running.*kubelet has not confirmed",
+    ):
         with Hasty(backend, SPIN, None, backend.settings, backend.client):
             pass
     # the guardian finished the job once the container ended
@@ -667,10 +740,14 @@ def test_a_pod_kubelet_cannot_stop_is_an_error_naming_it(api, backend):
 def test_a_qos_class_other_than_the_designs_is_a_design_mismatch(api, backend):
     """The API server's status.qosClass decides where kubelet puts the pod; the deployment checks it
     against the design (a cluster whose rule is the old, CPU-only one is caught)."""
+
     def cpu_only(containers):
         res = [c.get("resources") or {} for c in containers]
-        if all((r.get("limits") or {}).get("cpu") and (r.get("requests") or {}).get("cpu", r["limits"]["cpu"])
-               == r["limits"]["cpu"] for r in res):
+        if all(
+            (r.get("limits") or {}).get("cpu")
+            and (r.get("requests") or {}).get("cpu", r["limits"]["cpu"]) == r["limits"]["cpu"]
+            for r in res
+        ):
             return "Guaranteed"
         return api_server_qos(containers)
 
@@ -705,8 +782,12 @@ def test_a_node_on_a_loopback_address_cannot_be_scraped_and_says_why(api, backen
 
 def test_a_pod_naming_a_runtime_class_that_does_not_exist_is_refused(api, backend):
     """The RuntimeClass admission plugin of the real API server (and the stand-in): Forbidden, naming the class."""
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "rc"},
-           "spec": {"runtimeClassName": "runc-nope", "containers": [{"name": "c", "image": "cpulab-kind:go124mod"}]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "rc"},
+        "spec": {"runtimeClassName": "runc-nope", "containers": [{"name": "c", "image": "cpulab-kind:go124mod"}]},
+    }
     with pytest.raises(Forbidden, match=r'pod rejected: RuntimeClass "runc-nope" not found'):
         backend.client.create_pod("default", pod)
     assert api.live_pods() == []
@@ -716,8 +797,11 @@ def test_a_request_above_its_limit_is_refused_as_the_api_server_refuses_it(api, 
     """The ci and quick profiles' E2b asked for 500m under a limit of 200m, which cgroups hold and the real
     API server refuses (422; the real node showed it, docs/KUBE_REAL.md): the stand-in refuses it too."""
     node = Node("node", (Pod("bad", (Container("app", ("info",), request_milli=500, limit_milli=200),)),))
-    with pytest.raises(KubeError, match=r'spec.containers\[0\].resources.requests: Invalid value: "500m": must be '
-                                        r"less than or equal to cpu limit of 200m"):
+    with pytest.raises(
+        KubeError,
+        match=r'spec.containers\[0\].resources.requests: Invalid value: "500m": must be '
+        r"less than or equal to cpu limit of 200m",
+    ):
         with backend.deploy(node):
             pass
     assert api.live_pods() == []
@@ -726,8 +810,14 @@ def test_a_request_above_its_limit_is_refused_as_the_api_server_refuses_it(api, 
 def test_stopping_a_container_that_ended_since_its_state_was_read_is_no_error(api, backend, monkeypatch):
     """The real node's race (docs/KUBE_REAL.md): stop() read "running", the burst ended, the exec of SIGTERM
     was refused (container not found). What counts is the state after: it ended, so its output is collected."""
-    node = Node("node", (Pod("p", (Container("burst", ("burst", "-rounds=1", "-interval=10ms"), request_milli=100,
-                                             limit_milli=500),)),))
+    node = Node(
+        "node",
+        (
+            Pod(
+                "p", (Container("burst", ("burst", "-rounds=1", "-interval=10ms"), request_milli=100, limit_milli=500),)
+            ),
+        ),
+    )
     with backend.deploy(node) as dep:
         handle = dep.start("p", "burst")
         stale = dep.kc.read_pod("default", handle.pod_name)  # read while it runs

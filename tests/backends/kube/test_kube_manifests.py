@@ -33,8 +33,10 @@ CONTROL_PLANE = "throttlelab-new-control-plane"
 #: The experiments whose every variant this test runs (the fake prints what their containers would).
 EXPERIMENTS = ("E1", "E2a", "E3", "S1", "E4", "E5", "E10", "E2b", "E7", "E8", "E6", "S2")
 #: Variants that cannot run on a cluster as the experiment is written, and why (see the report).
-SKIPPED = {("S2", "cascade-limited"): "services_experiments.py checks that the upstream answers on 127.0.0.1:<port>, "
-                                      "which a pod on another pod's address does not"}
+SKIPPED = {
+    ("S2", "cascade-limited"): "services_experiments.py checks that the upstream answers on 127.0.0.1:<port>, "
+    "which a pod on another pod's address does not"
+}
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -88,8 +90,13 @@ def sent_manifests(tmp_path_factory):
     api = FakeKubeAPI(pending_s=0.02, deletion_s=0.02).start()
     api.images |= {"cpulab-kind:go124mod", "cpulab-kind:go125mod"}
     kubeconfig = api.write_kubeconfig(tmp_path_factory.mktemp("kube") / "kubeconfig")
-    settings = KubeSettings(kubeconfig=kubeconfig, context="kind-throttlelab-new", worker_node=WORKER,
-                            load_node=CONTROL_PLANE, pull_policy="Never")
+    settings = KubeSettings(
+        kubeconfig=kubeconfig,
+        context="kind-throttlelab-new",
+        worker_node=WORKER,
+        load_node=CONTROL_PLANE,
+        pull_policy="Never",
+    )
     design = load_design({"profile": "ci"}, PROJECT / "config")
     ran = []
     # E6 scrapes the fake's cAdvisor; at the ci profile's scale (scrapes 1.5 s apart) it reads every 0.5 s
@@ -123,8 +130,13 @@ def sent_manifests(tmp_path_factory):
 def test_every_variant_ran_and_sent_pods(sent_manifests):
     manifests, ran = sent_manifests
     design = load_design({"profile": "ci"}, PROJECT / "config")
-    assert ran == [(e, v) for e in EXPERIMENTS if e in design.experiments for v, s in design.experiments[e].variants.items()
-                   if (e, v) not in SKIPPED and not coverage.request_over_limit(s)]
+    assert ran == [
+        (e, v)
+        for e in EXPERIMENTS
+        if e in design.experiments
+        for v, s in design.experiments[e].variants.items()
+        if (e, v) not in SKIPPED and not coverage.request_over_limit(s)
+    ]
     assert {"E1", "E2a", "E3", "S1", "E4", "E5", "E10"} <= {e for e, _ in ran}
     assert len(manifests) >= len(ran)
     assert any(m["metadata"]["labels"][mf.LABEL_ROLE] == "load" for m in manifests)
@@ -171,14 +183,20 @@ def test_load_pods_go_to_the_control_plane(sent_manifests):
 
 
 def test_resources_and_env_follow_the_placement_model():
-    pod = Pod("e1", (
-        Container("app", ("info",), request_milli=500, limit_milli=2000, env=(("GOMAXPROCS", "2"),)),
-        Container("sidecar", ("info",), request_milli=100),
-        Container("limited", ("info",), variant="go125mod", limit_milli=1500, env=(("GODEBUG", "containermaxprocs=0"),)),
-        Container("free", ("info",)),
-    ))
-    m = mf.pod_manifest(pod, node_name=WORKER, image_of=lambda v: f"cpulab-kind:{v}",
-                        ident=mf.RunIdentity.here("9-1-abcd", 9))
+    pod = Pod(
+        "e1",
+        (
+            Container("app", ("info",), request_milli=500, limit_milli=2000, env=(("GOMAXPROCS", "2"),)),
+            Container("sidecar", ("info",), request_milli=100),
+            Container(
+                "limited", ("info",), variant="go125mod", limit_milli=1500, env=(("GODEBUG", "containermaxprocs=0"),)
+            ),
+            Container("free", ("info",)),
+        ),
+    )
+    m = mf.pod_manifest(
+        pod, node_name=WORKER, image_of=lambda v: f"cpulab-kind:{v}", ident=mf.RunIdentity.here("9-1-abcd", 9)
+    )
     validate(m)
     by_name = {c["name"]: c for c in m["spec"]["containers"]}
     assert by_name["app"]["resources"] == {"requests": {"cpu": "500m"}, "limits": {"cpu": "2"}}
@@ -192,14 +210,27 @@ def test_resources_and_env_follow_the_placement_model():
 
 
 def test_the_load_generator_goes_to_the_control_plane_with_a_toleration():
-    m = mf.load_manifest(["-target=http://10.244.1.7:8080", "-rps=100", "-clump=50"], name="tl-load-9-1-abcd-0",
-                         node_name=CONTROL_PLANE, image="cpulab-kind:go124mod", ident=mf.RunIdentity.here("9-1-abcd", 9))
+    m = mf.load_manifest(
+        ["-target=http://10.244.1.7:8080", "-rps=100", "-clump=50"],
+        name="tl-load-9-1-abcd-0",
+        node_name=CONTROL_PLANE,
+        image="cpulab-kind:go124mod",
+        ident=mf.RunIdentity.here("9-1-abcd", 9),
+    )
     validate(m)
     spec = m["spec"]
-    assert spec["affinity"] == {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [CONTROL_PLANE]}]}]}}}
-    assert spec["tolerations"] == [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists",
-                                    "effect": "NoSchedule"}]
+    assert spec["affinity"] == {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [CONTROL_PLANE]}]}
+                ]
+            }
+        }
+    }
+    assert spec["tolerations"] == [
+        {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}
+    ]
     (c,) = spec["containers"]
     assert c["command"] == ["/cpulab", "load", "-target=http://10.244.1.7:8080", "-rps=100", "-clump=50"]
     assert c["resources"] == {"requests": {"cpu": "1"}}  # mf.LOAD_CPU_REQUEST_MILLI: Burstable, not BestEffort
@@ -209,8 +240,14 @@ def test_the_load_generator_goes_to_the_control_plane_with_a_toleration():
 def test_the_load_generator_requests_the_cpus_it_is_given():
     assert mf.load_request_milli(None) == mf.LOAD_CPU_REQUEST_MILLI == 1000
     assert mf.load_request_milli("8-9") == 2000 and mf.load_request_milli("1") == 1000
-    m = mf.load_manifest([], name="x", node_name=CONTROL_PLANE, image="i", ident=mf.RunIdentity.here("r", 1),
-                         cpu_request_milli=mf.load_request_milli("6-9"))
+    m = mf.load_manifest(
+        [],
+        name="x",
+        node_name=CONTROL_PLANE,
+        image="i",
+        ident=mf.RunIdentity.here("r", 1),
+        cpu_request_milli=mf.load_request_milli("6-9"),
+    )
     validate(m)
     assert m["spec"]["containers"][0]["resources"] == {"requests": {"cpu": "4"}}
 
@@ -231,9 +268,14 @@ def test_a_schema_violation_is_caught():
         (("serve", "-addr=10.1.2.3:80"), ["serve", "-addr=10.1.2.3:80"]),
         (("burst", "-threads=8"), ["burst", "-threads=8"]),
         # an upstream on this host's loopback: podgate binds the upstream pod's address when the gate opens
-        (("serve", "-addr=127.0.0.1:0", "-upstream=http://127.0.0.1:9001"),
-         ["serve", "-addr=0.0.0.0:0", "-upstream=http://{{serve:9001}}"]),
-        (("serve", "-upstream=http://10.0.0.9:9001"), ["serve", "-upstream=http://10.0.0.9:9001", "-addr=0.0.0.0:8080"]),
+        (
+            ("serve", "-addr=127.0.0.1:0", "-upstream=http://127.0.0.1:9001"),
+            ["serve", "-addr=0.0.0.0:0", "-upstream=http://{{serve:9001}}"],
+        ),
+        (
+            ("serve", "-upstream=http://10.0.0.9:9001"),
+            ["serve", "-upstream=http://10.0.0.9:9001", "-addr=0.0.0.0:8080"],
+        ),
     ],
 )
 def test_serve_listens_on_the_pod_address(args, expected):

@@ -52,21 +52,55 @@ from throttlelab.backends.kube import manifests as mf
 
 K8S_VERSION = "1.34.0"
 
-BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
-                         "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
-SAFE_SYSCTLS = {"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
-                "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
-                "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
-                "net.ipv4.tcp_keepalive_probes", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"}
+BASELINE_CAPABILITIES = {
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+}
+SAFE_SYSCTLS = {
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+    "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_wmem",
+}
 SELINUX_TYPES = {"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
-VOLUME_TYPES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected",
-                "secret"}
+VOLUME_TYPES = {
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+}
 APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
 
 
 def _containers(spec: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    return [(f"{kind}[{c.get('name')}]", c) for kind in ("containers", "initContainers", "ephemeralContainers")
-            for c in spec.get(kind) or []]
+    return [
+        (f"{kind}[{c.get('name')}]", c)
+        for kind in ("containers", "initContainers", "ephemeralContainers")
+        for c in spec.get(kind) or []
+    ]
 
 
 def restricted_violations(pod: dict[str, Any]) -> list[str]:
@@ -82,7 +116,11 @@ def restricted_violations(pod: dict[str, Any]) -> list[str]:
     # 1 HostProcess
     if (psc.get("windowsOptions") or {}).get("hostProcess"):
         out.append("1 spec.securityContext.windowsOptions.hostProcess")
-    out += [f"1 {w}.windowsOptions.hostProcess" for w, c in containers if (sc(c).get("windowsOptions") or {}).get("hostProcess")]
+    out += [
+        f"1 {w}.windowsOptions.hostProcess"
+        for w, c in containers
+        if (sc(c).get("windowsOptions") or {}).get("hostProcess")
+    ]
     # 2 host namespaces
     out += [f"2 spec.{k}" for k in ("hostNetwork", "hostPID", "hostIPC") if spec.get(k)]
     # 3 privileged
@@ -105,8 +143,12 @@ def restricted_violations(pod: dict[str, Any]) -> list[str]:
         if kinds - VOLUME_TYPES:
             out.append(f"12 volume {v.get('name')}: {sorted(kinds - VOLUME_TYPES)}")
     # 6 host ports
-    out += [f"6 {w}.ports.hostPort {p['hostPort']}" for w, c in containers for p in c.get("ports") or []
-            if p.get("hostPort")]
+    out += [
+        f"6 {w}.ports.hostPort {p['hostPort']}"
+        for w, c in containers
+        for p in c.get("ports") or []
+        if p.get("hostPort")
+    ]
     # 7 AppArmor
     for where, ctx in [("spec.securityContext", psc), *((w, sc(c)) for w, c in containers)]:
         kind = (ctx.get("appArmorProfile") or {}).get("type")
@@ -121,7 +163,9 @@ def restricted_violations(pod: dict[str, Any]) -> list[str]:
         if opts.get("type", "") not in SELINUX_TYPES or opts.get("user") or opts.get("role"):
             out.append(f"8 {where}.seLinuxOptions {opts}")
     # 9 procMount
-    out += [f"9 {w}.procMount {sc(c)['procMount']}" for w, c in containers if sc(c).get("procMount", "Default") != "Default"]
+    out += [
+        f"9 {w}.procMount {sc(c)['procMount']}" for w, c in containers if sc(c).get("procMount", "Default") != "Default"
+    ]
     # 10 and 16 seccomp
     pod_seccomp = (psc.get("seccompProfile") or {}).get("type")
     for where, ctx in [("spec.securityContext", psc), *((w, sc(c)) for w, c in containers)]:
@@ -136,8 +180,11 @@ def restricted_violations(pod: dict[str, Any]) -> list[str]:
     # 11 sysctls
     out += [f"11 sysctl {s.get('name')}" for s in psc.get("sysctls") or [] if s.get("name") not in SAFE_SYSCTLS]
     # 13 privilege escalation
-    out += [f"13 {w}.allowPrivilegeEscalation is not false" for w, c in containers
-            if sc(c).get("allowPrivilegeEscalation") is not False]
+    out += [
+        f"13 {w}.allowPrivilegeEscalation is not false"
+        for w, c in containers
+        if sc(c).get("allowPrivilegeEscalation") is not False
+    ]
     # 14 runAsNonRoot
     for w, c in containers:
         mine = sc(c).get("runAsNonRoot")
@@ -156,12 +203,26 @@ def profile_manifests(profile: str) -> list[tuple[str, dict[str, Any]]]:
     out = []
     for exp, variant, node, load in deployed_nodes(profile):
         for pod in mf.kube_node(node, 10_000).pods:
-            out.append((f"{profile} {exp}/{variant} pod {pod.name}",
-                        mf.pod_manifest(pod, node_name="worker", image_of=lambda v: f"cpulab-kind:{v}", ident=ident)))
+            out.append(
+                (
+                    f"{profile} {exp}/{variant} pod {pod.name}",
+                    mf.pod_manifest(pod, node_name="worker", image_of=lambda v: f"cpulab-kind:{v}", ident=ident),
+                )
+            )
         if load is not None:
-            out.append((f"{profile} {exp}/{variant} load generator", mf.load_manifest(
-                ["-target=http://10.244.1.7:8080", "-rps=10"], name="tl-load-r1-0", node_name="control-plane",
-                image="cpulab-kind:go124mod", ident=ident, cpu_request_milli=mf.load_request_milli(load.cpus))))
+            out.append(
+                (
+                    f"{profile} {exp}/{variant} load generator",
+                    mf.load_manifest(
+                        ["-target=http://10.244.1.7:8080", "-rps=10"],
+                        name="tl-load-r1-0",
+                        node_name="control-plane",
+                        image="cpulab-kind:go124mod",
+                        ident=ident,
+                        cpu_request_milli=mf.load_request_milli(load.cpus),
+                    ),
+                )
+            )
     return out
 
 
@@ -176,19 +237,22 @@ def test_every_pod_of_every_profile_passes_the_restricted_standard(profile):
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_pod_of_every_profile_is_a_valid_v1_34_pod(profile):
     kubernetes_validate = pytest.importorskip(
-        "kubernetes_validate", reason="kubernetes-validate is a test dependency: pip install -e '.[test]'")
+        "kubernetes_validate", reason="kubernetes-validate is a test dependency: pip install -e '.[test]'"
+    )
     for where, manifest in profile_manifests(profile):
         assert kubernetes_validate.validate(manifest, K8S_VERSION, strict=True) == "1.34", where
 
 
 def _set(path: str, value: Any):
     """A change to a manifest: `value` put at a dotted path ("spec.containers.0.securityContext.x")."""
+
     def change(m: dict[str, Any]) -> None:
         keys = path.split(".")
         target: Any = m
         for key in keys[:-1]:
             target = target[int(key)] if key.isdigit() else target.setdefault(key, {})
         target[keys[-1]] = value
+
     return change
 
 
@@ -199,34 +263,38 @@ def _drop(path: str):
         for key in keys[:-1]:
             target = target[int(key)] if key.isdigit() else target[key]
         del target[keys[-1]]
+
     return change
 
 
 C0 = "spec.containers.0.securityContext"
 
 
-@pytest.mark.parametrize("change, rules", [
-    (_set("spec.securityContext.windowsOptions", {"hostProcess": True}), {1}),
-    (_set("spec.hostNetwork", True), {2}),
-    (_set(f"{C0}.privileged", True), {3}),
-    (_set(f"{C0}.capabilities.add", ["SYS_ADMIN"]), {4, 17}),
-    (_set(f"{C0}.capabilities.add", ["CHOWN"]), {17}),
-    (_set(f"{C0}.capabilities.drop", ["NET_RAW"]), {17}),
-    (_set("spec.volumes", [{"name": "h", "hostPath": {"path": "/"}}]), {5, 12}),
-    (_set("spec.containers.0.ports", [{"containerPort": 80, "hostPort": 80}]), {6}),
-    (_set(f"{C0}.appArmorProfile", {"type": "Unconfined"}), {7}),
-    (_set("metadata.annotations", {APPARMOR_ANNOTATION + "generator": "unconfined"}), {7}),
-    (_set("spec.securityContext.seLinuxOptions", {"type": "spc_t"}), {8}),
-    (_set(f"{C0}.procMount", "Unmasked"), {9}),
-    (_set(f"{C0}.seccompProfile", {"type": "Unconfined"}), {10, 16}),
-    (_drop("spec.securityContext.seccompProfile"), {16}),
-    (_set("spec.securityContext.sysctls", [{"name": "kernel.msgmax", "value": "1"}]), {11}),
-    (_set("spec.volumes", [{"name": "n", "nfs": {"server": "s", "path": "/"}}]), {12}),
-    (_drop(f"{C0}.allowPrivilegeEscalation"), {13}),
-    (_set(f"{C0}.runAsNonRoot", False), {14}),
-    (_drop("spec.securityContext.runAsNonRoot"), {14}),
-    (_set(f"{C0}.runAsUser", 0), {15}),
-])
+@pytest.mark.parametrize(
+    "change, rules",
+    [
+        (_set("spec.securityContext.windowsOptions", {"hostProcess": True}), {1}),
+        (_set("spec.hostNetwork", True), {2}),
+        (_set(f"{C0}.privileged", True), {3}),
+        (_set(f"{C0}.capabilities.add", ["SYS_ADMIN"]), {4, 17}),
+        (_set(f"{C0}.capabilities.add", ["CHOWN"]), {17}),
+        (_set(f"{C0}.capabilities.drop", ["NET_RAW"]), {17}),
+        (_set("spec.volumes", [{"name": "h", "hostPath": {"path": "/"}}]), {5, 12}),
+        (_set("spec.containers.0.ports", [{"containerPort": 80, "hostPort": 80}]), {6}),
+        (_set(f"{C0}.appArmorProfile", {"type": "Unconfined"}), {7}),
+        (_set("metadata.annotations", {APPARMOR_ANNOTATION + "generator": "unconfined"}), {7}),
+        (_set("spec.securityContext.seLinuxOptions", {"type": "spc_t"}), {8}),
+        (_set(f"{C0}.procMount", "Unmasked"), {9}),
+        (_set(f"{C0}.seccompProfile", {"type": "Unconfined"}), {10, 16}),
+        (_drop("spec.securityContext.seccompProfile"), {16}),
+        (_set("spec.securityContext.sysctls", [{"name": "kernel.msgmax", "value": "1"}]), {11}),
+        (_set("spec.volumes", [{"name": "n", "nfs": {"server": "s", "path": "/"}}]), {12}),
+        (_drop(f"{C0}.allowPrivilegeEscalation"), {13}),
+        (_set(f"{C0}.runAsNonRoot", False), {14}),
+        (_drop("spec.securityContext.runAsNonRoot"), {14}),
+        (_set(f"{C0}.runAsUser", 0), {15}),
+    ],
+)
 def test_the_validator_catches_each_rule(change, rules):
     """Each rule can fail: the lab's manifest, changed to break a rule, breaks exactly the rules named."""
     good = mf.load_manifest(["-rps=1"], name="x", node_name="n", image="i", ident=mf.RunIdentity("r", "h", 1))

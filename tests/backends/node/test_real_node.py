@@ -59,27 +59,57 @@ def host_state() -> dict:
     cgroups += sorted(str(p) for p in Path("/sys/fs/cgroup").glob("throttlelab-node-*"))
     links = sorted(p.name for p in Path("/sys/class/net").iterdir() if p.name.startswith(("tlnode", "veth")))
     mounts = [line for line in Path("/proc/self/mountinfo").read_text().splitlines() if str(nc.NODES_DIR) in line]
-    rules = subprocess.run(["iptables-save"], capture_output=True, text=True).stdout if Path("/usr/sbin/iptables-save").exists() else ""
+    rules = (
+        subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
+        if Path("/usr/sbin/iptables-save").exists()
+        else ""
+    )
     rules = "\n".join(line for line in rules.splitlines() if not line.startswith("#") and not line.startswith(":"))
     folders = sorted(p.name for p in nc.NODES_DIR.iterdir() if p.is_dir()) if nc.NODES_DIR.is_dir() else []
-    return {"processes": procs, "cgroups": cgroups, "links": links, "mounts": mounts, "iptables": rules,
-            "folders": folders, "sysctls": nc.host_sysctls()}
+    return {
+        "processes": procs,
+        "cgroups": cgroups,
+        "links": links,
+        "mounts": mounts,
+        "iptables": rules,
+        "folders": folders,
+        "sysctls": nc.host_sysctls(),
+    }
 
 
 def kubectl(facts: dict, tools: dict, *args: str, stdin: str | None = None) -> str:
     kubectl_bin = str(Path(tools["kube-apiserver"]).with_name("kubectl"))
-    done = subprocess.run([kubectl_bin, "--kubeconfig", facts["kubeconfig"], *args], input=stdin,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [kubectl_bin, "--kubeconfig", facts["kubeconfig"], *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
 def pause_pod(name: str, runtime_class: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {"runtimeClassName": runtime_class, "automountServiceAccountToken": False,
-                     "terminationGracePeriodSeconds": 1, "enableServiceLinks": False,
-                     "containers": [{"name": "c", "image": kn.PAUSE_IMAGE, "imagePullPolicy": "Never",
-                                     "resources": {"requests": {"cpu": "250m"}, "limits": {"cpu": "500m"}}}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "runtimeClassName": runtime_class,
+            "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": 1,
+            "enableServiceLinks": False,
+            "containers": [
+                {
+                    "name": "c",
+                    "image": kn.PAUSE_IMAGE,
+                    "imagePullPolicy": "Never",
+                    "resources": {"requests": {"cpu": "250m"}, "limits": {"cpu": "500m"}},
+                }
+            ],
+        },
+    }
 
 
 def test_node_runs_pods_under_both_runc_releases_and_leaves_nothing(node_tools, tmp_path):
@@ -90,18 +120,32 @@ def test_node_runs_pods_under_both_runc_releases_and_leaves_nothing(node_tools, 
         nodes = json.loads(kubectl(facts, tools, "get", "nodes", "-o", "json"))["items"]
         assert [n["metadata"]["name"] for n in nodes] == [kn.NODE_NAME]
         info = nodes[0]["status"]["nodeInfo"]
-        assert info["kubeletVersion"].startswith("v1.34.") and info["containerRuntimeVersion"].startswith("containerd://2.")
+        assert info["kubeletVersion"].startswith("v1.34.") and info["containerRuntimeVersion"].startswith(
+            "containerd://2."
+        )
         addresses = {a["type"]: a["address"] for a in nodes[0]["status"]["addresses"]}
         assert addresses == {"InternalIP": facts["subnet"].rsplit(".", 1)[0] + ".1", "Hostname": kn.NODE_NAME}
         for handler in kn.RUNTIME_HANDLERS:
             kubectl(facts, tools, "apply", "-f", "-", stdin=json.dumps(pause_pod(f"p-{handler}", handler)))
         kubectl(facts, tools, "wait", "--for=condition=Ready", "pod/p-runc-new", "pod/p-runc-old", "--timeout=120s")
-        pods = {p["metadata"]["name"]: p for p in json.loads(kubectl(facts, tools, "get", "pods", "-o", "json"))["items"]}
+        pods = {
+            p["metadata"]["name"]: p for p in json.loads(kubectl(facts, tools, "get", "pods", "-o", "json"))["items"]
+        }
         for name, pod in pods.items():
             uid = pod["metadata"]["uid"]
-            found = list(Path("/sys/fs/cgroup/cpu").glob(f"{facts['cgroup_root'].lstrip('/')}/kubepods/burstable/pod{uid}/*/cpu.cfs_quota_us")) \
-                if facts["cgroup_version"] == 1 else \
-                list(Path("/sys/fs/cgroup").glob(f"{facts['cgroup_root'].lstrip('/')}/kubepods/burstable/pod{uid}/*/cpu.max"))
+            found = (
+                list(
+                    Path("/sys/fs/cgroup/cpu").glob(
+                        f"{facts['cgroup_root'].lstrip('/')}/kubepods/burstable/pod{uid}/*/cpu.cfs_quota_us"
+                    )
+                )
+                if facts["cgroup_version"] == 1
+                else list(
+                    Path("/sys/fs/cgroup").glob(
+                        f"{facts['cgroup_root'].lstrip('/')}/kubepods/burstable/pod{uid}/*/cpu.max"
+                    )
+                )
+            )
             quotas = sorted(f.read_text().split()[0] for f in found)
             assert "50000" in quotas, (name, quotas)  # the container's limit of 500m, under the node's cgroup root
             assert pod["status"]["podIP"].startswith(facts["subnet"].rsplit(".", 1)[0] + ".")
@@ -118,11 +162,17 @@ def test_a_runner_killed_with_sigkill_leaves_nothing(node_tools, tmp_path):
     """The node's supervisor outlives the process that started it only until that process's pipe closes."""
     tools, runc = node_tools
     before = host_state()
-    script = ("import json, sys, time\nfrom throttlelab.backends.node.cluster import LocalNode\n"
-              "tools, runc = json.loads(sys.argv[1])\nwith LocalNode(tools, runc) as facts:\n"
-              "    print(json.dumps(facts), flush=True)\n    time.sleep(600)\n")
-    runner = subprocess.Popen([sys.executable, "-c", script, json.dumps([tools, runc])], stdout=subprocess.PIPE,
-                              text=True, env={**os.environ, "PYTHONPATH": str(PROJECT)})
+    script = (
+        "import json, sys, time\nfrom throttlelab.backends.node.cluster import LocalNode\n"
+        "tools, runc = json.loads(sys.argv[1])\nwith LocalNode(tools, runc) as facts:\n"
+        "    print(json.dumps(facts), flush=True)\n    time.sleep(600)\n"
+    )
+    runner = subprocess.Popen(
+        [sys.executable, "-c", script, json.dumps([tools, runc])],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(PROJECT)},
+    )
     try:
         facts = json.loads(runner.stdout.readline())
         assert Path(facts["root"]).is_dir() and Path("/sys/class/net", facts["bridge"]).exists()
@@ -148,9 +198,15 @@ def node_inputs(node_tools, binaries, tmp_path_factory):
     for build, cpulab in binaries.items():
         ni.build_image(build, cpulab, podgate, ni.archive_path(work / kn.IMAGE_DIR, build))
     rows = [{"name": name, "path": path, "version_line": ""} for name, path in tools.items()]
-    manifest = {"projects": {"tools": {"binaries": rows},
-                             **{kn.RUNTIME_HANDLERS[h]: {"binaries": [{"name": "runc", "path": p, "version_line": ""}]}
-                                for h, p in runc.items()}}}
+    manifest = {
+        "projects": {
+            "tools": {"binaries": rows},
+            **{
+                kn.RUNTIME_HANDLERS[h]: {"binaries": [{"name": "runc", "path": p, "version_line": ""}]}
+                for h, p in runc.items()
+            },
+        }
+    }
     (work / kn.TOOLS_MANIFEST).parent.mkdir(parents=True, exist_ok=True)
     (work / kn.TOOLS_MANIFEST).write_text(json.dumps(manifest))
     return work
@@ -174,8 +230,12 @@ def test_readback_at_every_level_under_both_runtimes_and_a_pinned_node(node_back
     from throttlelab.model.placement import Container, Node, Pod
 
     for runtime in ("runc-new", "runc-old"):
-        node = Node("node", (Pod("e1", (Container("app", ("info",), request_milli=500, limit_milli=2000),)),),
-                    cpus="0", runtime=runtime)
+        node = Node(
+            "node",
+            (Pod("e1", (Container("app", ("info",), request_milli=500, limit_milli=2000),)),),
+            cpus="0",
+            runtime=runtime,
+        )
         with node_backend.deploy(node) as dep:
             readback = dep.verify()  # DesignMismatch if any level differs from SPEC §2
             levels = {r.level for r in readback}
@@ -199,12 +259,30 @@ def test_the_runner_killed_mid_e2b_leaves_nothing_and_the_sysctls_unchanged(node
     variant = next(v for v, s in experiment.variants.items() if not request_over_limit(s))
     before = host_state()
     env = {k: v for k, v in os.environ.items() if k != "THROTTLELAB_ORCHESTRATOR_PID"}
-    argv = [sys.executable, "-m", "throttlelab", "run", "--backend", "kubernetes", "--experiment", "E2b",
-            "--variant", variant, "--repeat", "0", "--spec", experiment.spec_json(variant),
-            "--backend-settings", json.dumps({"cluster": "local"}), "--out", str(node_inputs / "rep0.jsonl"),
-            *[f"--binary={b}={p}" for b, p in binaries.items()]]
-    runner = subprocess.Popen(argv, cwd=node_inputs, stderr=subprocess.PIPE, text=True,
-                              env={**env, "PYTHONPATH": str(PROJECT)})
+    argv = [
+        sys.executable,
+        "-m",
+        "throttlelab",
+        "run",
+        "--backend",
+        "kubernetes",
+        "--experiment",
+        "E2b",
+        "--variant",
+        variant,
+        "--repeat",
+        "0",
+        "--spec",
+        experiment.spec_json(variant),
+        "--backend-settings",
+        json.dumps({"cluster": "local"}),
+        "--out",
+        str(node_inputs / "rep0.jsonl"),
+        *[f"--binary={b}={p}" for b, p in binaries.items()],
+    ]
+    runner = subprocess.Popen(
+        argv, cwd=node_inputs, stderr=subprocess.PIPE, text=True, env={**env, "PYTHONPATH": str(PROJECT)}
+    )
     seen = []
     try:
         for line in runner.stderr:  # until its pods are at their gates, then into the load

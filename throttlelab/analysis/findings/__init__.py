@@ -32,7 +32,22 @@ from throttlelab.analysis.findings.engine import (
 )
 
 __all__ = [
-    "CHECKS_COLUMNS", "CONTRADICTED", "FINDINGS", "FINDINGS_COLUMNS", "INCONCLUSIVE", "NOT_TESTABLE", "REPRODUCED",
-    "Check", "CheckResult", "Derivation", "Evidence", "Finding", "Requirement", "Unmet", "evaluate",
-    "finding_verdict", "interval_verdict", "zero_verdict",
+    "CHECKS_COLUMNS",
+    "CONTRADICTED",
+    "FINDINGS",
+    "FINDINGS_COLUMNS",
+    "INCONCLUSIVE",
+    "NOT_TESTABLE",
+    "REPRODUCED",
+    "Check",
+    "CheckResult",
+    "Derivation",
+    "Evidence",
+    "Finding",
+    "Requirement",
+    "Unmet",
+    "evaluate",
+    "finding_verdict",
+    "interval_verdict",
+    "zero_verdict",
 ]

@@ -71,12 +71,41 @@ CheckKind = Literal["ratio", "level", "agreement"]
 CheckScale = Literal["log", "linear", "logit", "mean-ratio"]
 
 FINDINGS_COLUMNS = [
-    "id", "claim", "experiments", "metric", "expected", "effect", "lo", "hi", "p", "p_holm", "a12", "reference",
-    "verdict", "reason", "method",
+    "id",
+    "claim",
+    "experiments",
+    "metric",
+    "expected",
+    "effect",
+    "lo",
+    "hi",
+    "p",
+    "p_holm",
+    "a12",
+    "reference",
+    "verdict",
+    "reason",
+    "method",
 ]
 CHECKS_COLUMNS = [
-    "id", "check", "experiment", "metric", "expected", "effect", "lo", "hi", "p", "p_holm", "a12", "reference",
-    "verdict", "reason", "method", "why", "decisive", "requirement",
+    "id",
+    "check",
+    "experiment",
+    "metric",
+    "expected",
+    "effect",
+    "lo",
+    "hi",
+    "p",
+    "p_holm",
+    "a12",
+    "reference",
+    "verdict",
+    "reason",
+    "method",
+    "why",
+    "decisive",
+    "requirement",
 ]
 #: The label and metric of a check comparing latency quantiles hold "{q}"; the highest quantile every run
 #: of its variants supports replaces it (p99, p90 or p50: stats.min_samples).
@@ -117,8 +146,10 @@ class Evidence:
     @functools.cached_property
     def _values(self) -> dict[tuple[str, str, str], np.ndarray]:
         m = self.metrics.sort_values("repeat", kind="stable")
-        return {key: group["value"].to_numpy(dtype=float)
-                for key, group in m.groupby(["experiment", "variant", "metric"], sort=False)}
+        return {
+            key: group["value"].to_numpy(dtype=float)
+            for key, group in m.groupby(["experiment", "variant", "metric"], sort=False)
+        }
 
     def values(self, experiment: str, variant: str, metric: str) -> np.ndarray:
         """One value per run, in repeat order."""
@@ -145,8 +176,10 @@ class Evidence:
         cpus = self._node.get((experiment, variant), (set(), None))[0]
         if len(cpus) != 1:
             seen = ", ".join(map(str, sorted(cpus))) or "none"
-            raise Unmet("one node size", f"{experiment} {variant}'s processes saw num_cpu {seen}: the model "
-                                         "needs one number of CPUs")
+            raise Unmet(
+                "one node size",
+                f"{experiment} {variant}'s processes saw num_cpu {seen}: the model needs one number of CPUs",
+            )
         return next(iter(cpus))
 
     def period_ms(self, experiment: str, variant: str) -> float:
@@ -162,8 +195,10 @@ class Evidence:
             return out
         for (experiment, variant), group in h.groupby(["experiment", "variant"], sort=False):
             periods = group["cg_period_us"].dropna() if "cg_period_us" in group.columns else pd.Series(dtype=float)
-            out[(experiment, variant)] = (set(group["num_cpu"].dropna().astype(int)),
-                                          float(periods.iloc[0]) / 1000 if len(periods) else None)
+            out[(experiment, variant)] = (
+                set(group["num_cpu"].dropna().astype(int)),
+                float(periods.iloc[0]) / 1000 if len(periods) else None,
+            )
         return out
 
     @functools.cached_property
@@ -193,8 +228,13 @@ class Evidence:
         if "disturbed" not in self.runs.columns:
             return self
         flagged = self.runs["disturbed"].fillna(False).astype(bool)
-        gone = set(zip(self.runs.loc[flagged, "experiment"], self.runs.loc[flagged, "variant"],
-                       self.runs.loc[flagged, "repeat"].astype(int)))
+        gone = set(
+            zip(
+                self.runs.loc[flagged, "experiment"],
+                self.runs.loc[flagged, "variant"],
+                self.runs.loc[flagged, "repeat"].astype(int),
+            )
+        )
         if not gone:
             return self
 
@@ -291,8 +331,10 @@ class Finding:
         except CatalogueError as exc:
             raise CatalogueError(f"finding {self.id}: {exc}") from None
         if len(sides) > 1:
-            raise ValueError(f"finding {self.id} rests on experiments of the lab's and of ours ({', '.join(named)}; "
-                             "model/catalogue.py): a claim is one or the other")
+            raise ValueError(
+                f"finding {self.id} rests on experiments of the lab's and of ours ({', '.join(named)}; "
+                "model/catalogue.py): a claim is one or the other"
+            )
 
     @property
     def experiments(self) -> tuple[str, ...]:
@@ -345,12 +387,14 @@ def cite(finding: Finding) -> Finding:
     a claim of the lab's its figures (model/reference.py QUOTES), its sentence, and each check's figure
     by the check's label. A check that already names its figure keeps it."""
     if finding.ours:
-        checks = tuple(check if check.reference else replace(check, reference=OURS_REFERENCE)
-                       for check in finding.checks)
+        checks = tuple(
+            check if check.reference else replace(check, reference=OURS_REFERENCE) for check in finding.checks
+        )
         return replace(finding, reference=finding.reference or OURS_REFERENCE, checks=checks)
     quoted = quote(finding.id)
-    checks = tuple(check if check.reference else replace(check, reference=quoted.checks[check.label])
-                   for check in finding.checks)
+    checks = tuple(
+        check if check.reference else replace(check, reference=quoted.checks[check.label]) for check in finding.checks
+    )
     return replace(finding, reference=finding.reference or quoted.claim, checks=checks)
 
 
@@ -383,7 +427,9 @@ def zero_verdict(runs: int, relation: Relation, threshold: Sequence[float]) -> t
         holds = 0 < threshold[0]
     else:
         holds = 0 > threshold[0]
-    return (REPRODUCED, seen) if holds else (CONTRADICTED, f"{seen}, on the other side of {_bounds(relation, threshold)}")
+    return (
+        (REPRODUCED, seen) if holds else (CONTRADICTED, f"{seen}, on the other side of {_bounds(relation, threshold)}")
+    )
 
 
 def check_quantile(check: Check) -> float:
@@ -398,8 +444,9 @@ def _bounds(relation: Relation, threshold: Sequence[float]) -> str:
     return f"{threshold[0]:.3g}"
 
 
-def _interval_reason(verdict: str, flag: str, lo: float, hi: float, relation: Relation,
-                     threshold: Sequence[float], what: str) -> str:
+def _interval_reason(
+    verdict: str, flag: str, lo: float, hi: float, relation: Relation, threshold: Sequence[float], what: str
+) -> str:
     """Why an interval did not reproduce the check (empty when it did)."""
     if verdict == REPRODUCED:
         return ""
@@ -455,13 +502,23 @@ def evaluate_ratio(base: CheckResult, evidence: Evidence) -> CheckResult:
     else:
         raise ValueError(f"a ratio check cannot use scale {check.scale!r}")
     shown_p = check.decisive and check.relation != "within"
-    out = replace(base, effect=cmp.effect, lo=cmp.lo, hi=cmp.hi, p=cmp.p_value if shown_p else math.nan,
-                  min_p=cmp.min_p if shown_p else math.nan, a12=cmp.a12 if shown_p else math.nan,
-                  method=cmp.method + (f" ({cmp.flag})" if cmp.flag else ""))
+    out = replace(
+        base,
+        effect=cmp.effect,
+        lo=cmp.lo,
+        hi=cmp.hi,
+        p=cmp.p_value if shown_p else math.nan,
+        min_p=cmp.min_p if shown_p else math.nan,
+        a12=cmp.a12 if shown_p else math.nan,
+        method=cmp.method + (f" ({cmp.flag})" if cmp.flag else ""),
+    )
     if cmp.flag.startswith("0 in "):
         if not np.all(b > 0):
-            return replace(out, reason=f"{check.variant} is 0 in every run, and so is {check.baseline} in "
-                                       f"{int((b <= 0).sum())} of {b.size}: no ratio to judge")
+            return replace(
+                out,
+                reason=f"{check.variant} is 0 in every run, and so is {check.baseline} in "
+                f"{int((b <= 0).sum())} of {b.size}: no ratio to judge",
+            )
         verdict, reason = zero_verdict(a.size, check.relation, threshold)
         return replace(out, verdict=verdict, reason=f"{check.variant}: {reason}")
     verdict = interval_verdict(cmp.lo, cmp.hi, check.relation, threshold)
@@ -493,8 +550,11 @@ def evaluate_level(base: CheckResult, evidence: Evidence) -> CheckResult:
             if np.all(values == 0):
                 est = _quiet(lambda: stats.estimate(values, log=False, level=evidence.level, label=label))
             else:
-                return replace(base, reason=f"{metric} is 0 or less in {int((values <= 0).sum())} of "
-                                            f"{values.size} runs: no geometric mean")
+                return replace(
+                    base,
+                    reason=f"{metric} is 0 or less in {int((values <= 0).sum())} of "
+                    f"{values.size} runs: no geometric mean",
+                )
         else:
             est = _quiet(lambda: stats.estimate(values, log=check.scale == "log", level=evidence.level, label=label))
     method = est.method + (f" ({est.flag})" if est.flag else "") + "; one configuration, no test"
@@ -503,25 +563,29 @@ def evaluate_level(base: CheckResult, evidence: Evidence) -> CheckResult:
         verdict, reason = zero_verdict(est.n, check.relation, threshold)
         return replace(out, verdict=verdict, reason=reason)
     verdict = interval_verdict(est.lo, est.hi, check.relation, threshold)
-    return replace(out, verdict=verdict,
-                   reason=_interval_reason(verdict, est.flag, est.lo, est.hi, check.relation, threshold,
-                                           "the estimate"))
+    return replace(
+        out,
+        verdict=verdict,
+        reason=_interval_reason(verdict, est.flag, est.lo, est.hi, check.relation, threshold, "the estimate"),
+    )
 
 
 def evaluate_agreement(base: CheckResult, evidence: Evidence) -> CheckResult:
     check = base.check
     m = evidence.metrics[evidence.metrics["experiment"] == check.experiment]
-    wide = m.pivot_table(index=["variant", "repeat"], columns="metric", values="value", aggfunc="first",
-                         dropna=False)
+    wide = m.pivot_table(index=["variant", "repeat"], columns="metric", values="value", aggfunc="first", dropna=False)
     absent = [name for name in (check.metric, check.baseline) if name not in wide.columns]
     if absent:
         return replace(base, reason=f"no {check.experiment} run reports {' or '.join(absent)}")
     unread = wide[check.metric].isna() | wide[check.baseline].isna()
     if unread.any():
         runs = ", ".join(f"{v} rep{int(r)}" for v, r in wide.index[unread])
-        return replace(base, reason=f"{int(unread.sum())} of {len(wide)} runs lack {check.metric} or "
-                                    f"{check.baseline} ({runs}): the count cannot be made",
-                       method="exact count of variants whose every run reads back the predicted value")
+        return replace(
+            base,
+            reason=f"{int(unread.sum())} of {len(wide)} runs lack {check.metric} or "
+            f"{check.baseline} ({runs}): the count cannot be made",
+            method="exact count of variants whose every run reads back the predicted value",
+        )
     run_ok = wide[check.metric] == wide[check.baseline]
     per_variant = run_ok.groupby(level="variant").all()
     matched, total = int(per_variant.sum()), int(per_variant.size)
@@ -530,9 +594,13 @@ def evaluate_agreement(base: CheckResult, evidence: Evidence) -> CheckResult:
     reason = f"{matched} of {total} variants ({int(run_ok.sum())} of {run_ok.size} runs) matched the rule"
     if off:
         reason += "; off the rule: " + ", ".join(off)
-    return replace(base, effect=matched / total if total else math.nan, verdict=verdict, reason=reason,
-                   method="exact count of variants whose every run reads back the predicted value; deterministic, "
-                          "no interval")
+    return replace(
+        base,
+        effect=matched / total if total else math.nan,
+        verdict=verdict,
+        reason=reason,
+        method="exact count of variants whose every run reads back the predicted value; deterministic, no interval",
+    )
 
 
 _EVALUATORS = {"ratio": evaluate_ratio, "level": evaluate_level, "agreement": evaluate_agreement}
@@ -545,19 +613,24 @@ _EVALUATORS = {"ratio": evaluate_ratio, "level": evaluate_level, "agreement": ev
 def _presence(check: Check, evidence: Evidence) -> Unmet | None:
     """The check's experiment and variants must be in this profile's tables."""
     if check.experiment not in evidence.profile_experiments:
-        return Unmet("experiment in this profile", f"{check.experiment} is not in this run (its profile, or the "
-                                                   "experiments setting, leaves it out)")
+        return Unmet(
+            "experiment in this profile",
+            f"{check.experiment} is not in this run (its profile, or the experiments setting, leaves it out)",
+        )
     present = evidence.variants(check.experiment)
     if check.kind == "agreement" and not present:
         return Unmet("runs in the tables", f"no {check.experiment} runs in the tables")
     lacking = [v for v in check.variants_needed() if v not in present]
     reasons = [evidence.left_out.get(f"{check.experiment}/{v}") for v in lacking]
     if lacking and all(reasons):
-        return Unmet("variants this backend can run", "; ".join(
-            f"{check.experiment} {v}: {reason}" for v, reason in zip(lacking, reasons)))
+        return Unmet(
+            "variants this backend can run",
+            "; ".join(f"{check.experiment} {v}: {reason}" for v, reason in zip(lacking, reasons)),
+        )
     if lacking:
-        return Unmet("variants in this profile", f"variant not in this profile: {check.experiment} "
-                                                 f"{', '.join(lacking)}")
+        return Unmet(
+            "variants in this profile", f"variant not in this profile: {check.experiment} {', '.join(lacking)}"
+        )
     return None
 
 
@@ -570,10 +643,13 @@ def _real_time(check: Check, evidence: Evidence) -> Unmet | None:
     emulated = evidence.emulated(check.experiment, check.variants_needed())
     if not emulated:
         return None
-    return Unmet(REAL_TIME_CPU, f"emulated CPU (TCG): {emulated} {check.experiment} run(s) of "
-                                f"{', '.join(check.variants_needed())} ran in a QEMU guest without KVM, where "
-                                "wall-clock timing is not a real node's; run the vm backend with KVM "
-                                "(vm.accel: kvm) or on a host")
+    return Unmet(
+        REAL_TIME_CPU,
+        f"emulated CPU (TCG): {emulated} {check.experiment} run(s) of "
+        f"{', '.join(check.variants_needed())} ran in a QEMU guest without KVM, where "
+        "wall-clock timing is not a real node's; run the vm backend with KVM "
+        "(vm.accel: kvm) or on a host",
+    )
 
 
 def _resolve_quantile(check: Check, evidence: Evidence) -> tuple[Check, str]:
@@ -583,25 +659,36 @@ def _resolve_quantile(check: Check, evidence: Evidence) -> tuple[Check, str]:
     no value for it, and the check says so."""
     if check.quantile_of is None:
         return check, ""
-    planned = {v: evidence.spec(check.experiment, v).window_requests(check.quantile_of)
-               for v in check.variants_needed()}
+    planned = {
+        v: evidence.spec(check.experiment, v).window_requests(check.quantile_of) for v in check.variants_needed()
+    }
     if any(n is None for n in planned.values()):
-        raise Unmet("the variant's parameters",
-                    f"{', '.join(v for v, n in planned.items() if n is None)}: no open-loop rate and window, so "
-                    "the design fixes no request count to choose a quantile from")
+        raise Unmet(
+            "the variant's parameters",
+            f"{', '.join(v for v, n in planned.items() if n is None)}: no open-loop rate and window, so "
+            "the design fixes no request count to choose a quantile from",
+        )
     fewest = min(planned.values())
     q = stats.supported_quantile([fewest], SERVICE_QUANTILES)
     if q is None:
-        raise Unmet("samples per run for a quantile",
-                    f"the design schedules {fewest} /{check.quantile_of} requests per run; even p50 needs "
-                    f"{stats.min_samples(0.5)}")
+        raise Unmet(
+            "samples per run for a quantile",
+            f"the design schedules {fewest} /{check.quantile_of} requests per run; even p50 needs "
+            f"{stats.min_samples(0.5)}",
+        )
     name = stats.quantile_name(q)
     higher = ", ".join(f"{stats.quantile_name(h)} needs {stats.min_samples(h):,}" for h in SERVICE_QUANTILES if h > q)
-    why = (f"Quantile {name}: the highest of " + "/".join(stats.quantile_name(h) for h in SERVICE_QUANTILES)
-           + f" that the design's {fewest:,} /{check.quantile_of} requests per run support (rate x window, "
-           "an exact count per run" + (f"; {higher}" if higher else "") + "). ")
-    resolved = replace(check, label=check.label.replace(QUANTILE_SLOT, name),
-                       metric=check.metric.replace(QUANTILE_SLOT, name.replace(".", "_")))
+    why = (
+        f"Quantile {name}: the highest of "
+        + "/".join(stats.quantile_name(h) for h in SERVICE_QUANTILES)
+        + f" that the design's {fewest:,} /{check.quantile_of} requests per run support (rate x window, "
+        "an exact count per run" + (f"; {higher}" if higher else "") + "). "
+    )
+    resolved = replace(
+        check,
+        label=check.label.replace(QUANTILE_SLOT, name),
+        metric=check.metric.replace(QUANTILE_SLOT, name.replace(".", "_")),
+    )
     return resolved, why
 
 
@@ -614,9 +701,17 @@ def evaluate_check(finding: str, check: Check, evidence: Evidence) -> CheckResul
     unmet: list[Unmet] = []
     absent = _presence(check, evidence)
     if absent:
-        return CheckResult(finding, check, label=check.label, metric=check.metric, threshold=check.threshold,
-                           why=check.why, verdict=NOT_TESTABLE, requirement=absent.name,
-                           reason=f"needs {absent.name}: {absent.reason}")
+        return CheckResult(
+            finding,
+            check,
+            label=check.label,
+            metric=check.metric,
+            threshold=check.threshold,
+            why=check.why,
+            verdict=NOT_TESTABLE,
+            requirement=absent.name,
+            reason=f"needs {absent.name}: {absent.reason}",
+        )
     resolved, why = check, check.why
     timing = _real_time(check, evidence)
     if timing:
@@ -655,8 +750,9 @@ def evaluate_check(finding: str, check: Check, evidence: Evidence) -> CheckResul
         if result.reason:
             reason += f"; measured: {result.reason}"
         elif math.isfinite(result.effect):
-            shown = f"{result.effect:.3g}" + (f" [{result.lo:.3g}, {result.hi:.3g}]" if math.isfinite(result.lo)
-                                              and math.isfinite(result.hi) else "")
+            shown = f"{result.effect:.3g}" + (
+                f" [{result.lo:.3g}, {result.hi:.3g}]" if math.isfinite(result.lo) and math.isfinite(result.hi) else ""
+            )
             reason += f"; measured: {shown}"
         return replace(result, verdict=NOT_TESTABLE, reason=reason, requirement=names, p=math.nan, min_p=math.nan)
     disturbed = sum(evidence.disturbed(check.experiment, v) for v in check.variants_needed())
@@ -666,8 +762,10 @@ def evaluate_check(finding: str, check: Check, evidence: Evidence) -> CheckResul
         without = evaluate_check(finding, check, evidence.without_disturbed())
         note = f"{disturbed} disturbed run(s) kept and marked (runs.csv); without them: {without.verdict}"
         if without.verdict != result.verdict and result.verdict in (REPRODUCED, CONTRADICTED):
-            note = (f"the verdict hangs on {disturbed} disturbed run(s) (kept and marked, runs.csv): with them "
-                    f"{result.verdict}, without them {without.verdict}")
+            note = (
+                f"the verdict hangs on {disturbed} disturbed run(s) (kept and marked, runs.csv): with them "
+                f"{result.verdict}, without them {without.verdict}"
+            )
             result = replace(result, verdict=INCONCLUSIVE)
         result = replace(result, reason="; ".join(r for r in (result.reason, note) if r))
     return result
@@ -683,8 +781,11 @@ def evaluate_checks(findings: Iterable[Finding], evidence: Evidence) -> list[Che
     results = [evaluate_check(finding.id, check, evidence) for finding in findings for check in finding.checks]
     ours = [finding.ours for finding in findings for _ in finding.checks]
     for side in (False, True):
-        _holm(results, [i for i, r in enumerate(results)
-                        if ours[i] == side and r.verdict != NOT_TESTABLE and math.isfinite(r.p)], evidence)
+        _holm(
+            results,
+            [i for i, r in enumerate(results) if ours[i] == side and r.verdict != NOT_TESTABLE and math.isfinite(r.p)],
+            evidence,
+        )
     return results
 
 
@@ -699,11 +800,13 @@ def _holm(results: list[CheckResult], family: list[int], evidence: Evidence) -> 
             method = r.method + f"; Holm over {len(family)} comparison{'s' if len(family) > 1 else ''}"
             reason = r.reason
             if floor > alpha:
-                note = (f"cannot reach significance after Holm's adjustment over {len(family)} "
-                        f"comparison{'s' if len(family) > 1 else ''}: even "
-                        f"perfectly separated runs (exact p {r.min_p:.2g}, R = "
-                        f"{'/'.join(str(x) for x in _runs(r, evidence))}) would get an adjusted p of {floor:.2g} > "
-                        f"{alpha:.2g}")
+                note = (
+                    f"cannot reach significance after Holm's adjustment over {len(family)} "
+                    f"comparison{'s' if len(family) > 1 else ''}: even "
+                    f"perfectly separated runs (exact p {r.min_p:.2g}, R = "
+                    f"{'/'.join(str(x) for x in _runs(r, evidence))}) would get an adjusted p of {floor:.2g} > "
+                    f"{alpha:.2g}"
+                )
                 reason = "; ".join(x for x in (reason, note) if x)
             results[i] = replace(r, p_holm=float(p_holm), method=method, reason=reason)
 
@@ -720,6 +823,7 @@ def finding_verdict(results: Sequence[CheckResult]) -> tuple[str, CheckResult]:
     else inconclusive when a check does not hold; else reproduced (every check holds). Among
     the checks with the deciding verdict, one with a measured effect is shown first.
     """
+
     def first(same: list[CheckResult]) -> CheckResult:
         return next((r for r in same if math.isfinite(r.effect)), same[0])
 
@@ -762,8 +866,26 @@ def _finding_reason(finding: Finding, verdict: str, decider: CheckResult, mine: 
 def check_rows(results: Sequence[CheckResult]) -> pd.DataFrame:
     """checks.csv: one row per check."""
     rows = [
-        (r.finding, r.label, r.check.experiment, r.metric, r.expected, r.effect, r.lo, r.hi, r.p,
-         r.p_holm, r.a12, r.check.reference, r.verdict, r.reason, r.method, r.why, r.check.decisive, r.requirement)
+        (
+            r.finding,
+            r.label,
+            r.check.experiment,
+            r.metric,
+            r.expected,
+            r.effect,
+            r.lo,
+            r.hi,
+            r.p,
+            r.p_holm,
+            r.a12,
+            r.check.reference,
+            r.verdict,
+            r.reason,
+            r.method,
+            r.why,
+            r.check.decisive,
+            r.requirement,
+        )
         for r in results
     ]
     return pd.DataFrame.from_records(rows, columns=CHECKS_COLUMNS)
@@ -775,13 +897,25 @@ def finding_rows(findings: Sequence[Finding], results: Sequence[CheckResult]) ->
     for finding in findings:
         mine = [r for r in results if r.finding == finding.id]
         verdict, decider = finding_verdict(mine)
-        rows.append((
-            finding.id, finding.claim, ", ".join(finding.experiments + finding.not_covered),
-            "; ".join(dict.fromkeys(r.metric for r in mine)), "; ".join(r.expected for r in mine), decider.effect,
-            decider.lo, decider.hi, decider.p, decider.p_holm, decider.a12, finding.reference, verdict,
-            _finding_reason(finding, verdict, decider, mine),
-            (f"[{decider.label}] " if len(mine) > 1 else "") + decider.method,
-        ))
+        rows.append(
+            (
+                finding.id,
+                finding.claim,
+                ", ".join(finding.experiments + finding.not_covered),
+                "; ".join(dict.fromkeys(r.metric for r in mine)),
+                "; ".join(r.expected for r in mine),
+                decider.effect,
+                decider.lo,
+                decider.hi,
+                decider.p,
+                decider.p_holm,
+                decider.a12,
+                finding.reference,
+                verdict,
+                _finding_reason(finding, verdict, decider, mine),
+                (f"[{decider.label}] " if len(mine) > 1 else "") + decider.method,
+            )
+        )
     return pd.DataFrame.from_records(rows, columns=FINDINGS_COLUMNS)
 
 

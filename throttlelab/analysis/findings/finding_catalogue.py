@@ -12,7 +12,9 @@ from throttlelab.analysis.findings import engine, jobs_findings, services_findin
 from throttlelab.analysis.findings.engine import Evidence, Finding
 
 FINDINGS: tuple[Finding, ...] = tuple(
-    sorted((*jobs_findings.FINDINGS, *weights_findings.FINDINGS, *services_findings.FINDINGS), key=lambda f: int(f.id[1:]))
+    sorted(
+        (*jobs_findings.FINDINGS, *weights_findings.FINDINGS, *services_findings.FINDINGS), key=lambda f: int(f.id[1:])
+    )
 )
 
 

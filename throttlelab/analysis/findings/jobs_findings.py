@@ -39,17 +39,20 @@ def arm(evidence: Evidence, variant: str, experiment: str = E2A) -> predictions.
 def _throttles(a: predictions.BurstArm, variant: str) -> None:
     if a.quota_ms is None or a.cpu_ms <= a.quota_ms:
         quota = "no quota" if a.quota_ms is None else f"the {a.quota_ms:g} ms quota"
-        raise Unmet("a burst larger than its quota",
-                    f"{variant}: {a.describe()}: {a.cpu_ms:g} ms of CPU fit in {quota}, so the model predicts "
-                    "no throttling")
+        raise Unmet(
+            "a burst larger than its quota",
+            f"{variant}: {a.describe()}: {a.cpu_ms:g} ms of CPU fit in {quota}, so the model predicts no throttling",
+        )
 
 
 def _throttles_past_budget(a: predictions.BurstArm, variant: str) -> None:
     if a.quota_ms is None or a.cpu_ms <= a.quota_ms + a.budget_ms:
         room = "no quota" if a.quota_ms is None else f"quota + budget = {a.quota_ms + a.budget_ms:g} ms"
-        raise Unmet("a burst larger than quota + budget",
-                    f"{variant}: {a.describe()}: {a.cpu_ms:g} ms of CPU fit in {room}, so the model predicts no "
-                    "throttling to compare with")
+        raise Unmet(
+            "a burst larger than quota + budget",
+            f"{variant}: {a.describe()}: {a.cpu_ms:g} ms of CPU fit in {room}, so the model predicts no "
+            "throttling to compare with",
+        )
 
 
 # --------------------------------------------------------------------------
@@ -65,12 +68,15 @@ def slowdown(variant: str, baseline: str = "nolimit"):
         slow, free = a.median_wall_ms(), b.median_wall_ms()
         ratio = slow / free
         threshold = predictions.latency_threshold(ratio)
-        return Derivation((round(threshold, 3),), (
-            f"Model: {variant} = {a.describe()}. Over the burst's start phases (the interval is never a multiple "
-            f"of the period) its median wall time is {slow:.3g} ms against {free:.3g} ms without a limit: "
-            f"{ratio:.3g}x. Threshold (r + 2) / 3 = {threshold:.3g}: the same ratio once a fixed overhead of up to "
-            f"twice the unthrottled burst is added to both arms (the lab's was 0.7x: 34.3 ms for its 20 ms burst)."
-        ))
+        return Derivation(
+            (round(threshold, 3),),
+            (
+                f"Model: {variant} = {a.describe()}. Over the burst's start phases (the interval is never a multiple "
+                f"of the period) its median wall time is {slow:.3g} ms against {free:.3g} ms without a limit: "
+                f"{ratio:.3g}x. Threshold (r + 2) / 3 = {threshold:.3g}: the same ratio once a fixed overhead of up to "
+                f"twice the unthrottled burst is added to both arms (the lab's was 0.7x: 34.3 ms for its 20 ms burst)."
+            ),
+        )
 
     return derive
 
@@ -81,14 +87,20 @@ def unchanged(variant: str):
     def derive(evidence: Evidence, check: Check) -> Derivation:
         a = arm(evidence, variant)
         if a.quota_ms is not None and a.cpu_ms > a.quota_ms:
-            raise Unmet("a burst within its quota", f"{variant}: {a.describe()}: {a.cpu_ms:g} ms of CPU exceed "
-                                                    f"the {a.quota_ms:g} ms quota, so the model predicts a slow-down")
+            raise Unmet(
+                "a burst within its quota",
+                f"{variant}: {a.describe()}: {a.cpu_ms:g} ms of CPU exceed "
+                f"the {a.quota_ms:g} ms quota, so the model predicts a slow-down",
+            )
         quota = "no quota" if a.quota_ms is None else f"the {a.quota_ms:g} ms quota"
-        return Derivation((round(1 / SAME_BAND, 3), SAME_BAND), (
-            f"Model: {variant} = {a.describe()}: {a.cpu_ms:g} ms of CPU fit in {quota} at every start phase, so it "
-            f"is never throttled and the ratio is 1. Band x/÷ {SAME_BAND:g} (symmetric on the log scale); the whole "
-            "interval must lie inside it (an equivalence test, no p-value)."
-        ))
+        return Derivation(
+            (round(1 / SAME_BAND, 3), SAME_BAND),
+            (
+                f"Model: {variant} = {a.describe()}: {a.cpu_ms:g} ms of CPU fit in {quota} at every start phase, so it "
+                f"is never throttled and the ratio is 1. Band x/÷ {SAME_BAND:g} (symmetric on the log scale); the whole "
+                "interval must lie inside it (an equivalence test, no p-value)."
+            ),
+        )
 
     return derive
 
@@ -102,17 +114,20 @@ def sums_run_queues(variant: str):
         wall = float(np.mean(a.burst().wall_ms))
         fewest, most = a.counted_queues
         low, high = round(fewest / SAME_BAND, 3), round(most * SAME_BAND, 3)
-        return Derivation((low, high), (
-            f"SPEC §1: the kernel adds throttled time per CPU run queue on which the group was throttled. Model: "
-            f"{variant} = {a.describe()}: its waits (mean wall {wall:.3g} ms against {a.free_wall_ms:g} ms "
-            f"unthrottled) are counted on each of the run queues that was throttled, at least {fewest} and at most "
-            f"min(threads, CPUs) = {most} (how many depends on where the scheduler placed the threads, which "
-            f"the model does not fix), so throttled ms per round / extra wall ms per round lies in "
-            f"[{fewest}, {most}]. Band [{fewest}/{SAME_BAND:g}, {most} x {SAME_BAND:g}] (the equivalence margin at "
-            "both ends); the whole "
-            "interval must lie inside it. A value above the band would mean time counted on queues the group "
-            "never had; below it, less than one clock."
-        ))
+        return Derivation(
+            (low, high),
+            (
+                f"SPEC §1: the kernel adds throttled time per CPU run queue on which the group was throttled. Model: "
+                f"{variant} = {a.describe()}: its waits (mean wall {wall:.3g} ms against {a.free_wall_ms:g} ms "
+                f"unthrottled) are counted on each of the run queues that was throttled, at least {fewest} and at most "
+                f"min(threads, CPUs) = {most} (how many depends on where the scheduler placed the threads, which "
+                f"the model does not fix), so throttled ms per round / extra wall ms per round lies in "
+                f"[{fewest}, {most}]. Band [{fewest}/{SAME_BAND:g}, {most} x {SAME_BAND:g}] (the equivalence margin at "
+                "both ends); the whole "
+                "interval must lie inside it. A value above the band would mean time counted on queues the group "
+                "never had; below it, less than one clock."
+            ),
+        )
 
     return derive
 
@@ -126,15 +141,22 @@ def exceeds_wall(variant: str):
         wall = float(np.mean(a.burst().wall_ms))
         predicted = a.throttled_ms() / wall
         if a.queues < 2 or predicted <= 1:
-            raise Unmet("two or more run queues", (
-                f"{variant} keeps min({a.threads} threads, {a.cpus} CPUs) = {a.queues} run queue(s) busy: the model's "
-                f"throttled time per round is {a.throttled_ms():.3g} ms against {wall:.3g} ms of wall time "
-                f"({predicted:.2g}x), so it cannot exceed the wall time here"))
-        return Derivation((1.0,), (
-            f"The claim itself: throttled time above wall time, impossible for one clock. Model: {a.queues} run queues "
-            f"x {float(np.mean(a.burst().pause_ms)):.3g} ms of waiting = {a.throttled_ms():.3g} ms per round against "
-            f"{wall:.3g} ms of wall time ({predicted:.3g}x)."
-        ))
+            raise Unmet(
+                "two or more run queues",
+                (
+                    f"{variant} keeps min({a.threads} threads, {a.cpus} CPUs) = {a.queues} run queue(s) busy: the model's "
+                    f"throttled time per round is {a.throttled_ms():.3g} ms against {wall:.3g} ms of wall time "
+                    f"({predicted:.2g}x), so it cannot exceed the wall time here"
+                ),
+            )
+        return Derivation(
+            (1.0,),
+            (
+                f"The claim itself: throttled time above wall time, impossible for one clock. Model: {a.queues} run queues "
+                f"x {float(np.mean(a.burst().pause_ms)):.3g} ms of waiting = {a.throttled_ms():.3g} ms per round against "
+                f"{wall:.3g} ms of wall time ({predicted:.3g}x)."
+            ),
+        )
 
     return derive
 
@@ -150,16 +172,23 @@ def counted_periods(variant: str):
         wall_periods = float(spec.interval_ms) / a.period_ms if spec.interval_ms else math.inf
         band = (low - PERIOD_SLACK, high + PERIOD_SLACK)
         if wall_periods <= band[1]:
-            raise Unmet("rounds longer than the counted periods", (
-                f"a round of {spec.interval_ms:g} ms spans {wall_periods:.3g} periods, inside the band "
-                f"[{band[0]:g}, {band[1]:g}]: counting every period would look the same"))
-        return Derivation(band, (
-            f"Model: {variant} = {a.describe()}: a burst of {float(np.median(burst.wall_ms)):.3g} ms touches "
-            f"{low - 1} to {high - 1} period(s) depending on where it starts, and the kernel counts one more: the "
-            "period timer fires once more after the group went idle (nr_periods is incremented before the idle "
-            f"check). So {low} to {high} periods per round, +/- {PERIOD_SLACK:g} at the edges; every wall-clock "
-            f"period would give {wall_periods:.3g} per round (interval {spec.interval_ms:g} ms)."
-        ))
+            raise Unmet(
+                "rounds longer than the counted periods",
+                (
+                    f"a round of {spec.interval_ms:g} ms spans {wall_periods:.3g} periods, inside the band "
+                    f"[{band[0]:g}, {band[1]:g}]: counting every period would look the same"
+                ),
+            )
+        return Derivation(
+            band,
+            (
+                f"Model: {variant} = {a.describe()}: a burst of {float(np.median(burst.wall_ms)):.3g} ms touches "
+                f"{low - 1} to {high - 1} period(s) depending on where it starts, and the kernel counts one more: the "
+                "period timer fires once more after the group went idle (nr_periods is incremented before the idle "
+                f"check). So {low} to {high} periods per round, +/- {PERIOD_SLACK:g} at the edges; every wall-clock "
+                f"period would give {wall_periods:.3g} per round (interval {spec.interval_ms:g} ms)."
+            ),
+        )
 
     return derive
 
@@ -172,12 +201,15 @@ def fewer_throttled(variant: str, baseline: str):
         _throttles(b, baseline)
         ratio = a.throttled_ms() / b.throttled_ms()
         threshold = predictions.rate_threshold(ratio)
-        return Derivation((round(threshold, 3),), (
-            f"Model: {variant} = {a.describe()}: {a.throttled_ms():.3g} ms throttled per round; {baseline} = "
-            f"{b.describe()}: {b.throttled_ms():.3g} ms; ratio {ratio:.3g}. Threshold sqrt(r) = {threshold:.3g}: half "
-            "the predicted reduction on the log scale. A ratio of mean throttled times (Fieller's interval): a run "
-            "without any throttling is 0, which no geometric mean can hold."
-        ))
+        return Derivation(
+            (round(threshold, 3),),
+            (
+                f"Model: {variant} = {a.describe()}: {a.throttled_ms():.3g} ms throttled per round; {baseline} = "
+                f"{b.describe()}: {b.throttled_ms():.3g} ms; ratio {ratio:.3g}. Threshold sqrt(r) = {threshold:.3g}: half "
+                "the predicted reduction on the log scale. A ratio of mean throttled times (Fieller's interval): a run "
+                "without any throttling is 0, which no geometric mean can hold."
+            ),
+        )
 
     return derive
 
@@ -188,11 +220,14 @@ def not_faster(variant: str, baseline: str):
     def derive(evidence: Evidence, check: Check) -> Derivation:
         a, b = arm(evidence, variant), arm(evidence, baseline)
         ratio = a.median_wall_ms() / b.median_wall_ms()
-        return Derivation((round(1 / NOT_FASTER, 3),), (
-            f"'Not faster': the fewer-threads burst may finish at most {100 * (NOT_FASTER - 1):.0f}% sooner "
-            f"(threshold 1/{NOT_FASTER:g}). Model: median wall {a.median_wall_ms():.3g} ms ({variant}) against "
-            f"{b.median_wall_ms():.3g} ms ({baseline}): {ratio:.3g}x, the same CPU on fewer run queues."
-        ))
+        return Derivation(
+            (round(1 / NOT_FASTER, 3),),
+            (
+                f"'Not faster': the fewer-threads burst may finish at most {100 * (NOT_FASTER - 1):.0f}% sooner "
+                f"(threshold 1/{NOT_FASTER:g}). Model: median wall {a.median_wall_ms():.3g} ms ({variant}) against "
+                f"{b.median_wall_ms():.3g} ms ({baseline}): {ratio:.3g}x, the same CPU on fewer run queues."
+            ),
+        )
 
     return derive
 
@@ -240,8 +275,14 @@ def go_line_can_change_default(experiment: str) -> Requirement:
                 continue
             limit = spec.milli("limit")
             for n_cpu in cpus:
-                defaults.append((spec.limit, limit, go_default_gomaxprocs("1.24", limit, n_cpu),
-                                 go_default_gomaxprocs("1.25", limit, n_cpu)))
+                defaults.append(
+                    (
+                        spec.limit,
+                        limit,
+                        go_default_gomaxprocs("1.24", limit, n_cpu),
+                        go_default_gomaxprocs("1.25", limit, n_cpu),
+                    )
+                )
         if any(old != new for _, _, old, new in defaults):
             return None
         milli = {lim: math.inf if m is None else m for lim, m, _, _ in defaults}
@@ -301,15 +342,21 @@ def budget_speedup(variant: str, baseline: str):
         _throttles_past_budget(b, baseline)
         ratio = a.median_wall_ms() / b.median_wall_ms()
         if ratio >= 1:
-            raise Unmet("a budget the model says helps", f"{variant}: {a.describe()}: the model's median wall time "
-                                                         f"{a.median_wall_ms():.3g} ms is no shorter than {baseline}'s")
+            raise Unmet(
+                "a budget the model says helps",
+                f"{variant}: {a.describe()}: the model's median wall time "
+                f"{a.median_wall_ms():.3g} ms is no shorter than {baseline}'s",
+            )
         threshold = predictions.latency_threshold(ratio)
-        return Derivation((round(threshold, 3),), (
-            f"Model (the budget's refill: the pool starts a burst with quota + budget after idle periods): "
-            f"{variant} = {a.describe()}: median wall {a.median_wall_ms():.3g} ms; {baseline} = {b.describe()}: "
-            f"{b.median_wall_ms():.3g} ms; r = {ratio:.3g}. Threshold 3r / (1 + 2r) = {threshold:.3g}: F1's allowance "
-            "of a fixed overhead up to twice the faster arm, added to both."
-        ))
+        return Derivation(
+            (round(threshold, 3),),
+            (
+                f"Model (the budget's refill: the pool starts a burst with quota + budget after idle periods): "
+                f"{variant} = {a.describe()}: median wall {a.median_wall_ms():.3g} ms; {baseline} = {b.describe()}: "
+                f"{b.median_wall_ms():.3g} ms; r = {ratio:.3g}. Threshold 3r / (1 + 2r) = {threshold:.3g}: F1's allowance "
+                "of a fixed overhead up to twice the faster arm, added to both."
+            ),
+        )
 
     return derive
 
@@ -320,14 +367,20 @@ def back_to_unlimited(variant: str, baseline: str = "nolimit"):
     def derive(evidence: Evidence, check: Check) -> Derivation:
         a = arm(evidence, variant, X1)
         if a.quota_ms is None or a.cpu_ms > a.quota_ms + a.budget_ms:
-            raise Unmet("a burst within quota + budget", f"{variant}: {a.describe()}: {a.cpu_ms:g} ms of CPU exceed "
-                                                         "quota + budget, so the model predicts a slow-down")
-        return Derivation((round(1 / SAME_BAND, 3), SAME_BAND), (
-            f"Model: {variant} = {a.describe()}: {a.cpu_ms:g} ms of CPU fit in quota + budget = "
-            f"{a.quota_ms + a.budget_ms:g} ms, so after the idle interval the burst is never throttled and takes "
-            f"what it takes without a limit ({a.free_wall_ms:g} ms): ratio 1. F1's band x/÷ {SAME_BAND:g}; the "
-            "whole interval must lie inside it (an equivalence test, no p-value)."
-        ))
+            raise Unmet(
+                "a burst within quota + budget",
+                f"{variant}: {a.describe()}: {a.cpu_ms:g} ms of CPU exceed "
+                "quota + budget, so the model predicts a slow-down",
+            )
+        return Derivation(
+            (round(1 / SAME_BAND, 3), SAME_BAND),
+            (
+                f"Model: {variant} = {a.describe()}: {a.cpu_ms:g} ms of CPU fit in quota + budget = "
+                f"{a.quota_ms + a.budget_ms:g} ms, so after the idle interval the burst is never throttled and takes "
+                f"what it takes without a limit ({a.free_wall_ms:g} ms): ratio 1. F1's band x/÷ {SAME_BAND:g}; the "
+                "whole interval must lie inside it (an equivalence test, no p-value)."
+            ),
+        )
 
     return derive
 
@@ -340,15 +393,20 @@ def not_throttled(variant: str, reference: str):
         mine = float(np.mean(a.burst().throttled_periods))
         theirs = float(np.mean(b.burst().throttled_periods))
         if mine > 0 or theirs <= 0:
-            raise Unmet("a budget that lifts all throttling",
-                        f"the model gives {variant} {mine:.3g} and {reference} {theirs:.3g} throttled periods per "
-                        "round: no absolute bound separates them")
+            raise Unmet(
+                "a budget that lifts all throttling",
+                f"the model gives {variant} {mine:.3g} and {reference} {theirs:.3g} throttled periods per "
+                "round: no absolute bound separates them",
+            )
         bound = theirs / 2
-        return Derivation((round(bound, 3),), (
-            f"Model: {variant} ({a.describe()}) is throttled in 0 periods per round; the same job without a budget "
-            f"({reference}) in {theirs:.3g}. Absolute bound: half of that, {bound:.3g} per round (more means the "
-            "budget did not lift the throttling)."
-        ))
+        return Derivation(
+            (round(bound, 3),),
+            (
+                f"Model: {variant} ({a.describe()}) is throttled in 0 periods per round; the same job without a budget "
+                f"({reference}) in {theirs:.3g}. Absolute bound: half of that, {bound:.3g} per round (more means the "
+                "budget did not lift the throttling)."
+            ),
+        )
 
     return derive
 
@@ -364,11 +422,14 @@ def counted_bursts(variant: str, what: str):
         if predicted <= 0:
             raise Unmet("a burst over the quota", f"{variant}: {a.describe()}: no period uses more than the quota")
         unit = "periods over quota" if what == "count" else "ms borrowed"
-        return Derivation((round(predicted / 2, 3),), (
-            f"Model: {variant} = {a.describe()}: {predicted:.3g} {unit} per round (a burst straddling a period "
-            f"boundary uses at most the quota in each). Threshold: half of it (the kernel counts what the group "
-            "took from the pool, slices included, so more is no contradiction)."
-        ))
+        return Derivation(
+            (round(predicted / 2, 3),),
+            (
+                f"Model: {variant} = {a.describe()}: {predicted:.3g} {unit} per round (a burst straddling a period "
+                f"boundary uses at most the quota in each). Threshold: half of it (the kernel counts what the group "
+                "took from the pool, slices included, so more is no contradiction)."
+            ),
+        )
 
     return derive
 
@@ -384,16 +445,22 @@ def slower_with_shorter_period(variant: str, baseline: str):
         _throttles_past_budget(b, baseline)
         ratio = a.median_wall_ms() / b.median_wall_ms()
         if ratio <= 1:
-            raise Unmet("a predicted slow-down", f"the model's median wall {a.median_wall_ms():.3g} ms ({variant}) "
-                                                 f"is no longer than {b.median_wall_ms():.3g} ms ({baseline})")
+            raise Unmet(
+                "a predicted slow-down",
+                f"the model's median wall {a.median_wall_ms():.3g} ms ({variant}) "
+                f"is no longer than {b.median_wall_ms():.3g} ms ({baseline})",
+            )
         threshold = predictions.latency_threshold(ratio)
-        return Derivation((round(threshold, 3),), (
-            f"Model: {variant} = {a.describe()}: median wall {a.median_wall_ms():.3g} ms; {baseline} = "
-            f"{b.describe()}: {b.median_wall_ms():.3g} ms; r = {ratio:.3g} (the burst runs at full parallelism "
-            f"only until each period's quota is spent, so it approaches cpu / limit = "
-            f"{a.cpu_ms / (a.limit_milli / 1000):.3g} ms as the period shrinks). Threshold (r + 2) / 3 = "
-            f"{threshold:.3g} (F1's allowance)."
-        ))
+        return Derivation(
+            (round(threshold, 3),),
+            (
+                f"Model: {variant} = {a.describe()}: median wall {a.median_wall_ms():.3g} ms; {baseline} = "
+                f"{b.describe()}: {b.median_wall_ms():.3g} ms; r = {ratio:.3g} (the burst runs at full parallelism "
+                f"only until each period's quota is spent, so it approaches cpu / limit = "
+                f"{a.cpu_ms / (a.limit_milli / 1000):.3g} ms as the period shrinks). Threshold (r + 2) / 3 = "
+                f"{threshold:.3g} (F1's allowance)."
+            ),
+        )
 
     return derive
 
@@ -405,11 +472,14 @@ def more_throttles(variant: str, baseline: str):
         mine, theirs = (float(np.mean(x.burst().throttled_periods)) for x in (a, b))
         ratio = mine / theirs
         threshold = predictions.rate_threshold(ratio)
-        return Derivation((round(threshold, 3),), (
-            f"Model: {mine:.3g} throttled periods per round at {a.period_ms:g} ms ({variant}) against {theirs:.3g} "
-            f"at {b.period_ms:g} ms ({baseline}); r = {ratio:.3g} (about cpu / quota - 1 each). Threshold sqrt(r) = "
-            f"{threshold:.3g}: half the effect on the log scale. A ratio of means (Fieller): a run may count 0."
-        ))
+        return Derivation(
+            (round(threshold, 3),),
+            (
+                f"Model: {mine:.3g} throttled periods per round at {a.period_ms:g} ms ({variant}) against {theirs:.3g} "
+                f"at {b.period_ms:g} ms ({baseline}); r = {ratio:.3g} (about cpu / quota - 1 each). Threshold sqrt(r) = "
+                f"{threshold:.3g}: half the effect on the log scale. A ratio of means (Fieller): a run may count 0."
+            ),
+        )
 
     return derive
 
@@ -422,11 +492,14 @@ def shorter_pauses(variant: str, baseline: str):
         mine, theirs = (_pause_per_throttle(x) for x in (a, b))
         ratio = mine / theirs
         threshold = predictions.rate_threshold(ratio)
-        return Derivation((round(threshold, 3),), (
-            f"Model: the wait per throttled period is {mine:.3g} ms at {a.period_ms:g} ms ({variant}) and "
-            f"{theirs:.3g} ms at {b.period_ms:g} ms ({baseline}): r = {ratio:.3g} (about period - quota / run "
-            f"queues). Threshold sqrt(r) = {threshold:.3g}."
-        ))
+        return Derivation(
+            (round(threshold, 3),),
+            (
+                f"Model: the wait per throttled period is {mine:.3g} ms at {a.period_ms:g} ms ({variant}) and "
+                f"{theirs:.3g} ms at {b.period_ms:g} ms ({baseline}): r = {ratio:.3g} (about period - quota / run "
+                f"queues). Threshold sqrt(r) = {threshold:.3g}."
+            ),
+        )
 
     return derive
 
@@ -450,16 +523,19 @@ def per_run_queue(variant: str):
         pause = float(np.mean(a.burst().pause_ms))
         overhead = predictions.OVERHEAD_ALLOWANCE * a.free_wall_ms
         low = fewest * pause / (pause + overhead)
-        return Derivation((round(low, 3), round(most * SAME_BAND, 3)), (
-            f"SPEC §1: the kernel adds throttled time once per CPU run queue on which the group was throttled. "
-            f"Model: {variant} = {a.describe()}: each wait (mean pause {pause:.3g} ms per round) is counted on "
-            f"{fewest} to min(threads, CPUs) = {most} run queue(s), so the ratio lies in [{fewest}, {most}]; summed "
-            f"over threads it would be {a.threads}. Upper end {most} x {SAME_BAND:g} (F1's equivalence margin). "
-            f"Lower end: the extra wall time also holds the round's fixed overhead, which F1's allowance puts at up "
-            f"to {predictions.OVERHEAD_ALLOWANCE:g} x the unthrottled burst ({overhead:.3g} ms), so one queue's count can "
-            f"read as low as {fewest} x {pause:.3g} / ({pause:.3g} + {overhead:.3g}) = {low:.3g} (amendment of "
-            "docs/EXPERIMENTS.md, made before any X3 data). The whole interval must lie inside the band."
-        ))
+        return Derivation(
+            (round(low, 3), round(most * SAME_BAND, 3)),
+            (
+                f"SPEC §1: the kernel adds throttled time once per CPU run queue on which the group was throttled. "
+                f"Model: {variant} = {a.describe()}: each wait (mean pause {pause:.3g} ms per round) is counted on "
+                f"{fewest} to min(threads, CPUs) = {most} run queue(s), so the ratio lies in [{fewest}, {most}]; summed "
+                f"over threads it would be {a.threads}. Upper end {most} x {SAME_BAND:g} (F1's equivalence margin). "
+                f"Lower end: the extra wall time also holds the round's fixed overhead, which F1's allowance puts at up "
+                f"to {predictions.OVERHEAD_ALLOWANCE:g} x the unthrottled burst ({overhead:.3g} ms), so one queue's count can "
+                f"read as low as {fewest} x {pause:.3g} / ({pause:.3g} + {overhead:.3g}) = {low:.3g} (amendment of "
+                "docs/EXPERIMENTS.md, made before any X3 data). The whole interval must lie inside the band."
+            ),
+        )
 
     return derive
 
@@ -471,8 +547,10 @@ def two_cpus(variant: str):
         a = arm(evidence, variant, X3)
         if a.queues >= 2:
             return None
-        return (f"{variant}'s processes saw num_cpu = {a.cpus}: {a.threads} threads keep min({a.threads}, {a.cpus}) = "
-                f"{a.queues} run queue busy, so it cannot show a sum over two (needs a node with 2 CPUs to pin)")
+        return (
+            f"{variant}'s processes saw num_cpu = {a.cpus}: {a.threads} threads keep min({a.threads}, {a.cpus}) = "
+            f"{a.queues} run queue busy, so it cannot show a sum over two (needs a node with 2 CPUs to pin)"
+        )
 
     return Requirement("two CPUs to pin", test)
 
@@ -495,17 +573,24 @@ def contention(variant: str, baseline: str):
         apart = float(np.median(predictions.overlap_burst(b, pods, False).wall_ms))
         ratio = together / apart
         if ratio <= 1:
-            raise Unmet("more busy threads than CPUs", (
-                f"{pods} pods x {a.threads} threads = {pods * a.threads} busy threads on {a.cpus} CPUs: together they "
-                "do not contend, so the model predicts no slow-down"))
+            raise Unmet(
+                "more busy threads than CPUs",
+                (
+                    f"{pods} pods x {a.threads} threads = {pods * a.threads} busy threads on {a.cpus} CPUs: together they "
+                    "do not contend, so the model predicts no slow-down"
+                ),
+            )
         threshold = predictions.latency_threshold(ratio)
         quota = "no quota" if a.quota_ms is None else f"its own {a.quota_ms:g} ms quota"
-        return Derivation((round(threshold, 3),), (
-            f"Model: each pod = {a.describe()}, within {quota}. Apart, a burst runs on min(threads, CPUs) = "
-            f"{a.queues} CPUs: {apart:.3g} ms; together, {pods} x {a.threads} busy threads share {a.cpus} CPUs, "
-            f"{predictions.overlap_rate(a, pods, True):.3g} per pod: {together:.3g} ms; r = {ratio:.3g}, which no per-pod "
-            f"quota predicts. Threshold (r + 2) / 3 = {threshold:.3g} (F1's allowance)."
-        ))
+        return Derivation(
+            (round(threshold, 3),),
+            (
+                f"Model: each pod = {a.describe()}, within {quota}. Apart, a burst runs on min(threads, CPUs) = "
+                f"{a.queues} CPUs: {apart:.3g} ms; together, {pods} x {a.threads} busy threads share {a.cpus} CPUs, "
+                f"{predictions.overlap_rate(a, pods, True):.3g} per pod: {together:.3g} ms; r = {ratio:.3g}, which no per-pod "
+                f"quota predicts. Threshold (r + 2) / 3 = {threshold:.3g} (F1's allowance)."
+            ),
+        )
 
     return derive
 
@@ -518,13 +603,19 @@ def quota_alone(variant: str):
         pods = _pods(evidence, variant)
         throttled = float(np.mean(predictions.overlap_burst(a, pods, True).throttled_periods))
         if throttled > 0:
-            raise Unmet("bursts within their quotas", f"{a.describe()}: the model throttles each pod's burst "
-                                                      f"({throttled:.3g} periods per round) even together")
-        return Derivation((0.5,), (
-            f"Model: each pod's {a.cpu_ms:g} ms of CPU fit in its {a.quota_ms:g} ms quota even at "
-            f"{predictions.overlap_rate(a, pods, True):.3g} CPUs: 0 throttled periods per round. Absolute bound: half a "
-            "period per round (most rounds unthrottled): the slow-down is contention, not throttling."
-        ))
+            raise Unmet(
+                "bursts within their quotas",
+                f"{a.describe()}: the model throttles each pod's burst "
+                f"({throttled:.3g} periods per round) even together",
+            )
+        return Derivation(
+            (0.5,),
+            (
+                f"Model: each pod's {a.cpu_ms:g} ms of CPU fit in its {a.quota_ms:g} ms quota even at "
+                f"{predictions.overlap_rate(a, pods, True):.3g} CPUs: 0 throttled periods per round. Absolute bound: half a "
+                "period per round (most rounds unthrottled): the slow-down is contention, not throttling."
+            ),
+        )
 
     return derive
 
@@ -532,170 +623,368 @@ def quota_alone(variant: str):
 # --------------------------------------------------------------------------
 # the claims: the lab's (SPEC §5), then ours (docs/EXPERIMENTS.md, as written before the data)
 
-FINDINGS: tuple[Finding, ...] = tuple(cite(finding) for finding in (
-    Finding(
-        id="F1",
-        claim="Same average CPU, very different completion time: the same burst takes much longer under "
-              "limit 1 and 500m than without a limit, while limit 2 changes nothing.",
-        checks=(
-            Check(label="p50_wall_ms limit1 / nolimit", kind="ratio", experiment=E2A, metric="p50_wall_ms",
-                  variant="limit1", baseline="nolimit", relation=">", scale="log", derive=slowdown("limit1"),
-                  why="Completion under a limit from the CFS predictions."),
-            Check(label="p50_wall_ms limit500m / nolimit", kind="ratio", experiment=E2A, metric="p50_wall_ms",
-                  variant="limit500m", baseline="nolimit", relation=">", scale="log", derive=slowdown("limit500m"),
-                  why="Completion under a limit from the CFS predictions."),
-            Check(label="p50_wall_ms limit2 / nolimit", kind="ratio", experiment=E2A, metric="p50_wall_ms",
-                  variant="limit2", baseline="nolimit", relation="within", scale="log", derive=unchanged("limit2"),
-                  why="A limit the burst fits in changes nothing."),
+FINDINGS: tuple[Finding, ...] = tuple(
+    cite(finding)
+    for finding in (
+        Finding(
+            id="F1",
+            claim="Same average CPU, very different completion time: the same burst takes much longer under "
+            "limit 1 and 500m than without a limit, while limit 2 changes nothing.",
+            checks=(
+                Check(
+                    label="p50_wall_ms limit1 / nolimit",
+                    kind="ratio",
+                    experiment=E2A,
+                    metric="p50_wall_ms",
+                    variant="limit1",
+                    baseline="nolimit",
+                    relation=">",
+                    scale="log",
+                    derive=slowdown("limit1"),
+                    why="Completion under a limit from the CFS predictions.",
+                ),
+                Check(
+                    label="p50_wall_ms limit500m / nolimit",
+                    kind="ratio",
+                    experiment=E2A,
+                    metric="p50_wall_ms",
+                    variant="limit500m",
+                    baseline="nolimit",
+                    relation=">",
+                    scale="log",
+                    derive=slowdown("limit500m"),
+                    why="Completion under a limit from the CFS predictions.",
+                ),
+                Check(
+                    label="p50_wall_ms limit2 / nolimit",
+                    kind="ratio",
+                    experiment=E2A,
+                    metric="p50_wall_ms",
+                    variant="limit2",
+                    baseline="nolimit",
+                    relation="within",
+                    scale="log",
+                    derive=unchanged("limit2"),
+                    why="A limit the burst fits in changes nothing.",
+                ),
+            ),
         ),
-    ),
-    Finding(
-        id="F2",
-        claim="Throttled time is summed over the CPU run queues on which the group was throttled, so per round "
-              "it can exceed the round's wall time.",
-        checks=(
-            Check(label="throttled_ms_per_round / extra wall limit500m", kind="level",
-                  experiment=E2A, metric="throttled_per_extra_wall", variant="limit500m", baseline=None,
-                  relation="within", scale="log", derive=sums_run_queues("limit500m"),
-                  values=throttled_per_extra_wall(E2A),
-                  why="What the kernel sums (SPEC §1), per run: throttled ms per round (rounds after the first) "
-                      "over the extra wall ms per round (mean wall minus the model's unthrottled wall): one "
-                      "run queue's waiting counts 1, each further throttled run queue adds up to 1 more."),
-            Check(label="throttled_ms_per_round / mean_wall_ms limit500m", kind="level", experiment=E2A,
-                  metric="throttled_over_wall", variant="limit500m", baseline=None, relation=">", scale="log",
-                  derive=exceeds_wall("limit500m"), values=throttled_over_wall,
-                  why="The claim's consequence, per run: throttled ms per round over the wall ms per round."),
+        Finding(
+            id="F2",
+            claim="Throttled time is summed over the CPU run queues on which the group was throttled, so per round "
+            "it can exceed the round's wall time.",
+            checks=(
+                Check(
+                    label="throttled_ms_per_round / extra wall limit500m",
+                    kind="level",
+                    experiment=E2A,
+                    metric="throttled_per_extra_wall",
+                    variant="limit500m",
+                    baseline=None,
+                    relation="within",
+                    scale="log",
+                    derive=sums_run_queues("limit500m"),
+                    values=throttled_per_extra_wall(E2A),
+                    why="What the kernel sums (SPEC §1), per run: throttled ms per round (rounds after the first) "
+                    "over the extra wall ms per round (mean wall minus the model's unthrottled wall): one "
+                    "run queue's waiting counts 1, each further throttled run queue adds up to 1 more.",
+                ),
+                Check(
+                    label="throttled_ms_per_round / mean_wall_ms limit500m",
+                    kind="level",
+                    experiment=E2A,
+                    metric="throttled_over_wall",
+                    variant="limit500m",
+                    baseline=None,
+                    relation=">",
+                    scale="log",
+                    derive=exceeds_wall("limit500m"),
+                    values=throttled_over_wall,
+                    why="The claim's consequence, per run: throttled ms per round over the wall ms per round.",
+                ),
+            ),
         ),
-    ),
-    Finding(
-        id="F3",
-        claim="nr_periods counts only the periods in which the cgroup ran (and the one after), not every "
-              "period of wall time.",
-        checks=(
-            Check(label="periods_per_round limit2", kind="level", experiment=E2A, metric="periods_per_round",
-                  variant="limit2", baseline=None, relation="within", scale="linear",
-                  derive=counted_periods("limit2"),
-                  why="nr_periods over the rounds, per round."),
+        Finding(
+            id="F3",
+            claim="nr_periods counts only the periods in which the cgroup ran (and the one after), not every "
+            "period of wall time.",
+            checks=(
+                Check(
+                    label="periods_per_round limit2",
+                    kind="level",
+                    experiment=E2A,
+                    metric="periods_per_round",
+                    variant="limit2",
+                    baseline=None,
+                    relation="within",
+                    scale="linear",
+                    derive=counted_periods("limit2"),
+                    why="nr_periods over the rounds, per round.",
+                ),
+            ),
         ),
-    ),
-    Finding(
-        id="F4",
-        claim="Fewer threads means fewer throttles but not a faster burst: at limit 1, the same CPU on fewer "
-              "threads is throttled less than the many-thread burst, yet finishes no sooner.",
-        checks=(
-            Check(label="throttled_ms limit1-2threads / limit1", kind="ratio", experiment=E2A,
-                  metric="throttled_ms", variant="limit1-2threads", baseline="limit1", relation="<",
-                  scale="mean-ratio", derive=fewer_throttled("limit1-2threads", "limit1"),
-                  requirements=(parallel_threads_differ(E2A, "limit1-2threads", "limit1"),),
-                  why="Fewer threads keep fewer run queues busy when the quota runs out."),
-            Check(label="p50_wall_ms limit1-2threads / limit1", kind="ratio", experiment=E2A,
-                  metric="p50_wall_ms", variant="limit1-2threads", baseline="limit1", relation=">", scale="log",
-                  derive=not_faster("limit1-2threads", "limit1"),
-                  why="The same CPU on fewer threads takes as long or longer."),
+        Finding(
+            id="F4",
+            claim="Fewer threads means fewer throttles but not a faster burst: at limit 1, the same CPU on fewer "
+            "threads is throttled less than the many-thread burst, yet finishes no sooner.",
+            checks=(
+                Check(
+                    label="throttled_ms limit1-2threads / limit1",
+                    kind="ratio",
+                    experiment=E2A,
+                    metric="throttled_ms",
+                    variant="limit1-2threads",
+                    baseline="limit1",
+                    relation="<",
+                    scale="mean-ratio",
+                    derive=fewer_throttled("limit1-2threads", "limit1"),
+                    requirements=(parallel_threads_differ(E2A, "limit1-2threads", "limit1"),),
+                    why="Fewer threads keep fewer run queues busy when the quota runs out.",
+                ),
+                Check(
+                    label="p50_wall_ms limit1-2threads / limit1",
+                    kind="ratio",
+                    experiment=E2A,
+                    metric="p50_wall_ms",
+                    variant="limit1-2threads",
+                    baseline="limit1",
+                    relation=">",
+                    scale="log",
+                    derive=not_faster("limit1-2threads", "limit1"),
+                    why="The same CPU on fewer threads takes as long or longer.",
+                ),
+            ),
+            not_covered=("E2b",),
         ),
-        not_covered=("E2b",),
-    ),
-    Finding(
-        id="F5",
-        claim="The default GOMAXPROCS follows the go line of go.mod (1.25: the CPU limit), not the toolchain "
-              "that built the binary.",
-        checks=(
-            Check(label="gomaxprocs = rule", kind="agreement", experiment="E3", metric="gomaxprocs", variant="*",
-                  baseline="expected_gomaxprocs", relation="within", threshold=(1.0, 1.0), scale="linear",
-                  requirements=(go_line_can_change_default("E3"),),
-                  why="GOMAXPROCS is read back, not measured: one variant off the rule contradicts the claim. "
-                      "The rule: GOMAXPROCS env wins; go >= 1.25 line: max(2, ceil(limit)) capped at num_cpu; "
-                      "older line or GODEBUG=containermaxprocs=0: num_cpu."),
+        Finding(
+            id="F5",
+            claim="The default GOMAXPROCS follows the go line of go.mod (1.25: the CPU limit), not the toolchain "
+            "that built the binary.",
+            checks=(
+                Check(
+                    label="gomaxprocs = rule",
+                    kind="agreement",
+                    experiment="E3",
+                    metric="gomaxprocs",
+                    variant="*",
+                    baseline="expected_gomaxprocs",
+                    relation="within",
+                    threshold=(1.0, 1.0),
+                    scale="linear",
+                    requirements=(go_line_can_change_default("E3"),),
+                    why="GOMAXPROCS is read back, not measured: one variant off the rule contradicts the claim. "
+                    "The rule: GOMAXPROCS env wins; go >= 1.25 line: max(2, ceil(limit)) capped at num_cpu; "
+                    "older line or GODEBUG=containermaxprocs=0: num_cpu.",
+                ),
+            ),
         ),
-    ),
-    # ours, on E2a's burst with one more knob each (docs/EXPERIMENTS.md)
-    Finding(
-        id="F12",
-        claim="A burst that fits in quota + budget after an idle interval is not throttled: its completion time "
-              "falls back to the unlimited one, and nr_bursts / burst_time count the borrowed CPU; a budget too "
-              "small for the burst shortens the wait only by what it lends.",
-        checks=(
-            Check(label="p50_wall_ms budget-full / budget0", kind="ratio", experiment=X1, metric="p50_wall_ms",
-                  variant="budget-full", baseline="budget0", relation="<", scale="log",
-                  derive=budget_speedup("budget-full", "budget0"),
-                  why="Completion with a budget of the whole quota against none."),
-            Check(label="p50_wall_ms budget-full / nolimit", kind="ratio", experiment=X1, metric="p50_wall_ms",
-                  variant="budget-full", baseline="nolimit", relation="within", scale="log",
-                  derive=back_to_unlimited("budget-full"),
-                  why="A burst within quota + budget finishes as without a limit."),
-            Check(label="throttled_per_round budget-full", kind="level", experiment=X1, metric="throttled_per_round",
-                  variant="budget-full", baseline=None, relation="<", scale="linear",
-                  derive=not_throttled("budget-full", "budget0"),
-                  why="Throttled periods per round after the first: an absolute bound for 'not throttled'."),
-            Check(label="bursts_per_round budget-full", kind="level", experiment=X1, metric="bursts_per_round",
-                  variant="budget-full", baseline=None, relation=">", scale="linear",
-                  derive=counted_bursts("budget-full", "count"),
-                  why="cpu.stat nr_bursts over the run, per round: the kernel counts the periods over quota."),
-            Check(label="burst_ms_per_round budget-full", kind="level", experiment=X1, metric="burst_ms_per_round",
-                  variant="budget-full", baseline=None, relation=">", scale="linear",
-                  derive=counted_bursts("budget-full", "time"),
-                  why="cpu.stat burst_time (v1) / burst_usec (v2) over the run, per round: the CPU borrowed."),
-            Check(label="p50_wall_ms budget-half / budget0", kind="ratio", experiment=X1, metric="p50_wall_ms",
-                  variant="budget-half", baseline="budget0", relation="<", scale="log",
-                  derive=budget_speedup("budget-half", "budget0"), decisive=False,
-                  why="A budget too small for the burst still shortens it by what it lends (supporting)."),
+        # ours, on E2a's burst with one more knob each (docs/EXPERIMENTS.md)
+        Finding(
+            id="F12",
+            claim="A burst that fits in quota + budget after an idle interval is not throttled: its completion time "
+            "falls back to the unlimited one, and nr_bursts / burst_time count the borrowed CPU; a budget too "
+            "small for the burst shortens the wait only by what it lends.",
+            checks=(
+                Check(
+                    label="p50_wall_ms budget-full / budget0",
+                    kind="ratio",
+                    experiment=X1,
+                    metric="p50_wall_ms",
+                    variant="budget-full",
+                    baseline="budget0",
+                    relation="<",
+                    scale="log",
+                    derive=budget_speedup("budget-full", "budget0"),
+                    why="Completion with a budget of the whole quota against none.",
+                ),
+                Check(
+                    label="p50_wall_ms budget-full / nolimit",
+                    kind="ratio",
+                    experiment=X1,
+                    metric="p50_wall_ms",
+                    variant="budget-full",
+                    baseline="nolimit",
+                    relation="within",
+                    scale="log",
+                    derive=back_to_unlimited("budget-full"),
+                    why="A burst within quota + budget finishes as without a limit.",
+                ),
+                Check(
+                    label="throttled_per_round budget-full",
+                    kind="level",
+                    experiment=X1,
+                    metric="throttled_per_round",
+                    variant="budget-full",
+                    baseline=None,
+                    relation="<",
+                    scale="linear",
+                    derive=not_throttled("budget-full", "budget0"),
+                    why="Throttled periods per round after the first: an absolute bound for 'not throttled'.",
+                ),
+                Check(
+                    label="bursts_per_round budget-full",
+                    kind="level",
+                    experiment=X1,
+                    metric="bursts_per_round",
+                    variant="budget-full",
+                    baseline=None,
+                    relation=">",
+                    scale="linear",
+                    derive=counted_bursts("budget-full", "count"),
+                    why="cpu.stat nr_bursts over the run, per round: the kernel counts the periods over quota.",
+                ),
+                Check(
+                    label="burst_ms_per_round budget-full",
+                    kind="level",
+                    experiment=X1,
+                    metric="burst_ms_per_round",
+                    variant="budget-full",
+                    baseline=None,
+                    relation=">",
+                    scale="linear",
+                    derive=counted_bursts("budget-full", "time"),
+                    why="cpu.stat burst_time (v1) / burst_usec (v2) over the run, per round: the CPU borrowed.",
+                ),
+                Check(
+                    label="p50_wall_ms budget-half / budget0",
+                    kind="ratio",
+                    experiment=X1,
+                    metric="p50_wall_ms",
+                    variant="budget-half",
+                    baseline="budget0",
+                    relation="<",
+                    scale="log",
+                    derive=budget_speedup("budget-half", "budget0"),
+                    decisive=False,
+                    why="A budget too small for the burst still shortens it by what it lends (supporting).",
+                ),
+            ),
         ),
-    ),
-    Finding(
-        id="F13",
-        claim="A shorter CFS period shortens each throttled pause but multiplies them: a burst larger than its "
-              "quota completes later, towards CPU / limit, and nr_throttled rises about as CPU / quota.",
-        checks=(
-            Check(label="p50_wall_ms period20 / period100", kind="ratio", experiment=X2, metric="p50_wall_ms",
-                  variant="period20", baseline="period100", relation=">", scale="log",
-                  derive=slower_with_shorter_period("period20", "period100"),
-                  why="Completion at a 20 ms period against the default 100 ms."),
-            Check(label="p50_wall_ms period5 / period100", kind="ratio", experiment=X2, metric="p50_wall_ms",
-                  variant="period5", baseline="period100", relation=">", scale="log",
-                  derive=slower_with_shorter_period("period5", "period100"),
-                  why="Completion at a 5 ms period against the default 100 ms."),
-            Check(label="throttled_per_round period5 / period100", kind="ratio", experiment=X2,
-                  metric="throttled_per_round", variant="period5", baseline="period100", relation=">",
-                  scale="mean-ratio", derive=more_throttles("period5", "period100"),
-                  why="Throttled periods per round after the first."),
-            Check(label="pause per throttle period5 / period100", kind="ratio", experiment=X2,
-                  metric="pause_per_throttle", variant="period5", baseline="period100", relation="<", scale="log",
-                  derive=shorter_pauses("period5", "period100"), values=pause_per_throttle(X2), decisive=False,
-                  why="Per run: extra wall ms per round (mean wall minus the model's unthrottled wall) per "
-                      "throttled period (supporting)."),
+        Finding(
+            id="F13",
+            claim="A shorter CFS period shortens each throttled pause but multiplies them: a burst larger than its "
+            "quota completes later, towards CPU / limit, and nr_throttled rises about as CPU / quota.",
+            checks=(
+                Check(
+                    label="p50_wall_ms period20 / period100",
+                    kind="ratio",
+                    experiment=X2,
+                    metric="p50_wall_ms",
+                    variant="period20",
+                    baseline="period100",
+                    relation=">",
+                    scale="log",
+                    derive=slower_with_shorter_period("period20", "period100"),
+                    why="Completion at a 20 ms period against the default 100 ms.",
+                ),
+                Check(
+                    label="p50_wall_ms period5 / period100",
+                    kind="ratio",
+                    experiment=X2,
+                    metric="p50_wall_ms",
+                    variant="period5",
+                    baseline="period100",
+                    relation=">",
+                    scale="log",
+                    derive=slower_with_shorter_period("period5", "period100"),
+                    why="Completion at a 5 ms period against the default 100 ms.",
+                ),
+                Check(
+                    label="throttled_per_round period5 / period100",
+                    kind="ratio",
+                    experiment=X2,
+                    metric="throttled_per_round",
+                    variant="period5",
+                    baseline="period100",
+                    relation=">",
+                    scale="mean-ratio",
+                    derive=more_throttles("period5", "period100"),
+                    why="Throttled periods per round after the first.",
+                ),
+                Check(
+                    label="pause per throttle period5 / period100",
+                    kind="ratio",
+                    experiment=X2,
+                    metric="pause_per_throttle",
+                    variant="period5",
+                    baseline="period100",
+                    relation="<",
+                    scale="log",
+                    derive=shorter_pauses("period5", "period100"),
+                    values=pause_per_throttle(X2),
+                    decisive=False,
+                    why="Per run: extra wall ms per round (mean wall minus the model's unthrottled wall) per "
+                    "throttled period (supporting).",
+                ),
+            ),
         ),
-    ),
-    Finding(
-        id="F14",
-        claim="Throttled time is summed over the CPU run queues on which the group was throttled, not over its "
-              "threads: with 8 threads it is about one pause per round on one CPU and between one and two on "
-              "two CPUs, never eight.",
-        checks=(
-            Check(label="throttled_ms_per_round / extra wall cpus1", kind="level", experiment=X3,
-                  metric="throttled_per_extra_wall", variant="cpus1", baseline=None, relation="within", scale="log",
-                  derive=per_run_queue("cpus1"), values=throttled_per_extra_wall(X3),
-                  why="Per run: throttled ms per round (rounds after the first) over the extra wall ms per round "
-                      "(mean wall minus the model's unthrottled wall), on a cpuset of one CPU."),
-            Check(label="throttled_ms_per_round / extra wall cpus2", kind="level", experiment=X3,
-                  metric="throttled_per_extra_wall", variant="cpus2", baseline=None, relation="within", scale="log",
-                  derive=per_run_queue("cpus2"), values=throttled_per_extra_wall(X3),
-                  requirements=(two_cpus("cpus2"),),
-                  why="The same on a cpuset of two CPUs."),
+        Finding(
+            id="F14",
+            claim="Throttled time is summed over the CPU run queues on which the group was throttled, not over its "
+            "threads: with 8 threads it is about one pause per round on one CPU and between one and two on "
+            "two CPUs, never eight.",
+            checks=(
+                Check(
+                    label="throttled_ms_per_round / extra wall cpus1",
+                    kind="level",
+                    experiment=X3,
+                    metric="throttled_per_extra_wall",
+                    variant="cpus1",
+                    baseline=None,
+                    relation="within",
+                    scale="log",
+                    derive=per_run_queue("cpus1"),
+                    values=throttled_per_extra_wall(X3),
+                    why="Per run: throttled ms per round (rounds after the first) over the extra wall ms per round "
+                    "(mean wall minus the model's unthrottled wall), on a cpuset of one CPU.",
+                ),
+                Check(
+                    label="throttled_ms_per_round / extra wall cpus2",
+                    kind="level",
+                    experiment=X3,
+                    metric="throttled_per_extra_wall",
+                    variant="cpus2",
+                    baseline=None,
+                    relation="within",
+                    scale="log",
+                    derive=per_run_queue("cpus2"),
+                    values=throttled_per_extra_wall(X3),
+                    requirements=(two_cpus("cpus2"),),
+                    why="The same on a cpuset of two CPUs.",
+                ),
+            ),
         ),
-    ),
-    Finding(
-        id="F15",
-        claim="Synchronized bursts of pods that each fit their own quota contend for the node's CPUs: each takes "
-              "about (sum of bursts) / CPUs instead of its own CPU / run queues, which no per-pod quota predicts.",
-        checks=(
-            Check(label="p50_wall_ms synchronized / staggered", kind="ratio", experiment=X4, metric="p50_wall_ms",
-                  variant="synchronized", baseline="staggered", relation=">", scale="log",
-                  derive=contention("synchronized", "staggered"),
-                  why="Per run: the mean over the pods of each pod's median round after the first."),
-            Check(label="throttled_per_round synchronized", kind="level", experiment=X4,
-                  metric="throttled_per_round", variant="synchronized", baseline=None, relation="<", scale="linear",
-                  derive=quota_alone("synchronized"), decisive=False,
-                  why="Throttled periods per round, mean over the pods (supporting)."),
+        Finding(
+            id="F15",
+            claim="Synchronized bursts of pods that each fit their own quota contend for the node's CPUs: each takes "
+            "about (sum of bursts) / CPUs instead of its own CPU / run queues, which no per-pod quota predicts.",
+            checks=(
+                Check(
+                    label="p50_wall_ms synchronized / staggered",
+                    kind="ratio",
+                    experiment=X4,
+                    metric="p50_wall_ms",
+                    variant="synchronized",
+                    baseline="staggered",
+                    relation=">",
+                    scale="log",
+                    derive=contention("synchronized", "staggered"),
+                    why="Per run: the mean over the pods of each pod's median round after the first.",
+                ),
+                Check(
+                    label="throttled_per_round synchronized",
+                    kind="level",
+                    experiment=X4,
+                    metric="throttled_per_round",
+                    variant="synchronized",
+                    baseline=None,
+                    relation="<",
+                    scale="linear",
+                    derive=quota_alone("synchronized"),
+                    decisive=False,
+                    why="Throttled periods per round, mean over the pods (supporting).",
+                ),
+            ),
         ),
-    ),
-))
+    )
+)

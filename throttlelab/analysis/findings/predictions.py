@@ -72,16 +72,19 @@ class Burst:
     excess_ms: np.ndarray | None = None
 
 
-def fluid_burst(cpu_ms: float, rate: float, quota_ms: float | None, period_ms: float,
-                start: np.ndarray, budget_ms: float = 0.0) -> Burst:
+def fluid_burst(
+    cpu_ms: float, rate: float, quota_ms: float | None, period_ms: float, start: np.ndarray, budget_ms: float = 0.0
+) -> Burst:
     """The CFS model of one burst of ``cpu_ms`` on ``rate`` CPUs under ``quota_ms`` per period, per start phase.
 
     With a burst budget B (X1) the group, idle long enough before, starts with Q + B, and at every
     period boundary the pool becomes min(left + Q, Q + B) (the kernel's refill); B = 0 is plain CFS.
     """
     if cpu_ms < 0 or rate <= 0 or period_ms <= 0 or budget_ms < 0:
-        raise ValueError(f"a burst needs cpu >= 0, rate > 0, a period > 0 and a budget >= 0, got {cpu_ms}, "
-                         f"{rate}, {period_ms}, {budget_ms}")
+        raise ValueError(
+            f"a burst needs cpu >= 0, rate > 0, a period > 0 and a budget >= 0, got {cpu_ms}, "
+            f"{rate}, {period_ms}, {budget_ms}"
+        )
     start = np.asarray(start, dtype=float)
     remaining = np.full(start.shape, float(cpu_ms))
     wall = np.zeros(start.shape)
@@ -163,8 +166,9 @@ class BurstArm:
         return quota_ms(self.limit_milli, self.period_ms)
 
     def burst(self) -> Burst:
-        return fluid_burst(self.cpu_ms, self.queues, self.quota_ms, self.period_ms, phases(self.period_ms),
-                           self.budget_ms)
+        return fluid_burst(
+            self.cpu_ms, self.queues, self.quota_ms, self.period_ms, phases(self.period_ms), self.budget_ms
+        )
 
     def median_wall_ms(self) -> float:
         return float(np.median(self.burst().wall_ms))
@@ -179,15 +183,23 @@ class BurstArm:
         quota = "" if self.quota_ms is None else f" (quota {self.quota_ms:g} ms per {self.period_ms:g} ms)"
         if self.budget_ms and self.quota_ms is not None:
             quota += f", burst budget {self.budget_ms:g} ms"
-        return (f"{self.threads} x {self.work_ms:g} ms = {self.cpu_ms:g} ms of CPU on min({self.threads}, "
-                f"{self.cpus} CPUs) = {self.queues} run queues, {limit}{quota}")
+        return (
+            f"{self.threads} x {self.work_ms:g} ms = {self.cpu_ms:g} ms of CPU on min({self.threads}, "
+            f"{self.cpus} CPUs) = {self.queues} run queues, {limit}{quota}"
+        )
 
 
 def burst_arm(spec: VariantSpec, cpus: int, period_ms: float) -> BurstArm:
     if spec.threads is None or spec.work_ms is None:
         raise ValueError(f"{spec.experiment} {spec.name} is not a burst (threads and work_ms unset)")
-    return BurstArm(int(spec.threads), float(spec.work_ms), int(cpus), spec.milli("limit"), float(period_ms),
-                    float(spec.burst_ms or 0.0))
+    return BurstArm(
+        int(spec.threads),
+        float(spec.work_ms),
+        int(cpus),
+        spec.milli("limit"),
+        float(period_ms),
+        float(spec.burst_ms or 0.0),
+    )
 
 
 def latency_threshold(ratio: float) -> float:
@@ -240,8 +252,11 @@ class ServiceArm:
 
     def throttles(self) -> bool:
         """Does a clump exceed what the quota lets it use in one period?"""
-        return self.quota_ms is not None and self.clump_cpu_ms > self.quota_ms and self.rate * self.period_ms > \
-            self.quota_ms
+        return (
+            self.quota_ms is not None
+            and self.clump_cpu_ms > self.quota_ms
+            and self.rate * self.period_ms > self.quota_ms
+        )
 
     def clumps_per_period(self) -> float:
         return self.rps / self.clump * self.period_ms / 1000
@@ -250,8 +265,7 @@ class ServiceArm:
 def clump_latencies(clump: int, cpu_ms: float, rate: float, quota: float | None, period_ms: float) -> np.ndarray:
     """Latencies of every request of a clump (k-th done after k x cpu_ms of CPU), at every start phase."""
     start = phases(period_ms)
-    return np.concatenate([fluid_burst(k * cpu_ms, rate, quota, period_ms, start).wall_ms
-                           for k in range(1, clump + 1)])
+    return np.concatenate([fluid_burst(k * cpu_ms, rate, quota, period_ms, start).wall_ms for k in range(1, clump + 1)])
 
 
 def pod_weight(request_milli: int | None) -> int:
@@ -276,8 +290,14 @@ def service_arm(spec: VariantSpec, period_ms: float = q.DEFAULT_PERIOD_US / 1000
     build_line = "1.25" if spec.build == "go125mod" else "1.24"
     procs = spec.gomaxprocs or q.go_default_gomaxprocs(build_line, limit, cpus)
     rate = min(procs, cpus) * node_share(spec)
-    return ServiceArm(clump=int(spec.clump or 1), cpu_per_request_ms=spec.work_us / 1000 * CPU_PER_WORK,
-                      rate=rate, limit_milli=limit, period_ms=period_ms, rps=float(spec.rps))
+    return ServiceArm(
+        clump=int(spec.clump or 1),
+        cpu_per_request_ms=spec.work_us / 1000 * CPU_PER_WORK,
+        rate=rate,
+        limit_milli=limit,
+        period_ms=period_ms,
+        rps=float(spec.rps),
+    )
 
 
 # --------------------------------------------------------------------------
@@ -326,17 +346,20 @@ class SteadyArm:
         return poisson_tail(self.fits + 1, mean) / (1 - math.exp(-mean))
 
     def describe(self) -> str:
-        return (f"{self.rps:g} req/s x {self.request_cpu_ms:g} ms of CPU = {self.use:.0%} of limit "
-                f"{q.format_cpu(self.limit_milli)} (quota {self.quota_ms:g} ms per {self.period_ms:g} ms: "
-                f"{self.fits} requests)")
+        return (
+            f"{self.rps:g} req/s x {self.request_cpu_ms:g} ms of CPU = {self.use:.0%} of limit "
+            f"{q.format_cpu(self.limit_milli)} (quota {self.quota_ms:g} ms per {self.period_ms:g} ms: "
+            f"{self.fits} requests)"
+        )
 
 
 def steady_arm(spec: VariantSpec, period_ms: float = q.DEFAULT_PERIOD_US / 1000) -> SteadyArm:
     limit = spec.milli("limit")
     if spec.rps is None or limit is None:
         raise ValueError(f"{spec.experiment} {spec.name} needs an open-loop rate and a limit")
-    cpu_ms = (spec.request_cpu_us / 1000 if spec.request_cpu_us is not None
-              else (spec.work_us or 0) / 1000 * CPU_PER_WORK)
+    cpu_ms = (
+        spec.request_cpu_us / 1000 if spec.request_cpu_us is not None else (spec.work_us or 0) / 1000 * CPU_PER_WORK
+    )
     return SteadyArm(float(spec.rps), cpu_ms, limit, period_ms)
 
 
@@ -354,5 +377,6 @@ def overlap_rate(a: BurstArm, pods: int, synchronized: bool) -> float:
 
 def overlap_burst(a: BurstArm, pods: int, synchronized: bool) -> Burst:
     """One pod's burst under its own quota when the pods burst together or apart."""
-    return fluid_burst(a.cpu_ms, overlap_rate(a, pods, synchronized), a.quota_ms, a.period_ms, phases(a.period_ms),
-                       a.budget_ms)
+    return fluid_burst(
+        a.cpu_ms, overlap_rate(a, pods, synchronized), a.quota_ms, a.period_ms, phases(a.period_ms), a.budget_ms
+    )

@@ -57,12 +57,15 @@ def _limit(a: predictions.ServiceArm) -> str:
 
 def _describe(name: str, a: predictions.ServiceArm) -> str:
     quota = "" if a.quota_ms is None else f" (quota {a.quota_ms:g} ms per period)"
-    return (f"{name}: clumps of {a.clump} x {a.cpu_per_request_ms:.3g} ms of CPU = {a.clump_cpu_ms:.3g} ms on "
-            f"{a.rate:.3g} CPU, {_limit(a)}{quota}")
+    return (
+        f"{name}: clumps of {a.clump} x {a.cpu_per_request_ms:.3g} ms of CPU = {a.clump_cpu_ms:.3g} ms on "
+        f"{a.rate:.3g} CPU, {_limit(a)}{quota}"
+    )
 
 
-_CPU_NOTE = (f"A request costs {predictions.CPU_PER_WORK:g}x its work in CPU (SPEC §4: 100 req/s of 5 ms work used "
-             "~0.6 CPU).")
+_CPU_NOTE = (
+    f"A request costs {predictions.CPU_PER_WORK:g}x its work in CPU (SPEC §4: 100 req/s of 5 ms work used ~0.6 CPU)."
+)
 
 
 # --------------------------------------------------------------------------
@@ -78,13 +81,16 @@ def throttled_share(experiment: str, variant: str):
             raise Unmet("a clump larger than the quota", f"{_describe(variant, a)}: the model never throttles it")
         least = a.clumps_per_period()
         threshold = least * THROTTLED_FRACTION
-        return Derivation((round(threshold, 4),), (
-            f"Model: {_describe(variant, a)} > the quota, so every clump throttles at least one period: "
-            f"{a.rps:g} req/s / {a.clump} = {a.rps / a.clump:g} clumps/s x {a.period_ms:g} ms = {least:.3g} of all "
-            f"wall-clock periods, hence at least that share of the counted ones. Threshold: half of it "
-            f"({threshold:.3g}), for clumps that start late in a period and escape. {_CPU_NOTE} A proportion of "
-            "counts: per-run empirical logit, back-transformed."
-        ))
+        return Derivation(
+            (round(threshold, 4),),
+            (
+                f"Model: {_describe(variant, a)} > the quota, so every clump throttles at least one period: "
+                f"{a.rps:g} req/s / {a.clump} = {a.rps / a.clump:g} clumps/s x {a.period_ms:g} ms = {least:.3g} of all "
+                f"wall-clock periods, hence at least that share of the counted ones. Threshold: half of it "
+                f"({threshold:.3g}), for clumps that start late in a period and escape. {_CPU_NOTE} A proportion of "
+                "counts: per-run empirical logit, back-transformed."
+            ),
+        )
 
     return derive
 
@@ -102,24 +108,33 @@ def unthrottled_bound(experiment: str, variant: str, clumped: str | None = None)
             raise Unmet("a limit", f"{variant} has no limit: nothing can be throttled")
         reach = a.rate * a.period_ms
         if reach <= a.quota_ms:
-            why_zero = (f"it can run on {a.rate:.3g} CPU, {reach:.3g} ms per period, below its {a.quota_ms:g} ms "
-                        "quota: the model never throttles it")
+            why_zero = (
+                f"it can run on {a.rate:.3g} CPU, {reach:.3g} ms per period, below its {a.quota_ms:g} ms "
+                "quota: the model never throttles it"
+            )
         else:
             # steady arrivals: a period throttles only when more requests land in it than the quota holds
             per_period = a.rps * a.period_ms / 1000
             fit = math.floor(a.quota_ms / a.cpu_per_request_ms / max(a.clump, 1))
             tail = predictions.poisson_tail(fit + 1, per_period / max(a.clump, 1))  # P(N > fit)
             if a.clump_cpu_ms > a.quota_ms:
-                raise Unmet("a load that stays under the quota",
-                            f"{_describe(variant, a)} exceeds the quota: the model throttles it")
-            why_zero = (f"a period throttles only when more than {fit} arrivals land in it (quota {a.quota_ms:g} ms "
-                        f"/ {a.clump_cpu_ms:.3g} ms), which a Poisson({per_period / max(a.clump, 1):.3g}) count "
-                        f"exceeds with probability {tail:.2g}")
-        return Derivation((round(bound, 4),), (
-            f"Model: {_describe(variant, a)}; {why_zero}. An absolute bound, not a comparison with another arm: "
-            f"{UNTHROTTLED_FRACTION:g} x the {share:.3g} of periods a clumped load at this rate must throttle "
-            f"= {bound:.3g}. 0 throttled periods in every run (R >= 5) is a result. {_CPU_NOTE}"
-        ))
+                raise Unmet(
+                    "a load that stays under the quota",
+                    f"{_describe(variant, a)} exceeds the quota: the model throttles it",
+                )
+            why_zero = (
+                f"a period throttles only when more than {fit} arrivals land in it (quota {a.quota_ms:g} ms "
+                f"/ {a.clump_cpu_ms:.3g} ms), which a Poisson({per_period / max(a.clump, 1):.3g}) count "
+                f"exceeds with probability {tail:.2g}"
+            )
+        return Derivation(
+            (round(bound, 4),),
+            (
+                f"Model: {_describe(variant, a)}; {why_zero}. An absolute bound, not a comparison with another arm: "
+                f"{UNTHROTTLED_FRACTION:g} x the {share:.3g} of periods a clumped load at this rate must throttle "
+                f"= {bound:.3g}. 0 throttled periods in every run (R >= 5) is a result. {_CPU_NOTE}"
+            ),
+        )
 
     return derive
 
@@ -134,12 +149,15 @@ def average_use(experiment: str, variant: str):
         limit = a.limit_milli / 1000
         centre = AVERAGE_USE * limit
         predicted = a.rps * a.cpu_per_request_ms / 1000
-        return Derivation((round(centre / AVERAGE_USE_BAND, 4), round(centre * AVERAGE_USE_BAND, 4)), (
-            f"The claim's premise: ~{AVERAGE_USE:.0%} of the {limit:g}-CPU limit = {centre:.3g} cores, band x/÷ "
-            f"{AVERAGE_USE_BAND:g}. Model: {a.rps:g} req/s x {a.cpu_per_request_ms:.3g} ms = {predicted:.3g} cores "
-            f"({predicted / limit:.0%} of the limit). {_CPU_NOTE} A premise: it must hold for the finding to be "
-            "reproduced, but cannot contradict it."
-        ))
+        return Derivation(
+            (round(centre / AVERAGE_USE_BAND, 4), round(centre * AVERAGE_USE_BAND, 4)),
+            (
+                f"The claim's premise: ~{AVERAGE_USE:.0%} of the {limit:g}-CPU limit = {centre:.3g} cores, band x/÷ "
+                f"{AVERAGE_USE_BAND:g}. Model: {a.rps:g} req/s x {a.cpu_per_request_ms:.3g} ms = {predicted:.3g} cores "
+                f"({predicted / limit:.0%} of the limit). {_CPU_NOTE} A premise: it must hold for the finding to be "
+                "reproduced, but cannot contradict it."
+            ),
+        )
 
     return derive
 
@@ -153,20 +171,28 @@ def latency_rise(experiment: str, variant: str, baseline: str):
         qa, qb = a.quantile(p), b.quantile(p)
         ratio = qa / qb
         name = stats.quantile_name(p)
-        if (check.relation == ">" and ratio < MIN_PREDICTED_RISE) or (check.relation == "<" and
-                                                                       ratio > 1 / MIN_PREDICTED_RISE):
-            raise Unmet(f"a predicted change at {name}", (
-                f"the model puts {name} of {variant} at {qa:.3g} ms against {qb:.3g} ms ({ratio:.3g}x): at this "
-                f"quantile the requests of a clump finish before the limit or the neighbor matters "
-                f"({_describe(variant, a)}; {_describe(baseline, b)})"))
+        if (check.relation == ">" and ratio < MIN_PREDICTED_RISE) or (
+            check.relation == "<" and ratio > 1 / MIN_PREDICTED_RISE
+        ):
+            raise Unmet(
+                f"a predicted change at {name}",
+                (
+                    f"the model puts {name} of {variant} at {qa:.3g} ms against {qb:.3g} ms ({ratio:.3g}x): at this "
+                    f"quantile the requests of a clump finish before the limit or the neighbor matters "
+                    f"({_describe(variant, a)}; {_describe(baseline, b)})"
+                ),
+            )
         threshold = predictions.latency_threshold(ratio)
         form = "(r + 2) / 3" if ratio >= 1 else "3r / (1 + 2r)"
-        return Derivation((round(threshold, 3),), (
-            f"Model: {_describe(variant, a)}; {_describe(baseline, b)}. Over the requests of a clump and the "
-            f"phases it may arrive at, {name} is {qa:.3g} ms against {qb:.3g} ms: {ratio:.3g}x. Threshold {form} = "
-            f"{threshold:.3g}: the same ratio once a fixed overhead of up to twice the faster arm's time is added "
-            f"to both. {_CPU_NOTE}"
-        ))
+        return Derivation(
+            (round(threshold, 3),),
+            (
+                f"Model: {_describe(variant, a)}; {_describe(baseline, b)}. Over the requests of a clump and the "
+                f"phases it may arrive at, {name} is {qa:.3g} ms against {qb:.3g} ms: {ratio:.3g}x. Threshold {form} = "
+                f"{threshold:.3g}: the same ratio once a fixed overhead of up to twice the faster arm's time is added "
+                f"to both. {_CPU_NOTE}"
+            ),
+        )
 
     return derive
 
@@ -181,22 +207,35 @@ def cpu_ratio(experiment: str, variant: str, baseline: str, same: bool = False):
             a = predictions.service_arm(spec)
             cap = math.inf if a.limit_milli is None else a.limit_milli / 1000
             if same and a.rate >= cap:
-                raise Unmet("a share below the limit", (
-                    f"{v}'s weight buys {a.rate:.3g} CPU, at or above its limit {cap:g}: the limit, not the "
-                    "weight, sets its CPU"))
+                raise Unmet(
+                    "a share below the limit",
+                    (
+                        f"{v}'s weight buys {a.rate:.3g} CPU, at or above its limit {cap:g}: the limit, not the "
+                        "weight, sets its CPU"
+                    ),
+                )
             got[v] = (min(a.rate, cap), predictions.node_share(spec))
         ratio = got[variant][0] / got[baseline][0]
-        shares = "; ".join(f"{v}: pod weight share {share:.3g} of the node -> {cpu:.3g} CPU" for v, (cpu, share)
-                           in got.items())
+        shares = "; ".join(
+            f"{v}: pod weight share {share:.3g} of the node -> {cpu:.3g} CPU" for v, (cpu, share) in got.items()
+        )
         if same:
-            return Derivation((round(1 / SAME_BAND, 3), SAME_BAND), (
-                f"Model (kubelet's pod weights, SPEC §2; the neighbor keeps the node busy): {shares}; the limit "
-                f"changes nothing while the weight's share stays below it (ratio {ratio:.3g}). Band x/÷ "
-                f"{SAME_BAND:g}; the whole interval must lie inside it."))
+            return Derivation(
+                (round(1 / SAME_BAND, 3), SAME_BAND),
+                (
+                    f"Model (kubelet's pod weights, SPEC §2; the neighbor keeps the node busy): {shares}; the limit "
+                    f"changes nothing while the weight's share stays below it (ratio {ratio:.3g}). Band x/÷ "
+                    f"{SAME_BAND:g}; the whole interval must lie inside it."
+                ),
+            )
         threshold = predictions.rate_threshold(ratio)
-        return Derivation((round(threshold, 3),), (
-            f"Model (kubelet's pod weights, SPEC §2): {shares}: {ratio:.3g}x. Threshold sqrt(r) = {threshold:.3g}: "
-            "half the predicted change on the log scale."))
+        return Derivation(
+            (round(threshold, 3),),
+            (
+                f"Model (kubelet's pod weights, SPEC §2): {shares}: {ratio:.3g}x. Threshold sqrt(r) = {threshold:.3g}: "
+                "half the predicted change on the log scale."
+            ),
+        )
 
     return derive
 
@@ -208,19 +247,26 @@ def overstatement(experiment: str, variant: str):
         spec = evidence.spec(experiment, variant)
         a = predictions.burst_arm(spec, evidence.num_cpu(experiment, variant), evidence.period_ms(experiment, variant))
         if a.queues < 2:
-            raise Unmet("two or more run queues", (
-                f"the job keeps min(threads {a.threads}, num_cpu {a.cpus}) = 1 run queue busy: throttled time then "
-                "equals the pause and cannot overstate it"))
+            raise Unmet(
+                "two or more run queues",
+                (
+                    f"the job keeps min(threads {a.threads}, num_cpu {a.cpus}) = 1 run queue busy: throttled time then "
+                    "equals the pause and cannot overstate it"
+                ),
+            )
         fewest, most = a.counted_queues
-        return Derivation((float(fewest),), (
-            f"SPEC §1: the throttled time is added per run queue on which the group was throttled. Model: "
-            f"{a.describe()}: every pause is counted once per throttled run queue, at least {fewest} and at most "
-            f"min(threads, CPUs) = {most} (how many depends on where the scheduler put the threads, which the "
-            f"model does not fix; F2 measures it), so Δthrottled / the pause in the same window lies in "
-            f"[{fewest}, {most}]. The claim is the overstatement itself: above 1 holds it, below 1 contradicts it. "
-            "Both sides cover the window between the two readings the scrapes returned (each round's wall minus "
-            "the unlimited median round, for its part inside the window), compared on the log scale."
-        ))
+        return Derivation(
+            (float(fewest),),
+            (
+                f"SPEC §1: the throttled time is added per run queue on which the group was throttled. Model: "
+                f"{a.describe()}: every pause is counted once per throttled run queue, at least {fewest} and at most "
+                f"min(threads, CPUs) = {most} (how many depends on where the scheduler put the threads, which the "
+                f"model does not fix; F2 measures it), so Δthrottled / the pause in the same window lies in "
+                f"[{fewest}, {most}]. The claim is the overstatement itself: above 1 holds it, below 1 contradicts it. "
+                "Both sides cover the window between the two readings the scrapes returned (each round's wall minus "
+                "the unlimited median round, for its part inside the window), compared on the log scale."
+            ),
+        )
 
     return derive
 
@@ -266,11 +312,14 @@ def designed_use(variant: str):
     def derive(evidence: Evidence, check: Check) -> Derivation:
         a = _steady(evidence, variant)
         cores = a.use * a.limit_milli / 1000
-        return Derivation((round(cores / AVERAGE_USE_BAND, 4), round(cores * AVERAGE_USE_BAND, 4)), (
-            f"The design: {variant} = {a.describe()}, {cores:.3g} CPU on average (the CPU per request as the "
-            f"profile states it). Band x/÷ {AVERAGE_USE_BAND:g} (F6's premise); a premise, it cannot contradict the "
-            "finding."
-        ))
+        return Derivation(
+            (round(cores / AVERAGE_USE_BAND, 4), round(cores * AVERAGE_USE_BAND, 4)),
+            (
+                f"The design: {variant} = {a.describe()}, {cores:.3g} CPU on average (the CPU per request as the "
+                f"profile states it). Band x/÷ {AVERAGE_USE_BAND:g} (F6's premise); a premise, it cannot contradict the "
+                "finding."
+            ),
+        )
 
     return derive
 
@@ -282,13 +331,20 @@ def steady_share(variant: str, loud: str, quiet: bool):
         a, b = _steady(evidence, variant), _steady(evidence, loud)
         share = b.throttled_share()
         bound = share * (UNTHROTTLED_FRACTION if quiet else THROTTLED_FRACTION)
-        return Derivation((round(bound, 4),), (
-            f"Model: a period throttles when its Poisson arrivals need more than the quota; {loud} = "
-            f"{b.describe()}: P(N > {b.fits}) / P(N >= 1) = {share:.3g} of active periods. {variant} = "
-            f"{a.describe()}: {a.throttled_share():.3g}. "
-            + (f"'Stays rare': an absolute bound, a quarter of the {loud} share (F6's bound for 'not throttled'), "
-               f"{bound:.3g}." if quiet else f"'Bends near the limit': above half of it, {bound:.3g}.")
-        ))
+        return Derivation(
+            (round(bound, 4),),
+            (
+                f"Model: a period throttles when its Poisson arrivals need more than the quota; {loud} = "
+                f"{b.describe()}: P(N > {b.fits}) / P(N >= 1) = {share:.3g} of active periods. {variant} = "
+                f"{a.describe()}: {a.throttled_share():.3g}. "
+                + (
+                    f"'Stays rare': an absolute bound, a quarter of the {loud} share (F6's bound for 'not throttled'), "
+                    f"{bound:.3g}."
+                    if quiet
+                    else f"'Bends near the limit': above half of it, {bound:.3g}."
+                )
+            ),
+        )
 
     return derive
 
@@ -300,8 +356,10 @@ def bends(quiet: str, loud: str) -> Requirement:
         a, b = _steady(evidence, quiet), _steady(evidence, loud)
         if b.throttled_share() > a.throttled_share() / UNTHROTTLED_FRACTION:
             return None
-        return (f"the model gives {loud} {b.throttled_share():.3g} and {quiet} {a.throttled_share():.3g} of active "
-                f"periods throttled: no bound a quarter of the first lies above the second")
+        return (
+            f"the model gives {loud} {b.throttled_share():.3g} and {quiet} {a.throttled_share():.3g} of active "
+            f"periods throttled: no bound a quarter of the first lies above the second"
+        )
 
     return Requirement("a bend the model can show", test)
 
@@ -322,8 +380,10 @@ def two_threads(variants: tuple[str, ...]) -> Requirement:
         if cpus and min(cpus) >= 2:
             return None
         seen = ", ".join(map(str, sorted(cpus))) or "unknown"
-        return (f"X6's services saw num_cpu = {seen}: two threads share one CPU like one thread does (needs a "
-                f"node with 2 CPUs; variants {', '.join(variants)})")
+        return (
+            f"X6's services saw num_cpu = {seen}: two threads share one CPU like one thread does (needs a "
+            f"node with 2 CPUs; variants {', '.join(variants)})"
+        )
 
     return Requirement("two CPUs for two threads", test)
 
@@ -336,11 +396,14 @@ def same_throughput(variant: str, baseline: str):
             raise Unmet("a limit", f"{variant} has no limit: nothing caps both arms alike")
         per_request = (spec.work_us or 0) / 1000 * predictions.CPU_PER_WORK
         cap = limit / per_request
-        return Derivation((round(1 / SAME_BAND, 3), SAME_BAND), (
-            f"Model: a closed loop keeps the service saturated, so both arms are capped by the quota: "
-            f"limit {format_cpu(limit)} / {per_request:.3g} ms per request = {cap:.3g} req/s whatever GOMAXPROCS is (ratio "
-            f"1). Band x/÷ {SAME_BAND:g}; the whole interval must lie inside it."
-        ))
+        return Derivation(
+            (round(1 / SAME_BAND, 3), SAME_BAND),
+            (
+                f"Model: a closed loop keeps the service saturated, so both arms are capped by the quota: "
+                f"limit {format_cpu(limit)} / {per_request:.3g} ms per request = {cap:.3g} req/s whatever GOMAXPROCS is (ratio "
+                f"1). Band x/÷ {SAME_BAND:g}; the whole interval must lie inside it."
+            ),
+        )
 
     return derive
 
@@ -352,147 +415,342 @@ _LATENCY = "Latency from the scheduled send, failed requests at the client timeo
 #: The same as :data:`_LATENCY`, in the words the claims of ours were written with (checks.csv keeps each as written).
 _LATENCY_OURS = "Latency from the scheduled send; failed and timed-out requests count at the client timeout."
 
-F6 = cite(Finding(
-    id="F6",
-    claim="Clumped arrivals at ~30% average use are throttled in a large share of periods and their tail latency "
-          "rises several-fold over no limit, while the same load arriving steadily is not throttled.",
-    checks=(
-        Check(label="throttled_ratio clumped-limit", kind="level", experiment="E2b", metric="throttled_ratio",
-              variant="clumped-limit", baseline=None, relation=">", scale="logit",
-              derive=throttled_share("E2b", "clumped-limit"), why="Clumps larger than the quota."),
-        Check(label="throttled_ratio steady-limit", kind="level", experiment="E2b", metric="throttled_ratio",
-              variant="steady-limit", baseline=None, relation="<", scale="logit",
-              derive=unthrottled_bound("E2b", "steady-limit", clumped="clumped-limit"),
-              why="Steady arrivals are not throttled."),
-        Check(label="work {q} clumped-limit / clumped-nolimit", kind="ratio", experiment="E2b",
-              metric="work_{q}_ms", variant="clumped-limit", baseline="clumped-nolimit", relation=">", scale="log",
-              quantile_of="work", derive=latency_rise("E2b", "clumped-limit", "clumped-nolimit"), why=_LATENCY),
-        Check(label="avg_cores clumped-limit", kind="level", experiment="E2b", metric="avg_cores",
-              variant="clumped-limit", baseline=None, relation="within", scale="log", decisive=False,
-              derive=average_use("E2b", "clumped-limit"), why="The service's CPU over the window (/stats)."),
-    ),
-))
+F6 = cite(
+    Finding(
+        id="F6",
+        claim="Clumped arrivals at ~30% average use are throttled in a large share of periods and their tail latency "
+        "rises several-fold over no limit, while the same load arriving steadily is not throttled.",
+        checks=(
+            Check(
+                label="throttled_ratio clumped-limit",
+                kind="level",
+                experiment="E2b",
+                metric="throttled_ratio",
+                variant="clumped-limit",
+                baseline=None,
+                relation=">",
+                scale="logit",
+                derive=throttled_share("E2b", "clumped-limit"),
+                why="Clumps larger than the quota.",
+            ),
+            Check(
+                label="throttled_ratio steady-limit",
+                kind="level",
+                experiment="E2b",
+                metric="throttled_ratio",
+                variant="steady-limit",
+                baseline=None,
+                relation="<",
+                scale="logit",
+                derive=unthrottled_bound("E2b", "steady-limit", clumped="clumped-limit"),
+                why="Steady arrivals are not throttled.",
+            ),
+            Check(
+                label="work {q} clumped-limit / clumped-nolimit",
+                kind="ratio",
+                experiment="E2b",
+                metric="work_{q}_ms",
+                variant="clumped-limit",
+                baseline="clumped-nolimit",
+                relation=">",
+                scale="log",
+                quantile_of="work",
+                derive=latency_rise("E2b", "clumped-limit", "clumped-nolimit"),
+                why=_LATENCY,
+            ),
+            Check(
+                label="avg_cores clumped-limit",
+                kind="level",
+                experiment="E2b",
+                metric="avg_cores",
+                variant="clumped-limit",
+                baseline=None,
+                relation="within",
+                scale="log",
+                decisive=False,
+                derive=average_use("E2b", "clumped-limit"),
+                why="The service's CPU over the window (/stats).",
+            ),
+        ),
+    )
+)
 
-F7 = cite(Finding(
-    id="F7",
-    claim="Splitting a limit across replicas is worse than one pod holding the total: behind per-connection "
-          "balancing the replicas get uneven shares of each clump, and each pays its own throttling.",
-    checks=(
-        Check(label="work {q} two-half / one-limit", kind="ratio", experiment="E7", metric="work_{q}_ms",
-              variant="two-half", baseline="one-limit", relation=">", threshold=(1.0,), scale="log",
-              quantile_of="work",
-              why=f"{_LATENCY} 'Worse' is the claim: the whole interval of the ratio above 1. Model: with an even "
-                  "split each replica gets half of every clump with half the quota, which throttles the same "
-                  "share of each clump as the single pod (ratio 1); the uneven split of per-connection balancing "
-                  "is what makes the busier replica need more periods."),
-        Check(label="work {q} two-limit / one-double", kind="ratio", experiment="E7", metric="work_{q}_ms",
-              variant="two-limit", baseline="one-double", relation=">", threshold=(1.0,), scale="log",
-              quantile_of="work",
-              why=f"{_LATENCY} The same comparison with twice the quota (2 replicas x L against 1 pod x 2L): "
-                  "'worse' means the whole interval above 1 (model with an even split: 1)."),
-    ),
-))
+F7 = cite(
+    Finding(
+        id="F7",
+        claim="Splitting a limit across replicas is worse than one pod holding the total: behind per-connection "
+        "balancing the replicas get uneven shares of each clump, and each pays its own throttling.",
+        checks=(
+            Check(
+                label="work {q} two-half / one-limit",
+                kind="ratio",
+                experiment="E7",
+                metric="work_{q}_ms",
+                variant="two-half",
+                baseline="one-limit",
+                relation=">",
+                threshold=(1.0,),
+                scale="log",
+                quantile_of="work",
+                why=f"{_LATENCY} 'Worse' is the claim: the whole interval of the ratio above 1. Model: with an even "
+                "split each replica gets half of every clump with half the quota, which throttles the same "
+                "share of each clump as the single pod (ratio 1); the uneven split of per-connection balancing "
+                "is what makes the busier replica need more periods.",
+            ),
+            Check(
+                label="work {q} two-limit / one-double",
+                kind="ratio",
+                experiment="E7",
+                metric="work_{q}_ms",
+                variant="two-limit",
+                baseline="one-double",
+                relation=">",
+                threshold=(1.0,),
+                scale="log",
+                quantile_of="work",
+                why=f"{_LATENCY} The same comparison with twice the quota (2 replicas x L against 1 pod x 2L): "
+                "'worse' means the whole interval above 1 (model with an even split: 1).",
+            ),
+        ),
+    )
+)
 
-F9 = cite(Finding(
-    id="F9",
-    claim="On a busy node the service gets its request's share of the CPU, not its limit: throttling metrics "
-          "look fine while latency explodes, raising the limit does not help, raising the request does.",
-    checks=(
-        Check(label="throttled_ratio busy-lim2x", kind="level", experiment="E8", metric="throttled_ratio",
-              variant="busy-lim2x", baseline=None, relation="<", scale="logit",
-              derive=unthrottled_bound("E8", "busy-lim2x", clumped="idle-lim2x"),
-              why="'Throttling looks fine' on the busy node (the lab: 'throttled ratio 0!')."),
-        Check(label="work {q} busy-lim2x / idle-lim2x", kind="ratio", experiment="E8", metric="work_{q}_ms",
-              variant="busy-lim2x", baseline="idle-lim2x", relation=">", scale="log", quantile_of="work",
-              derive=latency_rise("E8", "busy-lim2x", "idle-lim2x"), why=f"While latency explodes. {_LATENCY}"),
-        Check(label="busy_cores busy-lim2x / busy-lim", kind="ratio", experiment="E8", metric="busy_cores",
-              variant="busy-lim2x", baseline="busy-lim", relation="within", scale="log",
-              derive=cpu_ratio("E8", "busy-lim2x", "busy-lim", same=True),
-              why="Raising the limit does not help: the CPU the service got while its requests waited (pod "
-                  "counters read every few ms)."),
-        Check(label="work {q} busy-lim2x-req-full / busy-lim2x", kind="ratio", experiment="E8",
-              metric="work_{q}_ms", variant="busy-lim2x-req-full", baseline="busy-lim2x", relation="<", scale="log",
-              quantile_of="work", derive=latency_rise("E8", "busy-lim2x-req-full", "busy-lim2x"),
-              why=f"Raising the request does. {_LATENCY}"),
-        Check(label="busy_cores busy-lim2x-req-full / busy-lim2x", kind="ratio", experiment="E8",
-              metric="busy_cores", variant="busy-lim2x-req-full", baseline="busy-lim2x", relation=">", scale="log",
-              derive=cpu_ratio("E8", "busy-lim2x-req-full", "busy-lim2x"),
-              why="And why: the CPU the service got while its requests waited."),
-    ),
-))
+F9 = cite(
+    Finding(
+        id="F9",
+        claim="On a busy node the service gets its request's share of the CPU, not its limit: throttling metrics "
+        "look fine while latency explodes, raising the limit does not help, raising the request does.",
+        checks=(
+            Check(
+                label="throttled_ratio busy-lim2x",
+                kind="level",
+                experiment="E8",
+                metric="throttled_ratio",
+                variant="busy-lim2x",
+                baseline=None,
+                relation="<",
+                scale="logit",
+                derive=unthrottled_bound("E8", "busy-lim2x", clumped="idle-lim2x"),
+                why="'Throttling looks fine' on the busy node (the lab: 'throttled ratio 0!').",
+            ),
+            Check(
+                label="work {q} busy-lim2x / idle-lim2x",
+                kind="ratio",
+                experiment="E8",
+                metric="work_{q}_ms",
+                variant="busy-lim2x",
+                baseline="idle-lim2x",
+                relation=">",
+                scale="log",
+                quantile_of="work",
+                derive=latency_rise("E8", "busy-lim2x", "idle-lim2x"),
+                why=f"While latency explodes. {_LATENCY}",
+            ),
+            Check(
+                label="busy_cores busy-lim2x / busy-lim",
+                kind="ratio",
+                experiment="E8",
+                metric="busy_cores",
+                variant="busy-lim2x",
+                baseline="busy-lim",
+                relation="within",
+                scale="log",
+                derive=cpu_ratio("E8", "busy-lim2x", "busy-lim", same=True),
+                why="Raising the limit does not help: the CPU the service got while its requests waited (pod "
+                "counters read every few ms).",
+            ),
+            Check(
+                label="work {q} busy-lim2x-req-full / busy-lim2x",
+                kind="ratio",
+                experiment="E8",
+                metric="work_{q}_ms",
+                variant="busy-lim2x-req-full",
+                baseline="busy-lim2x",
+                relation="<",
+                scale="log",
+                quantile_of="work",
+                derive=latency_rise("E8", "busy-lim2x-req-full", "busy-lim2x"),
+                why=f"Raising the request does. {_LATENCY}",
+            ),
+            Check(
+                label="busy_cores busy-lim2x-req-full / busy-lim2x",
+                kind="ratio",
+                experiment="E8",
+                metric="busy_cores",
+                variant="busy-lim2x-req-full",
+                baseline="busy-lim2x",
+                relation=">",
+                scale="log",
+                derive=cpu_ratio("E8", "busy-lim2x-req-full", "busy-lim2x"),
+                why="And why: the CPU the service got while its requests waited.",
+            ),
+        ),
+    )
+)
 
-F10 = cite(Finding(
-    id="F10",
-    claim="The throttled seconds a scraper sees (between two readings, divided by the readings' own time "
-          "difference) overstate the pause the limit caused: throttled time is summed over run queues.",
-    checks=(
-        Check(label="throttled / pause in the scrape window, limit", kind="level", experiment="E6",
-              metric="overstatement", variant="limit", baseline=None, relation=">", scale="log",
-              derive=overstatement("E6", "limit"),
-              why="Per run: Δthrottled between the two scraped readings over the pause of the rounds in the same "
-                  "window."),
-    ),
-))
+F10 = cite(
+    Finding(
+        id="F10",
+        claim="The throttled seconds a scraper sees (between two readings, divided by the readings' own time "
+        "difference) overstate the pause the limit caused: throttled time is summed over run queues.",
+        checks=(
+            Check(
+                label="throttled / pause in the scrape window, limit",
+                kind="level",
+                experiment="E6",
+                metric="overstatement",
+                variant="limit",
+                baseline=None,
+                relation=">",
+                scale="log",
+                derive=overstatement("E6", "limit"),
+                why="Per run: Δthrottled between the two scraped readings over the pause of the rounds in the same "
+                "window.",
+            ),
+        ),
+    )
+)
 
-F11 = cite(Finding(
-    id="F11",
-    claim="Under a small limit, a thread count matched to the limit (GOMAXPROCS 1) raises closed-loop throughput "
-          "over GOMAXPROCS = node CPUs.",
-    checks=(
-        Check(label="throughput_rps threads-one / threads-node", kind="ratio", experiment="S2",
-              metric="throughput_rps", variant="threads-one", baseline="threads-node", relation=">",
-              threshold=(1.2,), scale="log", requirements=(threads_drain_quota_fast("S2", "threads-node"),),
-              why="SPEC §2's model says only when the effect can exist (many threads drain a small quota in "
-                  "quota / threads of wall time, then all wait out the period; the requirement checks that the "
-                  "drain is as fast as the talk's), not how large it is. 1.2 is the smallest gain the claim "
-                  "can mean, far below the talk's 21.7x."),
-    ),
-))
+F11 = cite(
+    Finding(
+        id="F11",
+        claim="Under a small limit, a thread count matched to the limit (GOMAXPROCS 1) raises closed-loop throughput "
+        "over GOMAXPROCS = node CPUs.",
+        checks=(
+            Check(
+                label="throughput_rps threads-one / threads-node",
+                kind="ratio",
+                experiment="S2",
+                metric="throughput_rps",
+                variant="threads-one",
+                baseline="threads-node",
+                relation=">",
+                threshold=(1.2,),
+                scale="log",
+                requirements=(threads_drain_quota_fast("S2", "threads-node"),),
+                why="SPEC §2's model says only when the effect can exist (many threads drain a small quota in "
+                "quota / threads of wall time, then all wait out the period; the requirement checks that the "
+                "drain is as fast as the talk's), not how large it is. 1.2 is the smallest gain the claim "
+                "can mean, far below the talk's 21.7x.",
+            ),
+        ),
+    )
+)
 
 # ours (docs/EXPERIMENTS.md)
 
-F16 = cite(Finding(
-    id="F16",
-    claim="Without clumps, throttling stays rare until average use nears the limit; it bends where Poisson "
-          "bunching of one period exceeds the quota.",
-    checks=(
-        Check(label="avg_cores use30", kind="level", experiment=X5, metric="avg_cores", variant="use30",
-              baseline=None, relation="within", scale="log", decisive=False, derive=designed_use("use30"),
-              why="The service's CPU over the window (/stats): the design holds (premise)."),
-        Check(label="avg_cores use90", kind="level", experiment=X5, metric="avg_cores", variant="use90",
-              baseline=None, relation="within", scale="log", decisive=False, derive=designed_use("use90"),
-              why="The service's CPU over the window (/stats): the design holds (premise)."),
-        Check(label="throttled_ratio use30", kind="level", experiment=X5, metric="throttled_ratio",
-              variant="use30", baseline=None, relation="<", scale="logit",
-              derive=steady_share("use30", "use90", quiet=True), requirements=(bends("use30", "use90"),),
-              why="Steady arrivals at 30% of the limit: throttled periods / active periods."),
-        Check(label="throttled_ratio use90", kind="level", experiment=X5, metric="throttled_ratio",
-              variant="use90", baseline=None, relation=">", scale="logit",
-              derive=steady_share("use90", "use90", quiet=False), requirements=(bends("use30", "use90"),),
-              why="Steady arrivals at 90% of the limit: throttled periods / active periods."),
-        Check(label="work {q} use90 / use30", kind="ratio", experiment=X5, metric="work_{q}_ms", variant="use90",
-              baseline="use30", relation=">", threshold=(1.0,), scale="log", quantile_of="work", decisive=False,
-              why=f"{_LATENCY_OURS} The claim's direction: latency rises where throttling starts (supporting)."),
-    ),
-))
+F16 = cite(
+    Finding(
+        id="F16",
+        claim="Without clumps, throttling stays rare until average use nears the limit; it bends where Poisson "
+        "bunching of one period exceeds the quota.",
+        checks=(
+            Check(
+                label="avg_cores use30",
+                kind="level",
+                experiment=X5,
+                metric="avg_cores",
+                variant="use30",
+                baseline=None,
+                relation="within",
+                scale="log",
+                decisive=False,
+                derive=designed_use("use30"),
+                why="The service's CPU over the window (/stats): the design holds (premise).",
+            ),
+            Check(
+                label="avg_cores use90",
+                kind="level",
+                experiment=X5,
+                metric="avg_cores",
+                variant="use90",
+                baseline=None,
+                relation="within",
+                scale="log",
+                decisive=False,
+                derive=designed_use("use90"),
+                why="The service's CPU over the window (/stats): the design holds (premise).",
+            ),
+            Check(
+                label="throttled_ratio use30",
+                kind="level",
+                experiment=X5,
+                metric="throttled_ratio",
+                variant="use30",
+                baseline=None,
+                relation="<",
+                scale="logit",
+                derive=steady_share("use30", "use90", quiet=True),
+                requirements=(bends("use30", "use90"),),
+                why="Steady arrivals at 30% of the limit: throttled periods / active periods.",
+            ),
+            Check(
+                label="throttled_ratio use90",
+                kind="level",
+                experiment=X5,
+                metric="throttled_ratio",
+                variant="use90",
+                baseline=None,
+                relation=">",
+                scale="logit",
+                derive=steady_share("use90", "use90", quiet=False),
+                requirements=(bends("use30", "use90"),),
+                why="Steady arrivals at 90% of the limit: throttled periods / active periods.",
+            ),
+            Check(
+                label="work {q} use90 / use30",
+                kind="ratio",
+                experiment=X5,
+                metric="work_{q}_ms",
+                variant="use90",
+                baseline="use30",
+                relation=">",
+                threshold=(1.0,),
+                scale="log",
+                quantile_of="work",
+                decisive=False,
+                why=f"{_LATENCY_OURS} The claim's direction: latency rises where throttling starts (supporting).",
+            ),
+        ),
+    )
+)
 
-F17 = cite(Finding(
-    id="F17",
-    claim="Go's minimum of 2 threads under a limit at or below 1.5 CPUs costs neither latency (open-loop clumps "
-          "finish sooner on 2 threads while a clump fits the quota) nor closed-loop throughput (both capped by "
-          "the quota).",
-    checks=(
-        Check(label="work {q} clumped-500m-g1 / clumped-500m-g2", kind="ratio", experiment=X6,
-              metric="work_{q}_ms", variant="clumped-500m-g1", baseline="clumped-500m-g2", relation=">",
-              scale="log", quantile_of="work", derive=latency_rise(X6, "clumped-500m-g1", "clumped-500m-g2"),
-              requirements=(two_threads(("clumped-500m-g1", "clumped-500m-g2")),),
-              why=f"{_LATENCY_OURS} One thread serves a clump serially; Go's default two in parallel."),
-        Check(label="throughput_rps closed-500m-g2 / closed-500m-g1", kind="ratio", experiment=X6,
-              metric="throughput_rps", variant="closed-500m-g2", baseline="closed-500m-g1", relation="within",
-              scale="log", derive=same_throughput("closed-500m-g2", "closed-500m-g1"),
-              requirements=(two_threads(("closed-500m-g2", "closed-500m-g1")),),
-              why="Closed loop, 16 workers: successful /work requests per second."),
-    ),
-))
+F17 = cite(
+    Finding(
+        id="F17",
+        claim="Go's minimum of 2 threads under a limit at or below 1.5 CPUs costs neither latency (open-loop clumps "
+        "finish sooner on 2 threads while a clump fits the quota) nor closed-loop throughput (both capped by "
+        "the quota).",
+        checks=(
+            Check(
+                label="work {q} clumped-500m-g1 / clumped-500m-g2",
+                kind="ratio",
+                experiment=X6,
+                metric="work_{q}_ms",
+                variant="clumped-500m-g1",
+                baseline="clumped-500m-g2",
+                relation=">",
+                scale="log",
+                quantile_of="work",
+                derive=latency_rise(X6, "clumped-500m-g1", "clumped-500m-g2"),
+                requirements=(two_threads(("clumped-500m-g1", "clumped-500m-g2")),),
+                why=f"{_LATENCY_OURS} One thread serves a clump serially; Go's default two in parallel.",
+            ),
+            Check(
+                label="throughput_rps closed-500m-g2 / closed-500m-g1",
+                kind="ratio",
+                experiment=X6,
+                metric="throughput_rps",
+                variant="closed-500m-g2",
+                baseline="closed-500m-g1",
+                relation="within",
+                scale="log",
+                derive=same_throughput("closed-500m-g2", "closed-500m-g1"),
+                requirements=(two_threads(("closed-500m-g2", "closed-500m-g1")),),
+                why="Closed loop, 16 workers: successful /work requests per second.",
+            ),
+        ),
+    )
+)
 
 FINDINGS: tuple[Finding, ...] = (F6, F7, F9, F10, F11, F16, F17)

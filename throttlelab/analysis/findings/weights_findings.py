@@ -26,8 +26,10 @@ RUNTIMES = {"E5": "runc-new", "E10": "runc-old"}
 
 def _weights(phase: str, runtime: str) -> dict[str, int]:
     pod_names, level = PHASES[phase]
-    return {member: weight for member, (weight, _) in
-            expected_shares(lab_pods(pod_names, ("spin",), "go124mod"), level, runtime).items()}
+    return {
+        member: weight
+        for member, (weight, _) in expected_shares(lab_pods(pod_names, ("spin",), "go124mod"), level, runtime).items()
+    }
 
 
 def _requests(phase: str) -> dict[str, int]:
@@ -78,15 +80,18 @@ def _alternatives(phase: str, member: str, runtime: str) -> str:
         else:
             weights_share = weights[member] / sum(weights.values())
             request_share = requests[member] / sum(requests.values())
-            texts.append(f"CANNOT tell it from {name}: {ratio:.3g}, {100 * gap:.1f}% apart, inside the band "
-                         f"(shares {weights_share:.4f} vs {request_share:.4f})")
+            texts.append(
+                f"CANNOT tell it from {name}: {ratio:.3g}, {100 * gap:.1f}% apart, inside the band "
+                f"(shares {weights_share:.4f} vs {request_share:.4f})"
+            )
     return "; ".join(texts)
 
 
 def _share_values(experiment: str, member: str, ref: str):
     def values(evidence: Evidence, variant: str) -> np.ndarray:
-        return evidence.values(experiment, variant, f"share_{member}") / evidence.values(experiment, variant,
-                                                                                        f"share_{ref}")
+        return evidence.values(experiment, variant, f"share_{member}") / evidence.values(
+            experiment, variant, f"share_{ref}"
+        )
 
     return values
 
@@ -104,13 +109,16 @@ def runtime_conversion_applied(experiment: str) -> Requirement:
         runs = evidence.runs[evidence.runs["experiment"] == experiment]
         backends = set(runs["backend"]) if "backend" in runs.columns else set()
         if "cgroup_version" in runs.columns:  # a real runc (kind, kubernetes) converts shares on cgroup v2 only
-            real_v1 = runs[runs["backend"].isin(["kind", "kubernetes"])
-                           & (runs["cgroup_version"].astype(str).str.strip() == "1")]
+            real_v1 = runs[
+                runs["backend"].isin(["kind", "kubernetes"]) & (runs["cgroup_version"].astype(str).str.strip() == "1")
+            ]
             if len(real_v1):
-                return (f"{', '.join(sorted(set(real_v1['backend'])))} on cgroup v1: a real runc (both of the real "
-                        "node's, 1.3.0 and 1.4.3) writes kubelet's shares as they are (100m -> 102, 1 CPU -> 1024); "
-                        "its conversions to v2 weights (SPEC §2) happen only on cgroup v2, so runc-new's and "
-                        "runc-old's shares cannot differ here; the measured shares are in the tables")
+                return (
+                    f"{', '.join(sorted(set(real_v1['backend'])))} on cgroup v1: a real runc (both of the real "
+                    "node's, 1.3.0 and 1.4.3) writes kubelet's shares as they are (100m -> 102, 1 CPU -> 1024); "
+                    "its conversions to v2 weights (SPEC §2) happen only on cgroup v2, so runc-new's and "
+                    "runc-old's shares cannot differ here; the measured shares are in the tables"
+                )
         if backends <= {"local", "kind", "kubernetes"}:
             return None
         return (
@@ -152,22 +160,33 @@ def share_checks() -> tuple[Check, ...]:
                 if member == ref:
                     continue
                 ratio = weight / weights[ref]
-                checks.append(Check(
-                    label=f"share_{member} / share_{ref} {experiment} {phase}", kind="level", experiment=experiment,
-                    metric=f"share_{member}/share_{ref}", variant=phase, baseline=None, relation="within",
-                    threshold=(round(ratio / band, 4), round(ratio * band, 4)), scale="log",
-                    values=_share_values(experiment, member, ref),
-                    requirements=(runtime_conversion_applied(experiment),), reference=lab[f"{experiment} {phase}"],
-                    why=(f"{runtime}, {level} level ({'kubelet' if level == 'pod' else runtime}'s formula, SPEC "
-                         f"§2): weights {weight} : {weights[ref]}, so share_{member} / share_{ref} = {ratio:.4g} on "
-                         f"one contended CPU (CFS gives busy siblings time in proportion to their weights). Compared "
-                         f"as a log-ratio per run (Student t on the logs) with a relative band x/÷ {band:.3g}: half "
-                         f"the log distance between runc's two conversions inside the two-container pod (17 : 100 "
-                         f"against 4 : 39), so that it tells them apart. This band: "
-                         f"{_alternatives(phase, member, runtime)}. cgroup v1 rounds "
-                         f"shares = weight x 1024 / 100 down to whole numbers: at most "
-                         f"{100 * _v1_rounding(weights):.1f}% here, well inside the band."),
-                ))
+                checks.append(
+                    Check(
+                        label=f"share_{member} / share_{ref} {experiment} {phase}",
+                        kind="level",
+                        experiment=experiment,
+                        metric=f"share_{member}/share_{ref}",
+                        variant=phase,
+                        baseline=None,
+                        relation="within",
+                        threshold=(round(ratio / band, 4), round(ratio * band, 4)),
+                        scale="log",
+                        values=_share_values(experiment, member, ref),
+                        requirements=(runtime_conversion_applied(experiment),),
+                        reference=lab[f"{experiment} {phase}"],
+                        why=(
+                            f"{runtime}, {level} level ({'kubelet' if level == 'pod' else runtime}'s formula, SPEC "
+                            f"§2): weights {weight} : {weights[ref]}, so share_{member} / share_{ref} = {ratio:.4g} on "
+                            f"one contended CPU (CFS gives busy siblings time in proportion to their weights). Compared "
+                            f"as a log-ratio per run (Student t on the logs) with a relative band x/÷ {band:.3g}: half "
+                            f"the log distance between runc's two conversions inside the two-container pod (17 : 100 "
+                            f"against 4 : 39), so that it tells them apart. This band: "
+                            f"{_alternatives(phase, member, runtime)}. cgroup v1 rounds "
+                            f"shares = weight x 1024 / 100 down to whole numbers: at most "
+                            f"{100 * _v1_rounding(weights):.1f}% here, well inside the band."
+                        ),
+                    )
+                )
     return tuple(checks)
 
 
@@ -177,21 +196,30 @@ def _v1_rounding(weights: dict[str, int]) -> float:
     return 2 * max(errors)
 
 
-F8 = cite(Finding(
-    id="F8",
-    claim="Pod-level and container-level weights follow kubelet's and runc's formulas, and busy containers "
-          "pinned to one CPU share it in the ratio of those weights, for the new and the old runtime conversion.",
-    checks=(
-        Check(
-            label="read back = design (E4)", kind="agreement", experiment="E4", metric="readback_levels_ok",
-            variant="*", baseline="readback_levels", relation="within", threshold=(1.0, 1.0), scale="linear",
-            requirements=(levels_read_back("E4"),),
-            why="Weights and quotas are read back, not measured: one level off the SPEC §2 formulas "
+F8 = cite(
+    Finding(
+        id="F8",
+        claim="Pod-level and container-level weights follow kubelet's and runc's formulas, and busy containers "
+        "pinned to one CPU share it in the ratio of those weights, for the new and the old runtime conversion.",
+        checks=(
+            Check(
+                label="read back = design (E4)",
+                kind="agreement",
+                experiment="E4",
+                metric="readback_levels_ok",
+                variant="*",
+                baseline="readback_levels",
+                relation="within",
+                threshold=(1.0, 1.0),
+                scale="linear",
+                requirements=(levels_read_back("E4"),),
+                why="Weights and quotas are read back, not measured: one level off the SPEC §2 formulas "
                 "contradicts the claim; a run that read back no level compared nothing. Both runtime "
                 "conversions are variants of E4.",
+            ),
+            *share_checks(),
         ),
-        *share_checks(),
-    ),
-))
+    )
+)
 
 FINDINGS: tuple[Finding, ...] = (F8,)

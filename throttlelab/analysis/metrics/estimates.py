@@ -35,7 +35,19 @@ FLAG_SETTING_VARIES = "differs between runs"
 FLAG_UNDEFINED = "undefined"
 
 ESTIMATES_COLUMNS = [
-    "backend", "experiment", "variant", "metric", "unit", "point", "lo", "hi", "n", "level", "scale", "method", "flag",
+    "backend",
+    "experiment",
+    "variant",
+    "metric",
+    "unit",
+    "point",
+    "lo",
+    "hi",
+    "n",
+    "level",
+    "scale",
+    "method",
+    "flag",
 ]
 
 
@@ -69,8 +81,13 @@ def _too_small(notes: list[str], n: int) -> str | None:
     return f"not computed in {len(small)} of {n} runs: {text}"
 
 
-def summarise(values: np.ndarray, spec: MetricSpec, level: float, notes: list[str] | None = None,
-              counts: tuple[np.ndarray, np.ndarray] | None = None) -> Summarised:
+def summarise(
+    values: np.ndarray,
+    spec: MetricSpec,
+    level: float,
+    notes: list[str] | None = None,
+    counts: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Summarised:
     """Point and interval (or range, or setting) of one metric over one variant's runs.
 
     ``notes``: each run's reason for an empty value (metrics.csv's ``note``); ``counts``: each
@@ -84,26 +101,55 @@ def summarise(values: np.ndarray, spec: MetricSpec, level: float, notes: list[st
         small = _too_small([note for value, note in zip(values, notes or [""] * n) if np.isnan(value)], n)
         if small:
             return Summarised(math.nan, math.nan, math.nan, n, spec.scale, small, stats.FLAG_N_TOO_SMALL)
-        return Summarised(math.nan, math.nan, math.nan, n, spec.scale,
-                          f"{spec.name} undefined in {missing} of {n} runs", FLAG_UNDEFINED)
+        return Summarised(
+            math.nan,
+            math.nan,
+            math.nan,
+            n,
+            spec.scale,
+            f"{spec.name} undefined in {missing} of {n} runs",
+            FLAG_UNDEFINED,
+        )
     if spec.summary == "range":
-        return Summarised(float(stats.quantile(values, 0.5)), float(values.min()), float(values.max()), n, "linear",
-                          f"median and range of per-run {spec.name}, R = {n} (a maximum gets no CI)", FLAG_RANGE)
+        return Summarised(
+            float(stats.quantile(values, 0.5)),
+            float(values.min()),
+            float(values.max()),
+            n,
+            "linear",
+            f"median and range of per-run {spec.name}, R = {n} (a maximum gets no CI)",
+            FLAG_RANGE,
+        )
     if spec.summary == "setting":
         if np.ptp(values) == 0:
             runs = "the one run" if n == 1 else f"all {n} runs"
             return Summarised(float(values[0]), math.nan, math.nan, n, "linear", f"read back, identical in {runs}", "")
-        return Summarised(float(stats.quantile(values, 0.5)), float(values.min()), float(values.max()), n, "linear",
-                          f"read back; median and range over {n} runs", FLAG_SETTING_VARIES)
+        return Summarised(
+            float(stats.quantile(values, 0.5)),
+            float(values.min()),
+            float(values.max()),
+            n,
+            "linear",
+            f"read back; median and range over {n} runs",
+            FLAG_SETTING_VARIES,
+        )
     if spec.scale == "logit" and counts is not None and not (np.isnan(counts[0]).any() or np.isnan(counts[1]).any()):
-        est = _quietly(lambda: stats.estimate_proportion(counts[0], counts[1], level=level,
-                                                         label=f"per-run {spec.name}"))
+        est = _quietly(
+            lambda: stats.estimate_proportion(counts[0], counts[1], level=level, label=f"per-run {spec.name}")
+        )
         return Summarised(est.point, est.lo, est.hi, est.n, "logit", est.method, est.flag)
     log = spec.scale == "log"
     if log and np.any(values <= 0):
         zeros = int((values <= 0).sum())
-        return Summarised(math.nan, math.nan, math.nan, n, spec.scale,
-                          f"{spec.name} is 0 in {zeros} of {n} runs: no geometric mean", FLAG_UNDEFINED)
+        return Summarised(
+            math.nan,
+            math.nan,
+            math.nan,
+            n,
+            spec.scale,
+            f"{spec.name} is 0 in {zeros} of {n} runs: no geometric mean",
+            FLAG_UNDEFINED,
+        )
     est = _quietly(lambda: stats.estimate(values, log=log, level=level, label=f"per-run {spec.name}"))
     return Summarised(est.point, est.lo, est.hi, est.n, est.scale, est.method, est.flag)
 
@@ -131,8 +177,14 @@ def _latency_runs(requests: pd.DataFrame, ep: str, timeout_ms: float) -> list[np
     return out
 
 
-def estimates_table(metrics: pd.DataFrame, requests: pd.DataFrame | None, *, level: float, seed: int,
-                    timeout_ms: float = DEFAULT_LOAD_TIMEOUT_MS) -> pd.DataFrame:
+def estimates_table(
+    metrics: pd.DataFrame,
+    requests: pd.DataFrame | None,
+    *,
+    level: float,
+    seed: int,
+    timeout_ms: float = DEFAULT_LOAD_TIMEOUT_MS,
+) -> pd.DataFrame:
     """estimates.csv: one row per (experiment, variant, metric) across that variant's runs.
 
     A p99.9 that runs too short for their own leave empty is pooled with a cluster bootstrap only
@@ -171,11 +223,13 @@ def estimates_table(metrics: pd.DataFrame, requests: pd.DataFrame | None, *, lev
     return frame.astype({"point": "float64", "lo": "float64", "hi": "float64", "n": "int64", "level": "float64"})
 
 
-def _counts(variant_metrics: pd.DataFrame, repeats: pd.Series, names: tuple[str, str]
-            ) -> tuple[np.ndarray, np.ndarray] | None:
+def _counts(
+    variant_metrics: pd.DataFrame, repeats: pd.Series, names: tuple[str, str]
+) -> tuple[np.ndarray, np.ndarray] | None:
     """The runs' (events, trials) of a proportion, in the order of ``repeats``; None when absent."""
     wide = variant_metrics[variant_metrics["metric"].isin(names)].pivot_table(
-        index="repeat", columns="metric", values="value", aggfunc="first", dropna=False)
+        index="repeat", columns="metric", values="value", aggfunc="first", dropna=False
+    )
     if any(name not in wide.columns for name in names) or not set(repeats) <= set(wide.index):
         return None
     picked = wide.loc[list(repeats)]

@@ -20,29 +20,69 @@ from throttlelab.model.catalogue import Experiment
 SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("p50_wall_ms", "ms", "log", "interval", "median burst completion time, rounds after the first"),
     MetricSpec("max_wall_ms", "ms", "log", "range", "slowest burst, rounds after the first"),
-    MetricSpec("throttled_ratio", "ratio", "logit", "interval",
-               "throttled periods / active periods (0 when no period was counted)",
-               counts=("nr_throttled", "nr_periods")),
+    MetricSpec(
+        "throttled_ratio",
+        "ratio",
+        "logit",
+        "interval",
+        "throttled periods / active periods (0 when no period was counted)",
+        counts=("nr_throttled", "nr_periods"),
+    ),
     MetricSpec("nr_periods", "count", "linear", "interval", "CFS periods counted (active periods only)"),
     MetricSpec("nr_throttled", "count", "linear", "interval", "CFS periods in which the cgroup was throttled"),
-    MetricSpec("throttled_ms", "ms", "linear", "interval",
-               "throttled time, summed over CPUs; can exceed wall time"),
-    MetricSpec("throttled_over_wall", "ratio", "linear", "interval",
-               "median over rounds after the first of throttled ms / wall ms"),
-    MetricSpec("throttled_ms_per_round", "ms", "linear", "interval",
-               "mean throttled time per round after the first, summed over the run queues throttled"),
+    MetricSpec("throttled_ms", "ms", "linear", "interval", "throttled time, summed over CPUs; can exceed wall time"),
+    MetricSpec(
+        "throttled_over_wall",
+        "ratio",
+        "linear",
+        "interval",
+        "median over rounds after the first of throttled ms / wall ms",
+    ),
+    MetricSpec(
+        "throttled_ms_per_round",
+        "ms",
+        "linear",
+        "interval",
+        "mean throttled time per round after the first, summed over the run queues throttled",
+    ),
     MetricSpec("mean_wall_ms", "ms", "log", "interval", "mean burst completion time, rounds after the first"),
-    MetricSpec("throttled_per_round", "periods", "linear", "interval",
-               "throttled periods per round after the first (Δnr_throttled of those rounds / their count)"),
-    MetricSpec("bursts_per_round", "periods", "linear", "interval",
-               "periods over quota (cpu.stat nr_bursts, X1) over the whole run / rounds; empty on a kernel "
-               "without a burst budget"),
-    MetricSpec("burst_ms_per_round", "ms", "linear", "interval",
-               "CPU borrowed from the burst budget (cpu.stat burst_time / burst_usec) over the run / rounds"),
-    MetricSpec("periods_per_round", "periods", "linear", "interval", "the run's nr_periods / rounds (the idle period after each burst included)"),
+    MetricSpec(
+        "throttled_per_round",
+        "periods",
+        "linear",
+        "interval",
+        "throttled periods per round after the first (Δnr_throttled of those rounds / their count)",
+    ),
+    MetricSpec(
+        "bursts_per_round",
+        "periods",
+        "linear",
+        "interval",
+        "periods over quota (cpu.stat nr_bursts, X1) over the whole run / rounds; empty on a kernel "
+        "without a burst budget",
+    ),
+    MetricSpec(
+        "burst_ms_per_round",
+        "ms",
+        "linear",
+        "interval",
+        "CPU borrowed from the burst budget (cpu.stat burst_time / burst_usec) over the run / rounds",
+    ),
+    MetricSpec(
+        "periods_per_round",
+        "periods",
+        "linear",
+        "interval",
+        "the run's nr_periods / rounds (the idle period after each burst included)",
+    ),
     MetricSpec("avg_cores", "cores", "linear", "interval", "CPU used / elapsed time"),
-    MetricSpec("periods_per_wall_period", "ratio", "linear", "interval",
-               "nr_periods / (elapsed / period): 1 if every wall-clock period were counted"),
+    MetricSpec(
+        "periods_per_wall_period",
+        "ratio",
+        "linear",
+        "interval",
+        "nr_periods / (elapsed / period): 1 if every wall-clock period were counted",
+    ),
     MetricSpec("gomaxprocs", "procs", "linear", "setting", "GOMAXPROCS the Go runtime chose"),
     MetricSpec("expected_gomaxprocs", "procs", "linear", "setting", "GOMAXPROCS the SPEC rule predicts"),
     MetricSpec("num_cpu", "cpus", "linear", "setting", "runtime.NumCPU(): CPUs the process may use"),
@@ -126,8 +166,9 @@ def gomaxprocs_metrics(header: Mapping[str, Any]) -> dict[str, float]:
 
 
 def _process(headers: pd.DataFrame | None, command: str) -> pd.Series:
-    return exactly_one(None if headers is None else headers[headers["command"] == command],
-                       f"{command} process").iloc[0]
+    return exactly_one(None if headers is None else headers[headers["command"] == command], f"{command} process").iloc[
+        0
+    ]
 
 
 def pods_burst_metrics(parts: Mapping[str, pd.DataFrame | None]) -> dict[str, float]:
@@ -140,8 +181,13 @@ def pods_burst_metrics(parts: Mapping[str, pd.DataFrame | None]) -> dict[str, fl
     for header in bursts.to_dict("records"):
         summary = exactly_one(summaries[summaries["src"] == header["src"]], f"{header['src']} burst summary").iloc[0]
         period = header["cg_period_us"]
-        per_pod.append(burst_metrics(rounds[rounds["src"] == header["src"]], summary.to_dict(),
-                                     math.nan if pd.isna(period) else float(period)))
+        per_pod.append(
+            burst_metrics(
+                rounds[rounds["src"] == header["src"]],
+                summary.to_dict(),
+                math.nan if pd.isna(period) else float(period),
+            )
+        )
     # counts add up over the pods (the throttled share is their ratio); everything else is the pods' mean
     out = {key: float(sum(m[key] for m in per_pod) / len(per_pod)) for key in per_pod[0]}
     for key in ("nr_periods", "nr_throttled", "throttled_ms"):

@@ -49,8 +49,10 @@ def experiment_metrics(experiment: str, parts: Mapping[str, pd.DataFrame | None]
 
 def run_metrics(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """metrics.csv: one row per (run, metric), in long form with the unit beside the value."""
-    grouped = {name: _by_run(tables[name])
-               for name in ("headers", "summaries", "rounds", "requests", "readback", "share_samples")}
+    grouped = {
+        name: _by_run(tables[name])
+        for name in ("headers", "summaries", "rounds", "requests", "readback", "share_samples")
+    }
     # the service experiments' tables; absent in inputs that predate them
     grouped.update({name: _by_run(tables[name]) for name in ("podstats", "target_stats") if name in tables})
     rows = []

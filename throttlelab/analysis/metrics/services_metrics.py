@@ -48,70 +48,157 @@ def _latency_specs() -> list[MetricSpec]:
     specs = []
     for ep in ENDPOINTS:
         for q in ("p50", "p90", "p99", "p99_9"):
-            specs.append(MetricSpec(
-                f"{ep}_{q}_ms", "ms", "log", "interval",
-                f"{q.replace('_', '.')} latency of /{ep} from the scheduled send, failed requests at the client "
-                f"timeout; empty when the run holds fewer than {stats.min_samples(stats.QUANTILES[q]):,} requests"))
+            specs.append(
+                MetricSpec(
+                    f"{ep}_{q}_ms",
+                    "ms",
+                    "log",
+                    "interval",
+                    f"{q.replace('_', '.')} latency of /{ep} from the scheduled send, failed requests at the client "
+                    f"timeout; empty when the run holds fewer than {stats.min_samples(stats.QUANTILES[q]):,} requests",
+                )
+            )
         specs += [
-            MetricSpec(f"{ep}_max_ms", "ms", "log", "range",
-                       f"slowest /{ep} request of the run (a failed one at the client timeout)"),
+            MetricSpec(
+                f"{ep}_max_ms",
+                "ms",
+                "log",
+                "range",
+                f"slowest /{ep} request of the run (a failed one at the client timeout)",
+            ),
             MetricSpec(f"{ep}_requests", "count", "linear", "interval", f"/{ep} requests measured"),
-            MetricSpec(f"{ep}_errors", "count", "linear", "interval",
-                       f"/{ep} requests that failed or timed out (in the quantiles at the client timeout)"),
+            MetricSpec(
+                f"{ep}_errors",
+                "count",
+                "linear",
+                "interval",
+                f"/{ep} requests that failed or timed out (in the quantiles at the client timeout)",
+            ),
         ]
-    specs.append(MetricSpec("late_p99_ms", "ms", "linear", "interval",
-                            "p99 of send lateness (actual minus scheduled send): the generator's health"))
+    specs.append(
+        MetricSpec(
+            "late_p99_ms",
+            "ms",
+            "linear",
+            "interval",
+            "p99 of send lateness (actual minus scheduled send): the generator's health",
+        )
+    )
     return specs
 
 
 #: Latency metrics of every run with `req` records.
 LATENCY_SPECS: tuple[MetricSpec, ...] = tuple(_latency_specs())
 #: The service experiments' own metrics.
-SPECS: tuple[MetricSpec, ...] = tuple(MetricSpec(*spec) for spec in (
-    ("gc_cycles", "count", "linear", "interval", "GC cycles of the service(s) in the window (/stats num_gc)"),
-    ("work_rps", "req/s", "linear", "interval", "successful /work requests per second of the window"),
-    ("throughput_rps", "req/s", "log", "interval", "closed loop: successful /work requests per second"),
-    ("busiest_share", "share", "linear", "interval",
-     "share of the measured /work requests served by the busiest replica (1/replicas if even)"),
-    ("busy_cores", "cores", "linear", "interval",
-     "the service's CPU (cores) while it had /work requests outstanding, from pod counters read every few ms"),
-    ("neighbor_cores", "cores", "linear", "interval", "the neighbor pod's CPU over the window"),
-    ("upstream_throttled_ratio", "ratio", "linear", "interval",
-     "the upstream pod's throttled periods / active periods over the window (S2 cascade)"),
-    ("upstream_cores", "cores", "linear", "interval", "the upstream pod's CPU over the window (S2 cascade)"),
-    ("calib_p50_wall_ms", "ms", "log", "interval", "median round of the same burst without a limit (E6)"),
-    ("extra_ms_per_round", "ms", "linear", "interval",
-     "median round under the limit minus median round without it: the real pause per round"),
-    ("pause_s_per_s", "s/s", "linear", "interval", "extra completion time per second of wall time"),
-    ("throttled_s_per_s", "s/s", "linear", "interval",
-     "rate of throttled seconds between two scrapes, divided by the readings' own time difference"),
-    ("throttled_s_per_s_naive", "s/s", "linear", "interval",
-     "the same change divided by the time between the scrapes (the mistake the lab warns of)"),
-    ("throttled_ms_window", "ms", "linear", "interval",
-     "throttled time between the two readings the scrapes returned (summed over run queues)"),
-    ("pause_ms_window", "ms", "linear", "interval",
-     "the real pause inside the same window: each round's wall time minus the unlimited median round, "
-     "for the part of the round that lies between the two readings"),
-    ("overstatement", "ratio", "log", "interval",
-     "throttled_ms_window / pause_ms_window: the same window on both sides"),
-    ("scrape_throttled_ratio", "ratio", "linear", "interval",
-     "throttled periods / counted periods between the scrapes (counts only active periods)"),
-    ("throttled_per_wall_period", "ratio", "linear", "interval",
-     "throttled periods / wall-clock periods between the scrapes"),
-    ("sample_gap_s", "s", "linear", "interval", "time between the two readings the scrapes returned"),
-    ("scrape_gap_s", "s", "linear", "interval", "time between the two scrapes"),
-    ("scrapes_cadvisor", "scrapes", "linear", "setting",
-     "how many of the two scrapes read the kubelet's real cAdvisor (kind, kubernetes: 2); 0 where cAdvisor is "
-     "emulated (local, docker: the container's counters read every housekeeping_ms)"),
-))
+SPECS: tuple[MetricSpec, ...] = tuple(
+    MetricSpec(*spec)
+    for spec in (
+        ("gc_cycles", "count", "linear", "interval", "GC cycles of the service(s) in the window (/stats num_gc)"),
+        ("work_rps", "req/s", "linear", "interval", "successful /work requests per second of the window"),
+        ("throughput_rps", "req/s", "log", "interval", "closed loop: successful /work requests per second"),
+        (
+            "busiest_share",
+            "share",
+            "linear",
+            "interval",
+            "share of the measured /work requests served by the busiest replica (1/replicas if even)",
+        ),
+        (
+            "busy_cores",
+            "cores",
+            "linear",
+            "interval",
+            "the service's CPU (cores) while it had /work requests outstanding, from pod counters read every few ms",
+        ),
+        ("neighbor_cores", "cores", "linear", "interval", "the neighbor pod's CPU over the window"),
+        (
+            "upstream_throttled_ratio",
+            "ratio",
+            "linear",
+            "interval",
+            "the upstream pod's throttled periods / active periods over the window (S2 cascade)",
+        ),
+        ("upstream_cores", "cores", "linear", "interval", "the upstream pod's CPU over the window (S2 cascade)"),
+        ("calib_p50_wall_ms", "ms", "log", "interval", "median round of the same burst without a limit (E6)"),
+        (
+            "extra_ms_per_round",
+            "ms",
+            "linear",
+            "interval",
+            "median round under the limit minus median round without it: the real pause per round",
+        ),
+        ("pause_s_per_s", "s/s", "linear", "interval", "extra completion time per second of wall time"),
+        (
+            "throttled_s_per_s",
+            "s/s",
+            "linear",
+            "interval",
+            "rate of throttled seconds between two scrapes, divided by the readings' own time difference",
+        ),
+        (
+            "throttled_s_per_s_naive",
+            "s/s",
+            "linear",
+            "interval",
+            "the same change divided by the time between the scrapes (the mistake the lab warns of)",
+        ),
+        (
+            "throttled_ms_window",
+            "ms",
+            "linear",
+            "interval",
+            "throttled time between the two readings the scrapes returned (summed over run queues)",
+        ),
+        (
+            "pause_ms_window",
+            "ms",
+            "linear",
+            "interval",
+            "the real pause inside the same window: each round's wall time minus the unlimited median round, "
+            "for the part of the round that lies between the two readings",
+        ),
+        (
+            "overstatement",
+            "ratio",
+            "log",
+            "interval",
+            "throttled_ms_window / pause_ms_window: the same window on both sides",
+        ),
+        (
+            "scrape_throttled_ratio",
+            "ratio",
+            "linear",
+            "interval",
+            "throttled periods / counted periods between the scrapes (counts only active periods)",
+        ),
+        (
+            "throttled_per_wall_period",
+            "ratio",
+            "linear",
+            "interval",
+            "throttled periods / wall-clock periods between the scrapes",
+        ),
+        ("sample_gap_s", "s", "linear", "interval", "time between the two readings the scrapes returned"),
+        ("scrape_gap_s", "s", "linear", "interval", "time between the two scrapes"),
+        (
+            "scrapes_cadvisor",
+            "scrapes",
+            "linear",
+            "setting",
+            "how many of the two scrapes read the kubelet's real cAdvisor (kind, kubernetes: 2); 0 where cAdvisor is "
+            "emulated (local, docker: the container's counters read every housekeeping_ms)",
+        ),
+    )
+)
 
 
 # --------------------------------------------------------------------------
 # latencies of every run with requests (RECORDS.md `req`)
 
 
-def latency_metrics(requests: pd.DataFrame, timeout_ms: float = DEFAULT_LOAD_TIMEOUT_MS
-                    ) -> tuple[dict[str, float], dict[str, str]]:
+def latency_metrics(
+    requests: pd.DataFrame, timeout_ms: float = DEFAULT_LOAD_TIMEOUT_MS
+) -> tuple[dict[str, float], dict[str, str]]:
     """Per-run latency metrics of one load run (RECORDS.md `req`), per endpoint, and why some are empty.
 
     A failed or timed-out request (``ok`` false) enters the quantiles at the
@@ -125,8 +212,9 @@ def latency_metrics(requests: pd.DataFrame, timeout_ms: float = DEFAULT_LOAD_TIM
     notes: dict[str, str] = {}
     for ep in ENDPOINTS:
         mine = requests[requests["ep"] == ep]
-        summary = stats.run_latency_summary(mine["lat_ms"].to_numpy(dtype=float),
-                                            ok=mine["ok"].to_numpy(dtype=bool), timeout_ms=timeout_ms)
+        summary = stats.run_latency_summary(
+            mine["lat_ms"].to_numpy(dtype=float), ok=mine["ok"].to_numpy(dtype=bool), timeout_ms=timeout_ms
+        )
         for q in ("p50", "p90", "p99", "p99_9", "max"):
             out[f"{ep}_{q}_ms"] = summary.values[q]
             if q in summary.notes:
@@ -138,8 +226,7 @@ def latency_metrics(requests: pd.DataFrame, timeout_ms: float = DEFAULT_LOAD_TIM
     return out, notes
 
 
-def supported_latency_metric(metrics: pd.DataFrame, experiment: str, variants=None, ep: str = "work"
-                             ) -> str | None:
+def supported_latency_metric(metrics: pd.DataFrame, experiment: str, variants=None, ep: str = "work") -> str | None:
     """``<ep>_p99_ms``, ``<ep>_p90_ms`` or ``<ep>_p50_ms``: the highest quantile every run of the
     experiment (of ``variants``, when given) supports, from their ``<ep>_requests``; None if none."""
     rows = metrics[(metrics["experiment"] == experiment) & (metrics["metric"] == f"{ep}_requests")]
@@ -324,8 +411,7 @@ def monitoring_metrics(parts: Mapping[str, pd.DataFrame | None]) -> dict[str, fl
     period_us = headers.loc[headers["src"] == job, "cg_period_us"].dropna()
     period_s = float(period_us.iloc[0]) / 1e6 if len(period_us) else 0.1
     rate = d["throttled_usec"] / 1e6 / sample_gap if sample_gap > 0 else math.nan
-    pause_window = window_pause_ms(rounds[rounds["src"] == job], calib_p50, float(first["t_ms"]),
-                                   float(second["t_ms"]))
+    pause_window = window_pause_ms(rounds[rounds["src"] == job], calib_p50, float(first["t_ms"]), float(second["t_ms"]))
     throttled_window = d["throttled_usec"] / USEC_PER_MS
     return {
         "p50_wall_ms": p50,
@@ -360,8 +446,10 @@ def service_run_metrics(experiment: Experiment, parts: Mapping[str, pd.DataFrame
         return monitoring_metrics(parts)
     if experiment.metrics == "load":
         return load_run_metrics(experiment.id, parts)
-    raise ValueError(f"{experiment.id}: metrics {experiment.metrics!r} are not a service experiment's "
-                     "(model/catalogue.py METRIC_KINDS)")
+    raise ValueError(
+        f"{experiment.id}: metrics {experiment.metrics!r} are not a service experiment's "
+        "(model/catalogue.py METRIC_KINDS)"
+    )
 
 
 def suspect(late_p99_ms: float) -> bool:
@@ -374,8 +462,7 @@ def lateness_rows(metrics: pd.DataFrame, experiment: str) -> list[tuple[str, int
     mine = metrics[(metrics["experiment"] == experiment) & metrics["metric"].isin(["late_p99_ms", "work_errors"])]
     if mine.empty or not (mine["metric"] == "late_p99_ms").any():
         return []
-    wide = mine.pivot_table(index=["variant", "repeat"], columns="metric", values="value", aggfunc="first",
-                            sort=False)
+    wide = mine.pivot_table(index=["variant", "repeat"], columns="metric", values="value", aggfunc="first", sort=False)
     out = []
     for (variant, repeat), row in wide.iterrows():
         late = float(row.get("late_p99_ms", math.nan))

@@ -15,14 +15,20 @@ from throttlelab.model.catalogue import Experiment
 SHARE_MEMBERS = ("pod-p100m", "pod-p1", "pod-two", "small", "big")
 
 SHARE_SPECS: tuple[MetricSpec, ...] = tuple(
-    MetricSpec(f"share_{m}", "share", "linear", "interval",
-               f"{m}'s share of the one contended CPU: mean over the readings of its usage / all members'")
+    MetricSpec(
+        f"share_{m}",
+        "share",
+        "linear",
+        "interval",
+        f"{m}'s share of the one contended CPU: mean over the readings of its usage / all members'",
+    )
     for m in SHARE_MEMBERS
 )
 READBACK_SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("readback_levels", "levels", "linear", "setting", "cgroup levels the backend wrote and read back"),
-    MetricSpec("readback_levels_ok", "levels", "linear", "setting",
-               "levels whose read-back values equal the SPEC §2 design"),
+    MetricSpec(
+        "readback_levels_ok", "levels", "linear", "setting", "levels whose read-back values equal the SPEC §2 design"
+    ),
 )
 
 
@@ -66,5 +72,6 @@ def weights_run_metrics(experiment: Experiment, parts: Mapping[str, pd.DataFrame
         if samples is None or samples.empty:
             raise InputError("no share readings")
         return share_metrics(samples)
-    raise ValueError(f"{experiment.id}: metrics {kind!r} are not a weight experiment's (model/catalogue.py "
-                     "METRIC_KINDS)")
+    raise ValueError(
+        f"{experiment.id}: metrics {kind!r} are not a weight experiment's (model/catalogue.py METRIC_KINDS)"
+    )

@@ -36,7 +36,13 @@ from throttlelab.backends.base import BackendError, Capabilities, every_step
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.kube.client import KubeClient, KubeError, container_id
 from throttlelab.backends.kube.backend import KubeBackend, KubeDeployment, KubeSettings, NotTestable, parse_cpu_stat
-from throttlelab.backends.kind.clusters import NODE_IMAGES, ROLE_OF_RUNTIME, KindCluster, clusters_from_settings, image_tag
+from throttlelab.backends.kind.clusters import (
+    NODE_IMAGES,
+    ROLE_OF_RUNTIME,
+    KindCluster,
+    clusters_from_settings,
+    image_tag,
+)
 from throttlelab.backends.kind.nodes import (
     DISCOVER,
     NodeFiles,
@@ -55,7 +61,15 @@ from throttlelab.backends.kind.nodes import (
 )
 from throttlelab.backends.kind.pauses import ClusterLocks, hold, pause, plan_pauses, resume, sweep_pauses, using
 from throttlelab.backends.kind.pauses import state_file as pause_state_file
-from throttlelab.backends.kind.pins import Pin, apply_pins, current_cpuset, plan_pins, restore_pins, sweep_pins, usable_cpus
+from throttlelab.backends.kind.pins import (
+    Pin,
+    apply_pins,
+    current_cpuset,
+    plan_pins,
+    restore_pins,
+    sweep_pins,
+    usable_cpus,
+)
 from throttlelab.backends.kind.pins import state_file as pin_state_file
 
 
@@ -86,7 +100,9 @@ class KindDeployment(KubeDeployment):
 
     # -- lifecycle: the idle cluster's lock and pause around the kubernetes deployment ----------------
     def __enter__(self) -> "KindDeployment":
-        self.locks = hold(using=[self.cluster.name], pausing=[c.name for c in self.idle], progress=self.backend.progress)
+        self.locks = hold(
+            using=[self.cluster.name], pausing=[c.name for c in self.idle], progress=self.backend.progress
+        )
         try:
             super().__enter__()
         except BaseException:
@@ -163,12 +179,17 @@ class KindDeployment(KubeDeployment):
             if self._layout is None:
                 worker = self.settings.worker_node
                 uids = {name: obj["metadata"]["uid"] for name, obj in self.live.items()}
-                ids = {(p.name, c.name): container_id(self.live[p.name], c.name)
-                       for p in self.node.pods for c in p.containers}
+                ids = {
+                    (p.name, c.name): container_id(self.live[p.name], c.name)
+                    for p in self.node.pods
+                    for c in p.containers
+                }
                 layout = parse_discover(self._discover(worker, list(uids.values()), "find the pods' cgroups"))
                 missing = [p for p, uid in uids.items() if uid not in layout.pod_dirs]
                 if missing:
-                    raise BackendError(f"{self.backend.name} backend: no cgroup of pod(s) {', '.join(missing)} in node {worker}")
+                    raise BackendError(
+                        f"{self.backend.name} backend: no cgroup of pod(s) {', '.join(missing)} in node {worker}"
+                    )
                 self.cgroup_version = layout.version
                 self._dirs = level_dirs(self.node, layout, uids, ids)
                 self._layout = layout
@@ -190,17 +211,21 @@ class KindDeployment(KubeDeployment):
             try:
                 return not self.files.exists(known)
             except OSError as exc:
-                raise BackendError(f"{self.backend.name} backend: cannot look for {known} in node {node}: "
-                                   f"{exc.strerror}") from None
-        layout = parse_discover(self._discover(node, [uid],
-                                               f"look for the cgroup of deleted pod {pod['metadata'].get('name')}"))
+                raise BackendError(
+                    f"{self.backend.name} backend: cannot look for {known} in node {node}: {exc.strerror}"
+                ) from None
+        layout = parse_discover(
+            self._discover(node, [uid], f"look for the cgroup of deleted pod {pod['metadata'].get('name')}")
+        )
         return uid not in layout.pod_dirs
 
     def _read_file(self, path: str) -> str | None:
         try:
             return self.files.read_optional(path)
         except OSError as exc:
-            raise BackendError(f"{self.backend.name} backend: cannot read {path} in node {self.settings.worker_node}: {exc.strerror}") from None
+            raise BackendError(
+                f"{self.backend.name} backend: cannot read {path} in node {self.settings.worker_node}: {exc.strerror}"
+            ) from None
 
     def _read_upper_levels(self) -> dict[str, dict[str, Any]]:
         layout, dirs = self._find_levels()
@@ -216,23 +241,29 @@ class KindDeployment(KubeDeployment):
         layout, dirs = self._find_levels()
         directory = dirs.get(path)
         if directory is None:
-            raise BackendError(f"{self.backend.name} backend: the cgroup of {what} was not found in node {self.settings.worker_node} "
-                               f"(its pod's directories: {sorted(dirs)})")
+            raise BackendError(
+                f"{self.backend.name} backend: the cgroup of {what} was not found in node {self.settings.worker_node} "
+                f"(its pod's directories: {sorted(dirs)})"
+            )
         try:
             texts = [self.files.read(f) for f in stat_files(directory, layout.version)]
         except FileNotFoundError:
             raise BackendError(self._gone(what, pod, directory)) from None
         except OSError as exc:
-            raise BackendError(f"{self.backend.name} backend: cannot read the counters of {what} in node {self.settings.worker_node} "
-                               f"({directory}): {exc.strerror}") from None
+            raise BackendError(
+                f"{self.backend.name} backend: cannot read the counters of {what} in node {self.settings.worker_node} "
+                f"({directory}): {exc.strerror}"
+            ) from None
         return parse_cpu_stat(texts[0], texts[1] if len(texts) > 1 else None)
 
     def _gone(self, what: str, pod: str, directory: str) -> str:
         name = mf.pod_name(self.node.pod(pod), self.ident.run)
-        return (f"{self.backend.name} backend: the cgroup of {what} is gone from node {self.settings.worker_node} ({directory}): kubelet "
-                "and runc remove it when the container ends or its pod is deleted, so its counters can be read only "
-                f"while it runs; see what happened: kubectl --kubeconfig {self.settings.kubeconfig} --context "
-                f"{self.settings.context} -n {self.ns} describe pod {name}")
+        return (
+            f"{self.backend.name} backend: the cgroup of {what} is gone from node {self.settings.worker_node} ({directory}): kubelet "
+            "and runc remove it when the container ends or its pod is deleted, so its counters can be read only "
+            f"while it runs; see what happened: kubectl --kubeconfig {self.settings.kubeconfig} --context "
+            f"{self.settings.context} -n {self.ns} describe pod {name}"
+        )
 
     def _stat_pod(self, pod: str) -> dict[str, Any]:
         return self._stat_at(design.pod_path(self.node, self.node.pod(pod)), pod, None)
@@ -247,8 +278,14 @@ class KindBackend(KubeBackend):
     name = "kind"
     unreadable_reason = "not found in the node container"
 
-    def __init__(self, clusters: dict[str, KindCluster], runtime: str = "runc-new", namespace: str = "default",
-                 pod_start_timeout_s: float = 120.0, progress: Callable[[str], None] = lambda message: None):
+    def __init__(
+        self,
+        clusters: dict[str, KindCluster],
+        runtime: str = "runc-new",
+        namespace: str = "default",
+        pod_start_timeout_s: float = 120.0,
+        progress: Callable[[str], None] = lambda message: None,
+    ):
         self.clusters = clusters
         self.namespace = namespace
         self.pod_start_timeout_s = pod_start_timeout_s
@@ -298,8 +335,10 @@ class KindBackend(KubeBackend):
         self._resume_dead_pauses()
         ready = [c for c in self.clusters.values() if c.kubeconfig.is_file()]
         if not ready:
-            raise BackendError("kind backend: no cluster exists yet (no kubeconfig under results/kind/clusters/); "
-                               "create them: snakemake --cores 1 --config backend=kind create_clusters")
+            raise BackendError(
+                "kind backend: no cluster exists yet (no kubeconfig under results/kind/clusters/); "
+                "create them: snakemake --cores 1 --config backend=kind create_clusters"
+            )
         with using(*(c.name for c in ready), progress=self.progress):  # not while a run has one paused
             for cluster in ready:
                 kc = self.client_for(cluster)
@@ -309,8 +348,10 @@ class KindBackend(KubeBackend):
                 # its files can be read from here (this host, root)
                 for node, inspect in ((cluster.worker, node_pid), (cluster.control_plane, node_container)):
                     if node not in names:
-                        raise BackendError(f"kind backend: cluster {cluster.name} has no node {node!r} (its nodes: "
-                                           f"{', '.join(names)}); delete and recreate it: snakemake clean")
+                        raise BackendError(
+                            f"kind backend: cluster {cluster.name} has no node {node!r} (its nodes: "
+                            f"{', '.join(names)}); delete and recreate it: snakemake clean"
+                        )
                     inspect(docker, node)
                 try:
                     kc.wait_nodes_ready([cluster.control_plane, cluster.worker], self.node_ready_timeout_s)
@@ -404,8 +445,10 @@ class KindBackend(KubeBackend):
             if not cluster.kubeconfig.is_file():
                 continue
             kc = self.client_for(cluster)
-            left += [f"pod {self.namespace}/{p['metadata']['name']} in {cluster.name}"
-                     for p in kc.list_pods(self.namespace, mf.MANAGED_SELECTOR)]
+            left += [
+                f"pod {self.namespace}/{p['metadata']['name']} in {cluster.name}"
+                for p in kc.list_pods(self.namespace, mf.MANAGED_SELECTOR)
+            ]
             for name in (cluster.control_plane, cluster.worker):
                 if pin_state_file(name).exists():
                     left.append(f"node {name} still pinned (its cpuset not restored: {pin_state_file(name)})")
@@ -416,20 +459,29 @@ class KindBackend(KubeBackend):
     def deploy(self, node: Node, load: LoadPlacement | None = None) -> KindDeployment:
         cluster = self.cluster_for(node.runtime or self.runtime)
         if not cluster.kubeconfig.is_file():
-            raise BackendError(f"kind backend: the {cluster.role} cluster ({cluster.name}) has no kubeconfig at "
-                               f"{cluster.kubeconfig}; create it: snakemake --cores 1 --config backend=kind create_clusters")
+            raise BackendError(
+                f"kind backend: the {cluster.role} cluster ({cluster.name}) has no kubeconfig at "
+                f"{cluster.kubeconfig}; create it: snakemake --cores 1 --config backend=kind create_clusters"
+            )
         if cluster not in self.used:
             self.used.append(cluster)
         return KindDeployment(self, node, load, cluster)
 
 
-def from_config(binaries: dict[str, Path], runtime: str, settings: dict[str, Any],
-                progress: Callable[[str], None]) -> KindBackend:
+def from_config(
+    binaries: dict[str, Path], runtime: str, settings: dict[str, Any], progress: Callable[[str], None]
+) -> KindBackend:
     """The registry's factory (backends.base.make_backend): `settings` is config.yaml's kind
     section; the clusters' files are under the working directory's results/. The workload runs
     from the kind images, so `binaries` are not used."""
     if not settings:
-        raise BackendError("kind backend: no settings given (the run_experiment rule passes config.yaml's kind section)")
-    return KindBackend(clusters_from_settings(settings, Path.cwd()), runtime=runtime,
-                       namespace=settings.get("namespace", "default"),
-                       pod_start_timeout_s=float(settings.get("pod_start_timeout_s", 120)), progress=progress)
+        raise BackendError(
+            "kind backend: no settings given (the run_experiment rule passes config.yaml's kind section)"
+        )
+    return KindBackend(
+        clusters_from_settings(settings, Path.cwd()),
+        runtime=runtime,
+        namespace=settings.get("namespace", "default"),
+        pod_start_timeout_s=float(settings.get("pod_start_timeout_s", 120)),
+        progress=progress,
+    )

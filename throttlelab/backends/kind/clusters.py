@@ -61,6 +61,7 @@ def image_tag(variant: str) -> str:
 
 # -- the clusters -------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class KindCluster:
     """One of the two clusters; every path is inside the project's results/ (never ~/.kube)."""
@@ -75,8 +76,10 @@ class KindCluster:
     @property
     def config(self) -> Path:
         if self.config_dir is None:
-            raise BackendError(f"kind backend: no folder of kind cluster configs was given for the {self.role} "
-                               "cluster (--config-dir; the rules pass the project's config/kind)")
+            raise BackendError(
+                f"kind backend: no folder of kind cluster configs was given for the {self.role} "
+                "cluster (--config-dir; the rules pass the project's config/kind)"
+            )
         return self.config_dir / f"{self.role}.yaml"
 
     @property
@@ -111,19 +114,23 @@ class KindCluster:
         return self.directory / "images" / f"{variant}.json"
 
 
-def clusters_from_settings(kind_cfg: dict[str, Any], workdir: Path,
-                           config_dir: Path | None = None) -> dict[str, KindCluster]:
+def clusters_from_settings(
+    kind_cfg: dict[str, Any], workdir: Path, config_dir: Path | None = None
+) -> dict[str, KindCluster]:
     """config.yaml's `kind` section (schema defaults applied) -> the two clusters, their files
     under `workdir`/results, their kind configs in `config_dir` (needed to create them)."""
     return {
-        "new": KindCluster("new", kind_cfg["new_cluster"], kind_cfg["binary"], kind_cfg["release"], workdir,
-                           config_dir),
-        "old": KindCluster("old", kind_cfg["old_cluster"], kind_cfg["old_binary"], kind_cfg["old_release"], workdir,
-                           config_dir),
+        "new": KindCluster(
+            "new", kind_cfg["new_cluster"], kind_cfg["binary"], kind_cfg["release"], workdir, config_dir
+        ),
+        "old": KindCluster(
+            "old", kind_cfg["old_cluster"], kind_cfg["old_binary"], kind_cfg["old_release"], workdir, config_dir
+        ),
     }
 
 
 # -- the kind binaries ---------------------------------------------------------------------------
+
 
 def find_binary(binary: str) -> str | None:
     if "/" in binary:
@@ -166,6 +173,7 @@ def check_kind(cluster: KindCluster) -> str:
 
 
 # -- cluster lifecycle (the Snakemake rules call these) -----------------------------------------------------
+
 
 def _run(argv: list[str], what: str, timeout_s: float) -> str:
     print("+ " + " ".join(argv), file=sys.stderr, flush=True)
@@ -221,19 +229,41 @@ def _create_cluster(cluster: KindCluster, kubeconfig: Path, stamp: Path) -> dict
     if cluster.name in existing_clusters(binary):
         have = {node_container(client, n).attrs["Config"]["Image"] for n in (cluster.control_plane, cluster.worker)}
         if have != wanted:
-            raise BackendError(f"kind cluster {cluster.name} exists with node image(s) {sorted(have)}, not "
-                               f"{sorted(wanted)}; delete it first: snakemake --cores 1 clean")
-        _run([binary, "export", "kubeconfig", "--name", cluster.name, "--kubeconfig", str(kubeconfig)],
-             "kind export kubeconfig", 120)
+            raise BackendError(
+                f"kind cluster {cluster.name} exists with node image(s) {sorted(have)}, not "
+                f"{sorted(wanted)}; delete it first: snakemake --cores 1 clean"
+            )
+        _run(
+            [binary, "export", "kubeconfig", "--name", cluster.name, "--kubeconfig", str(kubeconfig)],
+            "kind export kubeconfig",
+            120,
+        )
         reused = True
     else:
-        _run([binary, "create", "cluster", "--name", cluster.name, "--config", str(cluster.config),
-              "--kubeconfig", str(kubeconfig), "--wait", "300s"], f"kind create cluster {cluster.name}", 900)
+        _run(
+            [
+                binary,
+                "create",
+                "cluster",
+                "--name",
+                cluster.name,
+                "--config",
+                str(cluster.config),
+                "--kubeconfig",
+                str(kubeconfig),
+                "--wait",
+                "300s",
+            ],
+            f"kind create cluster {cluster.name}",
+            900,
+        )
         reused = False
     kc = KubeClient(kubeconfig, cluster.context)
     names = [n["metadata"]["name"] for n in kc.nodes()]
     if sorted(names) != sorted([cluster.control_plane, cluster.worker]):
-        raise BackendError(f"kind cluster {cluster.name}: nodes {names}, expected {cluster.control_plane} and {cluster.worker}")
+        raise BackendError(
+            f"kind cluster {cluster.name}: nodes {names}, expected {cluster.control_plane} and {cluster.worker}"
+        )
     # `kind create --wait` waits for the control plane only: the worker may still be joining
     kc.wait_nodes_ready([cluster.control_plane, cluster.worker], NODE_READY_TIMEOUT_S, poll_s=2.0)
     runc = runc_version(node_container(client, cluster.worker))
@@ -306,11 +336,16 @@ def _delete_clusters(clusters: dict[str, KindCluster]) -> list[str]:
     for cluster in clusters.values():
         binary = find_binary(cluster.binary)
         if binary is None:
-            raise BackendError(f"kind backend: cannot delete cluster {cluster.name}: kind binary {cluster.binary!r} "
-                               "not found (set kind.binary / kind.old_binary)")
+            raise BackendError(
+                f"kind backend: cannot delete cluster {cluster.name}: kind binary {cluster.binary!r} "
+                "not found (set kind.binary / kind.old_binary)"
+            )
         if cluster.name in existing_clusters(binary):
-            _run([binary, "delete", "cluster", "--name", cluster.name, "--kubeconfig", str(cluster.kubeconfig)],
-                 f"kind delete cluster {cluster.name}", 300)
+            _run(
+                [binary, "delete", "cluster", "--name", cluster.name, "--kubeconfig", str(cluster.kubeconfig)],
+                f"kind delete cluster {cluster.name}",
+                300,
+            )
             deleted.append(cluster.name)
         shutil.rmtree(cluster.directory, ignore_errors=True)
     return deleted
@@ -336,6 +371,7 @@ def preflight_tools(clusters: dict[str, KindCluster], roles: list[str], need: se
 
 # -- the kind image: cpulab:<variant> plus podgate ---------------------------------------------------------
 
+
 def build_podgate(out: Path, source: Path) -> Path:
     """`go build` of podgate (the start gate and file reader in the pods; `source` is its Go
     module, workload/podgate), static, local toolchain."""
@@ -353,15 +389,27 @@ def build_kind_image(variant: str, base_stamp: Path, podgate: Path) -> dict[str,
     sha = sha256_file(podgate)
     context = docker_engine.build_context(kind_dockerfile(base["tag"]), {"podgate": Path(podgate)})
     image = docker_engine.build_image(
-        client, image_tag(variant), context,
-        labels={images.LABEL: "1", images.LABEL_VARIANT: variant, "throttlelab.podgate-sha256": sha,
-                "throttlelab.base-image": base.get("id", "")},
+        client,
+        image_tag(variant),
+        context,
+        labels={
+            images.LABEL: "1",
+            images.LABEL_VARIANT: variant,
+            "throttlelab.podgate-sha256": sha,
+            "throttlelab.base-image": base.get("id", ""),
+        },
     )
-    return {"tag": image_tag(variant), "id": image.id, "variant": variant, "base": base.get("id", ""),
-            "podgate_sha256": sha}
+    return {
+        "tag": image_tag(variant),
+        "id": image.id,
+        "variant": variant,
+        "base": base.get("id", ""),
+        "podgate_sha256": sha,
+    }
 
 
 # -- command line ------------------------------------------------------------------------------------------
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="throttlelab kind", description=__doc__.splitlines()[0])
@@ -375,8 +423,12 @@ def main(argv: list[str] | None = None) -> int:
             s.add_argument("--stamp", required=True, type=Path)
         if name == "create":
             s.add_argument("--kubeconfig", required=True, type=Path)
-            s.add_argument("--config-dir", type=Path, default=Path("config/kind"),
-                           help="the kind cluster configs, <role>.yaml (default: ./config/kind)")
+            s.add_argument(
+                "--config-dir",
+                type=Path,
+                default=Path("config/kind"),
+                help="the kind cluster configs, <role>.yaml (default: ./config/kind)",
+            )
         if name == "load":
             s.add_argument("--variant", required=True)
             s.add_argument("--image-stamp", required=True, type=Path)
@@ -385,8 +437,12 @@ def main(argv: list[str] | None = None) -> int:
             s.add_argument("--need", default="kind,docker")
     s = sub.add_parser("build-podgate")
     s.add_argument("--out", required=True, type=Path)
-    s.add_argument("--podgate-source", type=Path, default=Path("workload/podgate"),
-                   help="podgate's Go module (default: ./workload/podgate)")
+    s.add_argument(
+        "--podgate-source",
+        type=Path,
+        default=Path("workload/podgate"),
+        help="podgate's Go module (default: ./workload/podgate)",
+    )
     s = sub.add_parser("build-image")
     s.add_argument("--variant", required=True)
     s.add_argument("--base-stamp", required=True, type=Path)
@@ -405,8 +461,10 @@ def main(argv: list[str] | None = None) -> int:
         clusters = clusters_from_settings(json.loads(args.settings), args.workdir, getattr(args, "config_dir", None))
         if args.command == "create":
             record = create_cluster(clusters[args.role], args.kubeconfig, args.stamp)
-            print(f"cluster {record['cluster']}: nodes {', '.join(record['nodes'])}, runc {record['runc']}"
-                  + (" (reused)" if record["reused"] else ""))
+            print(
+                f"cluster {record['cluster']}: nodes {', '.join(record['nodes'])}, runc {record['runc']}"
+                + (" (reused)" if record["reused"] else "")
+            )
         elif args.command == "load":
             record = load_image(clusters[args.role], args.variant, args.image_stamp, args.stamp)
             print(f"{record['tag']} loaded into {record['cluster']}")

@@ -28,8 +28,9 @@ from throttlelab.backends.base import BackendError
 from throttlelab.backends.kube.backend import parse_settings
 
 #: How the engine's error messages name kind (host.docker_engine).
-KIND_ENGINE_USER = EngineUser("kind backend", "kind drives its node containers through the engine",
-                              "kind runs its nodes as Docker containers")
+KIND_ENGINE_USER = EngineUser(
+    "kind backend", "kind drives its node containers through the engine", "kind runs its nodes as Docker containers"
+)
 
 
 def docker_client() -> Any:
@@ -47,8 +48,10 @@ def node_container(client: Any, name: str, missing_ok: bool = False) -> Any:
     except docker.errors.NotFound:
         if missing_ok:
             return None
-        raise BackendError(f"kind backend: the node container {name!r} does not exist; is its cluster created? "
-                           "(snakemake --cores 1 --config backend=kind create_clusters)") from None
+        raise BackendError(
+            f"kind backend: the node container {name!r} does not exist; is its cluster created? "
+            "(snakemake --cores 1 --config backend=kind create_clusters)"
+        ) from None
     except docker.errors.APIError as exc:
         raise BackendError(f"kind backend: cannot inspect node container {name!r}: {exc}") from None
 
@@ -63,7 +66,9 @@ def node_exec(container: Any, argv: list[str], what: str) -> str:
         raise BackendError(f"{what}: docker exec in {container.name} failed: {exc}") from None
     stdout, stderr = output if isinstance(output, tuple) else (output, b"")
     if code != 0:
-        raise BackendError(f"{what}: exit {code} in {container.name}: {(stderr or b'').decode(errors='replace')[-300:]!r}")
+        raise BackendError(
+            f"{what}: exit {code} in {container.name}: {(stderr or b'').decode(errors='replace')[-300:]!r}"
+        )
     return (stdout or b"").decode("utf-8", "replace")
 
 
@@ -123,7 +128,9 @@ def parse_discover(text: str) -> NodeLayout:
     return NodeLayout(version, pods, children)
 
 
-def level_dirs(node: Node, layout: NodeLayout, uids: dict[str, str], ids: dict[tuple[str, str], str | None]) -> dict[str, str]:
+def level_dirs(
+    node: Node, layout: NodeLayout, uids: dict[str, str], ids: dict[tuple[str, str], str | None]
+) -> dict[str, str]:
     """design path -> directory in the node, for every level we can place; uids: pod -> uid,
     ids: (pod, container) -> runtime container id."""
     dirs: dict[str, str] = {}
@@ -166,7 +173,7 @@ def v1_cpuacct_dir(directory: str) -> str:
     mounted with cpu (cpu,cpuacct), else the same path under .../cpuacct."""
     match = _V1_CPU_CONTROLLER.search(directory)
     if match and match.group(1) == "cpu":
-        return directory[:match.start()] + "/cpuacct" + directory[match.end():]
+        return directory[: match.start()] + "/cpuacct" + directory[match.end() :]
     return directory
 
 
@@ -195,9 +202,11 @@ def settings_of(directory: str, files: dict[str, str | None], version: int) -> d
 # -- a node's files, read from this host ------------------------------------------------------------
 
 #: What a runner that may not read another user's /proc/<pid>/root is told.
-NEEDS_ROOT = ("reading the pods' cgroup files of a kind node from this host (through /proc/<pid>/root, "
-              "with no process in the node) needs root or CAP_SYS_PTRACE: run the lab as root, as the kind "
-              "backend requires")
+NEEDS_ROOT = (
+    "reading the pods' cgroup files of a kind node from this host (through /proc/<pid>/root, "
+    "with no process in the node) needs root or CAP_SYS_PTRACE: run the lab as root, as the kind "
+    "backend requires"
+)
 
 
 def node_pid(client: Any, name: str) -> int:
@@ -208,9 +217,11 @@ def node_pid(client: Any, name: str) -> int:
     state = container.attrs.get("State") or {}
     pid = int(state.get("Pid") or 0)
     if not state.get("Running") or pid <= 0:
-        raise BackendError(f"kind backend: node container {name} is not running (status {state.get('Status', '?')}); "
-                           f"start it (docker start {name}) or recreate its cluster (snakemake --cores 1 clean, "
-                           "then create_clusters)")
+        raise BackendError(
+            f"kind backend: node container {name} is not running (status {state.get('Status', '?')}); "
+            f"start it (docker start {name}) or recreate its cluster (snakemake --cores 1 clean, "
+            "then create_clusters)"
+        )
     hostname = (container.attrs.get("Config") or {}).get("Hostname") or ""
     try:
         with open(f"/proc/{pid}/root/etc/hostname") as handle:
@@ -254,8 +265,9 @@ class NodeFiles:
         try:
             fd = os.open(f"/proc/{pid}", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
-            raise BackendError(f"kind backend: process {pid} of node {self.node} is not visible on this host: "
-                               f"{exc.strerror}") from None
+            raise BackendError(
+                f"kind backend: process {pid} of node {self.node} is not visible on this host: {exc.strerror}"
+            ) from None
         self._close()
         self._proc, self.pid = fd, pid
 

@@ -61,8 +61,9 @@ class ClusterLocks:
             self._files.pop().close()
 
 
-def hold(using: Iterable[str] = (), pausing: Iterable[str] = (),
-         progress: Callable[[str], None] = lambda message: None) -> ClusterLocks:
+def hold(
+    using: Iterable[str] = (), pausing: Iterable[str] = (), progress: Callable[[str], None] = lambda message: None
+) -> ClusterLocks:
     """Lock the clusters `using` (shared) and `pausing` (exclusive), waiting for other lab processes
     as long as they need them (saying so through `progress`)."""
     modes = {name: "shared" for name in using}
@@ -80,8 +81,11 @@ def hold(using: Iterable[str] = (), pausing: Iterable[str] = (),
             try:
                 fcntl.flock(handle, flag | fcntl.LOCK_NB)
             except BlockingIOError:
-                why = ("another lab process uses it (kind create/load/delete, or a run's checks)"
-                       if modes[name] == "exclusive" else "a run on the other cluster has paused it")
+                why = (
+                    "another lab process uses it (kind create/load/delete, or a run's checks)"
+                    if modes[name] == "exclusive"
+                    else "a run on the other cluster has paused it"
+                )
                 progress(f"waiting for kind cluster {name}: {why} (lock {lock_file(name)})")
                 fcntl.flock(handle, flag)
     except BaseException:
@@ -125,7 +129,9 @@ def pause(containers: Iterable[Any], pid: int) -> None:
         except docker.errors.NotFound:
             state_file(name).unlink(missing_ok=True)  # gone since it was found: nothing to resume
         except docker.errors.APIError as exc:
-            raise BackendError(f"kind backend: docker pause {name} (a node of the idle cluster) failed: {exc}") from None
+            raise BackendError(
+                f"kind backend: docker pause {name} (a node of the idle cluster) failed: {exc}"
+            ) from None
 
 
 def resume(client: Any, names: Iterable[str]) -> list[str]:
@@ -149,8 +155,10 @@ def resume(client: Any, names: Iterable[str]) -> list[str]:
         except (BackendError, docker.errors.APIError) as exc:
             problems.append(f"{name}: {exc}")
     if problems:
-        raise BackendError("kind backend: could not resume the idle cluster's nodes (resume them by hand: "
-                           "docker unpause NAME): " + "; ".join(problems))
+        raise BackendError(
+            "kind backend: could not resume the idle cluster's nodes (resume them by hand: "
+            "docker unpause NAME): " + "; ".join(problems)
+        )
     return done
 
 

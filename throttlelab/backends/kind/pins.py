@@ -78,8 +78,10 @@ def plan_pins(client: Any, wanted: dict[str, str]) -> list[Pin]:
         container = node_container(client, name)
         usable = usable_cpus(client, container)
         if not set(parse_cpuset(cpus)) <= set(parse_cpuset(usable)):
-            raise BackendError(f"kind backend: cpuset {cpus} for node {name} is not available: it can use {usable}; "
-                               "choose CPUs from that set in the profile")
+            raise BackendError(
+                f"kind backend: cpuset {cpus} for node {name} is not available: it can use {usable}; "
+                "choose CPUs from that set in the profile"
+            )
         # Docker cannot set an empty cpuset back ("" means "leave as is"), so "no pinning" is restored as every CPU.
         pins.append(Pin(name, cpus, current_cpuset(container) or usable))
     return pins
@@ -100,7 +102,9 @@ def restore_pins(client: Any, pins: list[dict[str, str]] | list[Pin]) -> list[st
     done = []
     problems = []
     for pin in pins:
-        name, restore_to = (pin.container, pin.restore_to) if isinstance(pin, Pin) else (pin["container"], pin["restore_to"])
+        name, restore_to = (
+            (pin.container, pin.restore_to) if isinstance(pin, Pin) else (pin["container"], pin["restore_to"])
+        )
         container = node_container(client, name, missing_ok=True)
         if container is None:
             state_file(name).unlink(missing_ok=True)  # the cluster is gone: nothing to restore

@@ -54,7 +54,18 @@ from throttlelab.model import design, quantities as q
 from throttlelab.host.processes import pid_alive, spawn_guardian, wait_guardian
 from throttlelab.model.placement import LoadPlacement, Node, parse_cpuset
 from throttlelab.backends.kube import manifests as mf
-from throttlelab.backends.base import CADVISOR_COUNTERS, Backend, BackendError, Capabilities, Deployment, DesignMismatch, Output, Readback, every_step, refuse_knobs
+from throttlelab.backends.base import (
+    CADVISOR_COUNTERS,
+    Backend,
+    BackendError,
+    Capabilities,
+    Deployment,
+    DesignMismatch,
+    Output,
+    Readback,
+    every_step,
+    refuse_knobs,
+)
 from throttlelab.backends.kube.client import (
     DELETION_TIMEOUT_S,
     Forbidden,
@@ -70,8 +81,11 @@ from throttlelab.backends.kube.client import (
 _counter = itertools.count()
 
 CGROUP_V2_FILES = ("/sys/fs/cgroup/cpu.max", "/sys/fs/cgroup/cpu.weight")
-CGROUP_V1_FILES = ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us",
-                   "/sys/fs/cgroup/cpu/cpu.shares")
+CGROUP_V1_FILES = (
+    "/sys/fs/cgroup/cpu/cpu.cfs_quota_us",
+    "/sys/fs/cgroup/cpu/cpu.cfs_period_us",
+    "/sys/fs/cgroup/cpu/cpu.shares",
+)
 STAT_V2 = "/sys/fs/cgroup/cpu.stat"
 STAT_V1 = ("/sys/fs/cgroup/cpu/cpu.stat", "/sys/fs/cgroup/cpuacct/cpuacct.usage")
 #: The cAdvisor series E6 compares with what the workload saw.
@@ -91,8 +105,9 @@ class KubeSettings:
     worker_node: str
     load_node: str
     namespace: str = "default"
-    images: dict[str, str] = field(default_factory=lambda: {"go124mod": "cpulab-kind:go124mod",
-                                                          "go125mod": "cpulab-kind:go125mod"})
+    images: dict[str, str] = field(
+        default_factory=lambda: {"go124mod": "cpulab-kind:go124mod", "go125mod": "cpulab-kind:go125mod"}
+    )
     pull_policy: str = "IfNotPresent"
     pod_start_timeout_s: float = 120.0
     tolerate_control_plane: bool = True
@@ -106,6 +121,7 @@ class KubeSettings:
 
 # -- the design on a real node ------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class KubeLevel:
     """One designed level plus its cgroup v1 value (kubelet and runc write shares directly on v1)."""
@@ -114,16 +130,20 @@ class KubeLevel:
     v1_shares: int
 
 
-def kube_design(node: Node, runtime: str, others: list[dict[str, Any]] | None,
-                period_us: int = q.DEFAULT_PERIOD_US) -> list[KubeLevel]:
+def kube_design(
+    node: Node, runtime: str, others: list[dict[str, Any]] | None, period_us: int = q.DEFAULT_PERIOD_US
+) -> list[KubeLevel]:
     """design.design_node for a real node: `node` already has the node's allocatable CPUs and
     defaulted requests (manifests.kube_node); `others` are the node's other live pods, whose
     requests kubelet adds to the burstable QoS level, or None when they were not asked for (the
     level is not read back): the burstable level's design then counts our pods only, and says so."""
     levels = design.design_node(node, runtime, (node.allocatable_milli or 0) // 1000, period_us)
     other_burstable = sum(mf.pod_request_milli(p) for p in others or [] if mf.pod_qos(p) == "burstable")
-    others_text = ("not counted (this level is not read back here, and listing every namespace's pods "
-                   "needs cluster-wide rights)" if others is None else q.format_cpu(other_burstable))
+    others_text = (
+        "not counted (this level is not read back here, and listing every namespace's pods needs cluster-wide rights)"
+        if others is None
+        else q.format_cpu(other_burstable)
+    )
     ours = sum(p.request_milli for p in node.pods if p.qos == "burstable")
     out = []
     for level in levels:
@@ -132,10 +152,16 @@ def kube_design(node: Node, runtime: str, others: list[dict[str, Any]] | None,
         elif level.level == "qos" and level.path.endswith("/burstable"):
             shares = q.milli_to_shares(ours + other_burstable)
             level = design.LevelDesign(
-                level="qos", path=level.path, quota_us=None, period_us=period_us,
-                weight=q.shares_to_weight_linear(shares), cpus=None,
-                formula=(f"burstable: requests of our pods {q.format_cpu(ours)} + the node's other burstable pods "
-                         f"{others_text} -> shares {shares} -> linear weight"),
+                level="qos",
+                path=level.path,
+                quota_us=None,
+                period_us=period_us,
+                weight=q.shares_to_weight_linear(shares),
+                cpus=None,
+                formula=(
+                    f"burstable: requests of our pods {q.format_cpu(ours)} + the node's other burstable pods "
+                    f"{others_text} -> shares {shares} -> linear weight"
+                ),
             )
         elif level.level == "qos":
             shares = q.MIN_SHARES
@@ -176,8 +202,12 @@ def parse_cpu_stat(text: str, usage_ns: str | None = None) -> dict[str, int]:
         if value.strip().lstrip("-").isdigit():
             values[key] = int(value)
     out = {k: values.get(k) for k in ("nr_periods", "nr_throttled")}
-    out["throttled_usec"] = values.get("throttled_usec", values["throttled_time"] // 1000 if "throttled_time" in values else None)
-    out["usage_usec"] = values.get("usage_usec", int(usage_ns) // 1000 if usage_ns and usage_ns.strip().isdigit() else None)
+    out["throttled_usec"] = values.get(
+        "throttled_usec", values["throttled_time"] // 1000 if "throttled_time" in values else None
+    )
+    out["usage_usec"] = values.get(
+        "usage_usec", int(usage_ns) // 1000 if usage_ns and usage_ns.strip().isdigit() else None
+    )
     return out
 
 
@@ -226,6 +256,7 @@ def sweep_stale_pods(kc: KubeClient, namespace: str, host: str, alive: Callable[
 
 
 # -- the deployment ---------------------------------------------------------------------------
+
 
 @dataclass
 class KubeHandle:
@@ -278,8 +309,9 @@ class KubeDeployment(Deployment):
     strict_upper = False
     guardian_module = GUARDIAN_MODULE  # kind's guardian also restores the nodes it pinned
 
-    def __init__(self, backend: "KubeBackend", node: Node, load: LoadPlacement | None,
-                 settings: KubeSettings, client: KubeClient):
+    def __init__(
+        self, backend: "KubeBackend", node: Node, load: LoadPlacement | None, settings: KubeSettings, client: KubeClient
+    ):
         self.backend, self.model, self.load = backend, node, load
         self.settings, self.kc = settings, client
         self.ns = self.settings.namespace
@@ -342,7 +374,8 @@ class KubeDeployment(Deployment):
         if not self.strict_upper:
             return None
         return [
-            p for p in self.kc.pods_on_node(self.settings.worker_node)
+            p
+            for p in self.kc.pods_on_node(self.settings.worker_node)
             if (p["metadata"].get("labels") or {}).get(mf.LABEL_RUN) != self.ident.run
             and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
         ]
@@ -398,19 +431,30 @@ class KubeDeployment(Deployment):
             self.levels = kube_design(self.node, self.runtime, self._other_pods())
             for pod in self.node.pods:
                 manifest = mf.pod_manifest(
-                    pod, node_name=self.settings.worker_node, image_of=self.settings.image, ident=self.ident,
-                    pull_policy=self.settings.pull_policy, runtime_class=self._runtime_class(),
+                    pod,
+                    node_name=self.settings.worker_node,
+                    image_of=self.settings.image,
+                    ident=self.ident,
+                    pull_policy=self.settings.pull_policy,
+                    runtime_class=self._runtime_class(),
                 )
                 self.kc.create_pod(self.ns, manifest)
             for pod in self.node.pods:
                 self.live[pod.name] = self.kc.wait_pod(
-                    self.ns, mf.pod_name(pod, self.ident.run), all_running, self.settings.pod_start_timeout_s,
-                    "running (every container at its start gate)", poll_s=self.poll_s,
-                    unschedulable_grace_s=self.unschedulable_grace_s, node=self.settings.worker_node,
+                    self.ns,
+                    mf.pod_name(pod, self.ident.run),
+                    all_running,
+                    self.settings.pod_start_timeout_s,
+                    "running (every container at its start gate)",
+                    poll_s=self.poll_s,
+                    unschedulable_grace_s=self.unschedulable_grace_s,
+                    node=self.settings.worker_node,
                 )
             self._check_qos_classes()
-            self.backend.progress(f"{len(self.node.pods)} pod(s) of run {self.ident.run} at their start gates "
-                                  f"on {self.settings.worker_node}")
+            self.backend.progress(
+                f"{len(self.node.pods)} pod(s) of run {self.ident.run} at their start gates "
+                f"on {self.settings.worker_node}"
+            )
         except BaseException:
             self.__exit__(*sys.exc_info())
             raise
@@ -428,14 +472,17 @@ class KubeDeployment(Deployment):
             if assigned != pod.qos:
                 wrong.append(f"{pod.name}: the API server made it {assigned}, the design expects {pod.qos}")
         if wrong:
-            raise DesignMismatch("QoS classes on " + self.settings.worker_node + " differ from the design "
-                                 "(kubelet's rule: Guaranteed needs cpu AND memory limits equal to their "
-                                 "requests in every container): " + "; ".join(wrong))
+            raise DesignMismatch(
+                "QoS classes on " + self.settings.worker_node + " differ from the design "
+                "(kubelet's rule: Guaranteed needs cpu AND memory limits equal to their "
+                "requests in every container): " + "; ".join(wrong)
+            )
 
     def __exit__(self, *exc: object) -> None:
         def delete_pods() -> None:
             self._await_containers_gone(
-                self.kc.delete_selected(self.ns, self.ident.selector, self.deletion_timeout_s, poll_s=self.poll_s))
+                self.kc.delete_selected(self.ns, self.ident.selector, self.deletion_timeout_s, poll_s=self.poll_s)
+            )
 
         problem: BackendError | None = None
         cleaned = False
@@ -476,7 +523,9 @@ class KubeDeployment(Deployment):
         texts = self._cat(pod, container, CGROUP_V2_FILES + CGROUP_V1_FILES)
         named = {path.rsplit("/", 1)[1]: value for path, value in texts.items()}
         if self.cgroup_version is None:
-            self.cgroup_version = 2 if named.get("cpu.max") is not None else 1 if named.get("cpu.shares") is not None else None
+            self.cgroup_version = (
+                2 if named.get("cpu.max") is not None else 1 if named.get("cpu.shares") is not None else None
+            )
         return {**parse_settings(named), "cgroup": "/sys/fs/cgroup (the container's own, read by exec)"}
 
     def verify(self) -> list[Readback]:
@@ -484,7 +533,11 @@ class KubeDeployment(Deployment):
         results = []
         for kl in self.levels:
             level = kl.design
-            designed: dict[str, Any] = {"quota_us": level.quota_us, "period_us": level.period_us, "weight": level.weight}
+            designed: dict[str, Any] = {
+                "quota_us": level.quota_us,
+                "period_us": level.period_us,
+                "weight": level.weight,
+            }
             if level.cpus:
                 designed["cpus"] = level.cpus
             if level.level == "container":
@@ -496,10 +549,13 @@ class KubeDeployment(Deployment):
             info = {**designed, "formula": level.formula, "pod": level.pod, "container": level.container}
             if actual is None:
                 missing = [f"not found: {self.backend.unreadable_reason}"] if self.strict_upper else []
-                results.append(Readback(level.level, level.path, info,
-                                        {"unreadable": self.backend.unreadable_reason}, missing))
+                results.append(
+                    Readback(level.level, level.path, info, {"unreadable": self.backend.unreadable_reason}, missing)
+                )
                 continue
-            results.append(Readback(level.level, level.path, info, actual, compare(designed, actual, self.cgroup_version)))
+            results.append(
+                Readback(level.level, level.path, info, actual, compare(designed, actual, self.cgroup_version))
+            )
         for path, actual in upper.items():  # the pause containers: kubelet gives them no request (weight 1)
             if path.endswith("/pause"):
                 designed = {"quota_us": None, "period_us": q.DEFAULT_PERIOD_US, "weight": 1, "shares": q.MIN_SHARES}
@@ -510,10 +566,15 @@ class KubeDeployment(Deployment):
             lines = [f"  {r.path}: " + "; ".join(r.mismatches) for r in bad]
             hint = ""
             if any(r.level == "container" and any(m.startswith("weight") for m in r.mismatches) for r in bad):
-                hint = (f"\n(the design assumed the {self.runtime} conversion of shares to weights; if this cluster's "
-                        "runc converts the other way, set runtime accordingly)")
-            raise DesignMismatch(f"cgroup readback on {self.settings.worker_node} differs from the SPEC §2 design:\n"
-                                 + "\n".join(lines) + hint)
+                hint = (
+                    f"\n(the design assumed the {self.runtime} conversion of shares to weights; if this cluster's "
+                    "runc converts the other way, set runtime accordingly)"
+                )
+            raise DesignMismatch(
+                f"cgroup readback on {self.settings.worker_node} differs from the SPEC §2 design:\n"
+                + "\n".join(lines)
+                + hint
+            )
         return results
 
     # -- workloads ----------------------------------------------------------------------------------
@@ -525,8 +586,10 @@ class KubeDeployment(Deployment):
             port = key.partition(":")[2]
             owners = [p for p in self.node.pods for c in p.containers if mf.listen_port(c.args) == port]
             if len(owners) != 1:
-                raise BackendError(f"{{{{{key}}}}}: {len(owners)} pods of this node listen on port {port}; "
-                                   "an upstream must be exactly one pod with a fixed port")
+                raise BackendError(
+                    f"{{{{{key}}}}}: {len(owners)} pods of this node listen on port {port}; "
+                    "an upstream must be exactly one pod with a fixed port"
+                )
             ip = (self.kc.read_pod(self.ns, mf.pod_name(owners[0], self.ident.run)).get("status") or {}).get("podIP")
             if not ip:
                 raise BackendError(f"pod {owners[0].name} has no IP yet; start it before its downstream")
@@ -596,7 +659,9 @@ class KubeDeployment(Deployment):
         out = self._collect(handle, terminated)
         if out.returncode != 0:
             reason = terminated.get("reason", "")
-            raise BackendError(f"{out.source}: exited with {out.returncode} ({reason}); stderr: {out.stderr.strip()[-400:]!r}")
+            raise BackendError(
+                f"{out.source}: exited with {out.returncode} ({reason}); stderr: {out.stderr.strip()[-400:]!r}"
+            )
         return out
 
     def run_job(self, pod: str, container: str, timeout_s: float) -> Output:
@@ -612,8 +677,9 @@ class KubeDeployment(Deployment):
                 # ("container not found") while the pod's status still says running for up to a second
                 # (kubelet's relist). _finish waits for its end as for any other; one that runs on is
                 # stopped there (SIGTERM again, then its pod deleted) and reported, this error with it
-                self.backend.progress(f"{handle.pod}/{handle.container}: SIGTERM not delivered ({exc}); waiting "
-                                      "for it to end")
+                self.backend.progress(
+                    f"{handle.pod}/{handle.container}: SIGTERM not delivered ({exc}); waiting for it to end"
+                )
         return self._finish(handle, timeout_s)
 
     def run_load(self, args: list[str], timeout_s: float, variant: str = "go124mod") -> Output:
@@ -624,9 +690,14 @@ class KubeDeployment(Deployment):
         name = f"tl-load-{self.ident.run}-{next(self._loads)}"[:63]
         request = mf.load_request_milli(self.load.cpus if self.load else None)
         manifest = mf.load_manifest(
-            list(args), name=name, node_name=self.settings.load_node, image=self.settings.image(variant),
-            ident=self.ident, pull_policy=self.settings.pull_policy,
-            tolerate_control_plane=self.settings.tolerate_control_plane, cpu_request_milli=request,
+            list(args),
+            name=name,
+            node_name=self.settings.load_node,
+            image=self.settings.image(variant),
+            ident=self.ident,
+            pull_policy=self.settings.pull_policy,
+            tolerate_control_plane=self.settings.tolerate_control_plane,
+            cpu_request_milli=request,
             runtime_class=self._runtime_class(),
         )
         self.kc.create_pod(self.ns, manifest)
@@ -634,15 +705,23 @@ class KubeDeployment(Deployment):
         started: dict[str, Any] | None = None  # the pod as wait_pod last read it
         try:
             try:
-                started = self.kc.wait_pod(self.ns, name, lambda p: all_running(p) or finished(p),
-                                           self.settings.pod_start_timeout_s, "started", poll_s=self.poll_s,
-                                           unschedulable_grace_s=self.unschedulable_grace_s,
-                                           node=self.settings.load_node)
+                started = self.kc.wait_pod(
+                    self.ns,
+                    name,
+                    lambda p: all_running(p) or finished(p),
+                    self.settings.pod_start_timeout_s,
+                    "started",
+                    poll_s=self.poll_s,
+                    unschedulable_grace_s=self.unschedulable_grace_s,
+                    node=self.settings.load_node,
+                )
             except KubeError as exc:
                 if "Insufficient cpu" in str(exc) or "OutOfcpu" in str(exc):
-                    raise KubeError(f"{exc}; the load generator requests {mf.cpu_quantity(request)} CPU "
-                                    f"(manifests.load_request_milli) on {self.settings.load_node}, more than "
-                                    "that node has left") from None
+                    raise KubeError(
+                        f"{exc}; the load generator requests {mf.cpu_quantity(request)} CPU "
+                        f"(manifests.load_request_milli) on {self.settings.load_node}, more than "
+                        "that node has left"
+                    ) from None
                 raise
             handle.started = time.monotonic()
             return self._finish(handle, timeout_s)
@@ -658,8 +737,10 @@ class KubeDeployment(Deployment):
     def _stat_pod(self, pod: str) -> dict[str, Any]:
         p = self.node.pod(pod)
         if len(p.containers) == 1:
-            return {**self._stat_container(pod, p.containers[0].name),
-                    "level": "container (the pod level is not readable without node access)"}
+            return {
+                **self._stat_container(pod, p.containers[0].name),
+                "level": "container (the pod level is not readable without node access)",
+            }
         raise NotTestable(f"pod-level counters of {pod} need node access: {self.backend.unreadable_reason}")
 
     def read_stat(self, pod: str, container: str | None = None) -> dict[str, Any]:
@@ -681,10 +762,14 @@ class KubeDeployment(Deployment):
                 if record.get("type") == record_type:
                     return self._reachable(handle, record)
             if "terminated" in state:
-                raise BackendError(f"{handle.pod}/{handle.container} exited ({state['terminated'].get('exitCode')}) "
-                                   f"before writing a {record_type!r} record; stderr: {stderr.strip()[-300:]!r}")
+                raise BackendError(
+                    f"{handle.pod}/{handle.container} exited ({state['terminated'].get('exitCode')}) "
+                    f"before writing a {record_type!r} record; stderr: {stderr.strip()[-300:]!r}"
+                )
             if time.monotonic() > deadline:
-                raise BackendError(f"{handle.pod}/{handle.container}: no {record_type!r} record after {timeout_s:.0f} s")
+                raise BackendError(
+                    f"{handle.pod}/{handle.container}: no {record_type!r} record after {timeout_s:.0f} s"
+                )
             time.sleep(self.poll_s)
 
     def _reachable(self, handle: KubeHandle, record: dict[str, Any]) -> dict[str, Any]:
@@ -706,21 +791,32 @@ class KubeDeployment(Deployment):
         try:
             samples = self.kc.cadvisor(node)
         except Forbidden as exc:
-            raise BackendError(f"E6 reads the kubelet's cAdvisor of node {node} through the API server's node proxy, "
-                               f"and this user may not: {exc}; the lab needs get on the resource nodes/proxy "
-                               "(a ClusterRole bound to it)") from None
+            raise BackendError(
+                f"E6 reads the kubelet's cAdvisor of node {node} through the API server's node proxy, "
+                f"and this user may not: {exc}; the lab needs get on the resource nodes/proxy "
+                "(a ClusterRole bound to it)"
+            ) from None
         except NotFound as exc:
-            raise BackendError(f"E6: the API server has no node {node!r} whose cAdvisor to read ({exc}); "
-                               "check the worker node's name") from None
+            raise BackendError(
+                f"E6: the API server has no node {node!r} whose cAdvisor to read ({exc}); check the worker node's name"
+            ) from None
         except KubeError as exc:
             if "address not allowed" not in str(exc):
                 raise
-            raise BackendError(f"E6 reads the kubelet's cAdvisor of node {node} through the API server's node proxy, "
-                               f"which refused the node's address ({exc}): it dials only global unicast addresses, "
-                               "so a kubelet on a loopback or link-local address cannot be scraped; give the node a "
-                               "routable InternalIP (the real node uses its own bridge's)") from None
-        mine = [s for s in samples if s.name in CADVISOR_METRICS and s.labels.get("namespace") == self.ns
-                and s.labels.get("pod") == name and s.labels.get("container") == container]
+            raise BackendError(
+                f"E6 reads the kubelet's cAdvisor of node {node} through the API server's node proxy, "
+                f"which refused the node's address ({exc}): it dials only global unicast addresses, "
+                "so a kubelet on a loopback or link-local address cannot be scraped; give the node a "
+                "routable InternalIP (the real node uses its own bridge's)"
+            ) from None
+        mine = [
+            s
+            for s in samples
+            if s.name in CADVISOR_METRICS
+            and s.labels.get("namespace") == self.ns
+            and s.labels.get("pod") == name
+            and s.labels.get("container") == container
+        ]
         return select_cadvisor(mine, pod, container, scraped_ns)
 
 
@@ -743,6 +839,7 @@ def select_cadvisor(samples: list[Any], pod: str, container: str, scraped_ns: in
 
 # -- the backend ---------------------------------------------------------------------------------------
 
+
 class KubeBackend(Backend):
     """An existing cluster (kubeconfig + context); kind's backend extends it."""
 
@@ -750,8 +847,9 @@ class KubeBackend(Backend):
     unreadable_reason = "an existing cluster gives no access to its nodes; only the container level is read (exec)"
     node_ready_timeout_s = 120.0  # the preflight waits this long for the worker and load nodes to be Ready
 
-    def __init__(self, settings: KubeSettings, runtime: str = "runc-new",
-                 progress: Callable[[str], None] = lambda message: None):
+    def __init__(
+        self, settings: KubeSettings, runtime: str = "runc-new", progress: Callable[[str], None] = lambda message: None
+    ):
         self.settings = settings
         self.runtime = runtime
         self.progress = progress
@@ -767,8 +865,10 @@ class KubeBackend(Backend):
         s = self.settings
         where = f"kubeconfig {s.kubeconfig}, context {s.context or '(current)'}"
         if not s.kubeconfig.is_file():
-            raise BackendError(f"{self.name} backend: kubeconfig {s.kubeconfig} does not exist; "
-                               f"set {self.name}.kubeconfig in config/config.yaml")
+            raise BackendError(
+                f"{self.name} backend: kubeconfig {s.kubeconfig} does not exist; "
+                f"set {self.name}.kubeconfig in config/config.yaml"
+            )
         kc = self.client
         kc.version()  # unreachable -> KubeError naming the server
         for role, node in (("worker_node", s.worker_node), ("load_node", s.load_node)):
@@ -779,8 +879,10 @@ class KubeBackend(Backend):
                     names = ", ".join(n["metadata"]["name"] for n in kc.nodes()) or "none"
                 except Forbidden:
                     names = "(not allowed to list them)"
-                raise BackendError(f"{self.name} backend: {role} {node!r} is not a node of the cluster at {kc.server} "
-                                   f"({where}); its nodes: {names}") from None
+                raise BackendError(
+                    f"{self.name} backend: {role} {node!r} is not a node of the cluster at {kc.server} "
+                    f"({where}); its nodes: {names}"
+                ) from None
         try:
             kc.wait_nodes_ready(sorted({s.worker_node, s.load_node}), self.node_ready_timeout_s)
         except KubeError as exc:
@@ -788,19 +890,24 @@ class KubeBackend(Backend):
         try:
             kc.namespace(s.namespace)
         except NotFound:
-            raise BackendError(f"{self.name} backend: namespace {s.namespace!r} does not exist ({where}); "
-                               "create it or choose another") from None
+            raise BackendError(
+                f"{self.name} backend: namespace {s.namespace!r} does not exist ({where}); create it or choose another"
+            ) from None
         except Forbidden:
             pass  # a namespaced user may not read its namespace; creating the first pod says if it is missing
 
     def untestable(self, node: Node, load: LoadPlacement | None) -> str | None:
         """Why this backend cannot run this placement, or None."""
         if node.cpus or (load and load.cpus):
-            return ("pinning node CPUs (cpuset) needs the node itself; the kubernetes backend changes no node "
-                    f"(asked: node {node.cpus or 'all'}, load generator {load.cpus if load else 'any'})")
+            return (
+                "pinning node CPUs (cpuset) needs the node itself; the kubernetes backend changes no node "
+                f"(asked: node {node.cpus or 'all'}, load generator {load.cpus if load else 'any'})"
+            )
         if node.runtime and node.runtime != self.runtime:
-            return (f"this cluster's runc is configured as {self.runtime}; the variant asks for {node.runtime}, "
-                    "which needs a second cluster (kind creates one)")
+            return (
+                f"this cluster's runc is configured as {self.runtime}; the variant asks for {node.runtime}, "
+                "which needs a second cluster (kind creates one)"
+            )
         return None
 
     def capabilities(self) -> Capabilities:
@@ -855,8 +962,10 @@ class KubeBackend(Backend):
 
     def leftovers(self) -> list[str]:
         """The lab's pods still in its namespace, whoever made them (none once every run is over)."""
-        return [f"a pod of the lab in {self.settings.namespace}: {still_there(p)}"
-                for p in self.client.list_pods(self.settings.namespace, mf.MANAGED_SELECTOR)]
+        return [
+            f"a pod of the lab in {self.settings.namespace}: {still_there(p)}"
+            for p in self.client.list_pods(self.settings.namespace, mf.MANAGED_SELECTOR)
+        ]
 
 
 def settings_from_config(cfg: dict[str, Any]) -> KubeSettings:
@@ -864,7 +973,8 @@ def settings_from_config(cfg: dict[str, Any]) -> KubeSettings:
     missing = [k for k in ("kubeconfig", "worker_node", "load_node") if not cfg.get(k)]
     if missing:
         raise BackendError(
-            "kubernetes backend: set " + ", ".join(f"kubernetes.{k}" for k in missing)
+            "kubernetes backend: set "
+            + ", ".join(f"kubernetes.{k}" for k in missing)
             + " (config/config.yaml or --config), see config/config.schema.yaml"
         )
     return KubeSettings(
@@ -879,8 +989,9 @@ def settings_from_config(cfg: dict[str, Any]) -> KubeSettings:
     )
 
 
-def from_config(binaries: dict[str, Path], runtime: str, settings: dict[str, Any],
-                progress: Callable[[str], None]) -> KubeBackend:
+def from_config(
+    binaries: dict[str, Path], runtime: str, settings: dict[str, Any], progress: Callable[[str], None]
+) -> KubeBackend:
     """The registry's factory (backends.base.make_backend): config.yaml's `kubernetes` section
     names the cluster; the workload runs from images, so `binaries` are not used."""
     return KubeBackend(settings_from_config(settings), runtime=runtime, progress=progress)

@@ -109,7 +109,9 @@ def _import_kubernetes():
         from kubernetes import client, config
         from kubernetes.stream import stream
     except ImportError as exc:  # pragma: no cover - it is a dependency of the package
-        raise KubeError(f"the kubernetes Python client is not installed ({exc}); pip install -e . installs it") from None
+        raise KubeError(
+            f"the kubernetes Python client is not installed ({exc}); pip install -e . installs it"
+        ) from None
     return client, config, stream
 
 
@@ -161,7 +163,9 @@ class KubeClient:
     def _timeout(self, seconds: float | None = None) -> tuple[float, float]:
         return (min(10.0, seconds or self.timeout_s), seconds or self.timeout_s)
 
-    def _call(self, what: str, method: Callable[..., Any], *args: Any, timeout_s: float | None = None, **kwargs: Any) -> bytes:
+    def _call(
+        self, what: str, method: Callable[..., Any], *args: Any, timeout_s: float | None = None, **kwargs: Any
+    ) -> bytes:
         """Call a generated method without deserialising; return the body, or raise a KubeError."""
         try:
             response = method(*args, _preload_content=False, _request_timeout=self._timeout(timeout_s), **kwargs)
@@ -179,7 +183,9 @@ class KubeClient:
         try:
             return json.loads(body)
         except json.JSONDecodeError:
-            raise KubeError(f"{what}: the API server {self.server} answered with something that is not JSON: {body[:200]!r}") from None
+            raise KubeError(
+                f"{what}: the API server {self.server} answered with something that is not JSON: {body[:200]!r}"
+            ) from None
 
     def _api_error(self, what: str, exc: Any) -> KubeError:
         status = getattr(exc, "status", 0)
@@ -271,8 +277,10 @@ class KubeClient:
                 raise KubeError(f"pod {namespace}/{name}: {fatal}")
             status = pod.get("status") or {}
             if status.get("phase") == "Failed":  # admission (OutOfcpu, ...) or a crash: never waited out
-                raise KubeError(f"pod {namespace}/{name} failed: {status.get('reason') or 'Failed'}: "
-                                f"{status.get('message', '')}; {describe_pod(pod)}")
+                raise KubeError(
+                    f"pod {namespace}/{name} failed: {status.get('reason') or 'Failed'}: "
+                    f"{status.get('message', '')}; {describe_pod(pod)}"
+                )
             unschedulable = unschedulable_reason(pod)
             if unschedulable:
                 now = time.monotonic()
@@ -289,8 +297,9 @@ class KubeClient:
                         passing = now - unschedulable_since <= unschedulable_grace_s
                 else:
                     unschedulable_since = unschedulable_since or now
-                    passing = (passing_unschedulable(unschedulable)
-                               and now - unschedulable_since <= unschedulable_grace_s)
+                    passing = (
+                        passing_unschedulable(unschedulable) and now - unschedulable_since <= unschedulable_grace_s
+                    )
                 if not passing:
                     raise KubeError(f"pod {namespace}/{name} cannot be scheduled: {unschedulable}")
             if time.monotonic() > deadline:
@@ -314,13 +323,18 @@ class KubeClient:
             if not waiting:
                 return
             if time.monotonic() > deadline:
-                raise KubeError(f"node(s) not Ready after {timeout_s:.0f} s at {self.server}: "
-                                + "; ".join(f"{n}: {w}" for n, w in waiting.items()))
+                raise KubeError(
+                    f"node(s) not Ready after {timeout_s:.0f} s at {self.server}: "
+                    + "; ".join(f"{n}: {w}" for n, w in waiting.items())
+                )
             time.sleep(poll_s)
 
     def logs(self, namespace: str, name: str, container: str) -> str:
         body = self._call(
-            f"logs of {namespace}/{name}/{container}", self.core.read_namespaced_pod_log, name, namespace,
+            f"logs of {namespace}/{name}/{container}",
+            self.core.read_namespaced_pod_log,
+            name,
+            namespace,
             container=container,
         )
         return body.decode("utf-8", "replace")
@@ -331,7 +345,11 @@ class KubeClient:
         what = f"follow logs of {namespace}/{name}/{container}"
         try:
             response = self.core.read_namespaced_pod_log(
-                name, namespace, container=container, follow=True, _preload_content=False,
+                name,
+                namespace,
+                container=container,
+                follow=True,
+                _preload_content=False,
                 _request_timeout=(min(10.0, self.timeout_s), quiet_s),
             )
         except self._api_exception as exc:
@@ -342,15 +360,25 @@ class KubeClient:
         finally:
             raw.release_conn()
 
-    def exec(self, namespace: str, name: str, container: str, argv: list[str], timeout_s: float | None = None) -> ExecResult:
+    def exec(
+        self, namespace: str, name: str, container: str, argv: list[str], timeout_s: float | None = None
+    ) -> ExecResult:
         """Run argv in a running container (no stdin, no TTY); stdout and stderr apart, and the exit code."""
         what = f"exec {' '.join(argv)!r} in {namespace}/{name}/{container}"
         limit = timeout_s or self.timeout_s
         try:
             with self._exec_lock:
                 ws = self._stream(
-                    self._exec_core.connect_get_namespaced_pod_exec, name, namespace, container=container,
-                    command=argv, stderr=True, stdin=False, stdout=True, tty=False, _preload_content=False,
+                    self._exec_core.connect_get_namespaced_pod_exec,
+                    name,
+                    namespace,
+                    container=container,
+                    command=argv,
+                    stderr=True,
+                    stdin=False,
+                    stdout=True,
+                    tty=False,
+                    _preload_content=False,
                 )
         except self._api_exception as exc:
             # the WebSocket transport reports every failure as status 0 with the reason as text
@@ -381,7 +409,10 @@ class KubeClient:
         _check_grace(grace_s)
         try:
             self._call(
-                f"delete pod {namespace}/{name}", self.core.delete_namespaced_pod, name, namespace,
+                f"delete pod {namespace}/{name}",
+                self.core.delete_namespaced_pod,
+                name,
+                namespace,
                 grace_period_seconds=grace_s,
             )
         except NotFound:
@@ -392,8 +423,11 @@ class KubeClient:
         """Ask for the graceful deletion of every pod matching `selector` (see delete_pod)."""
         _check_grace(grace_s)
         self._call(
-            f"delete pods {selector} in {namespace}", self.core.delete_collection_namespaced_pod, namespace,
-            label_selector=selector, grace_period_seconds=grace_s,
+            f"delete pods {selector} in {namespace}",
+            self.core.delete_collection_namespaced_pod,
+            namespace,
+            label_selector=selector,
+            grace_period_seconds=grace_s,
         )
 
     def wait_deleted(self, namespace: str, pods: list[dict[str, Any]], timeout_s: float, poll_s: float = 0.25) -> None:
@@ -415,13 +449,16 @@ class KubeClient:
             if not still:
                 return
             if time.monotonic() > deadline:
-                raise KubeError(f"pod(s) in {namespace} not gone {timeout_s:.0f} s after their deletion: "
-                                + "; ".join(still_there(p) for p in still))
+                raise KubeError(
+                    f"pod(s) in {namespace} not gone {timeout_s:.0f} s after their deletion: "
+                    + "; ".join(still_there(p) for p in still)
+                )
             left = still
             time.sleep(poll_s)
 
-    def delete_selected(self, namespace: str, selector: str, timeout_s: float,
-                        poll_s: float = 0.25) -> list[dict[str, Any]]:
+    def delete_selected(
+        self, namespace: str, selector: str, timeout_s: float, poll_s: float = 0.25
+    ) -> list[dict[str, Any]]:
         """Delete every pod matching `selector`, gracefully, and wait until the API has removed
         each of them (wait_deleted: kubelet has stopped their containers). Returns the pods
         deleted, as read before their deletion (none: nothing is deleted)."""
@@ -442,6 +479,7 @@ class KubeClient:
 
 # -- pure helpers (tested on their own) -------------------------------------------------
 
+
 def _context_names(path: Path) -> list[str]:
     try:
         import yaml
@@ -454,7 +492,9 @@ def _context_names(path: Path) -> list[str]:
 
 def _short(exc: BaseException) -> str:
     text = str(exc)
-    match = re.search(r"(Connection refused|Name or service not known|timed out|No route to host|Connection reset)", text)
+    match = re.search(
+        r"(Connection refused|Name or service not known|timed out|No route to host|Connection reset)", text
+    )
     return match.group(1) if match else text[:200]
 
 
@@ -504,8 +544,10 @@ def exit_code(error_channel: str, what: str) -> int:
 
 def _check_grace(grace_s: int) -> None:
     if grace_s < 1:
-        raise ValueError(f"grace period {grace_s} s: a deletion without grace removes the Pod object while "
-                         f"kubelet kills its containers later; use {DELETE_GRACE_S} s or more")
+        raise ValueError(
+            f"grace period {grace_s} s: a deletion without grace removes the Pod object while "
+            f"kubelet kills its containers later; use {DELETE_GRACE_S} s or more"
+        )
 
 
 def still_there(pod: dict[str, Any]) -> str:
@@ -513,8 +555,10 @@ def still_there(pod: dict[str, Any]) -> str:
     meta = pod.get("metadata") or {}
     how = "Terminating" if meta.get("deletionTimestamp") else "not being deleted"
     where = (pod.get("spec") or {}).get("nodeName") or "no node"
-    return (f"{meta.get('name')} ({how} on {where}; {describe_pod(pod)}): kubelet has not confirmed that its "
-            "containers stopped; look at the node (kubectl describe pod, kubelet's log)")
+    return (
+        f"{meta.get('name')} ({how} on {where}; {describe_pod(pod)}): kubelet has not confirmed that its "
+        "containers stopped; look at the node (kubectl describe pod, kubelet's log)"
+    )
 
 
 def container_state(pod: dict[str, Any], container: str) -> dict[str, Any]:
@@ -567,14 +611,19 @@ def ended_reason(pod: dict[str, Any]) -> str | None:
         ended = (status.get("state") or {}).get("terminated")
         if ended is not None:
             message = (ended.get("message") or "").strip()
-            return (f"container {status.get('name')} ended (exit {ended.get('exitCode')}, {ended.get('reason', '')})"
-                    + (f": {message[-300:]!r}" if message else ""))
+            return f"container {status.get('name')} ended (exit {ended.get('exitCode')}, {ended.get('reason', '')})" + (
+                f": {message[-300:]!r}" if message else ""
+            )
     return None
 
 
 def unschedulable_reason(pod: dict[str, Any]) -> str | None:
     for cond in (pod.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "PodScheduled" and cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
+        if (
+            cond.get("type") == "PodScheduled"
+            and cond.get("status") == "False"
+            and cond.get("reason") == "Unschedulable"
+        ):
             return cond.get("message", "Unschedulable")
     return None
 
@@ -602,8 +651,11 @@ def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, Any]) -> bool:
             continue
         if t.get("operator") == "Exists" and (not t.get("key") or t["key"] == taint.get("key")):
             return True
-        if (t.get("key") == taint.get("key") and t.get("operator", "Equal") == "Equal"
-                and (t.get("value") or "") == (taint.get("value") or "")):
+        if (
+            t.get("key") == taint.get("key")
+            and t.get("operator", "Equal") == "Equal"
+            and (t.get("value") or "") == (taint.get("value") or "")
+        ):
             return True
     return False
 
@@ -620,9 +672,13 @@ def pinned_refusal(pod: dict[str, Any], node: dict[str, Any]) -> str | None:
     if short:
         return f"{message} (node {name}: {', '.join(sorted(set(short)))})"
     tolerations = (pod.get("spec") or {}).get("tolerations") or []
-    taints = [t for t in (node.get("spec") or {}).get("taints") or []
-              if t.get("effect") in ("NoSchedule", "NoExecute") and t.get("key") not in PASSING_TAINTS
-              and not tolerates(tolerations, t)]
+    taints = [
+        t
+        for t in (node.get("spec") or {}).get("taints") or []
+        if t.get("effect") in ("NoSchedule", "NoExecute")
+        and t.get("key") not in PASSING_TAINTS
+        and not tolerates(tolerations, t)
+    ]
     if taints:
         listed = ", ".join(f"{t['key']}={t.get('value') or ''}:{t['effect']}" for t in taints)
         return f"{message} (node {name} has the taint(s) {listed}, which the pod does not tolerate)"

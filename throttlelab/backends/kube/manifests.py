@@ -248,8 +248,9 @@ def _pod_spec(node_name: str, grace_s: int, runtime_class: str | None = None) ->
     }
 
 
-def _container_spec(name: str, image: str, pull_policy: str, command: list[str],
-                    resources: dict[str, Any]) -> dict[str, Any]:
+def _container_spec(
+    name: str, image: str, pull_policy: str, command: list[str], resources: dict[str, Any]
+) -> dict[str, Any]:
     """What every container of the lab holds: the restricted container security context, and
     its last log lines kept when it fails."""
     return {
@@ -314,8 +315,9 @@ def load_manifest(
 ) -> dict[str, Any]:
     """The load generator: `cpulab load ...` on the load node, ungated, with a CPU request and no
     limit (Burstable: see LOAD_CPU_REQUEST_MILLI)."""
-    generator = _container_spec("generator", image, pull_policy, [CPULAB, "load", *args],
-                                {"requests": {"cpu": cpu_quantity(cpu_request_milli)}})
+    generator = _container_spec(
+        "generator", image, pull_policy, [CPULAB, "load", *args], {"requests": {"cpu": cpu_quantity(cpu_request_milli)}}
+    )
     spec: dict[str, Any] = {**_pod_spec(node_name, 10, runtime_class), "containers": [generator]}
     if tolerate_control_plane:
         spec["tolerations"] = [{"key": CONTROL_PLANE_TAINT, "operator": "Exists", "effect": "NoSchedule"}]
@@ -338,7 +340,16 @@ def _memory_bytes(value: Any) -> int | None:
     if value in (None, ""):
         return None
     text = str(value)
-    units = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+    units = {
+        "Ki": 1 << 10,
+        "Mi": 1 << 20,
+        "Gi": 1 << 30,
+        "Ti": 1 << 40,
+        "k": 10**3,
+        "M": 10**6,
+        "G": 10**9,
+        "T": 10**12,
+    }
     for unit, factor in units.items():
         if text.endswith(unit):
             return int(float(text[: -len(unit)]) * factor)

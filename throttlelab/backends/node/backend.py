@@ -129,18 +129,30 @@ class NodeDeployment(KindDeployment):
             return super().run_load(args, timeout_s, variant)
         binary = self.backend.binaries.get(variant)
         if binary is None or not Path(binary).is_file():
-            raise BackendError(f"the load generator of build {variant} runs on this host: its cpulab binary is "
-                               "missing (the runner's --binary)")
+            raise BackendError(
+                f"the load generator of build {variant} runs on this host: its cpulab binary is "
+                "missing (the runner's --binary)"
+            )
         cpus = set(parse_cpuset(self.load.cpus))
         started = time.monotonic()
         try:
-            done = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=timeout_s,
-                                  preexec_fn=lambda: _pinned_child(cpus))
+            done = subprocess.run(
+                [str(binary), *args],
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                preexec_fn=lambda: _pinned_child(cpus),
+            )
         except subprocess.TimeoutExpired as exc:
             raise BackendError(f"load/generator: still running after {timeout_s:.0f} s; killed") from exc
-        out = Output(pod="load", container="generator", returncode=done.returncode,
-                     records=parse_records(done.stdout, "load/generator"), stderr=done.stderr,
-                     wall_s=time.monotonic() - started)
+        out = Output(
+            pod="load",
+            container="generator",
+            returncode=done.returncode,
+            records=parse_records(done.stdout, "load/generator"),
+            stderr=done.stderr,
+            wall_s=time.monotonic() - started,
+        )
         if done.returncode != 0:
             raise BackendError(f"load/generator: exited with {done.returncode}; stderr: {done.stderr.strip()[-400:]!r}")
         return out
@@ -150,8 +162,7 @@ class NodeDeployment(KindDeployment):
 
     def _discover(self, node: str, uids: list[str], what: str) -> str:
         try:
-            done = subprocess.run(["sh", "-c", DISCOVER, "discover", *uids], capture_output=True, text=True,
-                                  timeout=30)
+            done = subprocess.run(["sh", "-c", DISCOVER, "discover", *uids], capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise BackendError(f"{what}: {exc}") from None
         if done.returncode != 0:
@@ -163,9 +174,16 @@ class NodeBackend(KubeBackend):
     name = "kubernetes"
     unreadable_reason = "not found in this host's cgroupfs"
 
-    def __init__(self, tools_manifest: Path, image_dir: Path, runtime: str = "runc-new", namespace: str = "default",
-                 pod_start_timeout_s: float = 120.0, progress: Callable[[str], None] = lambda message: None,
-                 binaries: dict[str, Path] | None = None):
+    def __init__(
+        self,
+        tools_manifest: Path,
+        image_dir: Path,
+        runtime: str = "runc-new",
+        namespace: str = "default",
+        pod_start_timeout_s: float = 120.0,
+        progress: Callable[[str], None] = lambda message: None,
+        binaries: dict[str, Path] | None = None,
+    ):
         self.binaries = dict(binaries or {})  # build -> cpulab on this host (the pinned load generator)
         self.tools_manifest = tools_manifest
         self.image_dir = image_dir
@@ -173,10 +191,17 @@ class NodeBackend(KubeBackend):
         self._own: nc.LocalNode | None = None
         self._namespace = namespace
         self._pod_start_timeout_s = pod_start_timeout_s
-        settings = KubeSettings(kubeconfig=Path("/nonexistent"), context=kn.CONTEXT, worker_node=kn.NODE_NAME,
-                                load_node=kn.NODE_NAME, namespace=namespace,
-                                images={b: ni.image_reference(b) for b in BUILDS}, pull_policy="Never",
-                                pod_start_timeout_s=pod_start_timeout_s, tolerate_control_plane=False)
+        settings = KubeSettings(
+            kubeconfig=Path("/nonexistent"),
+            context=kn.CONTEXT,
+            worker_node=kn.NODE_NAME,
+            load_node=kn.NODE_NAME,
+            namespace=namespace,
+            images={b: ni.image_reference(b) for b in BUILDS},
+            pull_policy="Never",
+            pod_start_timeout_s=pod_start_timeout_s,
+            tolerate_control_plane=False,
+        )
         super().__init__(settings, runtime, progress)
 
     # -- the node ---------------------------------------------------------------------------------------
@@ -185,14 +210,17 @@ class NodeBackend(KubeBackend):
         try:
             manifest = json.loads(self.tools_manifest.read_text())
         except (OSError, ValueError):
-            raise BackendError(f"the real node's tools are not built (no {self.tools_manifest}): "
-                               "snakemake --cores 2 cluster_tools (README, \"Cluster tools\")") from None
+            raise BackendError(
+                f"the real node's tools are not built (no {self.tools_manifest}): "
+                'snakemake --cores 2 cluster_tools (README, "Cluster tools")'
+            ) from None
         rows, versions = [], {}
         for project, entry in manifest.get("projects", {}).items():
             for binary in entry.get("binaries", []):
                 rows.append((project, binary["name"], binary["path"]))
-                versions[f"runc {project.split('-', 1)[-1]}" if binary["name"] == "runc" else binary["name"]] = \
+                versions[f"runc {project.split('-', 1)[-1]}" if binary["name"] == "runc" else binary["name"]] = (
                     binary.get("version_line", "")
+                )
         tools, runc = nc.split_tools(rows)
         return tools, runc, versions
 
@@ -201,8 +229,10 @@ class NodeBackend(KubeBackend):
         for build in BUILDS:
             archive = ni.archive_path(self.image_dir, build)
             if not archive.is_file():
-                raise BackendError(f"the real node's image of {build} is missing ({archive}): it is built by the "
-                                   "rule build_node_image (snakemake runs it before any experiment of this backend)")
+                raise BackendError(
+                    f"the real node's image of {build} is missing ({archive}): it is built by the "
+                    "rule build_node_image (snakemake runs it before any experiment of this backend)"
+                )
             found.append({"reference": ni.image_reference(build), "archive": str(archive)})
         return found
 
@@ -250,13 +280,19 @@ class NodeBackend(KubeBackend):
         facts = self.ensure_node()
         caps = super().capabilities()
         return Capabilities(
-            cpus=caps.cpus, cgroup_version=facts.get("cgroup_version"), can_pin_cpus=True, has_pause_level=True,
-            runtime=self.runtime, cadvisor=True,
-            notes=("real node: kubelet, containerd and both runc releases on this host; every cgroup level read "
-                   "from this host's cgroupfs",
-                   "node CPUs pinned through the node's cgroup root (its cpuset), restored after each deployment",
-                   "a pinned load generator runs as a process of this host on its own CPUs (one node cannot keep "
-                   "a pod of it apart); unpinned, it is a pod of the node"),
+            cpus=caps.cpus,
+            cgroup_version=facts.get("cgroup_version"),
+            can_pin_cpus=True,
+            has_pause_level=True,
+            runtime=self.runtime,
+            cadvisor=True,
+            notes=(
+                "real node: kubelet, containerd and both runc releases on this host; every cgroup level read "
+                "from this host's cgroupfs",
+                "node CPUs pinned through the node's cgroup root (its cpuset), restored after each deployment",
+                "a pinned load generator runs as a process of this host on its own CPUs (one node cannot keep "
+                "a pod of it apart); unpinned, it is a pod of the node",
+            ),
         )
 
     def environment(self) -> dict[str, Any]:
@@ -264,25 +300,37 @@ class NodeBackend(KubeBackend):
         env = super().environment()
         versions = facts.get("versions", {})
         runc = {h: versions.get(f"runc {folder.split('-', 1)[-1]}") for h, folder in kn.RUNTIME_HANDLERS.items()}
-        return {**env, "cluster": "local (the lab's real node)", "node_versions": versions, "runc": runc,
-                "runtime_conversion_of_runc": {h: runc_conversion(v.split()[-1]) if v else None
-                                               for h, v in runc.items()},
-                "node_start_s": facts.get("start_s")}
+        return {
+            **env,
+            "cluster": "local (the lab's real node)",
+            "node_versions": versions,
+            "runc": runc,
+            "runtime_conversion_of_runc": {h: runc_conversion(v.split()[-1]) if v else None for h, v in runc.items()},
+            "node_start_s": facts.get("start_s"),
+        }
 
     def deploy(self, node: Node, load: LoadPlacement | None = None) -> NodeDeployment:
         self.ensure_node()
         return NodeDeployment(self, node, load)
 
     def leftovers(self) -> list[str]:
-        return [f"a pod of the lab in {self.settings.namespace}: {p['metadata']['name']}"
-                for p in self.client.list_pods(self.settings.namespace, mf.MANAGED_SELECTOR)]
+        return [
+            f"a pod of the lab in {self.settings.namespace}: {p['metadata']['name']}"
+            for p in self.client.list_pods(self.settings.namespace, mf.MANAGED_SELECTOR)
+        ]
 
 
-def from_config(binaries: dict[str, Path], runtime: str, settings: dict[str, Any],
-                progress: Callable[[str], None]) -> NodeBackend:
+def from_config(
+    binaries: dict[str, Path], runtime: str, settings: dict[str, Any], progress: Callable[[str], None]
+) -> NodeBackend:
     """make_backend's factory for ``kubernetes: {cluster: local}``: the tools from the cluster tools
     manifest and the images from results/node/images/, both under the working directory."""
-    return NodeBackend(Path.cwd() / kn.TOOLS_MANIFEST, Path.cwd() / kn.IMAGE_DIR, runtime=runtime,
-                       namespace=settings.get("namespace") or "default",
-                       pod_start_timeout_s=float(settings.get("pod_start_timeout_s") or 120), progress=progress,
-                       binaries=binaries)
+    return NodeBackend(
+        Path.cwd() / kn.TOOLS_MANIFEST,
+        Path.cwd() / kn.IMAGE_DIR,
+        runtime=runtime,
+        namespace=settings.get("namespace") or "default",
+        pod_start_timeout_s=float(settings.get("pod_start_timeout_s") or 120),
+        progress=progress,
+        binaries=binaries,
+    )

@@ -53,8 +53,17 @@ START_TIMEOUT_S = 240.0
 STOP_TIMEOUT_S = 120.0
 CNI_BIN_DIRS = ("/usr/lib/cni", "/opt/cni/bin")
 #: The binaries a node needs, by name in the cluster tools manifest (results/cluster-tools/tools.json).
-NODE_BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "containerd",
-                 "containerd-shim-runc-v2", "ctr", "crictl")
+NODE_BINARIES = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubelet",
+    "containerd",
+    "containerd-shim-runc-v2",
+    "ctr",
+    "crictl",
+)
 
 
 def split_tools(rows: list[tuple[str, str, str]]) -> tuple[dict[str, str], dict[str, str]]:
@@ -71,6 +80,7 @@ def split_tools(rows: list[tuple[str, str, str]]) -> tuple[dict[str, str], dict[
 
 
 # -- small helpers ----------------------------------------------------------------------------------------------
+
 
 def _say(message: str) -> None:
     print(f"  node: {message}", file=sys.stderr, flush=True)
@@ -121,6 +131,7 @@ def routes_in_use() -> list[str]:
 def choose_subnet(in_use: list[str]) -> tuple[int, str]:
     """The first kubenode.pod_subnet no route of this host covers or overlaps."""
     import ipaddress
+
     taken = []
     for dst in in_use:
         if dst in ("default", ""):
@@ -161,6 +172,7 @@ def _http_ok(url: str) -> bool:
 
 # -- the supervisor: makes the node, waits, takes it down ------------------------------------------------------
 
+
 class Supervisor:
     """One node's life (in the supervisor process)."""
 
@@ -178,26 +190,39 @@ class Supervisor:
         folder = NODES_DIR / str(os.getpid())
         index, subnet = choose_subnet(routes_in_use())
         ports = kn.Ports(free_port(), free_port(), free_port(), free_port())
-        self.layout = kn.NodeLayout(root=folder, ports=ports, bridge=f"tlnode{os.getpid() % 100000}",
-                                    subnet=subnet, cgroup_root=f"/throttlelab-node-{os.getpid()}")
+        self.layout = kn.NodeLayout(
+            root=folder,
+            ports=ports,
+            bridge=f"tlnode{os.getpid() % 100000}",
+            subnet=subnet,
+            cgroup_root=f"/throttlelab-node-{os.getpid()}",
+        )
 
     # -- making ------------------------------------------------------------------------------------------------
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
         log = open(self.layout.logs / f"{name}.log", "w")  # noqa: SIM115 - closed in take_down
         self.log_files[name] = log
-        self.procs[name] = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                            env={**os.environ, **(env or {})}, preexec_fn=_component_child)
+        self.procs[name] = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            preexec_fn=_component_child,
+        )
 
     def _wait(self, what: str, ready: Callable[[], bool], timeout_s: float, names: tuple[str, ...]) -> None:
         deadline = time.monotonic() + timeout_s
         while not ready():
             for name in names:
                 if self.procs[name].poll() is not None:
-                    raise BackendError(f"{name} exited ({self.procs[name].returncode}) before {what}: "
-                                       f"{self._tail(name)}")
+                    raise BackendError(
+                        f"{name} exited ({self.procs[name].returncode}) before {what}: {self._tail(name)}"
+                    )
             if time.monotonic() > deadline:
-                raise BackendError(f"{what}: not within {timeout_s:.0f} s; {names[-1]}'s log ends: "
-                                   f"{self._tail(names[-1])}")
+                raise BackendError(
+                    f"{what}: not within {timeout_s:.0f} s; {names[-1]}'s log ends: {self._tail(names[-1])}"
+                )
             time.sleep(0.25)
 
     def _tail(self, name: str, lines: int = 8) -> str:
@@ -209,24 +234,46 @@ class Supervisor:
 
     def make(self) -> dict[str, Any]:
         lay = self.layout
-        for d in (lay.root, lay.logs, lay.etcd_data, lay.containerd_root, lay.containerd_state, lay.cni_conf_dir,
-                  lay.cni_ipam_dir, lay.kubelet_dir, lay.sysctl_copies):
+        for d in (
+            lay.root,
+            lay.logs,
+            lay.etcd_data,
+            lay.containerd_root,
+            lay.containerd_state,
+            lay.cni_conf_dir,
+            lay.cni_ipam_dir,
+            lay.kubelet_dir,
+            lay.sysctl_copies,
+        ):
             d.mkdir(parents=True, exist_ok=True)
         # whom the node serves: the orchestrator, or the runner that started it (its pipe)
         (lay.root / "owner").write_text(f"{self.owner or os.getppid()}\n")
         started = time.monotonic()
         _say(f"certificates, configuration in {lay.root}")
-        pki.make_pki(lay.pki, [pki.Identity(stem, cn, orgs, server=serving, client=not serving,
-                                            dns_names=kn.APISERVER_DNS if serving else (),
-                                            ip_addresses=kn.APISERVER_IPS if serving else ())
-                               for stem, cn, orgs, serving in kn.CERTIFICATES])
+        pki.make_pki(
+            lay.pki,
+            [
+                pki.Identity(
+                    stem,
+                    cn,
+                    orgs,
+                    server=serving,
+                    client=not serving,
+                    dns_names=kn.APISERVER_DNS if serving else (),
+                    ip_addresses=kn.APISERVER_IPS if serving else (),
+                )
+                for stem, cn, orgs, serving in kn.CERTIFICATES
+            ],
+        )
         for who in ("admin", "controller-manager", "scheduler", "kubelet"):
             lay.kubeconfig(who).write_text(kn.kubeconfig_text(lay, who))
         self._tls = _client_context(lay)
         cni_bin = next((d for d in CNI_BIN_DIRS if Path(d, "bridge").is_file()), None)
         if cni_bin is None:
-            raise BackendError("the CNI plugins (bridge, host-local, loopback) are not installed: "
-                               "apt-get install containernetworking-plugins")
+            raise BackendError(
+                "the CNI plugins (bridge, host-local, loopback) are not installed: "
+                "apt-get install containernetworking-plugins"
+            )
         lay.containerd_config.write_text(kn.containerd_config_text(lay, self.runc, cni_bin))
         (lay.cni_conf_dir / "10-throttlelab.conflist").write_text(kn.cni_config_text(lay))
         lay.kubelet_config.write_text(kn.kubelet_config_text(lay))
@@ -243,47 +290,65 @@ class Supervisor:
         self._wait("etcd healthy", lambda: _http_ok(f"http://127.0.0.1:{lay.ports.etcd_client}/health"), 60, ("etcd",))
         _say("kube-apiserver")
         self._spawn("kube-apiserver", kn.apiserver_argv(self.tools["kube-apiserver"], lay))
-        self._wait("the API server ready", lambda: _https_ok(f"{lay.server}/readyz", lay), 120,
-                   ("etcd", "kube-apiserver"))
+        self._wait(
+            "the API server ready", lambda: _https_ok(f"{lay.server}/readyz", lay), 120, ("etcd", "kube-apiserver")
+        )
         _say("kube-controller-manager, kube-scheduler")
         self._spawn("kube-controller-manager", kn.controller_manager_argv(self.tools["kube-controller-manager"], lay))
         self._spawn("kube-scheduler", kn.scheduler_argv(self.tools["kube-scheduler"], lay))
         _say("containerd")
         path = os.pathsep.join([str(Path(self.tools["containerd-shim-runc-v2"]).parent), os.environ.get("PATH", "")])
-        self._spawn("containerd", kn.private_mounts_argv("unshare", kn.containerd_argv(self.tools["containerd"], lay)),
-                    env={"PATH": path})
+        self._spawn(
+            "containerd",
+            kn.private_mounts_argv("unshare", kn.containerd_argv(self.tools["containerd"], lay)),
+            env={"PATH": path},
+        )
         self._wait("containerd serving", lambda: self._ctr_ok(), 60, ("containerd",))
         for image in [{"reference": kn.PAUSE_IMAGE, "archive": str(self._pause_archive())}, *self.images]:
             _say(f"importing {image['reference']}")
             self._ctr("images", "import", "--no-unpack=false", image["archive"])
         self._ctr("images", "label", ociarchive.full_reference(kn.PAUSE_IMAGE), "io.cri-containerd.pinned=pinned")
         _say("kubelet")
-        self._spawn("kubelet", kn.private_mounts_argv("unshare", kn.kubelet_argv(self.tools["kubelet"], lay),
-                                                      kn.sysctl_mounts(lay)))
+        self._spawn(
+            "kubelet",
+            kn.private_mounts_argv("unshare", kn.kubelet_argv(self.tools["kubelet"], lay), kn.sysctl_mounts(lay)),
+        )
         self._wait("the node Ready", self._node_ready, 120, ("containerd", "kubelet"))
         for handler in kn.RUNTIME_HANDLERS:
             self._create_runtime_class(kn.runtime_class(handler))
         self._wait("the default ServiceAccount", self._default_sa, 60, ("kube-controller-manager",))
         took = time.monotonic() - started
         _say(f"ready in {took:.1f} s")
-        return {"kubeconfig": str(lay.kubeconfig("admin")), "context": "throttlelab-node", "node": kn.NODE_NAME,
-                "cgroup_root": lay.cgroup_root, "bridge": lay.bridge, "subnet": lay.subnet,
-                "root": str(lay.root), "start_s": round(took, 2), "ports": asdict(lay.ports),
-                "sysctls": self.sysctls_before,
-                "cgroup_version": 2 if Path("/sys/fs/cgroup/cgroup.controllers").exists() else 1}
+        return {
+            "kubeconfig": str(lay.kubeconfig("admin")),
+            "context": "throttlelab-node",
+            "node": kn.NODE_NAME,
+            "cgroup_root": lay.cgroup_root,
+            "bridge": lay.bridge,
+            "subnet": lay.subnet,
+            "root": str(lay.root),
+            "start_s": round(took, 2),
+            "ports": asdict(lay.ports),
+            "sysctls": self.sysctls_before,
+            "cgroup_version": 2 if Path("/sys/fs/cgroup/cgroup.controllers").exists() else 1,
+        }
 
     def _pause_archive(self) -> Path:
         catatonit = shutil.which("catatonit") or "/usr/bin/catatonit"
         if not Path(catatonit).is_file():
             raise BackendError("catatonit (the pause image's init) is not installed: apt-get install catatonit")
         out = self.layout.root / "images" / "pause.tar"
-        ociarchive.write_archive(out, kn.PAUSE_IMAGE, [ociarchive.ImageFile(Path(catatonit), "/catatonit")],
-                                 ["/catatonit", "-P"])
+        ociarchive.write_archive(
+            out, kn.PAUSE_IMAGE, [ociarchive.ImageFile(Path(catatonit), "/catatonit")], ["/catatonit", "-P"]
+        )
         return out
 
     def _ctr(self, *args: str) -> str:
-        return _run([self.tools["ctr"], "--address", str(self.layout.containerd_socket), "--namespace", "k8s.io",
-                     *args], f"ctr {' '.join(args[:2])}", timeout_s=120)
+        return _run(
+            [self.tools["ctr"], "--address", str(self.layout.containerd_socket), "--namespace", "k8s.io", *args],
+            f"ctr {' '.join(args[:2])}",
+            timeout_s=120,
+        )
 
     def _ctr_ok(self) -> bool:
         try:
@@ -294,8 +359,9 @@ class Supervisor:
 
     def _api(self, path: str, method: str = "GET", body: dict | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(f"{self.layout.server}{path}", data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            f"{self.layout.server}{path}", data=data, method=method, headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(req, context=self._tls, timeout=10) as r:
             return json.loads(r.read() or b"null")
 
@@ -304,8 +370,9 @@ class Supervisor:
             node = self._api(f"/api/v1/nodes/{kn.NODE_NAME}")
         except (OSError, ValueError):
             return False
-        return any(c.get("type") == "Ready" and c.get("status") == "True"
-                   for c in node.get("status", {}).get("conditions", []))
+        return any(
+            c.get("type") == "Ready" and c.get("status") == "True" for c in node.get("status", {}).get("conditions", [])
+        )
 
     def _default_sa(self) -> bool:
         try:
@@ -360,8 +427,13 @@ class Supervisor:
     def _remove_sandboxes(self) -> list[str]:
         if self.procs.get("containerd") is None or self.procs["containerd"].poll() is not None:
             return []
-        crictl = [self.tools["crictl"], "--runtime-endpoint", f"unix://{self.layout.containerd_socket}",
-                  "--timeout", "30s"]
+        crictl = [
+            self.tools["crictl"],
+            "--runtime-endpoint",
+            f"unix://{self.layout.containerd_socket}",
+            "--timeout",
+            "30s",
+        ]
         ids = _run([*crictl, "pods", "-q"], "crictl pods", check=False).split()
         for sandbox in ids:
             _run([*crictl, "stopp", sandbox], "crictl stopp", check=False)
@@ -409,12 +481,15 @@ class Supervisor:
         for name, (before, _) in changed.items():
             (Path("/proc/sys") / name).write_text(before)
         if changed:
-            raise BackendError("host sysctls changed while the node ran (restored): " +
-                               ", ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items()))
+            raise BackendError(
+                "host sysctls changed while the node ran (restored): "
+                + ", ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items())
+            )
         return []
 
 
 # -- host pieces (also used by the sweep) ------------------------------------------------------------------------
+
 
 def _hierarchies() -> list[Path]:
     """Every cgroup hierarchy mounted on this host (v1 controllers, the unified one)."""
@@ -436,8 +511,14 @@ def make_cgroup_root(root: str, cpus: str | None) -> None:
             (path / "cpuset.cpus").write_text(cpus or (base / "cpuset.cpus").read_text().strip())
             (path / "cpuset.mems").write_text((base / "cpuset.mems").read_text().strip())
         if (base / "cgroup.subtree_control").exists():  # v2: hand the controllers down
-            wanted = set((base / "cgroup.controllers").read_text().split()) & {"cpu", "cpuset", "memory", "pids",
-                                                                               "io", "hugetlb"}
+            wanted = set((base / "cgroup.controllers").read_text().split()) & {
+                "cpu",
+                "cpuset",
+                "memory",
+                "pids",
+                "io",
+                "hugetlb",
+            }
             for c in sorted(wanted):
                 try:
                     (path / "cgroup.subtree_control").write_text(f"+{c}")
@@ -461,6 +542,7 @@ def pin_cgroup_root(root: str, cpus: str | None) -> str:
     sets (top-down), then shrinks to ``cpus`` (bottom-up); new pod cgroups copy their parent's. v2: the
     root alone (its children inherit). Returns the CPUs written."""
     from throttlelab.model.placement import parse_cpuset
+
     wanted = cpus or host_cpus()
     v1 = Path("/sys/fs/cgroup/cpuset") / root.lstrip("/")
     if v1.is_dir():
@@ -505,8 +587,14 @@ def kill_node_processes(folder: Path, cgroup_root: str) -> list[str]:
     deadline = time.monotonic() + 10
     while any(running(p) for p in killed) and time.monotonic() < deadline:
         time.sleep(0.05)
-    return [f"killed {len(killed)} process(es) left by the node: "
-            + ", ".join(f"{names.get(p, '?')} ({p})" for p in killed)] if killed else []
+    return (
+        [
+            f"killed {len(killed)} process(es) left by the node: "
+            + ", ".join(f"{names.get(p, '?')} ({p})" for p in killed)
+        ]
+        if killed
+        else []
+    )
 
 
 def cgroup_root_pids(root: str) -> list[int]:
@@ -548,7 +636,11 @@ def remove_cgroup_root(root: str) -> list[str]:
 def remove_bridge(bridge: str) -> list[str]:
     if not bridge or not Path("/sys/class/net", bridge).exists():
         return []
-    for port in sorted(Path("/sys/class/net", bridge, "brif").glob("*")) if Path("/sys/class/net", bridge, "brif").is_dir() else []:
+    for port in (
+        sorted(Path("/sys/class/net", bridge, "brif").glob("*"))
+        if Path("/sys/class/net", bridge, "brif").is_dir()
+        else []
+    ):
         _run(["ip", "link", "del", port.name], f"removing {port.name}", check=False)
     _run(["ip", "link", "del", bridge], f"removing the bridge {bridge}")
     return []
@@ -557,8 +649,11 @@ def remove_bridge(bridge: str) -> list[str]:
 def remove_folder(folder: Path) -> list[str]:
     if not folder.exists():
         return []
-    mounted = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()
-               if line.split()[4].startswith(str(folder))]
+    mounted = [
+        line.split()[4]
+        for line in Path("/proc/self/mountinfo").read_text().splitlines()
+        if line.split()[4].startswith(str(folder))
+    ]
     for target in sorted(mounted, key=len, reverse=True):
         _run(["umount", "-l", target], f"unmounting {target}", check=False)
     shutil.rmtree(folder, ignore_errors=True)
@@ -578,8 +673,13 @@ def sweep_stale() -> list[str]:
             continue
         kill_node_processes(folder, f"/throttlelab-node-{name}")
         root, bridge, gone = f"/throttlelab-node-{name}", f"tlnode{int(name) % 100000}", folder
-        every_step([lambda root=root: remove_cgroup_root(root), lambda bridge=bridge: remove_bridge(bridge),
-                    lambda gone=gone: remove_folder(gone)])
+        every_step(
+            [
+                lambda root=root: remove_cgroup_root(root),
+                lambda bridge=bridge: remove_bridge(bridge),
+                lambda gone=gone: remove_folder(gone),
+            ]
+        )
         done.append(f"removed the node left by supervisor {name}")
     return done
 
@@ -588,6 +688,7 @@ def _wait_for_end(owner: int | None) -> str:
     """Block until the node should go: the runner's pipe closes (no owner), or the owner (the
     orchestrator the node serves) ends, or a stop request (SIGUSR1) arrives. Returns which."""
     import select
+
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
@@ -681,6 +782,7 @@ def stop_nodes(owner: int, timeout_s: float = STOP_TIMEOUT_S, tell: Callable[[st
 
 # -- the runner's side -----------------------------------------------------------------------------------------
 
+
 class LocalNode:
     """``with LocalNode(tools, runc, images) as facts:`` a running node for the block's duration.
 
@@ -690,15 +792,30 @@ class LocalNode:
     find_node) and goes when it ends or stop_nodes asks; leaving the block does not stop it.
     """
 
-    def __init__(self, tools: dict[str, str], runc: dict[str, str], images: list[dict[str, str]] | None = None,
-                 keep_logs: Path | None = None, cpus: str | None = None, owner: int | None = None):
+    def __init__(
+        self,
+        tools: dict[str, str],
+        runc: dict[str, str],
+        images: list[dict[str, str]] | None = None,
+        keep_logs: Path | None = None,
+        cpus: str | None = None,
+        owner: int | None = None,
+    ):
         missing = [b for b in NODE_BINARIES if not tools.get(b) or not Path(tools[b]).is_file()]
         missing += [f"runc for {h}" for h in kn.RUNTIME_HANDLERS if not runc.get(h) or not Path(runc[h]).is_file()]
         if missing:
-            raise BackendError(f"the real node needs {', '.join(missing)}: build them with "
-                               "`snakemake --cores 2 cluster_tools` (README, \"Cluster tools\")")
-        self.desc = {"tools": tools, "runc": runc, "images": images or [], "owner": owner,
-                     "keep_logs": str(keep_logs) if keep_logs else None, "cpus": cpus}
+            raise BackendError(
+                f"the real node needs {', '.join(missing)}: build them with "
+                '`snakemake --cores 2 cluster_tools` (README, "Cluster tools")'
+            )
+        self.desc = {
+            "tools": tools,
+            "runc": runc,
+            "images": images or [],
+            "owner": owner,
+            "keep_logs": str(keep_logs) if keep_logs else None,
+            "cpus": cpus,
+        }
         self.owner = owner
         self.proc: subprocess.Popen | None = None
         self.facts: dict[str, Any] | None = None
@@ -735,7 +852,9 @@ class LocalNode:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-            raise BackendError(f"the node's supervisor did not finish taking it down within {STOP_TIMEOUT_S:.0f} s") from None
+            raise BackendError(
+                f"the node's supervisor did not finish taking it down within {STOP_TIMEOUT_S:.0f} s"
+            ) from None
         status = self.proc.returncode
         self.proc = None
         if status != 0:

@@ -37,8 +37,12 @@ def build_image(build: str, cpulab: Path, podgate: Path, out: Path) -> str:
     for what, path in (("cpulab", cpulab), ("podgate", podgate)):
         if not Path(path).is_file():
             raise BackendError(f"node image {build}: the {what} binary {path} is missing; build it first")
-    labels = {"throttlelab": "1", "throttlelab.variant": build, "throttlelab.binary-sha256": sha256_file(cpulab),
-              "throttlelab.podgate-sha256": sha256_file(podgate)}
+    labels = {
+        "throttlelab": "1",
+        "throttlelab.variant": build,
+        "throttlelab.binary-sha256": sha256_file(cpulab),
+        "throttlelab.podgate-sha256": sha256_file(podgate),
+    }
     files = [ociarchive.ImageFile(Path(cpulab), CPULAB), ociarchive.ImageFile(Path(podgate), PODGATE)]
     return ociarchive.write_archive(Path(out), image_reference(build), files, [CPULAB], labels)
 
