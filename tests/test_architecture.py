@@ -127,6 +127,16 @@ def test_snakemake_lint_reports_only_the_explained_findings(tmp_path):
     assert found - ACCEPTED_LINTS == set(), proc.stdout[-4000:] + proc.stderr[-2000:]
 
 
+def test_the_code_is_formatted_as_ruff_format_writes_it():
+    proc = subprocess.run(
+        [_tool("ruff"), "format", "--check", "throttlelab", "tests", "benchmarks"],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
 #: pyproject.toml's name of a dependency -> its conda-forge name where the two differ
 CONDA_NAMES = {"kubernetes": "python-kubernetes", "docker": "docker-py"}
 
