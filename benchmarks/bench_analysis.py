@@ -183,17 +183,17 @@ def main() -> None:
         synth_s = time.perf_counter() - start
         size_mb = sum(p.stat().st_size for p in raw) / 1e6
         tables_dir = root / "tables"
-        tables = timed("parse_runs (raw logs -> tidy CSVs)", lambda: analysis.make_tables(raw, tables_dir), figures)
+        tables = timed("parse_runs (raw logs -> tidy CSVs)", lambda: analysis.parse_runs(raw, tables_dir), figures)
         per_run, estimates = timed(
             "compute_stats (metrics.csv + estimates.csv)",
-            lambda: analysis.make_statistics(
+            lambda: analysis.compute_stats(
                 tables_dir, tables_dir / "metrics.csv", tables_dir / "estimates.csv", confidence=0.95, seed=1
             ),
             figures,
         )
         timed(
             "evaluate_findings (findings.csv + checks.csv)",
-            lambda: analysis.make_findings(
+            lambda: analysis.evaluate_findings(
                 tables_dir,
                 tables_dir / "metrics.csv",
                 tables_dir / "findings.csv",

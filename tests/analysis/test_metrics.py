@@ -17,7 +17,7 @@ FIXTURES = FIXTURE_ROOT / "raw_logs"
 
 @pytest.fixture(scope="module")
 def tables() -> dict[str, pd.DataFrame]:
-    return tidy.tidy_tables(sorted(FIXTURES.glob("*/*/rep*.jsonl")))
+    return tidy.parse_runs(sorted(FIXTURES.glob("*/*/rep*.jsonl")))
 
 
 @pytest.fixture(scope="module")

@@ -130,7 +130,7 @@ def _load_records() -> list[dict]:
 
 
 def test_load_records_become_latencies_and_window_counters(tmp_path):
-    tables = tidy.tidy_tables([write_log(tmp_path, _load_records())])
+    tables = tidy.parse_runs([write_log(tmp_path, _load_records())])
     requests = tables["requests"]
     assert len(requests) == 8 and requests["ep"].value_counts().to_dict() == {"work": 7, "ping": 1}
     per_run = metrics.run_metrics(tables)
@@ -172,7 +172,7 @@ def test_a_target_without_its_stats_leaves_the_counters_undefined(tmp_path):
             "err": "connection refused",
         },
     )
-    per_run = metrics.run_metrics(tidy.tidy_tables([write_log(tmp_path, records)]))
+    per_run = metrics.run_metrics(tidy.parse_runs([write_log(tmp_path, records)]))
     got = dict(zip(per_run["metric"], per_run["value"]))
     assert math.isnan(got["throttled_ratio"]) and math.isnan(got["avg_cores"])
     every = [*WORK_LAT, metrics.DEFAULT_LOAD_TIMEOUT_MS]

@@ -21,7 +21,7 @@ ALL_LOGS = sorted(FIXTURES.glob("*/*/rep*.jsonl"))
 
 @pytest.fixture(scope="module")
 def tables() -> dict[str, pd.DataFrame]:
-    return tidy.tidy_tables(ALL_LOGS)
+    return tidy.parse_runs(ALL_LOGS)
 
 
 def _run(frame: pd.DataFrame, experiment: str, variant: str) -> pd.DataFrame:
@@ -81,7 +81,7 @@ def test_runs_carry_the_config_seed_and_each_jobs_seed_from_the_meta_record(tabl
     meta = json.loads(lines[0])
     del meta["seed"], meta["config_seed"]  # a log that predates them
     _write(path, [json.dumps(meta), *lines[1:]])
-    older = tidy.tidy_tables([path])["runs"].iloc[0]
+    older = tidy.parse_runs([path])["runs"].iloc[0]
     assert pd.isna(older["config_seed"]) and pd.isna(older["job_seed"])
     tidy.write_tables(tables, tmp_path / "tables")
     back = tidy.read_table(tmp_path / "tables" / "runs.csv", "runs")
@@ -207,7 +207,7 @@ def test_tables_survive_a_round_trip_through_csv(tables, tmp_path):
 
 
 def test_no_raw_logs_gives_empty_tables_with_columns():
-    empty = tidy.tidy_tables([])
+    empty = tidy.parse_runs([])
     assert all(frame.empty for frame in empty.values())
     assert "d_nr_periods" in empty["rounds"].columns
 
@@ -285,7 +285,7 @@ def test_broken_log_is_one_error_naming_file_and_line(tmp_path, case):
     lines, newline = edit(_lines(path))
     _write(path, lines, newline)
     with pytest.raises(tidy.RawLogError) as caught:
-        tidy.tidy_tables([FIXTURES / "E2a/nolimit/rep0.jsonl", path])
+        tidy.parse_runs([FIXTURES / "E2a/nolimit/rep0.jsonl", path])
     error = caught.value
     assert error.path == str(path)
     assert error.line == line
@@ -332,7 +332,7 @@ def test_the_same_run_twice_is_an_error(tmp_path):
     copy = tmp_path / "copy.jsonl"
     shutil.copy(FIXTURES / LIMIT1, copy)
     with pytest.raises(tidy.RawLogError, match="the same run as"):
-        tidy.tidy_tables([FIXTURES / LIMIT1, copy])
+        tidy.parse_runs([FIXTURES / LIMIT1, copy])
 
 
 # --------------------------------------------------------------------------
@@ -377,7 +377,7 @@ def test_interference_and_disturbed_attempts_become_run_columns(tmp_path):
     still = {**METERED, "other_share": 0.27, "disturbed": True}
     path = _with_meta(tmp_path, "E2a/limit1/rep0.jsonl", interference=still, disturbed_attempts=earlier)
     plain = _with_meta(tmp_path, "E2a/nolimit/rep0.jsonl", interference=METERED, disturbed_attempts=[])
-    tables = tidy.tidy_tables([path, plain])
+    tables = tidy.parse_runs([path, plain])
     runs = tables["runs"].set_index("variant")
     assert runs.loc["limit1", "other_share"] == 0.27 and runs.loc["limit1", "disturbed"]
     assert runs.loc["limit1", "interference_threshold"] == 0.2
@@ -406,7 +406,7 @@ def test_the_orchestrators_share_is_a_column_apart_from_other(tmp_path):
     }
     path = _with_meta(tmp_path, "E2a/limit1/rep0.jsonl", interference=seen, disturbed_attempts=[])
     older = _with_meta(tmp_path, "E2a/nolimit/rep0.jsonl", interference=METERED, disturbed_attempts=[])
-    runs = tidy.tidy_tables([path, older])["runs"].set_index("variant")
+    runs = tidy.parse_runs([path, older])["runs"].set_index("variant")
     assert runs.loc["limit1", "orchestrator_cpu"] == 0.0139
     assert runs.loc["limit1", "outside_share"] == 0.0278 and runs.loc["limit1", "other_share"] == 0.0208
     assert runs.loc["limit1", "interference"] == (
@@ -420,7 +420,7 @@ def test_an_unmetered_backend_says_so(tmp_path):
     path = _with_meta(
         tmp_path, "E2a/limit1/rep0.jsonl", interference={"disturbed": False, "note": "not metered on the kind backend"}
     )
-    runs = tidy.tidy_tables([path])["runs"].iloc[0]
+    runs = tidy.parse_runs([path])["runs"].iloc[0]
     assert runs["interference"] == "not metered on the kind backend" and not runs["disturbed"]
     assert math.isnan(runs["other_share"]) and pd.isna(runs["disturbed_attempts"])
 
@@ -433,5 +433,5 @@ def test_the_load_timeout_comes_from_its_header(tmp_path, tables):
     path = tmp_path / "raw" / "E2b" / "clump50" / "rep0.jsonl"
     path.parent.mkdir(parents=True)
     path.write_text("\n".join([lines[0], json.dumps(header), *lines[2:]]) + "\n")
-    headers = tidy.tidy_tables([path])["headers"]
+    headers = tidy.parse_runs([path])["headers"]
     assert headers.loc[headers["command"] == "load", "timeout_ms"].tolist() == [10000.0]

@@ -253,7 +253,7 @@ def analysed(result, variant: VariantSpec, backend: str, tmp_path) -> dict[str, 
     }
     path = tmp_path / "raw" / "E6" / "limit" / "rep0.jsonl"
     write_atomically(path, [meta, *result.records])
-    per_run = metrics.run_metrics(tidy.tidy_tables([path]))
+    per_run = metrics.run_metrics(tidy.parse_runs([path]))
     return dict(zip(per_run["metric"], per_run["value"]))
 
 

@@ -128,7 +128,7 @@ def test_short_e2b_run_on_loopback_has_no_errors_and_leaves_nothing(real_cgroups
     meta = {**META, "spec": spec, "window_s": result.window_s}
     path = tmp_path / "raw" / "E2b" / "clumped-limit" / "rep0.jsonl"
     write_atomically(path, [meta, *result.records])
-    per_run = metrics.run_metrics(tidy.tidy_tables([path]))
+    per_run = metrics.run_metrics(tidy.parse_runs([path]))
     got = dict(zip(per_run["metric"], per_run["value"]))
     assert got["work_errors"] == 0 and got["nr_periods"] > 0 and 0 <= got["throttled_ratio"] <= 1
     assert got["gomaxprocs"] == (1 if two else caps.cpus)

@@ -8,7 +8,9 @@
         --findings results/local/tables/findings.csv --checks results/local/tables/checks.csv \
         --confidence 0.95
 
-Each subcommand is one call of a function below; errors in the input (a
+Each subcommand is one call of a function below, named as its rule is (parse_runs,
+compute_stats, evaluate_findings; tidy.parse_runs is the reading half of the first); the
+subcommand is named by what it writes. Errors in the input (a
 truncated raw log, a bad confidence level) end with one line on stderr and
 exit status 1, never a traceback.
 """
@@ -40,9 +42,9 @@ def _write_csv(frame: pd.DataFrame, path: str | Path) -> Path:
     return path
 
 
-def make_tables(raw: Sequence[str | Path], out_dir: str | Path) -> dict[str, pd.DataFrame]:
-    """parse_runs: every raw log -> the tidy tables of docs/TABLES.md under ``out_dir``."""
-    tables = tidy.tidy_tables(raw)
+def parse_runs(raw: Sequence[str | Path], out_dir: str | Path) -> dict[str, pd.DataFrame]:
+    """The rule parse_runs: every raw log -> the tidy tables of docs/TABLES.md under ``out_dir``."""
+    tables = tidy.parse_runs(raw)
     tidy.write_tables(tables, out_dir)
     return tables
 
@@ -51,10 +53,10 @@ def read_tables(tables_dir: str | Path, names: Sequence[str]) -> dict[str, pd.Da
     return {name: tidy.read_table(Path(tables_dir) / f"{name}.csv", name) for name in names}
 
 
-def make_statistics(
+def compute_stats(
     tables_dir: str | Path, metrics_path: str | Path, estimates_path: str | Path, *, confidence: float, seed: int
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """compute_stats: tidy tables -> metrics.csv (per run) and estimates.csv (across repeats)."""
+    """The rule compute_stats: tidy tables -> metrics.csv (per run) and estimates.csv (across repeats)."""
     level = _check_confidence(confidence)
     tables = read_tables(
         tables_dir,
@@ -69,7 +71,7 @@ def make_statistics(
     return per_run, across
 
 
-def make_findings(
+def evaluate_findings(
     tables_dir: str | Path,
     metrics_path: str | Path,
     findings_path: str | Path,
@@ -79,7 +81,7 @@ def make_findings(
     confidence: float,
     left_out: Mapping[str, str] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """evaluate_findings: per-run metrics + the profile's experiments -> findings.csv and checks.csv.
+    """The rule evaluate_findings: per-run metrics + the profile's experiments -> findings.csv and checks.csv.
     ``left_out``: "experiment/variant" -> why the backend left it out of the plan."""
     level = _check_confidence(confidence)
     tables = read_tables(tables_dir, ("runs", "headers"))
@@ -131,15 +133,15 @@ def parser() -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> str:
     """Run one subcommand; returns a one-line account of what was written."""
     if args.command == "tables":
-        tables = make_tables(args.raw, args.out_dir)
+        tables = parse_runs(args.raw, args.out_dir)
         sizes = ", ".join(f"{name} {len(frame)}" for name, frame in tables.items())
         return f"parsed {len(args.raw)} raw logs -> {args.out_dir} ({sizes} rows)"
     if args.command == "stats":
-        per_run, across = make_statistics(
+        per_run, across = compute_stats(
             args.tables_dir, args.metrics, args.estimates, confidence=args.confidence, seed=args.seed
         )
         return f"{len(per_run)} per-run metrics, {len(across)} estimates at {args.confidence:g}"
-    rows, checks = make_findings(
+    rows, checks = evaluate_findings(
         args.tables_dir,
         args.metrics,
         args.findings,

@@ -878,8 +878,9 @@ def _environment_frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
     return _typed(frame[[*columns, *extra]], {**columns, **{c: "str" for c in extra}})
 
 
-def tidy_tables(paths: Iterable[str | Path]) -> dict[str, pd.DataFrame]:
-    """Parse every raw log; one DataFrame per table of docs/TABLES.md, runs in a stable order.
+def parse_runs(paths: Iterable[str | Path]) -> dict[str, pd.DataFrame]:
+    """Parse every raw log; one DataFrame per table of docs/TABLES.md, runs in a stable order (the
+    reading half of the rule parse_runs, `throttlelab tables`: commands.parse_runs writes them).
 
     Two logs claiming the same run (backend, experiment, variant, repeat) are an error.
     """
