@@ -37,6 +37,9 @@ rule compute_stats:
     output:
         metrics=f"{TABLES}/metrics.csv",
         estimates=f"{TABLES}/estimates.csv",
+        # what the report prints beside them (analysis/report_statistics.py): the page only renders
+        contrasts=f"{TABLES}/contrasts.csv",
+        interference=f"{TABLES}/interference.csv",
     log:
         f"{ANALYSIS_LOGS}/compute_stats.log",
     params:
@@ -46,6 +49,7 @@ rule compute_stats:
     shell:
         "throttlelab stats --tables-dir {params.tables_dir}"
         " --metrics {output.metrics} --estimates {output.estimates}"
+        " --contrasts {output.contrasts} --interference {output.interference}"
         " --confidence {params.confidence} --seed {params.seed} 2>&1 | tee {log} >&2"
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from throttlelab.analysis import findings, metrics, tidy
+from throttlelab.analysis import findings, metrics, report_statistics, tidy
 
 
 def _check_confidence(level: float) -> float:
@@ -54,9 +54,18 @@ def read_tables(tables_dir: str | Path, names: Sequence[str]) -> dict[str, pd.Da
 
 
 def compute_stats(
-    tables_dir: str | Path, metrics_path: str | Path, estimates_path: str | Path, *, confidence: float, seed: int
+    tables_dir: str | Path,
+    metrics_path: str | Path,
+    estimates_path: str | Path,
+    *,
+    confidence: float,
+    seed: int,
+    contrasts_path: str | Path | None = None,
+    interference_path: str | Path | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The rule compute_stats: tidy tables -> metrics.csv (per run) and estimates.csv (across repeats)."""
+    """The rule compute_stats: tidy tables -> metrics.csv (per run) and estimates.csv (across repeats),
+    and when asked the statistics the report prints beside them (analysis/report_statistics.py):
+    contrasts.csv, from metrics.csv as written (the numbers the findings read too), and interference.csv."""
     level = _check_confidence(confidence)
     tables = read_tables(
         tables_dir,
@@ -68,6 +77,10 @@ def compute_stats(
     )
     _write_csv(per_run, metrics_path)
     _write_csv(across, estimates_path)
+    if contrasts_path is not None:
+        _write_csv(report_statistics.contrasts_table(pd.read_csv(metrics_path), level), contrasts_path)
+    if interference_path is not None:
+        _write_csv(report_statistics.interference_table(tables["runs"]), interference_path)
     return per_run, across
 
 
@@ -113,6 +126,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--estimates", required=True, help="estimates.csv to write")
     s.add_argument("--confidence", type=float, required=True)
     s.add_argument("--seed", type=int, required=True, help="seed of the cluster bootstrap (pooled p99.9)")
+    s.add_argument("--contrasts", help="contrasts.csv to write (the report's comparisons of two variants)")
+    s.add_argument("--interference", help="interference.csv to write (the spread of host interference)")
 
     f = sub.add_parser("findings", help="evaluate every finding: the lab's F1-F11 and ours F12-F17")
     f.add_argument("--tables-dir", required=True)
@@ -138,7 +153,13 @@ def run(args: argparse.Namespace) -> str:
         return f"parsed {len(args.raw)} raw logs -> {args.out_dir} ({sizes} rows)"
     if args.command == "stats":
         per_run, across = compute_stats(
-            args.tables_dir, args.metrics, args.estimates, confidence=args.confidence, seed=args.seed
+            args.tables_dir,
+            args.metrics,
+            args.estimates,
+            confidence=args.confidence,
+            seed=args.seed,
+            contrasts_path=args.contrasts,
+            interference_path=args.interference,
         )
         return f"{len(per_run)} per-run metrics, {len(across)} estimates at {args.confidence:g}"
     rows, checks = evaluate_findings(

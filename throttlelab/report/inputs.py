@@ -37,10 +37,19 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
         "usable_cpus",
     ),
     "checks": ("id", "check", "experiment", "expected", "effect", "lo", "hi", "p_holm", "verdict", "reason"),
+    "contrasts": ("experiment", "variant", "baseline", "metric", "effect", "lo", "hi", "n", "n_baseline", "note"),
+    "interference": (
+        "other_share_min",
+        "other_share_max",
+        "orchestrator_cpu_median",
+        "orchestrator_cpu_p95",
+        "orchestrator_cpu_max",
+    ),
 }
 REQUIRED_TABLES = ("findings", "estimates", "runs", "headers", "environment")
-#: Tables the page shows when they exist (E1's read-back has no estimates).
-OPTIONAL_TABLES = ("readback", "checks", "metrics")
+#: Tables the page shows when they exist (E1's read-back has no estimates; contrasts and interference,
+#: the statistics the page prints beside the estimates, are absent from analyses that predate them).
+OPTIONAL_TABLES = ("readback", "checks", "metrics", "contrasts", "interference")
 #: Tables read with the dtypes the analysis wrote them with (parameters and facts stay as written: "0", "2").
 TYPED_TABLES = ("runs", "environment")
 

@@ -1,4 +1,5 @@
-"""Paragraphs the report prints in an experiment's section, computed from the tables.
+"""Paragraphs the report prints in an experiment's section, written from the tables (the numbers in
+them are the analysis's: estimates.csv, contrasts.csv, findings.csv; nothing is computed here).
 
 S2: where it and E2b disagree on fewer threads, with this run's numbers beside
 the lab's (:mod:`throttlelab.model.reference`); X3: what F14 decides about F2's
@@ -7,14 +8,11 @@ wording (docs/EXPERIMENTS.md).
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 
 import pandas as pd
 
-from throttlelab.analysis import stats
 from throttlelab.analysis.formatting import fmt_interval
-from throttlelab.analysis.metrics.services_metrics import supported_latency_metric
 from throttlelab.model.reference import TALK_S2_GAIN, lab_values
 
 
@@ -29,48 +27,36 @@ def _fmt(row: pd.Series | None) -> str:
     return "not measured in this profile" if row is None else fmt_interval(row["point"], row["lo"], row["hi"])
 
 
-def compare_variants(
-    metrics: pd.DataFrame | None, experiment: str, variant: str, baseline: str, metric: str, level: float = 0.95
-) -> str:
-    """'ratio [lo, hi]' of geometric means of a per-run metric (stats.compare), or why there is none."""
-    if metrics is None:
-        return "no per-run metrics"
-
-    def values(v: str):
-        rows = metrics[
-            (metrics["experiment"] == experiment) & (metrics["variant"] == v) & (metrics["metric"] == metric)
-        ]
-        return rows["value"].dropna().to_numpy(dtype=float)
-
-    a, b = values(variant), values(baseline)
-    if len(a) == 0 or len(b) == 0:
-        missing = variant if len(a) == 0 else baseline
-        return f"not measured: this profile has no {experiment} {missing} (its section says why)"
-    if min(a.min(), b.min()) <= 0:
-        return "undefined (a run measured 0)"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", stats.DegenerateWarning)
-        cmp = stats.compare(a, b, log=True, level=level, label=f"per-run {metric}")
-    return fmt_interval(cmp.effect, cmp.lo, cmp.hi) + f" (R = {len(a)} and {len(b)})"
+def contrast(contrasts: pd.DataFrame | None, experiment: str, variant: str, baseline: str) -> tuple[str, str | None]:
+    """('ratio [lo, hi] (R = a and b)' of a contrast of contrasts.csv, or why there is none; the metric compared)."""
+    if contrasts is None:
+        return "no per-run metrics", None
+    rows = contrasts[
+        (contrasts["experiment"] == experiment)
+        & (contrasts["variant"] == variant)
+        & (contrasts["baseline"] == baseline)
+    ]
+    if rows.empty:
+        return "not computed by this analysis (contrasts.csv has no such row)", None
+    row = rows.iloc[0]
+    if pd.notna(row["note"]) and str(row["note"]):
+        return str(row["note"]), row["metric"]
+    interval = fmt_interval(row["effect"], row["lo"], row["hi"])
+    return f"{interval} (R = {int(row['n'])} and {int(row['n_baseline'])})", row["metric"]
 
 
 def s2_against_e2b(tables: Mapping[str, pd.DataFrame]) -> list[str]:
-    """Where S2 and E2b disagree on fewer threads, with this run's numbers (SPEC §4, S2)."""
-    estimates, metrics = tables["estimates"], tables.get("metrics")
-    level = float(estimates["level"].dropna().iloc[0]) if estimates["level"].notna().any() else 0.95
+    """Where S2 and E2b disagree on fewer threads, with this run's numbers (SPEC §4, S2): the contrasts
+    of contrasts.csv (analysis/report_statistics.py)."""
+    estimates, contrasts = tables["estimates"], tables.get("contrasts")
     procs = {}
     for v in ("threads-node", "threads-one", "clumped-limit", "clumped-limit-go125"):
         row = _estimate(estimates, "S2" if v.startswith("threads") else "E2b", v, "gomaxprocs")
         procs[v] = "?" if row is None or pd.isna(row["point"]) else f"{row['point']:g}"
-    s2 = compare_variants(metrics, "S2", "threads-one", "threads-node", "throughput_rps", level)
+    s2, _ = contrast(contrasts, "S2", "threads-one", "threads-node")
     # the highest quantile every run of the two arms supports (STATS.md §2: p99 needs 368 requests per run)
-    latency = (
-        supported_latency_metric(metrics, "E2b", ("clumped-limit-go125", "clumped-limit"))
-        if metrics is not None
-        else None
-    ) or "work_p99_ms"
-    quantile = latency.removeprefix("work_").removesuffix("_ms").replace("_", ".")
-    e2b = compare_variants(metrics, "E2b", "clumped-limit-go125", "clumped-limit", latency, level)
+    e2b, latency = contrast(contrasts, "E2b", "clumped-limit-go125", "clumped-limit")
+    quantile = (latency or "work_p99_ms").removeprefix("work_").removesuffix("_ms").replace("_", ".")
     same = procs["clumped-limit"] == procs["clumped-limit-go125"] != "?"
     lab_p99 = lab_values("E2b", "work_p99_ms")
 

@@ -424,9 +424,15 @@ VERSION_PREFIX = f"{ENV_PREFIX}versions."
 
 
 def environment_rows(
-    environment: pd.DataFrame, runs: pd.DataFrame, headers: pd.DataFrame, design: Design, experiments: list[str]
+    environment: pd.DataFrame,
+    runs: pd.DataFrame,
+    headers: pd.DataFrame,
+    design: Design,
+    experiments: list[str],
+    interference: pd.DataFrame | None = None,
 ) -> list[tuple[str, str]]:
-    """The machine and software the runs saw: environment.csv (one row per run, from its meta record)."""
+    """The machine and software the runs saw: environment.csv (one row per run, from its meta record);
+    the spread of host interference from interference.csv."""
     env = environment
     cpus = distinct(env["cpu_count"])
     usable = distinct(env["usable_cpus"])
@@ -448,7 +454,7 @@ def environment_rows(
         ("Repeats", repeats_text(runs, experiments)),
         ("Confidence level", f"{design.confidence:.0%}"),
         ("Measured", f"{min(runs['start'])} to {max(runs['end'])} (UTC), {len(runs)} runs"),
-        ("Host interference", interference_text(runs)),
+        ("Host interference", interference_text(runs, interference)),
         ("Seed", seed_text(runs)),
     ]
 
@@ -501,26 +507,29 @@ def interference_table(runs: pd.DataFrame, experiment: str, order: list[str]) ->
     )
 
 
-def interference_text(runs: pd.DataFrame) -> str:
-    """One line on host interference over all runs (runs.csv), or why there is none."""
+def interference_text(runs: pd.DataFrame, interference: pd.DataFrame | None = None) -> str:
+    """One line on host interference over all runs: which runs (runs.csv) and its spread (interference.csv,
+    analysis/report_statistics.py; left out when the analysis wrote none), or why there is none."""
     if "disturbed" not in runs.columns or not (runs["disturbed"].notna() | runs["other_share"].notna()).any():
         return "not recorded (raw logs that predate the interference meter)"
     still = runs[runs["disturbed"].fillna(False).astype(bool)]
     earlier = int(runs["disturbed_attempts"].fillna(0).sum())
-    shares = runs["other_share"].dropna()
+    spread = interference.iloc[0] if interference is not None and len(interference) else None
     text_ = (
         f"{len(still)} of {len(runs)} runs still disturbed after their retries (kept and marked in their "
         f"experiment's section); {earlier} disturbed attempts measured again (kept beside the raw logs, not "
         "analysed)"
     )
-    if len(shares):
-        text_ += f"; other processes took {shares.min():.1%} to {shares.max():.1%} of the runs' CPUs"
-    orchestrator = runs["orchestrator_cpu"].dropna() if "orchestrator_cpu" in runs.columns else pd.Series(dtype=float)
-    if len(orchestrator):
+    if spread is not None and pd.notna(spread["other_share_min"]):
+        text_ += (
+            f"; other processes took {spread['other_share_min']:.1%} to {spread['other_share_max']:.1%} "
+            "of the runs' CPUs"
+        )
+    if spread is not None and pd.notna(spread["orchestrator_cpu_median"]):
         text_ += (
             f"; the orchestrator (Snakemake and its children but the runner) used a median "
-            f"{orchestrator.median():.2%} of a CPU per window (p95 {orchestrator.quantile(0.95):.2%}, "
-            f"max {orchestrator.max():.2%})"
+            f"{spread['orchestrator_cpu_median']:.2%} of a CPU per window (p95 {spread['orchestrator_cpu_p95']:.2%}, "
+            f"max {spread['orchestrator_cpu_max']:.2%})"
         )
     if len(still):
         text_ += ": " + ", ".join(f"{r.experiment} {r.variant} rep{int(r.repeat)}" for r in still.itertuples())
@@ -700,7 +709,12 @@ def build_context(
         "sections": sections,
         "beyond": [s.name for s in sections if s.ours],
         "environment": environment_rows(
-            tables["environment"], runs, tables["headers"], design, [s.name for s in sections]
+            tables["environment"],
+            runs,
+            tables["headers"],
+            design,
+            [s.name for s in sections],
+            tables.get("interference"),
         ),
         "tables": table_links(tables_dir, page_dir),
         "effective_config": effective_config,

@@ -1,0 +1,110 @@
+"""The statistics the report prints that no other table holds, computed here so the page only renders.
+
+Two tables, written by `throttlelab stats` (the rule compute_stats) beside metrics.csv and
+estimates.csv (docs/TABLES.md):
+
+* ``contrasts.csv``: the comparisons of two variants the report's notes print (:data:`CONTRASTS`:
+  S2's closed-loop throughput with fewer threads, E2b's open-loop tail with Go's minimum of 2
+  threads): the ratio of geometric means of a per-run metric with its interval
+  (:func:`stats.compare` on the log scale), the runs on each side, or in ``note`` why there is none;
+* ``interference.csv``: one row over all runs of runs.csv, the spread of the host interference the
+  runner measured (other processes' share of the run's CPUs: min and max; the orchestrator's CPU per
+  window: median, p95 and max).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from throttlelab.analysis import stats
+from throttlelab.analysis.metrics.services_metrics import supported_latency_metric
+
+CONTRAST_COLUMNS = [
+    "experiment", "variant", "baseline", "metric", "effect", "lo", "hi", "n", "n_baseline", "level", "note",
+]  # fmt: skip
+INTERFERENCE_COLUMNS = [
+    "runs", "other_share_min", "other_share_max",
+    "orchestrator_cpu_median", "orchestrator_cpu_p95", "orchestrator_cpu_max",
+]  # fmt: skip
+#: E2b's tail: the highest quantile every run of both arms supports (STATS.md §2), else p99.
+SUPPORTED_LATENCY = "supported /work latency quantile"
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """``variant`` against ``baseline`` on one per-run metric of ``experiment`` (ratio of geometric means)."""
+
+    experiment: str
+    variant: str
+    baseline: str
+    metric: str
+
+    def metric_of(self, metrics: pd.DataFrame) -> str:
+        if self.metric != SUPPORTED_LATENCY:
+            return self.metric
+        arms = (self.variant, self.baseline)
+        return supported_latency_metric(metrics, self.experiment, arms) or "work_p99_ms"
+
+
+#: The contrasts the report's notes print (report/notes.py: where S2 and E2b disagree on fewer threads).
+CONTRASTS = (
+    Contrast("S2", "threads-one", "threads-node", "throughput_rps"),
+    Contrast("E2b", "clumped-limit-go125", "clumped-limit", SUPPORTED_LATENCY),
+)
+
+
+def contrast_row(metrics: pd.DataFrame, contrast: Contrast, level: float) -> dict:
+    """One row of contrasts.csv: the ratio and its interval, or why there is none (``note``)."""
+    metric = contrast.metric_of(metrics)
+
+    def values(variant: str) -> np.ndarray:
+        rows = metrics[
+            (metrics["experiment"] == contrast.experiment)
+            & (metrics["variant"] == variant)
+            & (metrics["metric"] == metric)
+        ]
+        return rows["value"].dropna().to_numpy(dtype=float)
+
+    a, b = values(contrast.variant), values(contrast.baseline)
+    row = {
+        "experiment": contrast.experiment, "variant": contrast.variant, "baseline": contrast.baseline,
+        "metric": metric, "effect": np.nan, "lo": np.nan, "hi": np.nan, "n": len(a), "n_baseline": len(b),
+        "level": level, "note": "",
+    }  # fmt: skip
+    if len(a) == 0 or len(b) == 0:
+        missing = contrast.variant if len(a) == 0 else contrast.baseline
+        row["note"] = f"not measured: this profile has no {contrast.experiment} {missing} (its section says why)"
+    elif min(a.min(), b.min()) <= 0:
+        row["note"] = "undefined (a run measured 0)"
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", stats.DegenerateWarning)
+            cmp = stats.compare(a, b, log=True, level=level, label=f"per-run {metric}")
+        row.update(effect=cmp.effect, lo=cmp.lo, hi=cmp.hi)
+    return row
+
+
+def contrasts_table(metrics: pd.DataFrame, level: float) -> pd.DataFrame:
+    """contrasts.csv: one row per contrast of :data:`CONTRASTS`, measured or not."""
+    rows = [contrast_row(metrics, contrast, level) for contrast in CONTRASTS]
+    return pd.DataFrame.from_records(rows, columns=CONTRAST_COLUMNS)
+
+
+def interference_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """interference.csv: the spread of the host interference over all runs (empty cells where the
+    raw logs predate the meter or its orchestrator column)."""
+    shares = runs["other_share"].dropna() if "other_share" in runs.columns else pd.Series(dtype=float)
+    orchestrator = runs["orchestrator_cpu"].dropna() if "orchestrator_cpu" in runs.columns else pd.Series(dtype=float)
+    row = {
+        "runs": len(runs),
+        "other_share_min": shares.min() if len(shares) else np.nan,
+        "other_share_max": shares.max() if len(shares) else np.nan,
+        "orchestrator_cpu_median": orchestrator.median() if len(orchestrator) else np.nan,
+        "orchestrator_cpu_p95": orchestrator.quantile(0.95) if len(orchestrator) else np.nan,
+        "orchestrator_cpu_max": orchestrator.max() if len(orchestrator) else np.nan,
+    }
+    return pd.DataFrame.from_records([row], columns=INTERFERENCE_COLUMNS)
