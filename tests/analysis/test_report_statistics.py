@@ -1,0 +1,61 @@
+"""The statistics the report prints beside the estimates (analysis/report_statistics.py): the contrasts
+of two variants and the spread of host interference, computed in the analysis so the page only renders."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from throttlelab.analysis import report_statistics, stats
+
+
+def _metrics(rows):
+    return pd.DataFrame.from_records(rows, columns=["experiment", "variant", "repeat", "metric", "value"])
+
+
+def _s2(one, node):
+    rows = [("S2", "threads-one", r, "throughput_rps", v) for r, v in enumerate(one)]
+    return _metrics(rows + [("S2", "threads-node", r, "throughput_rps", v) for r, v in enumerate(node)])
+
+
+def test_a_contrast_is_the_ratio_of_geometric_means_with_its_interval():
+    one, node = [120.0, 130.0, 125.0], [60.0, 65.0, 58.0]
+    table = report_statistics.contrasts_table(_s2(one, node), 0.95)
+    row = table[table["experiment"] == "S2"].iloc[0]
+    expected = stats.compare(np.array(one), np.array(node), log=True, level=0.95, label="per-run throughput_rps")
+    assert (row["effect"], row["lo"], row["hi"]) == (expected.effect, expected.lo, expected.hi)
+    assert (row["n"], row["n_baseline"], row["note"]) == (3, 3, "")
+    assert list(table.columns) == report_statistics.CONTRAST_COLUMNS and len(table) == len(report_statistics.CONTRASTS)
+
+
+@pytest.mark.parametrize(
+    ("one", "node", "note"),
+    [
+        ([], [60.0], "not measured: this profile has no S2 threads-one (its section says why)"),
+        ([1.0], [], "not measured: this profile has no S2 threads-node (its section says why)"),
+        ([0.0, 2.0], [60.0], "undefined (a run measured 0)"),
+    ],
+)
+def test_a_contrast_that_cannot_be_drawn_says_why(one, node, note):
+    row = report_statistics.contrasts_table(_s2(one, node), 0.95).iloc[0]
+    assert row["note"] == note and np.isnan(row["effect"])
+
+
+def test_e2bs_contrast_compares_the_highest_quantile_both_arms_support():
+    rows = []
+    for variant in ("clumped-limit-go125", "clumped-limit"):
+        for r in range(3):
+            rows += [("E2b", variant, r, "work_requests", 200.0), ("E2b", variant, r, "work_p90_ms", 10.0 + r)]
+    row = report_statistics.contrasts_table(_metrics(rows), 0.95).iloc[1]
+    assert row["metric"] == "work_p90_ms" and row["n"] == 3 and row["note"] == ""
+
+
+def test_the_interference_spread_is_over_every_run():
+    runs = pd.DataFrame({"other_share": [0.01, 0.2, np.nan], "orchestrator_cpu": [0.001, 0.003, 0.002]})
+    row = report_statistics.interference_table(runs).iloc[0]
+    assert row["runs"] == 3 and (row["other_share_min"], row["other_share_max"]) == (0.01, 0.2)
+    assert row["orchestrator_cpu_median"] == 0.002 and row["orchestrator_cpu_max"] == 0.003
+    assert row["orchestrator_cpu_p95"] == pytest.approx(0.0029)
+    empty = report_statistics.interference_table(pd.DataFrame({"x": [1]})).iloc[0]
+    assert empty["runs"] == 1 and np.isnan(empty["orchestrator_cpu_median"])
