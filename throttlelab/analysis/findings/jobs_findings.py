@@ -641,7 +641,7 @@ FINDINGS: tuple[Finding, ...] = tuple(
                     relation=">",
                     scale="log",
                     derive=slowdown("limit1"),
-                    why="Completion under a limit from the CFS predictions.",
+                    why="Completion under a limit from the CFS model.",
                 ),
                 Check(
                     label="p50_wall_ms limit500m / nolimit",
@@ -653,7 +653,7 @@ FINDINGS: tuple[Finding, ...] = tuple(
                     relation=">",
                     scale="log",
                     derive=slowdown("limit500m"),
-                    why="Completion under a limit from the CFS predictions.",
+                    why="Completion under a limit from the CFS model.",
                 ),
                 Check(
                     label="p50_wall_ms limit2 / nolimit",

@@ -36,7 +36,7 @@ from throttlelab.model.reference import TALK_EXHAUST_MS
 X5, X6 = "X5", "X6"
 
 #: An absolute bound for "not throttled": a quarter of the share of periods a clumped load of the same rate
-#: must throttle by the predictions.
+#: must throttle by the model.
 UNTHROTTLED_FRACTION = 0.25
 #: "A large share of periods": half of what the model says a clumped load throttles at least.
 THROTTLED_FRACTION = 0.5
