@@ -28,7 +28,7 @@ rule cluster_tools:
     input:
         manifests=expand(rules.build_cluster_tool.output.manifest, project=CLUSTER_PROJECTS),
     output:
-        manifest=kubenode.TOOLS_MANIFEST,
+        manifest=TOOLS_MANIFEST,
     log:
         "results/logs/cluster_tools.log",
     shell:

@@ -33,6 +33,7 @@ from throttlelab.model.plan import (
     cluster_tools_manifest,
     image_stamp,
     node_image_archive,
+    TOOLS_MANIFEST,
 )
 
 try:

@@ -61,6 +61,10 @@ def cluster_file(role: str, name: str) -> str:
     return f"results/kind/clusters/{role}/{name}"
 
 
+#: The cluster tools' summary (rule cluster_tools): every binary the real node runs.
+TOOLS_MANIFEST = kubenode.TOOLS_MANIFEST
+
+
 def cluster_tools_manifest(project: str) -> str:
     """What one cluster tool project's job leaves in results/: the binaries' paths, hashes, versions, times."""
     return f"results/cluster-tools/{project}.json"
