@@ -32,6 +32,8 @@ def test_every_component_listens_on_loopback_or_the_nodes_bridge():
     # kubelet refuses a loopback node IP, the API server's node proxy a loopback kubelet: the node's
     # InternalIP is its own bridge's address
     assert "--node-ip=10.213.4.1" in kn.kubelet_argv("kubelet", lay)
+    # cAdvisor labels a container's series by pod and container only if it reaches this node's containerd
+    assert f"--containerd={lay.containerd_socket}" in kn.kubelet_argv("kubelet", lay)
     assert "--kubelet-preferred-address-types=InternalIP" in api
     assert "--secure-port=0" in kn.controller_manager_argv("kcm", lay)
     assert "--secure-port=0" in kn.scheduler_argv("ks", lay)

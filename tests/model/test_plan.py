@@ -117,6 +117,10 @@ def test_the_smoke_target_is_refused_off_a_cluster_and_needs_kinds_cluster_on_ki
     with pytest.raises(ValueError, match="runs on kind or kubernetes only; this run's backend is 'local'"):
         _plan("local").smoke_inputs()
     assert _plan("kubernetes").smoke_inputs() == []
+    # the real node starts from this project's builds: the smoke target builds them first
+    local_node = _plan("kubernetes", kubernetes={"cluster": "local"}).smoke_inputs()
+    assert "results/cluster-tools/tools.json" in local_node
+    assert {"results/node/images/go124mod.tar", "results/build/go124mod/cpulab"} <= set(local_node)
     assert _plan("kind").smoke_inputs()[0] == "results/kind/clusters/new/kubeconfig"
 
 

@@ -278,6 +278,10 @@ def kubelet_argv(binary: str, layout: NodeLayout) -> list[str]:
         f"--cert-dir={layout.kubelet_dir / 'pki'}",
         f"--hostname-override={NODE_NAME}",
         f"--node-ip={layout.bridge_address}",
+        # kubelet's cAdvisor finds containers' names through containerd's API at the socket of this flag
+        # (a cAdvisor flag kubelet still takes); at its default it never reaches this node's containerd,
+        # and /metrics/cadvisor then has the containers' cgroups without pod or container labels
+        f"--containerd={layout.containerd_socket}",
         "--v=0",
     ]
 

@@ -280,7 +280,9 @@ class Plan:
 
     def smoke_inputs(self) -> list[str]:
         """What `throttlelab smoke` needs: kind, the cluster of the configured runtime with both
-        images loaded; kubernetes, nothing of this project (the cluster exists). Any other backend
+        images loaded; the real node (kubernetes: {cluster: local}), its cluster tools, the
+        workload's OCI archives and binaries (a pinned load generator runs on this host); an existing
+        cluster, nothing of this project. Any other backend
         is refused, with what to do instead (a ValueError: Snakemake shows it when the smoke target
         is asked for)."""
         if self.backend not in CLUSTER_BACKENDS:
@@ -290,6 +292,8 @@ class Plan:
                 "`snakemake --cores 1 smoke --config backend=kind` (docs/KIND_SMOKE.md), or for this backend "
                 "`snakemake --cores 1 report --config profile=ci`"
             )
+        if self.local_node:
+            return [*self.images(), *(binary_path(build) for build in BUILDS)]
         if self.backend != "kind":
             return []
         return [cluster_file(KIND_ROLE_OF_RUNTIME[self.design.runtime], name) for name in KIND_CLUSTER_FILES]

@@ -153,6 +153,23 @@ def test_node_runs_pods_under_both_runc_releases_and_leaves_nothing(node_tools, 
         state = Path(facts["root"]) / "containerd" / "state" / "runc"
         assert sorted(p.name for p in state.iterdir()) == sorted(kn.RUNTIME_HANDLERS)
         assert all(any((state / h).rglob("state.json")) for h in kn.RUNTIME_HANDLERS)
+        # kubelet's cAdvisor (through the API server's node proxy) labels the containers' series by pod and
+        # container, as E6 selects them: it reaches this node's containerd (kubelet's --containerd)
+        labelled, deadline = set(), time.monotonic() + 60
+        while labelled != set(pods) and time.monotonic() < deadline:
+            metrics = kubectl(facts, tools, "get", "--raw", f"/api/v1/nodes/{kn.NODE_NAME}/proxy/metrics/cadvisor")
+            labelled = {
+                name
+                for name in pods
+                if any(
+                    line.startswith("container_cpu_usage_seconds_total{")
+                    and 'container="c"' in line
+                    and f'pod="{name}"' in line
+                    for line in metrics.splitlines()
+                )
+            }
+            time.sleep(2)
+        assert labelled == set(pods), f"cAdvisor has no series labelled pod/container c for {set(pods) - labelled}"
     assert during == before["sysctls"]  # kubelet wrote only its copies, never the host's
     assert host_state() == before
     assert (tmp_path / "logs" / "kubelet.log").is_file()
@@ -247,6 +264,20 @@ def test_readback_at_every_level_under_both_runtimes_and_a_pinned_node(node_back
     root = Path("/sys/fs/cgroup/cpuset") / node_backend.node_facts["cgroup_root"].lstrip("/")
     if root.is_dir():  # v1: restored to every CPU after the deployment
         assert (root / "cpuset.cpus").read_text().strip() == nc.host_cpus()
+
+
+def test_the_smoke_target_passes_every_step_on_the_real_node(node_backend):
+    """docs/KIND_SMOKE.md's five steps against the real node: its cAdvisor labels the burst's series
+    (two different readings), a load by pod IP, the node's cgroup root pinned to CPU 0 and restored."""
+    from throttlelab.experiments.smoke import run_smoke
+
+    report = run_smoke(node_backend)
+    steps = {s["step"]: s for s in report["steps"]}
+    assert report["ok"], report
+    assert len(steps["burst and cAdvisor"]["cadvisor"]) == 2
+    assert steps["pin and restore"]["pinned"] == {kn.NODE_NAME: "0"}
+    assert steps["pin and restore"]["restored"] == {kn.NODE_NAME: nc.host_cpus()}
+    assert steps["nothing left"]["left"] == []
 
 
 def test_the_runner_killed_mid_e2b_leaves_nothing_and_the_sysctls_unchanged(node_inputs, binaries):

@@ -313,11 +313,19 @@ class NodeBackend(KubeBackend):
         self.ensure_node()
         return NodeDeployment(self, node, load)
 
+    def node_cpusets(self) -> dict[str, str]:
+        """The node's CPUs: its cgroup root's cpuset (what a pinned variant changes and restores)."""
+        return {kn.NODE_NAME: nc.cgroup_root_cpus(self.ensure_node()["cgroup_root"])}
+
     def leftovers(self) -> list[str]:
-        return [
+        left = [
             f"a pod of the lab in {self.settings.namespace}: {p['metadata']['name']}"
             for p in self.client.list_pods(self.settings.namespace, mf.MANAGED_SELECTOR)
         ]
+        pinned = nc.cgroup_root_cpus(self.ensure_node()["cgroup_root"])
+        if pinned != nc.host_cpus():
+            left.append(f"the node's cgroup root still pinned to CPUs {pinned} (the host has {nc.host_cpus()})")
+        return left
 
 
 def from_config(

@@ -536,6 +536,17 @@ def host_cpus() -> str:
     return f"0-{os.cpu_count() - 1}"
 
 
+def cgroup_root_cpus(root: str) -> str:
+    """The CPUs the node's cgroup root has now (v1: its cpuset.cpus; v2: its effective set)."""
+    for path in (
+        Path("/sys/fs/cgroup/cpuset") / root.lstrip("/") / "cpuset.cpus",
+        Path("/sys/fs/cgroup") / root.lstrip("/") / "cpuset.cpus.effective",
+    ):
+        if path.is_file():
+            return path.read_text().strip()
+    raise BackendError(f"the node's cgroup root {root} has no cpuset to read")
+
+
 def pin_cgroup_root(root: str, cpus: str | None) -> str:
     """Give the node's cgroup root and everything under it the CPUs ``cpus`` (None: every CPU of the
     host again). v1: each cpuset must stay inside its parent's, so the tree first grows to hold both
