@@ -50,6 +50,10 @@ __all__ = [
     "TAIL_MISS",
     "P999_MIN_SAMPLES",
     "MIN_RUNS_ZEROS",
+    "MIN_RUNS_TIES",
+    "tie_level",
+    "tied_counter",
+    "mean_tie_bound",
     "MIN_EVENTS_PER_RUN",
     "MIN_RUNS_INTERVAL",
     "MIN_RUNS_TRUSTED",
@@ -100,6 +104,10 @@ TAIL_MISS = 0.025
 
 #: Fewer runs than this: an exact zero in every run is shown but decides nothing.
 MIN_RUNS_ZEROS = 5
+#: Identical values of an exact counter (zero or not) decide at the stated 2.5% per side from this many
+#: runs on (STATS.md §3: [v, v] for the median run, 0.5**6 = 1.6%); at MIN_RUNS_ZEROS they decide with
+#: their own level stated (0.5**5 = 3.1% one-sided, not 2.5%).
+MIN_RUNS_TIES = 6
 #: A proportion gets the per-run empirical-logit t interval alone only when its
 #: runs hold at least this many events (and non-events) per run on average; below
 #: it the logit of a count of 0, 1 or 2 is biased upward and that interval covers
@@ -445,6 +453,57 @@ def estimate(values, *, log: bool, level: float = 0.95, label: str = "per-run va
         lo, hi = math.exp(lo), math.exp(hi)
     flag = FLAG_LOW_N if n < MIN_RUNS_TRUSTED else ""
     return Estimate(point, lo, hi, n, level, scale, method, flag)
+
+
+def tie_level(n: int) -> float:
+    """One-sided level of the median run's interval [v, v] when all ``n`` runs gave v: the chance that
+    every run lies on one side of the median run's value, 0.5**n (0.031 at n = 5, 0.016 at n = 6)."""
+    return 0.5**n
+
+
+def mean_tie_bound(v: float, n: int, low: float = 0.0, high: float = math.inf) -> tuple[float, float]:
+    """The discreteness bound on the mean when all ``n`` runs of an exact counter gave ``v`` (STATS.md §3).
+
+    The chance that a run differs from v is at most pi = 1 - 0.025**(1/n) (0.46 at n = 6), so the mean
+    lies within v - pi (v - low) and v + pi (high - v), ``low`` and ``high`` the counter's possible range
+    (an unbounded counter has no finite upper bound)."""
+    if n < 1:
+        raise ValueError(f"a tie needs at least one run, got {n}")
+    pi = 1 - TAIL_MISS ** (1 / n)
+    lo = v - pi * (v - low)
+    hi = v + pi * (high - v) if math.isfinite(high) else math.inf
+    return lo, hi
+
+
+def tied_counter(
+    values, *, level: float = 0.95, low: float = 0.0, high: float = math.inf, label: str = "per-run values"
+):
+    """The tie rule for an exact counter (throttled periods, bursts, periods per round): every run at v.
+
+    Returns None when the values are not all identical. Otherwise an :class:`Estimate` of the median
+    run: the order-statistic interval [x(1), x(R)] = [v, v], valid for discrete data, from
+    :data:`MIN_RUNS_TIES` runs on at the stated level; at :data:`MIN_RUNS_ZEROS` runs the same interval
+    with its own one-sided level in the flag (3.1%, not 2.5%); with fewer runs no interval. The method
+    text also gives the discreteness bound on the mean (:func:`mean_tie_bound`)."""
+    _check_level(level)
+    x = _values(values)
+    if np.ptp(x) != 0:
+        return None
+    n, v = int(x.size), float(x[0])
+    mlo, mhi = mean_tie_bound(v, n, low, high)
+    method = (
+        f"tie rule for an exact counter: all {n} runs of {label} at {v:g}; the median run's order-statistic "
+        f"interval [x(1), x({n})] = [{v:g}, {v:g}] (one-sided level 0.5^{n} = {tie_level(n):.3g}); the mean lies in "
+        f"[{mlo:.3g}, {mhi:.3g}] (a run differs with probability at most 1 - 0.025^(1/{n}))"
+    )
+    tail = (1 - level) / 2
+    if tie_level(n) <= tail + 1e-12:
+        return Estimate(v, v, v, n, level, "linear", method, f"tied: {n} of {n} runs at {v:g}")
+    if n >= MIN_RUNS_ZEROS:
+        return Estimate(
+            v, v, v, n, level, "linear", method, f"tied: {n} of {n} runs at {v:g}, one-sided level {tie_level(n):.3g}"
+        )
+    return Estimate(v, math.nan, math.nan, n, level, "linear", method, f"tied: {n} of {n} runs at {v:g}, too few runs")
 
 
 def zeros_flag(n: int) -> str:

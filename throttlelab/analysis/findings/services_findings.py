@@ -90,6 +90,7 @@ def throttled_share(experiment: str, variant: str):
                 f"({threshold:.3g}), for clumps that start late in a period and escape. {_CPU_NOTE} A proportion of "
                 "counts: per-run empirical logit, back-transformed."
             ),
+            end="the lower end: one throttled period per clump (the fewest the model allows), halved",
         )
 
     return derive
@@ -154,9 +155,10 @@ def average_use(experiment: str, variant: str):
             (
                 f"The claim's premise: ~{AVERAGE_USE:.0%} of the {limit:g}-CPU limit = {centre:.3g} cores, band x/÷ "
                 f"{AVERAGE_USE_BAND:g}. Model: {a.rps:g} req/s x {a.cpu_per_request_ms:.3g} ms = {predicted:.3g} cores "
-                f"({predicted / limit:.0%} of the limit). {_CPU_NOTE} A premise: it must hold for the finding to be "
-                "reproduced, but cannot contradict it."
+                f"({predicted / limit:.0%} of the limit). {_CPU_NOTE} A premise: when it fails the finding's checks "
+                "are not testable here; undecided, they cannot decide; it never contradicts the claim."
             ),
+            share_of=(limit, f"the {limit:g}-CPU limit"),
         )
 
     return derive
@@ -192,6 +194,8 @@ def latency_rise(experiment: str, variant: str, baseline: str):
                 f"{threshold:.3g}: the same ratio once a fixed overhead of up to twice the faster arm's time is added "
                 f"to both. {_CPU_NOTE}"
             ),
+            end="the overhead at the upper end of its allowance (2x the faster arm): the ratio nearest 1 the model "
+            "allows, least favourable to the claimed change",
         )
 
     return derive
@@ -262,10 +266,12 @@ def overstatement(experiment: str, variant: str):
                 f"{a.describe()}: every pause is counted once per throttled run queue, at least {fewest} and at most "
                 f"min(threads, CPUs) = {most} (how many depends on where the scheduler put the threads, which the "
                 f"model does not fix; F2 measures it), so Δthrottled / the pause in the same window lies in "
-                f"[{fewest}, {most}]. The claim is the overstatement itself: above 1 holds it, below 1 contradicts it. "
+                f"[{fewest}, {most}]. The claim is the overstatement itself: above 1 holds it, below 1 contradicts it "
+                "(the threshold is the least favourable end, k = 1). "
                 "Both sides cover the window between the two readings the scrapes returned (each round's wall minus "
                 "the unlimited median round, for its part inside the window), compared on the log scale."
             ),
+            end="the least favourable end of k in [1, min(threads, CPUs)], k = 1: the claim itself",
         )
 
     return derive
@@ -306,19 +312,36 @@ def _steady(evidence: Evidence, variant: str) -> predictions.SteadyArm:
     return predictions.steady_arm(evidence.spec(X5, variant), evidence.period_ms(X5, variant))
 
 
-def designed_use(variant: str):
-    """A premise: the service used about the designed share of its limit (rps x CPU per request)."""
+#: "90% of the limit": the design's direction (STATS.md §5): at least 80% of the limit, and below it (a
+#: service cannot use more than its limit on average).
+NEAR_LIMIT = (0.8, 1.0)
+
+
+def designed_use(variant: str, near_limit: bool = False):
+    """A premise: the service used about the designed share of its limit (rps x CPU per request). For an arm
+    meant to run near the limit the band is one-sided, [0.8, 1.0) of the limit (:data:`NEAR_LIMIT`)."""
 
     def derive(evidence: Evidence, check: Check) -> Derivation:
         a = _steady(evidence, variant)
-        cores = a.use * a.limit_milli / 1000
+        limit = a.limit_milli / 1000
+        cores = a.use * limit
+        if near_limit:
+            band = (round(NEAR_LIMIT[0] * limit, 4), round(NEAR_LIMIT[1] * limit, 4))
+            how = (
+                f"Band [{NEAR_LIMIT[0]:.0%}, {NEAR_LIMIT[1]:.0%}) of the limit = [{band[0]:.3g}, {band[1]:.3g}) "
+                "cores, one-sided as the design is ('near the limit': below 80% the arm does not test the bend)"
+            )
+        else:
+            band = (round(cores / AVERAGE_USE_BAND, 4), round(cores * AVERAGE_USE_BAND, 4))
+            how = f"Band x/÷ {AVERAGE_USE_BAND:g} (F6's premise)"
         return Derivation(
-            (round(cores / AVERAGE_USE_BAND, 4), round(cores * AVERAGE_USE_BAND, 4)),
+            band,
             (
                 f"The design: {variant} = {a.describe()}, {cores:.3g} CPU on average (the CPU per request as the "
-                f"profile states it). Band x/÷ {AVERAGE_USE_BAND:g} (F6's premise); a premise, it cannot contradict the "
-                "finding."
+                f"profile states it). {how}. A premise: when it fails, the checks it gates are not testable here "
+                "(never contradicted); undecided, they cannot decide."
             ),
+            share_of=(limit, f"the {format_cpu(a.limit_milli)} limit"),
         )
 
     return derive
@@ -344,6 +367,7 @@ def steady_share(variant: str, loud: str, quiet: bool):
                     else f"'Bends near the limit': above half of it, {bound:.3g}."
                 )
             ),
+            end="the design's own use (the premise checks that it was reached); no free parameter",
         )
 
     return derive
@@ -468,6 +492,7 @@ F6 = cite(
                 relation="within",
                 scale="log",
                 decisive=False,
+                premise=True,
                 derive=average_use("E2b", "clumped-limit"),
                 why="The service's CPU over the window (/stats).",
             ),
@@ -655,6 +680,8 @@ F16 = cite(
                 relation="within",
                 scale="log",
                 decisive=False,
+                premise=True,
+                gates=("throttled_ratio use30",),
                 derive=designed_use("use30"),
                 why="The service's CPU over the window (/stats): the design holds (premise).",
             ),
@@ -668,7 +695,9 @@ F16 = cite(
                 relation="within",
                 scale="log",
                 decisive=False,
-                derive=designed_use("use90"),
+                premise=True,
+                gates=("throttled_ratio use90", "work {q} use90 / use30"),
+                derive=designed_use("use90", near_limit=True),
                 why="The service's CPU over the window (/stats): the design holds (premise).",
             ),
             Check(
