@@ -17,7 +17,7 @@ import pytest
 
 from conftest import FIXTURE_ROOT
 from throttlelab.analysis import commands as analysis, findings, stats, tidy
-from throttlelab.analysis.findings import CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE, REPRODUCED
+from throttlelab.analysis.findings import CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE, REPRODUCED, WEAKER
 from throttlelab.analysis.findings import predictions
 from throttlelab.model import catalogue
 from throttlelab.model.quantities import go_default_gomaxprocs, parse_cpu
@@ -1210,13 +1210,29 @@ def test_f13_states_the_models_direction_not_the_first_guess():
     assert f13.loc["throttled_per_round period5 / period100", "expected"].endswith("> 5.71")
 
 
-def test_f17_throughput_must_stay_the_same_either_way():
-    # closed loop: the quota caps both arms, so a clear gain for either thread count contradicts the claim
-    for gain in (1.6, 0.5):
-        got, checks = evaluate(full_lab(x6={"gain": gain}))
-        f17 = checks[checks["id"] == "F17"].set_index("check")
-        assert f17.loc["throughput_rps closed-500m-g2 / closed-500m-g1", "verdict"] == CONTRADICTED, gain
-        assert got["F17"]["verdict"] == CONTRADICTED
+def test_f17_is_non_inferiority_not_a_demand_for_speed():
+    # issue 24: "costs neither latency nor throughput" is non-inferiority (g2 at most 10% worse than g1). The old
+    # check demanded g2 be faster by the model's ratio (and throughput the same either way): a gain for g2 was a
+    # contradiction there; now it is no cost (the supporting "same" check shows it off the model)
+    got, checks = evaluate(full_lab(x6={"gain": 1.6}))
+    f17 = checks[checks["id"] == "F17"].set_index("check")
+    assert f17.loc["throughput_rps closed-500m-g2 / closed-500m-g1", "verdict"] == REPRODUCED
+    assert f17.loc["throughput_rps closed-500m-g2 / closed-500m-g1 (same)", "verdict"] == CONTRADICTED
+    assert f17.loc["throughput_rps closed-500m-g2 / closed-500m-g1 (same)", "role"] == "supporting"
+    assert got["F17"]["verdict"] == REPRODUCED, got["F17"]["reason"]
+    # half the throughput on two threads: a cost, contradicted
+    got, checks = evaluate(full_lab(x6={"gain": 0.5}))
+    f17 = checks[checks["id"] == "F17"].set_index("check")
+    assert f17.loc["throughput_rps closed-500m-g2 / closed-500m-g1", "verdict"] == CONTRADICTED
+    assert got["F17"]["verdict"] == CONTRADICTED
+    # a true latency ratio g1 / g2 of ~1.3 decides "no cost" (g2 / g1 ~ 0.77 < 1.1), whatever the magnitude
+    got, checks = evaluate(full_lab(x6={"slower": 1.3}))
+    f17 = checks[checks["id"] == "F17"].set_index("check")
+    assert f17.loc["work p90 clumped-500m-g2 / clumped-500m-g1", "expected"].endswith("< 1.1")
+    assert f17.loc["work p90 clumped-500m-g2 / clumped-500m-g1", "verdict"] == REPRODUCED
+    assert got["F17"]["verdict"] == REPRODUCED
+    # the magnitude check puts the load generator on the second CPU
+    assert "the load generator shares the second" in f17.loc["work p90 clumped-500m-g1 / clumped-500m-g2", "why"]
 
 
 def test_f16_thresholds_come_from_the_poisson_model_of_the_profile():
@@ -1271,3 +1287,133 @@ def test_f8_shares_on_a_cgroup_v1_real_runc_are_not_testable():
         row["cgroup_version"] = 2
     _, checks = evaluate(lab)
     assert checks[checks["check"] == "share_small / share_big E5 two-container"].iloc[0]["verdict"] != NOT_TESTABLE
+
+
+# --------------------------------------------------------------------------
+# issue 24: premises, least-favourable thresholds and three zones, ties, Bonferroni
+
+
+def _with_metric(lab: Lab, experiment: str, variant: str, metric: str, values: list[float]) -> Lab:
+    """The lab with one variant's per-run values of one metric replaced (repeat order)."""
+    it = iter(values)
+    lab.metric_rows = [
+        (*r[:5], next(it), *r[6:]) if r[1:3] == (experiment, variant) and r[4] == metric else r for r in lab.metric_rows
+    ]
+    return lab
+
+
+def test_f16_an_arm_at_59_percent_of_the_limit_is_not_testable_never_contradicted():
+    # the quick run of issue 24: use90 ran at 59% of the limit (a steady request cost ~2.6 ms, not 4), and
+    # its throttled share, 0.09, lay below the 0.15 threshold of the 90% design: the model at the load reached
+    # predicts about that, so the data agree with it. It used to read "contradicted".
+    cores = [0.2 * 0.59 * f for f in (0.99, 1.01, 1.0, 0.98, 1.02)]
+    lab = _with_metric(full_lab(x5={"loud": 0.09}), "X5", "use90", "avg_cores", cores)
+    got, checks = evaluate(lab)
+    f16 = checks[checks["id"] == "F16"].set_index("check")
+    assert f16.loc["avg_cores use90", "verdict"] == CONTRADICTED  # the premise failed ...
+    assert f16.loc["avg_cores use90", "role"] == "premise"
+    gated = f16.loc["throttled_ratio use90"]
+    assert gated["verdict"] == NOT_TESTABLE and gated["requirement"] == "a premise that holds"
+    assert gated["reason"].startswith("premise failed: avg_cores use90") and "59% of the 200m limit" in gated["reason"]
+    assert "[80%, 100%)" in gated["reason"] and "alone: " in gated["reason"]
+    assert got["F16"]["verdict"] == NOT_TESTABLE, got["F16"]["reason"]
+    assert "premise failed" in got["F16"]["reason"]
+    # the quiet arm's check is not gated by use90's premise: it keeps its own verdict
+    assert f16.loc["throttled_ratio use30", "verdict"] == REPRODUCED
+
+
+def test_an_undecided_premise_caps_the_finding_at_inconclusive():
+    # use90's CPU straddles 80% of the limit: the premise is undecided, so its checks cannot decide
+    cores = [0.2 * f for f in (0.55, 1.0, 0.7, 0.95, 0.8)]
+    got, checks = evaluate(_with_metric(full_lab(), "X5", "use90", "avg_cores", cores))
+    f16 = checks[checks["id"] == "F16"].set_index("check")
+    assert f16.loc["avg_cores use90", "verdict"] == INCONCLUSIVE
+    assert f16.loc["throttled_ratio use90", "verdict"] == INCONCLUSIVE
+    assert "premise undecided" in f16.loc["throttled_ratio use90", "reason"]
+    assert got["F16"]["verdict"] == INCONCLUSIVE
+
+
+def test_premise_bands_follow_the_designs_direction():
+    _, checks = evaluate(full_lab())
+    c = checks.set_index("check")
+    # "90% of the limit" of 200m: [0.8, 1.0) x 0.2 cores, not 0.18 x/÷ 1.5
+    assert c.loc["avg_cores use90", "expected"].endswith("within [0.16, 0.2]")
+    assert "one-sided as the design is" in c.loc["avg_cores use90", "why"]
+
+
+def test_f4_takes_the_end_least_favourable_to_fewer_throttles():
+    # 1 x 40 ms against 2 x 20 ms at 250m on 2 CPUs: the model's ratio of throttled time lies in [0.439, 0.878]
+    # as the kernel counts 1 or 2 queues; the threshold is sqrt(0.878) = 0.937, not sqrt(0.439) = 0.663
+    _, checks = evaluate(full_lab())
+    row = checks[checks["check"] == "throttled_ms limit1-2threads / limit1"].iloc[0]
+    assert row["expected"].endswith("< 0.937") and "[0.439, 0.878]" in row["why"]
+    assert "least favourable" in row["end"]
+    assert "weaker than modelled: between 1 and 0.937" in row["zones"]
+
+
+def test_three_zones_weaker_than_modelled_is_shown_not_reproduced():
+    # F1's limit1 only 1.01-1.08x slower against a threshold of 1.75: the direction holds, the size does not;
+    # the old rule called it "contradicted"
+    weak = _set({"limit1": {"p50_wall_ms": [29.4, 29.6, 29.3, 29.5, 29.4]}})
+    got, checks = evaluate(full_lab(e2a={"change": weak}))
+    row = checks[checks["check"] == "p50_wall_ms limit1 / nolimit"].iloc[0]
+    assert row["verdict"] == WEAKER and "between no effect (1)" in row["reason"]
+    assert got["F1"]["verdict"] == WEAKER
+    # F4's throttled time at 0.8 of limit1's: fewer, but fewer than the least favourable model says
+    got, checks = evaluate(full_lab(e2a={"change": _scale({"limit1-2threads": {"throttled_ms": 0.0}})}))
+    assert got["F4"]["verdict"] in (REPRODUCED, INCONCLUSIVE)
+
+
+def _tied(variant: str, metric: str, value: float, runs: int):
+    """The variant with ``runs`` runs (its other metrics cycled) and ``metric`` at ``value`` in every one."""
+
+    def change(name: str, spec: dict, values: dict) -> None:
+        if name == variant:
+            for key, got in values.items():
+                values[key] = [got[i % len(got)] for i in range(runs)]
+            values[metric] = [value] * runs
+
+    return change
+
+
+def test_identical_runs_of_an_exact_counter_decide():
+    # issue 24: F3's 2.2 periods per round in all 8 runs came out inconclusive ("degenerate"); an exact counter's
+    # ties are a result (STATS.md §3): [v, v] for the median run at R >= 6
+    got, checks = evaluate(full_lab(e2a={"change": _tied("limit2", "periods_per_round", 2.2, 8)}))
+    row = checks[checks["check"] == "periods_per_round limit2"].iloc[0]
+    assert row["verdict"] == REPRODUCED and row["lo"] == row["hi"] == 2.2, row["reason"]
+    assert "tie rule for an exact counter" in row["method"]
+    # at R = 5 it decides with its own level stated (0.5^5 = 0.031, not 0.025)
+    got, checks = evaluate(full_lab(e2a={"change": _tied("limit2", "periods_per_round", 2.2, 5)}))
+    row = checks[checks["check"] == "periods_per_round limit2"].iloc[0]
+    assert row["verdict"] == REPRODUCED and "one-sided level of 0.0312" in row["reason"]
+    # outside the band, identical runs contradict
+    got, checks = evaluate(full_lab(e2a={"change": _tied("limit2", "periods_per_round", 5.0, 8)}))
+    assert checks[checks["check"] == "periods_per_round limit2"].iloc[0]["verdict"] == CONTRADICTED
+    # R = 4 decides nothing
+    got, checks = evaluate(full_lab(e2a={"change": _tied("limit2", "periods_per_round", 2.2, 4)}))
+    assert checks[checks["check"] == "periods_per_round limit2"].iloc[0]["verdict"] == INCONCLUSIVE
+
+
+def test_f12_one_burst_per_round_in_every_run_decides():
+    got, checks = evaluate(full_lab(x1={"change": _tied("budget-full", "bursts_per_round", 1.0, 6)}))
+    row = checks[checks["check"] == "bursts_per_round budget-full"].iloc[0]
+    assert row["verdict"] == REPRODUCED and "tied: 6 of 6 runs at 1" in row["method"], row["reason"]
+
+
+def test_the_tie_rules_numbers():
+    assert stats.tie_level(5) == pytest.approx(0.03125) and stats.tie_level(6) == pytest.approx(0.015625)
+    lo, hi = stats.mean_tie_bound(0.0, 6)
+    assert lo == 0 and hi == math.inf
+    lo, hi = stats.mean_tie_bound(2.0, 6, low=0.0, high=4.0)
+    pi = 1 - 0.025 ** (1 / 6)
+    assert pi == pytest.approx(0.459, abs=1e-3) and (lo, hi) == pytest.approx((2 - 2 * pi, 2 + 2 * pi))
+    assert stats.tied_counter([1.0, 2.0, 1.0]) is None
+
+
+def test_contradicted_needs_the_bonferroni_level_and_the_reason_says_so():
+    # F1 has 3 decisive checks: "contradicted" needs the 1 - 0.05/3 interval wholly on the other side
+    got, checks = evaluate(full_lab(**SCENARIOS["F1"][CONTRADICTED]))
+    row = checks[checks["check"] == "p50_wall_ms limit1 / nolimit"].iloc[0]
+    assert row["verdict"] == CONTRADICTED and "Bonferroni level 0.9833" in row["reason"]
+    assert "controlled per finding" in got["F1"]["reason"]
