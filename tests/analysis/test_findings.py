@@ -1417,3 +1417,18 @@ def test_contradicted_needs_the_bonferroni_level_and_the_reason_says_so():
     row = checks[checks["check"] == "p50_wall_ms limit1 / nolimit"].iloc[0]
     assert row["verdict"] == CONTRADICTED and "Bonferroni level 0.9833" in row["reason"]
     assert "controlled per finding" in got["F1"]["reason"]
+
+
+def test_every_check_has_a_row_in_the_threshold_registry():
+    from throttlelab.analysis.findings import threshold_registry
+
+    missing = [
+        (f.id, c.label)
+        for f in findings.FINDINGS
+        for c in f.checks
+        if (f.id, c.label) not in threshold_registry.REGISTRY
+    ]
+    assert not missing, f"a check without the commit that fixed its threshold: {missing}"
+    _, checks = evaluate(full_lab())
+    assert (checks["threshold_commit"].str.len() >= 7).all()
+    assert checks.set_index("check").loc["throttled_ms limit1-2threads / limit1", "threshold_commit"] == "a5a8721"

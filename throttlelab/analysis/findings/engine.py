@@ -114,6 +114,9 @@ CHECKS_COLUMNS = [
     "role",
     "end",
     "zones",
+    #: filled by the catalogue from its threshold registry (finding_catalogue.py); "" from the engine alone
+    "threshold_commit",
+    "threshold_note",
 ]
 #: The label and metric of a check comparing latency quantiles hold "{q}"; the highest quantile every run
 #: of its variants supports replaces it (p99, p90 or p50: stats.min_samples).
@@ -1141,6 +1144,8 @@ def check_rows(results: Sequence[CheckResult]) -> pd.DataFrame:
             r.check.role,
             r.end,
             r.zones,
+            "",
+            "",
         )
         for r in results
     ]
