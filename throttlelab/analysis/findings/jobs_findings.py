@@ -102,6 +102,7 @@ def unchanged(variant: str):
                 f"is never throttled and the ratio is 1. Band x/÷ {SAME_BAND:g} (symmetric on the log scale); the whole "
                 "interval must lie inside it (an equivalence test, no p-value)."
             ),
+            end="none: the model predicts no change (ratio 1); the band is the equivalence margin",
         )
 
     return derive
@@ -383,6 +384,7 @@ def budget_speedup(variant: str, baseline: str):
                 f"{b.median_wall_ms():.3g} ms; r = {ratio:.3g}. Threshold 3r / (1 + 2r) = {threshold:.3g}: F1's allowance "
                 "of a fixed overhead up to twice the faster arm, added to both."
             ),
+            end="the overhead at the upper end of its allowance (2x the faster arm): the ratio nearest 1 the model allows, least favourable to 'sooner'",
         )
 
     return derive
@@ -407,6 +409,7 @@ def back_to_unlimited(variant: str, baseline: str = "nolimit"):
                 f"what it takes without a limit ({a.free_wall_ms:g} ms): ratio 1. F1's band x/÷ {SAME_BAND:g}; the "
                 "whole interval must lie inside it (an equivalence test, no p-value)."
             ),
+            end="none: the model predicts the unlimited time (ratio 1); the band is the equivalence margin",
         )
 
     return derive
@@ -433,6 +436,7 @@ def not_throttled(variant: str, reference: str):
                 f"({reference}) in {theirs:.3g}. Absolute bound: half of that, {bound:.3g} per round (more means the "
                 "budget did not lift the throttling)."
             ),
+            end="an absolute bound at half the unbudgeted arm's model count, the model's own 0 far below it",
         )
 
     return derive
@@ -456,6 +460,7 @@ def counted_bursts(variant: str, what: str):
                 f"boundary uses at most the quota in each). Threshold: half of it (the kernel counts what the group "
                 "took from the pool, slices included, so more is no contradiction)."
             ),
+            end="half the model's count: the kernel counts at least what the model does (slices included)",
         )
 
     return derive
@@ -487,6 +492,7 @@ def slower_with_shorter_period(variant: str, baseline: str):
                 f"{a.cpu_ms / (a.limit_milli / 1000):.3g} ms as the period shrinks). Threshold (r + 2) / 3 = "
                 f"{threshold:.3g} (F1's allowance)."
             ),
+            end="the overhead at the upper end of its allowance: the smallest slow-down the model allows",
         )
 
     return derive
@@ -506,6 +512,7 @@ def more_throttles(variant: str, baseline: str):
                 f"at {b.period_ms:g} ms ({baseline}); r = {ratio:.3g} (about cpu / quota - 1 each). Threshold sqrt(r) = "
                 f"{threshold:.3g}: half the effect on the log scale. A ratio of means (Fieller): a run may count 0."
             ),
+            end="no free parameter (counts of periods); sqrt(r), half the predicted effect on the log scale",
         )
 
     return derive
@@ -526,6 +533,7 @@ def shorter_pauses(variant: str, baseline: str):
                 f"{theirs:.3g} ms at {b.period_ms:g} ms ({baseline}): r = {ratio:.3g} (about period - quota / run "
                 f"queues). Threshold sqrt(r) = {threshold:.3g}."
             ),
+            end="no free parameter; sqrt(r), half the predicted effect on the log scale",
         )
 
     return derive
@@ -618,6 +626,7 @@ def contention(variant: str, baseline: str):
                 f"{predictions.overlap_rate(a, pods, True):.3g} per pod: {together:.3g} ms; r = {ratio:.3g}, which no per-pod "
                 f"quota predicts. Threshold (r + 2) / 3 = {threshold:.3g} (F1's allowance)."
             ),
+            end="the overhead at the upper end of its allowance: the smallest slow-down the model allows",
         )
 
     return derive
@@ -643,6 +652,7 @@ def quota_alone(variant: str):
                 f"{predictions.overlap_rate(a, pods, True):.3g} CPUs: 0 throttled periods per round. Absolute bound: half a "
                 "period per round (most rounds unthrottled): the slow-down is contention, not throttling."
             ),
+            end="an absolute bound (half a period per round) against the model's 0",
         )
 
     return derive

@@ -135,6 +135,7 @@ def unthrottled_bound(experiment: str, variant: str, clumped: str | None = None)
                 f"{UNTHROTTLED_FRACTION:g} x the {share:.3g} of periods a clumped load at this rate must throttle "
                 f"= {bound:.3g}. 0 throttled periods in every run (R >= 5) is a result. {_CPU_NOTE}"
             ),
+            end="an absolute bound: a quarter of the share a clumped load at this rate must throttle at least",
         )
 
     return derive
@@ -231,6 +232,7 @@ def cpu_ratio(experiment: str, variant: str, baseline: str, same: bool = False):
                     f"changes nothing while the weight's share stays below it (ratio {ratio:.3g}). Band x/÷ "
                     f"{SAME_BAND:g}; the whole interval must lie inside it."
                 ),
+                end="no free parameter (kubelet's weights); sqrt(r) or the equivalence margin",
             )
         threshold = predictions.rate_threshold(ratio)
         return Derivation(
@@ -239,6 +241,7 @@ def cpu_ratio(experiment: str, variant: str, baseline: str, same: bool = False):
                 f"Model (kubelet's pod weights, SPEC §2): {shares}: {ratio:.3g}x. Threshold sqrt(r) = {threshold:.3g}: "
                 "half the predicted change on the log scale."
             ),
+            end="no free parameter (kubelet's weights); sqrt(r) or the equivalence margin",
         )
 
     return derive
@@ -511,6 +514,7 @@ def same_throughput(variant: str, baseline: str):
                 f"limit {format_cpu(limit)} / {per_request:.3g} ms per request = {cap:.3g} req/s whatever GOMAXPROCS is (ratio "
                 f"1). Band x/÷ {SAME_BAND:g}; the whole interval must lie inside it."
             ),
+            end="none: the model predicts the same cap (ratio 1); the band is the equivalence margin",
         )
 
     return derive
