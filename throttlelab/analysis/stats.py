@@ -90,6 +90,7 @@ __all__ = [
     "cluster_bootstrap_quantile",
     "bootstrap_runs",
     "verdict",
+    "threshold_p",
 ]
 
 #: numpy's name for the sample quantile used everywhere (Hyndman & Fan type 7).
@@ -822,6 +823,41 @@ def ratio_of_means(a, b, *, level: float = 0.95, label: str = "per-run values") 
     lo, hi = (qb - root) / qa, (qb + root) / qa
     flag = FLAG_LOW_N if min(na, nb) < MIN_RUNS_TRUSTED else ""
     return Comparison(effect=effect, lo=lo, hi=hi, flag=flag, **base)
+
+
+def threshold_p(a, b=None, *, threshold: float, relation: Literal[">", "<"], log: bool) -> float:
+    """One-sided p of a check against its own threshold, the same t as its interval (STATS.md §4).
+
+    H0: the effect lies on the wrong side of (or at) ``threshold``; a small p says the claim's side. With
+    ``b`` the Welch t of mean(a) - mean(b) (on the logs for ``log``, against log(threshold)); without it the
+    one-sample t of mean(a) against the threshold. The two-sided interval at level 1 - 2 alpha clears the
+    threshold exactly when p < alpha, so the p agrees with the verdict. NaN without spread or below
+    :data:`MIN_RUNS_INTERVAL` runs a side."""
+    if relation not in (">", "<"):
+        raise ValueError(f"relation must be '>' or '<', got {relation!r}")
+    xa = _on_scale(a, log=log, name="a")
+    t0 = math.log(threshold) if log else float(threshold)
+    if b is None:
+        n = int(xa.size)
+        if n < MIN_RUNS_INTERVAL or np.ptp(xa) == 0:
+            return math.nan
+        se = float(np.std(xa, ddof=1)) / math.sqrt(n)
+        df = float(n - 1)
+        d = float(np.mean(xa)) - t0
+    else:
+        xb = _on_scale(b, log=log, name="b")
+        na, nb = int(xa.size), int(xb.size)
+        if min(na, nb) < MIN_RUNS_INTERVAL:
+            return math.nan
+        va, vb = float(np.var(xa, ddof=1)) / na, float(np.var(xb, ddof=1)) / nb
+        se2 = va + vb
+        if se2 == 0:
+            return math.nan
+        df = se2**2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
+        se = math.sqrt(se2)
+        d = float(np.mean(xa) - np.mean(xb)) - t0
+    t = d / se
+    return float(sps.t.sf(t, df)) if relation == ">" else float(sps.t.cdf(t, df))
 
 
 # --------------------------------------------------------------------------

@@ -10,7 +10,8 @@ Evaluation (shared/STATS.md §3-5):
 * a ratio check compares two variants: ratio of geometric means with a Welch interval on the
   logs (``scale="log"``), a difference of means (``"linear"``), or, for quantities that can be
   exactly 0 (throttled time), a ratio of means with Fieller's interval (``"mean-ratio"``);
-  beside it the exact Mann-Whitney p and A12 (:func:`stats.compare`);
+  beside it A12 and, on the log and linear scales, the one-sided p against the check's own threshold
+  with the interval's Welch t (:func:`stats.threshold_p`: it agrees with the interval);
 * a level check compares one variant's estimate with the threshold: Student t (``"log"``,
   ``"linear"``), or a proportion of counts (``"logit"``: per-run empirical logit);
 * an agreement check counts the variants whose read-back setting equals what the rule
@@ -25,9 +26,11 @@ Evaluation (shared/STATS.md §3-5):
 * a finding is an intersection-union test: reproduced when every check holds, contradicted when
   a decisive check is contradicted, not testable when a check is (and none contradicts),
   inconclusive otherwise;
-* Holm's adjustment runs over the p-values shown beside the decisive comparisons only (">" and
-  "<" ratio checks), in two families: the lab's findings and ours beyond the lab; "cannot reach
-  significance" is judged after it.
+* premises gate the checks that depend on them (a failed one: "not testable here: premise failed";
+  an undecided one: inconclusive); directional ratio checks have three zones (reproduced, "direction
+  reproduced, weaker than modelled", contradicted only when the interval excludes the claimed
+  direction); "contradicted" needs the interval at the Bonferroni level over the finding's decisive
+  checks, so its error rate is controlled per finding (issue 24; no Holm over Mann-Whitney p-values).
 
 findings.csv has one row per finding (the check that decides its verdict); checks.csv has every
 check. The claims live one module per family (:mod:`.jobs_findings`, :mod:`.weights_findings`, :mod:`.services_findings`),
@@ -597,15 +600,22 @@ def evaluate_ratio(base: CheckResult, evidence: Evidence, level: float | None = 
         what = "the ratio" if log else "the difference"
     else:
         raise ValueError(f"a ratio check cannot use scale {check.scale!r}")
-    shown_p = check.decisive and check.relation != "within"
+    shown_p = check.relation != "within" and not check.premise and check.scale in ("log", "linear")
+    # the p shown tests the check's own threshold, one-sided, with the interval's own Welch t (STATS.md §4);
+    # a Mann-Whitney p of "equal distributions" decides nothing and is no longer shown (issue 24)
+    p = (
+        stats.threshold_p(a, b, threshold=threshold[0], relation=check.relation, log=check.scale == "log")
+        if shown_p and threshold
+        else math.nan
+    )
     out = replace(
         base,
         effect=cmp.effect,
         lo=cmp.lo,
         hi=cmp.hi,
-        p=cmp.p_value if shown_p else math.nan,
-        min_p=cmp.min_p if shown_p else math.nan,
-        a12=cmp.a12 if shown_p else math.nan,
+        p=p,
+        min_p=math.nan,
+        a12=cmp.a12 if check.relation != "within" and not check.premise else math.nan,
         method=cmp.method + (f" ({cmp.flag})" if cmp.flag else ""),
     )
     if cmp.flag.startswith("0 in "):
@@ -620,7 +630,6 @@ def evaluate_ratio(base: CheckResult, evidence: Evidence, level: float | None = 
     null = check.no_effect()
     verdict = interval_verdict(cmp.lo, cmp.hi, check.relation, threshold, null)
     reasons = [_interval_reason(verdict, cmp.flag, cmp.lo, cmp.hi, check.relation, threshold, what, null)]
-    # the note "cannot reach significance" is judged after Holm's adjustment (evaluate_checks)
     reasons += [part for part in cmp.note.split("; ") if "baseline" in part]
     return replace(out, verdict=verdict, reason="; ".join(r for r in reasons if r))
 
@@ -658,8 +667,16 @@ def evaluate_level(base: CheckResult, evidence: Evidence, level: float | None = 
                 )
         else:
             est = _quiet(lambda: stats.estimate(values, log=check.scale == "log", level=level, label=label))
-    method = est.method + (f" ({est.flag})" if est.flag else "") + "; one configuration, no test"
-    out = replace(base, effect=est.point, lo=est.lo, hi=est.hi, method=method)
+    method = est.method + (f" ({est.flag})" if est.flag else "")
+    p = math.nan
+    if check.relation != "within" and not check.premise and check.scale in ("log", "linear") and threshold:
+        p = _quiet(
+            lambda: stats.threshold_p(values, threshold=threshold[0], relation=check.relation, log=check.scale == "log")
+        )
+        method += "; one-sided t against the threshold"
+    else:
+        method += "; one configuration, no test"
+    out = replace(base, effect=est.point, lo=est.lo, hi=est.hi, method=method, p=p)
     if est.flag.startswith("0 in "):
         verdict, reason = zero_verdict(est.n, check.relation, threshold)
         return replace(out, verdict=verdict, reason=reason)
@@ -919,23 +936,16 @@ def evaluate_check(finding: str, check: Check, evidence: Evidence, level: float 
 
 
 def evaluate_checks(findings: Iterable[Finding], evidence: Evidence) -> list[CheckResult]:
-    """Every check of every finding, with Holm's adjustment across the decisive comparisons shown.
-
-    Two families: the lab's claims (F1-F11) and ours beyond it (F12-F17, docs/EXPERIMENTS.md). The
-    lab's is the replication and ours are new hypotheses; one family would make the p-values shown
-    for the lab's claims depend on how many experiments the project adds beyond it."""
+    """Every check of every finding: "contradicted" at the Bonferroni level over each finding's decisive
+    checks, then its premises gating the checks that depend on them. A finding's verdicts depend on its
+    own checks only (the lab's claims never on how many experiments the project adds beyond it)."""
     findings = list(findings)
     results = []
     for finding in findings:
         mine = [evaluate_check(finding.id, check, evidence) for check in finding.checks]
         results += _gate_premises(_bonferroni(finding, mine, evidence))
-    ours = [finding.ours for finding in findings for _ in finding.checks]
-    for side in (False, True):
-        _holm(
-            results,
-            [i for i, r in enumerate(results) if ours[i] == side and r.verdict != NOT_TESTABLE and math.isfinite(r.p)],
-            evidence,
-        )
+    # issue 24: no Holm over Mann-Whitney p-values any more; "contradicted" is controlled per finding
+    # (Bonferroni over its decisive checks) and "reproduced" by the intersection-union test
     return results
 
 
@@ -1028,33 +1038,6 @@ def _gate_premises(mine: list[CheckResult]) -> list[CheckResult]:
             r = replace(r, verdict=INCONCLUSIVE, reason=f"premise undecided: {why}; alone the check reads {r.verdict}")
         out.append(r)
     return out
-
-
-def _holm(results: list[CheckResult], family: list[int], evidence: Evidence) -> None:
-    """Holm's adjustment over the results at the indices of ``family``, in place."""
-    if family:
-        adjusted = stats.holm([results[i].p for i in family])
-        floors = stats.holm_floor([results[i].p for i in family], [results[i].min_p for i in family])
-        alpha = 1 - evidence.level
-        for i, p_holm, floor in zip(family, adjusted, floors):
-            r = results[i]
-            method = r.method + f"; Holm over {len(family)} comparison{'s' if len(family) > 1 else ''}"
-            reason = r.reason
-            if floor > alpha:
-                note = (
-                    f"cannot reach significance after Holm's adjustment over {len(family)} "
-                    f"comparison{'s' if len(family) > 1 else ''}: even "
-                    f"perfectly separated runs (exact p {r.min_p:.2g}, R = "
-                    f"{'/'.join(str(x) for x in _runs(r, evidence))}) would get an adjusted p of {floor:.2g} > "
-                    f"{alpha:.2g}"
-                )
-                reason = "; ".join(x for x in (reason, note) if x)
-            results[i] = replace(r, p_holm=float(p_holm), method=method, reason=reason)
-
-
-def _runs(result: CheckResult, evidence: Evidence) -> list[int]:
-    c = result.check
-    return [len(evidence.values(c.experiment, v, result.metric)) for v in c.variants_needed()]
 
 
 def finding_verdict(results: Sequence[CheckResult]) -> tuple[str, CheckResult]:
