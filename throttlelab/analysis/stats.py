@@ -541,8 +541,9 @@ def estimate_proportion(k, n, *, level: float = 0.95, label: str = "per-run thro
       that a check may use from :data:`MIN_RUNS_ZEROS` runs on;
     * at least :data:`MIN_EVENTS_PER_RUN` events and non-events per run on
       average: per-run empirical logit, Student t interval across runs,
-      back-transformed (the point is the back-transformed mean logit, the
-      typical run's proportion);
+      back-transformed; the point is the pooled ratio sum(k) / sum(n) (STATS.md
+      §3: the back-transformed mean logit is biased high at 25-30 counted
+      periods per run);
     * sparser counts: the union of that interval and the exact (Clopper-Pearson)
       interval of the count pooled over runs, flag ``"sparse counts"``: at a
       handful of events per run the logit is biased and counting noise dominates
@@ -568,7 +569,11 @@ def estimate_proportion(k, n, *, level: float = 0.95, label: str = "per-run thro
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DegenerateWarning)
         est = estimate(empirical_logit(ks, ns), log=False, level=level, label=label)
-    method = f"Student t on the per-run empirical logit log((k+1/2)/(n-k+1/2)) of {label}, back-transformed, R = {r}"
+    method = (
+        f"Student t on the per-run empirical logit log((k+1/2)/(n-k+1/2)) of {label}, back-transformed, R = {r}; "
+        f"point: the pooled ratio {big_k:g}/{big_n:g} (the back-transformed mean logit is biased high at a few "
+        "dozen counted periods per run)"
+    )
     lo = _expit(est.lo) if math.isfinite(est.lo) else math.nan
     hi = _expit(est.hi) if math.isfinite(est.hi) else math.nan
     if min(big_k, big_n - big_k) < MIN_EVENTS_PER_RUN * r:
@@ -582,10 +587,10 @@ def estimate_proportion(k, n, *, level: float = 0.95, label: str = "per-run thro
             f"{big_n:g} pooled over R = {r} runs: fewer than {MIN_EVENTS_PER_RUN} per run, too sparse for "
             "the per-run logit alone; " + method
         )
-        return Estimate(_expit(est.point), exact_lo, exact_hi, r, level, "logit", method, FLAG_SPARSE)
+        return Estimate(big_k / big_n, exact_lo, exact_hi, r, level, "logit", method, FLAG_SPARSE)
     if est.flag == FLAG_DEGENERATE:
         _degenerate(f"{label}: every run has the same logit")
-    return Estimate(_expit(est.point), lo, hi, r, level, "logit", method, est.flag)
+    return Estimate(big_k / big_n, lo, hi, r, level, "logit", method, est.flag)
 
 
 # --------------------------------------------------------------------------
