@@ -50,6 +50,10 @@ __all__ = [
     "TAIL_MISS",
     "P999_MIN_SAMPLES",
     "MIN_RUNS_ZEROS",
+    "MIN_RUNS_TIES",
+    "tie_level",
+    "tied_counter",
+    "mean_tie_bound",
     "MIN_EVENTS_PER_RUN",
     "MIN_RUNS_INTERVAL",
     "MIN_RUNS_TRUSTED",
@@ -86,6 +90,7 @@ __all__ = [
     "cluster_bootstrap_quantile",
     "bootstrap_runs",
     "verdict",
+    "threshold_p",
 ]
 
 #: numpy's name for the sample quantile used everywhere (Hyndman & Fan type 7).
@@ -100,6 +105,10 @@ TAIL_MISS = 0.025
 
 #: Fewer runs than this: an exact zero in every run is shown but decides nothing.
 MIN_RUNS_ZEROS = 5
+#: Identical values of an exact counter (zero or not) decide at the stated 2.5% per side from this many
+#: runs on (STATS.md §3: [v, v] for the median run, 0.5**6 = 1.6%); at MIN_RUNS_ZEROS they decide with
+#: their own level stated (0.5**5 = 3.1% one-sided, not 2.5%).
+MIN_RUNS_TIES = 6
 #: A proportion gets the per-run empirical-logit t interval alone only when its
 #: runs hold at least this many events (and non-events) per run on average; below
 #: it the logit of a count of 0, 1 or 2 is biased upward and that interval covers
@@ -447,6 +456,57 @@ def estimate(values, *, log: bool, level: float = 0.95, label: str = "per-run va
     return Estimate(point, lo, hi, n, level, scale, method, flag)
 
 
+def tie_level(n: int) -> float:
+    """One-sided level of the median run's interval [v, v] when all ``n`` runs gave v: the chance that
+    every run lies on one side of the median run's value, 0.5**n (0.031 at n = 5, 0.016 at n = 6)."""
+    return 0.5**n
+
+
+def mean_tie_bound(v: float, n: int, low: float = 0.0, high: float = math.inf) -> tuple[float, float]:
+    """The discreteness bound on the mean when all ``n`` runs of an exact counter gave ``v`` (STATS.md §3).
+
+    The chance that a run differs from v is at most pi = 1 - 0.025**(1/n) (0.46 at n = 6), so the mean
+    lies within v - pi (v - low) and v + pi (high - v), ``low`` and ``high`` the counter's possible range
+    (an unbounded counter has no finite upper bound)."""
+    if n < 1:
+        raise ValueError(f"a tie needs at least one run, got {n}")
+    pi = 1 - TAIL_MISS ** (1 / n)
+    lo = v - pi * (v - low)
+    hi = v + pi * (high - v) if math.isfinite(high) else math.inf
+    return lo, hi
+
+
+def tied_counter(
+    values, *, level: float = 0.95, low: float = 0.0, high: float = math.inf, label: str = "per-run values"
+):
+    """The tie rule for an exact counter (throttled periods, bursts, periods per round): every run at v.
+
+    Returns None when the values are not all identical. Otherwise an :class:`Estimate` of the median
+    run: the order-statistic interval [x(1), x(R)] = [v, v], valid for discrete data, from
+    :data:`MIN_RUNS_TIES` runs on at the stated level; at :data:`MIN_RUNS_ZEROS` runs the same interval
+    with its own one-sided level in the flag (3.1%, not 2.5%); with fewer runs no interval. The method
+    text also gives the discreteness bound on the mean (:func:`mean_tie_bound`)."""
+    _check_level(level)
+    x = _values(values)
+    if np.ptp(x) != 0:
+        return None
+    n, v = int(x.size), float(x[0])
+    mlo, mhi = mean_tie_bound(v, n, low, high)
+    method = (
+        f"tie rule for an exact counter: all {n} runs of {label} at {v:g}; the median run's order-statistic "
+        f"interval [x(1), x({n})] = [{v:g}, {v:g}] (one-sided level 0.5^{n} = {tie_level(n):.3g}); the mean lies in "
+        f"[{mlo:.3g}, {mhi:.3g}] (a run differs with probability at most 1 - 0.025^(1/{n}))"
+    )
+    tail = (1 - level) / 2
+    if tie_level(n) <= tail + 1e-12:
+        return Estimate(v, v, v, n, level, "linear", method, f"tied: {n} of {n} runs at {v:g}")
+    if n >= MIN_RUNS_ZEROS:
+        return Estimate(
+            v, v, v, n, level, "linear", method, f"tied: {n} of {n} runs at {v:g}, one-sided level {tie_level(n):.3g}"
+        )
+    return Estimate(v, math.nan, math.nan, n, level, "linear", method, f"tied: {n} of {n} runs at {v:g}, too few runs")
+
+
 def zeros_flag(n: int) -> str:
     """The flag of a quantity that was exactly 0 in all ``n`` runs: "0 in 5 of 5 runs"."""
     return f"0 in {n} of {n} runs"
@@ -481,8 +541,9 @@ def estimate_proportion(k, n, *, level: float = 0.95, label: str = "per-run thro
       that a check may use from :data:`MIN_RUNS_ZEROS` runs on;
     * at least :data:`MIN_EVENTS_PER_RUN` events and non-events per run on
       average: per-run empirical logit, Student t interval across runs,
-      back-transformed (the point is the back-transformed mean logit, the
-      typical run's proportion);
+      back-transformed; the point is the pooled ratio sum(k) / sum(n) (STATS.md
+      §3: the back-transformed mean logit is biased high at 25-30 counted
+      periods per run);
     * sparser counts: the union of that interval and the exact (Clopper-Pearson)
       interval of the count pooled over runs, flag ``"sparse counts"``: at a
       handful of events per run the logit is biased and counting noise dominates
@@ -508,7 +569,11 @@ def estimate_proportion(k, n, *, level: float = 0.95, label: str = "per-run thro
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DegenerateWarning)
         est = estimate(empirical_logit(ks, ns), log=False, level=level, label=label)
-    method = f"Student t on the per-run empirical logit log((k+1/2)/(n-k+1/2)) of {label}, back-transformed, R = {r}"
+    method = (
+        f"Student t on the per-run empirical logit log((k+1/2)/(n-k+1/2)) of {label}, back-transformed, R = {r}; "
+        f"point: the pooled ratio {big_k:g}/{big_n:g} (the back-transformed mean logit is biased high at a few "
+        "dozen counted periods per run)"
+    )
     lo = _expit(est.lo) if math.isfinite(est.lo) else math.nan
     hi = _expit(est.hi) if math.isfinite(est.hi) else math.nan
     if min(big_k, big_n - big_k) < MIN_EVENTS_PER_RUN * r:
@@ -522,10 +587,10 @@ def estimate_proportion(k, n, *, level: float = 0.95, label: str = "per-run thro
             f"{big_n:g} pooled over R = {r} runs: fewer than {MIN_EVENTS_PER_RUN} per run, too sparse for "
             "the per-run logit alone; " + method
         )
-        return Estimate(_expit(est.point), exact_lo, exact_hi, r, level, "logit", method, FLAG_SPARSE)
+        return Estimate(big_k / big_n, exact_lo, exact_hi, r, level, "logit", method, FLAG_SPARSE)
     if est.flag == FLAG_DEGENERATE:
         _degenerate(f"{label}: every run has the same logit")
-    return Estimate(_expit(est.point), lo, hi, r, level, "logit", method, est.flag)
+    return Estimate(big_k / big_n, lo, hi, r, level, "logit", method, est.flag)
 
 
 # --------------------------------------------------------------------------
@@ -763,6 +828,41 @@ def ratio_of_means(a, b, *, level: float = 0.95, label: str = "per-run values") 
     lo, hi = (qb - root) / qa, (qb + root) / qa
     flag = FLAG_LOW_N if min(na, nb) < MIN_RUNS_TRUSTED else ""
     return Comparison(effect=effect, lo=lo, hi=hi, flag=flag, **base)
+
+
+def threshold_p(a, b=None, *, threshold: float, relation: Literal[">", "<"], log: bool) -> float:
+    """One-sided p of a check against its own threshold, the same t as its interval (STATS.md §4).
+
+    H0: the effect lies on the wrong side of (or at) ``threshold``; a small p says the claim's side. With
+    ``b`` the Welch t of mean(a) - mean(b) (on the logs for ``log``, against log(threshold)); without it the
+    one-sample t of mean(a) against the threshold. The two-sided interval at level 1 - 2 alpha clears the
+    threshold exactly when p < alpha, so the p agrees with the verdict. NaN without spread or below
+    :data:`MIN_RUNS_INTERVAL` runs a side."""
+    if relation not in (">", "<"):
+        raise ValueError(f"relation must be '>' or '<', got {relation!r}")
+    xa = _on_scale(a, log=log, name="a")
+    t0 = math.log(threshold) if log else float(threshold)
+    if b is None:
+        n = int(xa.size)
+        if n < MIN_RUNS_INTERVAL or np.ptp(xa) == 0:
+            return math.nan
+        se = float(np.std(xa, ddof=1)) / math.sqrt(n)
+        df = float(n - 1)
+        d = float(np.mean(xa)) - t0
+    else:
+        xb = _on_scale(b, log=log, name="b")
+        na, nb = int(xa.size), int(xb.size)
+        if min(na, nb) < MIN_RUNS_INTERVAL:
+            return math.nan
+        va, vb = float(np.var(xa, ddof=1)) / na, float(np.var(xb, ddof=1)) / nb
+        se2 = va + vb
+        if se2 == 0:
+            return math.nan
+        df = se2**2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
+        se = math.sqrt(se2)
+        d = float(np.mean(xa) - np.mean(xb)) - t0
+    t = d / se
+    return float(sps.t.sf(t, df)) if relation == ">" else float(sps.t.cdf(t, df))
 
 
 # --------------------------------------------------------------------------

@@ -51,6 +51,7 @@ VERDICT_CLASSES = {
     "contradicted": "contradicted",
     "inconclusive": "inconclusive",
     "not testable here": "untestable",
+    "direction reproduced, weaker than modelled": "weaker",
 }
 
 
@@ -75,7 +76,7 @@ class Finding:
     effect: str
     reference: str
     reason: str
-    p_holm: str
+    p: str
     a12: str
     method: str
     #: a claim of ours beyond the lab (docs/EXPERIMENTS.md): the page marks it and calls its sentence a hypothesis
@@ -96,7 +97,7 @@ def findings_rows(findings: pd.DataFrame) -> list[Finding]:
                 effect=fmt_interval(r.effect, r.lo, r.hi),
                 reference=text(r.reference),
                 reason=text(r.reason),
-                p_holm=fmt_number(getattr(r, "p_holm", math.nan)),
+                p=fmt_number(getattr(r, "p", math.nan)),
                 a12=fmt_number(getattr(r, "a12", math.nan)),
                 method=text(r.method),
                 ours=bool(experiments) and all(is_ours(e) for e in experiments),
@@ -109,6 +110,16 @@ def _decisive(value: Any) -> bool:
     return str(value).strip().lower() not in ("false", "0", "no")
 
 
+def _role_note(r: Any) -> str:
+    """A check's role beside its label: premises gate, supporting checks decide nothing (checks.csv role)."""
+    role = text(getattr(r, "role", ""))
+    if role == "premise":
+        return " (premise: gates its checks, cannot contradict)"
+    if role == "supporting":
+        return " (supporting: decides nothing)"
+    return "" if role or _decisive(getattr(r, "decisive", True)) else " (premise: cannot contradict)"
+
+
 def checks_table(checks: pd.DataFrame | None) -> Table | None:
     """Every check behind the findings (checks.csv): what was compared, against what, and why that threshold."""
     if checks is None or checks.empty:
@@ -116,15 +127,18 @@ def checks_table(checks: pd.DataFrame | None) -> Table | None:
     rows = [
         [
             text(r.id),
-            text(r.check) + ("" if _decisive(getattr(r, "decisive", True)) else " (premise: cannot contradict)"),
+            text(r.check) + _role_note(r),
             text(r.experiment),
             text(r.expected),
             fmt_interval(r.effect, r.lo, r.hi),
-            fmt_number(r.p_holm),
+            fmt_number(r.p),
             text(r.verdict),
             text(getattr(r, "requirement", "")),
             text(r.reason),
-            text(getattr(r, "why", "")),
+            text(getattr(r, "why", ""))
+            + (f" Threshold: {text(r.end)}." if text(getattr(r, "end", "")) else "")
+            + (f" Zones: {text(r.zones)}." if text(getattr(r, "zones", "")) else "")
+            + (f" Fixed by {text(r.threshold_commit)}." if text(getattr(r, "threshold_commit", "")) else ""),
         ]
         for r in checks.itertuples()
     ]
@@ -134,18 +148,22 @@ def checks_table(checks: pd.DataFrame | None) -> Table | None:
         "experiment",
         "expected",
         "effect [CI]",
-        "p (Holm)",
+        "p (one-sided, vs threshold)",
         "verdict",
         "unmet requirement",
         "reason",
         "derivation of the threshold",
     ]
     notes = [
-        "A finding is reproduced when every one of its checks holds by its own interval, contradicted when a "
-        "decisive check is contradicted, not testable here when a check's named requirement fails (and no "
-        "check contradicts it), inconclusive otherwise. A 'within' check holds only when its whole interval "
-        "lies inside the band; it shows no p-value. Holm's adjustment runs over the p-values of the decisive "
-        "comparisons only, in two families: the lab's findings and ours beyond the lab."
+        "A finding is reproduced when every one of its decisive checks holds by its own interval (premises "
+        "holding), contradicted when a decisive check is contradicted at the Bonferroni level over the "
+        "finding's decisive checks (the error rate of 'contradicted' is controlled per finding), not testable "
+        "here when a decisive check's named requirement fails or its premise failed (a failed premise never "
+        "makes a claim false), 'direction reproduced, weaker than modelled' when a directional check excludes "
+        "no effect but not the model's threshold, inconclusive otherwise; supporting checks are shown and "
+        "decide nothing. A 'within' check holds only when its whole interval lies inside the band; it shows "
+        "no p-value. The p beside a check tests its own threshold, one-sided, with the interval's own t "
+        "(below 0.025 exactly when the 95% interval clears the threshold)."
     ]
     return Table(columns, rows, notes)
 
@@ -634,7 +652,7 @@ def findings_display(findings: list[Finding]) -> pd.DataFrame:
                 f.effect,
                 f.reference,
                 f.reason,
-                f.p_holm,
+                f.p,
                 f.a12,
                 f.method,
                 "ours" if f.ours else "the lab's",
@@ -648,7 +666,7 @@ def findings_display(findings: list[Finding]) -> pd.DataFrame:
             "effect [CI]",
             "lab reference",
             "reason",
-            "p (Holm)",
+            "p (one-sided, vs threshold)",
             "A12",
             "method",
             "claim of",

@@ -10,7 +10,8 @@ Evaluation (shared/STATS.md §3-5):
 * a ratio check compares two variants: ratio of geometric means with a Welch interval on the
   logs (``scale="log"``), a difference of means (``"linear"``), or, for quantities that can be
   exactly 0 (throttled time), a ratio of means with Fieller's interval (``"mean-ratio"``);
-  beside it the exact Mann-Whitney p and A12 (:func:`stats.compare`);
+  beside it A12 and, on the log and linear scales, the one-sided p against the check's own threshold
+  with the interval's Welch t (:func:`stats.threshold_p`: it agrees with the interval);
 * a level check compares one variant's estimate with the threshold: Student t (``"log"``,
   ``"linear"``), or a proportion of counts (``"logit"``: per-run empirical logit);
 * an agreement check counts the variants whose read-back setting equals what the rule
@@ -25,9 +26,11 @@ Evaluation (shared/STATS.md §3-5):
 * a finding is an intersection-union test: reproduced when every check holds, contradicted when
   a decisive check is contradicted, not testable when a check is (and none contradicts),
   inconclusive otherwise;
-* Holm's adjustment runs over the p-values shown beside the decisive comparisons only (">" and
-  "<" ratio checks), in two families: the lab's findings and ours beyond the lab; "cannot reach
-  significance" is judged after it.
+* premises gate the checks that depend on them (a failed one: "not testable here: premise failed";
+  an undecided one: inconclusive); directional ratio checks have three zones (reproduced, "direction
+  reproduced, weaker than modelled", contradicted only when the interval excludes the claimed
+  direction); "contradicted" needs the interval at the Bonferroni level over the finding's decisive
+  checks, so its error rate is controlled per finding (issue 24; no Holm over Mann-Whitney p-values).
 
 findings.csv has one row per finding (the check that decides its verdict); checks.csv has every
 check. The claims live one module per family (:mod:`.jobs_findings`, :mod:`.weights_findings`, :mod:`.services_findings`),
@@ -61,6 +64,11 @@ REPRODUCED = "reproduced"
 CONTRADICTED = "contradicted"
 INCONCLUSIVE = "inconclusive"
 NOT_TESTABLE = "not testable here"
+#: The middle zone of a directional check (STATS.md §5): the interval excludes no effect but does not clear
+#: the model's threshold. Shown, never counted as reproduced.
+WEAKER = "direction reproduced, weaker than modelled"
+#: The requirement a check gated by a premise names when the premise failed (STATS.md §5).
+PREMISE_HELD = "a premise that holds"
 #: runs.csv's cpu_accel of a CPU that QEMU emulates (TCG): its clock is not a real node's
 EMULATED_ACCEL = "tcg"
 #: The requirement every timed check (ratio, level) has: a CPU whose timing is real.
@@ -106,6 +114,12 @@ CHECKS_COLUMNS = [
     "why",
     "decisive",
     "requirement",
+    "role",
+    "end",
+    "zones",
+    #: filled by the catalogue from its threshold registry (finding_catalogue.py); "" from the engine alone
+    "threshold_commit",
+    "threshold_note",
 ]
 #: The label and metric of a check comparing latency quantiles hold "{q}"; the highest quantile every run
 #: of its variants supports replaces it (p99, p90 or p50: stats.min_samples).
@@ -261,6 +275,11 @@ class Derivation:
 
     threshold: tuple[float, ...]
     why: str
+    #: which end of the model's range the threshold took where a parameter is not pinned down, and why
+    #: (STATS.md §5, least-favourable end); "" where the model has no free parameter
+    end: str = ""
+    #: (divisor, name): the estimate is also shown as a share of it ("59% of the limit")
+    share_of: tuple[float, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -295,6 +314,31 @@ class Check:
     values: Callable[[Evidence, str], np.ndarray] | None = None
     #: the lab's figure the check compares with; :func:`cite` fills it (model/reference.py, or ours)
     reference: str = ""
+    #: a premise of the design (not decisive): when it fails, the checks it gates are "not testable here:
+    #: premise failed"; when it is undecided, they cannot decide (STATS.md §5)
+    premise: bool = False
+    #: the labels (as written, "{q}" included) of the checks a premise gates; empty: every other check
+    gates: tuple[str, ...] = ()
+    #: "no effect" for the three zones of a directional check (STATS.md §5); None: the default of its kind
+    #: (1 for a ratio on the log or mean-ratio scale, 0 for a difference; none for a level check)
+    null: float | None = None
+    #: for a fixed threshold: which end of the model it took (a derived one says it in its Derivation)
+    end: str = ""
+
+    @property
+    def role(self) -> str:
+        """decisive, premise or supporting (shown, deciding nothing)."""
+        return "premise" if self.premise else "decisive" if self.decisive else "supporting"
+
+    def no_effect(self) -> float | None:
+        """The value of "no effect" that separates "weaker than modelled" from "contradicted"."""
+        if self.relation == "within" or self.kind == "agreement" or self.premise:
+            return None
+        if self.null is not None:
+            return self.null
+        if self.kind == "ratio":
+            return 0.0 if self.scale == "linear" else 1.0
+        return None
 
     def expected(self, threshold: Sequence[float] | None = None) -> str:
         bounds = tuple(self.threshold if threshold is None else threshold)
@@ -371,6 +415,28 @@ class CheckResult:
     method: str = ""
     #: the named requirements that failed ("" when none)
     requirement: str = ""
+    #: which end of the model the threshold took (Derivation.end, or the check's own)
+    end: str = ""
+    share_of: tuple[float, str] | None = None
+
+    @property
+    def zones(self) -> str:
+        """The zones of this check's verdict, in words (STATS.md §5)."""
+        c, t = self.check, self.threshold
+        if c.kind == "agreement":
+            return "deterministic: every variant on the rule, or contradicted"
+        if not t:
+            return ""
+        if c.relation == "within":
+            return f"reproduced: the whole interval inside {_bounds('within', t)}; contradicted: wholly outside"
+        null = c.no_effect()
+        other = ">" if c.relation == "<" else "<"
+        if null is None or null == t[0] or (c.relation == ">") != (null < t[0]):
+            return f"reproduced: the interval {c.relation} {t[0]:.3g}; contradicted: {other} {t[0]:.3g}"
+        return (
+            f"reproduced: the interval {c.relation} {t[0]:.3g}; {WEAKER}: between {null:g} and {t[0]:.3g}; "
+            f"contradicted: {other} {null:g}"
+        )
 
     @property
     def expected(self) -> str:
@@ -402,11 +468,26 @@ def cite(finding: Finding) -> Finding:
 # evaluating one check
 
 
-def interval_verdict(lo: float, hi: float, relation: Relation, threshold: Sequence[float]) -> str:
+def interval_verdict(
+    lo: float, hi: float, relation: Relation, threshold: Sequence[float], null: float | None = None
+) -> str:
     """stats.verdict for ">" and "<"; "within [a, b]" holds only when the whole interval lies inside
-    the band (both one-sided relations hold: TOST), and is contradicted when it lies wholly outside."""
+    the band (both one-sided relations hold: TOST), and is contradicted when it lies wholly outside.
+
+    With ``null`` (no effect) on the other side of a directional threshold, three zones (STATS.md §5):
+    reproduced when the interval clears the threshold, :data:`WEAKER` when it lies wholly between
+    no effect and the threshold, contradicted only when it excludes the claimed direction (wholly
+    on the other side of no effect); inconclusive otherwise."""
     if relation != "within":
-        return stats.verdict(lo, hi, threshold[0], relation)
+        plain = stats.verdict(lo, hi, threshold[0], relation)
+        zoned = null is not None and ((null < threshold[0]) if relation == ">" else (null > threshold[0]))
+        if not zoned or plain == REPRODUCED:
+            return plain
+        if stats.verdict(lo, hi, null, relation) == REPRODUCED:
+            return WEAKER if plain == CONTRADICTED else INCONCLUSIVE
+        if stats.verdict(lo, hi, null, relation) == CONTRADICTED:
+            return CONTRADICTED
+        return INCONCLUSIVE
     above = stats.verdict(lo, hi, threshold[0], ">")
     below = stats.verdict(lo, hi, threshold[1], "<")
     if CONTRADICTED in (above, below):
@@ -427,6 +508,8 @@ def zero_verdict(runs: int, relation: Relation, threshold: Sequence[float]) -> t
         holds = 0 < threshold[0]
     else:
         holds = 0 > threshold[0]
+    if runs < stats.MIN_RUNS_TIES:
+        seen += f" (decided at a one-sided level of {stats.tie_level(runs):.3g}, 0.5^{runs}, not 0.025)"
     return (
         (REPRODUCED, seen) if holds else (CONTRADICTED, f"{seen}, on the other side of {_bounds(relation, threshold)}")
     )
@@ -445,7 +528,14 @@ def _bounds(relation: Relation, threshold: Sequence[float]) -> str:
 
 
 def _interval_reason(
-    verdict: str, flag: str, lo: float, hi: float, relation: Relation, threshold: Sequence[float], what: str
+    verdict: str,
+    flag: str,
+    lo: float,
+    hi: float,
+    relation: Relation,
+    threshold: Sequence[float],
+    what: str,
+    null: float | None = None,
 ) -> str:
     """Why an interval did not reproduce the check (empty when it did)."""
     if verdict == REPRODUCED:
@@ -453,6 +543,14 @@ def _interval_reason(
     if math.isnan(lo) or math.isnan(hi):
         return f"no interval for {what} ({flag or 'no spread'})"
     bounds = _bounds(relation, threshold)
+    if verdict == WEAKER:
+        return (
+            f"the interval [{lo:.3g}, {hi:.3g}] of {what} lies between no effect ({null:g}) and the model's "
+            f"threshold {bounds}: the direction holds, the size the model predicts does not"
+        )
+    zoned = null is not None and relation != "within" and null != threshold[0]
+    if verdict == CONTRADICTED and zoned:
+        return f"the interval [{lo:.3g}, {hi:.3g}] of {what} lies wholly on the other side of no effect ({null:g})"
     if verdict == CONTRADICTED:
         return f"the interval [{lo:.3g}, {hi:.3g}] of {what} lies wholly on the other side of {bounds}"
     if relation == "within":
@@ -481,7 +579,8 @@ def _undefined(values: np.ndarray, metric: str, variant: str) -> str | None:
     return None
 
 
-def evaluate_ratio(base: CheckResult, evidence: Evidence) -> CheckResult:
+def evaluate_ratio(base: CheckResult, evidence: Evidence, level: float | None = None) -> CheckResult:
+    level = evidence.level if level is None else level
     check, metric, threshold = base.check, base.metric, base.threshold
     a = run_values(check, evidence, check.variant, metric)
     b = run_values(check, evidence, check.baseline, metric)
@@ -490,26 +589,33 @@ def evaluate_ratio(base: CheckResult, evidence: Evidence) -> CheckResult:
         return replace(base, reason=problem)
     label = f"per-run {metric}"
     if check.scale == "mean-ratio":
-        cmp = _quiet(lambda: stats.ratio_of_means(a, b, level=evidence.level, label=label))
+        cmp = _quiet(lambda: stats.ratio_of_means(a, b, level=level, label=label))
         what = "the ratio of means"
     elif check.scale in ("log", "linear"):
         log = check.scale == "log"
         if log and (a.min() <= 0 or b.min() <= 0):
             zeros = int((a <= 0).sum() + (b <= 0).sum())
             return replace(base, reason=f"{metric} is 0 in {zeros} runs, so no ratio of geometric means exists")
-        cmp = _quiet(lambda: stats.compare(a, b, log=log, level=evidence.level, label=label))
+        cmp = _quiet(lambda: stats.compare(a, b, log=log, level=level, label=label))
         what = "the ratio" if log else "the difference"
     else:
         raise ValueError(f"a ratio check cannot use scale {check.scale!r}")
-    shown_p = check.decisive and check.relation != "within"
+    shown_p = check.relation != "within" and not check.premise and check.scale in ("log", "linear")
+    # the p shown tests the check's own threshold, one-sided, with the interval's own Welch t (STATS.md §4);
+    # a Mann-Whitney p of "equal distributions" decides nothing and is no longer shown (issue 24)
+    p = (
+        stats.threshold_p(a, b, threshold=threshold[0], relation=check.relation, log=check.scale == "log")
+        if shown_p and threshold
+        else math.nan
+    )
     out = replace(
         base,
         effect=cmp.effect,
         lo=cmp.lo,
         hi=cmp.hi,
-        p=cmp.p_value if shown_p else math.nan,
-        min_p=cmp.min_p if shown_p else math.nan,
-        a12=cmp.a12 if shown_p else math.nan,
+        p=p,
+        min_p=math.nan,
+        a12=cmp.a12 if check.relation != "within" and not check.premise else math.nan,
         method=cmp.method + (f" ({cmp.flag})" if cmp.flag else ""),
     )
     if cmp.flag.startswith("0 in "):
@@ -521,14 +627,15 @@ def evaluate_ratio(base: CheckResult, evidence: Evidence) -> CheckResult:
             )
         verdict, reason = zero_verdict(a.size, check.relation, threshold)
         return replace(out, verdict=verdict, reason=f"{check.variant}: {reason}")
-    verdict = interval_verdict(cmp.lo, cmp.hi, check.relation, threshold)
-    reasons = [_interval_reason(verdict, cmp.flag, cmp.lo, cmp.hi, check.relation, threshold, what)]
-    # the note "cannot reach significance" is judged after Holm's adjustment (evaluate_checks)
+    null = check.no_effect()
+    verdict = interval_verdict(cmp.lo, cmp.hi, check.relation, threshold, null)
+    reasons = [_interval_reason(verdict, cmp.flag, cmp.lo, cmp.hi, check.relation, threshold, what, null)]
     reasons += [part for part in cmp.note.split("; ") if "baseline" in part]
     return replace(out, verdict=verdict, reason="; ".join(r for r in reasons if r))
 
 
-def evaluate_level(base: CheckResult, evidence: Evidence) -> CheckResult:
+def evaluate_level(base: CheckResult, evidence: Evidence, level: float | None = None) -> CheckResult:
+    level = evidence.level if level is None else level
     check, metric, threshold = base.check, base.metric, base.threshold
     label = f"per-run {metric}"
     if check.scale == "logit":
@@ -540,15 +647,18 @@ def evaluate_level(base: CheckResult, evidence: Evidence) -> CheckResult:
         problem = _undefined(k, counts[0], check.variant) or _undefined(n, counts[1], check.variant)
         if problem:
             return replace(base, reason=problem)
-        est = _quiet(lambda: stats.estimate_proportion(k, n, level=evidence.level, label=label))
+        est = _quiet(lambda: stats.estimate_proportion(k, n, level=level, label=label))
     else:
         values = run_values(check, evidence, check.variant, metric)
         problem = _undefined(values, metric, check.variant)
         if problem:
             return replace(base, reason=problem)
+        tied = stats.tied_counter(values, level=level, label=label) if _exact(check, metric) else None
+        if tied is not None:
+            return _tied_verdict(base, tied)
         if check.scale == "log" and values.min() <= 0:
             if np.all(values == 0):
-                est = _quiet(lambda: stats.estimate(values, log=False, level=evidence.level, label=label))
+                est = _quiet(lambda: stats.estimate(values, log=False, level=level, label=label))
             else:
                 return replace(
                     base,
@@ -556,21 +666,63 @@ def evaluate_level(base: CheckResult, evidence: Evidence) -> CheckResult:
                     f"{values.size} runs: no geometric mean",
                 )
         else:
-            est = _quiet(lambda: stats.estimate(values, log=check.scale == "log", level=evidence.level, label=label))
-    method = est.method + (f" ({est.flag})" if est.flag else "") + "; one configuration, no test"
-    out = replace(base, effect=est.point, lo=est.lo, hi=est.hi, method=method)
+            est = _quiet(lambda: stats.estimate(values, log=check.scale == "log", level=level, label=label))
+    method = est.method + (f" ({est.flag})" if est.flag else "")
+    p = math.nan
+    if check.relation != "within" and not check.premise and check.scale in ("log", "linear") and threshold:
+        p = _quiet(
+            lambda: stats.threshold_p(values, threshold=threshold[0], relation=check.relation, log=check.scale == "log")
+        )
+        method += "; one-sided t against the threshold"
+    else:
+        method += "; one configuration, no test"
+    out = replace(base, effect=est.point, lo=est.lo, hi=est.hi, method=method, p=p)
     if est.flag.startswith("0 in "):
         verdict, reason = zero_verdict(est.n, check.relation, threshold)
         return replace(out, verdict=verdict, reason=reason)
-    verdict = interval_verdict(est.lo, est.hi, check.relation, threshold)
+    null = check.no_effect()
+    verdict = interval_verdict(est.lo, est.hi, check.relation, threshold, null)
     return replace(
         out,
         verdict=verdict,
-        reason=_interval_reason(verdict, est.flag, est.lo, est.hi, check.relation, threshold, "the estimate"),
+        reason=_interval_reason(verdict, est.flag, est.lo, est.hi, check.relation, threshold, "the estimate", null),
     )
 
 
-def evaluate_agreement(base: CheckResult, evidence: Evidence) -> CheckResult:
+def _exact(check: Check, metric: str) -> bool:
+    """An exact counter (metrics' catalogue), measured directly: the tie rule applies (STATS.md §3)."""
+    return check.values is None and metric in CATALOGUE and CATALOGUE[metric].exact
+
+
+def _tied_verdict(base: CheckResult, tied: stats.Estimate) -> CheckResult:
+    """The verdict of identical per-run values of an exact counter: the median run's interval [v, v]."""
+    check = base.check
+    out = replace(base, effect=tied.point, lo=tied.lo, hi=tied.hi, method=f"{tied.method} ({tied.flag})")
+    if not tied.has_interval:
+        return replace(
+            out,
+            verdict=INCONCLUSIVE,
+            reason=f"{tied.flag}: identical runs decide from R = {stats.MIN_RUNS_ZEROS} on "
+            f"(R = {stats.MIN_RUNS_TIES} for a one-sided level of 2.5% or less)",
+        )
+    null = check.no_effect()
+    verdict = interval_verdict(tied.lo, tied.hi, check.relation, base.threshold, null)
+    reason = _interval_reason(
+        verdict, tied.flag, tied.lo, tied.hi, check.relation, base.threshold, "the median run", null
+    )
+    if tied.n < stats.MIN_RUNS_TIES:
+        reason = "; ".join(
+            x
+            for x in (
+                reason,
+                f"decided at a one-sided level of {stats.tie_level(tied.n):.3g} (0.5^{tied.n}), not 0.025",
+            )
+            if x
+        )
+    return replace(out, verdict=verdict, reason=reason)
+
+
+def evaluate_agreement(base: CheckResult, evidence: Evidence, level: float | None = None) -> CheckResult:
     check = base.check
     m = evidence.metrics[evidence.metrics["experiment"] == check.experiment]
     wide = m.pivot_table(index=["variant", "repeat"], columns="metric", values="value", aggfunc="first", dropna=False)
@@ -696,8 +848,9 @@ def _resolve_quantile(check: Check, evidence: Evidence) -> tuple[Check, str]:
 # findings -> tables
 
 
-def evaluate_check(finding: str, check: Check, evidence: Evidence) -> CheckResult:
-    """One check: its requirements, its threshold, its measurement and its verdict."""
+def evaluate_check(finding: str, check: Check, evidence: Evidence, level: float | None = None) -> CheckResult:
+    """One check: its requirements, its threshold, its measurement and its verdict (its interval at
+    ``level``, the evidence's confidence unless told otherwise)."""
     unmet: list[Unmet] = []
     absent = _presence(check, evidence)
     if absent:
@@ -731,19 +884,30 @@ def evaluate_check(finding: str, check: Check, evidence: Evidence) -> CheckResul
         if problem:
             unmet.append(Unmet(requirement.name, problem))
     threshold = check.threshold
+    end, share_of = check.end, None
     if check.derive is not None and QUANTILE_SLOT not in resolved.metric:
         try:
             derived = check.derive(evidence, resolved)
             threshold, why = derived.threshold, why + (" " if why else "") + derived.why
+            end, share_of = derived.end or end, derived.share_of
         except Unmet as exc:
             unmet.append(exc)
         except ValueError as exc:  # the model lacks a parameter it needs (a variant from an older profile)
             unmet.append(Unmet("the variant's parameters", str(exc)))
-    base = CheckResult(finding, check, label=resolved.label, metric=resolved.metric, threshold=threshold, why=why)
+    base = CheckResult(
+        finding,
+        check,
+        label=resolved.label,
+        metric=resolved.metric,
+        threshold=threshold,
+        why=why,
+        end=end,
+        share_of=share_of,
+    )
     result = base
     if threshold or check.kind == "agreement":
         if not (unmet and check.quantile_of and QUANTILE_SLOT in resolved.metric):
-            result = _EVALUATORS[check.kind](base, evidence)
+            result = _EVALUATORS[check.kind](base, evidence, level)
     if unmet:
         names = "; ".join(dict.fromkeys(u.name for u in unmet))
         reason = "; ".join(f"needs {u.name}: {u.reason}" for u in unmet)
@@ -759,7 +923,7 @@ def evaluate_check(finding: str, check: Check, evidence: Evidence) -> CheckResul
     if disturbed:
         # STATS.md §6: a verdict must not hang on a disturbed run. Kept and marked, never dropped; but
         # when leaving them out changes the verdict, the verdict is not one to trust.
-        without = evaluate_check(finding, check, evidence.without_disturbed())
+        without = evaluate_check(finding, check, evidence.without_disturbed(), level)
         note = f"{disturbed} disturbed run(s) kept and marked (runs.csv); without them: {without.verdict}"
         if without.verdict != result.verdict and result.verdict in (REPRODUCED, CONTRADICTED):
             note = (
@@ -772,92 +936,167 @@ def evaluate_check(finding: str, check: Check, evidence: Evidence) -> CheckResul
 
 
 def evaluate_checks(findings: Iterable[Finding], evidence: Evidence) -> list[CheckResult]:
-    """Every check of every finding, with Holm's adjustment across the decisive comparisons shown.
-
-    Two families: the lab's claims (F1-F11) and ours beyond it (F12-F17, docs/EXPERIMENTS.md). The
-    lab's is the replication and ours are new hypotheses; one family would make the p-values shown
-    for the lab's claims depend on how many experiments the project adds beyond it."""
+    """Every check of every finding: "contradicted" at the Bonferroni level over each finding's decisive
+    checks, then its premises gating the checks that depend on them. A finding's verdicts depend on its
+    own checks only (the lab's claims never on how many experiments the project adds beyond it)."""
     findings = list(findings)
-    results = [evaluate_check(finding.id, check, evidence) for finding in findings for check in finding.checks]
-    ours = [finding.ours for finding in findings for _ in finding.checks]
-    for side in (False, True):
-        _holm(
-            results,
-            [i for i, r in enumerate(results) if ours[i] == side and r.verdict != NOT_TESTABLE and math.isfinite(r.p)],
-            evidence,
-        )
+    results = []
+    for finding in findings:
+        mine = [evaluate_check(finding.id, check, evidence) for check in finding.checks]
+        results += _gate_premises(_bonferroni(finding, mine, evidence))
+    # issue 24: no Holm over Mann-Whitney p-values any more; "contradicted" is controlled per finding
+    # (Bonferroni over its decisive checks) and "reproduced" by the intersection-union test
     return results
 
 
-def _holm(results: list[CheckResult], family: list[int], evidence: Evidence) -> None:
-    """Holm's adjustment over the results at the indices of ``family``, in place."""
-    if family:
-        adjusted = stats.holm([results[i].p for i in family])
-        floors = stats.holm_floor([results[i].p for i in family], [results[i].min_p for i in family])
-        alpha = 1 - evidence.level
-        for i, p_holm, floor in zip(family, adjusted, floors):
-            r = results[i]
-            method = r.method + f"; Holm over {len(family)} comparison{'s' if len(family) > 1 else ''}"
-            reason = r.reason
-            if floor > alpha:
-                note = (
-                    f"cannot reach significance after Holm's adjustment over {len(family)} "
-                    f"comparison{'s' if len(family) > 1 else ''}: even "
-                    f"perfectly separated runs (exact p {r.min_p:.2g}, R = "
-                    f"{'/'.join(str(x) for x in _runs(r, evidence))}) would get an adjusted p of {floor:.2g} > "
-                    f"{alpha:.2g}"
+def decisive_count(finding: Finding) -> int:
+    """k of the Bonferroni level: the finding's decisive checks, as designed (not as testable here)."""
+    return sum(1 for c in finding.checks if c.decisive and not c.premise)
+
+
+def _bonferroni(finding: Finding, mine: list[CheckResult], evidence: Evidence) -> list[CheckResult]:
+    """ "Contradicted" is a union over the finding's k decisive checks (STATS.md §4): a decisive check
+    contradicted at the confidence level stays so only when its interval at 1 - alpha/k is wholly on the
+    other side too; else it is inconclusive, and its reason gives both intervals."""
+    k = decisive_count(finding)
+    alpha = 1 - evidence.level
+    if k < 2:
+        return mine
+    strict = 1 - alpha / k
+    out = []
+    for r in mine:
+        if r.check.decisive and not r.check.premise and r.verdict == CONTRADICTED and r.check.kind != "agreement":
+            again = evaluate_check(finding.id, r.check, evidence, strict)
+            shown = f"[{again.lo:.3g}, {again.hi:.3g}]" if math.isfinite(again.lo) else "no interval"
+            if again.verdict == CONTRADICTED:
+                r = replace(
+                    r,
+                    reason=f"{r.reason}; contradicted also at the Bonferroni level {strict:.4g} over the finding's "
+                    f"{k} decisive checks ({shown})",
                 )
-                reason = "; ".join(x for x in (reason, note) if x)
-            results[i] = replace(r, p_holm=float(p_holm), method=method, reason=reason)
+            else:
+                r = replace(
+                    r,
+                    verdict=INCONCLUSIVE,
+                    reason=f"{r.reason}; not contradicted at the Bonferroni level {strict:.4g} over the finding's {k} "
+                    f"decisive checks ({shown}: {again.verdict}), which 'contradicted' needs",
+                )
+        out.append(r)
+    return out
 
 
-def _runs(result: CheckResult, evidence: Evidence) -> list[int]:
-    c = result.check
-    return [len(evidence.values(c.experiment, v, result.metric)) for v in c.variants_needed()]
+def _shown(r: CheckResult) -> str:
+    if not math.isfinite(r.effect):
+        return "no estimate"
+    text = f"{r.effect:.3g}"
+    if math.isfinite(r.lo) and math.isfinite(r.hi):
+        text += f" [{r.lo:.3g}, {r.hi:.3g}]"
+    if r.share_of is not None and r.share_of[0] > 0:
+        d, name = r.share_of
+        text += f" = {r.effect / d:.0%} of {name}"
+        if r.threshold and r.check.relation == "within":
+            text += f" (the design's band: [{r.threshold[0] / d:.0%}, {r.threshold[1] / d:.0%}) of it)"
+    return text
+
+
+def _gate_premises(mine: list[CheckResult]) -> list[CheckResult]:
+    """Premises gate the checks that depend on them (STATS.md §5): a failed premise (its interval wholly
+    outside its band) makes each gated check "not testable here: premise failed" with the numbers; an
+    undecided one (inconclusive, or itself not testable) leaves them unable to decide (inconclusive).
+    A failed premise never makes a claim false."""
+    premises = [r for r in mine if r.check.premise]
+    if not premises:
+        return mine
+    out = []
+    for r in mine:
+        if r.check.premise:
+            out.append(r)
+            continue
+        mine_p = [p for p in premises if not p.check.gates or r.check.label in p.check.gates]
+        failed = [p for p in mine_p if p.verdict == CONTRADICTED]
+        undecided = [p for p in mine_p if p.verdict not in (REPRODUCED, CONTRADICTED)]
+        if failed:
+            why = "; ".join(f"{p.label} = {_shown(p)}" for p in failed)
+            if r.verdict == NOT_TESTABLE:
+                r = replace(
+                    r,
+                    requirement="; ".join(x for x in (r.requirement, PREMISE_HELD) if x),
+                    reason=f"{r.reason}; needs {PREMISE_HELD}: premise failed too: {why}",
+                )
+            else:
+                r = replace(
+                    r,
+                    verdict=NOT_TESTABLE,
+                    requirement=PREMISE_HELD,
+                    reason=f"premise failed: {why}; measured: {_shown(r)} (alone: {r.verdict}; a failed premise "
+                    "never makes a claim false)",
+                    p=math.nan,
+                    min_p=math.nan,
+                )
+        elif undecided and r.verdict in (REPRODUCED, CONTRADICTED, WEAKER):
+            why = "; ".join(f"{p.label} = {_shown(p)} ({p.verdict})" for p in undecided)
+            r = replace(r, verdict=INCONCLUSIVE, reason=f"premise undecided: {why}; alone the check reads {r.verdict}")
+        out.append(r)
+    return out
 
 
 def finding_verdict(results: Sequence[CheckResult]) -> tuple[str, CheckResult]:
-    """The intersection-union verdict of a finding and the check that decides it.
+    """The intersection-union verdict of a finding and the check that decides it (STATS.md §4-5).
 
-    Contradicted when a decisive check is contradicted; else not testable when a check is;
-    else inconclusive when a check does not hold; else reproduced (every check holds). Among
-    the checks with the deciding verdict, one with a measured effect is shown first.
+    Only decisive checks decide; premises gate them (:func:`_gate_premises`, already applied) and
+    supporting checks are shown. Contradicted when a decisive check is (at the Bonferroni level,
+    :func:`_bonferroni`); else not testable when a decisive check is; else inconclusive when a
+    decisive check is neither reproduced nor weaker than modelled, or a premise does not hold;
+    else :data:`WEAKER` when one is weaker than modelled; else reproduced. Among the checks with
+    the deciding verdict, one with a measured effect is shown first.
     """
 
     def first(same: list[CheckResult]) -> CheckResult:
         return next((r for r in same if math.isfinite(r.effect)), same[0])
 
-    contradicted = [r for r in results if r.verdict == CONTRADICTED and r.check.decisive]
+    decisive = [r for r in results if r.check.decisive and not r.check.premise] or list(results)
+    contradicted = [r for r in decisive if r.verdict == CONTRADICTED]
     if contradicted:
         return CONTRADICTED, first(contradicted)
-    untestable = [r for r in results if r.verdict == NOT_TESTABLE]
+    untestable = [r for r in decisive if r.verdict == NOT_TESTABLE]
     if untestable:
         return NOT_TESTABLE, first(untestable)
-    doubtful = [r for r in results if r.verdict != REPRODUCED]
+    doubtful = [r for r in decisive if r.verdict not in (REPRODUCED, WEAKER)]
     if doubtful:
         return INCONCLUSIVE, first(doubtful)
-    return REPRODUCED, results[0]
+    premises = [r for r in results if r.check.premise and r.verdict != REPRODUCED]
+    if premises:
+        return INCONCLUSIVE, first(premises)
+    weaker = [r for r in decisive if r.verdict == WEAKER]
+    if weaker:
+        return WEAKER, first(weaker)
+    return REPRODUCED, decisive[0]
 
 
 def _finding_reason(finding: Finding, verdict: str, decider: CheckResult, mine: Sequence[CheckResult]) -> str:
     parts = []
-    n_checks = len(mine)
+    decisive = [r for r in mine if r.check.decisive and not r.check.premise]
+    n_checks = len(decisive)
     if verdict == REPRODUCED:
-        parts.append("the check holds" if n_checks == 1 else f"all {n_checks} checks hold")
+        parts.append("the decisive check holds" if n_checks == 1 else f"all {n_checks} decisive checks hold")
         if decider.reason:
             parts.append(decider.reason)
     elif verdict == NOT_TESTABLE:
-        untestable = [r for r in mine if r.verdict == NOT_TESTABLE]
-        held = sum(r.verdict == REPRODUCED for r in mine)
-        parts.append("; ".join(f"{r.label}: {r.reason}" for r in untestable) if n_checks > 1 else decider.reason)
+        untestable = [r for r in decisive if r.verdict == NOT_TESTABLE]
+        held = sum(r.verdict == REPRODUCED for r in decisive)
+        parts.append("; ".join(f"{r.label}: {r.reason}" for r in untestable) if len(mine) > 1 else decider.reason)
         if n_checks > len(untestable):
-            parts.append(f"{held} of the other {n_checks - len(untestable)} checks hold")
-    elif verdict == INCONCLUSIVE and not decider.check.decisive and decider.verdict == CONTRADICTED:
-        parts.append(f"{decider.label} (a premise, not decisive) does not hold: {decider.reason}")
-    elif n_checks > 1:
+            parts.append(f"{held} of the other {n_checks - len(untestable)} decisive checks hold")
+    elif decider.check.premise:
+        parts.append(f"{decider.label} (a premise) does not hold: {decider.reason or decider.verdict}")
+    elif len(mine) > 1:
         parts.append(f"{decider.label}: {decider.reason or verdict}")
     else:
         parts.append(decider.reason)
+    if verdict == CONTRADICTED and n_checks > 1:
+        parts.append(
+            f"the error rate of 'contradicted' is controlled per finding: Bonferroni over its {n_checks} decisive checks"
+        )
     if finding.not_covered:
         parts.append(f"its {', '.join(finding.not_covered)} part needs an experiment not in this pipeline yet")
     return "; ".join(p for p in parts if p)
@@ -885,6 +1124,11 @@ def check_rows(results: Sequence[CheckResult]) -> pd.DataFrame:
             r.why,
             r.check.decisive,
             r.requirement,
+            r.check.role,
+            r.end,
+            r.zones,
+            "",
+            "",
         )
         for r in results
     ]

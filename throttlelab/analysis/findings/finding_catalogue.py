@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from throttlelab.analysis.findings import engine, jobs_findings, services_findings, weights_findings
+from throttlelab.analysis.findings import engine, jobs_findings, services_findings, threshold_registry, weights_findings
 from throttlelab.analysis.findings.engine import Evidence, Finding
 
 FINDINGS: tuple[Finding, ...] = tuple(
@@ -19,5 +19,14 @@ FINDINGS: tuple[Finding, ...] = tuple(
 
 
 def evaluate(evidence: Evidence, findings: Sequence[Finding] = FINDINGS) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(findings.csv, checks.csv) for the given evidence: every claim of the catalogue unless told otherwise."""
-    return engine.evaluate(evidence, findings)
+    """(findings.csv, checks.csv) for the given evidence: every claim of the catalogue unless told otherwise;
+    checks.csv with the commit that fixed each threshold (:mod:`.threshold_registry`)."""
+    rows, checks = engine.evaluate(evidence, findings)
+    labels = [c.label for f in findings for c in f.checks]
+    ids = [f.id for f in findings for _ in f.checks]
+    fixed = [threshold_registry.revision(i, label) for i, label in zip(ids, labels)]
+    checks = checks.assign(
+        threshold_commit=[r.commit if r else "" for r in fixed],
+        threshold_note=[(r.note + ("; revised after data" if r.after_data else "")) if r else "" for r in fixed],
+    )
+    return rows, checks

@@ -76,6 +76,8 @@ def slowdown(variant: str, baseline: str = "nolimit"):
                 f"{ratio:.3g}x. Threshold (r + 2) / 3 = {threshold:.3g}: the same ratio once a fixed overhead of up to "
                 f"twice the unthrottled burst is added to both arms (the lab's was 0.7x: 34.3 ms for its 20 ms burst)."
             ),
+            end="the overhead at the upper end of its allowance (2x the unthrottled burst): the smallest ratio "
+            "the model allows, least favourable to 'takes longer'",
         )
 
     return derive
@@ -100,6 +102,7 @@ def unchanged(variant: str):
                 f"is never throttled and the ratio is 1. Band x/÷ {SAME_BAND:g} (symmetric on the log scale); the whole "
                 "interval must lie inside it (an equivalence test, no p-value)."
             ),
+            end="none: the model predicts no change (ratio 1); the band is the equivalence margin",
         )
 
     return derive
@@ -125,8 +128,10 @@ def sums_run_queues(variant: str):
                 f"[{fewest}, {most}]. Band [{fewest}/{SAME_BAND:g}, {most} x {SAME_BAND:g}] (the equivalence margin at "
                 "both ends); the whole "
                 "interval must lie inside it. A value above the band would mean time counted on queues the group "
-                "never had; below it, less than one clock."
+                "never had; below it, less than one clock. Supporting, not decisive: the band spans both ends of "
+                "k in [1, p], so it cannot tell one queue from two; X3 (F14) decides threads against run queues."
             ),
+            end="both ends of k in [1, min(threads, CPUs)] (the model does not fix k): a band, supporting only",
         )
 
     return derive
@@ -156,6 +161,8 @@ def exceeds_wall(variant: str):
                 f"x {float(np.mean(a.burst().pause_ms)):.3g} ms of waiting = {a.throttled_ms():.3g} ms per round against "
                 f"{wall:.3g} ms of wall time ({predicted:.3g}x)."
             ),
+            end="none: the threshold 1 is the claim itself (one clock's worth), whatever k; the requirement takes "
+            "the upper end k = min(threads, CPUs), since the claim is that it CAN exceed",
         )
 
     return derive
@@ -188,27 +195,47 @@ def counted_periods(variant: str):
                 f"check). So {low} to {high} periods per round, +/- {PERIOD_SLACK:g} at the edges; every wall-clock "
                 f"period would give {wall_periods:.3g} per round (interval {spec.interval_ms:g} ms)."
             ),
+            end="both ends of the start phase (the fewest and most periods a burst touches), +/- half a period",
         )
 
     return derive
 
 
 def fewer_throttled(variant: str, baseline: str):
-    """F4: the model's ratio of throttled time per round (fewer run queues -> fewer waits counted)."""
+    """F4: the model's ratio of throttled time per round at its end least favourable to "fewer"."""
 
     def derive(evidence: Evidence, check: Check) -> Derivation:
         a, b = arm(evidence, variant), arm(evidence, baseline)
         _throttles(b, baseline)
-        ratio = a.throttled_ms() / b.throttled_ms()
+        pause_a, pause_b = (float(np.mean(x.burst().pause_ms)) for x in (a, b))
+        # each wait is counted on k run queues, k in [1, queues] per arm, as the scheduler placed the threads; on
+        # one node the many-threads arm never counts fewer queues than the fewer-threads arm (k_b >= k_a)
+        favourable = a.throttled_ms() / b.throttled_ms()
+        ratio = pause_a / pause_b  # k_b = k_a: the end least favourable to "fewer"
+        if ratio >= 1:
+            raise Unmet(
+                "a reduction at the model's least favourable end",
+                f"{variant} = {a.describe()} waits {pause_a:.3g} ms per round; {baseline} = {b.describe()} waits "
+                f"{pause_b:.3g} ms: counted on as many queues each, the model's ratio lies in "
+                f"[{favourable:.3g}, {ratio:.3g}], which reaches 1, so it does not say 'fewer' here",
+            )
         threshold = predictions.rate_threshold(ratio)
         return Derivation(
             (round(threshold, 3),),
             (
-                f"Model: {variant} = {a.describe()}: {a.throttled_ms():.3g} ms throttled per round; {baseline} = "
-                f"{b.describe()}: {b.throttled_ms():.3g} ms; ratio {ratio:.3g}. Threshold sqrt(r) = {threshold:.3g}: half "
-                "the predicted reduction on the log scale. A ratio of mean throttled times (Fieller's interval): a run "
-                "without any throttling is 0, which no geometric mean can hold."
+                f"Model: {variant} = {a.describe()}: it waits {pause_a:.3g} ms per round, counted on 1 to {a.queues} "
+                f"run queue(s); {baseline} = {b.describe()}: {pause_b:.3g} ms, counted on 1 to {b.queues}. The ratio "
+                f"of throttled times lies in [{favourable:.3g}, {ratio:.3g}] as the scheduler placed the threads (the "
+                f"data do not pin k down; on one node the many-threads arm counts at least as many queues as the "
+                f"fewer-threads arm, k_b >= k_a, so the upper end is k_b = k_a, the waits alone). Threshold sqrt(r) "
+                f"at the end least favourable to 'fewer', r = {ratio:.3g}: "
+                f"{threshold:.3g} (half the smallest predicted reduction on the log scale); below 1 but above it: "
+                "fewer, weaker than modelled. A ratio of mean throttled times (Fieller's interval): a run without any "
+                "throttling is 0, which no geometric mean can hold."
             ),
+            end="the end least favourable to 'fewer' (both arms counted on as many run queues, k_b = k_a): the "
+            f"smallest reduction the model allows ({ratio:.3g}, not {favourable:.3g}), so a kernel counting fewer "
+            "queues cannot read as 'weaker' or 'false'",
         )
 
     return derive
@@ -227,6 +254,7 @@ def not_faster(variant: str, baseline: str):
                 f"(threshold 1/{NOT_FASTER:g}). Model: median wall {a.median_wall_ms():.3g} ms ({variant}) against "
                 f"{b.median_wall_ms():.3g} ms ({baseline}): {ratio:.3g}x, the same CPU on fewer run queues."
             ),
+            end="a non-inferiority margin (10%), not a model end: 'not faster' is the claim",
         )
 
     return derive
@@ -356,6 +384,7 @@ def budget_speedup(variant: str, baseline: str):
                 f"{b.median_wall_ms():.3g} ms; r = {ratio:.3g}. Threshold 3r / (1 + 2r) = {threshold:.3g}: F1's allowance "
                 "of a fixed overhead up to twice the faster arm, added to both."
             ),
+            end="the overhead at the upper end of its allowance (2x the faster arm): the ratio nearest 1 the model allows, least favourable to 'sooner'",
         )
 
     return derive
@@ -380,6 +409,7 @@ def back_to_unlimited(variant: str, baseline: str = "nolimit"):
                 f"what it takes without a limit ({a.free_wall_ms:g} ms): ratio 1. F1's band x/÷ {SAME_BAND:g}; the "
                 "whole interval must lie inside it (an equivalence test, no p-value)."
             ),
+            end="none: the model predicts the unlimited time (ratio 1); the band is the equivalence margin",
         )
 
     return derive
@@ -406,6 +436,7 @@ def not_throttled(variant: str, reference: str):
                 f"({reference}) in {theirs:.3g}. Absolute bound: half of that, {bound:.3g} per round (more means the "
                 "budget did not lift the throttling)."
             ),
+            end="an absolute bound at half the unbudgeted arm's model count, the model's own 0 far below it",
         )
 
     return derive
@@ -429,6 +460,7 @@ def counted_bursts(variant: str, what: str):
                 f"boundary uses at most the quota in each). Threshold: half of it (the kernel counts what the group "
                 "took from the pool, slices included, so more is no contradiction)."
             ),
+            end="half the model's count: the kernel counts at least what the model does (slices included)",
         )
 
     return derive
@@ -460,6 +492,7 @@ def slower_with_shorter_period(variant: str, baseline: str):
                 f"{a.cpu_ms / (a.limit_milli / 1000):.3g} ms as the period shrinks). Threshold (r + 2) / 3 = "
                 f"{threshold:.3g} (F1's allowance)."
             ),
+            end="the overhead at the upper end of its allowance: the smallest slow-down the model allows",
         )
 
     return derive
@@ -479,6 +512,7 @@ def more_throttles(variant: str, baseline: str):
                 f"at {b.period_ms:g} ms ({baseline}); r = {ratio:.3g} (about cpu / quota - 1 each). Threshold sqrt(r) = "
                 f"{threshold:.3g}: half the effect on the log scale. A ratio of means (Fieller): a run may count 0."
             ),
+            end="no free parameter (counts of periods); sqrt(r), half the predicted effect on the log scale",
         )
 
     return derive
@@ -499,6 +533,7 @@ def shorter_pauses(variant: str, baseline: str):
                 f"{theirs:.3g} ms at {b.period_ms:g} ms ({baseline}): r = {ratio:.3g} (about period - quota / run "
                 f"queues). Threshold sqrt(r) = {threshold:.3g}."
             ),
+            end="no free parameter; sqrt(r), half the predicted effect on the log scale",
         )
 
     return derive
@@ -535,6 +570,7 @@ def per_run_queue(variant: str):
                 f"read as low as {fewest} x {pause:.3g} / ({pause:.3g} + {overhead:.3g}) = {low:.3g} (amendment of "
                 "docs/EXPERIMENTS.md, made before any X3 data). The whole interval must lie inside the band."
             ),
+            end="both ends of k in [1, min(threads, CPUs)]: the band holds every placement, and excludes threads",
         )
 
     return derive
@@ -590,6 +626,7 @@ def contention(variant: str, baseline: str):
                 f"{predictions.overlap_rate(a, pods, True):.3g} per pod: {together:.3g} ms; r = {ratio:.3g}, which no per-pod "
                 f"quota predicts. Threshold (r + 2) / 3 = {threshold:.3g} (F1's allowance)."
             ),
+            end="the overhead at the upper end of its allowance: the smallest slow-down the model allows",
         )
 
     return derive
@@ -615,6 +652,7 @@ def quota_alone(variant: str):
                 f"{predictions.overlap_rate(a, pods, True):.3g} CPUs: 0 throttled periods per round. Absolute bound: half a "
                 "period per round (most rounds unthrottled): the slow-down is contention, not throttling."
             ),
+            end="an absolute bound (half a period per round) against the model's 0",
         )
 
     return derive
@@ -685,6 +723,7 @@ FINDINGS: tuple[Finding, ...] = tuple(
                     scale="log",
                     derive=sums_run_queues("limit500m"),
                     values=throttled_per_extra_wall(E2A),
+                    decisive=False,
                     why="What the kernel sums (SPEC §1), per run: throttled ms per round (rounds after the first) "
                     "over the extra wall ms per round (mean wall minus the model's unthrottled wall): one "
                     "run queue's waiting counts 1, each further throttled run queue adds up to 1 more.",

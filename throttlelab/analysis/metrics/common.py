@@ -41,6 +41,9 @@ class MetricSpec:
     about: str
     #: for scale "logit": the metrics holding each run's events and trials (nr_throttled, nr_periods)
     counts: tuple[str, str] | None = None
+    #: an exact counter (or one over a fixed number of rounds): identical runs decide by the tie rule
+    #: (stats.tied_counter, STATS.md §3) instead of being "degenerate"
+    exact: bool = False
 
 
 def number(value: Any) -> float:

@@ -28,8 +28,10 @@ SPECS: tuple[MetricSpec, ...] = (
         "throttled periods / active periods (0 when no period was counted)",
         counts=("nr_throttled", "nr_periods"),
     ),
-    MetricSpec("nr_periods", "count", "linear", "interval", "CFS periods counted (active periods only)"),
-    MetricSpec("nr_throttled", "count", "linear", "interval", "CFS periods in which the cgroup was throttled"),
+    MetricSpec("nr_periods", "count", "linear", "interval", "CFS periods counted (active periods only)", exact=True),
+    MetricSpec(
+        "nr_throttled", "count", "linear", "interval", "CFS periods in which the cgroup was throttled", exact=True
+    ),
     MetricSpec("throttled_ms", "ms", "linear", "interval", "throttled time, summed over CPUs; can exceed wall time"),
     MetricSpec(
         "throttled_over_wall",
@@ -52,6 +54,7 @@ SPECS: tuple[MetricSpec, ...] = (
         "linear",
         "interval",
         "throttled periods per round after the first (Δnr_throttled of those rounds / their count)",
+        exact=True,
     ),
     MetricSpec(
         "bursts_per_round",
@@ -60,6 +63,7 @@ SPECS: tuple[MetricSpec, ...] = (
         "interval",
         "periods over quota (cpu.stat nr_bursts, X1) over the whole run / rounds; empty on a kernel "
         "without a burst budget",
+        exact=True,
     ),
     MetricSpec(
         "burst_ms_per_round",
@@ -74,6 +78,7 @@ SPECS: tuple[MetricSpec, ...] = (
         "linear",
         "interval",
         "the run's nr_periods / rounds (the idle period after each burst included)",
+        exact=True,
     ),
     MetricSpec("avg_cores", "cores", "linear", "interval", "CPU used / elapsed time"),
     MetricSpec(

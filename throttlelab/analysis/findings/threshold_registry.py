@@ -1,0 +1,108 @@
+"""The threshold registry (shared/STATS.md §5, issue 24 item 7): every check's threshold with the commit that fixed it.
+
+One row per check (finding id, label as written, "{q}" included). ``commit`` is the commit whose
+derivation (or fixed number) the check's threshold comes from; ``after_data`` says whether that
+revision was made after this project had measured the check (then only runs made after the commit
+judge it: not enforced yet, see docs/FINDINGS.md). Revising a threshold means a new row here in the
+same commit; tests/analysis/test_findings.py fails on a check without one.
+
+Where the history before the ruff-format rewrite (ba0eae9) was not traced, the row names the main
+commit the threshold stood at when issue 24 began (531138e) and says "at or before".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Revision:
+    commit: str
+    after_data: bool
+    note: str
+
+
+#: main when issue 24 began: thresholds not revised since stand "at or before" it
+BASE = Revision("531138e", False, "at or before main 531138e (derivation unchanged by issue 24)")
+#: ours (X1-X6): docs/EXPERIMENTS.md wrote every threshold before any run
+OURS = Revision("a14257a", False, "docs/EXPERIMENTS.md, written before any X1-X6 run")
+
+REGISTRY: dict[tuple[str, str], Revision] = {
+    ("F1", "p50_wall_ms limit1 / nolimit"): BASE,
+    ("F1", "p50_wall_ms limit500m / nolimit"): BASE,
+    ("F1", "p50_wall_ms limit2 / nolimit"): BASE,
+    ("F2", "throttled_ms_per_round / extra wall limit500m"): Revision(
+        "6c343fc", True, "band [1, p] of SPEC §1 after the quick runs of 2026-11-30; supporting since issue 24"
+    ),
+    ("F2", "throttled_ms_per_round / mean_wall_ms limit500m"): BASE,
+    ("F3", "periods_per_round limit2"): BASE,
+    ("F4", "throttled_ms limit1-2threads / limit1"): Revision(
+        "a5a8721", True, "issue 24: the least favourable end (0.878 -> 0.937 on quick; was sqrt of 0.439 = 0.663)"
+    ),
+    ("F4", "p50_wall_ms limit1-2threads / limit1"): BASE,
+    ("F5", "gomaxprocs = rule"): BASE,
+    ("F6", "throttled_ratio clumped-limit"): BASE,
+    ("F6", "throttled_ratio steady-limit"): BASE,
+    ("F6", "work {q} clumped-limit / clumped-nolimit"): BASE,
+    ("F6", "avg_cores clumped-limit"): BASE,
+    ("F7", "work {q} two-half / one-limit"): BASE,
+    ("F7", "work {q} two-limit / one-double"): BASE,
+    ("F8", "read back = design (E4)"): BASE,
+    ("F8", "share_pod-p100m / share_pod-two E5 pods"): BASE,
+    ("F8", "share_pod-p1 / share_pod-two E5 pods"): BASE,
+    ("F8", "share_small / share_big E5 two-container"): BASE,
+    ("F8", "share_pod-p100m / share_pod-two E10 pods"): BASE,
+    ("F8", "share_pod-p1 / share_pod-two E10 pods"): BASE,
+    ("F8", "share_small / share_big E10 two-container"): BASE,
+    ("F9", "throttled_ratio busy-lim2x"): BASE,
+    ("F9", "work {q} busy-lim2x / idle-lim2x"): BASE,
+    ("F9", "busy_cores busy-lim2x / busy-lim"): BASE,
+    ("F9", "work {q} busy-lim2x-req-full / busy-lim2x"): BASE,
+    ("F9", "busy_cores busy-lim2x-req-full / busy-lim2x"): BASE,
+    ("F10", "throttled / pause in the scrape window, limit"): Revision(
+        "e253eb8", True, "against 1 (was sqrt(q)) after the quick run of 2026-12-01"
+    ),
+    ("F11", "throughput_rps threads-one / threads-node"): BASE,
+    ("F12", "p50_wall_ms budget-full / budget0"): OURS,
+    ("F12", "p50_wall_ms budget-full / nolimit"): OURS,
+    ("F12", "throttled_per_round budget-full"): OURS,
+    ("F12", "bursts_per_round budget-full"): OURS,
+    ("F12", "burst_ms_per_round budget-full"): OURS,
+    ("F12", "p50_wall_ms budget-half / budget0"): OURS,
+    ("F13", "p50_wall_ms period20 / period100"): OURS,
+    ("F13", "p50_wall_ms period5 / period100"): OURS,
+    ("F13", "throttled_per_round period5 / period100"): OURS,
+    ("F13", "pause per throttle period5 / period100"): OURS,
+    ("F14", "throttled_ms_per_round / extra wall cpus1"): Revision(
+        "a14257a", False, "lower band ends amended before any X3 data (docs/EXPERIMENTS.md)"
+    ),
+    ("F14", "throttled_ms_per_round / extra wall cpus2"): Revision(
+        "a14257a", False, "lower band ends amended before any X3 data (docs/EXPERIMENTS.md)"
+    ),
+    ("F15", "p50_wall_ms synchronized / staggered"): OURS,
+    ("F15", "throttled_per_round synchronized"): OURS,
+    ("F16", "avg_cores use30"): OURS,
+    ("F16", "avg_cores use90"): Revision(
+        "a5a8721", True, "issue 24: one-sided [0.8, 1.0) of the limit (was 0.9 x/÷ 1.5), and a premise that gates"
+    ),
+    ("F16", "throttled_ratio use30"): OURS,
+    ("F16", "throttled_ratio use90"): OURS,
+    ("F16", "work {q} use90 / use30"): OURS,
+    ("F17", "work {q} clumped-500m-g2 / clumped-500m-g1"): Revision(
+        "ceccf75", True, "issue 24: non-inferiority, at most 10% slower (replaces g1 / g2 > the model's rise)"
+    ),
+    ("F17", "throughput_rps closed-500m-g2 / closed-500m-g1"): Revision(
+        "ceccf75", True, "issue 24: non-inferiority, at least 1/1.1 (replaces the x/÷ 1.25 band as decisive)"
+    ),
+    ("F17", "work {q} clumped-500m-g1 / clumped-500m-g2"): Revision(
+        "ceccf75", True, "issue 24: supporting magnitude with the load generator on the second CPU"
+    ),
+    ("F17", "throughput_rps closed-500m-g2 / closed-500m-g1 (same)"): Revision(
+        "ceccf75", True, "issue 24: the x/÷ 1.25 band kept as a supporting check"
+    ),
+}
+
+
+def revision(finding: str, label: str) -> Revision | None:
+    """The row of a check (its label as written, before "{q}" is resolved)."""
+    return REGISTRY.get((finding, label))
