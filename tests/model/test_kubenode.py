@@ -1,7 +1,7 @@
 """The real node's configuration as data (model/kubenode.py): what each component is told."""
 
 import json
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
@@ -34,6 +34,9 @@ def test_every_component_listens_on_loopback_or_the_nodes_bridge():
     assert "--node-ip=10.213.4.1" in kn.kubelet_argv("kubelet", lay)
     # cAdvisor labels a container's series by pod and container only if it reaches this node's containerd
     assert f"--containerd={lay.containerd_socket}" in kn.kubelet_argv("kubelet", lay)
+    # the containers' logs and kubelet's links to them stay in the node's folder, never the host's /var/log
+    assert kubelet["podLogsDir"] == str(lay.pod_logs) and lay.root in lay.pod_logs.parents
+    assert (lay.var_log, PurePosixPath("/var/log")) in kn.kubelet_mounts(lay)
     assert "--kubelet-preferred-address-types=InternalIP" in api
     assert "--secure-port=0" in kn.controller_manager_argv("kcm", lay)
     assert "--secure-port=0" in kn.scheduler_argv("ks", lay)

@@ -108,6 +108,18 @@ class NodeLayout:
     def logs(self) -> Path:
         return self.root / "logs"
 
+    @property
+    def pod_logs(self) -> Path:
+        """kubelet's podLogsDir (the host's /var/log/pods otherwise): containerd writes the containers'
+        output there, so it is a path both see alike."""
+        return self.root / "pod-logs"
+
+    @property
+    def var_log(self) -> Path:
+        """What kubelet sees as /var/log: it links every container's log into /var/log/containers (a path
+        no setting moves), and the host's must not keep the links of a node that is gone."""
+        return self.root / "var-log"
+
     def kubeconfig(self, who: str) -> Path:
         return self.root / f"{who}.kubeconfig"
 
@@ -293,6 +305,12 @@ def sysctl_mounts(layout: NodeLayout) -> list[tuple[Path, PurePosixPath]]:
     ]
 
 
+def kubelet_mounts(layout: NodeLayout) -> list[tuple[Path, PurePosixPath]]:
+    """Everything bind-mounted in kubelet's namespace: the sysctl copies, and the node's own /var/log
+    (kubelet's links in /var/log/containers stay in the node's folder)."""
+    return [*sysctl_mounts(layout), (layout.var_log, PurePosixPath("/var/log"))]
+
+
 def private_mounts_argv(unshare: str, argv: list[str], binds: list[tuple[Path, PurePosixPath]] = ()) -> list[str]:
     """``argv`` in a mount namespace of its own (util-linux unshare; propagation private), with each
     (source, target) bind-mounted there first: mounts made inside vanish with the last process."""
@@ -416,6 +434,7 @@ def kubelet_config_text(layout: NodeLayout) -> str:
         },
         "authorization": {"mode": "AlwaysAllow"},
         "containerRuntimeEndpoint": f"unix://{layout.containerd_socket}",
+        "podLogsDir": str(layout.pod_logs),
         "cgroupDriver": "cgroupfs",
         "cgroupRoot": layout.cgroup_root,
         "cgroupsPerQOS": True,

@@ -66,6 +66,10 @@ def host_state() -> dict:
     )
     rules = "\n".join(line for line in rules.splitlines() if not line.startswith("#") and not line.startswith(":"))
     folders = sorted(p.name for p in nc.NODES_DIR.iterdir() if p.is_dir()) if nc.NODES_DIR.is_dir() else []
+    # kubelet's pod logs and its links to them (/var/log/pods, /var/log/containers by default)
+    logs = sorted(
+        str(p) for d in ("/var/log/pods", "/var/log/containers") if Path(d).is_dir() for p in Path(d).iterdir()
+    )
     return {
         "processes": procs,
         "cgroups": cgroups,
@@ -73,6 +77,7 @@ def host_state() -> dict:
         "mounts": mounts,
         "iptables": rules,
         "folders": folders,
+        "logs": logs,
         "sysctls": nc.host_sysctls(),
     }
 

@@ -279,6 +279,8 @@ class Supervisor:
         lay.kubelet_config.write_text(kn.kubelet_config_text(lay))
         for copy, host_file in kn.sysctl_mounts(lay):
             copy.write_text(Path(host_file).read_text())
+        lay.var_log.mkdir(parents=True, exist_ok=True)
+        lay.pod_logs.mkdir(parents=True, exist_ok=True)
         _say(f"bridge {lay.bridge} {lay.bridge_address}/24, cgroup root {lay.cgroup_root}")
         _run(["ip", "link", "add", lay.bridge, "type", "bridge"], "making the node's bridge")
         _run(["ip", "addr", "add", f"{lay.bridge_address}/24", "dev", lay.bridge], "addressing the bridge")
@@ -311,7 +313,7 @@ class Supervisor:
         _say("kubelet")
         self._spawn(
             "kubelet",
-            kn.private_mounts_argv("unshare", kn.kubelet_argv(self.tools["kubelet"], lay), kn.sysctl_mounts(lay)),
+            kn.private_mounts_argv("unshare", kn.kubelet_argv(self.tools["kubelet"], lay), kn.kubelet_mounts(lay)),
         )
         self._wait("the node Ready", self._node_ready, 120, ("containerd", "kubelet"))
         for handler in kn.RUNTIME_HANDLERS:
