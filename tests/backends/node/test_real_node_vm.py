@@ -66,7 +66,8 @@ def host_state(out: Path) -> dict:
                 cmd = (proc / "cmdline").read_bytes()
             except OSError:
                 continue
-            if any(mark in cmd for mark in (b"qemu-system", b"virtme", str(out).encode(), b"guest_weights")):
+            # vng, virtme-run and QEMU name the guest's writable folder (out): this test's guest, not another run's
+            if str(out).encode() in cmd or GUEST_SCRIPT.name.encode() in cmd:
                 procs.append(f"{proc.name}: {cmd[:80]!r}")
     cgroups = sorted(str(p) for p in Path("/sys/fs/cgroup").glob("*/throttlelab-node-*"))
     cgroups += sorted(str(p) for p in Path("/sys/fs/cgroup").glob("throttlelab-node-*"))
