@@ -842,8 +842,12 @@ class LocalNode:
         except ValueError:
             said = {"failed": f"the node's supervisor said {line!r}"}
         if "ready" not in said:
-            self._close()
-            raise BackendError(f"the real node did not start: {said.get('failed')}")
+            why = f"the real node did not start: {said.get('failed')}"
+            try:
+                self._close()
+            except BackendError as exc:  # the start's reason first: the take-down's failure follows from it
+                raise BackendError(f"{why}; then {exc}") from None
+            raise BackendError(why)
         self.facts = {**said["ready"], "supervisor": self.proc.pid}
         return self.facts
 
