@@ -43,6 +43,7 @@ else:
                 f"run_batch_{_experiment}"
             input:
                 binaries=[binary_path(build) for build in BUILDS],
+                images=PLAN.images(),  # vm: {kubernetes: true}: the real node's images and cluster tools
             output:
                 raw=PLAN.raw_logs(_experiment),
             log:

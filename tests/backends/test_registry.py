@@ -44,6 +44,7 @@ def test_the_vm_backend_says_where_it_measured(monkeypatch):
         "vcpus": 10,
         "memory": "4G",
         "kernel_image": "/boot/k",
+        "kubernetes": False,  # vm.node cgroups: the local backend in the guest
     }
     assert any("emulated (TCG)" in note for note in backend.capabilities().notes)
 

@@ -63,6 +63,23 @@ def test_settings_are_checked():
     with pytest.raises(BackendError, match="accel must be"):
         vm.VmSettings.from_mapping({"accel": "on"})
     assert vm.VmSettings.from_mapping({"vcpus": 10}).vcpus == 10
+    assert vm.VmSettings.from_mapping({"node": "kubernetes"}).kubernetes is True
+    assert vm.VmSettings().kubernetes is False and vm.VmSettings().node == "cgroups"
+    with pytest.raises(BackendError, match="node must be cgroups or kubernetes"):
+        vm.VmSettings.from_mapping({"node": "kind"})
+
+
+def test_the_guest_runs_the_real_node_when_its_settings_say_kubernetes(monkeypatch):
+    """vm: {node: kubernetes} reaches the guest in its settings; the vm backend there is the real node's,
+    named vm, whose raw logs say how the guest ran (the findings read accel: emulated CPU on TCG)."""
+    from throttlelab.backends import vm as vm_backend
+
+    monkeypatch.setenv(vm.GUEST_ENV, '{"vcpus": 10, "accel": "tcg", "kubernetes": true}')
+    node = vm_backend.from_config({}, "runc-old", {}, lambda m: None)
+    assert isinstance(node, vm_backend.VmNodeBackend) and node.name == "vm" and node.runtime == "runc-old"
+    assert vm_backend.guest_facts()["kubernetes"] is True and vm_backend.guest_facts()["cpu_emulated"] is True
+    monkeypatch.setenv(vm.GUEST_ENV, '{"vcpus": 2, "accel": "tcg"}')
+    assert type(vm_backend.from_config({}, "runc-new", {}, lambda m: None)) is vm_backend.VmBackend
 
 
 def test_newest_kernel_by_version(tmp_path):

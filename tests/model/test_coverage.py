@@ -132,3 +132,20 @@ def test_a_request_above_its_limit_is_left_out_on_the_cluster_backends(backend):
     assert ("E2b", "clumped-limit") in over
     assert over <= set(left) and all("requests more CPU than its limit" in left[k] for k in over)
     assert untestable_variants("local", experiments, "runc-new", 2).keys().isdisjoint(over)
+
+
+def test_the_real_node_in_a_vm_guest_leaves_out_what_the_real_node_does_sized_by_the_guests_vcpus():
+    """vm: {node: kubernetes}: the real node's reasons (requests above limits, X1/X2, E6 against cAdvisor,
+    weight pods larger than the node), said of the guest; with 10 vCPUs E4's 5.2 CPUs fit, with 2 not."""
+    experiments = _experiments("ci")
+    on_host = untestable_variants("kubernetes", experiments, "runc-new", 1, cluster="local", node_cpus=10)
+    in_guest = untestable_variants("vm", experiments, "runc-new", None, cluster="local", node_cpus=10)
+    assert set(in_guest) == set(on_host)
+    assert all(
+        why.startswith("not testable on the real node in the vm guest (10 vCPUs): ") for why in in_guest.values()
+    )
+    assert not {("E4", "runc-new"), ("E4", "runc-old")} & set(in_guest)  # both runc releases, 5.2 of 10 CPUs
+    small = untestable_variants("vm", experiments, "runc-new", None, cluster="local", node_cpus=2)
+    assert "request 5.2 CPUs and the real node has 2" in small[("E4", "runc-old")]
+    # the vm backend's own cgroups (no kubernetes) leave nothing out, as before
+    assert untestable_variants("vm", experiments, "runc-new", None) == {}

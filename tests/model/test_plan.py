@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from conftest import PROJECT
-from throttlelab.model import plan, seeds
+from throttlelab.model import kubenode, plan, seeds
 from throttlelab.model.builds import BUILDS
 from throttlelab.model.config import ConfigError
 from throttlelab.model.coverage import V1_PIN_REASON
@@ -65,6 +65,20 @@ def test_the_backend_decides_the_images_and_the_settings_handed_to_the_runner():
         _plan().binary_args(["a/cpulab", "b/cpulab"]) == f"--binary {BUILDS[0]}=a/cpulab --binary {BUILDS[1]}=b/cpulab"
     )
     assert _plan().node_cpus_arg() == "" and _plan(node_cpus="0-1").node_cpus_arg() == "--node-cpus 0-1"
+
+
+def test_the_real_node_in_a_vm_guest_is_one_setting_with_the_nodes_images_and_the_guests_size():
+    """vm: {node: kubernetes}: each batch needs the real node's OCI archives and cluster tools, and the plan
+    sizes the node by vm.vcpus (E4's 5.2 CPUs of requests: left out on 2 vCPUs, planned on 10)."""
+    plain = _plan("vm")
+    assert not plain.vm_node and plain.images() == []
+    small = _plan("vm", vm={"node": "kubernetes"})
+    assert small.vm_node and not small.local_node
+    assert small.images() == [plan.node_image_archive(b) for b in BUILDS] + [kubenode.TOOLS_MANIFEST]
+    assert ("E4", "runc-old") in small.left_out and "in the vm guest (2 vCPUs)" in small.left_out[("E4", "runc-old")]
+    big = _plan("vm", vm={"node": "kubernetes", "vcpus": 10})
+    assert ("E4", "runc-old") not in big.left_out and ("E4", "runc-new") not in big.left_out
+    assert json.loads(shlex.split(big.vm_settings_arg())[0])["node"] == "kubernetes"
 
 
 def test_a_vm_batch_is_the_experiments_jobs_in_the_measuring_order_with_the_runner_options():

@@ -17,9 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from throttlelab.backends.base import BackendError, Capabilities
+from throttlelab.backends.base import BackendError, Capabilities, refuse_knobs
 from throttlelab.backends.local import LocalBackend
+from throttlelab.backends.node.backend import NodeBackend, NodeDeployment
 from throttlelab.host.vm import GUEST_ENV, TCG
+from throttlelab.model import kubenode as kn
+from throttlelab.model.placement import LoadPlacement, Node
 
 
 def guest_settings() -> dict[str, Any] | None:
@@ -35,51 +38,93 @@ def guest_settings() -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def _require_guest() -> None:
+    if guest_settings() is None:
+        raise BackendError(
+            "the vm backend runs inside its guest: `throttlelab vm-batch` boots one and runs the jobs there "
+            "(the rules do this with --config backend=vm); it cannot run a job on this host directly"
+        )
+
+
+def _guest_note() -> str:
+    guest = guest_settings() or {}
+    return f"a {guest.get('vcpus', '?')}-vCPU QEMU guest, CPU " + (
+        "emulated (TCG): read-outs are real, wall-clock timing is not a real node's"
+        if guest.get("accel") == TCG
+        else "virtualized (KVM)"
+    )
+
+
+def _with_note(caps: Capabilities) -> Capabilities:
+    return Capabilities(
+        cpus=caps.cpus,
+        cgroup_version=caps.cgroup_version,
+        can_pin_cpus=caps.can_pin_cpus,
+        has_pause_level=caps.has_pause_level,
+        runtime=caps.runtime,
+        notes=(*caps.notes, _guest_note()),
+        cadvisor=caps.cadvisor,
+    )
+
+
+def guest_facts() -> dict[str, Any]:
+    """The raw log's ``environment.vm``: how the guest ran (the findings read ``accel``)."""
+    guest = guest_settings() or {}
+    return {
+        "accel": guest.get("accel"),
+        "cpu_emulated": guest.get("accel") == TCG,
+        "vcpus": guest.get("vcpus"),
+        "memory": guest.get("memory"),
+        "kernel_image": guest.get("kernel"),
+        "kubernetes": bool(guest.get("kubernetes")),
+    }
+
+
 class VmBackend(LocalBackend):
     name = "vm"
 
     def preflight(self) -> None:
-        if guest_settings() is None:
-            raise BackendError(
-                "the vm backend runs inside its guest: `throttlelab vm-batch` boots one and runs the jobs there "
-                "(the rules do this with --config backend=vm); it cannot run a job on this host directly"
-            )
+        _require_guest()
         super().preflight()
 
     def capabilities(self) -> Capabilities:
-        caps = super().capabilities()
-        guest = guest_settings() or {}
-        accel = guest.get("accel")
-        note = f"a {guest.get('vcpus', '?')}-vCPU QEMU guest, CPU " + (
-            "emulated (TCG): read-outs are real, wall-clock timing is not a real node's"
-            if accel == TCG
-            else "virtualized (KVM)"
-        )
-        return Capabilities(
-            cpus=caps.cpus,
-            cgroup_version=caps.cgroup_version,
-            can_pin_cpus=caps.can_pin_cpus,
-            has_pause_level=caps.has_pause_level,
-            runtime=caps.runtime,
-            notes=(*caps.notes, note),
-            cadvisor=caps.cadvisor,
-        )
+        return _with_note(super().capabilities())
 
     def environment(self) -> dict[str, Any]:
-        facts = super().environment()
-        guest = guest_settings() or {}
-        facts["vm"] = {
-            "accel": guest.get("accel"),
-            "cpu_emulated": guest.get("accel") == TCG,
-            "vcpus": guest.get("vcpus"),
-            "memory": guest.get("memory"),
-            "kernel_image": guest.get("kernel"),
-        }
-        return facts
+        return {**super().environment(), "vm": guest_facts()}
+
+
+class VmNodeBackend(NodeBackend):
+    """``vm: {node: kubernetes}``: the lab's real node, run in the guest (its cgroup v2, its vCPUs)."""
+
+    name = "vm"
+
+    def preflight(self) -> None:
+        _require_guest()
+        super().preflight()
+
+    def capabilities(self) -> Capabilities:
+        return _with_note(super().capabilities())
+
+    def environment(self) -> dict[str, Any]:
+        return {**super().environment(), "vm": guest_facts()}
+
+    def deploy(self, node: Node, load: LoadPlacement | None = None) -> NodeDeployment:
+        refuse_knobs("kubernetes", node)  # Kubernetes has no burst budget nor pod period, in a guest too
+        return super().deploy(node, load)
 
 
 def from_config(
     binaries: dict[str, Path], runtime: str, settings: dict[str, Any], progress: Callable[[str], None]
-) -> VmBackend:
-    """The registry's factory (backends.base.make_backend); the guest's settings come from the host."""
+) -> VmBackend | VmNodeBackend:
+    """The registry's factory (backends.base.make_backend); the guest's settings come from the host:
+    the real node's backend when they say ``kubernetes``, else the local backend in the guest."""
+    if (guest_settings() or {}).get("kubernetes"):
+        return VmNodeBackend(
+            Path.cwd() / kn.TOOLS_MANIFEST,
+            Path.cwd() / kn.IMAGE_DIR,
+            runtime=runtime,
+            progress=progress,
+            binaries=binaries,
+        )
     return VmBackend(binaries, runtime=runtime, progress=progress)

@@ -15,6 +15,11 @@ gone when the command returns, however it ends. A guest that ends before its com
 (no start mark written: QEMU or virtme-ng failed while booting, as one 10-vCPU boot in CI did,
 status 255 after 14 s) is booted once more, and the log says so; nothing had run, so nothing
 measured is repeated or dropped.
+
+With ``vm: {node: kubernetes}`` the jobs run on the lab's real Kubernetes node in the guest
+(backends/vm.VmNodeBackend): the guest's batch process is the node's owner, as Snakemake is on a
+host, so the first job starts the node and every later one uses it; it is taken down after the
+last job (and goes with the guest whatever happens).
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from throttlelab.experiments import runner
 from throttlelab.host.processes import package_parent
 from throttlelab.host.vm import VmSettings, run_in_guest
 
+#: What the rules export to a runner: the orchestrator it serves (host/interference.py, backends/node).
+ORCHESTRATOR_ENV = "THROTTLELAB_ORCHESTRATOR_PID"
 BATCH_DIR = "batches"  # under the results folder: the plans the guest reads
 BOOTS = 2  # a guest that never started its command is booted once more
 
@@ -100,6 +107,24 @@ def start_mark(plan_path: Path) -> Path:
 def run_guest(plan_path: Path) -> int:
     start_mark(plan_path).write_text(str(os.getpid()))
     plan = json.loads(plan_path.read_text())
+    if not _guest_runs_the_node():
+        return _run_jobs(plan)
+    from throttlelab.backends.node.cluster import stop_nodes
+
+    os.environ[ORCHESTRATOR_ENV] = str(os.getpid())  # one node for the batch: its owner is this process
+    try:
+        return _run_jobs(plan)
+    finally:
+        stop_nodes(os.getpid(), tell=runner.progress)
+
+
+def _guest_runs_the_node() -> bool:
+    from throttlelab.backends.vm import guest_settings
+
+    return bool((guest_settings() or {}).get("kubernetes"))
+
+
+def _run_jobs(plan: dict[str, Any]) -> int:
     jobs = plan["jobs"]
     for number, job in enumerate(jobs, 1):
         runner.progress(

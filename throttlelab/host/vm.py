@@ -36,8 +36,11 @@ from throttlelab.host.processes import group_alive, spawn_guardian
 
 #: What the guest's CPU is: QEMU emulating it, or the host's CPU through KVM.
 TCG, KVM = "tcg", "kvm"
+#: What runs the guest's jobs (config vm.node): the local backend's cgroups, or the lab's real node.
+NODE_CGROUPS, NODE_KUBERNETES = "cgroups", "kubernetes"
+NODES = (NODE_CGROUPS, NODE_KUBERNETES)
 #: The environment variable that tells a process it runs in the lab's guest, with the guest's
-#: settings as JSON (vcpus, memory, kernel, accel): the vm backend reads it.
+#: settings as JSON (vcpus, memory, kernel, accel, kubernetes): the vm backend reads it.
 GUEST_ENV = "THROTTLELAB_VM_GUEST"
 
 INSTALL_HINT = (
@@ -48,24 +51,34 @@ INSTALL_HINT = (
 
 @dataclass(frozen=True)
 class VmSettings:
-    """config.yaml's ``vm`` section: the guest's size, its kernel and whether to use KVM."""
+    """config.yaml's ``vm`` section: the guest's size, its kernel, whether to use KVM, and whether its
+    jobs run on the lab's real Kubernetes node in the guest (``kubernetes``) or on its cgroups."""
 
     vcpus: int = 2
     memory: str = "2G"
     kernel: str | None = None  # None: the newest /boot/vmlinuz-*
     accel: str = "auto"  # auto / kvm / tcg
+    node: str = "cgroups"  # cgroups: the local backend's tree; kubernetes: the real node (backends/node)
+
+    @property
+    def kubernetes(self) -> bool:
+        """Whether the guest's jobs run on the lab's real Kubernetes node."""
+        return self.node == NODE_KUBERNETES
 
     @classmethod
     def from_mapping(cls, section: Mapping[str, object] | None) -> VmSettings:
         section = dict(section or {})
-        unknown = sorted(set(section) - {"vcpus", "memory", "kernel", "accel"})
+        known = ("vcpus", "memory", "kernel", "accel", "node")
+        unknown = sorted(set(section) - set(known))
         if unknown:
-            raise BackendError(f"vm settings: unknown key(s) {', '.join(unknown)}; known: vcpus, memory, kernel, accel")
+            raise BackendError(f"vm settings: unknown key(s) {', '.join(unknown)}; known: {', '.join(known)}")
         settings = cls(**section)  # type: ignore[arg-type]
         if settings.accel not in ("auto", KVM, TCG):
             raise BackendError(f"vm settings: accel must be auto, kvm or tcg, not {settings.accel!r}")
         if not isinstance(settings.vcpus, int) or settings.vcpus < 1:
             raise BackendError(f"vm settings: vcpus must be a whole number >= 1, not {settings.vcpus!r}")
+        if settings.node not in NODES:
+            raise BackendError(f"vm settings: node must be {' or '.join(NODES)}, not {settings.node!r}")
         return settings
 
 
@@ -192,14 +205,21 @@ def run_in_guest(
     accel = choose_accel(settings.accel)
     for folder in rwdirs:
         Path(folder).mkdir(parents=True, exist_ok=True)
-    guest = {"vcpus": settings.vcpus, "memory": settings.memory, "kernel": str(tools.kernel), "accel": accel}
+    guest = {
+        "vcpus": settings.vcpus,
+        "memory": settings.memory,
+        "kernel": str(tools.kernel),
+        "accel": accel,
+        "kubernetes": settings.kubernetes,
+    }
     full_env = {**dict(env or {}), GUEST_ENV: json.dumps(guest, sort_keys=True)}
     argv = vng_command(tools, settings, accel, rwdirs, command, full_env)
     path = os.environ.get("PATH", "")
     vng_env = {**os.environ, "PATH": f"{Path(tools.vng).parent}{os.pathsep}{path}"}
     log(
         f"booting a {settings.vcpus}-vCPU guest ({accel.upper()}, kernel {tools.kernel.name}, "
-        f"{settings.memory}): {shlex.join(command)}"
+        f"{settings.memory}{', the real Kubernetes node in it' if settings.kubernetes else ''}): "
+        f"{shlex.join(command)}"
     )
     started = time.monotonic()
     proc = subprocess.Popen(
@@ -275,6 +295,9 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--memory", default=VmSettings.memory)
     p.add_argument("--kernel", default=None, help="guest kernel image (default: the newest /boot/vmlinuz-*)")
     p.add_argument("--accel", default=VmSettings.accel, choices=("auto", KVM, TCG))
+    p.add_argument(
+        "--kubernetes", action="store_true", help="vm.node kubernetes: the guest's jobs run on the real node"
+    )
     p.add_argument("--rwdir", action="append", default=[], help="a folder the guest may write (repeatable)")
     p.add_argument("--env", action="append", default=[], help="NAME=VALUE for the command (repeatable)")
     p.add_argument("--timeout-s", type=float, default=None)
@@ -288,7 +311,13 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["run"]:
         args = run_parser().parse_args(argv[1:])
         settings = VmSettings.from_mapping(
-            {"vcpus": args.vcpus, "memory": args.memory, "kernel": args.kernel, "accel": args.accel}
+            {
+                "vcpus": args.vcpus,
+                "memory": args.memory,
+                "kernel": args.kernel,
+                "accel": args.accel,
+                "node": NODE_KUBERNETES if args.kubernetes else NODE_CGROUPS,
+            }
         )
         env = dict(item.split("=", 1) for item in args.env)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):

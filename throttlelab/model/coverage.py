@@ -115,11 +115,27 @@ def untestable_variants(
     its node containers on v1. On kind and kubernetes, E6 variants that do not fit the kubelet's
     cAdvisor (`cadvisor_misfit`) are listed too, and everywhere the variants asking for a burst
     budget or a CFS period the backend cannot write (X1, X2). ``cluster``: the kubernetes backend's
-    (``local``: the lab's real node, which has both runc releases and ``node_cpus`` CPUs)."""
+    (``local``: the lab's real node, which has both runc releases and ``node_cpus`` CPUs). On the vm
+    backend ``cluster="local"`` is ``vm: {node: kubernetes}``: the real node in each guest of
+    ``node_cpus`` vCPUs leaves out what the real node does, for the same reasons (timed checks are
+    the findings' to judge: "not testable: emulated CPU" on TCG, from the raw logs)."""
+    if backend == "vm" and cluster == "local":
+        return _vm_node_reasons(experiments, runtime, node_cpus)
     return {
         **_placement_reasons(backend, experiments, runtime, cgroup_version, cluster, node_cpus),
         **_knob_reasons(backend, experiments),
     }
+
+
+def _vm_node_reasons(
+    experiments: Mapping[str, Mapping[str, VariantSpec]], runtime: str, node_cpus: int | None
+) -> dict[tuple[str, str], str]:
+    """What the real node in a vm guest cannot run: the real node's reasons, said of the guest."""
+    out = {}
+    for key, reason in untestable_variants("kubernetes", experiments, runtime, None, "local", node_cpus).items():
+        _, _, why = reason.partition(": ")
+        out[key] = f"not testable on the real node in the vm guest ({node_cpus} vCPUs): {why}"
+    return out
 
 
 def request_over_limit(spec: VariantSpec) -> str | None:

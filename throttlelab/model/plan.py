@@ -201,10 +201,15 @@ class Plan:
         """kubernetes: {cluster: local}: the lab's own real node (rules/node.smk, backends/node)."""
         return self.backend == "kubernetes" and self.design.kubernetes.get("cluster") == "local"
 
+    @property
+    def vm_node(self) -> bool:
+        """vm: {node: kubernetes}: the real node inside each guest of the vm backend."""
+        return self.backend == "vm" and self.design.vm.get("node") == "kubernetes"
+
     def images(self) -> list[str]:
         """What the experiments run from: the docker backend's image stamps, the real node's OCI
-        archives and its cluster tools; none for the others."""
-        if self.local_node:
+        archives and its cluster tools (on this host or in the vm backend's guests); none for the others."""
+        if self.local_node or self.vm_node:
             return [node_image_archive(build) for build in BUILDS] + [kubenode.TOOLS_MANIFEST]
         return [image_stamp(build) for build in BUILDS] if self.backend == "docker" else []
 
@@ -305,14 +310,16 @@ def make_plan(
     """The plan of Snakemake's config: the validated design (a ConfigError names what is wrong)
     less the variants its backend cannot express. ``cgroup_version`` says this host's (kind's nodes
     share its kernel); it is asked only when the backend is kind. ``node_cpus``: this host's CPUs,
-    all of which the real node's kubelet counts (kubernetes: {cluster: local})."""
+    all of which the real node's kubelet counts (kubernetes: {cluster: local}); on the vm backend
+    with ``vm: {node: kubernetes}`` the node is the guest's, of vm.vcpus CPUs."""
     design = load_design(config, config_dir)
+    vm_node = design.backend == "vm" and design.vm.get("node") == "kubernetes"
     left_out = untestable_variants(
         design.backend,
         {name: exp.variants for name, exp in design.experiments.items()},
         design.runtime,
         cgroup_version() if design.backend == "kind" else None,
-        cluster=design.kubernetes.get("cluster"),
-        node_cpus=node_cpus,
+        cluster="local" if vm_node else design.kubernetes.get("cluster"),
+        node_cpus=design.vm.get("vcpus") if vm_node else node_cpus,
     )
     return Plan(design.without(left_out), left_out)

@@ -504,28 +504,39 @@ def _hierarchies() -> list[Path]:
     return out
 
 
+#: The v2 controllers kubelet checks on its cgroup root ("has some missing controllers" otherwise).
+V2_CONTROLLERS = ("cpu", "cpuset", "hugetlb", "io", "memory", "pids")
+
+
+def enable_v2_controllers(base: Path) -> list[str]:
+    """On a v2 hierarchy, hand V2_CONTROLLERS down from ``base`` (its cgroup.subtree_control), so a child
+    made under it has them: a v2 kernel gives a new cgroup only what its parent's subtree_control lists.
+    Under systemd the root lists them already (nothing changes); a root without an init that does so (a
+    vm backend guest) lists none, and kubelet refused its cgroup root. Returns the ones it enabled."""
+    control = base / "cgroup.subtree_control"
+    if not control.exists():
+        return []
+    have = set(control.read_text().split())
+    wanted = sorted((set((base / "cgroup.controllers").read_text().split()) & set(V2_CONTROLLERS)) - have)
+    for c in wanted:
+        try:
+            control.write_text(f"+{c}")
+        except OSError:
+            pass
+    return wanted
+
+
 def make_cgroup_root(root: str, cpus: str | None) -> None:
     """kubelet's cgroupRoot, made in every hierarchy (cpuset: the parent's CPUs and memory nodes, or ``cpus``)."""
     for base in _hierarchies():
         path = base / root.lstrip("/")
+        enable_v2_controllers(base)
         path.mkdir(exist_ok=True)
         if (base / "cpuset.cpus").exists() and (path / "cpuset.cpus").exists():  # v1 cpuset: empty when made
             (path / "cpuset.cpus").write_text(cpus or (base / "cpuset.cpus").read_text().strip())
             (path / "cpuset.mems").write_text((base / "cpuset.mems").read_text().strip())
         if (base / "cgroup.subtree_control").exists():  # v2: hand the controllers down
-            wanted = set((base / "cgroup.controllers").read_text().split()) & {
-                "cpu",
-                "cpuset",
-                "memory",
-                "pids",
-                "io",
-                "hugetlb",
-            }
-            for c in sorted(wanted):
-                try:
-                    (path / "cgroup.subtree_control").write_text(f"+{c}")
-                except OSError:
-                    pass
+            enable_v2_controllers(path)
             if cpus and (path / "cpuset.cpus").exists():
                 (path / "cpuset.cpus").write_text(cpus)
 
@@ -844,8 +855,12 @@ class LocalNode:
         except ValueError:
             said = {"failed": f"the node's supervisor said {line!r}"}
         if "ready" not in said:
-            self._close()
-            raise BackendError(f"the real node did not start: {said.get('failed')}")
+            why = f"the real node did not start: {said.get('failed')}"
+            try:
+                self._close()
+            except BackendError as exc:  # the start's reason first: the take-down's failure follows from it
+                raise BackendError(f"{why}; then {exc}") from None
+            raise BackendError(why)
         self.facts = {**said["ready"], "supervisor": self.proc.pid}
         return self.facts
 
