@@ -87,7 +87,8 @@ rule render_report:
         tables=input_folder("tables"),
         # the raw logs are linked from the page, never read: not inputs of this rule
         raw_root=f"results/{BACKEND}/raw",
-        figures=input_folder("figures"),
+        # the figures folder itself, not one of its files: a run whose experiments have no figure has none
+        figures=FIGURES_DIR,
         config=CONFIG_JSON,
     shell:
         "throttlelab report --tables {params.tables} --raw-root {params.raw_root}"

@@ -68,3 +68,17 @@ def test_editing_the_profiles_text_reruns_the_page_and_the_archive_only(tmp_path
     jobs = set(re.findall(r"^([a-z_]+)\s+\d+$", planned, re.M))  # the job stats table
     assert {"render_report", "pack_report"} <= jobs, planned
     assert jobs <= {"render_report", "pack_report", "report", "publish", "total"}, planned
+
+
+def test_a_run_whose_experiments_have_no_figure_plans_its_report(tmp_path):
+    """E1 and E4 are read-outs without a figure: the page still renders from the tables alone (the
+    figures folder is a param of its own, not derived from the first figure)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(PROJECT / "Snakefile"), "-d", str(tmp_path)]
+        + ["--cores", "1", "-n", "report", "--config", "profile=ci", "experiments=[E1,E4]"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "render_report" in proc.stdout and "plot_figure" not in proc.stdout
