@@ -87,8 +87,9 @@ rule render_report:
         tables=input_folder("tables"),
         # the raw logs are linked from the page, never read: not inputs of this rule
         raw_root=f"results/{BACKEND}/raw",
-        # the figures folder itself, not one of its files: a run whose experiments have no figure has none
-        figures=FIGURES_DIR,
+        # the figures folder beside the page, not the folder of its first figure: a run whose experiments
+        # have no figure has none
+        figures=lambda wildcards, output: str(Path(output.html).parent / "figures"),
         config=CONFIG_JSON,
     shell:
         "throttlelab report --tables {params.tables} --raw-root {params.raw_root}"
