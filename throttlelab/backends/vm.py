@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import json
 import os
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from throttlelab.backends.base import BackendError, Capabilities, refuse_knobs
+from throttlelab.backends.base import BackendError, Capabilities
 from throttlelab.backends.local import LocalBackend
-from throttlelab.backends.node.backend import NodeBackend, NodeDeployment
+from throttlelab.backends.node.backend import NodeBackend
 from throttlelab.host.vm import GUEST_ENV, TCG
 from throttlelab.model import kubenode as kn
-from throttlelab.model.placement import LoadPlacement, Node
 
 
 def guest_settings() -> dict[str, Any] | None:
@@ -56,15 +56,7 @@ def _guest_note() -> str:
 
 
 def _with_note(caps: Capabilities) -> Capabilities:
-    return Capabilities(
-        cpus=caps.cpus,
-        cgroup_version=caps.cgroup_version,
-        can_pin_cpus=caps.can_pin_cpus,
-        has_pause_level=caps.has_pause_level,
-        runtime=caps.runtime,
-        notes=(*caps.notes, _guest_note()),
-        cadvisor=caps.cadvisor,
-    )
+    return dataclasses.replace(caps, notes=(*caps.notes, _guest_note()))
 
 
 def guest_facts() -> dict[str, Any]:
@@ -108,10 +100,6 @@ class VmNodeBackend(NodeBackend):
 
     def environment(self) -> dict[str, Any]:
         return {**super().environment(), "vm": guest_facts()}
-
-    def deploy(self, node: Node, load: LoadPlacement | None = None) -> NodeDeployment:
-        refuse_knobs("kubernetes", node)  # Kubernetes has no burst budget nor pod period, in a guest too
-        return super().deploy(node, load)
 
 
 def from_config(

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from throttlelab.backends.base import BackendError, Capabilities, Output, parse_records
+from throttlelab.backends.base import BackendError, Capabilities, Output, parse_records, refuse_knobs
 from throttlelab.backends.kind.backend import KindDeployment
 from throttlelab.backends.kind.nodes import DISCOVER
 from throttlelab.backends.kube import manifests as mf
@@ -310,6 +310,7 @@ class NodeBackend(KubeBackend):
         }
 
     def deploy(self, node: Node, load: LoadPlacement | None = None) -> NodeDeployment:
+        refuse_knobs(KubeBackend.name, node)  # no burst budget nor pod period in Kubernetes, on any node
         self.ensure_node()
         return NodeDeployment(self, node, load)
 
@@ -322,9 +323,9 @@ class NodeBackend(KubeBackend):
             f"a pod of the lab in {self.settings.namespace}: {p['metadata']['name']}"
             for p in self.client.list_pods(self.settings.namespace, mf.MANAGED_SELECTOR)
         ]
-        pinned = nc.cgroup_root_cpus(self.ensure_node()["cgroup_root"])
-        if pinned != nc.host_cpus():
-            left.append(f"the node's cgroup root still pinned to CPUs {pinned} (the host has {nc.host_cpus()})")
+        pinned, every = self.node_cpusets()[kn.NODE_NAME], nc.host_cpus()
+        if pinned != every:
+            left.append(f"the node's cgroup root still pinned to CPUs {pinned} (the host has {every})")
         return left
 
 
