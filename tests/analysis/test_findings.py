@@ -1423,3 +1423,27 @@ def test_every_check_has_a_row_in_the_threshold_registry():
     _, checks = evaluate(full_lab())
     assert (checks["threshold_commit"].str.len() >= 7).all()
     assert checks.set_index("check").loc["throttled_ms limit1-2threads / limit1", "threshold_commit"] == "a5a8721"
+
+
+@pytest.mark.parametrize(
+    ("backend", "cgroup_version", "applied"),
+    [
+        ("local", "1", True),
+        ("vm", "2", True),
+        ("kubernetes", "2", True),
+        ("kubernetes", "1", False),
+        ("docker", "1", False),
+    ],
+)
+def test_the_runtime_conversion_is_applied_where_the_backend_writes_it(backend, cgroup_version, applied):
+    """vm's guest is cgroup v2: its local node converts, and its real node's runc does (runc 1.4.3 wrote
+    17 and 59, runc 1.3.0 4 and 20 for 100m and 500m there); a real runc on a v1 host and the docker
+    engine's runc write kubelet's shares unchanged."""
+    from throttlelab.analysis.findings.weights_findings import runtime_conversion_applied
+
+    lab = Lab(backend=backend)
+    lab.add("E5", "two-container", {"runtime": "runc-new"}, {"share_small": [0.1] * 3})
+    evidence = lab.evidence()
+    evidence.runs["cgroup_version"] = cgroup_version
+    reason = runtime_conversion_applied("E5").test(evidence)
+    assert (reason is None) == applied, reason
