@@ -86,6 +86,17 @@ class VmBackend(LocalBackend):
         return {**super().environment(), "vm": guest_facts()}
 
 
+# An emulated guest's node starts far slower than one on this host's CPUs: a 2-vCPU TCG guest's was ready
+# 104 s after its start (README), and a 10-vCPU guest's containerd was not serving within 60 s on a busy
+# host. The limits only bound a hang, so under TCG each is this many times its usual value.
+EMULATED_PATIENCE = 8.0
+
+
+def node_patience(accel: str | None) -> float:
+    """How many times its usual limit each of the real node's start steps may take in a guest."""
+    return EMULATED_PATIENCE if accel == TCG else 1.0
+
+
 class VmNodeBackend(NodeBackend):
     """``vm: {node: kubernetes}``: the lab's real node, run in the guest (its cgroup v2, its vCPUs)."""
 
@@ -107,12 +118,14 @@ def from_config(
 ) -> VmBackend | VmNodeBackend:
     """The registry's factory (backends.base.make_backend); the guest's settings come from the host:
     the real node's backend when they say ``kubernetes``, else the local backend in the guest."""
-    if (guest_settings() or {}).get("kubernetes"):
+    guest = guest_settings() or {}
+    if guest.get("kubernetes"):
         return VmNodeBackend(
             Path.cwd() / kn.TOOLS_MANIFEST,
             Path.cwd() / kn.IMAGE_DIR,
             runtime=runtime,
             progress=progress,
             binaries=binaries,
+            patience=node_patience(guest.get("accel")),
         )
     return VmBackend(binaries, runtime=runtime, progress=progress)

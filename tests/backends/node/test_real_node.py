@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from throttlelab.backends.node import cluster as nc
+from throttlelab.errors import BackendError
 from throttlelab.host.clusterbuild import ToolsSettings, cached
 from throttlelab.host.processes import running
 from throttlelab.model import kubenode as kn
@@ -204,6 +206,21 @@ def test_a_runner_killed_with_sigkill_leaves_nothing(node_tools, tmp_path):
     deadline = time.monotonic() + nc.STOP_TIMEOUT_S
     while time.monotonic() < deadline and running(facts["supervisor"]):
         time.sleep(0.2)
+    assert host_state() == before
+
+
+def test_a_node_that_does_not_start_says_why_and_leaves_nothing(node_tools):
+    """Each start step's limit is scaled by ``patience`` (an emulated guest's is 8): limits of a few ms
+    fail the start at the first step not ready at once, named, the take-down after it succeeds, and its report
+    does not claim a failed take-down (it did, before: supervise exited 1 for both)."""
+    tools, runc = node_tools
+    before = host_state()
+    with pytest.raises(BackendError) as failed:
+        with nc.LocalNode(tools, runc, patience=1e-4):
+            pytest.fail("the node started within limits of 6-12 ms a step")
+    said = str(failed.value)
+    assert re.match(r"the real node did not start: [^:]+: not within 0 s; ", said), said
+    assert "taking the real node down failed" not in said
     assert host_state() == before
 
 

@@ -183,6 +183,7 @@ class NodeBackend(KubeBackend):
         pod_start_timeout_s: float = 120.0,
         progress: Callable[[str], None] = lambda message: None,
         binaries: dict[str, Path] | None = None,
+        patience: float = 1.0,
     ):
         self.binaries = dict(binaries or {})  # build -> cpulab on this host (the pinned load generator)
         self.tools_manifest = tools_manifest
@@ -190,6 +191,8 @@ class NodeBackend(KubeBackend):
         self.node_facts: dict[str, Any] | None = None
         self._own: nc.LocalNode | None = None
         self._namespace = namespace
+        self._patience = patience  # the node's start steps and each pod's start may take this many times longer
+        pod_start_timeout_s *= patience
         self._pod_start_timeout_s = pod_start_timeout_s
         settings = KubeSettings(
             kubeconfig=Path("/nonexistent"),
@@ -250,7 +253,7 @@ class NodeBackend(KubeBackend):
             facts = nc.find_node(owner) if owner is not None else None
             if facts is None:
                 self.progress("starting the real node (etcd, the control plane, containerd, kubelet) ...")
-                node = nc.LocalNode(tools, runc, images, owner=owner)
+                node = nc.LocalNode(tools, runc, images, owner=owner, patience=self._patience)
                 facts = node.__enter__()
                 if owner is None:
                     self._own = node

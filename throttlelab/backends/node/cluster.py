@@ -51,6 +51,8 @@ from throttlelab.model import kubenode as kn
 NODES_DIR = Path(os.environ.get("THROTTLELAB_NODES_DIR", "/var/tmp/throttlelab-nodes"))
 START_TIMEOUT_S = 240.0
 STOP_TIMEOUT_S = 120.0
+# supervise's exit status: the node did not start (and was taken down), or taking it down failed
+START_FAILED, TAKE_DOWN_FAILED = 1, 2
 CNI_BIN_DIRS = ("/usr/lib/cni", "/opt/cni/bin")
 #: The binaries a node needs, by name in the cluster tools manifest (results/cluster-tools/tools.json).
 NODE_BINARIES = (
@@ -183,6 +185,8 @@ class Supervisor:
         self.keep_logs = Path(desc["keep_logs"]) if desc.get("keep_logs") else None
         self.cpus: str | None = desc.get("cpus")
         self.owner: int | None = desc.get("owner")
+        # how much longer than on this host's own CPUs each start step may take (an emulated guest's are slower)
+        self.patience: float = float(desc.get("patience") or 1.0)
         self.procs: dict[str, subprocess.Popen] = {}
         self._tls: ssl.SSLContext | None = None  # the admin's TLS to the API server, once the PKI is made
         self.log_files: dict[str, TextIO] = {}
@@ -212,6 +216,7 @@ class Supervisor:
         )
 
     def _wait(self, what: str, ready: Callable[[], bool], timeout_s: float, names: tuple[str, ...]) -> None:
+        timeout_s *= self.patience
         deadline = time.monotonic() + timeout_s
         while not ready():
             for name in names:
@@ -754,14 +759,14 @@ def supervise(desc: dict[str, Any]) -> int:
         _say(f"{why}: taking the node down")
     except BackendError as exc:
         print(json.dumps({"failed": str(exc)}), flush=True)
-        status = 1
+        status = START_FAILED
         _say("taking down what was made")
     try:
         for line in sup.take_down():
             _say(line)
     except BackendError as exc:
         _say(f"taking down: {exc}")
-        status = 1
+        status = TAKE_DOWN_FAILED
     _say("down")
     return status
 
@@ -814,6 +819,7 @@ class LocalNode:
     ``images``: [{"reference", "archive"}] imported into containerd before kubelet starts;
     ``owner``: an orchestrator's pid: the node then serves it (its later runners find it with
     find_node) and goes when it ends or stop_nodes asks; leaving the block does not stop it.
+    ``patience``: each start step may take that many times its usual limit (an emulated guest's CPUs).
     """
 
     def __init__(
@@ -824,6 +830,7 @@ class LocalNode:
         keep_logs: Path | None = None,
         cpus: str | None = None,
         owner: int | None = None,
+        patience: float = 1.0,
     ):
         missing = [b for b in NODE_BINARIES if not tools.get(b) or not Path(tools[b]).is_file()]
         missing += [f"runc for {h}" for h in kn.RUNTIME_HANDLERS if not runc.get(h) or not Path(runc[h]).is_file()]
@@ -839,6 +846,7 @@ class LocalNode:
             "owner": owner,
             "keep_logs": str(keep_logs) if keep_logs else None,
             "cpus": cpus,
+            "patience": patience,
         }
         self.owner = owner
         self.proc: subprocess.Popen | None = None
@@ -885,6 +893,8 @@ class LocalNode:
             ) from None
         status = self.proc.returncode
         self.proc = None
+        if status == START_FAILED and self.facts is None:
+            return  # the start's failure is the news; the take-down after it went well
         if status != 0:
             raise BackendError(f"taking the real node down failed (exit {status}); see its messages above")
 
