@@ -827,3 +827,34 @@ def test_stopping_a_container_that_ended_since_its_state_was_read_is_no_error(ap
         monkeypatch.setattr(dep.kc, "read_pod", lambda ns, name: next(reads, None) or real_read(ns, name))
         out = dep.stop(handle)
         assert out.returncode == 0 and any(r.get("type") == "summary" for r in out.records)
+
+
+class BriefDeployment(FastDeployment):
+    deletion_timeout_s = 0.4
+    containers_gone_timeout_s = 0.4
+    exec_timeout_s = 5.0
+
+
+class BriefKube(KubeBackend):
+    def deploy(self, node, load=None):
+        return BriefDeployment(self, node, load, self.settings, self.client)
+
+
+def test_a_slow_node_is_waited_out_by_a_backend_with_patience(api, tmp_path):
+    """The real node in an emulated guest is slow in every step (there a read-back exec outlasted 30 s
+    and a deletion 90 s): its backend's ``patience`` multiplies each of the deployment's limits, and the
+    guardian's; with patience 1 the same node's slow deletion is a cleanup problem."""
+    api.deletion_s = 1.0  # kubelet's cleanup after the containers stopped: longer than the 0.4 s limit
+    impatient = BriefKube(settings(api, tmp_path), "runc-new")
+    with pytest.raises(BackendError, match="not gone 0 s after their deletion"):
+        with impatient.deploy(E1):
+            pass
+    api_deadline = time.monotonic() + 10
+    while api.live_pods() and time.monotonic() < api_deadline:
+        time.sleep(0.05)  # the first run's guardian finishes its cleanup
+    patient = BriefKube(settings(api, tmp_path), "runc-new")
+    patient.patience = 8.0
+    with patient.deploy(E1) as dep:
+        assert (dep.deletion_timeout_s, dep.containers_gone_timeout_s, dep.exec_timeout_s) == (3.2, 3.2, 40.0)
+        assert dep._guardian_description()["deletion_timeout_s"] == 3.2
+    assert api.live_pods() == []

@@ -308,10 +308,16 @@ class KubeDeployment(Deployment):
     # they are unreadable, and said so.
     strict_upper = False
     guardian_module = GUARDIAN_MODULE  # kind's guardian also restores the nodes it pinned
+    exec_timeout_s = 30.0  # a command run in a container (a read-back, a gate) must answer within this
 
     def __init__(
         self, backend: "KubeBackend", node: Node, load: LoadPlacement | None, settings: KubeSettings, client: KubeClient
     ):
+        # a slow node (the real node in an emulated guest) gets each of its limits that many times over
+        patience = backend.patience
+        self.deletion_timeout_s = type(self).deletion_timeout_s * patience
+        self.containers_gone_timeout_s = type(self).containers_gone_timeout_s * patience
+        self.exec_timeout_s = type(self).exec_timeout_s * patience
         self.backend, self.model, self.load = backend, node, load
         self.settings, self.kc = settings, client
         self.ns = self.settings.namespace
@@ -335,6 +341,7 @@ class KubeDeployment(Deployment):
             "context": self.settings.context,
             "namespace": self.ns,
             "selector": self.ident.selector,
+            "deletion_timeout_s": self.deletion_timeout_s,
         }
 
     def _guardian_fds(self) -> tuple[int, ...]:
@@ -494,7 +501,8 @@ class KubeDeployment(Deployment):
                 problem = err
         finally:  # also when a second Ctrl-C interrupts the cleanup: the guardian then does it all again
             if self.guardian is not None:
-                self.guardian.close(cleaned=cleaned)  # otherwise it repeats both steps (idempotent)
+                # otherwise it repeats both steps (idempotent), each within its own limits
+                self.guardian.close(cleaned=cleaned, timeout_s=max(120.0, 2 * self.deletion_timeout_s))
                 self.guardian = None
         if problem is not None:
             if not any(exc):
@@ -506,8 +514,9 @@ class KubeDeployment(Deployment):
     def _pod_obj(self, pod: str) -> dict[str, Any]:
         return self.live[pod]
 
-    def _exec(self, pod: str, container: str, argv: list[str], timeout_s: float = 30) -> Any:
-        return self.kc.exec(self.ns, mf.pod_name(self.node.pod(pod), self.ident.run), container, argv, timeout_s)
+    def _exec(self, pod: str, container: str, argv: list[str], timeout_s: float | None = None) -> Any:
+        pod_name = mf.pod_name(self.node.pod(pod), self.ident.run)
+        return self.kc.exec(self.ns, pod_name, container, argv, timeout_s or self.exec_timeout_s)
 
     def _cat(self, pod: str, container: str, paths: tuple[str, ...]) -> dict[str, str | None]:
         """Files of a running container, read by podgate (the image has no shell); missing -> None."""
@@ -846,6 +855,7 @@ class KubeBackend(Backend):
     name = "kubernetes"
     unreadable_reason = "an existing cluster gives no access to its nodes; only the container level is read (exec)"
     node_ready_timeout_s = 120.0  # the preflight waits this long for the worker and load nodes to be Ready
+    patience = 1.0  # how many times its usual limit each wait on the cluster may take (KubeDeployment)
 
     def __init__(
         self, settings: KubeSettings, runtime: str = "runc-new", progress: Callable[[str], None] = lambda message: None

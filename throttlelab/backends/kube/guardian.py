@@ -37,7 +37,8 @@ def clean_up(desc: dict[str, Any], also: Also | None = None) -> list[str]:
     def delete_pods() -> list[str]:
         kc = KubeClient(Path(desc["kubeconfig"]), desc.get("context"))
         # graceful, and waited out: the objects go only once kubelet has stopped their containers
-        deleted = kc.delete_selected(desc["namespace"], desc["selector"], timeout_s=DELETION_TIMEOUT_S)
+        limit = float(desc.get("deletion_timeout_s") or DELETION_TIMEOUT_S)
+        deleted = kc.delete_selected(desc["namespace"], desc["selector"], timeout_s=limit)
         return [f"deleted {len(deleted)} pod(s) ({desc['selector']})"] if deleted else []
 
     return every_step([delete_pods, *([lambda: also(desc)] if also is not None else [])])

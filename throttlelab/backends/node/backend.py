@@ -191,7 +191,9 @@ class NodeBackend(KubeBackend):
         self.node_facts: dict[str, Any] | None = None
         self._own: nc.LocalNode | None = None
         self._namespace = namespace
-        self._patience = patience  # the node's start steps and each pod's start may take this many times longer
+        self.patience = (
+            patience  # the node's start, each pod's start and every wait on it may take this many times longer
+        )
         pod_start_timeout_s *= patience
         self._pod_start_timeout_s = pod_start_timeout_s
         settings = KubeSettings(
@@ -253,7 +255,7 @@ class NodeBackend(KubeBackend):
             facts = nc.find_node(owner) if owner is not None else None
             if facts is None:
                 self.progress("starting the real node (etcd, the control plane, containerd, kubelet) ...")
-                node = nc.LocalNode(tools, runc, images, owner=owner, patience=self._patience)
+                node = nc.LocalNode(tools, runc, images, owner=owner, patience=self.patience)
                 facts = node.__enter__()
                 if owner is None:
                     self._own = node
