@@ -19,7 +19,7 @@ from conftest import FIXTURE_ROOT
 from throttlelab.analysis import commands as analysis, findings, stats, tidy
 from throttlelab.analysis.findings import CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE, REPRODUCED, WEAKER
 from throttlelab.analysis.findings import predictions
-from throttlelab.model import catalogue
+from throttlelab.model import calibration, catalogue
 from throttlelab.model.quantities import go_default_gomaxprocs, parse_cpu
 from throttlelab.model.variants import VariantSpec
 
@@ -1129,6 +1129,7 @@ def test_thresholds_derive_from_each_profiles_parameters(profile, num_cpu, quant
     rng = np.random.default_rng(0)
     for name, exp in design.experiments.items():
         for variant, spec in exp.variants.items():
+            spec, _ = calibration.resolve(spec, None)  # a calibrated arm's rate, as its raw log records it
             given = spec.to_dict()
             if name == "E2a":
                 values = burst_values(given, num_cpu, rng, n=exp.repeats)
