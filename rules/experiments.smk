@@ -19,8 +19,10 @@ if BACKEND != "vm":
             experiment_slot=1,
         params:
             duration=DESIGN.disturbance["quiet_calibration_s"],
+            max_other_share=DESIGN.disturbance["max_other_share"],
         shell:
-            "throttlelab calibrate host --duration-s {params.duration} --out {output.quiet} 2>&1 | tee {log} >&2"
+            "throttlelab calibrate host --duration-s {params.duration} --max-other-share {params.max_other_share}"
+            " --out {output.quiet} 2>&1 | tee {log} >&2"
 
     rule calibrate_service:
         input:

@@ -49,10 +49,11 @@ def _binary_args(binaries: dict[str, Path]) -> list[str]:
 
 def test_a_quiet_host_calibration_samples_every_cpu(tmp_path):
     out = tmp_path / "host.json"
-    proc = _throttlelab("calibrate", "host", "--duration-s", "0.5", "--out", str(out))
+    proc = _throttlelab("calibrate", "host", "--duration-s", "0.5", "--quiet-wait-s", "1", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     host = json.loads(out.read_text())["host"]
     assert host["duration_s"] == 0.5 and len(host["ticks"]) == 5
+    assert isinstance(host["quiet_before"], bool) and host["waited_s"] >= 0
     assert {len(row) for row in host["ticks"]} == {os.cpu_count()}
     rule = calibration.threshold_of(host, [0], 0.3, ceiling=1.0)
     # a host busy with other work may show a floor of a whole CPU (ticks land unevenly): capped at the ceiling
@@ -93,7 +94,12 @@ def test_a_calibrated_arm_runs_at_the_rate_its_pilot_measured(real_cgroups, bina
     service = json.loads(pilot_file.read_text())["service"]
     assert service["pilot_rps"] == 30.0 and service["requests"] > 0 and service["cpu_per_request_us"] > 0
     assert left_behind(tmp_path) == [] and workload_pids_of(tmp_path) == []
-    assert _throttlelab("calibrate", "host", "--duration-s", "2", "--out", str(host_file)).returncode == 0
+    assert (
+        _throttlelab(
+            "calibrate", "host", "--duration-s", "2", "--quiet-wait-s", "1", "--out", str(host_file)
+        ).returncode
+        == 0
+    )
 
     out = tmp_path / "rep0.jsonl"
     proc = _throttlelab(

@@ -12,13 +12,16 @@ experiment take their rates from it (``throttlelab run --calibration``). ``host`
 busy ticks while nothing of the lab runs: the measured runs' disturbance threshold is that floor
 + 3 SD over their own window (``throttlelab run --host-calibration``). Both hold the machine-wide
 experiment lock, so no measured run overlaps them, and both leave nothing behind (the pilot's
-deployment is torn down on the way out, also on SIGINT, SIGTERM or SIGHUP).
+deployment is torn down on the way out, also on SIGINT, SIGTERM or SIGHUP). The quiet host is sampled
+once other work has used at most ``--max-other-share`` of the CPUs for a second (at most
+``--quiet-wait-s`` of waiting; the file says whether it was quiet and how long it waited).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 from datetime import datetime, timezone
@@ -36,7 +39,7 @@ from throttlelab.experiments.runner import (
     write_json_atomically,
 )
 from throttlelab.host.cgroupfs import CgroupError
-from throttlelab.host.interference import quiet_ticks
+from throttlelab.host.interference import quiet_ticks, wait_for_quiet
 from throttlelab.model import calibration, seeds
 from throttlelab.model.quantities import QuantityError
 from throttlelab.model.variants import SpecError, VariantSpec
@@ -83,12 +86,24 @@ def run(args: argparse.Namespace) -> int:
         if args.what == "service":
             data = {"schema": calibration.SCHEMA, "service": pilot(args)}
         else:
+            # a passing disturbance (a build, a cron job) is outlasted first, as between a run's attempts
+            quiet, waited = wait_for_quiet(sorted(os.sched_getaffinity(0)), args.max_other_share, args.quiet_wait_s)
             start = now()
-            progress(f"quiet host: sampling every CPU's busy ticks for {args.duration_s:g} s (nothing of the lab runs)")
+            progress(
+                f"quiet host ({'quiet' if quiet else 'still busy'} after {waited:.0f} s): sampling every CPU's busy "
+                f"ticks for {args.duration_s:g} s (nothing of the lab runs)"
+            )
             ticks = quiet_ticks(args.duration_s, args.step_s)
             data = {
                 "schema": calibration.SCHEMA,
-                "host": {"duration_s": args.duration_s, "start": start, "kernel": platform.release(), **ticks},
+                "host": {
+                    "duration_s": args.duration_s,
+                    "start": start,
+                    "kernel": platform.release(),
+                    "quiet_before": quiet,
+                    "waited_s": round(waited, 1),
+                    **ticks,
+                },
             }
     write_json_atomically(out, data)
     progress(f"calibration -> {out}")
@@ -108,6 +123,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--binary", action="append", default=[], help="BUILD=PATH of a workload build")
     p.add_argument("--duration-s", type=float, default=20.0, help="host: how long the quiet host is sampled")
     p.add_argument("--step-s", type=float, default=0.1, help="host: one sample every so often")
+    p.add_argument(
+        "--max-other-share",
+        type=float,
+        default=0.1,
+        help="host: first wait until other work uses at most this share of the CPUs (one second's reading)",
+    )
+    p.add_argument("--quiet-wait-s", type=float, default=60.0, help="host: ... but at most this long")
     p.add_argument("--out", required=True)
     return p
 

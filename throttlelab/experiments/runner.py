@@ -335,7 +335,7 @@ def calibration_record(
 
 
 #: What a raw log keeps of the quiet host's calibration (its tick rows are in the calibration file).
-QUIET_KEYS = ("duration_s", "step_s", "hz", "start", "own_s")
+QUIET_KEYS = ("duration_s", "step_s", "hz", "start", "own_s", "quiet_before", "waited_s")
 
 
 def calibration_environment(args: argparse.Namespace) -> dict[str, Any]:
