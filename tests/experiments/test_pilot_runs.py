@@ -47,6 +47,7 @@ def _binary_args(binaries: dict[str, Path]) -> list[str]:
     return [word for build, path in binaries.items() for word in ("--binary", f"{build}={path}")]
 
 
+@pytest.mark.slow  # it holds the machine-wide experiment lock, so it waits for any measurement on this host
 def test_a_quiet_host_calibration_samples_every_cpu(tmp_path):
     out = tmp_path / "host.json"
     proc = _throttlelab("calibrate", "host", "--duration-s", "0.5", "--quiet-wait-s", "1", "--out", str(out))
@@ -73,7 +74,7 @@ def test_a_calibrated_arm_runs_at_the_rate_its_pilot_measured(real_cgroups, bina
     if not {0, 1} <= set(os.sched_getaffinity(0)):
         pytest.skip("needs CPUs 0 and 1 (the service's node and the load generator)")
     arm = {**X5, "target_use": 0.9}
-    pilot = calibration.pilot_spec([VariantSpec.from_dict("X5", "use90", arm)])
+    pilots = calibration.pilot_specs([VariantSpec.from_dict("X5", "use90", arm)])
     pilot_file, host_file = tmp_path / "X5.json", tmp_path / "host.json"
     proc = _throttlelab(
         "calibrate",
@@ -83,7 +84,7 @@ def test_a_calibrated_arm_runs_at_the_rate_its_pilot_measured(real_cgroups, bina
         "--experiment",
         "X5",
         "--spec",
-        json.dumps(pilot.to_dict()),
+        json.dumps([p.to_dict() for p in pilots]),
         "--seed",
         "3",
         *_binary_args(binaries),
@@ -92,7 +93,9 @@ def test_a_calibrated_arm_runs_at_the_rate_its_pilot_measured(real_cgroups, bina
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     service = json.loads(pilot_file.read_text())["service"]
-    assert service["pilot_rps"] == 30.0 and service["requests"] > 0 and service["cpu_per_request_us"] > 0
+    assert [p["pilot_rps"] for p in service["points"]] == [15.0, 45.0]
+    assert all(p["requests"] > 0 and p["cores"] > 0 for p in service["points"])
+    assert service["marginal_us"] > 0
     assert left_behind(tmp_path) == [] and workload_pids_of(tmp_path) == []
     assert (
         _throttlelab(
@@ -128,8 +131,8 @@ def test_a_calibrated_arm_runs_at_the_rate_its_pilot_measured(real_cgroups, bina
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     meta = json.loads(out.read_text().splitlines()[0])
-    rate = calibration.rate_for(0.9, 200, service["cpu_per_request_us"])
-    assert meta["spec"]["rps"] == rate and meta["spec"]["request_cpu_us"] == service["cpu_per_request_us"]
+    rate = calibration.rate_on_line(0.9, 200, service)
+    assert meta["spec"]["rps"] == rate and meta["spec"]["request_cpu_us"] == round(0.18 / rate * 1e6, 1)
     assert meta["calibration"]["service"]["source"] == "pilot" and meta["calibration"]["service"]["rps"] == rate
     assert meta["calibration"]["host"]["duration_s"] == 2
     assert "ms of CPU per /work request" in meta["environment"]["calibration"]["pilot"]

@@ -40,23 +40,37 @@ def test_a_rate_uses_its_share_of_the_limit_at_the_cost_per_request():
         calibration.rate_for(0.3, 200, 0)
 
 
-def test_the_pilot_is_the_first_calibrated_arms_service_at_the_pilot_use_without_pings():
+def test_the_pilots_are_the_first_calibrated_arms_service_at_the_outer_uses():
     arms = [_arm("use30", 0.3), _arm("use90", 0.9)]
-    pilot = calibration.pilot_spec(arms)
-    assert pilot.name == "pilot" and pilot.target_use is None
-    assert pilot.rps == calibration.rate_for(calibration.PILOT_USE, 200, 4000) == 30.0
-    assert pilot.clump == 1 and pilot.ping_rps == 0 and pilot.limit == "200m" and pilot.duration_ms == 3000
-    # the arms' shares do not change the pilot: editing one arm reruns only that arm
-    assert calibration.pilot_spec([_arm("use30", 0.35), _arm("use90", 0.95)]) == pilot
+    pilots = calibration.pilot_specs(arms)
+    assert [p.rps for p in pilots] == [calibration.rate_for(u, 200, 4000) for u in calibration.PILOT_USES]
+    assert [p.rps for p in pilots] == [15.0, 45.0]
+    assert all(p.target_use is None and p.clump == 1 and p.ping_rps == 4 and p.limit == "200m" for p in pilots)
+    # the arms' shares do not change the pilots: editing one arm reruns only that arm
+    assert calibration.pilot_specs([_arm("use30", 0.35), _arm("use90", 0.95)]) == pilots
+
+
+def test_the_line_of_cpu_against_rate_and_the_rate_it_gives():
+    # 0.01 cores of background and 2.5 ms per request: 0.0475 cores at 15 req/s, 0.1225 at 45
+    line = calibration.fit_line([{"rps": 15, "cores": 0.0475}, {"rps": 45, "cores": 0.1225}])
+    assert line == {"background_cores": 0.01, "marginal_us": 2500.0}
+    # 90% of 200m = 0.18 cores: (0.18 - 0.01) / 0.0025 = 68 req/s
+    assert calibration.rate_on_line(0.9, 200, line) == 68.0
+    with pytest.raises(ValueError, match="did not rise"):
+        calibration.fit_line([{"rps": 15, "cores": 0.05}, {"rps": 45, "cores": 0.04}])
+    with pytest.raises(ValueError, match="two pilots"):
+        calibration.fit_line([{"rps": 15, "cores": 0.05}])
+    with pytest.raises(ValueError, match="background alone"):
+        calibration.rate_on_line(0.3, 200, {"background_cores": 0.07, "marginal_us": 2500.0})
 
 
 def test_a_pilot_needs_a_calibrated_arm_a_limit_and_a_stated_cost():
     with pytest.raises(SpecError, match="target_use"):
-        calibration.pilot_spec([_arm("fixed", None, rps=15)])
+        calibration.pilot_specs([_arm("fixed", None, rps=15)])
     with pytest.raises(SpecError, match="limit"):
-        calibration.pilot_spec([_arm("use30", 0.3, limit=None)])
+        calibration.pilot_specs([_arm("use30", 0.3, limit=None)])
     with pytest.raises(SpecError, match="request_cpu_us"):
-        calibration.pilot_spec([_arm("use30", 0.3, request_cpu_us=None)])
+        calibration.pilot_specs([_arm("use30", 0.3, request_cpu_us=None)])
 
 
 def _load_records(before_us: int, after_us: int, ok: int) -> list[dict]:
@@ -75,7 +89,14 @@ def _load_records(before_us: int, after_us: int, ok: int) -> list[dict]:
 
 def test_the_cost_per_request_is_the_services_cpu_over_the_window_per_work_request():
     cost = calibration.cpu_per_request_us(_load_records(1_000_000, 1_234_000, 90))
-    assert cost == {"cpu_per_request_us": 2600.0, "usage_us": 234_000.0, "requests": 90, "window_s": 3.0}
+    assert cost == {
+        "cpu_per_request_us": 2600.0,
+        "usage_us": 234_000.0,
+        "requests": 90,
+        "window_s": 3.0,
+        "rps": 30.0,
+        "cores": 0.078,
+    }
 
 
 def test_a_pilot_without_readings_or_requests_is_refused():
@@ -89,19 +110,25 @@ def test_a_pilot_without_readings_or_requests_is_refused():
         calibration.cpu_per_request_us(broken)
 
 
-def test_a_calibrated_arm_takes_its_rate_and_model_cost_from_the_pilot():
-    spec, record = calibration.resolve(_arm("use90", 0.9), {"cpu_per_request_us": 2600.0, "requests": 90, "seed": 7})
-    assert spec.rps == 69.2 and spec.request_cpu_us == 2600.0 and spec.target_use == 0.9
+def test_a_calibrated_arm_takes_its_rate_and_model_cost_from_the_pilots_line():
+    line = {"background_cores": 0.01, "marginal_us": 2500.0, "points": [{"rps": 15}, {"rps": 45}], "seed": 7}
+    spec, record = calibration.resolve(_arm("use90", 0.9), line)
+    # 68 req/s; the model's cost the average there, background included: 0.18 cores / 68 = 2647.1 us
+    assert spec.rps == 68.0 and spec.request_cpu_us == 2647.1 and spec.target_use == 0.9
     assert {"rps", "request_cpu_us", "target_use"} <= set(spec.to_dict())  # the raw log's meta.spec holds them
     assert record == {
         "source": "pilot",
-        "cpu_per_request_us": 2600.0,
-        "requests": 90,
+        "background_cores": 0.01,
+        "marginal_us": 2500.0,
+        "points": [{"rps": 15}, {"rps": 45}],
         "seed": 7,
         "stated_cpu_per_request_us": 4000,
         "target_use": 0.9,
-        "rps": 69.2,
+        "rps": 68.0,
+        "cpu_per_request_us": 2647.1,
     }
+    with pytest.raises(SpecError, match="use30: the pilots set no rate"):
+        calibration.resolve(_arm("use30", 0.3), {"background_cores": 0.07, "marginal_us": 2500.0})
 
 
 def test_without_a_pilot_the_stated_cost_sets_the_rate_and_the_record_says_so():

@@ -183,8 +183,8 @@ def test_the_calibrated_experiments_get_a_pilot_and_every_metered_run_the_quiet_
     assert p.pilot_inputs("X5") == ["results/local/calibration/X5.json"] and p.pilot_inputs("E2a") == []
     assert p.host_calibration_file() == "results/local/calibration/host.json"
     assert p.calibration_priority > max(p.priorities.values())
-    pilot = json.loads(p.pilot_spec("X5"))
-    assert "target_use" not in pilot and pilot["ping_rps"] == 0 and pilot["rps"] == 30.0
+    pilots = json.loads(p.pilot_spec("X5"))
+    assert [pilot["rps"] for pilot in pilots] == [15.0, 45.0] and all("target_use" not in p for p in pilots)
     words = p.calibration_args(p.pilot_inputs("X5"), [p.host_calibration_file()])
     assert shlex.split(words) == [
         "--calibration",

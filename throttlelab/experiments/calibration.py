@@ -2,13 +2,14 @@
 
 Called by the rules' calibrate jobs (rules/experiments.smk) as `throttlelab calibrate`:
 
-    throttlelab calibrate service --backend local --experiment X5 --spec '{...}' --seed 1 \
+    throttlelab calibrate service --backend local --experiment X5 --spec '[{...}, {...}]' --seed 1 \
         --binary go124mod=PATH --binary go125mod=PATH --out results/local/calibration/X5.json
     throttlelab calibrate host --duration-s 20 --out results/local/calibration/host.json
 
-``service`` runs the experiment's own service once, at the pilot's steady rate (model/calibration.py's
-``pilot_spec``), through the backend, and writes its CPU per /work request: the measured runs of the
-experiment take their rates from it (``throttlelab run --calibration``). ``host`` samples every CPU's
+``service`` runs the experiment's own service once per pilot rate (model/calibration.py's ``pilot_specs``:
+30% and 90% of its limit by the profile's stated cost), through the backend, and writes the line of its
+CPU against its rate: the measured runs of the experiment take their rates from it
+(``throttlelab run --calibration``). ``host`` samples every CPU's
 busy ticks while nothing of the lab runs: the measured runs' disturbance threshold is that floor
 + 3 SD over their own window (``throttlelab run --host-calibration``). Both hold the machine-wide
 experiment lock, so no measured run overlaps them, and both leave nothing behind (the pilot's
@@ -50,33 +51,47 @@ def now() -> str:
 
 
 def pilot(args: argparse.Namespace) -> dict[str, Any]:
-    """One pilot of an experiment's service: its CPU per /work request at the pilot's rate."""
+    """The pilots of an experiment's service, one per rate: its CPU against its rate, as a line."""
     binaries = {}
     for item in args.binary:
         build, _, path = item.partition("=")
         binaries[build] = Path(path)
-    spec = VariantSpec.from_dict(args.experiment, "pilot", json.loads(args.spec))
+    given = json.loads(args.spec)
+    specs = [VariantSpec.from_dict(args.experiment, f"pilot{k}", data) for k, data in enumerate(given)]
     backend = make_backend(args.backend, binaries, args.runtime, json.loads(args.backend_settings), progress)
     backend.preflight()
     seed = seeds.job_seed(args.seed, args.experiment, "calibration", 0)
-    ctx = Context(backend, backend.capabilities(), args.node_cpus, seed, progress)
     start = now()
-    progress(f"{args.experiment} pilot: {spec.rps:g} req/s, steady, {spec.duration_ms:g} ms window")
-    result = REGISTRY[args.experiment](spec, ctx)
+    points = []
+    for k, spec in enumerate(specs):
+        ctx = Context(backend, backend.capabilities(), args.node_cpus, seed + k, progress)
+        progress(f"{args.experiment} pilot {k}: {spec.rps:g} req/s, steady, {spec.duration_ms:g} ms window")
+        result = REGISTRY[args.experiment](spec, ctx)
+        try:
+            point = calibration.cpu_per_request_us(result.records)
+        except ValueError as exc:
+            raise BackendError(f"{args.experiment} pilot {k}: {exc}") from exc
+        progress(
+            f"{args.experiment} pilot {k}: {point['cores']:.4g} cores at {point['rps']:g} req/s "
+            f"({point['cpu_per_request_us'] / 1000:.3g} ms of CPU per /work request)"
+        )
+        points.append({**point, "pilot_rps": spec.rps})
     try:
-        cost = calibration.cpu_per_request_us(result.records)
+        line = calibration.fit_line(points)
     except ValueError as exc:
-        raise BackendError(f"{args.experiment} pilot: {exc}") from exc
-    progress(f"{args.experiment} pilot: {cost['cpu_per_request_us'] / 1000:.3g} ms of CPU per /work request")
+        raise BackendError(f"{args.experiment} pilots: {exc}") from exc
+    progress(
+        f"{args.experiment} pilots: {line['background_cores']:.4g} cores + {line['marginal_us'] / 1000:.3g} ms per request"
+    )
     return {
-        **cost,
-        "pilot_rps": spec.rps,
+        **line,
+        "points": points,
         "seed": seed,
         "config_seed": args.seed,
         "start": start,
         "kernel": platform.release(),
         "backend": args.backend,
-        "spec": spec.to_dict(),
+        "specs": given,
     }
 
 
@@ -115,7 +130,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("what", choices=("service", "host"))
     p.add_argument("--backend", default="local")
     p.add_argument("--experiment", choices=sorted(REGISTRY))
-    p.add_argument("--spec", default="{}", help="the pilot's parameters as JSON (model/plan.py: pilot_spec)")
+    p.add_argument("--spec", default="{}", help="the pilots' parameters, a JSON list (model/plan.py: pilot_spec)")
     p.add_argument("--runtime", default="runc-new")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--node-cpus", default=None)

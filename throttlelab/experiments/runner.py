@@ -345,11 +345,14 @@ def calibration_environment(args: argparse.Namespace) -> dict[str, Any]:
     service, host = record.get("service"), record.get("host")
     if service:
         if service.get("source") == "pilot":
+            points = ", ".join(
+                f"{p.get('cores', float('nan')):.4g} cores at {p.get('rps', float('nan')):g} req/s"
+                for p in service.get("points", [])
+            )
             out["pilot"] = (
-                f"{args.experiment}: {service['cpu_per_request_us'] / 1000:.3g} ms of CPU per /work request (pilot at "
-                f"{service.get('pilot_rps', '?')} req/s, {service.get('requests', '?')} requests in "
-                f"{service.get('window_s', '?')} s, seed {service.get('seed', '?')}; stated "
-                f"{service['stated_cpu_per_request_us'] / 1000:.3g} ms)"
+                f"{args.experiment}: {service['background_cores']:.4g} cores + {service['marginal_us'] / 1000:.3g} ms "
+                f"of CPU per /work request (pilots: {points}; seed {service.get('seed', '?')}); the stated "
+                f"{service['stated_cpu_per_request_us'] / 1000:.3g} ms"
             )
         else:
             out["pilot"] = (

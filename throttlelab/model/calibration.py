@@ -3,9 +3,9 @@
 Two quantities depend on the machine and are measured, never assumed, before any measured run:
 
 - **CPU per request** of a service at steady arrivals (X5): a variant that says ``target_use`` (a share
-  of its limit) gets its rate from a pilot of the experiment's service,
-  ``rps = target_use x limit / CPU per request`` (:func:`resolve`), and its model cost
-  (``request_cpu_us``) is the pilot's. Every run of the experiment reads the same pilot, so its arms'
+  of its limit) gets its rate from pilots of the experiment's service at two rates, the line of its CPU
+  against its rate (``background + rate x marginal cost``) solved for ``target_use x limit``
+  (:func:`resolve`), and its model cost (``request_cpu_us``) is the average there. Every run of the experiment reads the same pilot, so its arms'
   parameters, and the thresholds derived from them, are fixed before the first measured run.
 - **A quiet host's interference floor**: the share of the run's CPUs that other work takes while the lab
   does nothing, sampled by the kernel's ticks; a run is disturbed above ``floor + 3 SD`` of that share
@@ -24,9 +24,12 @@ from typing import Any
 from throttlelab.errors import SpecError
 from throttlelab.model.variants import VariantSpec
 
-#: The pilot's use of the limit by the profile's stated cost: between the arms (30% and 90%), so a stated
-#: cost that is off by 1.5x either way still leaves the service unthrottled enough to count its CPU.
-PILOT_USE = 0.6
+#: The pilots' uses of the limit by the profile's stated cost: the design's outer arms (30% and 90%). Two rates,
+#: because a service's CPU is not proportional to its rate: it has a background (the /ping requests, the
+#: Go runtime's own work), so its average cost per request falls as the rate rises (here a pilot's steady
+#: request cost ~2.9 ms at 30 req/s, a quick run's ~2.6 ms at 45); the line through both points is what the
+#: arms use.
+PILOT_USES = (0.3, 0.9)
 #: The rule for a disturbed run, written before any run (STATS.md §2): floor + 3 SD of the quiet share.
 QUIET_SD = 3.0
 #: A calibration file's schema version.
@@ -45,11 +48,11 @@ def calibrated(spec: VariantSpec) -> bool:
     return spec.target_use is not None
 
 
-def pilot_spec(specs: Sequence[VariantSpec]) -> VariantSpec:
-    """The pilot of an experiment whose variants take their rate from the calibration: its first calibrated
-    variant's service (``target_use`` dropped: the arms' shares do not change the pilot) at :data:`PILOT_USE`
-    of its limit by the profile's stated cost (``request_cpu_us``), steady arrivals, no /ping requests (the
-    cost counted is one /work request's)."""
+def pilot_specs(specs: Sequence[VariantSpec]) -> list[VariantSpec]:
+    """The pilots of an experiment whose variants take their rate from the calibration: its first calibrated
+    variant's service as its runs have it (``target_use`` dropped: the arms' shares do not change the pilots;
+    its /ping requests kept: the average use the premises check includes them), steady arrivals, at each of
+    :data:`PILOT_USES` of its limit by the profile's stated cost (``request_cpu_us``)."""
     spec = next((s for s in specs if calibrated(s)), None)
     if spec is None:
         raise SpecError("no variant says target_use: nothing to calibrate")
@@ -60,8 +63,41 @@ def pilot_spec(specs: Sequence[VariantSpec]) -> VariantSpec:
     if spec.request_cpu_us is None:
         raise SpecError(f"{where}.request_cpu_us: the pilot's rate needs the profile's stated CPU per request")
     data = {k: v for k, v in spec.to_dict().items() if k != "target_use"}
-    data.update(rps=rate_for(PILOT_USE, limit, float(spec.request_cpu_us)), clump=1, ping_rps=0)
-    return VariantSpec.from_dict(spec.experiment, "pilot", data)
+    return [
+        VariantSpec.from_dict(
+            spec.experiment, f"pilot{k}", {**data, "rps": rate_for(use, limit, float(spec.request_cpu_us)), "clump": 1}
+        )
+        for k, use in enumerate(PILOT_USES)
+    ]
+
+
+def fit_line(points: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """The service's CPU as a line of its rate through the pilots' points (``rps``: /work requests answered per
+    second, ``cores``: its CPU over the window): ``background_cores`` (at no /work request) and ``marginal_us``
+    (each further request). Least squares over the points; a single point, or a line that does not rise, is
+    refused (ValueError): no rate could be solved from it."""
+    if len(points) < 2:
+        raise ValueError("a line needs two pilots")
+    xs = [float(p["rps"]) for p in points]
+    ys = [float(p["cores"]) for p in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx <= 0:
+        raise ValueError("the pilots ran at one rate")
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    if slope <= 0:
+        raise ValueError(f"the service's CPU did not rise with its rate ({ys} cores at {xs} req/s)")
+    return {"background_cores": round(my - slope * mx, 5), "marginal_us": round(slope * 1e6, 1)}
+
+
+def rate_on_line(use: float, limit_milli: int, line: Mapping[str, float]) -> float:
+    """The rate at which the line's service uses ``use`` of its limit on average (0.1 req/s steps)."""
+    rps = (use * limit_milli / 1000 - float(line["background_cores"])) / (float(line["marginal_us"]) / 1e6)
+    if rps <= 0:
+        raise ValueError(
+            f"the service's background alone ({line['background_cores']:.3g} cores) uses {use:.0%} of its limit"
+        )
+    return round(rps, 1)
 
 
 def rate_for(use: float, limit_milli: int, cpu_per_request_us: float) -> float:
@@ -90,19 +126,24 @@ def cpu_per_request_us(load_records: Sequence[Mapping[str, Any]]) -> dict[str, f
     ok = int(summary["work"]["ok"])
     if ok <= 0:
         raise ValueError("the pilot's service answered no /work request in its window")
+    window = float(summary["window_s"])
     return {
         "cpu_per_request_us": round(usage / ok, 1),
         "usage_us": usage,
         "requests": ok,
-        "window_s": float(summary["window_s"]),
+        "window_s": window,
+        "rps": round(ok / window, 3),
+        "cores": round(usage / 1e6 / window, 5),
     }
 
 
 def resolve(spec: VariantSpec, calibration: Mapping[str, Any] | None) -> tuple[VariantSpec, dict[str, Any] | None]:
-    """A calibrated variant's parameters for its runs: its rate from the pilot's CPU per request, and that cost
-    as its model's (``request_cpu_us``); the profile's stated cost is kept in the returned record (``stated``).
-    Without a calibration (a backend whose pilot does not run here) the stated cost sets the rate, and the record
-    says so. A variant that is not calibrated comes back unchanged, with no record."""
+    """A calibrated variant's parameters for its runs: its rate where the pilots' line of CPU against rate
+    reaches ``target_use`` of its limit, and its model's cost per request (``request_cpu_us``) the average
+    there (target_use x limit / rate, background included: the quota's demand per request); the profile's
+    stated cost is kept in the returned record (``stated``). Without a calibration (a backend whose pilots do
+    not run here) the stated cost sets the rate, and the record says so. A variant that is not calibrated
+    comes back unchanged, with no record."""
     if not calibrated(spec):
         return spec, None
     limit = spec.milli("limit")
@@ -111,18 +152,25 @@ def resolve(spec: VariantSpec, calibration: Mapping[str, Any] | None) -> tuple[V
         raise SpecError(
             f"experiments.{spec.experiment}.variants.{spec.name}.target_use needs a limit and request_cpu_us"
         )
+    use = float(spec.target_use)
     if calibration is None:
-        cost, record = float(stated), {"source": "stated", "note": "no pilot ran: the profile's stated cost"}
+        rps = rate_for(use, limit, float(stated))
+        record: dict[str, Any] = {"source": "stated", "note": "no pilot ran: the profile's stated cost"}
     else:
-        cost = float(calibration["cpu_per_request_us"])
+        try:
+            rps = rate_on_line(use, limit, calibration)
+        except (KeyError, ValueError) as exc:
+            raise SpecError(
+                f"experiments.{spec.experiment}.variants.{spec.name}: the pilots set no rate: {exc}"
+            ) from exc
         record = {"source": "pilot", **{k: calibration[k] for k in PILOT_KEYS if k in calibration}}
-    rps = rate_for(float(spec.target_use), limit, cost)
-    record.update(stated_cpu_per_request_us=stated, target_use=spec.target_use, rps=rps)
+    cost = round(use * limit / 1000 / rps * 1e6, 1)
+    record.update(stated_cpu_per_request_us=stated, target_use=use, rps=rps, cpu_per_request_us=cost)
     return spec.with_changes(rps=rps, request_cpu_us=cost), record
 
 
-#: What a variant's raw log keeps of its experiment's pilot (``meta.calibration``).
-PILOT_KEYS = ("cpu_per_request_us", "requests", "window_s", "pilot_rps", "seed", "start", "kernel")
+#: What a variant's raw log keeps of its experiment's pilots (``meta.calibration``).
+PILOT_KEYS = ("background_cores", "marginal_us", "points", "seed", "start", "kernel")
 
 
 # --------------------------------------------------------------------------

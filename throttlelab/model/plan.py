@@ -212,9 +212,10 @@ class Plan:
         return [self.pilot_file(experiment)] if experiment in self.calibrated_experiments() else []
 
     def pilot_spec(self, experiment: str) -> str:
-        """The pilot's parameters as canonical JSON (a param: editing them recalibrates)."""
+        """The pilots' parameters as canonical JSON, a list (a param: editing them recalibrates)."""
         specs = list(self.design.experiments[experiment].variants.values())
-        return json.dumps(calibration.pilot_spec(specs).to_dict(), sort_keys=True, separators=(",", ":"))
+        pilots = [p.to_dict() for p in calibration.pilot_specs(specs)]
+        return json.dumps(pilots, sort_keys=True, separators=(",", ":"))
 
     def pilot_cluster_inputs(self, experiment: str) -> list[str]:
         """kind: the cluster of the experiment's first variant (the pilot runs its service there)."""
