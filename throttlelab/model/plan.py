@@ -14,6 +14,7 @@ Paths are relative to Snakemake's working directory (``results/...``); the check
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shlex
@@ -189,13 +190,17 @@ class Plan:
 
     def calibrated_experiments(self) -> list[str]:
         """The experiments of this run whose variants take a rate from a pilot run on this host first."""
+        return list(self._calibrated)
+
+    @functools.cached_property
+    def _calibrated(self) -> tuple[str, ...]:
         if self.backend not in calibration.PILOT_BACKENDS:
-            return []
-        return [
+            return ()
+        return tuple(
             name
             for name, exp in self.design.experiments.items()
             if any(calibration.calibrated(spec) for spec in exp.variants.values())
-        ]
+        )
 
     def pilot_file(self, experiment: str) -> str:
         """An experiment's pilot (rule calibrate_service): its service's CPU per request on this host."""
