@@ -257,6 +257,45 @@ def test_the_checks_table_shows_requirements_and_derivations(page):
     assert "median wall time is" in html  # F1's threshold, derived from the model
 
 
+def test_a_check_revised_after_data_shows_its_verdict_on_all_runs_beside():
+    # the threshold registry's rule (STATS.md §5): judged on the runs made after the revision, both shown
+    common = {"experiment": "E2a", "expected": "x < 0.937", "effect": 0.5, "lo": 0.4, "hi": 0.6, "p": 0.01}
+    checks = pd.DataFrame(
+        [
+            {
+                **common,
+                "id": "F4",
+                "check": "throttled_ms limit1-2threads / limit1",
+                "verdict": "not testable here",
+                "verdict_all_runs": "reproduced",
+                "judged_on": "the 0 of 16 runs made at or after its threshold's revision (a5a8721 of 2026-12-02)",
+                "reason": "needs runs made after its threshold's revision: none",
+            },
+            {**common, "id": "F1", "check": "c", "verdict": "reproduced", "verdict_all_runs": "reproduced"},
+        ]
+    )
+    table = report.checks_table(checks)
+    col = table.columns.index("verdict")
+    assert table.rows[0][col] == "not testable here (on all runs: reproduced)"
+    assert table.rows[1][col] == "reproduced"
+    judged = table.columns.index("judged on")
+    assert table.rows[0][judged].startswith("the 0 of 16 runs") and table.rows[1][judged] == "all runs"
+    rows = pd.DataFrame(
+        [
+            {
+                "id": "F4",
+                "claim": "c",
+                "experiments": "E2a",
+                "verdict": "not testable here",
+                "verdict_all_runs": "reproduced",
+            },
+            {"id": "F1", "claim": "c", "experiments": "E2a", "verdict": "reproduced", "verdict_all_runs": "reproduced"},
+        ]
+    ).assign(effect=1.0, lo=0.9, hi=1.1, reference="", reason="", method="")
+    got = report.findings_rows(rows)
+    assert (got[0].all_runs, got[1].all_runs) == ("reproduced", "")
+
+
 def test_the_generator_table_counts_errors_per_run():
     rows = []
     for rep, (late, errors) in enumerate([(0.4, 0.0), (7.5, 3.0)]):
