@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -15,10 +16,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import FIXTURE_ROOT
+from conftest import FIXTURE_ROOT, PROJECT
 from throttlelab.analysis import commands as analysis, findings, stats, tidy
 from throttlelab.analysis.findings import CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE, REPRODUCED, WEAKER
-from throttlelab.analysis.findings import engine, predictions
+from throttlelab.analysis.findings import engine, finding_catalogue, predictions
 from throttlelab.model import catalogue
 from throttlelab.model.quantities import go_default_gomaxprocs, parse_cpu
 from throttlelab.model.variants import VariantSpec
@@ -1537,3 +1538,42 @@ def test_a_run_without_a_start_time_cannot_show_it_was_made_after_a_revision():
     assert not (kept["repeat"] == 0).any() and len(kept) > 0
     assert engine.run_started("2026-12-02T12:29:26") == engine.run_started("2026-12-02T12:29:26+00:00")
     assert engine.run_started("") is None and engine.run_started("yesterday") is None
+
+
+# --------------------------------------------------------------------------
+# docs/FINDINGS.md's per-check table, generated from the code (it cannot go stale)
+
+FINDINGS_DOC = PROJECT / "docs" / "FINDINGS.md"
+#: set to 1 to write the table into docs/FINDINGS.md instead of comparing (docs/FINDINGS.md says how)
+REGENERATE_DOC = "THROTTLELAB_REGENERATE_DOCS"
+
+
+def _doc_table(text: str) -> tuple[int, int]:
+    """Where docs/FINDINGS.md's per-check table starts and ends (its header line to the first blank line)."""
+    start = text.index(finding_catalogue.CHECK_TABLE_HEADER.splitlines()[0])
+    end = text.index("\n\n", start) + 1
+    return start, end
+
+
+def test_the_per_check_table_of_the_findings_doc_is_the_codes():
+    _, checks = evaluate(full_lab())
+    table = finding_catalogue.check_table(checks)
+    text = FINDINGS_DOC.read_text()
+    start, end = _doc_table(text)
+    if os.environ.get(REGENERATE_DOC) == "1":
+        FINDINGS_DOC.write_text(text[:start] + table + text[end:])
+        text = FINDINGS_DOC.read_text()
+        start, end = _doc_table(text)
+    assert text[start:end] == table, (
+        f"docs/FINDINGS.md's per-check table differs from the code's: regenerate it with {REGENERATE_DOC}=1 "
+        ".venv/bin/python -m pytest tests/analysis/test_findings.py -k per_check_table"
+    )
+    # every check is there, with its commit; the revised ones say from when runs judge them
+    assert table.count("\n") == len(checks) + 2
+    assert "a5a8721 (after data: judges the runs made from 2026-12-02T12:29:26+00:00 on)" in table
+
+
+def test_the_check_table_refuses_checks_of_other_findings():
+    _, checks = evaluate(full_lab())
+    with pytest.raises(ValueError, match="rows of checks.csv for the"):
+        finding_catalogue.check_table(checks.iloc[:3])

@@ -18,6 +18,30 @@ FINDINGS: tuple[Finding, ...] = tuple(
 )
 
 
+#: docs/FINDINGS.md's per-check table: its header (tests/analysis/test_findings.py holds the doc against it)
+CHECK_TABLE_HEADER = (
+    "| finding | check | role | threshold | end of the model | zones | fixed by |\n|---|---|---|---|---|---|---|"
+)
+
+
+def check_table(checks: pd.DataFrame, findings: Sequence[Finding] = FINDINGS) -> str:
+    """docs/FINDINGS.md's per-check table from the checks.csv that :func:`evaluate` made of ``findings`` (the
+    synthetic lab's, in the doc): per check its threshold, the end of the model it took, its zones and the
+    commit that fixed it; a revision made after data says from when runs judge the check."""
+    written = [(f.id, c.label) for f in findings for c in f.checks]
+    if len(written) != len(checks):
+        raise ValueError(f"{len(checks)} rows of checks.csv for the {len(written)} checks of the findings given")
+    lines = [CHECK_TABLE_HEADER]
+    for (finding, label), r in zip(written, checks.itertuples()):
+        fixed = threshold_registry.revision(finding, label)
+        by = "" if fixed is None else fixed.commit
+        if fixed is not None and fixed.after_data:
+            by += f" (after data: judges the runs made from {fixed.date} on)"
+        cells = (r.id, r.check, r.role, r.expected, r.end or "no free parameter", r.zones, by)
+        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def revision_since() -> dict[tuple[str, str], engine.Since]:
     """The checks revised after data (the registry's ``after_data`` rows), each judged only on the runs made at
     or after its revision's date."""
