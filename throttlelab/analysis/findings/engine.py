@@ -1037,7 +1037,11 @@ def _evaluate_since(
         return evaluate_check(finding, check, evidence)
     variants = check.variants_needed()
     total, kept = evidence.run_count(check.experiment, variants), later.run_count(check.experiment, variants)
-    judged = f"the {kept} of {total} runs made at or after its threshold's revision ({since.revision})"
+    judged = (
+        f"the {kept} of {total} runs made at or after its threshold's revision ({since.revision})"
+        if total
+        else f"the runs made at or after its threshold's revision ({since.revision}): none of its variants ran"
+    )
     if total and not kept:
         return CheckResult(
             finding,
@@ -1055,6 +1059,8 @@ def _evaluate_since(
             judged_on=judged,
         )
     result = evaluate_check(finding, check, later)
+    if not total:
+        return replace(result, judged_on=judged)
     note = f"judged on {judged}"
     return replace(result, reason="; ".join(r for r in (result.reason, note) if r), judged_on=judged)
 
