@@ -18,7 +18,10 @@ from throttlelab.model.variants import VariantSpec
 
 #: The quick profile's budget (issue 15, issue 24): 15 minutes end to end on the 2-CPU machine.
 QUICK_BUDGET_S = 15 * 60
-#: What a run costs besides its measuring time, and the pipeline once; measured (docs/EXPERIMENTS.md "## Time").
+#: What a run costs besides its measuring time, and the pipeline once (docs/EXPERIMENTS.md "## Time"). The quick
+#: runs at 6a897ca (311 runs, 735 s of planned measuring) took 867 and 871 s end to end: 132 s for both together,
+#: which one design cannot split; the runner itself took 0.06-0.13 s per run beyond its window (raw logs' start,
+#: end and window_s, 2026-12-02), the rest of a run's cost is Snakemake starting the job and the runner's imports.
 PER_RUN_S = 0.3
 PIPELINE_S = 40.0
 
