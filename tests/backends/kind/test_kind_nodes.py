@@ -251,6 +251,24 @@ def test_podgate_go_vet_gofmt_and_go_test_pass():
     assert tests.returncode == 0, tests.stdout + tests.stderr
 
 
+def test_podnet_go_vet_gofmt_and_go_test_pass():
+    from throttlelab.host.gobuild import find_go, go_environment
+
+    go, env = find_go(), go_environment()
+    source = PROJECT / "workload" / "podnet"
+    vet = subprocess.run([go, "vet", "./..."], cwd=source, env=env, capture_output=True, text=True)
+    assert vet.returncode == 0, vet.stderr
+    goroot = subprocess.run([go, "env", "GOROOT"], env=env, capture_output=True, text=True, check=True)
+    fmt = subprocess.run(
+        [str(Path(goroot.stdout.strip()) / "bin" / "gofmt"), "-l", "."], cwd=source, capture_output=True, text=True
+    )
+    assert fmt.returncode == 0 and fmt.stdout == "", f"not gofmt-clean: {fmt.stdout}{fmt.stderr}"
+    tests = subprocess.run(
+        [go, "test", "-count=1", "./..."], cwd=source, env=env, capture_output=True, text=True, timeout=240
+    )
+    assert tests.returncode == 0, tests.stdout + tests.stderr
+
+
 def test_podgate_gates_a_real_program(podgate, tmp_path):
     """The built binary, for real: nothing runs until the gate opens, then the program replaces podgate."""
     gate = tmp_path / "gate"
