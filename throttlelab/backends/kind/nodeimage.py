@@ -33,8 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from throttlelab.backends.kind.nodes import docker_client
 from throttlelab.errors import BuildError
-from throttlelab.host import ociarchive
+from throttlelab.host import docker_engine, ociarchive
 from throttlelab.host.clusterbuild import (
     ToolsSettings,
     binary_path,
@@ -214,7 +215,7 @@ def _remove_tree(path: Path) -> None:
 # -- step 2: the node image -------------------------------------------------------------------------
 
 #: a change of how this module assembles a node makes a new image (it is in every node key)
-BUILDER_REVISION = 1
+BUILDER_REVISION = 2
 #: (project, binary) -> where the node image has it (kind's Dockerfile and `kind build node-image`)
 NODE_BINARIES = (
     ("containerd", "containerd", "/usr/local/bin/containerd"),
@@ -468,23 +469,29 @@ def import_images(containerd: Path, ctr: Path, rootfs: Path, images: list[dict[s
 
 
 def docker_import(rootfs: Path, tag: str, labels: dict[str, str]) -> str:
-    """`tar` of the rootfs into `docker import` with the node's metadata; the image ID."""
-    changes = [*IMAGE_CHANGES, *(f"LABEL {k}={json.dumps(v)}" for k, v in sorted(labels.items()))]
-    argv = ["docker", "import", *(a for c in changes for a in ("--change", c)), "-", tag]
-    say("+ tar -C " + str(rootfs) + " -c . | " + " ".join(argv))
+    """`tar` of the rootfs into `docker import`, then the node's metadata (`docker import` takes no
+    STOPSIGNAL) in a one-line build FROM the imported image, which pulls nothing; the image ID."""
+    say(f"+ tar -C {rootfs} -c . | docker import - (then FROM it: {'; '.join(IMAGE_CHANGES)})")
     tar = subprocess.Popen(
         ["tar", "--numeric-owner", "--xattrs", "--one-file-system", "-C", str(rootfs), "-c", "."],
         stdout=subprocess.PIPE,
     )
     try:
-        proc = subprocess.run(argv, stdin=tar.stdout, capture_output=True, text=True, timeout=1800)
+        proc = subprocess.run(["docker", "import", "-"], stdin=tar.stdout, capture_output=True, text=True, timeout=1800)
     finally:
         tar.stdout.close()
         tar.wait()
     if proc.returncode != 0 or tar.returncode != 0:
         raise BuildError(
-            f"docker import of {tag} failed (tar {tar.returncode}, docker {proc.returncode}): {proc.stderr[-800:]}"
+            f"docker import of {rootfs} failed (tar {tar.returncode}, docker {proc.returncode}): {proc.stderr[-800:]}"
         )
+    imported = proc.stdout.strip()
+    try:
+        client = docker_client()
+        dockerfile = "\n".join([f"FROM {imported}", *IMAGE_CHANGES]).encode() + b"\n"
+        docker_engine.build_image(client, tag, docker_engine.build_context(dockerfile, {}), labels)
+    finally:
+        subprocess.run(["docker", "image", "rm", imported], capture_output=True)  # the tag keeps its layer
     return image_id(tag)
 
 
