@@ -27,6 +27,7 @@ from throttlelab.model import plan
 from throttlelab.model.builds import BUILDS
 from throttlelab.model.clustertools import PROJECT_NAMES as CLUSTER_PROJECTS
 from throttlelab.model.clustertools import KIND_PROJECT_NAMES, NODE_PROJECT_NAMES
+from throttlelab.model.kindnode import BUILDER_REVISION as KIND_NODE_REVISION
 from throttlelab.model.config import ConfigError
 from throttlelab.model.plan import (
     binary_path,

@@ -44,6 +44,7 @@ rule kind_node_image:
     log:
         "results/logs/kind_node_image/{role}.log",
     params:
+        revision=KIND_NODE_REVISION,
         cluster_dir=f"{workflow.basedir}/cluster",
         settings=PLAN.kind_node_settings_arg(),
     shell:

@@ -189,3 +189,10 @@ def test_the_node_key_follows_every_input_and_names_the_tag():
     assert key != kn.node_key({"a": 2, "b": [1, 2]})
     assert kn.node_tag("old", key) == f"throttlelab/kind-node:old-{key}"
     json.dumps(kn.NODE_IMAGE_SOURCES)
+
+
+def test_the_nodes_containerd_lowers_no_oom_score_below_its_own():
+    kind = '[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "p"\n  restrict_oom_score_adj = false\n'
+    assert kn.containerd_config(kind) == kind.replace("restrict_oom_score_adj = false", "restrict_oom_score_adj = true")
+    with pytest.raises(BuildError, match="no `restrict_oom_score_adj = false`"):
+        kn.containerd_config("version = 2\n")

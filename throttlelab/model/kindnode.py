@@ -31,6 +31,9 @@ from throttlelab.errors import BuildError
 
 #: the node images' repository in the local Docker engine; the tag is the role and the build key
 IMAGE_REPOSITORY = "throttlelab/kind-node"
+#: a change of how a node is assembled (here or in backends/kind/nodeimage.py) makes a new image: it is
+#: in every node key and a param of the node image's job, so the job reruns
+BUILDER_REVISION = 3
 #: the settings' values of kind.node_images
 NODE_IMAGE_SOURCES = ("published", "local")
 
@@ -250,6 +253,17 @@ def sandbox_image(containerd_config: str) -> str:
     if match is None:
         raise BuildError('kind\'s /etc/containerd/config.toml names no sandbox image (sandbox_image = "...")')
     return match.group(1)
+
+
+def containerd_config(kind_config: str) -> str:
+    """kind's /etc/containerd/config.toml for the lab's nodes: ``restrict_oom_score_adj = true`` (kind
+    sets it only for rootless nodes). runc init lowers no process's OOM score below containerd's
+    own then: lowering one needs CAP_SYS_RESOURCE, which root on the lab's machines lacks (the real
+    node's difference 4, docs/KUBE_REAL.md); every pod sandbox failed without it."""
+    pattern = r"^([ \t]*)restrict_oom_score_adj[ \t]*=[ \t]*false[ \t]*$"
+    if not re.search(pattern, kind_config, re.MULTILINE):
+        raise BuildError("kind's containerd config has no `restrict_oom_score_adj = false` to turn on")
+    return re.sub(pattern, r"\1restrict_oom_score_adj = true", kind_config, count=1, flags=re.MULTILINE)
 
 
 def cri_base_spec(default_spec: dict[str, Any]) -> dict[str, Any]:

@@ -366,21 +366,47 @@ def write_local_config(config: Path, tag: str, out: Path) -> None:
     )
 
 
-def load_into_cluster(binary: str, tag: str, name: str, run: Callable[[list[str], str, float], str] = _run) -> str:
-    """`kind load docker-image`; on a Docker engine with the containerd image store it fails with
-    "content digest ... not found" (kind exports a manifest whose layers the engine never pulled),
-    so then `docker save` + `kind load image-archive`. Returns the way that worked."""
+def load_into_cluster(
+    binary: str,
+    tag: str,
+    name: str,
+    run: Callable[[list[str], str, float], str] = _run,
+    nodes: tuple[str, ...] = (),
+) -> str:
+    """`kind load docker-image`; returns the way that worked. On a Docker engine with the containerd
+    image store it fails with "content digest ... not found" (kind exports a manifest whose layers the
+    engine never pulled): then `docker save` + `kind load image-archive`. kind v0.30.0 reads the
+    node's `containerd config dump` and knows config versions 2 and 3 only; the node images made here
+    run containerd v2.4.2, which dumps version 4 ("unknown containerd config version: 4"): then the
+    archive is copied into each of ``nodes`` and imported with the node's own ctr, as kind would."""
     try:
         run([binary, "load", "docker-image", tag, "--name", name], f"kind load docker-image {tag}", 600)
         return "docker-image"
     except BackendError as exc:
-        if "content digest" not in str(exc) or "not found" not in str(exc):
+        config_version = "unknown containerd config version" in str(exc)
+        if not config_version and ("content digest" not in str(exc) or "not found" not in str(exc)):
+            raise
+        if config_version and not nodes:
             raise
     with tempfile.TemporaryDirectory(prefix="throttlelab-image-") as tmp:
         archive = str(Path(tmp) / "image.tar")
         run(["docker", "save", "-o", archive, tag], f"docker save {tag}", 600)
-        run([binary, "load", "image-archive", archive, "--name", name], f"kind load image-archive {tag}", 600)
-    return "image-archive"
+        if not config_version:
+            run([binary, "load", "image-archive", archive, "--name", name], f"kind load image-archive {tag}", 600)
+            return "image-archive"
+        inside = "/kind/throttlelab-image.tar"
+        for node in nodes:
+            run(["docker", "cp", archive, f"{node}:{inside}"], f"docker cp {tag} to {node}", 600)
+            try:
+                run(
+                    ["docker", "exec", node, "ctr", "--namespace=k8s.io", "images", "import", "--all-platforms"]
+                    + ["--digests", inside],
+                    f"ctr images import {tag} on {node}",
+                    600,
+                )
+            finally:
+                run(["docker", "exec", node, "rm", "-f", inside], f"rm {inside} on {node}", 60)
+    return "ctr-import"
 
 
 def load_image(cluster: KindCluster, variant: str, image_stamp: Path, stamp: Path) -> dict[str, Any]:
@@ -395,7 +421,7 @@ def _load_image(cluster: KindCluster, variant: str, image_stamp: Path, stamp: Pa
     binary = check_kind(cluster)
     image = json.loads(image_stamp.read_text())
     tag = image["tag"]
-    load_into_cluster(binary, tag, cluster.name)
+    load_into_cluster(binary, tag, cluster.name, nodes=(cluster.control_plane, cluster.worker))
     client = docker_client()
     for node in (cluster.control_plane, cluster.worker):
         listing = node_exec(node_container(client, node), ["crictl", "images", "-o", "json"], f"list images on {node}")

@@ -214,8 +214,6 @@ def _remove_tree(path: Path) -> None:
 
 # -- step 2: the node image -------------------------------------------------------------------------
 
-#: a change of how this module assembles a node makes a new image (it is in every node key)
-BUILDER_REVISION = 2
 #: (project, binary) -> where the node image has it (kind's Dockerfile and `kind build node-image`)
 NODE_BINARIES = (
     ("containerd", "containerd", "/usr/local/bin/containerd"),
@@ -524,7 +522,7 @@ def build_node(
     kube_version = module_pin(cluster_dir, catalogue.project("kubernetes-node")).version
     base_files = sorted(str(f.relative_to(module.base)) for f in (module.base / "files").rglob("*") if f.is_file())
     inputs = {
-        "builder": BUILDER_REVISION,
+        "builder": kn.BUILDER_REVISION,
         "role": recipe.role,
         "kind": module.release,
         "kubernetes": kube_version,
@@ -581,7 +579,9 @@ def build_node(
             ],
             "kubeadm config images list",
         )
-        sandbox = kn.sandbox_image(inside(rootfs, "/etc/containerd/config.toml").read_text())
+        containerd_toml = inside(rootfs, "/etc/containerd/config.toml")
+        containerd_toml.write_text(kn.containerd_config(containerd_toml.read_text()))
+        sandbox = kn.sandbox_image(containerd_toml.read_text())
         wanted = kn.images_to_build(listing, sandbox)
         images = write_control_plane_images(wanted, needed, rootfs, folder / "images")
         podnet_archive = folder / "images" / "podnet.tar"
