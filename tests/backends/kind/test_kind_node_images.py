@@ -78,6 +78,9 @@ def test_local_creates_from_the_projects_config_with_the_image_built_here(tmp_pa
         "debian": "bookworm",
         "key": built["key"],
     }
+    with pytest.raises(BackendError, match=r"is not in this Docker engine .* --forcerun kind_node_image"):
+        clusters.cluster_config(cluster, has_image=lambda ref: False)
+    assert clusters.cluster_config(cluster, has_image=lambda ref: ref == built["image_id"])[1] == facts
     published = clusters.clusters_from_settings(_settings(), tmp_path, KIND_DIR)["old"]
     config, facts = clusters.cluster_config(published)
     assert config == KIND_DIR / "old.yaml" and facts["source"] == "published"
@@ -119,3 +122,78 @@ def test_clean_removes_the_labs_network_and_only_that_one():
         assert clusters.remove_network(client, name) is False  # gone already: nothing to do
     finally:
         other.remove()
+
+
+def test_a_stock_engine_on_a_root_without_every_capability_is_refused_naming_the_labs_engine():
+    from throttlelab.host.facts import missing_capabilities
+
+    problem = clusters.privileged_problem(["CAP_SYS_RESOURCE"], "runc")
+    assert "lacks CAP_SYS_RESOURCE in its bounding set" in problem
+    assert 'eval "$(.ci/start-kind-dockerd)"' in problem
+    assert clusters.privileged_problem(["CAP_SYS_RESOURCE"], "capfilter") is None  # the lab's kind engine
+    assert clusters.privileged_problem([], "runc") is None
+    # this machine's own: the bounding set read from /proc, as the check before the jobs reads it
+    status = "Name:\tx\nCapBnd:\t000001fffeffffff\n"
+    assert missing_capabilities(status, 40) == ["CAP_SYS_RESOURCE"]
+    assert missing_capabilities("CapBnd:\t000001ffffffffff\n", 40) == []
+    assert missing_capabilities("CapBnd:\t0000000000000001\n", 1) == ["CAP_DAC_OVERRIDE"]
+
+
+CAPFILTER = PROJECT / ".ci" / "runc-capfilter"
+
+
+def _fake_runc(tmp_path):
+    """A runc that records its arguments and the spec it was handed."""
+    runc = tmp_path / "runc"
+    runc.write_text(
+        "#!/bin/sh\n"
+        f'printf "%s\\n" "$@" > {tmp_path}/args\n'
+        'for a in "$@"; do case "$prev" in --bundle|-b) cp "$a/config.json" '
+        f'{tmp_path}/seen.json;; --process|-p) cp "$a" {tmp_path}/seen.json;; esac; prev=$a; done\n'
+    )
+    runc.chmod(0o755)
+    return runc
+
+
+def _capfilter(tmp_path, *args):
+    import subprocess
+    import sys
+
+    env = {"PATH": "/usr/bin:/bin", "THROTTLELAB_RUNC": str(_fake_runc(tmp_path))}
+    return subprocess.run([sys.executable, str(CAPFILTER), *args], env=env, capture_output=True, text=True)
+
+
+def test_capfilter_leaves_out_what_the_bounding_set_lacks_and_runs_runc_with_the_same_arguments(tmp_path):
+    from throttlelab.host.facts import missing_capabilities
+
+    lacking = missing_capabilities()
+    every = ["CAP_CHOWN", "CAP_SYS_ADMIN", "CAP_SYS_RESOURCE"]
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    spec = {"process": {"args": ["sh"], "capabilities": {k: every for k in ("bounding", "effective", "permitted")}}}
+    (bundle / "config.json").write_text(json.dumps(spec))
+    proc = _capfilter(tmp_path, "--root", "/run/r", "create", "--bundle", str(bundle), "id1")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "args").read_text().split() == ["--root", "/run/r", "create", "--bundle", str(bundle), "id1"]
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert seen["process"]["capabilities"]["bounding"] == [c for c in every if c not in lacking]
+    assert seen["process"]["args"] == ["sh"]
+    # exec: the process file
+    process = tmp_path / "process.json"
+    process.write_text(json.dumps({"args": ["cat"], "capabilities": {"effective": every}}))
+    proc = _capfilter(tmp_path, "exec", "--process", str(process), "id1")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "seen.json").read_text())["capabilities"]["effective"] == [
+        c for c in every if c not in lacking
+    ]
+    # anything else is passed on untouched
+    proc = _capfilter(tmp_path, "state", "id1")
+    assert proc.returncode == 0 and (tmp_path / "args").read_text().split() == ["state", "id1"]
+
+
+def test_a_failed_command_runs_its_clean_up_before_the_error_is_raised():
+    done = []
+    with pytest.raises(BackendError, match="false failed"):
+        clusters._run(["false"], "false", 10, on_failure=lambda: done.append(1))
+    assert done == [1]
+    assert clusters._run(["true"], "true", 10, on_failure=lambda: done.append(2)) == "" and done == [1]

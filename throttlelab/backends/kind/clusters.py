@@ -37,6 +37,7 @@ from throttlelab.errors import BuildError
 from throttlelab.host import docker_engine
 from throttlelab.host.gobuild import go_build
 from throttlelab.host.clusterbuild import ToolsSettings
+from throttlelab.host.facts import missing_capabilities
 from throttlelab.model import kindnode
 from throttlelab.model.digest import sha256_file
 from throttlelab.model.runtime import KIND_ROLE_OF_RUNTIME, RUNTIME_OF_KIND_ROLE
@@ -213,13 +214,17 @@ def kind_environment(base: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _run(argv: list[str], what: str, timeout_s: float) -> str:
+def _run(argv: list[str], what: str, timeout_s: float, on_failure: Callable[[], Any] | None = None) -> str:
     print("+ " + " ".join(argv), file=sys.stderr, flush=True)
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=kind_environment())
     except subprocess.TimeoutExpired:
+        if on_failure:
+            on_failure()
         raise BackendError(f"{what}: no answer after {timeout_s:.0f} s") from None
     sys.stderr.write(proc.stderr)
+    if proc.returncode != 0 and on_failure:
+        on_failure()
     if proc.returncode != 0:
         raise BackendError(f"{what} failed (exit {proc.returncode}): {proc.stderr.strip()[-600:]}")
     return proc.stdout
@@ -263,7 +268,7 @@ def _create_cluster(cluster: KindCluster, kubeconfig: Path, stamp: Path) -> dict
     binary = check_kind(cluster)
     client = docker_client()
     kubeconfig.parent.mkdir(parents=True, exist_ok=True)
-    config, node_image = cluster_config(cluster)
+    config, node_image = cluster_config(cluster, _engine_has(client))
     wanted = set(configured_images(config))
     if cluster.name in existing_clusters(binary):
         have = {node_container(client, n).attrs["Config"]["Image"] for n in (cluster.control_plane, cluster.worker)}
@@ -295,6 +300,7 @@ def _create_cluster(cluster: KindCluster, kubeconfig: Path, stamp: Path) -> dict
             ],
             f"kind create cluster {cluster.name}",
             900,
+            on_failure=lambda: remove_network(client),  # kind deletes its nodes, not the network it made
         )
         reused = False
     kc = KubeClient(kubeconfig, cluster.context)
@@ -324,7 +330,7 @@ def _create_cluster(cluster: KindCluster, kubeconfig: Path, stamp: Path) -> dict
     return record
 
 
-def cluster_config(cluster: KindCluster) -> tuple[Path, dict[str, Any]]:
+def cluster_config(cluster: KindCluster, has_image: Callable[[str], bool] | None = None) -> tuple[Path, dict[str, Any]]:
     """The kind config to create the cluster from and what its node image is. published: the
     project's config (kindest/node by digest); local: that config with the node image built here
     (its stamp, rules/kind_node.smk) in place of every node's image, written beside the kubeconfig."""
@@ -336,6 +342,12 @@ def cluster_config(cluster: KindCluster) -> tuple[Path, dict[str, Any]]:
             f"({cluster.node_image_stamp} is missing): snakemake --cores 2 kind_node_images"
         )
     built = json.loads(cluster.node_image_stamp.read_text())
+    if has_image is not None and not has_image(built["image_id"]):
+        raise BackendError(
+            f"kind backend: the {cluster.role} cluster's node image {built['tag']} ({built['image_id'][:19]}) was "
+            f"built here but is not in this Docker engine ({docker_engine.engine_host()}); build it into this one: "
+            "snakemake --cores 1 kind_node_images --forcerun kind_node_image"
+        )
     write_local_config(cluster.config, built["tag"], cluster.local_config)
     return cluster.local_config, {
         "source": "local",
@@ -513,18 +525,36 @@ def _engine_has(client: Any) -> Callable[[str], bool]:
     return has
 
 
+#: the runtimes a stock Docker engine runs a container with (they hand runc the spec as it is)
+STOCK_RUNTIMES = ("runc", "io.containerd.runc.v2", "")
+
+
+def privileged_problem(missing: list[str], default_runtime: str) -> str | None:
+    """Why this engine cannot start kind's nodes (privileged containers), or None: a stock runtime
+    is handed every capability the kernel knows, and runc fails on those root's bounding set lacks."""
+    if not missing or default_runtime not in STOCK_RUNTIMES:
+        return None
+    return (
+        "kind backend: kind's nodes are privileged containers, and Docker hands one every capability the "
+        f"kernel knows; root on this machine lacks {', '.join(missing)} in its bounding set, so the engine's "
+        f"runtime ({default_runtime or 'runc'}) cannot start one ('unable to apply caps: operation not "
+        "permitted'). Start the lab's kind engine, whose runtime leaves those out, and point DOCKER_HOST at it: "
+        'eval "$(.ci/start-kind-dockerd)" (docs/KIND_SMOKE.md)'
+    )
+
+
 def preflight_tools(clusters: dict[str, KindCluster], roles: list[str], need: set[str]) -> None:
     """What the kind rules need, checked before any job starts: every problem in one message."""
     problems = []
     if "kind" in need and "docker" in need:
         try:
-            problem = published_images_problem(
-                [clusters[r] for r in roles], _engine_has(docker_client()), registry_reachable
-            )
+            client = docker_client()
+            found = [clusters[r] for r in roles]
+            problem = published_images_problem(found, _engine_has(client), registry_reachable)
+            runtime = privileged_problem(missing_capabilities(), str(client.info().get("DefaultRuntime", "")))
         except BackendError:
-            problem = None  # the engine's own problem is named below
-        if problem:
-            problems.append(problem)
+            problem = runtime = None  # the engine's own problem is named below
+        problems += [p for p in (problem, runtime) if p]
     if "kind" in need:
         for role in roles:
             try:
