@@ -126,3 +126,19 @@ def test_every_binary_the_node_gets_is_one_of_the_catalogue():
         == 'ENTRYPOINT ["/usr/local/bin/throttlelab-sysctl-guard", "/usr/local/bin/entrypoint", "/sbin/init"]'
     )
     assert "STOPSIGNAL SIGRTMIN+3" in ni.IMAGE_CHANGES and "ENV container=docker" in ni.IMAGE_CHANGES
+
+
+def test_a_new_node_image_removes_the_superseded_ones_of_its_role_only(monkeypatch):
+    import subprocess
+
+    calls = []
+
+    def run(argv, **kwargs):
+        calls.append(argv)
+        out = "throttlelab/kind-node:new-aaa\nthrottlelab/kind-node:new-bbb\nthrottlelab/kind-node:old-ccc\n"
+        in_use = argv[-1] == "throttlelab/kind-node:new-bbb"  # a cluster still runs from it
+        return subprocess.CompletedProcess(argv, 1 if in_use else 0, stdout=out if "ls" in argv else "")
+
+    monkeypatch.setattr(ni.subprocess, "run", run)
+    assert ni.remove_superseded("new", "throttlelab/kind-node:new-ccc") == ["throttlelab/kind-node:new-aaa"]
+    assert ["docker", "image", "rm", "throttlelab/kind-node:old-ccc"] not in calls

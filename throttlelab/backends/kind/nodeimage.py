@@ -493,6 +493,22 @@ def docker_import(rootfs: Path, tag: str, labels: dict[str, str]) -> str:
     return image_id(tag)
 
 
+def remove_superseded(role: str, keep: str) -> list[str]:
+    """Remove the engine's other node images of ``role`` (earlier keys): one image per role stays.
+    One a container still runs from (a cluster made from it) is kept; `clean` first."""
+    listing = subprocess.run(
+        ["docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}", kn.IMAGE_REPOSITORY],
+        capture_output=True,
+        text=True,
+    )
+    removed = []
+    for tag in listing.stdout.split():
+        if tag != keep and tag.startswith(f"{kn.IMAGE_REPOSITORY}:{role}-"):
+            if subprocess.run(["docker", "image", "rm", tag], capture_output=True).returncode == 0:
+                removed.append(tag)
+    return removed
+
+
 def image_id(tag: str) -> str:
     return _run(["docker", "image", "inspect", "-f", "{{.Id}}", tag], f"docker image inspect {tag}").strip()
 
@@ -608,6 +624,8 @@ def build_node(
         say(f"kind node image {tag}: docker import ...")
         ident = docker_import(rootfs, tag, labels)
         _remove_tree(rootfs)
+        for old in remove_superseded(recipe.role, tag):
+            say(f"kind node image: removed the superseded {old}")
         stamp = {
             "role": recipe.role,
             "tag": tag,
