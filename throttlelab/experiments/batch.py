@@ -109,17 +109,15 @@ def run_guest(plan_path: Path) -> int:
     plan = json.loads(plan_path.read_text())
     if not _guest_runs_the_node():
         return _run_jobs(plan)
-    from throttlelab.backends.node.cluster import STOP_TIMEOUT_S, stop_nodes
-    from throttlelab.backends.vm import guest_settings, node_patience
+    from throttlelab.backends.node.cluster import stop_nodes
 
     os.environ[ORCHESTRATOR_ENV] = str(os.getpid())  # one node for the batch: its owner is this process
     status = 1
     try:
         status = _run_jobs(plan)
     finally:  # also on Ctrl-C: the node goes with the batch, and a failure to take it down is said, not raised
-        limit = STOP_TIMEOUT_S * node_patience((guest_settings() or {}).get("accel"))
-        try:
-            stop_nodes(os.getpid(), timeout_s=limit, tell=runner.progress)
+        try:  # within the node's own patience (its facts)
+            stop_nodes(os.getpid(), tell=runner.progress)
         except BackendError as exc:
             runner.progress(f"error: {exc}")
             status = 1

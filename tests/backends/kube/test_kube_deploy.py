@@ -35,8 +35,10 @@ class FastDeployment(KubeDeployment):
 
 
 class FastKube(KubeBackend):
+    deployment = FastDeployment
+
     def deploy(self, node, load=None):
-        return FastDeployment(self, node, load, self.settings, self.client)
+        return self.deployment(self, node, load, self.settings, self.client)
 
 
 @pytest.fixture
@@ -835,9 +837,8 @@ class BriefDeployment(FastDeployment):
     exec_timeout_s = 5.0
 
 
-class BriefKube(KubeBackend):
-    def deploy(self, node, load=None):
-        return BriefDeployment(self, node, load, self.settings, self.client)
+class BriefKube(FastKube):
+    deployment = BriefDeployment
 
 
 def test_a_slow_node_is_waited_out_by_a_backend_with_patience(api, tmp_path):

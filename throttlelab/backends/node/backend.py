@@ -191,9 +191,8 @@ class NodeBackend(KubeBackend):
         self.node_facts: dict[str, Any] | None = None
         self._own: nc.LocalNode | None = None
         self._namespace = namespace
-        self.patience = (
-            patience  # the node's start, each pod's start and every wait on it may take this many times longer
-        )
+        # the node's start, each pod's start and every wait on it may take this many times longer
+        self.patience = patience
         pod_start_timeout_s *= patience
         self._pod_start_timeout_s = pod_start_timeout_s
         settings = KubeSettings(

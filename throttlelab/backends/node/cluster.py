@@ -338,6 +338,7 @@ class Supervisor:
             "ports": asdict(lay.ports),
             "sysctls": self.sysctls_before,
             "cgroup_version": 2 if Path("/sys/fs/cgroup/cgroup.controllers").exists() else 1,
+            "patience": self.patience,  # its take-down's limits too (stop_nodes)
         }
 
     def _pause_archive(self) -> Path:
@@ -798,13 +799,17 @@ def stop_nodes(owner: int, timeout_s: float = STOP_TIMEOUT_S, tell: Callable[[st
                 continue
         except (OSError, ValueError):
             continue
+        try:  # a slow node (an emulated guest's) takes as many times longer to go as to start
+            limit = timeout_s * max(1.0, float(json.loads((folder / "facts.json").read_text()).get("patience") or 1))
+        except (OSError, ValueError):
+            limit = timeout_s
         tell(f"taking down the real node (supervisor {sup})")
         os.kill(sup, signal.SIGUSR1)
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + limit
         while running(sup) and time.monotonic() < deadline:
             time.sleep(0.1)
         if running(sup):
-            raise BackendError(f"the real node's supervisor {sup} did not finish within {timeout_s:.0f} s")
+            raise BackendError(f"the real node's supervisor {sup} did not finish within {limit:.0f} s")
         stopped.append(sup)
     return stopped
 
@@ -883,14 +888,13 @@ class LocalNode:
         if self.owner is not None and self.facts is not None:
             self.proc = None  # it serves its owner: it goes when the owner does (or stop_nodes)
             return
+        limit = STOP_TIMEOUT_S * max(1.0, self.desc["patience"])  # a take-down never gets less than its usual limit
         try:
-            self.proc.wait(timeout=STOP_TIMEOUT_S)
+            self.proc.wait(timeout=limit)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-            raise BackendError(
-                f"the node's supervisor did not finish taking it down within {STOP_TIMEOUT_S:.0f} s"
-            ) from None
+            raise BackendError(f"the node's supervisor did not finish taking it down within {limit:.0f} s") from None
         status = self.proc.returncode
         self.proc = None
         if status == START_FAILED and self.facts is None:
