@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -15,10 +16,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import FIXTURE_ROOT
+from conftest import FIXTURE_ROOT, PROJECT
 from throttlelab.analysis import commands as analysis, findings, stats, tidy
 from throttlelab.analysis.findings import CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE, REPRODUCED, WEAKER
-from throttlelab.analysis.findings import predictions
+from throttlelab.analysis.findings import engine, finding_catalogue, predictions
 from throttlelab.model import catalogue
 from throttlelab.model.quantities import go_default_gomaxprocs, parse_cpu
 from throttlelab.model.variants import VariantSpec
@@ -28,15 +29,23 @@ ALL = catalogue.IDS  # every experiment in the profile
 R = 5
 
 
+#: When the made-up lab's runs were made: after every revision of the threshold registry, so that every check
+#: judges them (a check revised after data is judged only on runs made after its revision, STATS.md §5)
+AFTER_EVERY_REVISION = "2026-12-03T00:00:00+00:00"
+
+
 class Lab:
     """Per-run metrics, runs and headers of a made-up lab, built variant by variant."""
 
-    def __init__(self, num_cpu: int = 2, backend: str = "local"):
+    def __init__(self, num_cpu: int = 2, backend: str = "local", start: str = AFTER_EVERY_REVISION):
         self.num_cpu = num_cpu
         self.backend = backend
+        self.start = start
         self.metric_rows: list[tuple] = []
         self.run_rows: list[dict] = []
         self.header_rows: list[dict] = []
+        #: (experiment, variant) -> the parameters it was added with
+        self.specs: dict[tuple[str, str], dict] = {}
 
     def add(
         self,
@@ -47,15 +56,20 @@ class Lab:
         num_cpu: int | None = None,
         disturbed: tuple[int, ...] = (),
         period_us: int = 100_000,
+        start: str | None = None,
+        first_repeat: int = 0,
     ) -> Lab:
         repeats = len(next(iter(values.values())))
-        for rep in range(repeats):
+        self.specs[(experiment, variant)] = spec
+        for k in range(repeats):
+            rep = first_repeat + k
             self.run_rows.append(
                 {
                     "backend": self.backend,
                     "experiment": experiment,
                     "variant": variant,
                     "repeat": rep,
+                    "start": start or self.start,
                     "disturbed": rep in disturbed,
                     **VariantSpec.from_dict(experiment, variant, spec).columns(),
                 }
@@ -70,7 +84,7 @@ class Lab:
                 }
             )
             for metric, series in values.items():
-                self.metric_rows.append((self.backend, experiment, variant, rep, metric, series[rep], "", ""))
+                self.metric_rows.append((self.backend, experiment, variant, rep, metric, series[k], "", ""))
         return self
 
     def drop(self, experiment: str, variant: str) -> Lab:
@@ -1447,3 +1461,119 @@ def test_the_runtime_conversion_is_applied_where_the_backend_writes_it(backend, 
     evidence.runs["cgroup_version"] = cgroup_version
     reason = runtime_conversion_applied("E5").test(evidence)
     assert (reason is None) == applied, reason
+
+
+# --------------------------------------------------------------------------
+# the threshold registry's rule (STATS.md §5, issue 24 item 7): a check revised after data is judged only on
+# the runs made after its revision, and the tables show its verdict on all runs beside
+
+BEFORE_F4_REVISION = "2026-12-01T12:00:00+00:00"  # a5a8721 revised F4's throttled-time threshold on 2026-12-02
+F4_REVISED = "throttled_ms limit1-2threads / limit1"
+
+
+def old_copies(lab: Lab, experiment: str, factors: dict[str, dict[str, float]], start: str) -> Lab:
+    """Each run of ``experiment``'s variants in ``factors`` again, made at ``start`` (repeats from 100 on),
+    its metrics scaled by ``factors[variant][metric]`` (1 for any other)."""
+    for variant, scale in factors.items():
+        values: dict[str, list[float]] = {}
+        for _, exp, var, _, metric, value, *_ in lab.metric_rows:
+            if (exp, var) == (experiment, variant):
+                values.setdefault(metric, []).append(value * scale.get(metric, 1.0))
+        lab.add(experiment, variant, lab.specs[(experiment, variant)], values, start=start, first_repeat=100)
+    return lab
+
+
+def test_runs_made_before_a_revision_do_not_judge_the_revised_check_and_its_verdict_on_all_runs_is_shown():
+    lab = full_lab()
+    for row in lab.run_rows:
+        if row["experiment"] == "E2a":
+            row["start"] = BEFORE_F4_REVISION
+    got, checks = evaluate(lab)
+    mine = checks.set_index("check")
+    revised = mine.loc[F4_REVISED]
+    assert revised["verdict"] == NOT_TESTABLE and revised["requirement"] == engine.RUNS_AFTER_REVISION
+    assert revised["reason"].startswith("needs runs made after its threshold's revision: none of the")
+    assert "a5a8721 of 2026-12-02T12:29:26+00:00" in revised["reason"]
+    assert revised["verdict_all_runs"] == REPRODUCED
+    # an unrevised check of the same runs judges them all
+    other = mine.loc["p50_wall_ms limit1-2threads / limit1"]
+    assert other["judged_on"] == engine.ALL_RUNS and other["verdict"] == other["verdict_all_runs"] == REPRODUCED
+    assert got["F4"]["verdict"] == NOT_TESTABLE and got["F4"]["verdict_all_runs"] == REPRODUCED
+    # a finding without a revised check: the same verdict both ways
+    assert got["F1"]["verdict"] == got["F1"]["verdict_all_runs"] == REPRODUCED
+
+
+def test_a_revised_check_is_judged_on_the_later_runs_only():
+    # old runs (before the revision) where the fewer-threads arm was throttled three times as long: on all
+    # runs F4 would not be reproduced; on the runs made after its revision it is
+    lab = old_copies(
+        full_lab(),
+        "E2a",
+        {"limit1": {}, "limit1-2threads": {"throttled_ms": 3.0}},
+        BEFORE_F4_REVISION,
+    )
+    got, checks = evaluate(lab)
+    revised = checks.set_index("check").loc[F4_REVISED]
+    n = sum(1 for r in lab.run_rows if r["experiment"] == "E2a" and r["variant"] in ("limit1", "limit1-2threads"))
+    assert revised["verdict"] == REPRODUCED and revised["verdict_all_runs"] != REPRODUCED
+    assert (
+        revised["judged_on"]
+        == f"the {n // 2} of {n} runs made at or after its threshold's revision (a5a8721 of 2026-12-02T12:29:26+00:00)"
+    )
+    assert revised["judged_on"] in revised["reason"]
+    assert got["F4"]["verdict"] == REPRODUCED and got["F4"]["verdict_all_runs"] != REPRODUCED
+
+
+def test_a_run_without_a_start_time_cannot_show_it_was_made_after_a_revision():
+    lab = full_lab()
+    for row in lab.run_rows:
+        if row["experiment"] == "E2a" and row["repeat"] == 0:
+            row["start"] = None
+    evidence = lab.evidence()
+    later = evidence.made_since(engine.run_started("2026-12-02T12:29:26+00:00"))
+    assert len(later.runs) == len(evidence.runs) - sum(
+        1 for r in lab.run_rows if r["experiment"] == "E2a" and r["repeat"] == 0
+    )
+    kept = later.metrics[later.metrics["experiment"] == "E2a"]
+    assert not (kept["repeat"] == 0).any() and len(kept) > 0
+    assert engine.run_started("2026-12-02T12:29:26") == engine.run_started("2026-12-02T12:29:26+00:00")
+    assert engine.run_started("") is None and engine.run_started("yesterday") is None
+
+
+# --------------------------------------------------------------------------
+# docs/FINDINGS.md's per-check table, generated from the code (it cannot go stale)
+
+FINDINGS_DOC = PROJECT / "docs" / "FINDINGS.md"
+#: set to 1 to write the table into docs/FINDINGS.md instead of comparing (docs/FINDINGS.md says how)
+REGENERATE_DOC = "THROTTLELAB_REGENERATE_DOCS"
+
+
+def _doc_table(text: str) -> tuple[int, int]:
+    """Where docs/FINDINGS.md's per-check table starts and ends (its header line to the first blank line)."""
+    start = text.index(finding_catalogue.CHECK_TABLE_HEADER.splitlines()[0])
+    end = text.index("\n\n", start) + 1
+    return start, end
+
+
+def test_the_per_check_table_of_the_findings_doc_is_the_codes():
+    _, checks = evaluate(full_lab())
+    table = finding_catalogue.check_table(checks)
+    text = FINDINGS_DOC.read_text()
+    start, end = _doc_table(text)
+    if os.environ.get(REGENERATE_DOC) == "1":
+        FINDINGS_DOC.write_text(text[:start] + table + text[end:])
+        text = FINDINGS_DOC.read_text()
+        start, end = _doc_table(text)
+    assert text[start:end] == table, (
+        f"docs/FINDINGS.md's per-check table differs from the code's: regenerate it with {REGENERATE_DOC}=1 "
+        ".venv/bin/python -m pytest tests/analysis/test_findings.py -k per_check_table"
+    )
+    # every check is there, with its commit; the revised ones say from when runs judge them
+    assert table.count("\n") == len(checks) + 2
+    assert "a5a8721 (after data: judges the runs made from 2026-12-02T12:29:26+00:00 on)" in table
+
+
+def test_the_check_table_refuses_checks_of_other_findings():
+    _, checks = evaluate(full_lab())
+    with pytest.raises(ValueError, match="rows of checks.csv for the"):
+        finding_catalogue.check_table(checks.iloc[:3])

@@ -88,6 +88,18 @@ def test_runs_carry_the_config_seed_and_each_jobs_seed_from_the_meta_record(tabl
     assert str(back["job_seed"].dtype) == "Int64" and set(back["config_seed"]) == {1}
 
 
+def test_runs_carry_the_commit_of_the_code_that_made_them(tables, tmp_path):
+    # meta.code (issue 24 item 7); a log that predates it leaves the column empty
+    assert (tables["runs"]["code_commit"].fillna("") == "").all()
+    path = _copy(tmp_path, LIMIT1)
+    lines = _lines(path)
+    meta = json.loads(lines[0])
+    meta["code"] = {"commit": "a" * 40, "dirty": False}
+    _write(path, [json.dumps(meta), *lines[1:]])
+    runs = tidy.parse_runs([path])["runs"]
+    assert list(runs["code_commit"]) == ["a" * 40]
+
+
 def test_a_spec_with_an_unknown_parameter_names_the_meta_line(tmp_path):
     path = _copy(tmp_path, LIMIT1)
     lines = _lines(path)

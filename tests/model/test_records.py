@@ -19,6 +19,7 @@ from throttlelab.errors import RecordError
 from throttlelab.experiments.context import Context, ExperimentResult
 from throttlelab.experiments.runner import checked, meta_record
 from throttlelab.experiments.services_experiments import podstat_record
+from throttlelab.host.facts import code_version
 from throttlelab.host.interference import Interference
 from throttlelab.model import records, seeds
 from throttlelab.model.variants import VariantSpec
@@ -109,6 +110,20 @@ def test_the_meta_record_the_runner_writes_fits_the_contract(orchestrator_s):
     assert (meta["config_seed"], meta["seed"]) == (20261130, seeds.job_seed(20261130, "E2a", "limit1", 0))
     unmetered = _meta({"disturbed": False, "note": "not metered on the kind backend"})
     assert checked([unmetered]) == [unmetered]
+
+
+def test_the_meta_record_says_which_code_made_the_run():
+    # the threshold registry's rule (STATS.md §5) compares a run's start with a revision's date; the meta
+    # record also names the commit of the code that made the run (null where no git checkout was there)
+    meta = _meta({"disturbed": False, "note": "n"})
+    assert meta["code"] == {"commit": None, "dirty": None} and checked([meta]) == [meta]
+    code = code_version()
+    assert code["commit"] is None or (len(code["commit"]) == 40 and isinstance(code["dirty"], bool))
+    made = {**meta, "code": code}
+    assert checked([made]) == [made]
+    with pytest.raises(RecordError, match="meta.code.*'commit'"):
+        checked([{**meta, "code": {"commit": 7, "dirty": False}}])
+    assert code_version(Path("/")) == {"commit": None, "dirty": None}  # no checkout there
 
 
 def test_the_experiments_records_fit_the_contract():

@@ -127,7 +127,7 @@ def test_findings_table_comes_first_with_one_row_per_finding(page):
     parsed = parse(page)
     findings = pd.read_csv(FIXTURES / "tables" / "findings.csv")
     assert parsed.tables[0] == "findings-table"
-    assert parsed.finding_rows == len(findings) == 11
+    assert parsed.finding_rows == len(findings) == 17  # F1-F11 the lab's, F12-F17 ours
 
 
 def test_page_is_self_contained(page):
@@ -167,7 +167,7 @@ def test_environment_comes_from_the_environment_table(page):
 
 def test_display_tables_match_the_page(results):
     shown = pd.read_csv(results / "report" / "findings_table.csv")
-    assert list(shown["id"]) == [f"F{k}" for k in range(1, 12)]
+    assert list(shown["id"]) == [f"F{k}" for k in range(1, 18)]
     assert shown.loc[0, "effect [CI]"] == "2.18 [1.97, 2.40]"
     estimates = pd.read_csv(results / "report" / "estimates_table.csv")
     assert len(estimates) == len(pd.read_csv(FIXTURES / "tables" / "estimates.csv"))
@@ -255,6 +255,47 @@ def test_the_checks_table_shows_requirements_and_derivations(page):
     assert "<th>unmet requirement</th>" in html and "<th>derivation of the threshold</th>" in html
     assert "a node where the go line can matter" in html  # F5's named requirement on 2 CPUs
     assert "median wall time is" in html  # F1's threshold, derived from the model
+    # F2's band, revised after data (6c343fc): the fixture's runs of 2026-11-30 do not judge it; all runs beside
+    assert "not testable here (on all runs: inconclusive)" in html and "<th>judged on</th>" in html
+
+
+def test_a_check_revised_after_data_shows_its_verdict_on_all_runs_beside():
+    # the threshold registry's rule (STATS.md §5): judged on the runs made after the revision, both shown
+    common = {"experiment": "E2a", "expected": "x < 0.937", "effect": 0.5, "lo": 0.4, "hi": 0.6, "p": 0.01}
+    checks = pd.DataFrame(
+        [
+            {
+                **common,
+                "id": "F4",
+                "check": "throttled_ms limit1-2threads / limit1",
+                "verdict": "not testable here",
+                "verdict_all_runs": "reproduced",
+                "judged_on": "the 0 of 16 runs made at or after its threshold's revision (a5a8721 of 2026-12-02)",
+                "reason": "needs runs made after its threshold's revision: none",
+            },
+            {**common, "id": "F1", "check": "c", "verdict": "reproduced", "verdict_all_runs": "reproduced"},
+        ]
+    )
+    table = report.checks_table(checks)
+    col = table.columns.index("verdict")
+    assert table.rows[0][col] == "not testable here (on all runs: reproduced)"
+    assert table.rows[1][col] == "reproduced"
+    judged = table.columns.index("judged on")
+    assert table.rows[0][judged].startswith("the 0 of 16 runs") and table.rows[1][judged] == "all runs"
+    rows = pd.DataFrame(
+        [
+            {
+                "id": "F4",
+                "claim": "c",
+                "experiments": "E2a",
+                "verdict": "not testable here",
+                "verdict_all_runs": "reproduced",
+            },
+            {"id": "F1", "claim": "c", "experiments": "E2a", "verdict": "reproduced", "verdict_all_runs": "reproduced"},
+        ]
+    ).assign(effect=1.0, lo=0.9, hi=1.1, reference="", reason="", method="")
+    got = report.findings_rows(rows)
+    assert (got[0].all_runs, got[1].all_runs) == ("reproduced", "")
 
 
 def test_the_generator_table_counts_errors_per_run():
@@ -656,6 +697,7 @@ def test_experiments_beyond_the_lab_come_last_under_their_heading_and_their_find
     ).to_csv(tables / "rounds.csv", index=False)
     write_figures(tables, tmp_path / "figures")
     findings = pd.read_csv(tables / "findings.csv")
+    findings = findings[findings["id"] != "F14"]  # F14's row of the fixture (not testable: no X3 there) replaced
     f14 = findings.head(1).copy()
     f14["id"], f14["experiments"], f14["verdict"] = "F14", "X3", "reproduced"
     f14["claim"], f14["reference"] = "Throttled time is summed over run queues, not threads.", "none: ours"
@@ -672,7 +714,7 @@ def test_experiments_beyond_the_lab_come_last_under_their_heading_and_their_find
     )
     html = out.read_text()
     parsed = parse(out)
-    assert parsed.finding_rows == 12
+    assert parsed.finding_rows == 17
     sections = [i for i in parsed.ids if i.startswith("exp-") or i == "beyond"]
     assert sections[-2:] == ["beyond", "exp-X3"], sections
     row = html[html.index('id="finding-F14"') :]

@@ -70,6 +70,8 @@ __all__ = [
     "LatencySummary",
     "quantile",
     "quantile_name",
+    "t_power",
+    "repeats_for_power",
     "min_samples",
     "too_few_samples",
     "supported_quantile",
@@ -867,6 +869,34 @@ def threshold_p(a, b=None, *, threshold: float, relation: Literal[">", "<"], log
 
 # --------------------------------------------------------------------------
 # several comparisons
+
+
+def t_power(runs: int, sd: float, effect: float, *, two_sample: bool, level: float = 0.95) -> float:
+    """Power of the one-sided t test the intervals decide by (STATS.md §6: plan R from the per-run spread):
+    the chance that the ``level`` interval clears a threshold lying ``effect`` away from the true value, with
+    per-run values of standard deviation ``sd`` on the check's scale (the log for ratios), ``runs`` per arm;
+    ``two_sample``: a ratio of two arms (Welch with equal spreads and runs, df 2R - 2), else one arm (df R - 1).
+    Noncentral t, exact under the normal model."""
+    _check_level(level)
+    if runs < 2 or not (sd > 0) or not math.isfinite(effect):
+        raise ValueError(f"t_power: runs {runs} (at least 2), sd {sd} (above 0), effect {effect} (finite)")
+    df = 2 * runs - 2 if two_sample else runs - 1
+    se = sd * math.sqrt((2 if two_sample else 1) / runs)
+    crit = float(sps.t.ppf(1 - (1 - level) / 2, df))
+    return float(sps.nct.sf(crit, df, abs(effect) / se))
+
+
+def repeats_for_power(
+    sd: float, effect: float, *, two_sample: bool, power: float = 0.8, level: float = 0.95, most: int = 1000
+) -> int:
+    """The fewest runs per arm whose :func:`t_power` reaches ``power`` (STATS.md §6: power >= 80% at the effect
+    the check must see); ValueError past ``most``."""
+    if not 0 < power < 1:
+        raise ValueError(f"repeats_for_power: power {power} is not in (0, 1)")
+    for runs in range(2, most + 1):
+        if t_power(runs, sd, effect, two_sample=two_sample, level=level) >= power:
+            return runs
+    raise ValueError(f"repeats_for_power: more than {most} runs per arm for effect {effect} at sd {sd}")
 
 
 def holm(pvalues) -> np.ndarray:

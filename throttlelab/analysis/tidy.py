@@ -111,6 +111,9 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
         # the seeds (model/seeds.py): the config's (meta.config_seed) and the job's derived from it (meta.seed)
         "config_seed": "Int64",
         "job_seed": "Int64",
+        # the git commit of the code that made the run (meta.code; empty in logs that predate it or where no
+        # checkout was there); the run's start is what a revised threshold's date is compared with
+        "code_commit": "str",
     },
     "rounds": {
         "src": "str",
@@ -552,6 +555,7 @@ class _LogReader:
                 cpu_accel(env),
                 _int_or_none(meta.get("config_seed")),
                 _int_or_none(meta.get("seed")),
+                _text((meta.get("code") or {}).get("commit")),
             )
         )
         self.rows["environment"].append((*self.run, environment_record(meta)))

@@ -31,6 +31,7 @@ from typing import Any, Iterator
 from throttlelab.backends.base import BackendError, make_backend
 from throttlelab.errors import RecordError
 from throttlelab.host.cgroupfs import CgroupError
+from throttlelab.host.facts import code_version
 from throttlelab.experiments import REGISTRY, Context
 from throttlelab.host.interference import InterferenceMeter, orchestrator_from_env, wait_for_quiet
 from throttlelab.model import records, seeds
@@ -160,6 +161,7 @@ def meta_record(
     environment: dict[str, Any],
     run: dict[str, Any],
     digests: dict[str, str],
+    code: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     caps = ctx.capabilities
     return {
@@ -194,6 +196,9 @@ def meta_record(
         "notes": run["result"].notes,
         "interference": run["interference"],
         "attempt": run["attempt"],
+        # which code made the run (host/facts.py code_version): its start time is what a revised threshold's
+        # date is compared with (the threshold registry, STATS.md §5); the commit says which code
+        "code": code if code is not None else {"commit": None, "dirty": None},
     }
 
 
@@ -223,6 +228,7 @@ def run(args: argparse.Namespace) -> int:
     job_seed = seeds.job_seed(args.seed, args.experiment, args.variant, args.repeat)
     ctx = Context(backend=backend, capabilities=caps, node_cpus=args.node_cpus, seed=job_seed, progress=progress)
     digests = {v: sha256_file(p) for v, p in binaries.items()}
+    code = code_version()
     environment: dict[str, Any] = {}  # asked once, after the first attempt (kind reports the clusters it used)
     out = Path(args.out)
     progress(f"{args.experiment}/{args.variant} repeat {args.repeat} on {args.backend}: start")
@@ -261,7 +267,7 @@ def run(args: argparse.Namespace) -> int:
                 kept,
                 checked(
                     [
-                        meta_record(args, spec, ctx, binaries, environment, attempt_run, digests),
+                        meta_record(args, spec, ctx, binaries, environment, attempt_run, digests, code),
                         *attempt_run["result"].records,
                     ]
                 ),
@@ -273,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
             )
         if measured_quiet(attempt_run["interference"]):
             HOST_BUSY_PATH.unlink(missing_ok=True)
-    meta = meta_record(args, spec, ctx, binaries, environment, attempt_run, digests)
+    meta = meta_record(args, spec, ctx, binaries, environment, attempt_run, digests, code)
     meta["disturbed_attempts"] = earlier
     write_atomically(out, checked([meta, *attempt_run["result"].records]))
     state = " (still disturbed: kept and marked)" if attempt_run["interference"]["disturbed"] else ""

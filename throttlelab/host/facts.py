@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -30,3 +31,29 @@ def cgroup_version(root: Path = Path("/sys/fs/cgroup")) -> int:
     """This host's cgroup version, read without any engine: 2 when the unified hierarchy is
     mounted at the root (its cgroup.controllers file exists), else 1."""
     return 2 if (root / "cgroup.controllers").exists() else 1
+
+
+def code_version(root: Path | None = None) -> dict[str, Any]:
+    """The code a run is made with, for its meta record (``code``, STATS.md §5's registry rule): the git
+    commit of ``root`` (the runner's working directory unless told: Snakemake starts it in the project)
+    and whether tracked files differ from it; both None where ``root`` is no git checkout or git is not
+    installed (a vm guest's copy). The run's own start time (meta ``start``) is
+    what the findings compare with a threshold's revision; the commit says which code made the run."""
+    root = Path.cwd() if root is None else root
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=False
+        )
+        if head.returncode != 0:
+            return {"commit": None, "dirty": None}
+        status = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return {"commit": None, "dirty": None}
+    dirty = bool(status.stdout.strip()) if status.returncode == 0 else None
+    return {"commit": head.stdout.strip(), "dirty": dirty}

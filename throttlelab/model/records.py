@@ -143,6 +143,7 @@ RECORDS: dict[str, Shape] = {
                 "interference": "dict",
                 "attempt": "int",
                 "disturbed_attempts": "list",
+                "code": "dict",
             },
             "line 1: the run (experiment, variant, repeat, backend), its typed spec, the seeds (model/seeds.py), "
             "the binaries, the machine, the window and what other work took meanwhile",
@@ -371,6 +372,13 @@ OBJECTS: dict[str, Shape] = {
             about="meta.capabilities: what the backend can express here",
         ),
         Shape(
+            "code",
+            "runner",
+            {"commit": "str?", "dirty": "bool?"},
+            about="meta.code: the git commit of the code that made the run and whether tracked files differed "
+            "from it (null where no git checkout was there); logs written before issue 24 lack it",
+        ),
+        Shape(
             "host_loadavg",
             "runner",
             {"before": "list", "after": "list"},
@@ -488,6 +496,9 @@ def written_problems(record: Mapping[str, Any]) -> list[str]:
         caps = record.get("capabilities")
         if isinstance(caps, Mapping):
             problems += _problems_of_shape(caps, OBJECTS["capabilities"], "meta.capabilities")
+        code = record.get("code")
+        if isinstance(code, Mapping):
+            problems += _problems_of_shape(code, OBJECTS["code"], "meta.code")
         loadavg = record.get("host_loadavg")
         if isinstance(loadavg, Mapping):
             problems += _problems_of_shape(loadavg, OBJECTS["host_loadavg"], "meta.host_loadavg")

@@ -81,6 +81,9 @@ class Finding:
     method: str
     #: a claim of ours beyond the lab (docs/EXPERIMENTS.md): the page marks it and calls its sentence a hypothesis
     ours: bool = False
+    #: its verdict on every run where a check revised after data was judged on the later runs only and that
+    #: changed the verdict ("" otherwise: findings.csv verdict_all_runs, STATS.md §5)
+    all_runs: str = ""
 
 
 def findings_rows(findings: pd.DataFrame) -> list[Finding]:
@@ -101,9 +104,17 @@ def findings_rows(findings: pd.DataFrame) -> list[Finding]:
                 a12=fmt_number(getattr(r, "a12", math.nan)),
                 method=text(r.method),
                 ours=bool(experiments) and all(is_ours(e) for e in experiments),
+                all_runs=_all_runs(r),
             )
         )
     return rows
+
+
+def _all_runs(r: Any) -> str:
+    """The verdict on all runs (findings.csv or checks.csv ``verdict_all_runs``) where it differs from the verdict
+    shown, which judged a check revised after data on the runs made after its revision only."""
+    every = text(getattr(r, "verdict_all_runs", ""))
+    return every if every and every != text(r.verdict) else ""
 
 
 def _decisive(value: Any) -> bool:
@@ -132,7 +143,8 @@ def checks_table(checks: pd.DataFrame | None) -> Table | None:
             text(r.expected),
             fmt_interval(r.effect, r.lo, r.hi),
             fmt_number(r.p),
-            text(r.verdict),
+            text(r.verdict) + (f" (on all runs: {_all_runs(r)})" if _all_runs(r) else ""),
+            text(getattr(r, "judged_on", "")) or "all runs",
             text(getattr(r, "requirement", "")),
             text(r.reason),
             text(getattr(r, "why", ""))
@@ -150,6 +162,7 @@ def checks_table(checks: pd.DataFrame | None) -> Table | None:
         "effect [CI]",
         "p (one-sided, vs threshold)",
         "verdict",
+        "judged on",
         "unmet requirement",
         "reason",
         "derivation of the threshold",
@@ -163,7 +176,9 @@ def checks_table(checks: pd.DataFrame | None) -> Table | None:
         "no effect but not the model's threshold, inconclusive otherwise; supporting checks are shown and "
         "decide nothing. A 'within' check holds only when its whole interval lies inside the band; it shows "
         "no p-value. The p beside a check tests its own threshold, one-sided, with the interval's own t "
-        "(below 0.025 exactly when the 95% interval clears the threshold)."
+        "(below 0.025 exactly when the 95% interval clears the threshold). A check whose threshold was revised "
+        "after data (the threshold registry) is judged only on the runs made after its revision; its verdict "
+        "on all runs is shown beside when it differs."
     ]
     return Table(columns, rows, notes)
 

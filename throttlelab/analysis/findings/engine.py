@@ -46,6 +46,7 @@ import math
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from typing import Literal
 
 import numpy as np
@@ -73,6 +74,10 @@ PREMISE_HELD = "a premise that holds"
 EMULATED_ACCEL = "tcg"
 #: The requirement every timed check (ratio, level) has: a CPU whose timing is real.
 REAL_TIME_CPU = "a CPU whose timing is real"
+#: The requirement of a check whose threshold was revised after data (STATS.md §5, the threshold registry).
+RUNS_AFTER_REVISION = "runs made after its threshold's revision"
+#: checks.csv judged_on of a check that every run judges
+ALL_RUNS = "all runs"
 
 Relation = Literal[">", "<", "within"]
 CheckKind = Literal["ratio", "level", "agreement"]
@@ -94,6 +99,9 @@ FINDINGS_COLUMNS = [
     "verdict",
     "reason",
     "method",
+    #: filled by the catalogue (finding_catalogue.py): the finding's verdict on every run, beside the verdict
+    #: above, which judges a check revised after data only on the runs made after its revision
+    "verdict_all_runs",
 ]
 CHECKS_COLUMNS = [
     "id",
@@ -120,6 +128,10 @@ CHECKS_COLUMNS = [
     #: filled by the catalogue from its threshold registry (finding_catalogue.py); "" from the engine alone
     "threshold_commit",
     "threshold_note",
+    #: which runs judged the check: "all runs", or those made at or after its threshold's revision (STATS.md §5)
+    "judged_on",
+    #: filled by the catalogue: the check's verdict on every run ("" from the engine alone)
+    "verdict_all_runs",
 ]
 #: The label and metric of a check comparing latency quantiles hold "{q}"; the highest quantile every run
 #: of its variants supports replaces it (p99, p90 or p50: stats.min_samples).
@@ -133,6 +145,30 @@ class Unmet(Exception):
         super().__init__(f"{name}: {reason}")
         self.name = name
         self.reason = reason
+
+
+@dataclass(frozen=True)
+class Since:
+    """A check revised after data is judged only on the runs made at or after its revision (STATS.md §5):
+    ``when`` (aware), and the revision as the reasons name it ("a5a8721 of 2026-12-02T12:29:26+00:00")."""
+
+    when: datetime
+    revision: str
+
+    def __post_init__(self) -> None:
+        if self.when.tzinfo is None:
+            raise ValueError(f"revision {self.revision}: its time {self.when} has no UTC offset")
+
+
+def run_started(start: object) -> datetime | None:
+    """A run's start time (runs.csv ``start``, the meta record's ISO 8601), None where it is missing or not one."""
+    if not isinstance(start, str) or not start:
+        return None
+    try:
+        when = datetime.fromisoformat(start)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -259,6 +295,36 @@ class Evidence:
             return frame[[key not in gone for key in keys]]
 
         return replace(self, metrics=keep(self.metrics), runs=keep(self.runs), headers=keep(self.headers))
+
+    def made_since(self, when: datetime) -> Evidence:
+        """The same evidence with only the runs made at or after ``when`` (their start time, runs.csv ``start``):
+        a run without a readable start time cannot show that it was, and is left out."""
+        if self.runs.empty:
+            return self
+        starts = self.runs["start"] if "start" in self.runs.columns else pd.Series([None] * len(self.runs))
+        made = [s is not None and s >= when for s in map(run_started, starts)]
+        kept = set(
+            zip(
+                self.runs.loc[made, "experiment"],
+                self.runs.loc[made, "variant"],
+                self.runs.loc[made, "repeat"].astype(int),
+            )
+        )
+
+        def keep(frame: pd.DataFrame) -> pd.DataFrame:
+            if frame.empty or "repeat" not in frame.columns:
+                return frame
+            keys = zip(frame["experiment"], frame["variant"], frame["repeat"].astype(int))
+            return frame[[key in kept for key in keys]]
+
+        return replace(self, metrics=keep(self.metrics), runs=keep(self.runs), headers=keep(self.headers))
+
+    def run_count(self, experiment: str, variants: Sequence[str] = ()) -> int:
+        """Runs of the experiment (of ``variants`` only, when given)."""
+        mine = self.runs[self.runs["experiment"] == experiment] if not self.runs.empty else self.runs
+        if variants and not mine.empty:
+            mine = mine[mine["variant"].isin(list(variants))]
+        return len(mine)
 
 
 @dataclass(frozen=True)
@@ -418,6 +484,8 @@ class CheckResult:
     #: which end of the model the threshold took (Derivation.end, or the check's own)
     end: str = ""
     share_of: tuple[float, str] | None = None
+    #: which runs judged it: :data:`ALL_RUNS`, or those made after its threshold's revision
+    judged_on: str = ALL_RUNS
 
     @property
     def zones(self) -> str:
@@ -935,18 +1003,66 @@ def evaluate_check(finding: str, check: Check, evidence: Evidence, level: float 
     return result
 
 
-def evaluate_checks(findings: Iterable[Finding], evidence: Evidence) -> list[CheckResult]:
+def evaluate_checks(
+    findings: Iterable[Finding], evidence: Evidence, since: Mapping[tuple[str, str], Since] | None = None
+) -> list[CheckResult]:
     """Every check of every finding: "contradicted" at the Bonferroni level over each finding's decisive
     checks, then its premises gating the checks that depend on them. A finding's verdicts depend on its
-    own checks only (the lab's claims never on how many experiments the project adds beyond it)."""
+    own checks only (the lab's claims never on how many experiments the project adds beyond it).
+
+    ``since``: (finding id, check label as written) -> :class:`Since` for the checks revised after data
+    (the threshold registry): each is judged only on the runs made at or after its revision, and is not
+    testable here when there are none (STATS.md §5)."""
     findings = list(findings)
+    since = since or {}
     results = []
     for finding in findings:
-        mine = [evaluate_check(finding.id, check, evidence) for check in finding.checks]
-        results += _gate_premises(_bonferroni(finding, mine, evidence))
+        of = {c.label: since[(finding.id, c.label)] for c in finding.checks if (finding.id, c.label) in since}
+        evidence_of = {label: evidence.made_since(s.when) for label, s in of.items()}
+        mine = [
+            _evaluate_since(finding.id, check, evidence, evidence_of.get(check.label), of.get(check.label))
+            for check in finding.checks
+        ]
+        results += _gate_premises(_bonferroni(finding, mine, evidence, evidence_of))
     # issue 24: no Holm over Mann-Whitney p-values any more; "contradicted" is controlled per finding
     # (Bonferroni over its decisive checks) and "reproduced" by the intersection-union test
     return results
+
+
+def _evaluate_since(
+    finding: str, check: Check, evidence: Evidence, later: Evidence | None, since: Since | None
+) -> CheckResult:
+    """One check, on every run, or (``since``) only on the runs made at or after its threshold's revision."""
+    if later is None or since is None:
+        return evaluate_check(finding, check, evidence)
+    variants = check.variants_needed()
+    total, kept = evidence.run_count(check.experiment, variants), later.run_count(check.experiment, variants)
+    judged = (
+        f"the {kept} of {total} runs made at or after its threshold's revision ({since.revision})"
+        if total
+        else f"the runs made at or after its threshold's revision ({since.revision}): none of its variants ran"
+    )
+    if total and not kept:
+        return CheckResult(
+            finding,
+            check,
+            label=check.label,
+            metric=check.metric,
+            threshold=check.threshold,
+            why=check.why,
+            verdict=NOT_TESTABLE,
+            requirement=RUNS_AFTER_REVISION,
+            reason=f"needs {RUNS_AFTER_REVISION}: none of the {total} runs of {check.experiment}"
+            + "".join(f" {v}" if k == 0 else f" and {v}" for k, v in enumerate(variants))
+            + f" was made at or after {since.revision} (a threshold revised after data is judged only on runs "
+            "made after it; the verdict on all runs is shown beside)",
+            judged_on=judged,
+        )
+    result = evaluate_check(finding, check, later)
+    if not total:
+        return replace(result, judged_on=judged)
+    note = f"judged on {judged}"
+    return replace(result, reason="; ".join(r for r in (result.reason, note) if r), judged_on=judged)
 
 
 def decisive_count(finding: Finding) -> int:
@@ -954,19 +1070,22 @@ def decisive_count(finding: Finding) -> int:
     return sum(1 for c in finding.checks if c.decisive and not c.premise)
 
 
-def _bonferroni(finding: Finding, mine: list[CheckResult], evidence: Evidence) -> list[CheckResult]:
+def _bonferroni(
+    finding: Finding, mine: list[CheckResult], evidence: Evidence, evidence_of: Mapping[str, Evidence] | None = None
+) -> list[CheckResult]:
     """ "Contradicted" is a union over the finding's k decisive checks (STATS.md §4): a decisive check
     contradicted at the confidence level stays so only when its interval at 1 - alpha/k is wholly on the
     other side too; else it is inconclusive, and its reason gives both intervals."""
     k = decisive_count(finding)
     alpha = 1 - evidence.level
+    evidence_of = evidence_of or {}
     if k < 2:
         return mine
     strict = 1 - alpha / k
     out = []
     for r in mine:
         if r.check.decisive and not r.check.premise and r.verdict == CONTRADICTED and r.check.kind != "agreement":
-            again = evaluate_check(finding.id, r.check, evidence, strict)
+            again = evaluate_check(finding.id, r.check, evidence_of.get(r.check.label, evidence), strict)
             shown = f"[{again.lo:.3g}, {again.hi:.3g}]" if math.isfinite(again.lo) else "no interval"
             if again.verdict == CONTRADICTED:
                 r = replace(
@@ -1129,6 +1248,8 @@ def check_rows(results: Sequence[CheckResult]) -> pd.DataFrame:
             r.zones,
             "",
             "",
+            r.judged_on,
+            "",
         )
         for r in results
     ]
@@ -1158,12 +1279,16 @@ def finding_rows(findings: Sequence[Finding], results: Sequence[CheckResult]) ->
                 verdict,
                 _finding_reason(finding, verdict, decider, mine),
                 (f"[{decider.label}] " if len(mine) > 1 else "") + decider.method,
+                "",
             )
         )
     return pd.DataFrame.from_records(rows, columns=FINDINGS_COLUMNS)
 
 
-def evaluate(evidence: Evidence, findings: Sequence[Finding]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(findings.csv, checks.csv) of the given findings on the given evidence."""
-    results = evaluate_checks(findings, evidence)
+def evaluate(
+    evidence: Evidence, findings: Sequence[Finding], since: Mapping[tuple[str, str], Since] | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(findings.csv, checks.csv) of the given findings on the given evidence (``since``: the checks judged
+    only on runs made after their threshold's revision, :func:`evaluate_checks`)."""
+    results = evaluate_checks(findings, evidence, since)
     return finding_rows(findings, results), check_rows(results)

@@ -18,15 +18,54 @@ FINDINGS: tuple[Finding, ...] = tuple(
 )
 
 
+#: docs/FINDINGS.md's per-check table: its header (tests/analysis/test_findings.py holds the doc against it)
+CHECK_TABLE_HEADER = (
+    "| finding | check | role | threshold | end of the model | zones | fixed by |\n|---|---|---|---|---|---|---|"
+)
+
+
+def check_table(checks: pd.DataFrame, findings: Sequence[Finding] = FINDINGS) -> str:
+    """docs/FINDINGS.md's per-check table from the checks.csv that :func:`evaluate` made of ``findings`` (the
+    synthetic lab's, in the doc): per check its threshold, the end of the model it took, its zones and the
+    commit that fixed it; a revision made after data says from when runs judge the check."""
+    written = [(f.id, c.label) for f in findings for c in f.checks]
+    if len(written) != len(checks):
+        raise ValueError(f"{len(checks)} rows of checks.csv for the {len(written)} checks of the findings given")
+    lines = [CHECK_TABLE_HEADER]
+    for (finding, label), r in zip(written, checks.itertuples()):
+        fixed = threshold_registry.revision(finding, label)
+        by = "" if fixed is None else fixed.commit
+        if fixed is not None and fixed.after_data:
+            by += f" (after data: judges the runs made from {fixed.date} on)"
+        cells = (r.id, r.check, r.role, r.expected, r.end or "no free parameter", r.zones, by)
+        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def revision_since() -> dict[tuple[str, str], engine.Since]:
+    """The checks revised after data (the registry's ``after_data`` rows), each judged only on the runs made at
+    or after its revision's date."""
+    return {
+        key: engine.Since(r.when, f"{r.commit} of {r.date}")
+        for key, r in threshold_registry.revised_after_data().items()
+    }
+
+
 def evaluate(evidence: Evidence, findings: Sequence[Finding] = FINDINGS) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(findings.csv, checks.csv) for the given evidence: every claim of the catalogue unless told otherwise;
-    checks.csv with the commit that fixed each threshold (:mod:`.threshold_registry`)."""
-    rows, checks = engine.evaluate(evidence, findings)
+    checks.csv with the commit that fixed each threshold (:mod:`.threshold_registry`).
+
+    The registry's rule (STATS.md §5): a check revised after data is judged only on the runs made at or after
+    its revision (the verdicts, and so the findings' verdicts), and both tables show the verdict on all runs
+    beside (``verdict_all_runs``); checks.csv's ``judged_on`` says which runs judged each check."""
+    rows, checks = engine.evaluate(evidence, findings, revision_since())
+    all_rows, all_checks = engine.evaluate(evidence, findings)
     labels = [c.label for f in findings for c in f.checks]
     ids = [f.id for f in findings for _ in f.checks]
     fixed = [threshold_registry.revision(i, label) for i, label in zip(ids, labels)]
     checks = checks.assign(
         threshold_commit=[r.commit if r else "" for r in fixed],
         threshold_note=[(r.note + ("; revised after data" if r.after_data else "")) if r else "" for r in fixed],
+        verdict_all_runs=all_checks["verdict"].to_numpy(),
     )
-    return rows, checks
+    return rows.assign(verdict_all_runs=all_rows["verdict"].to_numpy()), checks

@@ -1,10 +1,12 @@
 """The threshold registry (shared/STATS.md §5, issue 24 item 7): every check's threshold with the commit that fixed it.
 
 One row per check (finding id, label as written, "{q}" included). ``commit`` is the commit whose
-derivation (or fixed number) the check's threshold comes from; ``after_data`` says whether that
-revision was made after this project had measured the check (then only runs made after the commit
-judge it: not enforced yet, see docs/FINDINGS.md). Revising a threshold means a new row here in the
-same commit; tests/analysis/test_findings.py fails on a check without one.
+derivation (or fixed number) the check's threshold comes from; ``date`` is that commit's
+committer date (UTC; tests/analysis/test_threshold_registry.py holds it against git); ``after_data`` says
+whether that revision was made after this project had measured the check. A check revised after data is
+judged only on the runs made at or after its revision's date (a run's meta ``start``), and the findings
+show its verdict on all runs beside (finding_catalogue.py, STATS.md §5). Revising a threshold means a new
+row here in the same commit, dated; tests/analysis/test_findings.py fails on a check without one.
 
 Where the history before the ruff-format rewrite (ba0eae9) was not traced, the row names the main
 commit the threshold stood at when issue 24 began (531138e) and says "at or before".
@@ -13,6 +15,7 @@ commit the threshold stood at when issue 24 began (531138e) and says "at or befo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 
 @dataclass(frozen=True)
@@ -20,24 +23,48 @@ class Revision:
     commit: str
     after_data: bool
     note: str
+    #: the commit's committer date, ISO 8601 with its offset: runs made before it cannot judge a check revised
+    #: after data
+    date: str = ""
+
+    def __post_init__(self) -> None:
+        try:
+            datetime.fromisoformat(self.date)
+        except ValueError:
+            raise ValueError(
+                f"threshold registry: revision {self.commit}: date {self.date!r} is not an ISO 8601 time "
+                "(its commit's committer date, git show -s --format=%cI)"
+            ) from None
+
+    @property
+    def when(self) -> datetime:
+        return datetime.fromisoformat(self.date)
 
 
 #: main when issue 24 began: thresholds not revised since stand "at or before" it
-BASE = Revision("531138e", False, "at or before main 531138e (derivation unchanged by issue 24)")
+BASE = Revision(
+    "531138e", False, "at or before main 531138e (derivation unchanged by issue 24)", "2026-12-02T11:27:47+00:00"
+)
 #: ours (X1-X6): docs/EXPERIMENTS.md wrote every threshold before any run
-OURS = Revision("a14257a", False, "docs/EXPERIMENTS.md, written before any X1-X6 run")
+OURS = Revision("a14257a", False, "docs/EXPERIMENTS.md, written before any X1-X6 run", "2026-12-01T05:15:31+00:00")
 
 REGISTRY: dict[tuple[str, str], Revision] = {
     ("F1", "p50_wall_ms limit1 / nolimit"): BASE,
     ("F1", "p50_wall_ms limit500m / nolimit"): BASE,
     ("F1", "p50_wall_ms limit2 / nolimit"): BASE,
     ("F2", "throttled_ms_per_round / extra wall limit500m"): Revision(
-        "6c343fc", True, "band [1, p] of SPEC §1 after the quick runs of 2026-11-30; supporting since issue 24"
+        "6c343fc",
+        True,
+        "band [1, p] of SPEC §1 after the quick runs of 2026-11-30; supporting since issue 24",
+        date="2026-12-01T04:36:25+00:00",
     ),
     ("F2", "throttled_ms_per_round / mean_wall_ms limit500m"): BASE,
     ("F3", "periods_per_round limit2"): BASE,
     ("F4", "throttled_ms limit1-2threads / limit1"): Revision(
-        "a5a8721", True, "issue 24: the least favourable end (0.878 -> 0.937 on quick; was sqrt of 0.439 = 0.663)"
+        "a5a8721",
+        True,
+        "issue 24: the least favourable end (0.878 -> 0.937 on quick; was sqrt of 0.439 = 0.663)",
+        date="2026-12-02T12:29:26+00:00",
     ),
     ("F4", "p50_wall_ms limit1-2threads / limit1"): BASE,
     ("F5", "gomaxprocs = rule"): BASE,
@@ -60,7 +87,7 @@ REGISTRY: dict[tuple[str, str], Revision] = {
     ("F9", "work {q} busy-lim2x-req-full / busy-lim2x"): BASE,
     ("F9", "busy_cores busy-lim2x-req-full / busy-lim2x"): BASE,
     ("F10", "throttled / pause in the scrape window, limit"): Revision(
-        "e253eb8", True, "against 1 (was sqrt(q)) after the quick run of 2026-12-01"
+        "e253eb8", True, "against 1 (was sqrt(q)) after the quick run of 2026-12-01", date="2026-12-01T02:24:45+00:00"
     ),
     ("F11", "throughput_rps threads-one / threads-node"): BASE,
     ("F12", "p50_wall_ms budget-full / budget0"): OURS,
@@ -74,31 +101,49 @@ REGISTRY: dict[tuple[str, str], Revision] = {
     ("F13", "throttled_per_round period5 / period100"): OURS,
     ("F13", "pause per throttle period5 / period100"): OURS,
     ("F14", "throttled_ms_per_round / extra wall cpus1"): Revision(
-        "a14257a", False, "lower band ends amended before any X3 data (docs/EXPERIMENTS.md)"
+        "a14257a",
+        False,
+        "lower band ends amended before any X3 data (docs/EXPERIMENTS.md)",
+        date="2026-12-01T05:15:31+00:00",
     ),
     ("F14", "throttled_ms_per_round / extra wall cpus2"): Revision(
-        "a14257a", False, "lower band ends amended before any X3 data (docs/EXPERIMENTS.md)"
+        "a14257a",
+        False,
+        "lower band ends amended before any X3 data (docs/EXPERIMENTS.md)",
+        date="2026-12-01T05:15:31+00:00",
     ),
     ("F15", "p50_wall_ms synchronized / staggered"): OURS,
     ("F15", "throttled_per_round synchronized"): OURS,
     ("F16", "avg_cores use30"): OURS,
     ("F16", "avg_cores use90"): Revision(
-        "a5a8721", True, "issue 24: one-sided [0.8, 1.0) of the limit (was 0.9 x/÷ 1.5), and a premise that gates"
+        "a5a8721",
+        True,
+        "issue 24: one-sided [0.8, 1.0) of the limit (was 0.9 x/÷ 1.5), and a premise that gates",
+        date="2026-12-02T12:29:26+00:00",
     ),
     ("F16", "throttled_ratio use30"): OURS,
     ("F16", "throttled_ratio use90"): OURS,
     ("F16", "work {q} use90 / use30"): OURS,
     ("F17", "work {q} clumped-500m-g2 / clumped-500m-g1"): Revision(
-        "ceccf75", True, "issue 24: non-inferiority, at most 10% slower (replaces g1 / g2 > the model's rise)"
+        "ceccf75",
+        True,
+        "issue 24: non-inferiority, at most 10% slower (replaces g1 / g2 > the model's rise)",
+        date="2026-12-02T12:33:14+00:00",
     ),
     ("F17", "throughput_rps closed-500m-g2 / closed-500m-g1"): Revision(
-        "ceccf75", True, "issue 24: non-inferiority, at least 1/1.1 (replaces the x/÷ 1.25 band as decisive)"
+        "ceccf75",
+        True,
+        "issue 24: non-inferiority, at least 1/1.1 (replaces the x/÷ 1.25 band as decisive)",
+        date="2026-12-02T12:33:14+00:00",
     ),
     ("F17", "work {q} clumped-500m-g1 / clumped-500m-g2"): Revision(
-        "ceccf75", True, "issue 24: supporting magnitude with the load generator on the second CPU"
+        "ceccf75",
+        True,
+        "issue 24: supporting magnitude with the load generator on the second CPU",
+        date="2026-12-02T12:33:14+00:00",
     ),
     ("F17", "throughput_rps closed-500m-g2 / closed-500m-g1 (same)"): Revision(
-        "ceccf75", True, "issue 24: the x/÷ 1.25 band kept as a supporting check"
+        "ceccf75", True, "issue 24: the x/÷ 1.25 band kept as a supporting check", date="2026-12-02T12:33:14+00:00"
     ),
 }
 
@@ -106,3 +151,8 @@ REGISTRY: dict[tuple[str, str], Revision] = {
 def revision(finding: str, label: str) -> Revision | None:
     """The row of a check (its label as written, before "{q}" is resolved)."""
     return REGISTRY.get((finding, label))
+
+
+def revised_after_data() -> dict[tuple[str, str], Revision]:
+    """The checks whose threshold was revised after data: only runs made at or after the revision judge them."""
+    return {key: r for key, r in REGISTRY.items() if r.after_data}

@@ -1,0 +1,111 @@
+"""The planning-side time estimate (model/timing.py) and the repeats planned from the per-run spread
+(STATS.md §6; docs/EXPERIMENTS.md "## Time" and "Repeats planned from the spread")."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import PROJECT
+from throttlelab.analysis import stats
+from throttlelab.model import timing
+from throttlelab.model.config import load_design
+from throttlelab.model.variants import VariantSpec
+
+#: The quick profile as it was measured end to end at 6a897ca (docs/EXPERIMENTS.md "## Time": 14 min 27 s
+#: and 14 min 31 s, fresh clone, nothing else running), the run the per-run and pipeline costs come from.
+MEASURED_AT = "6a897ca"
+MEASURED_S = (14 * 60 + 27, 14 * 60 + 31)
+
+
+def quick(config_dir=PROJECT / "config"):
+    return load_design({"profile": "quick"}, config_dir)
+
+
+def test_the_quick_profile_stays_within_its_budget():
+    design = quick()
+    assert timing.estimate_s(design) <= timing.QUICK_BUDGET_S, (
+        f"the quick profile is planned at {timing.estimate_s(design):.0f} s, over its "
+        f"{timing.QUICK_BUDGET_S} s: cut what no check compares (docs/EXPERIMENTS.md '## Time')"
+    )
+    assert timing.estimate_s(design) > timing.measuring_total_s(design) > 0
+
+
+def test_the_estimate_reproduces_the_measured_quick_run(tmp_path):
+    if shutil.which("git") is None:
+        pytest.skip("no git: the measured design's profile is read from its commit")
+    old = subprocess.run(
+        ["git", "-C", str(PROJECT), "show", f"{MEASURED_AT}:config/profiles/quick.yaml"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if old.returncode != 0:
+        pytest.skip(f"{MEASURED_AT} is not in this checkout's history")
+    config = tmp_path / "config"
+    shutil.copytree(PROJECT / "config", config)
+    (config / "profiles" / "quick.yaml").write_text(old.stdout)
+    planned = timing.estimate_s(quick(config))
+    assert min(MEASURED_S) * 0.97 <= planned <= max(MEASURED_S) * 1.03, planned
+
+
+def test_a_runs_measuring_time_comes_from_its_parameters():
+    burst = VariantSpec.from_dict(
+        "E6",
+        "limit",
+        {
+            "build": "go124mod",
+            "threads": 2,
+            "work_ms": 20,
+            "interval_ms": 330,
+            "rounds": 20,
+            "calibration_rounds": 5,
+            "request": "100m",
+            "limit": "250m",
+        },
+    )
+    assert timing.measuring_s(burst) == pytest.approx(25 * 0.33)
+    load = quick().experiments["E7"].variants["one-limit"]
+    assert timing.measuring_s(load) == pytest.approx(2.7)  # 0.2 s warmup + 2.5 s window
+    shares = quick().experiments["E5"].variants["pods"]
+    assert timing.measuring_s(shares) == pytest.approx(2.0)  # 0.5 s settling + 3 x 0.5 s readings
+    readout = quick().experiments["E1"].variants["partial"]
+    assert timing.measuring_s(readout) == 0.0
+
+
+# --------------------------------------------------------------------------
+# repeats planned from the per-run spread (power >= 80%, STATS.md §6)
+
+#: experiment -> (per-run SD on the check's log scale, the effect the check must see on it, two arms?),
+#: as docs/EXPERIMENTS.md "Repeats planned from the spread" derives them
+PLANS = {
+    # F10: overstatement against 1 (one arm); SD 0.18 of log, mean log 1.28 over 15 quick runs of 2026-12-01/02
+    "E6": (0.18, math.log(1.28), False),
+    # F7's first check, two-half / one-limit: SD 0.32 of log p90 per run over 5 clumps (issue 24); the clump
+    # model with a per-run binomial split of the connections: log ratio 0.32
+    "E7": (0.32, 0.32, True),
+}
+
+
+def test_the_power_of_the_t_test_known_answers():
+    # the noncentral t: E6 at 5 repeats 64%, 8 repeats 91% (the profile's numbers); one arm, sd 1, effect 1, R 10
+    assert stats.t_power(5, 0.18, math.log(1.28), two_sample=False) == pytest.approx(0.637, abs=0.005)
+    assert stats.t_power(8, 0.18, math.log(1.28), two_sample=False) == pytest.approx(0.912, abs=0.005)
+    assert stats.t_power(10, 1.0, 1.0, two_sample=False) == pytest.approx(0.8031, abs=0.005)
+    assert stats.repeats_for_power(0.32, 0.32, two_sample=True) == 17
+    assert stats.repeats_for_power(0.18, math.log(1.28), two_sample=False) == 7
+    with pytest.raises(ValueError, match="sd 0"):
+        stats.t_power(5, 0.0, 1.0, two_sample=True)
+    with pytest.raises(ValueError, match="more than 50 runs"):
+        stats.repeats_for_power(0.32, 0.01, two_sample=True, most=50)
+
+
+@pytest.mark.parametrize("experiment", sorted(PLANS))
+def test_the_quick_profile_has_the_repeats_its_power_plan_needs(experiment):
+    sd, effect, two = PLANS[experiment]
+    need = stats.repeats_for_power(sd, effect, two_sample=two)
+    assert quick().experiments[experiment].repeats >= need
+    assert need >= 7  # issue 24: F10 needs R >= 7, F7 ~16 per arm
