@@ -89,6 +89,30 @@ def backend_settings_arg(wildcards):
     return PLAN.backend_settings_arg()
 
 
+def pilot_input(wildcards):
+    """The experiment's pilot (model/calibration.py), when its variants take their rates from one."""
+    return PLAN.pilot_inputs(wildcards.experiment)
+
+
+def quiet_input(wildcards):
+    """The quiet host's floor. ancient(): a new calibration judges the runs after it, it does not rerun
+    the finished ones (each raw log keeps the threshold it was judged by)."""
+    quiet = PLAN.host_calibration_file()
+    return [ancient(quiet)] if quiet else []
+
+
+def calibration_args(wildcards, input):
+    return PLAN.calibration_args(input.pilot, input.quiet)
+
+
+def pilot_spec(wildcards):
+    return PLAN.pilot_spec(wildcards.experiment)
+
+
+def pilot_cluster_inputs(wildcards):
+    return [ancient(f) for f in PLAN.pilot_cluster_inputs(wildcards.experiment)]
+
+
 def cluster_inputs(wildcards):
     """kind: the variant's cluster with both images loaded. ancient(): once they exist, a
     recreated cluster or a reloaded image does not rerun a finished experiment."""

@@ -4,11 +4,57 @@
 
 if BACKEND != "vm":
 
+    # The calibration step (throttlelab/model/calibration.py): short pilot runs before the measured runs,
+    # recorded (results/<backend>/calibration/, each raw log's meta.calibration) and never analysed.
+    rule calibrate_host:
+        input:
+            binaries=[binary_path(build) for build in BUILDS],
+            images=PLAN.images(),
+        output:
+            quiet="results/{backend}/calibration/host.json",
+        log:
+            "results/{backend}/logs/calibration/host.log",
+        priority: PLAN.calibration_priority
+        resources:
+            experiment_slot=1,
+        params:
+            duration=DESIGN.disturbance["quiet_calibration_s"],
+            max_other_share=DESIGN.disturbance["max_other_share"],
+        shell:
+            "throttlelab calibrate host --duration-s {params.duration} --max-other-share {params.max_other_share}"
+            " --out {output.quiet} 2>&1 | tee {log} >&2"
+
+    rule calibrate_service:
+        input:
+            binaries=[binary_path(build) for build in BUILDS],
+            images=PLAN.images(),
+            clusters=pilot_cluster_inputs,
+        output:
+            pilot="results/{backend}/calibration/{experiment}.json",
+        log:
+            "results/{backend}/logs/calibration/{experiment}.log",
+        priority: PLAN.calibration_priority
+        resources:
+            experiment_slot=1,
+        params:
+            spec=pilot_spec,
+            binaries=binary_args,
+            node_cpus=node_cpus_arg,
+            runtime=DESIGN.runtime,
+            seed=DESIGN.seed,
+            backend=backend_settings_arg,
+        shell:
+            "throttlelab calibrate service --backend {wildcards.backend} --experiment {wildcards.experiment}"
+            " --spec '{params.spec}' --runtime {params.runtime} --seed {params.seed} {params.node_cpus}"
+            " {params.binaries} {params.backend} --out {output.pilot} 2>&1 | tee {log} >&2"
+
     rule run_experiment:
         input:
             binaries=[binary_path(build) for build in BUILDS],
             images=PLAN.images(),
             clusters=cluster_inputs,
+            pilot=pilot_input,
+            quiet=quiet_input,
         output:
             raw="results/{backend}/raw/{experiment}/{variant}/rep{rep}.jsonl",
         log:
@@ -25,11 +71,12 @@ if BACKEND != "vm":
             backend=backend_settings_arg,
             max_other_share=DESIGN.disturbance["max_other_share"],
             retries=DESIGN.disturbance["retries"],
+            calibration=calibration_args,
         shell:
             "throttlelab run --backend {wildcards.backend} --experiment {wildcards.experiment}"
             " --variant {wildcards.variant} --repeat {wildcards.rep} --spec '{params.spec}'"
             " --runtime {params.runtime} --seed {params.seed} {params.node_cpus} {params.binaries} {params.backend}"
-            " --max-other-share {params.max_other_share} --retries {params.retries}"
+            " --max-other-share {params.max_other_share} --retries {params.retries} {params.calibration}"
             " --out {output.raw} 2>&1 | tee {log} >&2"
 
 else:

@@ -49,6 +49,12 @@ COMMANDS: dict[str, Command] = {
     "run": Command(
         "throttlelab.experiments.runner", (), "run ONE (experiment, variant, repeat) -> its raw log", "measure"
     ),
+    "calibrate": Command(
+        "throttlelab.experiments.calibration",
+        (),
+        "pilot runs before the measured ones: CPU per request, a quiet host's floor",
+        "measure",
+    ),
     "smoke": Command(
         "throttlelab.experiments.smoke", (), "the smallest real-cluster smoke test (kind, kubernetes)", "measure"
     ),

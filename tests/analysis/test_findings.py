@@ -20,7 +20,7 @@ from conftest import FIXTURE_ROOT, PROJECT
 from throttlelab.analysis import commands as analysis, findings, stats, tidy
 from throttlelab.analysis.findings import CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE, REPRODUCED, WEAKER
 from throttlelab.analysis.findings import engine, finding_catalogue, predictions
-from throttlelab.model import catalogue
+from throttlelab.model import calibration, catalogue
 from throttlelab.model.quantities import go_default_gomaxprocs, parse_cpu
 from throttlelab.model.variants import VariantSpec
 
@@ -973,6 +973,24 @@ def test_a_verdict_that_hangs_on_disturbed_runs_is_not_trusted():
     ) in row["reason"]
 
 
+def test_a_share_ratio_tolerates_disturbed_runs_a_tail_does_not():
+    """STATS.md §2: share ratios are insensitive to other work on their CPU (it takes from every member in
+    proportion), so E5's runs disturbed after their retries count as any other: no verdict capped for them.
+    The same runs marked disturbed under a latency check would (test above)."""
+    lab = weights(Lab())
+    for row in lab.run_rows:
+        if row["experiment"] == "E5" and row["variant"] == "two-container":
+            row["disturbed"] = row["repeat"] in (0, 1, 2)  # 3 of 5 disturbed: without them R = 2, no interval
+    _, checks = evaluate(lab, experiments=("E4", "E5", "E10"))
+    row = checks[checks["check"] == "share_small / share_big E5 two-container"].iloc[0]
+    assert row["verdict"] == REPRODUCED
+    assert "3 disturbed run(s) kept and counted (runs.csv): a ratio of shares of one CPU" in row["reason"]
+    share_checks = [c for f in findings.FINDINGS for c in f.checks if c.metric.startswith("share_")]
+    assert share_checks and {c.disturbance for c in share_checks} == {"insensitive"}
+    latency = [c for f in findings.FINDINGS for c in f.checks if c.quantile_of or "wall" in c.metric]
+    assert latency and {c.disturbance for c in latency} == {"sensitive"}
+
+
 # --------------------------------------------------------------------------
 # p-values: one-sided against each check's own threshold, agreeing with its interval (issue 24; they
 # replace the exact Mann-Whitney p of "equal distributions" and Holm's adjustment over them)
@@ -1143,6 +1161,7 @@ def test_thresholds_derive_from_each_profiles_parameters(profile, num_cpu, quant
     rng = np.random.default_rng(0)
     for name, exp in design.experiments.items():
         for variant, spec in exp.variants.items():
+            spec, _ = calibration.resolve(spec, None)  # a calibrated arm's rate, as its raw log records it
             given = spec.to_dict()
             if name == "E2a":
                 values = burst_values(given, num_cpu, rng, n=exp.repeats)

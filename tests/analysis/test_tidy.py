@@ -407,6 +407,22 @@ def test_interference_and_disturbed_attempts_become_run_columns(tmp_path):
     assert back.loc["limit1", "disturbed_attempts"] == 2
 
 
+def test_a_calibrated_threshold_says_its_quiet_floor_and_the_busy_intervals(tmp_path):
+    seen = {
+        **METERED,
+        "judged": "busy intervals",
+        "intervals": 1,
+        "threshold": 0.031,
+        "threshold_rule": {"floor": 0.012, "sd": 0.0063, "threshold": 0.031, "rule": "floor + 3 SD"},
+    }
+    path = _with_meta(tmp_path, "E2a/limit1/rep0.jsonl", interference=seen, disturbed_attempts=[])
+    runs = tidy.parse_runs([path])["runs"]
+    assert runs["interference"].iloc[0] == (
+        "other processes 2.1% of CPUs 0,1 over 7.2 s of busy intervals (threshold 3.1%: quiet floor 1.2% + 3 SD)"
+    )
+    assert runs["interference_threshold"].iloc[0] == 0.031
+
+
 def test_the_orchestrators_share_is_a_column_apart_from_other(tmp_path):
     seen = {
         **METERED,

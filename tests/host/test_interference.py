@@ -15,8 +15,10 @@ from throttlelab.host.interference import (
     Interference,
     InterferenceMeter,
     orchestrator_from_env,
+    parse_proc_irq,
     parse_proc_stat,
     parse_usage_percpu,
+    quiet_ticks,
     wait_for_quiet,
 )
 
@@ -282,3 +284,54 @@ def test_a_cgroup_removed_inside_the_window_is_read_just_before(tmp_path):
     assert seen.lab_s == pytest.approx(0.8)
     assert seen.outside_s == pytest.approx(max(0.0, 0.2 - seen.runner_s))
     assert meter._sample not in cgroupfs._before_remove  # the listener goes with the meter
+
+
+def _stat_line(cpu: int, user: int, irq: int = 0, softirq: int = 0) -> str:
+    return f"cpu{cpu} {user} 0 0 0 0 {irq} {softirq} 0 0 0\n"
+
+
+def test_interrupt_and_softirq_work_on_the_runs_cpus_is_the_labs_not_other(tmp_path):
+    """The lab's loopback traffic is softirq work no cgroup is charged with: 0.5 s of irq and softirq on
+    CPU 0 counts with the lab (irq_s), so only the 1 s of user time nobody of the lab used is outside."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    assert parse_proc_irq(STAT) == {0: 0 + 2, 1: 0 + 1}  # irq + softirq
+    mountinfo, stat = _fake_host(tmp_path, 0, 0)
+    meter = InterferenceMeter([0], runner_pid=4242, interval_s=10.0, proc_stat=stat, mountinfo=mountinfo)
+    meter.start()
+    stat.write_text("cpu  0 0 0 0 0 0 0 0 0 0\n" + _stat_line(0, ticks, ticks // 4, ticks // 4) + _stat_line(1, 0))
+    seen = meter.stop()
+    assert seen.busy_s == pytest.approx(1.5) and seen.irq_s == pytest.approx(0.5)
+    assert seen.outside_s == pytest.approx(max(0.0, 1.0 - seen.runner_s))
+    record = seen.as_record(0.1)
+    assert record["irq_s"] == pytest.approx(0.5) and record["judged"] == "attempt" and record["intervals"] == 0
+
+
+def test_only_the_workloads_busy_intervals_are_judged(tmp_path):
+    """Another process's 2 s on CPU 0 while the run deploys (before its busy interval) is metered over the
+    attempt, not judged; the 0.3 s inside the busy interval is what the run is judged by."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    mountinfo, stat = _fake_host(tmp_path, 0, 0)
+    meter = InterferenceMeter([0], runner_pid=4242, interval_s=10.0, proc_stat=stat, mountinfo=mountinfo)
+    meter.start()
+    stat.write_text("cpu  0 0 0 0 0 0 0 0 0 0\n" + _stat_line(0, 2 * ticks))  # deploying
+    with meter.busy():
+        time.sleep(0.2)
+        stat.write_text("cpu  0 0 0 0 0 0 0 0 0 0\n" + _stat_line(0, 2 * ticks + int(0.3 * ticks)))
+        with meter.busy():  # a nested mark adds nothing
+            pass
+    stat.write_text("cpu  0 0 0 0 0 0 0 0 0 0\n" + _stat_line(0, 5 * ticks))  # tearing down
+    seen = meter.stop()
+    assert seen.judged == "busy intervals" and seen.intervals == 1
+    assert seen.busy_s == pytest.approx(0.3) and 0.2 <= seen.window_s < 1.0
+    assert seen.outside_s == pytest.approx(max(0.0, 0.3 - seen.runner_s))
+    record = seen.as_record(0.5, {"threshold": 0.5, "rule": "fixed"})
+    assert record["attempt_window_s"] >= record["window_s"] and record["threshold_rule"]["rule"] == "fixed"
+    assert record["attempt_outside_share"] > 1.0  # 5 s of other work on one CPU over a sub-second attempt
+
+
+def test_a_quiet_host_is_sampled_per_cpu_and_step(tmp_path):
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  0 0 0 0 0 0 0 0 0 0\n" + _stat_line(0, 10) + _stat_line(1, 3))
+    got = quiet_ticks(0.2, step_s=0.05, proc_stat=stat)
+    assert got["step_s"] == 0.05 and got["hz"] == os.sysconf("SC_CLK_TCK")
+    assert got["ticks"] == [[0, 0]] * 4  # nothing changed between samples: perfectly quiet

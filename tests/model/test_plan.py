@@ -171,3 +171,45 @@ def test_a_cluster_tool_projects_job_reads_its_module_and_its_recipe():
     recipe = plan.cluster_project_recipe(name)
     assert len(recipe) == 16 and recipe == plan.cluster_project_recipe(name)
     assert plan.cluster_tools_manifest(name) == "results/cluster-tools/etcd.json"
+
+
+# --------------------------------------------------------------------------
+# the calibration step (model/calibration.py)
+
+
+def test_the_calibrated_experiments_get_a_pilot_and_every_metered_run_the_quiet_hosts_floor():
+    p = _plan(profile="quick")
+    assert p.calibrated_experiments() == ["X5"]
+    assert p.pilot_inputs("X5") == ["results/local/calibration/X5.json"] and p.pilot_inputs("E2a") == []
+    assert p.host_calibration_file() == "results/local/calibration/host.json"
+    assert p.calibration_priority > max(p.priorities.values())
+    pilots = json.loads(p.pilot_spec("X5"))
+    assert [pilot["rps"] for pilot in pilots] == [15.0, 45.0] and all("target_use" not in p for p in pilots)
+    words = p.calibration_args(p.pilot_inputs("X5"), [p.host_calibration_file()])
+    assert shlex.split(words) == [
+        "--calibration",
+        "results/local/calibration/X5.json",
+        "--host-calibration",
+        "results/local/calibration/host.json",
+    ]
+    assert p.calibration_args([], []) == ""
+
+
+def test_editing_one_calibrated_arm_leaves_the_pilot_as_it_was(tmp_path):
+    import yaml
+
+    profile = yaml.safe_load((CONFIG / "profiles" / "quick.yaml").read_text())
+    before = _plan(profile="quick").pilot_spec("X5")
+    profile["experiments"]["X5"]["variants"]["use90"]["target_use"] = 0.85
+    path = tmp_path / "edited.yaml"
+    path.write_text(yaml.safe_dump(profile))
+    edited = _plan(profile=str(path))
+    assert edited.pilot_spec("X5") == before  # so the other arms' runs keep their inputs and params
+    assert edited.variant_spec("X5", "use90") != _plan(profile="quick").variant_spec("X5", "use90")
+
+
+def test_no_quiet_host_calibration_where_runs_are_not_metered_or_none_is_asked_for():
+    assert _plan(profile="quick", disturbance={"quiet_calibration_s": 0}).host_calibration_file() is None
+    assert _plan(backend="kind", profile="quick").host_calibration_file() is None
+    vm = _plan(backend="vm", profile="ci")
+    assert vm.host_calibration_file() is None and vm.calibrated_experiments() == []

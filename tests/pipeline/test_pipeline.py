@@ -213,6 +213,33 @@ def test_changing_one_variant_reruns_only_it(ci_run, tmp_path):
     assert set(plan) - {r for r in plan if r.startswith("plot_")} <= ANALYSIS_AND_REPORT
 
 
+def test_editing_one_calibrated_arm_reruns_only_it_not_the_pilots(ci_run, tmp_path):
+    profile = yaml.safe_load((PROJECT / "config/profiles/ci.yaml").read_text())
+    profile["experiments"]["X5"]["variants"]["use90"]["target_use"] = 0.85
+    custom = tmp_path / "edited.yaml"
+    custom.write_text(yaml.safe_dump(profile))
+    proc = snakemake(ci_run, "-n", "--config", f"profile={custom}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    plan = _planned(proc)
+    assert sorted(plan.pop("run_experiment")) == [f"results/local/raw/X5/use90/rep{k}.jsonl" for k in range(3)]
+    assert "calibrate_service" not in plan and "calibrate_host" not in plan
+
+
+def test_the_calibration_comes_before_the_runs_and_is_in_their_logs(ci_run):
+    pilot = json.loads((ci_run / "results/local/calibration/X5.json").read_text())["service"]
+    host = json.loads((ci_run / "results/local/calibration/host.json").read_text())["host"]
+    assert pilot["marginal_us"] > 0 and len(pilot["points"]) == 2 and host["duration_s"] > 0
+    for variant, logs in _raw(ci_run, "X5").items():
+        for records in logs:
+            meta = records[0]
+            assert meta["calibration"]["service"]["source"] == "pilot", variant
+            assert meta["start"] > pilot["start"] and meta["start"] > host["start"]
+            assert meta["spec"]["rps"] == meta["calibration"]["service"]["rps"]
+    for records in _raw(ci_run, "E2a")["limit1"]:
+        assert "floor" in records[0]["interference"]["threshold_rule"]
+        assert records[0]["interference"]["judged"] == "busy intervals"
+
+
 @pytest.mark.parametrize(
     "override, message",
     [

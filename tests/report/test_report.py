@@ -347,6 +347,20 @@ def test_backend_versions_become_rows_of_the_environment(results):
     assert (rows["runc"], rows["Docker engine"], rows["Backend"], rows["CPUs"]) == ("1.1.12", "27.3.1", "local", "2")
 
 
+def test_the_calibration_the_runs_recorded_is_a_row_of_the_environment(results):
+    tables = inputs.read_tables(results / "local" / "tables")
+    design = load_design(dict(CI_CONFIG), PROJECT / "config")
+    rows = dict(report.environment_rows(tables["environment"], tables["runs"], tables["headers"], design, ["E2a"]))
+    assert rows["Calibration"].startswith("none recorded")
+    env = tables["environment"].assign(
+        **{"env.calibration.quiet_host": "20 s sampled every 0.1 s", "env.calibration.pilot": None}
+    )
+    env.loc[env.index[0], "env.calibration.pilot"] = "X5: 2.6 ms of CPU per /work request"
+    text = dict(report.environment_rows(env, tables["runs"], tables["headers"], design, ["E2a"]))["Calibration"]
+    assert text.startswith("pilot: X5: 2.6 ms of CPU per /work request; quiet host: 20 s sampled every 0.1 s")
+    assert "never analysed" in text
+
+
 def test_the_seed_on_the_page_is_the_one_the_runs_recorded_not_the_configs(results):
     tables = inputs.read_tables(results / "local" / "tables")
     design = load_design({**CI_CONFIG, "seed": 99}, PROJECT / "config")

@@ -395,10 +395,13 @@ def _interference_text(seen: Mapping[str, Any]) -> str:
         text += f", the orchestrator {orchestrator:.2%} of a CPU"
     window = _number_or_none(seen.get("window_s"))
     if window is not None:
-        text += f" over {window:g} s"
+        text += f" over {window:g} s" + (" of busy intervals" if seen.get("judged") == "busy intervals" else "")
     threshold = _number_or_none(seen.get("threshold"))
     if threshold is not None:
-        text += f" (threshold {threshold:.0%})"
+        rule = seen.get("threshold_rule")
+        floor = _number_or_none(rule.get("floor")) if isinstance(rule, Mapping) else None
+        how = f": quiet floor {floor:.1%} + 3 SD" if floor is not None else ""
+        text += f" (threshold {threshold:.1%}{how})" if how else f" (threshold {threshold:.0%})"
     return text
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -18,6 +18,9 @@ class Context:
     node_cpus: str | None
     seed: int
     progress: Callable[[str], None] = lambda message: None
+    #: marks one of the workload's busy intervals (``with ctx.busy(): ...``): the runner's interference meter
+    #: judges only those (host/interference.py); outside a metered run it marks nothing
+    busy: Callable[[], AbstractContextManager[None]] = nullcontext
 
 
 @dataclass

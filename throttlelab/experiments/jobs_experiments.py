@@ -86,7 +86,7 @@ def run_e2a(spec: VariantSpec, ctx: Context) -> ExperimentResult:
         "node", (Pod("e2a", (_burst_container(spec),)),), cpus=spec.cpus or ctx.node_cpus, period_us=spec.period_us
     )
     result = ExperimentResult()
-    with deployed(ctx, node, result) as dep:
+    with deployed(ctx, node, result) as dep, ctx.busy():
         out = dep.run_job("e2a", "burst", timeout_s=burst_timeout(spec))
     result.add_output(out)
     result.window_s = _summary_value(out.records, "elapsed_s")
@@ -109,9 +109,10 @@ def run_x4(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     result = ExperimentResult()
     timeout = burst_timeout(spec) * count
     with deployed(ctx, node, result) as dep:
-        handles = [dep.start(pod.name, "burst") for pod in pods]
-        for handle in handles:
-            dep.wait_for_record(handle, "summary", timeout_s=timeout)
+        with ctx.busy():
+            handles = [dep.start(pod.name, "burst") for pod in pods]
+            for handle in handles:
+                dep.wait_for_record(handle, "summary", timeout_s=timeout)
         outs = [dep.stop(handle) for handle in handles]
     for out in outs:
         result.add_output(out)
@@ -167,7 +168,7 @@ def run_s1(spec: VariantSpec, ctx: Context) -> ExperimentResult:
     )
     node = Node("node", (Pod("s1", (container,)),), cpus=ctx.node_cpus)
     result = ExperimentResult()
-    with deployed(ctx, node, result) as dep:
+    with deployed(ctx, node, result) as dep, ctx.busy():
         out = dep.run_job("s1", "spin", timeout_s=spec.duration_ms / 1000 * 3 + 30)
     result.add_output(out)
     result.window_s = _summary_value(out.records, "elapsed_s")

@@ -212,7 +212,7 @@ def run_e6(spec: VariantSpec, ctx: Context) -> ExperimentResult:
             f"({spec.housekeeping_ms}), or the first scrape may find no reading yet"
         )
     rng = seeds.housekeeping_rng(ctx.seed)
-    with deployed(ctx, node, result) as dep:
+    with deployed(ctx, node, result) as dep, ctx.busy():
         result.add_output(
             dep.run_job(
                 "calib", "burst", timeout_s=burst_timeout(spec.with_changes(limit=None, rounds=spec.calibration_rounds))

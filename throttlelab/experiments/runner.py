@@ -16,6 +16,7 @@ On SIGINT, SIGTERM or SIGHUP the deployment is torn down and nothing is written.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fcntl
 import json
 import os
@@ -34,7 +35,7 @@ from throttlelab.host.cgroupfs import CgroupError
 from throttlelab.host.facts import code_version
 from throttlelab.experiments import REGISTRY, Context
 from throttlelab.host.interference import InterferenceMeter, orchestrator_from_env, wait_for_quiet
-from throttlelab.model import records, seeds
+from throttlelab.model import calibration, records, seeds
 from throttlelab.model.digest import sha256_file
 from throttlelab.model.placement import parse_cpuset
 from throttlelab.model.quantities import QuantityError
@@ -43,7 +44,7 @@ from throttlelab.model.variants import SpecError, VariantSpec
 # Backends whose workloads run in cgroups of this host, where the meter can tell the lab's CPU time
 # from other processes'. On kind the lab's processes live inside node containers, so every kubelet
 # and API server tick would count as interference; an existing cluster is not this host at all.
-METERED_BACKENDS = ("local", "docker")
+METERED_BACKENDS = calibration.METERED_BACKENDS
 # Before a retry the runner waits this long at most for the run's CPUs to be quiet again, so a
 # passing disturbance (a build, a cron job) is outlasted instead of measured three times.
 QUIET_WAIT_S = 60.0
@@ -105,6 +106,20 @@ def write_atomically(path: Path, records: list[dict[str, Any]]) -> None:
         raise
 
 
+def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
+    """One JSON document, whole or absent (as :func:`write_atomically`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(data, handle, indent=1, sort_keys=True)
+            handle.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def run_cpus(spec: VariantSpec, node_cpus: str | None) -> list[int]:
     """The CPUs a run measures on: its node's and load generator's cpusets, else every CPU the
     runner may use."""
@@ -114,12 +129,17 @@ def run_cpus(spec: VariantSpec, node_cpus: str | None) -> list[int]:
     return sorted(os.sched_getaffinity(0))
 
 
-def measure(args: argparse.Namespace, spec: VariantSpec, ctx: Context, attempt: int) -> dict[str, Any]:
-    """One attempt at the run: the experiment, its window and what other work took meanwhile."""
+def measure(
+    args: argparse.Namespace, spec: VariantSpec, ctx: Context, attempt: int, quiet: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """One attempt at the run: the experiment, its window and what other work took meanwhile, judged over the
+    workload's busy intervals against the threshold of a quiet host's calibration (``quiet``; else the
+    configured share)."""
     meter = None
     if args.backend in METERED_BACKENDS:
         meter = InterferenceMeter(run_cpus(spec, args.node_cpus), orchestrator_pid=orchestrator_from_env())
         meter.start()
+        ctx = dataclasses.replace(ctx, busy=meter.busy)
     started = datetime.now(timezone.utc)
     load_before = os.getloadavg()  # other work on the host disturbs measurements: keep the evidence
     t0 = time.monotonic()
@@ -128,11 +148,11 @@ def measure(args: argparse.Namespace, spec: VariantSpec, ctx: Context, attempt: 
     finally:
         seen = meter.stop() if meter is not None else None
     wall = time.monotonic() - t0
-    interference = (
-        seen.as_record(args.max_other_share)
-        if seen is not None
-        else {"disturbed": False, "note": f"not metered on the {args.backend} backend"}
-    )
+    if seen is not None:
+        rule = calibration.threshold_of(quiet, seen.cpus, seen.window_s, args.max_other_share)
+        interference = seen.as_record(rule["threshold"], rule)
+    else:
+        interference = {"disturbed": False, "note": f"not metered on the {args.backend} backend"}
     if seen is not None and result.window_s <= 0:
         # a read-out (E1, E3, E4): values read back, nothing timed, so other work cannot bias it; and
         # its cgroups live for less than one sample of the meter, so their CPU would count as other's
@@ -199,6 +219,7 @@ def meta_record(
         # which code made the run (host/facts.py code_version): its start time is what a revised threshold's
         # date is compared with (the threshold registry, STATS.md §5); the commit says which code
         "code": code if code is not None else {"commit": None, "dirty": None},
+        **({"calibration": calibrated} if (calibrated := getattr(args, "calibration_record", None)) else {}),
     }
 
 
@@ -222,6 +243,12 @@ def run(args: argparse.Namespace) -> int:
         variant, _, path = item.partition("=")
         binaries[variant] = Path(path)
     spec = VariantSpec.from_dict(args.experiment, args.variant, json.loads(args.spec))
+    # the calibration step (model/calibration.py): a calibrated arm's rate from its experiment's pilot, and a
+    # quiet host's floor for the disturbance threshold; both made before the measured runs, both recorded
+    pilot = read_calibration(args.calibration, "service") if args.calibration else None
+    spec, service_record = calibration.resolve(spec, pilot)
+    quiet = read_calibration(args.host_calibration, "host") if args.host_calibration else None
+    args.calibration_record = calibration_record(service_record, quiet, args)
     backend = make_backend(args.backend, binaries, args.runtime, json.loads(args.backend_settings), progress)
     backend.preflight()
     caps = backend.capabilities()
@@ -237,8 +264,8 @@ def run(args: argparse.Namespace) -> int:
         # a wait for quiet CPUs timed out in an earlier job: this one checks them once between attempts
         busy_since = host_busy_since()
         for attempt in range(args.retries + 1):
-            attempt_run = measure(args, spec, ctx, attempt)
-            environment = environment or backend.environment()
+            attempt_run = measure(args, spec, ctx, attempt, quiet)
+            environment = environment or {**backend.environment(), **calibration_environment(args)}
             seen = attempt_run["interference"]
             if not seen["disturbed"] or attempt == args.retries:
                 break
@@ -250,13 +277,14 @@ def run(args: argparse.Namespace) -> int:
                 else f"waiting for the CPUs to be quiet (at most {wait_s:.0f} s)"
             )
             progress(
-                f"disturbed: processes outside the lab used {seen['outside_share']:.0%} of CPUs {seen['cpus']} "
-                f"({orchestrator_text(seen)}; threshold {args.max_other_share:.0%}); {how} before measuring again"
+                f"disturbed: processes outside the lab used {seen['outside_share']:.1%} of CPUs {seen['cpus']} "
+                f"over {seen['judged']} ({orchestrator_text(seen)}; threshold {seen['threshold']:.1%}); {how} before "
+                "measuring again"
             )
-            quiet, waited = wait_for_quiet(seen["cpus"], args.max_other_share, wait_s)
-            if not quiet:
+            got_quiet, waited = wait_for_quiet(seen["cpus"], seen["threshold"], wait_s)
+            if not got_quiet:
                 note_host_busy(busy_since)  # later jobs check once instead of waiting again
-            if not quiet and busy_since is not None:
+            if not got_quiet and busy_since is not None:
                 # the host is still as busy as it has been for a while: measuring again would be
                 # disturbed too, so this attempt is the run's, kept and marked
                 progress(f"still busy after {waited:.0f} s: this attempt is kept as the run, marked disturbed")
@@ -274,7 +302,7 @@ def run(args: argparse.Namespace) -> int:
             )
             earlier.append({**seen, "log": kept.name, "waited_s": round(waited, 1)})
             progress(
-                f"{'quiet' if quiet else 'still busy'} after {waited:.0f} s; kept the disturbed attempt as "
+                f"{'quiet' if got_quiet else 'still busy'} after {waited:.0f} s; kept the disturbed attempt as "
                 f"{kept.name}; measuring again"
             )
         if measured_quiet(attempt_run["interference"]):
@@ -287,6 +315,61 @@ def run(args: argparse.Namespace) -> int:
         f"{args.experiment}/{args.variant} repeat {args.repeat}: done in {attempt_run['wall']:.1f} s{state} -> {out}"
     )
     return 0
+
+
+def read_calibration(path: str, kind: str) -> dict[str, Any]:
+    """A calibration file of the rules' calibrate jobs (experiments/calibration.py), its ``kind`` part."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise RecordError(f"calibration {path}: cannot be read ({exc}); run its calibrate job again") from exc
+    if not isinstance(data, dict) or not isinstance(data.get(kind), dict):
+        raise RecordError(f"calibration {path}: no {kind!r} section; run its calibrate job again")
+    return data[kind]
+
+
+def calibration_record(
+    service: dict[str, Any] | None, quiet: dict[str, Any] | None, args: argparse.Namespace
+) -> dict[str, Any]:
+    """``meta.calibration``: what the run's parameters and threshold were fixed by, before it measured."""
+    out: dict[str, Any] = {}
+    if service is not None:
+        out["service"] = {"file": args.calibration, **service}
+    if quiet is not None:
+        out["host"] = {"file": args.host_calibration, **{k: quiet[k] for k in QUIET_KEYS if k in quiet}}
+    return out
+
+
+#: What a raw log keeps of the quiet host's calibration (its tick rows are in the calibration file).
+QUIET_KEYS = ("duration_s", "step_s", "hz", "start", "own_s", "quiet_before", "waited_s")
+
+
+def calibration_environment(args: argparse.Namespace) -> dict[str, Any]:
+    """The calibration as the environment table shows it (environment.csv's env.calibration.* columns)."""
+    record = getattr(args, "calibration_record", None) or {}
+    out: dict[str, Any] = {}
+    service, host = record.get("service"), record.get("host")
+    if service:
+        if service.get("source") == "pilot":
+            points = ", ".join(
+                f"{p.get('cores', float('nan')):.4g} cores at {p.get('rps', float('nan')):g} req/s"
+                for p in service.get("points", [])
+            )
+            out["pilot"] = (
+                f"{args.experiment}: {service['background_cores']:.4g} cores + {service['marginal_us'] / 1000:.3g} ms "
+                f"of CPU per /work request (pilots: {points}; seed {service.get('seed', '?')}); the stated "
+                f"{service['stated_cpu_per_request_us'] / 1000:.3g} ms"
+            )
+        else:
+            out["pilot"] = (
+                f"{args.experiment}: none ran; the stated {service['stated_cpu_per_request_us'] / 1000:.3g} ms"
+            )
+    if host:
+        out["quiet_host"] = (
+            f"{host.get('duration_s', '?')} s sampled every {host.get('step_s', '?')} s at {host.get('start', '?')}; "
+            f"threshold floor + {calibration.QUIET_SD:g} SD per window"
+        )
+    return {"calibration": out} if out else {}
 
 
 def host_busy_since() -> float | None:
@@ -338,6 +421,18 @@ def parser() -> argparse.ArgumentParser:
         help="share of the run's CPUs other processes may use before the run counts as disturbed",
     )
     p.add_argument("--retries", type=int, default=2, help="how often a disturbed run is measured again")
+    p.add_argument(
+        "--calibration",
+        default=None,
+        help="the experiment's pilot (rules: results/<backend>/calibration/<experiment>.json): a variant that "
+        "says target_use takes its rate from it",
+    )
+    p.add_argument(
+        "--host-calibration",
+        default=None,
+        help="a quiet host's floor (rules: results/<backend>/calibration/host.json): the disturbance threshold "
+        "is its floor + 3 SD over the run's judged window, at most --max-other-share; without it, that share",
+    )
     p.add_argument(
         "--quiet-wait-s",
         type=float,

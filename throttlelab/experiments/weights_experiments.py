@@ -61,25 +61,28 @@ def run_shares(spec: VariantSpec, ctx: Context) -> ExperimentResult:
         )
     members = _members(node, level)
     with deployed(ctx, node, result) as dep:
-        handles = [dep.start(p.name, c.name) for p in node.pods for c in p.containers]
-        start = time.monotonic()
-        ctx.progress(f"{spec.phase}: {len(handles)} busy containers on CPU {node.cpus}; settling {spec.settle_ms} ms")
-        time.sleep(spec.settle_ms / 1000)
-        for k in range(spec.samples + 1):
-            if k:
-                time.sleep(spec.sample_ms / 1000)
-            t_s = round(time.monotonic() - start, 4)  # one time per reading: the members' samples belong together
-            for member, pod, container in members:
-                stat = dep.read_stat(pod, container)
-                result.records.append(
-                    {
-                        "type": "share_sample",
-                        "member": member,
-                        "level": level,
-                        "t_s": t_s,
-                        "usage_usec": stat["usage_usec"],
-                    }
-                )
+        with ctx.busy():  # the busy containers, settling and sampling
+            handles = [dep.start(p.name, c.name) for p in node.pods for c in p.containers]
+            start = time.monotonic()
+            ctx.progress(
+                f"{spec.phase}: {len(handles)} busy containers on CPU {node.cpus}; settling {spec.settle_ms} ms"
+            )
+            time.sleep(spec.settle_ms / 1000)
+            for k in range(spec.samples + 1):
+                if k:
+                    time.sleep(spec.sample_ms / 1000)
+                t_s = round(time.monotonic() - start, 4)  # one time per reading: the members' samples belong together
+                for member, pod, container in members:
+                    stat = dep.read_stat(pod, container)
+                    result.records.append(
+                        {
+                            "type": "share_sample",
+                            "member": member,
+                            "level": level,
+                            "t_s": t_s,
+                            "usage_usec": stat["usage_usec"],
+                        }
+                    )
         # settling is part of the lab's protocol, so it counts as the experiment's own time
         result.window_s = (spec.settle_ms + spec.samples * spec.sample_ms) / 1000
         for handle in handles:

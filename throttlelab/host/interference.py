@@ -24,7 +24,17 @@ must not disturb what it measures) and at stop():
   its other children (the job's shell, ``tee``), not the runner's own subtree:
   each process's CPU clock (nanoseconds, every thread) at start() and stop().
 
-``outside = busy(run CPUs) - lab - runner`` is what a run is judged by, as a
+- the interrupt and softirq time of the run's CPUs (``/proc/stat``'s irq and softirq): the lab's own
+  (its loopback traffic between the load generator and the services is softirq work the kernel
+  accounts to no cgroup), so it is counted with the lab (``irq_s``), not as interference.
+
+Only the workload's busy intervals weigh (STATS.md §2): an experiment marks them with
+``Context.busy`` (the load generator's run, a burst job's rounds), the meter takes a snapshot of
+every counter at each mark, and the judged figures are summed over the marked intervals; deploying,
+reading back and tearing down are metered over the whole attempt (``attempt_*``) but not judged. An
+experiment that marks nothing is judged over the whole attempt (``judged: attempt``).
+
+``outside = busy(run CPUs) - lab - irq - runner`` is what a run is judged by, as a
 share of the window's capacity on those CPUs (``outside_share`` against the
 threshold). It is split in two: the orchestrator's part and ``other``, every
 process that is neither the lab nor the orchestrator. The orchestrator's time is
@@ -42,6 +52,8 @@ import os
 import re
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +61,7 @@ from throttlelab.host import cgroupfs, processes
 
 PROC_STAT = Path("/proc/stat")
 _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user nice system irq softirq steal (idle 3, iowait 4 are not busy)
+_IRQ_FIELDS = (5, 6)  # irq softirq: the lab's own interrupt work (its loopback traffic)
 
 
 def parse_proc_stat(text: str) -> dict[int, int]:
@@ -62,6 +75,17 @@ def parse_proc_stat(text: str) -> dict[int, int]:
     return busy
 
 
+def parse_proc_irq(text: str) -> dict[int, int]:
+    """CPU number -> interrupt and softirq clock ticks since boot, from /proc/stat's ``cpuN`` lines."""
+    irq = {}
+    for line in text.splitlines():
+        match = re.match(r"^cpu(\d+)\s+(.*)$", line)
+        if match:
+            values = [int(v) for v in match[2].split()]
+            irq[int(match[1])] = sum(values[i] for i in _IRQ_FIELDS if i < len(values))
+    return irq
+
+
 def parse_usage_percpu(text: str) -> dict[int, int]:
     """cpuacct.usage_percpu (v1): CPU number -> nanoseconds."""
     return {cpu: int(v) for cpu, v in enumerate(text.split())}
@@ -69,7 +93,7 @@ def parse_usage_percpu(text: str) -> dict[int, int]:
 
 @dataclass(frozen=True)
 class Interference:
-    """What the meter saw over one run's window."""
+    """What the meter saw over one run's judged window (its busy intervals, else the whole attempt)."""
 
     cpus: tuple[int, ...]
     window_s: float
@@ -82,9 +106,14 @@ class Interference:
     # runner was not started by the rules; apart: whether it could only run on the run's CPUs
     orchestrator_s: float | None = None
     orchestrator_apart: bool = False
+    irq_s: float = 0.0  # interrupt and softirq time on the run's CPUs: the lab's own (its loopback traffic)
+    judged: str = "attempt"  # "busy intervals" (the workload's, marked by the experiment) or "attempt"
+    intervals: int = 0  # how many busy intervals were marked
+    attempt_window_s: float | None = None  # the whole attempt, metered (deploy, read-back, teardown too)
+    attempt_outside_s: float | None = None
 
-    def _share(self, seconds: float) -> float:
-        capacity = self.window_s * len(self.cpus)
+    def _share(self, seconds: float, window_s: float | None = None) -> float:
+        capacity = (self.window_s if window_s is None else window_s) * len(self.cpus)
         return seconds / capacity if capacity > 0 else 0.0
 
     @property
@@ -111,7 +140,9 @@ class Interference:
             return None
         return self.orchestrator_s / self.window_s
 
-    def as_record(self, threshold: float) -> dict:
+    def as_record(self, threshold: float, rule: dict | None = None) -> dict:
+        """The record of the attempt, judged against ``threshold``; ``rule``: how that threshold was found
+        (model/calibration.threshold_of: the quiet host's floor and SD over this window, or fixed)."""
         orchestrator = (
             {"orchestrator_s": None, "orchestrator_note": "not started by the rules' orchestrator"}
             if self.orchestrator_s is None
@@ -121,11 +152,18 @@ class Interference:
                 "orchestrator_apart": self.orchestrator_apart,
             }
         )
+        attempt = {}
+        if self.attempt_window_s is not None and self.attempt_outside_s is not None:
+            attempt = {
+                "attempt_window_s": round(self.attempt_window_s, 3),
+                "attempt_outside_share": round(self._share(self.attempt_outside_s, self.attempt_window_s), 4),
+            }
         return {
             "cpus": list(self.cpus),
             "window_s": round(self.window_s, 3),
             "busy_s": round(self.busy_s, 3),
             "lab_s": round(self.lab_s, 3),
+            "irq_s": round(self.irq_s, 3),
             "runner_s": round(self.runner_s, 3),
             "outside_s": round(self.outside_s, 3),
             "outside_share": round(self.outside_share, 4),
@@ -133,13 +171,30 @@ class Interference:
             "other_share": round(self.other_share, 4),
             **orchestrator,
             "lab_scope": self.lab_scope,
+            "judged": self.judged,
+            "intervals": self.intervals,
+            **attempt,
             "threshold": threshold,
+            **({"threshold_rule": dict(rule)} if rule else {}),
             "disturbed": self.outside_share > threshold,
         }
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """Every counter the meter reads, at one instant."""
+
+    t: float
+    busy: dict[int, int]  # ticks per CPU
+    irq: dict[int, int]  # interrupt and softirq ticks per CPU
+    lab_ns: int  # the lab's cgroups, accumulated since start()
+    own_s: float  # the runner's and its reaped guardians' CPU
+    orchestrator: dict[int, float]  # process -> CPU clock
+
+
 class InterferenceMeter:
-    """Samples the run's CPUs in a background thread between start() and stop()."""
+    """Samples the run's CPUs in a background thread between start() and stop(); :meth:`busy` marks the
+    workload's busy intervals, the only ones judged."""
 
     def __init__(
         self,
@@ -152,7 +207,7 @@ class InterferenceMeter:
     ):
         self.cpus = tuple(sorted(set(cpus)))
         self.orchestrator_pid = orchestrator_pid
-        self._orchestrator0: dict[int, float] = {}
+        self._orchestrator_pids: list[int] = []
         self.prefix = f"throttlelab-{runner_pid if runner_pid is not None else os.getpid()}-"
         self.interval_s = interval_s
         self.proc_stat = proc_stat
@@ -166,6 +221,10 @@ class InterferenceMeter:
         self._lab_ns = 0
         self._last: dict[str, int] = {}
         self._scope = "none"
+        self._start: Snapshot | None = None
+        self._open: Snapshot | None = None
+        self._intervals: list[tuple[Snapshot, Snapshot]] = []
+        self._last_clock: dict[int, float] = {}
 
     # -- one sample of the lab's own cgroups: directory -> ns on the run's CPUs
     def _lab_sample(self) -> dict[str, int]:
@@ -208,58 +267,99 @@ class InterferenceMeter:
         with self._lock:  # the loop's thread and a removal in the runner's
             self._accumulate()
 
+    def _snapshot(self) -> Snapshot:
+        with self._lock:
+            self._accumulate()
+            lab_ns = self._lab_ns
+        text = self.proc_stat.read_text()
+        return Snapshot(
+            time.monotonic(), parse_proc_stat(text), parse_proc_irq(text), lab_ns, _own_cpu_s(), self._clocks()
+        )
+
     def start(self) -> None:
-        self._t0 = time.monotonic()
-        self._busy0 = parse_proc_stat(self.proc_stat.read_text())
-        self._self0 = _own_cpu_s()
-        self._orchestrator0 = self._orchestrator_sample()
         self._last = self._lab_sample()
+        self._orchestrator_pids = self._orchestrator_tree()
+        self._start = Snapshot(
+            time.monotonic(),
+            *(lambda text: (parse_proc_stat(text), parse_proc_irq(text)))(self.proc_stat.read_text()),
+            0,
+            _own_cpu_s(),
+            self._clocks(),
+        )
         cgroupfs.add_removal_listener(self._sample)
         self._thread = threading.Thread(target=self._loop, name="interference-meter", daemon=True)
         self._thread.start()
+
+    @contextmanager
+    def busy(self) -> Iterator[None]:
+        """Mark one busy interval of the workload (nested or repeated marks add intervals, never overlap)."""
+        if self._start is None or self._open is not None:
+            yield
+            return
+        self._open = self._snapshot()
+        try:
+            yield
+        finally:
+            opened, self._open = self._open, None
+            self._intervals.append((opened, self._snapshot()))
 
     def stop(self) -> Interference:
         cgroupfs.remove_removal_listener(self._sample)
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        self._accumulate()
-        window = time.monotonic() - self._t0
-        busy1 = parse_proc_stat(self.proc_stat.read_text())
-        busy_ticks = sum(busy1.get(c, 0) - self._busy0.get(c, 0) for c in self.cpus)
-        busy_s = busy_ticks / self.ticks
-        lab_s = self._lab_ns / 1e9
-        runner_s = _own_cpu_s() - self._self0
-        outside_s = max(0.0, busy_s - lab_s - runner_s)
-        orchestrator_s = self._orchestrator_s()
+        end = self._snapshot()
+        assert self._start is not None, "stop() before start()"
+        whole = self._over([(self._start, end)])
+        judged = self._over(self._intervals) if self._intervals else whole
+        orchestrator_s = judged["orchestrator_s"]
         return Interference(
             self.cpus,
-            window,
-            busy_s,
-            lab_s,
-            runner_s,
-            outside_s,
+            judged["window_s"],
+            judged["busy_s"],
+            judged["lab_s"],
+            judged["runner_s"],
+            judged["outside_s"],
             self._scope,
             orchestrator_s,
             orchestrator_s is not None and self._orchestrator_confined(),
+            irq_s=judged["irq_s"],
+            judged="busy intervals" if self._intervals else "attempt",
+            intervals=len(self._intervals),
+            attempt_window_s=whole["window_s"],
+            attempt_outside_s=whole["outside_s"],
         )
 
-    # -- the orchestrator: Snakemake's process tree less this runner's subtree, per process
-    def _orchestrator_sample(self) -> dict[int, float]:
-        if self.orchestrator_pid is None:
-            return {}
-        pids = processes.tree_without(self.orchestrator_pid, os.getpid(), processes.parent_pids())
-        clocks = {pid: processes.cpu_clock_s(pid) for pid in pids}
-        return {pid: s for pid, s in clocks.items() if s is not None}
+    def _over(self, intervals: list[tuple[Snapshot, Snapshot]]) -> dict:
+        """The meter's figures summed over some intervals between snapshots."""
+        out = dict.fromkeys(("window_s", "busy_s", "irq_s", "lab_s", "runner_s"), 0.0)
+        orchestrator = 0.0
+        for a, b in intervals:
+            out["window_s"] += b.t - a.t
+            out["busy_s"] += sum(b.busy.get(c, 0) - a.busy.get(c, 0) for c in self.cpus) / self.ticks
+            out["irq_s"] += sum(b.irq.get(c, 0) - a.irq.get(c, 0) for c in self.cpus) / self.ticks
+            out["lab_s"] += (b.lab_ns - a.lab_ns) / 1e9
+            out["runner_s"] += b.own_s - a.own_s
+            orchestrator += sum(max(0.0, b.orchestrator[p] - a.orchestrator[p]) for p in a.orchestrator)
+        out["outside_s"] = max(0.0, out["busy_s"] - out["lab_s"] - out["irq_s"] - out["runner_s"])
+        out["orchestrator_s"] = orchestrator if self._orchestrator_pids else None
+        return out
 
-    def _orchestrator_s(self) -> float | None:
-        if self.orchestrator_pid is None or not self._orchestrator0:
-            return None
-        total = 0.0
-        for pid, before in self._orchestrator0.items():
-            now = processes.cpu_clock_s(pid)  # one that ended inside the window loses its time since start()
-            total += max(0.0, (now if now is not None else before) - before)
-        return total
+    # -- the orchestrator: Snakemake's process tree less this runner's subtree, per process
+    def _orchestrator_tree(self) -> list[int]:
+        if self.orchestrator_pid is None:
+            return []
+        pids = processes.tree_without(self.orchestrator_pid, os.getpid(), processes.parent_pids())
+        return [pid for pid in pids if processes.cpu_clock_s(pid) is not None]
+
+    def _clocks(self) -> dict[int, float]:
+        """The CPU clock of each process of the orchestrator's tree found at start(); one that ended keeps
+        its last reading (it loses its time since then)."""
+        for pid in self._orchestrator_pids:
+            now = processes.cpu_clock_s(pid)
+            if now is not None:
+                self._last_clock[pid] = now
+        return {pid: self._last_clock[pid] for pid in self._orchestrator_pids if pid in self._last_clock}
 
     def _orchestrator_confined(self) -> bool:
         try:
@@ -306,3 +406,23 @@ def wait_for_quiet(
             return True, waited
         if waited >= timeout_s:
             return False, waited
+
+
+def quiet_ticks(duration_s: float, step_s: float = 0.1, proc_stat: Path = PROC_STAT) -> dict:
+    """A quiet host's busy clock ticks, every CPU, every ``step_s`` for ``duration_s`` (the calibration step:
+    nothing of the lab runs meanwhile). Returns the model's calibration input (model/calibration.quiet_threshold):
+    ``step_s``, ``hz``, ``ticks`` (one row per step: busy ticks of CPU 0, 1, ...), and this process's own CPU
+    over it (``own_s``: the sampling's cost, which the rows include)."""
+    steps = max(2, int(round(duration_s / step_s)))
+    own0 = _own_cpu_s()
+    before = parse_proc_stat(proc_stat.read_text())
+    cpus = range(max(before) + 1) if before else range(0)
+    rows = []
+    next_at = time.monotonic()
+    for _ in range(steps):
+        next_at += step_s
+        time.sleep(max(0.0, next_at - time.monotonic()))
+        now = parse_proc_stat(proc_stat.read_text())
+        rows.append([now.get(c, 0) - before.get(c, 0) for c in cpus])
+        before = now
+    return {"step_s": step_s, "hz": os.sysconf("SC_CLK_TCK"), "ticks": rows, "own_s": round(_own_cpu_s() - own0, 4)}

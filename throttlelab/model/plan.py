@@ -14,6 +14,7 @@ Paths are relative to Snakemake's working directory (``results/...``); the check
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shlex
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from throttlelab.model import kubenode, seeds
+from throttlelab.model import calibration, kubenode, seeds
 from throttlelab.model.builds import BUILDS
 from throttlelab.model.clustertools import project as cluster_project
 from throttlelab.model.config import Design, load_design
@@ -184,6 +185,59 @@ class Plan:
 
     def all_raw_logs(self) -> list[str]:
         return [log for experiment in self.design.experiments for log in self.raw_logs(experiment)]
+
+    # -- the calibration step (model/calibration.py) ----------------------------------------------
+
+    def calibrated_experiments(self) -> list[str]:
+        """The experiments of this run whose variants take a rate from a pilot run on this host first."""
+        return list(self._calibrated)
+
+    @functools.cached_property
+    def _calibrated(self) -> tuple[str, ...]:
+        if self.backend not in calibration.PILOT_BACKENDS:
+            return ()
+        return tuple(
+            name
+            for name, exp in self.design.experiments.items()
+            if any(calibration.calibrated(spec) for spec in exp.variants.values())
+        )
+
+    def pilot_file(self, experiment: str) -> str:
+        """An experiment's pilot (rule calibrate_service): its service's CPU per request on this host."""
+        return f"results/{self.backend}/calibration/{experiment}.json"
+
+    def host_calibration_file(self) -> str | None:
+        """The quiet host's floor (rule calibrate_host), where runs are metered and a calibration is asked for."""
+        if self.backend not in calibration.METERED_BACKENDS or not self.design.disturbance.get("quiet_calibration_s"):
+            return None
+        return f"results/{self.backend}/calibration/host.json"
+
+    def pilot_inputs(self, experiment: str) -> list[str]:
+        """A run's pilot: the experiment's, when its variants are calibrated; a new pilot reruns them."""
+        return [self.pilot_file(experiment)] if experiment in self.calibrated_experiments() else []
+
+    def pilot_spec(self, experiment: str) -> str:
+        """The pilots' parameters as canonical JSON, a list (a param: editing them recalibrates)."""
+        specs = list(self.design.experiments[experiment].variants.values())
+        pilots = [p.to_dict() for p in calibration.pilot_specs(specs)]
+        return json.dumps(pilots, sort_keys=True, separators=(",", ":"))
+
+    def pilot_cluster_inputs(self, experiment: str) -> list[str]:
+        """kind: the cluster of the experiment's first variant (the pilot runs its service there)."""
+        first = next(iter(self.design.experiments[experiment].variants))
+        return self.cluster_inputs(experiment, first)
+
+    @staticmethod
+    def calibration_args(pilot: Iterable[str], quiet: Iterable[str]) -> str:
+        """The runner's --calibration and --host-calibration, from its inputs (none when absent)."""
+        words = [f"--calibration {shlex.quote(str(p))}" for p in pilot]
+        words += [f"--host-calibration {shlex.quote(str(q))}" for q in quiet]
+        return " ".join(words)
+
+    @property
+    def calibration_priority(self) -> int:
+        """Above every measured job: the pilots and the quiet host come first."""
+        return len(self.priorities) + 1
 
     def priority(self, experiment: str, variant: str, repeat: int) -> int:
         """The job's place in the seeded measuring order (0 for a job outside the design)."""

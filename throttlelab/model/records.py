@@ -144,6 +144,7 @@ RECORDS: dict[str, Shape] = {
                 "attempt": "int",
                 "disturbed_attempts": "list",
                 "code": "dict",
+                "calibration": "dict",
             },
             "line 1: the run (experiment, variant, repeat, backend), its typed spec, the seeds (model/seeds.py), "
             "the binaries, the machine, the window and what other work took meanwhile",
@@ -403,7 +404,13 @@ OBJECTS: dict[str, Shape] = {
                 "orchestrator_apart": "bool",
                 "orchestrator_note": "str",
                 "lab_scope": "str",
+                "irq_s": "num",
+                "judged": "str",
+                "intervals": "int",
+                "attempt_window_s": "num",
+                "attempt_outside_share": "num",
                 "threshold": "num",
+                "threshold_rule": "dict",
                 "note": "str",
             },
             "meta.interference: what the meter saw on the run's CPUs (host/interference.py); on a backend "

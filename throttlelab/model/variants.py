@@ -121,6 +121,9 @@ class VariantSpec:
     stagger: bool | None = None
     # X5 (docs/EXPERIMENTS.md): the CPU one request costs, as the profile states it, for the model
     request_cpu_us: float | None = None
+    # ... and the share of its limit an arm is designed to use: its rate comes from the calibration step
+    # (model/calibration.py: rps = target_use x limit / the pilot's CPU per request)
+    target_use: float | None = None
     # monitoring (E6)
     housekeeping_ms: float | None = None
     first_scrape_ms: float | None = None

@@ -488,8 +488,22 @@ def environment_rows(
         ("Confidence level", f"{design.confidence:.0%}"),
         ("Measured", f"{min(runs['start'])} to {max(runs['end'])} (UTC), {len(runs)} runs"),
         ("Host interference", interference_text(runs, interference)),
+        ("Calibration", calibration_text(env)),
         ("Seed", seed_text(runs)),
     ]
+
+
+def calibration_text(environment: pd.DataFrame) -> str:
+    """The calibration step's pilots and quiet-host sampling the runs were fixed by (environment.csv's
+    env.calibration.* columns, from each raw log's meta; docs/EXPERIMENTS.md, "The calibration step")."""
+    parts = []
+    for column, label in (("pilot", "pilot"), ("quiet_host", "quiet host")):
+        name = f"env.calibration.{column}"
+        if name in environment.columns and environment[name].notna().any():
+            parts.append(f"{label}: {distinct(environment[name], expect_one=False)}")
+    if not parts:
+        return "none recorded (no calibrated quantity, or raw logs that predate the calibration step)"
+    return "; ".join(parts) + " (made before the measured runs, recorded, never analysed as measurements)"
 
 
 def seed_text(runs: pd.DataFrame) -> str:

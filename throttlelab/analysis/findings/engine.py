@@ -390,6 +390,12 @@ class Check:
     null: float | None = None
     #: for a fixed threshold: which end of the model it took (a derived one says it in its Derivation)
     end: str = ""
+    #: how a disturbed run can move the check's value (STATS.md §2: each finding may tolerate more or
+    #: less): "sensitive" (a tail, a time, a level: other work on the run's CPUs delays the workload, so
+    #: a verdict that hangs on disturbed runs is inconclusive) or "insensitive" (a ratio of shares of one
+    #: contended CPU measured in the same run: other work there takes from every member in proportion
+    #: to its weight, so the ratio's expected value does not move, and disturbed runs count as any other)
+    disturbance: Literal["sensitive", "insensitive"] = "sensitive"
 
     @property
     def role(self) -> str:
@@ -988,6 +994,12 @@ def evaluate_check(finding: str, check: Check, evidence: Evidence, level: float 
             reason += f"; measured: {shown}"
         return replace(result, verdict=NOT_TESTABLE, reason=reason, requirement=names, p=math.nan, min_p=math.nan)
     disturbed = sum(evidence.disturbed(check.experiment, v) for v in check.variants_needed())
+    if disturbed and check.disturbance == "insensitive":
+        note = (
+            f"{disturbed} disturbed run(s) kept and counted (runs.csv): a ratio of shares of one CPU in the same "
+            "run is insensitive to other work there (it takes from every member in proportion)"
+        )
+        return replace(result, reason="; ".join(r for r in (result.reason, note) if r))
     if disturbed:
         # STATS.md §6: a verdict must not hang on a disturbed run. Kept and marked, never dropped; but
         # when leaving them out changes the verdict, the verdict is not one to trust.

@@ -315,6 +315,18 @@ def _steady(evidence: Evidence, variant: str) -> predictions.SteadyArm:
     return predictions.steady_arm(evidence.spec(X5, variant), evidence.period_ms(X5, variant))
 
 
+def _cost_source(evidence: Evidence, variant: str) -> str:
+    """Where an arm's CPU per request came from: the calibration step's pilot (its rate was set from it before
+    the measured runs) or the profile's statement (a variant with a fixed rate, or no pilot ran)."""
+    spec = evidence.spec(X5, variant)
+    if spec.target_use is None:
+        return "the CPU per request as the profile states it"
+    return (
+        f"designed at {spec.target_use:.0%} of the limit: the rate from the calibration step's CPU per request, "
+        "fixed before the measured runs (each raw log's meta.calibration says whether a pilot ran)"
+    )
+
+
 #: "90% of the limit": the design's direction (STATS.md §5): at least 80% of the limit, and below it (a
 #: service cannot use more than its limit on average).
 NEAR_LIMIT = (0.8, 1.0)
@@ -340,8 +352,8 @@ def designed_use(variant: str, near_limit: bool = False):
         return Derivation(
             band,
             (
-                f"The design: {variant} = {a.describe()}, {cores:.3g} CPU on average (the CPU per request as the "
-                f"profile states it). {how}. A premise: when it fails, the checks it gates are not testable here "
+                f"The design: {variant} = {a.describe()}, {cores:.3g} CPU on average ({_cost_source(evidence, variant)}). "
+                f"{how}. A premise: when it fails, the checks it gates are not testable here "
                 "(never contradicted); undecided, they cannot decide."
             ),
             share_of=(limit, f"the {format_cpu(a.limit_milli)} limit"),

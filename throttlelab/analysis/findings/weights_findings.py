@@ -174,6 +174,7 @@ def share_checks() -> tuple[Check, ...]:
                         scale="log",
                         values=_share_values(experiment, member, ref),
                         requirements=(runtime_conversion_applied(experiment),),
+                        disturbance="insensitive",
                         reference=lab[f"{experiment} {phase}"],
                         why=(
                             f"{runtime}, {level} level ({'kubelet' if level == 'pod' else runtime}'s formula, SPEC "

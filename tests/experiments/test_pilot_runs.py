@@ -1,0 +1,146 @@
+"""The calibration step for real (experiments/calibration.py, `throttlelab calibrate`): a quiet host's floor
+sampled, X5's service piloted in real cgroups, and a measured run of a calibrated arm taking its rate from the
+pilot and its disturbance threshold from the floor; nothing left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import PROJECT, left_behind, workload_pids_of
+from throttlelab.model import calibration
+from throttlelab.model.variants import VariantSpec
+
+X5 = {
+    "build": "go124mod",
+    "request": "500m",
+    "limit": "200m",
+    "work_us": 2000,
+    "alloc_bytes": 0,
+    "live_mb": 0,
+    "clump": 1,
+    "ping_rps": 4,
+    "warmup_ms": 200,
+    "duration_ms": 1000,
+    "node_cpus": "0",
+    "load_cpus": "1",
+    "request_cpu_us": 4000,
+}
+
+
+def _throttlelab(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "throttlelab", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(PROJECT)},
+    )
+
+
+def _binary_args(binaries: dict[str, Path]) -> list[str]:
+    return [word for build, path in binaries.items() for word in ("--binary", f"{build}={path}")]
+
+
+@pytest.mark.slow  # it holds the machine-wide experiment lock, so it waits for any measurement on this host
+def test_a_quiet_host_calibration_samples_every_cpu(tmp_path):
+    out = tmp_path / "host.json"
+    proc = _throttlelab("calibrate", "host", "--duration-s", "0.5", "--quiet-wait-s", "1", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    host = json.loads(out.read_text())["host"]
+    assert host["duration_s"] == 0.5 and len(host["ticks"]) == 5
+    assert isinstance(host["quiet_before"], bool) and host["waited_s"] >= 0
+    assert {len(row) for row in host["ticks"]} == {os.cpu_count()}
+    rule = calibration.threshold_of(host, [0], 0.3, ceiling=1.0)
+    # a host busy with other work may show a floor of a whole CPU (ticks land unevenly): capped at the ceiling
+    assert rule["floor"] >= 0 and rule["threshold"] <= 1.0 and rule["window_s"] == pytest.approx(0.2)
+
+
+def test_a_bad_calibrate_command_says_what_is_missing(tmp_path):
+    proc = _throttlelab("calibrate", "service", "--out", str(tmp_path / "x.json"))
+    assert proc.returncode == 2 and "--experiment is required" in proc.stderr
+    proc = _throttlelab("calibrate", "host", "--duration-s", "0", "--out", str(tmp_path / "x.json"))
+    assert proc.returncode == 2 and "--duration-s must be positive" in proc.stderr
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_a_calibrated_arm_runs_at_the_rate_its_pilot_measured(real_cgroups, binaries, tmp_path):
+    if not {0, 1} <= set(os.sched_getaffinity(0)):
+        pytest.skip("needs CPUs 0 and 1 (the service's node and the load generator)")
+    arm = {**X5, "target_use": 0.9}
+    pilots = calibration.pilot_specs([VariantSpec.from_dict("X5", "use90", arm)])
+    pilot_file, host_file = tmp_path / "X5.json", tmp_path / "host.json"
+    proc = _throttlelab(
+        "calibrate",
+        "service",
+        "--backend",
+        "local",
+        "--experiment",
+        "X5",
+        "--spec",
+        json.dumps([p.to_dict() for p in pilots]),
+        "--seed",
+        "3",
+        *_binary_args(binaries),
+        "--out",
+        str(pilot_file),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    service = json.loads(pilot_file.read_text())["service"]
+    assert [p["pilot_rps"] for p in service["points"]] == [15.0, 45.0]
+    assert all(p["requests"] > 0 and p["cores"] > 0 for p in service["points"])
+    assert service["marginal_us"] > 0
+    assert left_behind(tmp_path) == [] and workload_pids_of(tmp_path) == []
+    assert (
+        _throttlelab(
+            "calibrate", "host", "--duration-s", "2", "--quiet-wait-s", "1", "--out", str(host_file)
+        ).returncode
+        == 0
+    )
+
+    out = tmp_path / "rep0.jsonl"
+    proc = _throttlelab(
+        "run",
+        "--backend",
+        "local",
+        "--experiment",
+        "X5",
+        "--variant",
+        "use90",
+        "--repeat",
+        "0",
+        "--spec",
+        json.dumps(arm),
+        *_binary_args(binaries),
+        "--calibration",
+        str(pilot_file),
+        "--host-calibration",
+        str(host_file),
+        "--max-other-share",
+        "1.0",
+        "--retries",
+        "0",
+        "--out",
+        str(out),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    meta = json.loads(out.read_text().splitlines()[0])
+    rate = calibration.rate_on_line(0.9, 200, service)
+    assert meta["spec"]["rps"] == rate and meta["spec"]["request_cpu_us"] == round(0.18 / rate * 1e6, 1)
+    assert meta["calibration"]["service"]["source"] == "pilot" and meta["calibration"]["service"]["rps"] == rate
+    assert meta["calibration"]["host"]["duration_s"] == 2
+    assert "ms of CPU per /work request" in meta["environment"]["calibration"]["pilot"]
+    seen = meta["interference"]
+    assert seen["judged"] == "busy intervals" and seen["intervals"] == 1
+    assert seen["window_s"] < seen["attempt_window_s"]  # deploying and tearing down are not judged
+    assert "floor + 3 SD" in seen["threshold_rule"]["rule"] and seen["threshold"] == seen["threshold_rule"]["threshold"]
+    loads = [json.loads(line) for line in out.read_text().splitlines()]
+    header = next(r for r in loads if r.get("type") == "header" and r.get("command") == "load")
+    assert float(header["params"]["rps"]) == rate
+    assert left_behind(tmp_path) == [] and workload_pids_of(tmp_path) == []
