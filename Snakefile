@@ -19,6 +19,7 @@ include: "rules/report.smk"
 include: "rules/smoke.smk"
 include: "rules/cluster_tools.smk"
 include: "rules/node.smk"
+include: "rules/kind_node.smk"
 
 
 rule all:

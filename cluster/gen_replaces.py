@@ -42,9 +42,7 @@ _STAGING = re.compile(
     r"^(?P<path>k8s\.io/[A-Za-z0-9._/-]+)(?:\s+v\S+)?\s*=>\s*\./staging/src/(?P<dir>k8s\.io/[A-Za-z0-9._/-]+)$"
 )
 # A published-module replace in a consumer go.mod: `k8s.io/NAME => k8s.io/NAME vX.Y.Z`.
-_PUBLISHED = re.compile(
-    r"^(?P<path>k8s\.io/[A-Za-z0-9._/-]+)(?:\s+v\S+)?\s*=>\s*(?P<target>\S+)\s+(?P<version>v\S+)$"
-)
+_PUBLISHED = re.compile(r"^(?P<path>k8s\.io/[A-Za-z0-9._/-]+)(?:\s+v\S+)?\s*=>\s*(?P<target>\S+)\s+(?P<version>v\S+)$")
 _RELEASE = re.compile(r"^v1\.(?P<minor>\d+)\.(?P<patch>\d+)(?P<rest>(?:-[0-9A-Za-z.-]+)?)$")
 
 
@@ -65,7 +63,7 @@ def replace_lines(gomod_text: str) -> list[str]:
         if re.fullmatch(r"replace\s*\(", line):
             in_block = True
         elif line.startswith("replace ") or line.startswith("replace\t"):
-            bodies.append(line[len("replace"):].strip())
+            bodies.append(line[len("replace") :].strip())
     if in_block:
         raise ValueError("go.mod ends inside a replace ( ... ) block")
     return bodies
@@ -121,7 +119,7 @@ def download_gomod(version: str) -> Path:
     try:
         info = json.loads(proc.stdout)
     except json.JSONDecodeError:
-        raise SystemExit(f"`{' '.join(cmd)}` failed (exit {proc.returncode}): {proc.stderr.strip()}")
+        raise SystemExit(f"`{' '.join(cmd)}` failed (exit {proc.returncode}): {proc.stderr.strip()}") from None
     if info.get("Error"):
         raise SystemExit(f"{KUBERNETES}@{version}: {info['Error']}")
     if proc.returncode != 0 or not info.get("GoMod"):
@@ -165,10 +163,14 @@ def check(consumer: Path, mods: list[str], version: str) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     src = ap.add_mutually_exclusive_group(required=True)
-    src.add_argument("--version", help="k8s.io/kubernetes version, e.g. v1.34.12 (go.mod found via go mod download -json)")
+    src.add_argument(
+        "--version", help="k8s.io/kubernetes version, e.g. v1.34.12 (go.mod found via go mod download -json)"
+    )
     src.add_argument("--gomod", type=Path, help="path of a downloaded k8s.io/kubernetes go.mod")
     ap.add_argument("--staging-version", help="version for the staging modules (default: v0.X.Y from v1.X.Y)")
-    ap.add_argument("--check", type=Path, metavar="GOMOD", help="compare with this go.mod's replaces instead of printing")
+    ap.add_argument(
+        "--check", type=Path, metavar="GOMOD", help="compare with this go.mod's replaces instead of printing"
+    )
     args = ap.parse_args(argv)
 
     gomod = args.gomod if args.gomod else download_gomod(args.version)

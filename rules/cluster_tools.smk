@@ -26,10 +26,23 @@ rule build_cluster_tool:
 
 rule cluster_tools:
     input:
-        manifests=expand(rules.build_cluster_tool.output.manifest, project=CLUSTER_PROJECTS),
+        manifests=expand(rules.build_cluster_tool.output.manifest, project=NODE_PROJECT_NAMES),
     output:
         manifest=TOOLS_MANIFEST,
     log:
         "results/logs/cluster_tools.log",
+    shell:
+        "throttlelab cluster-tools summary --out {output.manifest} {input.manifests} 2>&1 | tee {log}"
+
+
+# The kind node images' tools (issue 25): kind v0.30.0 and v0.33.0, kubeadm and kube-proxy, CoreDNS,
+# each in its own folder of the same cache (kind-v0.30.0/bin/kind, ...); rules/kind_node.smk uses them.
+rule kind_tools:
+    input:
+        manifests=expand(rules.build_cluster_tool.output.manifest, project=KIND_PROJECT_NAMES),
+    output:
+        manifest="results/cluster-tools/kind-tools.json",
+    log:
+        "results/logs/kind_tools.log",
     shell:
         "throttlelab cluster-tools summary --out {output.manifest} {input.manifests} 2>&1 | tee {log}"

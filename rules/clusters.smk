@@ -41,6 +41,7 @@ rule build_kind_image:
 rule create_cluster:
     input:
         config=f"{workflow.basedir}/config/kind/{{role}}.yaml",
+        node_image=kind_node_inputs,
     output:
         kubeconfig=cluster_file("{role}", "kubeconfig"),
         stamp=cluster_file("{role}", "cluster.json"),

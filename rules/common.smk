@@ -26,12 +26,16 @@ from throttlelab.host.facts import cgroup_version
 from throttlelab.model import plan
 from throttlelab.model.builds import BUILDS
 from throttlelab.model.clustertools import PROJECT_NAMES as CLUSTER_PROJECTS
+from throttlelab.model.clustertools import KIND_PROJECT_NAMES, NODE_PROJECT_NAMES
+from throttlelab.model.kindnode import BUILDER_REVISION as KIND_NODE_REVISION
 from throttlelab.model.config import ConfigError
 from throttlelab.model.plan import (
     binary_path,
     cluster_file,
     cluster_tools_manifest,
     image_stamp,
+    kind_node_base_stamp,
+    kind_node_stamp,
     node_image_archive,
     TOOLS_MANIFEST,
 )
@@ -62,6 +66,24 @@ wildcard_constraints:
 # The workload and its builds (rules/build.smk, rules/clusters.smk).
 def workload_sources():
     return plan.workload_sources(Path(workflow.basedir) / "workload")
+
+
+def podnet_sources():
+    return plan.podnet_sources(Path(workflow.basedir) / "workload" / "podnet")
+
+
+def kind_node_inputs(wildcards):
+    return PLAN.kind_node_inputs(wildcards.role)
+
+
+def kind_module_gomod(wildcards):
+    """The go.mod pinning the kind release of a node image (the base's recipe is in that module)."""
+    return str(Path(workflow.basedir) / "cluster" / plan.kind_node_projects(wildcards.role)[-1] / "go.mod")
+
+
+def kind_node_tool_manifests(wildcards):
+    """The cluster tools a kind node image is made of (rules/kind_node.smk)."""
+    return [cluster_tools_manifest(project) for project in plan.kind_node_projects(wildcards.role)]
 
 
 def podgate_sources():

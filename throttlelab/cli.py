@@ -45,6 +45,12 @@ COMMANDS: dict[str, Command] = {
         "kind clusters: create, load, delete, build-podgate, build-image, preflight",
         "build",
     ),
+    "kind-node": Command(
+        "throttlelab.backends.kind.nodeimage",
+        (),
+        "the kind node images made here: base (debootstrap), build, build-podnet",
+        "build",
+    ),
     "node": Command("throttlelab.backends.node.images", (), "the real node's workload images (OCI archives)", "build"),
     "run": Command(
         "throttlelab.experiments.runner", (), "run ONE (experiment, variant, repeat) -> its raw log", "measure"

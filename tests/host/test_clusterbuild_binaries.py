@@ -28,7 +28,8 @@ def test_each_built_tool_prints_its_pinned_version(name):
         if os.environ.get("THROTTLELAB_BUILD_CLUSTER_TOOLS") != "1":
             pytest.skip(
                 f"{name} is not built in {SETTINGS.cache}: {', '.join(cold)}; build it with "
-                "`snakemake --cores 2 cluster_tools` (or set THROTTLELAB_BUILD_CLUSTER_TOOLS=1)"
+                f"`snakemake --cores 2 {'cluster_tools' if name in catalogue.NODE_PROJECT_NAMES else 'kind_tools'}` "
+                "(or set THROTTLELAB_BUILD_CLUSTER_TOOLS=1)"
             )
         build.build_project(name, PROJECT / "cluster", SETTINGS, jobs=2)
         rows = [row for row in build.cached(PROJECT / "cluster", SETTINGS) if row["project"] == name]

@@ -43,7 +43,9 @@ def test_every_project_of_the_catalogue_is_a_module_of_cluster_with_a_tool_line_
             set(block.group(1).split()) if block else set()
         )
         assert {b.package for b in row.binaries} == tools, row.name
-    assert [row.name for row in ct.PROJECTS][-1] == "kubernetes"  # the long build last
+    assert ct.NODE_PROJECT_NAMES[-1] == "kubernetes"  # the long build last
+    assert set(ct.NODE_PROJECT_NAMES) | set(ct.KIND_PROJECT_NAMES) == set(ct.PROJECT_NAMES)
+    assert set(ct.KIND_PROJECT_NAMES) == {"kind-0.30.0", "kind-0.33.0", "kubernetes-node", "coredns"}
     assert (
         ct.required_version((PROJECT / "cluster/runc-1.3.0/go.mod").read_text(), ct.project("runc-1.3.0").module)
         == "v1.3.0"
@@ -200,4 +202,30 @@ def test_durations_read_as_people_write_them():
         "42 s",
         "3 min 05 s",
         "1 h 02 min",
+    ]
+
+
+def test_the_kind_releases_each_have_a_cache_folder_of_their_version_and_print_it():
+    assert ct.cache_folder(ct.project("kind-0.30.0"), "v0.30.0") == "kind-v0.30.0"
+    assert ct.cache_folder(ct.project("kind-0.33.0"), "v0.33.0") == "kind-v0.33.0"
+    kind = binary("kind-0.33.0", "kind")
+    assert ct.version_problems(kind, "v0.33.0", "kind v0.33.0 go1.27.3 linux/amd64\n") == []
+    assert ct.version_problems(kind, "v0.33.0", "kind v0.30.0 go1.27.3 linux/amd64\n") == [
+        "it says v0.30.0, the pin is v0.33.0"
+    ]
+    # kind's Makefile: -buildid= and -w, v0.33.0 strips the symbol table too; the commit is not known here
+    values = ct.version_values("v0.30.0", DATE, None)
+    assert ct.ldflags(binary("kind-0.30.0", "kind"), values) == "-buildid= -w"
+    assert ct.ldflags(kind, ct.version_values("v0.33.0", DATE, None)) == "-buildid= -s -w"
+
+
+def test_kubeadm_kube_proxy_and_coredns_print_their_pins():
+    kubeadm = binary("kubernetes-node", "kubeadm")
+    assert kubeadm.version_args == ("version", "-o", "short")
+    assert ct.version_problems(kubeadm, "v1.34.12", "v1.34.12\n") == []
+    assert ct.version_problems(binary("kubernetes-node", "kube-proxy"), "v1.34.12", "Kubernetes v1.34.12\n") == []
+    coredns = binary("coredns", "coredns")
+    assert ct.version_problems(coredns, "v1.12.1", "CoreDNS-1.12.1\nlinux/amd64, go1.27.3, 707c7c1\n") == []
+    assert ct.version_ldflags(coredns, ct.version_values("v1.12.1", DATE, ct.project("coredns").commit)) == [
+        "-X github.com/coredns/coredns/coremain.GitCommit=707c7c1"
     ]

@@ -112,7 +112,8 @@ def test_kind_runs_a_variant_on_the_cluster_of_its_runtime_and_is_asked_the_host
         *(f"results/kind/clusters/old/images/{b}.json" for b in BUILDS),
     ]
     assert _plan("local").cluster_inputs("E1", "all-limits") == []
-    assert set(json.loads(shlex.split(p.kind_settings_arg())[0])) == set(plan.KIND_CLUSTER_KEYS)
+    # the clusters' settings, and the tool cache's (under node_images local the kind binaries are there)
+    assert set(json.loads(shlex.split(p.kind_settings_arg())[0])) == {*plan.KIND_CLUSTER_KEYS, "cluster_tools"}
 
 
 def test_what_a_backend_cannot_express_is_left_out_of_the_plan_with_its_reason():

@@ -146,6 +146,24 @@ def test_a_run_without_kind_stops_at_once_naming_what_is_missing(tmp_path):
     assert took < 60
 
 
+def test_published_node_images_without_a_registry_stop_the_run_naming_the_setting_that_works(tmp_path):
+    from throttlelab.backends.base import BackendError
+    from throttlelab.backends.kind.clusters import NODE_IMAGES, docker_client, registry_reachable
+
+    if registry_reachable():
+        pytest.skip("a container registry can be reached from here: published node images can be pulled")
+    try:
+        docker_client()
+    except BackendError as exc:
+        pytest.skip(f"no Docker engine: {exc}")
+    proc = snakemake(tmp_path, "create_clusters", "--config", "backend=kind", NO_KIND)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "set kind.node_images to local (--config 'kind={node_images: local}')" in out
+    assert NODE_IMAGES["new"] in out and "(nothing was run)" in out
+    assert not (tmp_path / "results").exists(), "a job ran before the check"
+
+
 def test_a_dry_run_needs_no_kind(tmp_path):
     proc = snakemake(tmp_path, "-n", "report", "--config", "backend=kind", NO_KIND)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -238,3 +256,14 @@ def test_kubernetes_without_its_settings_stops_at_once(tmp_path):
     assert proc.returncode != 0
     assert "set kubernetes.kubeconfig, kubernetes.worker_node, kubernetes.load_node" in proc.stdout + proc.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_node_images_local_plans_the_images_before_the_clusters_and_published_does_not(tmp_path):
+    local = snakemake(tmp_path, "-n", "-p", "create_clusters", "--config", "backend=kind", "kind={node_images: local}")
+    assert local.returncode == 0, local.stderr[-2000:]
+    for rule in ("kind_node_base", "kind_node_image", "build_podnet", "create_cluster"):
+        assert re.search(rf"^rule {rule}:", local.stdout, re.MULTILINE), rule
+    assert "throttlelab kind-node build --role old" in local.stdout
+    published = snakemake(tmp_path / "p", "-n", "-p", "create_clusters", "--config", "backend=kind")
+    assert published.returncode == 0, published.stderr[-2000:]
+    assert not re.search(r"^rule kind_node_image:", published.stdout, re.MULTILINE)

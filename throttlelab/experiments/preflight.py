@@ -38,7 +38,7 @@ def kind_needs(jobs: Iterable[Job]) -> tuple[set[str], set[str]]:
     if names & {"clean"}:
         need.add("kind")
         roles |= {"new", "old"}
-    if names & {"build_kind_image", "run_experiment", "smoke"}:
+    if names & {"build_kind_image", "run_experiment", "smoke", "kind_node_image"}:
         need.add("docker")
     return need, roles
 

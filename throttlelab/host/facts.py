@@ -57,3 +57,30 @@ def code_version(root: Path | None = None) -> dict[str, Any]:
         return {"commit": None, "dirty": None}
     dirty = bool(status.stdout.strip()) if status.returncode == 0 else None
     return {"commit": head.stdout.strip(), "dirty": dirty}
+
+
+#: Linux's capabilities by number (include/uapi/linux/capability.h), as runc and Docker name them
+CAPABILITIES = (
+    "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL",
+    "CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP", "CAP_LINUX_IMMUTABLE", "CAP_NET_BIND_SERVICE",
+    "CAP_NET_BROADCAST", "CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_IPC_LOCK", "CAP_IPC_OWNER", "CAP_SYS_MODULE",
+    "CAP_SYS_RAWIO", "CAP_SYS_CHROOT", "CAP_SYS_PTRACE", "CAP_SYS_PACCT", "CAP_SYS_ADMIN", "CAP_SYS_BOOT",
+    "CAP_SYS_NICE", "CAP_SYS_RESOURCE", "CAP_SYS_TIME", "CAP_SYS_TTY_CONFIG", "CAP_MKNOD", "CAP_LEASE",
+    "CAP_AUDIT_WRITE", "CAP_AUDIT_CONTROL", "CAP_SETFCAP", "CAP_MAC_OVERRIDE", "CAP_MAC_ADMIN", "CAP_SYSLOG",
+    "CAP_WAKE_ALARM", "CAP_BLOCK_SUSPEND", "CAP_AUDIT_READ", "CAP_PERFMON", "CAP_BPF", "CAP_CHECKPOINT_RESTORE",
+)  # fmt: skip
+
+
+def missing_capabilities(status: str | None = None, last_cap: int | None = None) -> list[str]:
+    """The capabilities the kernel knows (0..cap_last_cap) that this process's bounding set lacks: a
+    privileged container (every capability the kernel knows) cannot be started by it."""
+    if status is None:
+        status = Path("/proc/self/status").read_text()
+    if last_cap is None:
+        last_cap = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+    bounding = int(next(line.split()[1] for line in status.splitlines() if line.startswith("CapBnd:")), 16)
+    return [
+        CAPABILITIES[bit] if bit < len(CAPABILITIES) else f"capability {bit}"
+        for bit in range(last_cap + 1)
+        if not bounding >> bit & 1
+    ]

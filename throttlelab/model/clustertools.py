@@ -69,6 +69,9 @@ class Project:
     binaries: tuple[Binary, ...]
     # the commit of the upstream release tag, where the module proxy said it (an .info Origin); None if not known
     commit: str | None = None
+    # "node": the real node's tools (target cluster_tools); "kind": what the kind node images and the
+    # kind backend add (kind itself, kubeadm, kube-proxy, CoreDNS; target kind_tools, issue 25)
+    group: str = "node"
 
 
 def _kube_symbols() -> tuple[tuple[str, str], ...]:
@@ -221,8 +224,67 @@ PROJECTS: tuple[Project, ...] = (
             _kube("kubelet", cgo=True),
         ),
     ),
+    # kind's Makefile: CGO_ENABLED=0, -trimpath, -ldflags "-buildid= -w" (v0.33.0: "-s -w") and the
+    # -X of its version package's gitCommit (left out: the proxy's .info of kind has no Origin).
+    # `kind version` prints "kind v0.33.0 go1.27.3 linux/amd64".
+    *(
+        Project(
+            f"kind-{bare}",
+            f"kind-{bare}",
+            "sigs.k8s.io/kind",
+            "kind",
+            (
+                Binary(
+                    "kind",
+                    "sigs.k8s.io/kind",
+                    ("version",),
+                    r"^kind (v\S+) ",
+                    extra_ldflags=("-buildid=", *strip, "-w"),
+                    symbols=(("sigs.k8s.io/kind/pkg/cmd/kind/version.gitCommit", "{commit}"),),
+                ),
+            ),
+            group="kind",
+        )
+        for bare, strip in (("0.30.0", ()), ("0.33.0", ("-s",)))
+    ),
+    # kubeadm and kube-proxy: in KUBE_STATIC_BINARIES (CGO_ENABLED=0), the same flags as the others
+    Project(
+        "kubernetes-node",
+        "kubernetes-node",
+        "k8s.io/kubernetes",
+        "kubernetes-node",
+        (
+            _kube("kubeadm", version_args=("version", "-o", "short"), version_pattern=r"^(v\S+)$"),
+            _kube("kube-proxy"),
+        ),
+        group="kind",
+    ),
+    # CoreDNS's Makefile: CGO_ENABLED=0, -ldflags "-s -w -X .../coremain.GitCommit=<git describe>";
+    # the commit is the proxy's Origin of v1.12.1. `coredns -version` prints "CoreDNS-1.12.1".
+    Project(
+        "coredns",
+        "coredns",
+        "github.com/coredns/coredns",
+        "coredns",
+        (
+            Binary(
+                "coredns",
+                "github.com/coredns/coredns",
+                ("-version",),
+                r"^CoreDNS-(\S+)$",
+                extra_ldflags=("-s", "-w"),
+                symbols=(("github.com/coredns/coredns/coremain.GitCommit", "{short_commit}"),),
+                prints_v=False,
+            ),
+        ),
+        commit="707c7c10acd52cb94e959e76ae233d9b76af0854",
+        group="kind",
+    ),
 )
 PROJECT_NAMES: tuple[str, ...] = tuple(p.name for p in PROJECTS)
+#: the real node's projects (target cluster_tools) and the kind node images' (target kind_tools)
+NODE_PROJECT_NAMES: tuple[str, ...] = tuple(p.name for p in PROJECTS if p.group == "node")
+KIND_PROJECT_NAMES: tuple[str, ...] = tuple(p.name for p in PROJECTS if p.group == "kind")
 
 
 def project(name: str) -> Project:

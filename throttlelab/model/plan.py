@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from throttlelab.model import calibration, kubenode, seeds
+from throttlelab.model import calibration, kindnode, kubenode, seeds
 from throttlelab.model.builds import BUILDS
 from throttlelab.model.clustertools import project as cluster_project
 from throttlelab.model.config import Design, load_design
@@ -32,7 +32,16 @@ from throttlelab.model.runtime import KIND_ROLE_OF_RUNTIME
 
 #: The kind settings that define the clusters (binaries, releases, names): a changed pod timeout or
 #: namespace must not rerun the cluster jobs.
-KIND_CLUSTER_KEYS = ("binary", "release", "old_binary", "old_release", "new_cluster", "old_cluster")
+KIND_CLUSTER_KEYS = (
+    "binary",
+    "release",
+    "old_binary",
+    "old_release",
+    "new_cluster",
+    "old_cluster",
+    "node_images",
+    "debian_mirror",
+)
 #: The files of one kind cluster a job that runs on it needs: its kubeconfig, its stamp, both images.
 KIND_CLUSTER_FILES = ("kubeconfig", "cluster.json", *(f"images/{build}.json" for build in BUILDS))
 
@@ -90,8 +99,30 @@ def workload_sources(workload_dir: Path) -> list[str]:
     return sorted(
         str(p)
         for p in root.rglob("*")
-        if p.is_file() and (p.suffix == ".go" or p.name == "go.mod") and "podgate" not in p.relative_to(root).parts
+        if p.is_file()
+        and (p.suffix == ".go" or p.name == "go.mod")
+        and not {"podgate", "podnet"} & set(p.relative_to(root).parts)
     )
+
+
+def podnet_sources(podnet_dir: Path) -> list[str]:
+    """workload/podnet/ (the kind node images' pod network): a change rebuilds it, then the node images."""
+    return sorted(str(p) for p in Path(podnet_dir).rglob("*") if p.is_file() and not p.name.endswith("_test.go"))
+
+
+def kind_node_projects(role: str) -> list[str]:
+    """The cluster tools projects (their jobs) the kind node image of ``role`` is made of."""
+    return kindnode.node_projects(role)
+
+
+def kind_node_base_stamp(role: str) -> str:
+    """What the debootstrap base job of a kind node image leaves in results/ (the base is in the tool cache)."""
+    return f"results/kind/node-images/base-{role}.json"
+
+
+def kind_node_stamp(role: str) -> str:
+    """A kind node image built here (rules/kind_node.smk): its tag, image ID, what it holds."""
+    return f"results/kind/node-images/{role}.json"
 
 
 def podgate_sources(podgate_dir: Path) -> list[str]:
@@ -334,8 +365,26 @@ class Plan:
         return [cluster_file(role, name) for name in KIND_CLUSTER_FILES]
 
     def kind_settings_arg(self) -> str:
-        """The kind settings that define the clusters (KIND_CLUSTER_KEYS), as one shell word."""
-        return shlex.quote(json.dumps({k: self.design.kind[k] for k in KIND_CLUSTER_KEYS}, sort_keys=True))
+        """The kind settings that define the clusters (KIND_CLUSTER_KEYS) and the tool cache's (under
+        node_images local the kind binaries are the cache's), as one shell word."""
+        settings = {k: self.design.kind[k] for k in KIND_CLUSTER_KEYS}
+        settings["cluster_tools"] = self.design.cluster_tools
+        return shlex.quote(json.dumps(settings, sort_keys=True))
+
+    def kind_node_settings_arg(self) -> str:
+        """What the kind node image jobs read: the tool cache's settings and the kind section's mirror."""
+        return shell_word(
+            {"cluster_tools": self.design.cluster_tools, "kind": {"debian_mirror": self.design.kind["debian_mirror"]}}
+        )
+
+    @property
+    def local_node_images(self) -> bool:
+        """kind with kind.node_images local: the node images and kind binaries are built here."""
+        return self.backend == "kind" and self.design.kind["node_images"] == "local"
+
+    def kind_node_inputs(self, role: str) -> list[str]:
+        """What creating a kind cluster needs beyond its config: the node image built here (local)."""
+        return [kind_node_stamp(role)] if self.local_node_images else []
 
     def smoke_inputs(self) -> list[str]:
         """What `throttlelab smoke` needs: kind, the cluster of the configured runtime with both

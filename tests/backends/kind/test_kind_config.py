@@ -221,3 +221,41 @@ def test_kind_load_other_failures_are_not_hidden():
 
     with _pytest.raises(BackendError, match="no nodes found"):
         load_into_cluster("kind", "cpulab-kind:go124mod", "throttlelab-new", run)
+
+
+def test_kind_load_of_an_old_kind_into_a_newer_containerd_imports_with_the_nodes_ctr():
+    from throttlelab.backends.base import BackendError
+    from throttlelab.backends.kind.clusters import load_into_cluster
+
+    ran = []
+
+    def run(argv, what, timeout_s):
+        ran.append(argv)
+        if argv[1:3] == ["load", "docker-image"]:
+            # kind v0.30.0 against the node images' containerd v2.4.2, as it failed on this machine
+            raise BackendError(
+                f"{what} failed (exit 1): ERROR: unknown containerd config version: 4 (supported versions: 2 and 3)"
+            )
+        return ""
+
+    nodes = ("throttlelab-old-control-plane", "throttlelab-old-worker")
+    assert load_into_cluster("kind", "cpulab-kind:go124mod", "throttlelab-old", run, nodes) == "ctr-import"
+    assert ran[1][:3] == ["docker", "save", "-o"]
+    archive = ran[1][3]
+    for node in nodes:
+        assert ["docker", "cp", archive, f"{node}:/kind/throttlelab-image.tar"] in ran
+        assert [
+            "docker",
+            "exec",
+            node,
+            "ctr",
+            "--namespace=k8s.io",
+            "images",
+            "import",
+            "--all-platforms",
+            "--digests",
+            "/kind/throttlelab-image.tar",
+        ] in ran
+        assert ["docker", "exec", node, "rm", "-f", "/kind/throttlelab-image.tar"] in ran
+    with pytest.raises(BackendError, match="unknown containerd config version"):
+        load_into_cluster("kind", "cpulab-kind:go124mod", "throttlelab-old", run)  # no nodes named: not hidden

@@ -159,6 +159,7 @@ def test_cgroup_v1_node_layout(tmp_path):
     root = tmp_path / "cgroup"
     pod = root / "cpu,cpuacct" / "kubelet" / "kubepods" / "burstable" / f"pod{UID}"
     (pod / APP).mkdir(parents=True)
+    (root / "cpu,cpuacct" / "cpu.shares").write_text("1024\n")  # the hierarchy's root, as the kernel has it
     (pod / APP / "cpu.shares").write_text("512\n")
     (pod / APP / "cpu.cfs_quota_us").write_text("200000\n")
     (pod / APP / "cpu.cfs_period_us").write_text("100000\n")
@@ -174,6 +175,22 @@ def test_cgroup_v1_node_layout(tmp_path):
     files = read_files(paths)
     got = nodes.settings_of(str(pod / APP), files, 1)
     assert (got["quota_us"], got["period_us"], got["shares"], got["cpus"]) == (200_000, 100_000, 512, "0-1")
+
+
+def test_cgroup_v1_with_cpu_and_cpuacct_apart_is_found_in_cpu_beside_an_empty_cpu_cpuacct(tmp_path):
+    # what a real kind node showed on this host (cpu and cpuacct mounted apart): an empty cpu,cpuacct
+    # folder beside the cpu hierarchy; the readback found no pod before (docs/KUBE_REAL.md)
+    root = tmp_path / "cgroup"
+    (root / "cpu,cpuacct").mkdir(parents=True)
+    (root / "cpu" / "cpu.shares").parent.mkdir(parents=True)
+    (root / "cpu" / "cpu.shares").write_text("1024\n")
+    slice_ = "kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-burstable.slice"
+    pod = root / "cpu" / slice_ / f"kubelet-kubepods-burstable-pod{UID.replace('-', '_')}.slice"
+    (pod / "cri-containerd-abc.scope").mkdir(parents=True)
+    layout = nodes.parse_discover(run_script(nodes.DISCOVER, "discover", [UID], root))
+    assert layout.version == 1 and layout.pod_dirs[UID] == str(pod)
+    assert layout.children[UID] == [str(pod / "cri-containerd-abc.scope")]
+    assert nodes.stat_files(str(pod), 1)[1] == str(root / "cpuacct" / slice_ / pod.name / "cpuacct.usage")
 
 
 def test_counters_come_from_cpu_stat_and_on_v1_from_the_cpuacct_hierarchy():
@@ -238,6 +255,24 @@ def test_podgate_go_vet_gofmt_and_go_test_pass():
 
     go, env = find_go(), go_environment()
     source = PROJECT / "workload" / "podgate"
+    vet = subprocess.run([go, "vet", "./..."], cwd=source, env=env, capture_output=True, text=True)
+    assert vet.returncode == 0, vet.stderr
+    goroot = subprocess.run([go, "env", "GOROOT"], env=env, capture_output=True, text=True, check=True)
+    fmt = subprocess.run(
+        [str(Path(goroot.stdout.strip()) / "bin" / "gofmt"), "-l", "."], cwd=source, capture_output=True, text=True
+    )
+    assert fmt.returncode == 0 and fmt.stdout == "", f"not gofmt-clean: {fmt.stdout}{fmt.stderr}"
+    tests = subprocess.run(
+        [go, "test", "-count=1", "./..."], cwd=source, env=env, capture_output=True, text=True, timeout=240
+    )
+    assert tests.returncode == 0, tests.stdout + tests.stderr
+
+
+def test_podnet_go_vet_gofmt_and_go_test_pass():
+    from throttlelab.host.gobuild import find_go, go_environment
+
+    go, env = find_go(), go_environment()
+    source = PROJECT / "workload" / "podnet"
     vet = subprocess.run([go, "vet", "./..."], cwd=source, env=env, capture_output=True, text=True)
     assert vet.returncode == 0, vet.stderr
     goroot = subprocess.run([go, "env", "GOROOT"], env=env, capture_output=True, text=True, check=True)

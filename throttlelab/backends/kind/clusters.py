@@ -36,6 +36,9 @@ from typing import Any, Callable
 from throttlelab.errors import BuildError
 from throttlelab.host import docker_engine
 from throttlelab.host.gobuild import go_build
+from throttlelab.host.clusterbuild import ToolsSettings
+from throttlelab.host.facts import missing_capabilities
+from throttlelab.model import kindnode
 from throttlelab.model.digest import sha256_file
 from throttlelab.model.runtime import KIND_ROLE_OF_RUNTIME, RUNTIME_OF_KIND_ROLE
 from throttlelab.backends import images
@@ -72,6 +75,7 @@ class KindCluster:
     release: str
     workdir: Path
     config_dir: Path | None = None  # the project's config/kind/ (only creating a cluster reads it)
+    node_images: str = "published"  # kind.node_images: published (kindest/node by digest) or local (built here)
 
     @property
     def config(self) -> Path:
@@ -93,6 +97,17 @@ class KindCluster:
     @property
     def stamp(self) -> Path:
         return self.directory / "cluster.json"
+
+    @property
+    def node_image_stamp(self) -> Path:
+        """The node image built here for this cluster (rules/kind_node.smk; node_images local)."""
+        return self.workdir / "results" / "kind" / "node-images" / f"{self.role}.json"
+
+    @property
+    def local_config(self) -> Path:
+        """The kind config a cluster of local node images is created from: the project's, with the
+        node image built here in place of the published one."""
+        return self.directory / "kind-config.yaml"
 
     @property
     def context(self) -> str:
@@ -119,13 +134,20 @@ def clusters_from_settings(
 ) -> dict[str, KindCluster]:
     """config.yaml's `kind` section (schema defaults applied) -> the two clusters, their files
     under `workdir`/results, their kind configs in `config_dir` (needed to create them)."""
+    node_images = kind_cfg.get("node_images", "published")
+    problem = kindnode.node_image_problem(node_images, has_registry=True)
+    if problem:
+        raise BackendError(problem)
+    binaries = {"new": kind_cfg["binary"], "old": kind_cfg["old_binary"]}
+    releases = {"new": kind_cfg["release"], "old": kind_cfg["old_release"]}
+    if node_images == "local":
+        # the kind releases the kind_tools target builds into the tool cache
+        cache = ToolsSettings.from_mapping(kind_cfg.get("cluster_tools")).cache
+        binaries = {role: str(cache / f"kind-{release}" / "bin" / "kind") for role, release in releases.items()}
+    names = {"new": kind_cfg["new_cluster"], "old": kind_cfg["old_cluster"]}
     return {
-        "new": KindCluster(
-            "new", kind_cfg["new_cluster"], kind_cfg["binary"], kind_cfg["release"], workdir, config_dir
-        ),
-        "old": KindCluster(
-            "old", kind_cfg["old_cluster"], kind_cfg["old_binary"], kind_cfg["old_release"], workdir, config_dir
-        ),
+        role: KindCluster(role, names[role], binaries[role], releases[role], workdir, config_dir, node_images)
+        for role in ("new", "old")
     }
 
 
@@ -155,6 +177,11 @@ def check_kind(cluster: KindCluster) -> str:
     """The path of the cluster's kind binary, of the right release; a BackendError says what to install."""
     key = "kind.binary" if cluster.role == "new" else "kind.old_binary"
     path = find_binary(cluster.binary)
+    if path is None and cluster.node_images == "local":
+        raise BackendError(
+            f"kind backend: kind {cluster.release} for the {cluster.role} cluster is not in the tool cache "
+            f"({cluster.binary}); with kind.node_images local it is built here: snakemake --cores 2 kind_tools"
+        )
     if path is None:
         raise BackendError(
             f"kind backend: the kind binary for the {cluster.role} cluster is missing: {cluster.binary!r} "
@@ -175,13 +202,29 @@ def check_kind(cluster: KindCluster) -> str:
 # -- cluster lifecycle (the Snakemake rules call these) -----------------------------------------------------
 
 
-def _run(argv: list[str], what: str, timeout_s: float) -> str:
+#: the Docker network of the lab's kind nodes (kind's own is "kind", left behind by `kind delete`):
+#: kind takes its name from KIND_EXPERIMENTAL_DOCKER_NETWORK, `clean` removes it with the clusters
+KIND_NETWORK = "throttlelab-kind"
+
+
+def kind_environment(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of every kind command: the lab's network, no proxy a node could inherit."""
+    env = dict(os.environ if base is None else base)
+    env["KIND_EXPERIMENTAL_DOCKER_NETWORK"] = KIND_NETWORK
+    return env
+
+
+def _run(argv: list[str], what: str, timeout_s: float, on_failure: Callable[[], Any] | None = None) -> str:
     print("+ " + " ".join(argv), file=sys.stderr, flush=True)
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=kind_environment())
     except subprocess.TimeoutExpired:
+        if on_failure:
+            on_failure()
         raise BackendError(f"{what}: no answer after {timeout_s:.0f} s") from None
     sys.stderr.write(proc.stderr)
+    if proc.returncode != 0 and on_failure:
+        on_failure()
     if proc.returncode != 0:
         raise BackendError(f"{what} failed (exit {proc.returncode}): {proc.stderr.strip()[-600:]}")
     return proc.stdout
@@ -224,8 +267,9 @@ def create_cluster(cluster: KindCluster, kubeconfig: Path, stamp: Path) -> dict[
 def _create_cluster(cluster: KindCluster, kubeconfig: Path, stamp: Path) -> dict[str, Any]:
     binary = check_kind(cluster)
     client = docker_client()
-    wanted = set(configured_images(cluster.config))
     kubeconfig.parent.mkdir(parents=True, exist_ok=True)
+    config, node_image = cluster_config(cluster, _engine_has(client))
+    wanted = set(configured_images(config))
     if cluster.name in existing_clusters(binary):
         have = {node_container(client, n).attrs["Config"]["Image"] for n in (cluster.control_plane, cluster.worker)}
         if have != wanted:
@@ -248,7 +292,7 @@ def _create_cluster(cluster: KindCluster, kubeconfig: Path, stamp: Path) -> dict
                 "--name",
                 cluster.name,
                 "--config",
-                str(cluster.config),
+                str(config),
                 "--kubeconfig",
                 str(kubeconfig),
                 "--wait",
@@ -256,6 +300,7 @@ def _create_cluster(cluster: KindCluster, kubeconfig: Path, stamp: Path) -> dict
             ],
             f"kind create cluster {cluster.name}",
             900,
+            on_failure=lambda: remove_network(client),  # kind deletes its nodes, not the network it made
         )
         reused = False
     kc = KubeClient(kubeconfig, cluster.context)
@@ -278,26 +323,102 @@ def _create_cluster(cluster: KindCluster, kubeconfig: Path, stamp: Path) -> dict
         "runc": runc,
         "runc_conversion": node_conversion(runc) if runc else None,
         "reused": reused,
+        "node_images": cluster.node_images,
+        "node_image_facts": node_image,  # local: the image built here, its ID and versions
     }
     write_json(stamp, record)
     return record
 
 
-def load_into_cluster(binary: str, tag: str, name: str, run: Callable[[list[str], str, float], str] = _run) -> str:
-    """`kind load docker-image`; on a Docker engine with the containerd image store it fails with
-    "content digest ... not found" (kind exports a manifest whose layers the engine never pulled),
-    so then `docker save` + `kind load image-archive`. Returns the way that worked."""
+def cluster_config(cluster: KindCluster, has_image: Callable[[str], bool] | None = None) -> tuple[Path, dict[str, Any]]:
+    """The kind config to create the cluster from and what its node image is. published: the
+    project's config (kindest/node by digest); local: that config with the node image built here
+    (its stamp, rules/kind_node.smk) in place of every node's image, written beside the kubeconfig."""
+    if cluster.node_images != "local":
+        return cluster.config, {"source": "published", "images": sorted(set(configured_images(cluster.config)))}
+    if not cluster.node_image_stamp.is_file():
+        raise BackendError(
+            f"kind backend: the {cluster.role} cluster's node image has not been built here "
+            f"({cluster.node_image_stamp} is missing): snakemake --cores 2 kind_node_images"
+        )
+    built = json.loads(cluster.node_image_stamp.read_text())
+    if has_image is not None and not has_image(built["image_id"]):
+        raise BackendError(
+            f"kind backend: the {cluster.role} cluster's node image {built['tag']} ({built['image_id'][:19]}) was "
+            f"built here but is not in this Docker engine ({docker_engine.engine_host()}); build it into this one: "
+            "snakemake --cores 1 kind_node_images --forcerun kind_node_image"
+        )
+    write_local_config(cluster.config, built["tag"], cluster.local_config)
+    return cluster.local_config, {
+        "source": "local",
+        "tag": built["tag"],
+        "image_id": built["image_id"],
+        "kind": built["kind"],
+        "kubernetes": built["kubernetes"],
+        "runc": built["runc"],
+        "debian": built["suite"],
+        "key": built["key"],
+    }
+
+
+def write_local_config(config: Path, tag: str, out: Path) -> None:
+    """The project's kind config with every node's image replaced by ``tag``."""
+    import yaml
+
+    data = yaml.safe_load(config.read_text()) or {}
+    nodes = data.get("nodes") or []
+    if not nodes:
+        raise BackendError(f"{config}: no nodes; the lab's kind configs name a control-plane and a worker")
+    for node in nodes:
+        node["image"] = tag
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(
+        f"# {config.name} with the node image built here (kind.node_images: local); made by throttlelab kind create\n"
+        + yaml.safe_dump(data, sort_keys=False)
+    )
+
+
+def load_into_cluster(
+    binary: str,
+    tag: str,
+    name: str,
+    run: Callable[[list[str], str, float], str] = _run,
+    nodes: tuple[str, ...] = (),
+) -> str:
+    """`kind load docker-image`; returns the way that worked. On a Docker engine with the containerd
+    image store it fails with "content digest ... not found" (kind exports a manifest whose layers the
+    engine never pulled): then `docker save` + `kind load image-archive`. kind v0.30.0 reads the
+    node's `containerd config dump` and knows config versions 2 and 3 only; the node images made here
+    run containerd v2.4.2, which dumps version 4 ("unknown containerd config version: 4"): then the
+    archive is copied into each of ``nodes`` and imported with the node's own ctr, as kind would."""
     try:
         run([binary, "load", "docker-image", tag, "--name", name], f"kind load docker-image {tag}", 600)
         return "docker-image"
     except BackendError as exc:
-        if "content digest" not in str(exc) or "not found" not in str(exc):
+        config_version = "unknown containerd config version" in str(exc)
+        if not config_version and ("content digest" not in str(exc) or "not found" not in str(exc)):
+            raise
+        if config_version and not nodes:
             raise
     with tempfile.TemporaryDirectory(prefix="throttlelab-image-") as tmp:
         archive = str(Path(tmp) / "image.tar")
         run(["docker", "save", "-o", archive, tag], f"docker save {tag}", 600)
-        run([binary, "load", "image-archive", archive, "--name", name], f"kind load image-archive {tag}", 600)
-    return "image-archive"
+        if not config_version:
+            run([binary, "load", "image-archive", archive, "--name", name], f"kind load image-archive {tag}", 600)
+            return "image-archive"
+        inside = "/kind/throttlelab-image.tar"
+        for node in nodes:
+            run(["docker", "cp", archive, f"{node}:{inside}"], f"docker cp {tag} to {node}", 600)
+            try:
+                run(
+                    ["docker", "exec", node, "ctr", "--namespace=k8s.io", "images", "import", "--all-platforms"]
+                    + ["--digests", inside],
+                    f"ctr images import {tag} on {node}",
+                    600,
+                )
+            finally:
+                run(["docker", "exec", node, "rm", "-f", inside], f"rm {inside} on {node}", 60)
+    return "ctr-import"
 
 
 def load_image(cluster: KindCluster, variant: str, image_stamp: Path, stamp: Path) -> dict[str, Any]:
@@ -312,7 +433,7 @@ def _load_image(cluster: KindCluster, variant: str, image_stamp: Path, stamp: Pa
     binary = check_kind(cluster)
     image = json.loads(image_stamp.read_text())
     tag = image["tag"]
-    load_into_cluster(binary, tag, cluster.name)
+    load_into_cluster(binary, tag, cluster.name, nodes=(cluster.control_plane, cluster.worker))
     client = docker_client()
     for node in (cluster.control_plane, cluster.worker):
         listing = node_exec(node_container(client, node), ["crictl", "images", "-o", "json"], f"list images on {node}")
@@ -348,12 +469,92 @@ def _delete_clusters(clusters: dict[str, KindCluster]) -> list[str]:
             )
             deleted.append(cluster.name)
         shutil.rmtree(cluster.directory, ignore_errors=True)
+    remove_network(docker_client())
     return deleted
+
+
+def remove_network(client: Any, name: str = KIND_NETWORK) -> bool:
+    """Remove the lab's kind network once no container is on it (kind leaves its network behind)."""
+    try:
+        network = client.networks.get(name)
+    except Exception:  # docker.errors.NotFound: nothing to remove
+        return False
+    network.reload()
+    if network.attrs.get("Containers"):
+        return False
+    network.remove()
+    return True
+
+
+#: where the published node images come from (kindest/node is on Docker Hub)
+REGISTRY = ("registry-1.docker.io", 443)
+
+
+def registry_reachable(address: tuple[str, int] = REGISTRY, timeout_s: float = 3.0) -> bool:
+    """Whether a TCP connection to the registry opens (a name that does not resolve: no)."""
+    import socket
+
+    try:
+        with socket.create_connection(address, timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def published_images_problem(
+    clusters: list[KindCluster], have_image: Callable[[str], bool], reachable: Callable[[], bool]
+) -> str | None:
+    """Under kind.node_images published: the clusters' kindest/node images must be in the engine or
+    pullable; None when they are, else what to set instead."""
+    missing = sorted({i for c in clusters if c.node_images == "published" for i in configured_images(c.config)})
+    missing = [i for i in missing if not have_image(i)]
+    if not missing or reachable():
+        return None
+    problem = kindnode.node_image_problem("published", has_registry=False)
+    return f"kind backend: {problem}. Not in this Docker engine: {', '.join(missing)}"
+
+
+def _engine_has(client: Any) -> Callable[[str], bool]:
+    def has(reference: str) -> bool:
+        try:
+            client.images.get(reference)
+            return True
+        except Exception:  # docker.errors.ImageNotFound, or an engine that cannot say
+            return False
+
+    return has
+
+
+#: the runtimes a stock Docker engine runs a container with (they hand runc the spec as it is)
+STOCK_RUNTIMES = ("runc", "io.containerd.runc.v2", "")
+
+
+def privileged_problem(missing: list[str], default_runtime: str) -> str | None:
+    """Why this engine cannot start kind's nodes (privileged containers), or None: a stock runtime
+    is handed every capability the kernel knows, and runc fails on those root's bounding set lacks."""
+    if not missing or default_runtime not in STOCK_RUNTIMES:
+        return None
+    return (
+        "kind backend: kind's nodes are privileged containers, and Docker hands one every capability the "
+        f"kernel knows; root on this machine lacks {', '.join(missing)} in its bounding set, so the engine's "
+        f"runtime ({default_runtime or 'runc'}) cannot start one ('unable to apply caps: operation not "
+        "permitted'). Start the lab's kind engine, whose runtime leaves those out, and point DOCKER_HOST at it: "
+        'eval "$(.ci/start-kind-dockerd)" (docs/KIND_SMOKE.md)'
+    )
 
 
 def preflight_tools(clusters: dict[str, KindCluster], roles: list[str], need: set[str]) -> None:
     """What the kind rules need, checked before any job starts: every problem in one message."""
     problems = []
+    if "kind" in need and "docker" in need:
+        try:
+            client = docker_client()
+            found = [clusters[r] for r in roles]
+            problem = published_images_problem(found, _engine_has(client), registry_reachable)
+            runtime = privileged_problem(missing_capabilities(), str(client.info().get("DefaultRuntime", "")))
+        except BackendError:
+            problem = runtime = None  # the engine's own problem is named below
+        problems += [p for p in (problem, runtime) if p]
     if "kind" in need:
         for role in roles:
             try:

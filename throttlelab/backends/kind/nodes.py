@@ -91,10 +91,13 @@ def node_conversion(version: str) -> str:
 
 #: Run in the node container (`sh -c DISCOVER discover UID...`): where kubelet put each pod, and the
 #: directories of its containers (the sandbox's included). CGROUP_ROOT is for the tests' fixture trees.
+#: On v1 the cpu controller's hierarchy is cpu,cpuacct where the two are mounted together, else cpu: a
+#: host with them apart (this machine) still shows the node an empty cpu,cpuacct folder, so the one
+#: that holds cpu.shares is taken.
 DISCOVER = r"""
 root=${CGROUP_ROOT:-/sys/fs/cgroup}
 if [ -f "$root/cgroup.controllers" ]; then base=$root; echo "version 2"
-else base=$root/cpu,cpuacct; [ -d "$base" ] || base=$root/cpu; echo "version 1"; fi
+else base=$root/cpu,cpuacct; [ -f "$base/cpu.shares" ] || base=$root/cpu; echo "version 1"; fi
 for uid in "$@"; do
   u=$(echo "$uid" | tr - _)
   d=$(find "$base" -maxdepth 6 -type d \( -name "*pod$u.slice" -o -name "pod$uid" \) -print 2>/dev/null | head -n 1)

@@ -1,0 +1,3 @@
+module podnet
+
+go 1.25
