@@ -859,3 +859,29 @@ def test_a_slow_node_is_waited_out_by_a_backend_with_patience(api, tmp_path):
         assert (dep.deletion_timeout_s, dep.containers_gone_timeout_s, dep.exec_timeout_s) == (3.2, 3.2, 40.0)
         assert dep._guardian_description()["deletion_timeout_s"] == 3.2
     assert api.live_pods() == []
+
+
+def test_a_job_whose_end_a_slow_node_reports_late_is_waited_out_with_patience(api, tmp_path):
+    """The real node in an emulated guest reported a 2 s `info` job still running after its experiment's
+    30 s: a job's own limit is multiplied by its backend's patience too. Without patience the same job is
+    an overdue workload (stopped and reported); with it, its output is collected."""
+    node = Node(
+        "node",
+        (
+            Pod(
+                "p",
+                (Container("burst", ("burst", "-rounds=4", "-interval=100ms"), request_milli=100, limit_milli=500),),
+            ),
+        ),
+    )
+    impatient = FastKube(settings(api, tmp_path), "runc-new")
+    with impatient.deploy(node) as dep:
+        with pytest.raises(BackendError, match=r"p/burst: still running after 0 s"):
+            dep.run_job("p", "burst", timeout_s=0.1)
+    patient = FastKube(settings(api, tmp_path), "runc-new")
+    patient.patience = 8.0
+    with patient.deploy(node) as dep:
+        assert dep.term_grace_s == 8 * FastDeployment.term_grace_s
+        out = dep.run_job("p", "burst", timeout_s=0.1)  # 0.4 s of rounds, 0.8 s with patience
+        assert out.returncode == 0 and any(r.get("type") == "summary" for r in out.records)
+    assert api.live_pods() == []

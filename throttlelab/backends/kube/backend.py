@@ -314,7 +314,8 @@ class KubeDeployment(Deployment):
         self, backend: "KubeBackend", node: Node, load: LoadPlacement | None, settings: KubeSettings, client: KubeClient
     ):
         # a slow node (the real node in an emulated guest) gets each of its limits that many times over
-        patience = backend.patience
+        patience = self.patience = backend.patience
+        self.term_grace_s = type(self).term_grace_s * patience
         self.deletion_timeout_s = type(self).deletion_timeout_s * patience
         self.containers_gone_timeout_s = type(self).containers_gone_timeout_s * patience
         self.exec_timeout_s = type(self).exec_timeout_s * patience
@@ -661,6 +662,9 @@ class KubeDeployment(Deployment):
         )
 
     def _finish(self, handle: KubeHandle, timeout_s: float) -> Output:
+        # a job's limit is its experiment's, for a host; a slow node also reports its end late (the
+        # real node in an emulated guest: a 2 s info job still "running" after 30 s)
+        timeout_s *= self.patience
         terminated = self._wait_terminated(handle, timeout_s)
         if terminated is None:
             how = self._end(handle)
