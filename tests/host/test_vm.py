@@ -182,6 +182,43 @@ def test_the_guest_never_outlives_its_caller(tmp_path, how):
 
 
 @pytest.mark.vm
+def test_the_guest_never_outlives_its_orchestrator(tmp_path):
+    """Snakemake killed with SIGKILL leaves its job (the vm batch) running, and the guest with it, until
+    the job ends (seen with a 10-vCPU guest: QEMU still up 20 s after). The guardian also watches the
+    orchestrator the rules name (THROTTLELAB_ORCHESTRATOR_PID): once it is gone, so is the guest."""
+    _tools_or_skip()
+    orchestrator = subprocess.Popen(["sleep", "600"])
+    env = {**os.environ, "PYTHONPATH": str(PROJECT), "THROTTLELAB_ORCHESTRATOR_PID": str(orchestrator.pid)}
+    caller = subprocess.Popen(
+        [sys.executable, "-m", "throttlelab.host.vm", "run", "--vcpus", "1", "--memory", "512M", "--", "sleep", "600"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        qemu: dict[int, str] = {}
+        while not qemu and time.monotonic() < deadline:
+            qemu = {p: n for p, n in _descendants(caller.pid).items() if n.startswith("qemu-system")}
+            time.sleep(0.2)
+        assert qemu, "no QEMU started within 60 s"
+        guest = _descendants(caller.pid)
+        orchestrator.kill()
+        orchestrator.wait()
+        end = time.monotonic() + 20
+        while any(_alive(p) for p in guest) and time.monotonic() < end:
+            time.sleep(0.1)
+        left = {p: n for p, n in guest.items() if _alive(p)}
+        assert not left, f"left behind after the orchestrator's SIGKILL: {left}"
+        caller.wait(30)  # its guest gone, the caller ends too
+    finally:
+        orchestrator.kill()
+        if caller.poll() is None:
+            caller.kill()
+        caller.wait()
+
+
+@pytest.mark.vm
 @pytest.mark.slow
 def test_cgroup_v2_kernel_tests_pass_in_a_v2_guest(binaries, tmp_path):
     """The ``cgroup_v2_kernel`` tests (and the version-independent cleanup tests) in a 2-vCPU guest

@@ -22,6 +22,7 @@ import json
 import os
 import shlex
 import shutil
+import select
 import signal
 import subprocess
 import sys
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from throttlelab.errors import BackendError
+from throttlelab.host.interference import orchestrator_from_env
 from throttlelab.host.processes import group_alive, spawn_guardian
 
 #: What the guest's CPU is: QEMU emulating it, or the host's CPU through KVM.
@@ -230,7 +232,10 @@ def run_in_guest(
         stderr=subprocess.STDOUT if stdout is not None else None,
         start_new_session=True,
     )
-    guardian = spawn_guardian("throttlelab.host.vm", "guard", str(proc.pid))
+    # the guardian also watches the orchestrator (Snakemake) that started this process: a SIGKILL of
+    # Snakemake leaves this process running to its end, and the guest with it, unless it is stopped then
+    owner = orchestrator_from_env()
+    guardian = spawn_guardian("throttlelab.host.vm", "guard", str(proc.pid), *([str(owner)] if owner else []))
     try:
         code = proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -275,14 +280,30 @@ def _close_guardian(guardian: subprocess.Popen) -> None:
         guardian.wait()
 
 
-def guard(pgid: int) -> int:
-    """The guardian: wait for the caller's pipe to close, then stop the guest's process group."""
+def guard(pgid: int, owner: int | None = None) -> int:
+    """The guardian: wait until the caller's pipe closes or ``owner`` (the orchestrator that started the
+    caller) ends, whichever comes first, then stop the guest's process group."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    sys.stdin.buffer.read()  # EOF: the caller is done or gone
+    caller = sys.stdin.buffer.fileno()
+    watched = [caller]
+    gone = "caller"
+    try:
+        if owner is not None:
+            watched.append(os.pidfd_open(owner))  # readable once the owner has exited
+        while True:
+            ready, _, _ = select.select(watched, [], [])
+            if caller in ready:
+                if os.read(caller, 4096):
+                    continue  # the caller wrote something: not the end
+                break  # EOF: the caller is done or gone
+            gone = "orchestrator"
+            break
+    except ProcessLookupError:
+        gone = "orchestrator"  # gone before the watch began
     if group_alive(pgid):
         stop_group(pgid)
-        print(f"throttlelab vm guardian: caller gone; stopped the guest (process group {pgid})", file=sys.stderr)
+        print(f"throttlelab vm guardian: {gone} gone; stopped the guest (process group {pgid})", file=sys.stderr)
     return 0
 
 
@@ -306,8 +327,8 @@ def run_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) == 2 and argv[0] == "guard":
-        return guard(int(argv[1]))
+    if argv[:1] == ["guard"] and len(argv) in (2, 3):
+        return guard(int(argv[1]), int(argv[2]) if len(argv) == 3 else None)
     if argv[:1] == ["run"]:
         args = run_parser().parse_args(argv[1:])
         settings = VmSettings.from_mapping(
