@@ -11,7 +11,7 @@ import pytest
 
 from conftest import PROJECT
 from throttlelab.analysis import stats
-from throttlelab.model import timing
+from throttlelab.model import calibration, timing
 from throttlelab.model.config import load_design
 from throttlelab.model.variants import VariantSpec
 
@@ -21,8 +21,8 @@ MEASURED_AT = "6a897ca"
 MEASURED_S = (14 * 60 + 27, 14 * 60 + 31)
 
 
-def quick(config_dir=PROJECT / "config"):
-    return load_design({"profile": "quick"}, config_dir)
+def quick(config_dir=PROJECT / "config", **config):
+    return load_design({"profile": "quick", **config}, config_dir)
 
 
 def test_the_quick_profile_stays_within_its_budget():
@@ -48,8 +48,25 @@ def test_the_estimate_reproduces_the_measured_quick_run(tmp_path):
     config = tmp_path / "config"
     shutil.copytree(PROJECT / "config", config)
     (config / "profiles" / "quick.yaml").write_text(old.stdout)
-    planned = timing.estimate_s(quick(config))
+    # that design had no calibration step: no quiet-host sampling, no pilots (its X5 stated its rates)
+    planned = timing.estimate_s(quick(config, disturbance={"quiet_calibration_s": 0}))
+    assert timing.calibration_s(quick(config, disturbance={"quiet_calibration_s": 0})) == 0
     assert min(MEASURED_S) * 0.97 <= planned <= max(MEASURED_S) * 1.03, planned
+
+
+def test_the_calibration_step_is_planned_with_the_runs():
+    """The quiet host's sampling (disturbance.quiet_calibration_s) and X5's two pilots come before the runs:
+    they are part of the profile's time, on the backends that run them on this host."""
+    design = quick()
+    pilots = sum(timing.run_s(p) for p in calibration.pilot_specs(list(design.experiments["X5"].variants.values())))
+    assert pilots > 0
+    quiet_s = design.disturbance["quiet_calibration_s"]
+    assert timing.calibration_s(design) == pytest.approx(quiet_s + timing.PER_RUN_S + pilots)
+    without_sampling = quick(disturbance={"quiet_calibration_s": 0})
+    assert timing.calibration_s(without_sampling) == pytest.approx(pilots)
+    assert timing.estimate_s(design) - timing.estimate_s(without_sampling) == pytest.approx(quiet_s + timing.PER_RUN_S)
+    # the vm guest runs its batch alone: neither pilots nor a host sampling before it
+    assert timing.calibration_s(quick(backend="vm")) == 0
 
 
 def test_a_runs_measuring_time_comes_from_its_parameters():

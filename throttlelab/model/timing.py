@@ -13,6 +13,7 @@ measured run.
 
 from __future__ import annotations
 
+from throttlelab.model import calibration
 from throttlelab.model.config import Design
 from throttlelab.model.variants import VariantSpec
 
@@ -42,10 +43,30 @@ def run_s(spec: VariantSpec) -> float:
     return measuring_s(spec) + PER_RUN_S
 
 
+def calibration_s(design: Design) -> float:
+    """The planned seconds of the calibration step before the measured runs (model/calibration.py): the quiet
+    host's sampling where runs are metered (``disturbance.quiet_calibration_s``, and a run's fixed cost; its
+    wait for quiet CPUs is not planned: a quiet host needs none), and each calibrated experiment's pilots, each
+    a run of its own, where pilots run on this host."""
+    total = 0.0
+    quiet_s = design.disturbance.get("quiet_calibration_s") or 0
+    if design.backend in calibration.METERED_BACKENDS and quiet_s:
+        total += quiet_s + PER_RUN_S
+    if design.backend in calibration.PILOT_BACKENDS:
+        for exp in design.experiments.values():
+            specs = list(exp.variants.values())
+            if any(calibration.calibrated(spec) for spec in specs):
+                total += sum(run_s(pilot) for pilot in calibration.pilot_specs(specs))
+    return total
+
+
 def estimate_s(design: Design) -> float:
-    """The planned seconds of the whole design, end to end: every run of every experiment, and the pipeline."""
-    return PIPELINE_S + sum(
-        exp.repeats * run_s(spec) for exp in design.experiments.values() for spec in exp.variants.values()
+    """The planned seconds of the whole design, end to end: the calibration step, every run of every
+    experiment, and the pipeline."""
+    return (
+        PIPELINE_S
+        + calibration_s(design)
+        + sum(exp.repeats * run_s(spec) for exp in design.experiments.values() for spec in exp.variants.values())
     )
 
 
