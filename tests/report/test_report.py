@@ -361,6 +361,27 @@ def test_the_calibration_the_runs_recorded_is_a_row_of_the_environment(results):
     assert "never analysed" in text
 
 
+def test_kinds_node_images_are_rows_of_the_environment(results):
+    """kind.node_images and each cluster's node image (the kind backend's environment, flattened into
+    environment.csv) are rows; a backend without them (local here) has none."""
+    tables = inputs.read_tables(results / "local" / "tables")
+    design = load_design(dict(CI_CONFIG), PROJECT / "config")
+    plain = dict(report.environment_rows(tables["environment"], tables["runs"], tables["headers"], design, ["E2a"]))
+    assert not [label for label in plain if label.startswith("Node image")]
+    env = tables["environment"].assign(
+        **{
+            "env.node_images.setting": "local",
+            "env.node_images.new": "built here: throttlelab-node:new-8612cbdcc974 (sha256:0123456789ab), runc 1.4.3",
+            "env.node_images.old": "built here: throttlelab-node:old-0e6dfe0ac307 (sha256:ba9876543210), runc 1.3.0",
+        }
+    )
+    rows = report.environment_rows(env, tables["runs"], tables["headers"], design, ["E2a"])
+    labels = [label for label, _ in rows]
+    at = labels.index("Node images")
+    assert labels[at : at + 3] == ["Node images", "Node image (new cluster)", "Node image (old cluster)"]
+    assert dict(rows)["Node images"] == "local" and "runc 1.3.0" in dict(rows)["Node image (old cluster)"]
+
+
 def test_the_seed_on_the_page_is_the_one_the_runs_recorded_not_the_configs(results):
     tables = inputs.read_tables(results / "local" / "tables")
     design = load_design({**CI_CONFIG, "seed": 99}, PROJECT / "config")

@@ -489,8 +489,22 @@ def environment_rows(
         ("Measured", f"{min(runs['start'])} to {max(runs['end'])} (UTC), {len(runs)} runs"),
         ("Host interference", interference_text(runs, interference)),
         ("Calibration", calibration_text(env)),
+        *node_image_rows(env),
         ("Seed", seed_text(runs)),
     ]
+
+
+def node_image_rows(environment: pd.DataFrame) -> list[tuple[str, str]]:
+    """kind's node images (environment.csv's env.node_images.* columns): the setting, and per cluster the
+    image built here or the published one; none for a backend without them."""
+    prefix = f"{ENV_PREFIX}node_images."
+    columns = [c for c in environment.columns if c.startswith(prefix) and environment[c].notna().any()]
+    rows = []
+    for column in sorted(columns, key=lambda c: (c != f"{prefix}setting", c)):
+        key = column.removeprefix(prefix)
+        label = "Node images" if key == "setting" else f"Node image ({key} cluster)"
+        rows.append((label, distinct(environment[column], expect_one=False)))
+    return rows
 
 
 def calibration_text(environment: pd.DataFrame) -> str:

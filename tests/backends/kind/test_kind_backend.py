@@ -132,6 +132,7 @@ def test_capabilities_and_environment(engine, cluster):
     env = backend.environment()
     assert env["backend"] == "kind" and env["clusters"]["new"]["kubelet"] == "v1.34.11"
     assert env["clusters"]["new"]["runc"] == "1.4.3"  # what the node's `runc --version` says
+    assert env["node_images"]["setting"] == clusters["new"].node_images and set(env["node_images"]) >= {"new"}
 
 
 def counting(monkeypatch) -> Counter:

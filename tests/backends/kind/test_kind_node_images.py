@@ -197,3 +197,26 @@ def test_a_failed_command_runs_its_clean_up_before_the_error_is_raised():
         clusters._run(["false"], "false", 10, on_failure=lambda: done.append(1))
     assert done == [1]
     assert clusters._run(["true"], "true", 10, on_failure=lambda: done.append(2)) == "" and done == [1]
+
+
+def test_a_clusters_node_image_in_words():
+    """The environment's node_images text per cluster (the report's "Node image (<role> cluster)" rows)."""
+    from throttlelab.backends.kind.backend import node_image_text
+
+    local = {
+        "source": "local",
+        "tag": "throttlelab-node:old-0e6dfe0ac307",
+        "image_id": "sha256:0e6dfe0ac3070123456789",
+        "kind": "v0.30.0",
+        "kubernetes": "v1.34.12",
+        "runc": "1.3.0",
+        "debian": "bookworm",
+    }
+    assert node_image_text(local) == (
+        "built here: throttlelab-node:old-0e6dfe0ac307 (sha256:0e6dfe0ac307), Kubernetes v1.34.12, runc 1.3.0, "
+        "kind v0.30.0, Debian bookworm"
+    )
+    published = {"source": "published", "images": ["kindest/node:v1.34.0@sha256:7416a6"]}
+    assert node_image_text(published) == "published: kindest/node:v1.34.0@sha256:7416a6"
+    assert node_image_text({"source": "published", "images": []}).startswith("published (")
+    assert node_image_text(None).startswith("not recorded")

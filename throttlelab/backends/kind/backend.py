@@ -274,6 +274,20 @@ class KindDeployment(KubeDeployment):
         return self._stat_at(design.container_path(self.node, p, container), pod, container)
 
 
+def node_image_text(facts: dict[str, Any] | None) -> str:
+    """One cluster's node image in words, from its stamp's ``node_image_facts`` (clusters.cluster_config):
+    the image built here with its ID and versions, or the published images the kind config names."""
+    if not facts:
+        return "not recorded (a cluster made before its stamp said)"
+    if facts.get("source") == "local":
+        return (
+            f"built here: {facts.get('tag')} ({str(facts.get('image_id', ''))[:19]}), Kubernetes "
+            f"{facts.get('kubernetes')}, runc {facts.get('runc')}, kind {facts.get('kind')}, Debian {facts.get('debian')}"
+        )
+    images = facts.get("images") or []
+    return "published: " + ", ".join(images) if images else "published (the images the kind config names)"
+
+
 class KindBackend(KubeBackend):
     name = "kind"
     unreadable_reason = "not found in the node container"
@@ -416,6 +430,11 @@ class KindBackend(KubeBackend):
             "runc": last.get("runc"),
             "runtime_conversion": used[-1].runtime,
             "clusters": clusters,
+            # where the nodes' images came from (kind.node_images), as the report shows it
+            "node_images": {
+                "setting": used[-1].node_images,
+                **{role: node_image_text(facts.get("node_image_facts")) for role, facts in clusters.items()},
+            },
             "namespace": self.namespace,
             "images": {v: image_tag(v) for v in ("go124mod", "go125mod")},
         }
