@@ -620,7 +620,8 @@ SCENARIOS: dict[str, dict[str, dict]] = {
     "F9": {
         CONTRADICTED: {"e8": {"busy_throttled": 0.3}},
         INCONCLUSIVE: {"e8": {"busy_p90": 90.0, "rel": 0.8}},
-        NOT_TESTABLE: {"e8": {"variants": ("idle-lim2x", "busy-lim2x")}},
+        # every arm its decisive checks compare with the idle node left out (one left out is set aside)
+        NOT_TESTABLE: {"e8": {"variants": ("idle-lim2x",)}},
     },
     "F10": {
         CONTRADICTED: {"e6": {"overstatement": 0.8}},  # less throttled time than pause: no overstatement
@@ -655,7 +656,8 @@ SCENARIOS: dict[str, dict[str, dict]] = {
         # the issue's first guess: a shorter period finishes SOONER
         CONTRADICTED: {"x2": {"change": _set({"period20": {"p50_wall_ms": [45.0, 45.5, 44.8, 45.2, 45.1]}})}},
         INCONCLUSIVE: {"x2": {"change": _set({"period5": {"p50_wall_ms": [60, 200, 90, 180, 70]}})}},
-        NOT_TESTABLE: {"x2": {"arms": {k: v for k, v in X_ARMS["X2"].items() if k != "period5"}}},
+        # only the default period: no shorter one to compare (one left out is set aside)
+        NOT_TESTABLE: {"x2": {"arms": {k: v for k, v in X_ARMS["X2"].items() if k == "period100"}}},
     },
     "F14": {
         # summed over threads: 8 pauses per round on one CPU
@@ -1128,7 +1130,10 @@ def test_cli_writes_every_table(tmp_path, capsys):
     )
     table = pd.read_csv(tmp_path / "tables" / "findings.csv")
     assert table["id"].tolist() == [f.id for f in findings.FINDINGS]
-    assert set(table["verdict"]) == {NOT_TESTABLE}  # the fixtures hold one run of two E2a variants
+    # the fixtures hold one run of two E2a variants: a check on those two is judged (one run decides
+    # nothing), its finding's checks on other arms set aside; every other finding is not testable
+    assert set(table["verdict"]) == {NOT_TESTABLE, INCONCLUSIVE}
+    assert table.loc[table["verdict"] == INCONCLUSIVE, "id"].tolist() == ["F1"]
     checks = pd.read_csv(tmp_path / "tables" / "checks.csv", keep_default_na=False)
     assert (checks.loc[checks["verdict"] == NOT_TESTABLE, "requirement"] != "").all()
     assert (pd.read_csv(tmp_path / "tables" / "estimates.csv")["level"] == 0.9).all()
@@ -1294,6 +1299,38 @@ def test_a_variant_the_backend_left_out_names_the_backends_reason():
     # a variant missing without a reason is still "not in this profile"
     _, plain = evaluate(lab)
     assert "variant not in this profile: X1 budget-full" in plain[plain["id"] == "F12"]["reason"].iloc[0]
+
+
+def test_a_check_whose_variants_the_profile_leaves_out_is_set_aside_not_the_whole_finding():
+    """The quick profile leaves E7's two-limit and one-double to the paper profile (54+ repeats per arm): F7 is
+    judged on two-half / one-limit alone and says so (STATS.md §5: a requirement belongs to the checks that
+    need it). With every decisive check's variants left out it is not testable; what this machine cannot
+    express (a backend's reason) still makes the finding not testable."""
+    lab = full_lab()
+    rows, _ = evaluate(lab)
+    assert rows["F7"]["verdict"] == REPRODUCED
+    lab.drop("E7", "two-limit").drop("E7", "one-double")
+    rows, checks = evaluate(lab)
+    f7 = rows["F7"]
+    assert f7["verdict"] == REPRODUCED, f7["reason"]
+    assert (
+        "judged on the 1 decisive check this profile measures; set aside: work {q} two-limit / one-double"
+        in (f7["reason"])
+    )
+    c = checks[checks["id"] == "F7"].set_index("check")
+    assert c.loc["work {q} two-limit / one-double", "verdict"] == NOT_TESTABLE
+    # the judged check failing still decides: set aside is not a way around a failed check
+    worse = full_lab(e7={"split_ratio": 0.5})
+    worse.drop("E7", "two-limit").drop("E7", "one-double")
+    assert evaluate(worse)[0]["F7"]["verdict"] != REPRODUCED
+    lab.drop("E7", "two-half")
+    assert evaluate(lab)[0]["F7"]["verdict"] == NOT_TESTABLE
+    # the backend's reason (not the profile's scope): the whole finding is not testable
+    backend = full_lab()
+    backend.drop("E7", "two-limit").drop("E7", "one-double")
+    reason = "not testable on this backend: a made-up reason"
+    evidence = dataclasses.replace(backend.evidence(), left_out={"E7/two-limit": reason, "E7/one-double": reason})
+    assert by_id(findings.evaluate(evidence)[0])["F7"]["verdict"] == NOT_TESTABLE
 
 
 def test_f8_shares_on_a_cgroup_v1_real_runc_are_not_testable():

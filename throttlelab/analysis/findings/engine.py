@@ -25,7 +25,9 @@ Evaluation (shared/STATS.md §3-5):
   the checks that need it;
 * a finding is an intersection-union test: reproduced when every check holds, contradicted when
   a decisive check is contradicted, not testable when a check is (and none contradicts),
-  inconclusive otherwise;
+  inconclusive otherwise; a decisive check whose variants the profile leaves out (another profile
+  runs them) is set aside, and the finding judged on its other decisive checks, saying so, when it
+  has one (what this machine or a premise cannot test still makes the finding not testable);
 * premises gate the checks that depend on them (a failed one: "not testable here: premise failed";
   an undecided one: inconclusive); directional ratio checks have three zones (reproduced, "direction
   reproduced, weaker than modelled", contradicted only when the interval excludes the claimed
@@ -70,6 +72,10 @@ NOT_TESTABLE = "not testable here"
 WEAKER = "direction reproduced, weaker than modelled"
 #: The requirement a check gated by a premise names when the premise failed (STATS.md §5).
 PREMISE_HELD = "a premise that holds"
+#: The requirement of a check whose variants the profile leaves out (another profile runs them): the profile's
+#: scope, not this machine's. Such a check is set aside and the finding judged on its other decisive checks
+#: (STATS.md §5: a requirement belongs to the checks that need it, never to the whole finding), when it has one.
+IN_THIS_PROFILE = "variants in this profile"
 #: runs.csv's cpu_accel of a CPU that QEMU emulates (TCG): its clock is not a real node's
 EMULATED_ACCEL = "tcg"
 #: The requirement every timed check (ratio, level) has: a CPU whose timing is real.
@@ -854,9 +860,7 @@ def _presence(check: Check, evidence: Evidence) -> Unmet | None:
             "; ".join(f"{check.experiment} {v}: {reason}" for v, reason in zip(lacking, reasons)),
         )
     if lacking:
-        return Unmet(
-            "variants in this profile", f"variant not in this profile: {check.experiment} {', '.join(lacking)}"
-        )
+        return Unmet(IN_THIS_PROFILE, f"variant not in this profile: {check.experiment} {', '.join(lacking)}")
     return None
 
 
@@ -1174,8 +1178,8 @@ def _gate_premises(mine: list[CheckResult]) -> list[CheckResult]:
 def finding_verdict(results: Sequence[CheckResult]) -> tuple[str, CheckResult]:
     """The intersection-union verdict of a finding and the check that decides it (STATS.md §4-5).
 
-    Only decisive checks decide; premises gate them (:func:`_gate_premises`, already applied) and
-    supporting checks are shown. Contradicted when a decisive check is (at the Bonferroni level,
+    Only decisive checks decide, less those set aside (:func:`set_aside`: variants the profile leaves out);
+    premises gate them (:func:`_gate_premises`, already applied) and supporting checks are shown. Contradicted when a decisive check is (at the Bonferroni level,
     :func:`_bonferroni`); else not testable when a decisive check is; else inconclusive when a
     decisive check is neither reproduced nor weaker than modelled, or a premise does not hold;
     else :data:`WEAKER` when one is weaker than modelled; else reproduced. Among the checks with
@@ -1185,7 +1189,7 @@ def finding_verdict(results: Sequence[CheckResult]) -> tuple[str, CheckResult]:
     def first(same: list[CheckResult]) -> CheckResult:
         return next((r for r in same if math.isfinite(r.effect)), same[0])
 
-    decisive = [r for r in results if r.check.decisive and not r.check.premise] or list(results)
+    decisive = _judged(results)
     contradicted = [r for r in decisive if r.verdict == CONTRADICTED]
     if contradicted:
         return CONTRADICTED, first(contradicted)
@@ -1204,9 +1208,25 @@ def finding_verdict(results: Sequence[CheckResult]) -> tuple[str, CheckResult]:
     return REPRODUCED, decisive[0]
 
 
+def set_aside(results: Sequence[CheckResult]) -> list[CheckResult]:
+    """The decisive checks a finding is not judged on: those whose variants the profile leaves out, as long as
+    another decisive check of the finding is testable (else the finding is not testable, as they are)."""
+    decisive = [r for r in results if r.check.decisive and not r.check.premise]
+    out = [r for r in decisive if r.verdict == NOT_TESTABLE and r.requirement == IN_THIS_PROFILE]
+    return out if len(out) < len(decisive) else []
+
+
+def _judged(results: Sequence[CheckResult]) -> list[CheckResult]:
+    """The decisive checks that judge a finding (all its checks when none is decisive), less those set aside."""
+    aside = set_aside(results)
+    decisive = [r for r in results if r.check.decisive and not r.check.premise and r not in aside]
+    return decisive or list(results)
+
+
 def _finding_reason(finding: Finding, verdict: str, decider: CheckResult, mine: Sequence[CheckResult]) -> str:
     parts = []
-    decisive = [r for r in mine if r.check.decisive and not r.check.premise]
+    aside = set_aside(mine)
+    decisive = [r for r in mine if r.check.decisive and not r.check.premise and r not in aside]
     n_checks = len(decisive)
     if verdict == REPRODUCED:
         parts.append("the decisive check holds" if n_checks == 1 else f"all {n_checks} decisive checks hold")
@@ -1224,6 +1244,11 @@ def _finding_reason(finding: Finding, verdict: str, decider: CheckResult, mine: 
         parts.append(f"{decider.label}: {decider.reason or verdict}")
     else:
         parts.append(decider.reason)
+    if aside:
+        parts.append(
+            f"judged on the {n_checks} decisive check{'s' if n_checks > 1 else ''} this profile measures; set aside: "
+            + "; ".join(f"{r.label} ({r.reason})" for r in aside)
+        )
     if verdict == CONTRADICTED and n_checks > 1:
         parts.append(
             f"the error rate of 'contradicted' is controlled per finding: Bonferroni over its {n_checks} decisive checks"
