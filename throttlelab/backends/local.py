@@ -109,6 +109,18 @@ class LocalBackend(Backend):
         return LocalDeployment(self, node, load)
 
 
+def spooled(fd: int, chunk: int = 1 << 16) -> str:
+    """Everything written to the file ``fd`` so far, read without moving its offset (os.pread)."""
+    parts, at = [], 0
+    while True:
+        data = os.pread(fd, chunk, at)
+        if not data:
+            break
+        parts.append(data)
+        at += len(data)
+    return b"".join(parts).decode("utf-8", errors="replace")
+
+
 class _Running:
     """A workload process started in its container cgroup, with its output spooled to a file."""
 
@@ -118,15 +130,15 @@ class _Running:
         self.started = time.monotonic()
 
     def find_record(self, record_type: str) -> dict[str, Any] | None:
-        """Scan what the process has written so far (its spool file) for a record type."""
-        with open(self.stdout.fileno(), closefd=False) as spool:
-            spool.seek(0)
-            for line in spool:
-                if f'"type":"{record_type}"' in line.replace(" ", ""):
-                    try:
-                        return json.loads(line)
-                    except json.JSONDecodeError:
-                        return None  # a line still being written; the next scan gets it whole
+        """Scan what the process has written so far (its spool file) for a record type. The spool is read
+        with pread, which leaves the file's offset alone: the process writes through the same open file,
+        at that offset, so a seek here would make its next line overwrite what it wrote before."""
+        for line in spooled(self.stdout.fileno()).splitlines():
+            if f'"type":"{record_type}"' in line.replace(" ", ""):
+                try:
+                    return json.loads(line)
+                except json.JSONDecodeError:
+                    return None  # a line still being written; the next scan gets it whole
         return None
 
     def collect(self) -> Output:
