@@ -219,6 +219,30 @@ def test_the_guest_never_outlives_its_orchestrator(tmp_path):
 
 
 @pytest.mark.vm
+def test_a_guest_whose_orchestrator_is_already_gone_is_stopped_at_once(tmp_path):
+    """Snakemake killed between starting a vm batch and the guest's boot (seen: the batch then ran its
+    guest to the end with no orchestrator): the guardian finds the orchestrator gone and stops the guest."""
+    _tools_or_skip()
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    env = {**os.environ, "PYTHONPATH": str(PROJECT), "THROTTLELAB_ORCHESTRATOR_PID": str(gone.pid)}
+    caller = subprocess.Popen(
+        [sys.executable, "-m", "throttlelab.host.vm", "run", "--vcpus", "1", "--memory", "512M", "--", "sleep", "600"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _, err = caller.communicate(timeout=60)
+        assert "orchestrator gone; stopped the guest" in err, err[-2000:]
+    finally:
+        if caller.poll() is None:
+            caller.kill()
+            caller.wait()
+    assert not [p for p, n in _descendants(caller.pid).items() if n.startswith("qemu-system")]
+
+
+@pytest.mark.vm
 @pytest.mark.slow
 def test_cgroup_v2_kernel_tests_pass_in_a_v2_guest(binaries, tmp_path):
     """The ``cgroup_v2_kernel`` tests (and the version-independent cleanup tests) in a 2-vCPU guest

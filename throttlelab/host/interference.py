@@ -368,10 +368,16 @@ class InterferenceMeter:
             return False
 
 
-def orchestrator_from_env(environ: dict[str, str] | None = None) -> int | None:
-    """The orchestrator that started this runner (the rules export THROTTLELAB_ORCHESTRATOR_PID), if any."""
+def orchestrator_named(environ: dict[str, str] | None = None) -> int | None:
+    """The pid the rules exported as THROTTLELAB_ORCHESTRATOR_PID, alive or not (None: not started by them)."""
     value = (os.environ if environ is None else environ).get("THROTTLELAB_ORCHESTRATOR_PID", "")
-    return int(value) if value.isdigit() and processes.pid_alive(int(value)) else None
+    return int(value) if value.isdigit() else None
+
+
+def orchestrator_from_env(environ: dict[str, str] | None = None) -> int | None:
+    """The orchestrator that started this runner (the rules export THROTTLELAB_ORCHESTRATOR_PID), if alive."""
+    pid = orchestrator_named(environ)
+    return pid if pid is not None and processes.pid_alive(pid) else None
 
 
 def _own_cpu_s() -> float:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from throttlelab.errors import BackendError
-from throttlelab.host.interference import orchestrator_from_env
+from throttlelab.host.interference import orchestrator_named
 from throttlelab.host.processes import group_alive, spawn_guardian
 
 #: What the guest's CPU is: QEMU emulating it, or the host's CPU through KVM.
@@ -234,7 +234,8 @@ def run_in_guest(
     )
     # the guardian also watches the orchestrator (Snakemake) that started this process: a SIGKILL of
     # Snakemake leaves this process running to its end, and the guest with it, unless it is stopped then
-    owner = orchestrator_from_env()
+    # named even when it is gone already (killed before this guest booted): the guardian then stops it at once
+    owner = orchestrator_named()
     guardian = spawn_guardian("throttlelab.host.vm", "guard", str(proc.pid), *([str(owner)] if owner else []))
     try:
         code = proc.wait(timeout=timeout_s)
