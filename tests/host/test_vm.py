@@ -152,6 +152,26 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _sleeping_guest(env: dict[str, str]) -> subprocess.Popen:
+    """A caller of `throttlelab.host.vm run` whose 1-vCPU guest sleeps for 10 minutes."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "throttlelab.host.vm", "run", "--vcpus", "1", "--memory", "512M", "--", "sleep", "600"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for_qemu(caller: subprocess.Popen, timeout_s: float = 60) -> None:
+    """Until QEMU runs below ``caller`` (at most ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if any(n.startswith("qemu-system") for n in _descendants(caller.pid).values()):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"no QEMU started within {timeout_s:.0f} s")
+
+
 @pytest.mark.vm
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM])
 def test_the_guest_never_outlives_its_caller(tmp_path, how):
@@ -159,18 +179,8 @@ def test_the_guest_never_outlives_its_caller(tmp_path, how):
     while the guest runs: no vng, virtme-run or QEMU process of it is left."""
     _tools_or_skip()
     env = {**os.environ, "PYTHONPATH": str(PROJECT)}
-    caller = subprocess.Popen(
-        [sys.executable, "-m", "throttlelab.host.vm", "run", "--vcpus", "1", "--memory", "512M", "--", "sleep", "600"],
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 60
-    qemu: dict[int, str] = {}
-    while not qemu and time.monotonic() < deadline:
-        qemu = {p: n for p, n in _descendants(caller.pid).items() if n.startswith("qemu-system")}
-        time.sleep(0.2)
-    assert qemu, "no QEMU started within 60 s"
+    caller = _sleeping_guest(env)
+    _wait_for_qemu(caller)
     guest = _descendants(caller.pid)
     caller.send_signal(how)
     caller.wait(30)
@@ -189,19 +199,9 @@ def test_the_guest_never_outlives_its_orchestrator(tmp_path):
     _tools_or_skip()
     orchestrator = subprocess.Popen(["sleep", "600"])
     env = {**os.environ, "PYTHONPATH": str(PROJECT), "THROTTLELAB_ORCHESTRATOR_PID": str(orchestrator.pid)}
-    caller = subprocess.Popen(
-        [sys.executable, "-m", "throttlelab.host.vm", "run", "--vcpus", "1", "--memory", "512M", "--", "sleep", "600"],
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    caller = _sleeping_guest(env)
     try:
-        deadline = time.monotonic() + 60
-        qemu: dict[int, str] = {}
-        while not qemu and time.monotonic() < deadline:
-            qemu = {p: n for p, n in _descendants(caller.pid).items() if n.startswith("qemu-system")}
-            time.sleep(0.2)
-        assert qemu, "no QEMU started within 60 s"
+        _wait_for_qemu(caller)
         guest = _descendants(caller.pid)
         orchestrator.kill()
         orchestrator.wait()
@@ -226,12 +226,7 @@ def test_a_guest_whose_orchestrator_is_already_gone_is_stopped_at_once(tmp_path)
     gone = subprocess.Popen(["true"])
     gone.wait()
     env = {**os.environ, "PYTHONPATH": str(PROJECT), "THROTTLELAB_ORCHESTRATOR_PID": str(gone.pid)}
-    caller = subprocess.Popen(
-        [sys.executable, "-m", "throttlelab.host.vm", "run", "--vcpus", "1", "--memory", "512M", "--", "sleep", "600"],
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    caller = _sleeping_guest(env)
     try:
         _, err = caller.communicate(timeout=60)
         assert "orchestrator gone; stopped the guest" in err, err[-2000:]
