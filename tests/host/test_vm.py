@@ -78,6 +78,8 @@ def test_the_guest_runs_the_real_node_when_its_settings_say_kubernetes(monkeypat
     node = vm_backend.from_config({}, "runc-old", {}, lambda m: None)
     assert isinstance(node, vm_backend.VmNodeBackend) and node.name == "vm" and node.runtime == "runc-old"
     assert vm_backend.guest_facts()["kubernetes"] is True and vm_backend.guest_facts()["cpu_emulated"] is True
+    # the node's own logs (kubelet, containerd, ...) are kept in the one folder the guest may write
+    assert node.node_logs == Path.cwd() / "results" / "vm" / "node-logs"
     monkeypatch.setenv(vm.GUEST_ENV, '{"vcpus": 2, "accel": "tcg"}')
     assert type(vm_backend.from_config({}, "runc-new", {}, lambda m: None)) is vm_backend.VmBackend
 

@@ -92,6 +92,11 @@ class VmBackend(LocalBackend):
 EMULATED_PATIENCE = 8.0
 
 
+# The guest's real node leaves its logs here (results/vm/ is the guest's writable folder): an
+# emulated node is slow in ways its logs explain.
+GUEST_NODE_LOGS = Path("results/vm/node-logs")
+
+
 def node_patience(accel: str | None) -> float:
     """How many times its usual limit each of the real node's start steps may take in a guest."""
     return EMULATED_PATIENCE if accel == TCG else 1.0
@@ -127,5 +132,6 @@ def from_config(
             progress=progress,
             binaries=binaries,
             patience=node_patience(guest.get("accel")),
+            node_logs=Path.cwd() / GUEST_NODE_LOGS,
         )
     return VmBackend(binaries, runtime=runtime, progress=progress)

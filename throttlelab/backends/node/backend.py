@@ -184,6 +184,7 @@ class NodeBackend(KubeBackend):
         progress: Callable[[str], None] = lambda message: None,
         binaries: dict[str, Path] | None = None,
         patience: float = 1.0,
+        node_logs: Path | None = None,
     ):
         self.binaries = dict(binaries or {})  # build -> cpulab on this host (the pinned load generator)
         self.tools_manifest = tools_manifest
@@ -193,6 +194,8 @@ class NodeBackend(KubeBackend):
         self._namespace = namespace
         # the node's start, each pod's start and every wait on it may take this many times longer
         self.patience = patience
+        # where the node's own logs (etcd, the control plane, containerd, kubelet) are copied when it stops
+        self.node_logs = node_logs
         pod_start_timeout_s *= patience
         self._pod_start_timeout_s = pod_start_timeout_s
         settings = KubeSettings(
@@ -254,7 +257,9 @@ class NodeBackend(KubeBackend):
             facts = nc.find_node(owner) if owner is not None else None
             if facts is None:
                 self.progress("starting the real node (etcd, the control plane, containerd, kubelet) ...")
-                node = nc.LocalNode(tools, runc, images, owner=owner, patience=self.patience)
+                node = nc.LocalNode(
+                    tools, runc, images, keep_logs=self.node_logs, owner=owner, patience=self.patience
+                )
                 facts = node.__enter__()
                 if owner is None:
                     self._own = node
