@@ -257,9 +257,7 @@ class NodeBackend(KubeBackend):
             facts = nc.find_node(owner) if owner is not None else None
             if facts is None:
                 self.progress("starting the real node (etcd, the control plane, containerd, kubelet) ...")
-                node = nc.LocalNode(
-                    tools, runc, images, keep_logs=self.node_logs, owner=owner, patience=self.patience
-                )
+                node = nc.LocalNode(tools, runc, images, keep_logs=self.node_logs, owner=owner, patience=self.patience)
                 facts = node.__enter__()
                 if owner is None:
                     self._own = node
