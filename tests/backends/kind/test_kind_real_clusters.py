@@ -73,11 +73,12 @@ def _status(nodes: dict) -> dict[str, str]:
     return {name: c.status for name, c in nodes.items()}
 
 
-def _lab_pods(clusters) -> list[str]:
+def _lab_pods(clusters, roles: tuple[str, ...] = ("new", "old")) -> list[str]:
+    """The lab's pods on the clusters of ``roles`` (never ask a paused cluster: its API server cannot answer)."""
     from kubernetes import client, config
 
     found = []
-    for cluster in clusters.values():
+    for cluster in (clusters[role] for role in roles):
         api = client.CoreV1Api(config.new_client_from_config(str(cluster.kubeconfig), context=cluster.context))
         pods = api.list_pod_for_all_namespaces(label_selector=MANAGED_SELECTOR, _request_timeout=60).items
         found += [f"{cluster.name}/{p.metadata.namespace}/{p.metadata.name}" for p in pods]
@@ -102,8 +103,10 @@ def _locks_free(clusters) -> bool:
 
 def _left(clusters, nodes) -> list[str]:
     """What of a job is still there (empty: nothing)."""
-    left = [f"pod {p}" for p in _lab_pods(clusters)]
-    left += [f"node {n} {s}" for n, s in _status(nodes).items() if s != "running"]
+    status = _status(nodes)
+    left = [f"node {n} {s}" for n, s in status.items() if s != "running"]
+    running = tuple(r for r, c in clusters.items() if {status[c.control_plane], status[c.worker]} == {"running"})
+    left += [f"pod {p}" for p in _lab_pods(clusters, running)]
     left += [f"state file {f}" for f in _state_files(nodes)]
     if not _locks_free(clusters):
         left.append("a cluster lock still held")
@@ -142,7 +145,7 @@ def deployed_runner(clusters, nodes) -> Iterator[subprocess.Popen]:
             raise AssertionError(f"the runner did not deploy: {line!r} {runner.stderr.read()[-3000:]}")
         old = clusters["old"]
         assert {_status(nodes)[n] for n in (old.control_plane, old.worker)} == {"paused"}
-        assert _lab_pods(clusters), "the runner said deployed, but no pod of the lab's is listed"
+        assert _lab_pods(clusters, ("new",)), "the runner said deployed, but no pod of the lab's is listed"
         yield runner
     finally:
         if runner.poll() is None:
