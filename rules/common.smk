@@ -199,34 +199,45 @@ def output_folder(key, levels=1):
     return folder
 
 
-# The figures (rules/report.smk): one rule draws any figure of the registry
+# The figures (rules/report.smk): one job draws every figure of the profile
 # (throttlelab/figures/registry.py, a light module read while parsing).
+def profile_figures():
+    """The registry's entries of the experiments this profile runs, in its order."""
+    return figures_for(DESIGN.experiments)
+
+
 def figure_tables(wildcards):
-    """The tidy tables a figure reads, named as `throttlelab figure --table NAME=PATH` takes them."""
+    """The tidy tables the profile's figures read (each once), named as `throttlelab figure --table NAME=PATH` takes them."""
     tables = {**dict(rules.parse_runs.output.items()), **dict(rules.compute_stats.output.items())}
-    return {name: tables[name] for name in FIGURES[wildcards.figure].tables}
+    needed = {name for entry in profile_figures() for name in entry.tables}
+    return {name: path for name, path in tables.items() if name in needed}
 
 
 def figure_category(wildcards):
+    """The figure's section in Snakemake's report; `figure` is the wildcard of the folder's file pattern."""
     return FIGURES[wildcards.figure].category
+
+
+def figure_args(wildcards):
+    return " ".join(f"--figure {entry.name}" for entry in profile_figures())
 
 
 def table_args(wildcards, input):
     return " ".join(f"--table {name}={path}" for name, path in input.items())
 
 
-def figure_repeats(wildcards):
-    return PLAN.repeats(FIGURES[wildcards.figure].experiment)
-
-
-def figure_caption(wildcards):
-    """The figure's own caption, rendered for Snakemake's report (a param: editing it redraws)."""
-    return report_caption(
-        wildcards.figure,
-        workflow.basedir,
-        repeats=figure_repeats(wildcards),
-        confidence=DESIGN.confidence,
-    )
+def figure_captions(wildcards):
+    """Each figure's own caption, rendered for Snakemake's report with the repeats of its experiment (a
+    param: editing a caption redraws the figures)."""
+    return {
+        entry.name: report_caption(
+            entry.name,
+            workflow.basedir,
+            repeats=PLAN.repeats(entry.experiment),
+            confidence=DESIGN.confidence,
+        )
+        for entry in profile_figures()
+    }
 
 
 # The smoke test (rules/smoke.smk, docs/KIND_SMOKE.md): kind and kubernetes only.

@@ -5,8 +5,8 @@
 # `snakemake --report report.html` works as well as our own page.
 #
 # The figures are the registry's (throttlelab/figures/registry.py, a light module
-# read here while parsing): one rule draws any of them, and the report asks for
-# those of the experiments this profile runs.
+# read here while parsing): one job draws those of the experiments this profile
+# runs, all in one process, into the report's figures folder.
 
 import json
 import shlex
@@ -18,8 +18,9 @@ FRONT_PAGE = "results/report/index.html"
 REPORT_DIR = f"results/report/{BACKEND}-{PROFILE_NAME}"
 REPORT_LOGS = f"results/{BACKEND}/logs/report"
 FIGURES_DIR = f"{REPORT_DIR}/figures"
-# The figures of the experiments this profile runs (a profile may leave some out).
-PROFILE_FIGURES = [f"{FIGURES_DIR}/{entry.svg}" for entry in figures_for(DESIGN.experiments)]
+# The figures folder when this profile's experiments have figures (a profile may have none: then no
+# job draws them, and the page has none).
+PROFILE_FIGURES = [FIGURES_DIR] if profile_figures() else []
 # Snakemake's config (with --config overrides) as one shell word: the report and
 # the archive load the same design from it, and a changed setting reruns them.
 CONFIG_JSON = shlex.quote(json.dumps(config, sort_keys=True))
@@ -29,29 +30,29 @@ ARCHIVE = f"results/throttlelab-report-{BACKEND}-{PROFILE_NAME}.tar.gz"
 report: "../report/workflow.rst"
 
 
-# One figure of the registry: its tables as inputs (named as `throttlelab figure --table`
-# takes them), its caption and category in Snakemake's report, the repeats and the
-# confidence of its experiment for that caption.
-rule plot_figure:
+# Every figure of the profile, drawn in one process (the imports paid once, not once a figure):
+# the union of their tables as inputs (named as `throttlelab figure --table` takes them), each figure
+# FIGURES_DIR/<figure>.svg. In Snakemake's report each file of the folder is one entry, its caption
+# and category its own: the pattern's `figure` wildcard picks them (figure.rst prints the caption
+# rendered into params.captions, with the repeats and confidence of the figure's experiment).
+rule draw_figures:
     input:
         unpack(figure_tables),
     output:
-        svg=report(
-            f"{FIGURES_DIR}/{{figure}}.svg",
+        figures=report(
+            directory(FIGURES_DIR),
+            patterns=["{figure}.svg"],
             caption="../report/captions/figure.rst",
             category=figure_category,
         ),
     log:
-        f"{REPORT_LOGS}/plot_figure/{{figure}}.log",
-    wildcard_constraints:
-        figure="|".join(FIGURES),
+        f"{REPORT_LOGS}/draw_figures.log",
     params:
+        figures=figure_args,
         tables=table_args,
-        repeats=figure_repeats,
-        confidence=DESIGN.confidence,
-        caption=figure_caption,
+        captions=figure_captions,
     shell:
-        "throttlelab figure --figure {wildcards.figure} {params.tables} --out {output.svg} > {log} 2>&1"
+        "throttlelab figure {params.figures} {params.tables} --out-dir {output.figures} > {log} 2>&1"
 
 
 rule render_report:

@@ -75,7 +75,7 @@ COMMANDS: dict[str, Command] = {
         "throttlelab.analysis.commands", ("stats",), "tidy tables -> per-run metrics and estimates", "analyse"
     ),
     "findings": Command("throttlelab.analysis.commands", ("findings",), "metrics -> the findings table", "analyse"),
-    "figure": Command("throttlelab.figures.draw", (), "draw one figure of the registry as SVG", "report"),
+    "figure": Command("throttlelab.figures.draw", (), "draw figures of the registry as SVG", "report"),
     "report": Command("throttlelab.report.page", ("render",), "render the self-contained HTML report", "report"),
     "publish": Command(
         "throttlelab.report.page",

@@ -115,6 +115,73 @@ def test_the_command_draws_one_figure(tmp_path):
     assert "<title>E3: GOMAXPROCS by limit and module line</title>" in out.read_text()
 
 
+FIXTURE_FIGURES = ["e2a_completion", "e2a_counters", "e3_gomaxprocs", "s1_throttling"]  # E2a, E3, S1
+
+
+def _table_args(*names: str) -> list[str]:
+    return [arg for name in names for arg in ("--table", f"{name}={TABLES / f'{name}.csv'}")]
+
+
+def test_the_command_draws_several_figures_into_a_folder_as_one_each_would(tmp_path):
+    """The draw_figures rule's call: every named figure in one process, each as the single-figure form draws it."""
+    out = tmp_path / "report" / "figures"
+    args = [arg for name in FIXTURE_FIGURES for arg in ("--figure", name)]
+    assert draw.main([*args, *_table_args("rounds", "metrics", "estimates", "runs"), "--out-dir", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == [f"{name}.svg" for name in FIXTURE_FIGURES]
+    assert [p.name for p in out.parent.iterdir()] == ["figures"]  # no staging folder left beside it
+    for name in FIXTURE_FIGURES:
+        alone = tmp_path / f"{name}.svg"
+        assert draw.main(["--figure", name, *_table_args(*registry.FIGURES[name].tables), "--out", str(alone)]) == 0
+        assert (out / f"{name}.svg").read_text() == alone.read_text(), name
+
+
+def test_an_unknown_figure_is_a_one_line_error_naming_the_option(tmp_path, capsys):
+    out = tmp_path / "figures"
+    with pytest.raises(SystemExit) as exit:
+        draw.main(
+            [
+                "--figure",
+                "e3_gomaxprocs",
+                "--figure",
+                "e9_nothing",
+                *_table_args("metrics", "runs"),
+                "--out-dir",
+                str(out),
+            ]
+        )
+    assert exit.value.code == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.startswith("throttlelab figure: error: argument --figure: invalid choice: 'e9_nothing'"), error
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_table_is_one_line_naming_the_table_option_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "figures"
+    figures = ["--figure", "e3_gomaxprocs", "--figure", "e2a_completion"]
+    assert draw.main([*figures, *_table_args("metrics", "runs"), "--out-dir", str(out)]) == 1
+    assert capsys.readouterr().err == (
+        "throttlelab figure: e2a_completion needs --table rounds=PATH --table estimates=PATH (tables given: metrics, runs)\n"
+    )
+    gone = ["--table", f"estimates={tmp_path / 'nothing.csv'}"]
+    assert draw.main([*figures, *_table_args("rounds", "metrics", "runs"), *gone, "--out-dir", str(out)]) == 1
+    assert (
+        capsys.readouterr().err == f"throttlelab figure: no such file: --table estimates={tmp_path / 'nothing.csv'}\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_command_writes_several_figures_with_out_dir_only(tmp_path, capsys):
+    figures = ["--figure", "e3_gomaxprocs", "--figure", "s1_throttling"]
+    with pytest.raises(SystemExit) as exit:
+        draw.main([*figures, *_table_args("metrics", "estimates", "runs"), "--out", str(tmp_path / "x.svg")])
+    assert exit.value.code == 2
+    assert (
+        capsys.readouterr()
+        .err.splitlines()[-1]
+        .endswith("--out writes one figure, 2 were given: write them with --out-dir DIR")
+    )
+
+
 def test_service_figures_show_the_quantile_the_runs_support():
     from throttlelab.figures.services_figures import e2b_latency_caption, latency_metric
 

@@ -226,6 +226,11 @@ def test_a_missing_column_names_the_file_and_the_column(tmp_path):
         inputs.read_tables(tables)
 
 
+def test_a_missing_figure_names_the_rule_that_draws_it(tmp_path):
+    with pytest.raises(ReportError, match=r"e3_gomaxprocs\.svg: missing; .*the draw_figures rule"):
+        report.figure_views("E3", tmp_path / "figures", pd.DataFrame(), pd.DataFrame())
+
+
 def test_the_page_reads_the_environment_table_not_the_raw_logs(tmp_path):
     # The raw logs' meta lines reach the page through environment.csv (tests/analysis/test_tidy.py
     # names a log without its meta line); without that table there is no page.

@@ -6,5 +6,5 @@ style.py      colours, axes helpers, data selection and the method sentence ever
 jobs_figures.py, weights_figures.py, services_figures.py   the figures (and captions) of each family of experiments
               (the catalogue's family; the lab's experiments and ours alike)
 svg.py        a Figure as inline SVG with ids unique on the page
-draw.py       `throttlelab figure`: one figure of the registry from its tables
+draw.py       `throttlelab figure`: figures of the registry from their tables (one file, or a folder)
 """

@@ -1,8 +1,13 @@
-"""Draw one figure of the registry from its tables, as inline-ready SVG (``throttlelab figure``).
+"""Draw figures of the registry from their tables, as inline-ready SVG (``throttlelab figure``).
+
+One figure to a file, or several in one process into a folder, each as ``<figure>.svg``
+(the draw_figures rule draws every figure of a profile so, paying the imports once):
 
     throttlelab figure --figure e2a_completion \\
         --table rounds=T/rounds.csv --table metrics=T/metrics.csv \\
         --table estimates=T/estimates.csv --table runs=T/runs.csv --out fig.svg
+    throttlelab figure --figure e2a_completion --figure e3_gomaxprocs \\
+        --table rounds=T/rounds.csv ... --out-dir results/report/local-ci/figures
 
 The figures (:mod:`.registry`) are pure functions of DataFrames; only :func:`main`
 touches files.
@@ -11,6 +16,8 @@ touches files.
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -54,22 +61,87 @@ def parse_table_args(items: list[str]) -> dict[str, Path]:
     return tables
 
 
+def figure_svg(name: str, tables: Mapping[str, pd.DataFrame]) -> str:
+    """The figure ``name`` as the SVG text the report inlines (titled with its experiment and title)."""
+    entry = FIGURES[name]
+    return figure_to_svg(draw(name, tables), name, f"{entry.experiment}: {entry.title}")
+
+
+def write_folder(out_dir: Path, svgs: Mapping[str, str]) -> None:
+    """Each figure as ``<figure>.svg`` in ``out_dir``. A new folder appears whole, renamed into place from a
+    hidden one beside it (removed if writing fails); into a folder that exists already, each file is replaced."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)  # a killed run's, should this pid come round again
+    staging.mkdir()
+    try:
+        for name, svg in svgs.items():
+            (staging / FIGURES[name].svg).write_text(svg)
+        if not out_dir.exists():
+            staging.rename(out_dir)
+            return
+        for path in sorted(staging.iterdir()):
+            path.replace(out_dir / path.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="throttlelab figure", description=__doc__.splitlines()[0])
-    p.add_argument("--figure", required=True, choices=sorted(FIGURES))
-    p.add_argument("--table", action="append", default=[], help="NAME=PATH of a tidy table (rounds, metrics, ...)")
-    p.add_argument("--out", required=True, help="the SVG file to write")
+    p.add_argument(
+        "--figure",
+        required=True,
+        action="append",
+        choices=sorted(FIGURES),
+        metavar="NAME",
+        help=f"a figure of the registry; repeat it to draw several (with --out-dir): {', '.join(sorted(FIGURES))}",
+    )
+    p.add_argument(
+        "--table",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="a tidy table (rounds, metrics, ...) and its file",
+    )
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--out", type=Path, metavar="FILE", help="the SVG file to write (one --figure)")
+    where.add_argument(
+        "--out-dir",
+        type=Path,
+        metavar="DIR",
+        help="the folder to write, each figure as NAME.svg (nothing written if one fails)",
+    )
     args = p.parse_args(argv)
-    tables = {name: read_figure_table(name, path) for name, path in parse_table_args(args.table).items()}
-    entry = FIGURES[args.figure]
-    try:
-        fig = draw(args.figure, tables)
-    except ValueError as exc:
-        print(f"throttlelab figure: {args.figure}: {exc}", file=sys.stderr)
+    names = list(dict.fromkeys(args.figure))  # in the order given, each once
+    if args.out is not None and len(names) > 1:
+        p.error(f"--out writes one figure, {len(names)} were given: write them with --out-dir DIR")
+    paths = parse_table_args(args.table)
+    for name in names:
+        missing = [t for t in FIGURES[name].tables if t not in paths]
+        if missing:
+            needs = " ".join(f"--table {t}=PATH" for t in missing)
+            given = ", ".join(sorted(paths)) or "none"
+            print(f"throttlelab figure: {name} needs {needs} (tables given: {given})", file=sys.stderr)
+            return 1
+    needed = {t for name in names for t in FIGURES[name].tables}
+    absent = [f"--table {t}={paths[t]}" for t in sorted(needed) if not paths[t].is_file()]
+    if absent:
+        print(f"throttlelab figure: no such file: {'; '.join(absent)}", file=sys.stderr)
         return 1
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(figure_to_svg(fig, args.figure, f"{entry.experiment}: {entry.title}"))
+    tables = {t: read_figure_table(t, paths[t]) for t in sorted(needed)}
+    # every figure drawn before any file is written: a figure that fails leaves none behind
+    svgs = {}
+    for name in names:
+        try:
+            svgs[name] = figure_svg(name, tables)
+        except ValueError as exc:
+            print(f"throttlelab figure: {name}: {exc}", file=sys.stderr)
+            return 1
+    if args.out_dir is not None:
+        write_folder(args.out_dir, svgs)
+        return 0
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(svgs[names[0]])
     return 0
 
 

@@ -134,9 +134,11 @@ def resolve(dotted: str) -> Callable[..., Any]:
 
 def report_caption(name: str, project: str | Path, *, repeats: int, confidence: float) -> str:
     """The figure's caption file rendered as Snakemake renders a report caption (a Jinja template
-    of ``snakemake.params``). Snakemake takes one caption file per rule, so the plot_figure rule's
-    (report/captions/figure.rst) prints this text, handed over as a param."""
-    from jinja2 import Environment  # only when a plot job is planned: parsing stays light
+    of ``snakemake.params``). Snakemake takes one caption file per rule, and the draw_figures rule
+    draws every figure of a profile into one folder: its caption (report/captions/figure.rst) prints,
+    for each SVG of the folder, this text of that figure, handed over in a param that maps every
+    figure to its caption."""
+    from jinja2 import Environment  # only when the figures job is planned: parsing stays light
 
     template = (Path(project) / FIGURES[name].caption_file).read_text()
     params = SimpleNamespace(repeats=repeats, confidence=confidence)

@@ -396,13 +396,14 @@ class FigureView:
 
 
 def figure_views(experiment: str, figures_dir: Path, estimates: pd.DataFrame, runs: pd.DataFrame) -> list[FigureView]:
-    """The experiment's figures (the registry's, in its order): the SVG the plot_figure rule drew, and its caption."""
+    """The experiment's figures (the registry's, in its order): the SVG the draw_figures rule drew, and its caption."""
     views = []
     for entry in figures_for([experiment]):
         path = figures_dir / entry.svg
         if not path.is_file():
             raise ReportError(
-                f"{path}: missing; run `throttlelab figure --figure {entry.name}` (the plot_figure rule does)"
+                f"{path}: missing; run `throttlelab figure --figure {entry.name} ... --out-dir {figures_dir}`"
+                " (the draw_figures rule draws every figure of a profile so)"
             )
         views.append(FigureView(entry.name, entry.title, path.read_text(), resolve(entry.caption)(estimates, runs)))
     return views
