@@ -34,6 +34,22 @@ def test_quota_custom_period():
 
 
 @pytest.mark.parametrize(
+    "milli, period_us, quota",
+    [
+        (125, 100_000, 13_000),  # read on the lab's kind nodes (systemd driver): 125m leaves 13000, not 12500
+        (500, 100_000, 50_000),  # a whole 10 ms per second: unchanged
+        (250, 100_000, 25_000),
+        (2000, 100_000, 200_000),
+        (1, 100_000, 1_000),  # 100 us a period -> 1 ms a second -> one 10 ms step -> 1 ms a period
+        (125, 20_000, 2_600),  # 6250 us a second -> 130 ms a second, per 20 ms period
+        (None, 100_000, None),
+    ],
+)
+def test_a_systemd_driver_rounds_a_quota_up_to_whole_10_ms_per_second(milli, period_us, quota):
+    assert q.systemd_quota(q.milli_to_quota(milli, period_us), period_us) == quota
+
+
+@pytest.mark.parametrize(
     "milli, weight",
     # SPEC: 100m -> 4, a 600m pod -> 24, 1 CPU -> 39, a 1.1 CPU pod -> 43, kubepods 10 CPUs -> 391
     [(100, 4), (600, 24), (1000, 39), (1100, 43), (10_000, 391)],

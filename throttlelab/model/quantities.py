@@ -68,6 +68,21 @@ def milli_to_quota(milli: int | None, period_us: int = DEFAULT_PERIOD_US) -> int
     return milli * period_us // 1000
 
 
+#: systemd keeps a unit's CPU quota per second in steps of 10 ms (1% of a CPU): runc's systemd cgroup driver
+#: (kubelet's too, libcontainer's) rounds a quota up to the next step, and systemd writes that step back per
+#: period (at least 1 ms). Measured on the lab's kind nodes: limit 125m -> 13000 us per 100 ms, not 12500.
+SYSTEMD_QUOTA_STEP_US_PER_S = 10_000
+
+
+def systemd_quota(quota_us: int | None, period_us: int = DEFAULT_PERIOD_US) -> int | None:
+    """The CFS quota a systemd cgroup driver leaves for ``quota_us`` per ``period_us``; None: no limit."""
+    if quota_us is None:
+        return None
+    per_s = quota_us * 1_000_000 // period_us  # the quota per second, as the driver computes it
+    per_s = -(-per_s // SYSTEMD_QUOTA_STEP_US_PER_S) * SYSTEMD_QUOTA_STEP_US_PER_S  # up to a whole step
+    return max(per_s * period_us // 1_000_000, 1000)
+
+
 def shares_to_weight_linear(shares: int) -> int:
     """kubelet (all levels) and runc < 1.3.2 (container level): linear mapping."""
     return 1 + ((shares - 2) * 9999) // 262_142

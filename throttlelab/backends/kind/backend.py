@@ -195,6 +195,12 @@ class KindDeployment(KubeDeployment):
                 self._layout = layout
             return self._layout, self._dirs
 
+    def _cgroup_driver(self) -> str | None:
+        # kubelet's systemd driver makes slices (kubepods-burstable-pod<uid>.slice), cgroupfs plain folders
+        if self._layout is None:
+            return None
+        return "systemd" if any(d.endswith(".slice") for d in self._layout.pod_dirs.values()) else "cgroupfs"
+
     def _discover(self, node: str, uids: list[str], what: str) -> str:
         """DISCOVER's answer for these pod uids, run in the node (kind: docker exec in its container)."""
         return node_exec(node_container(self.docker, node), ["sh", "-c", DISCOVER, "discover", *uids], what)

@@ -538,6 +538,26 @@ class KubeDeployment(Deployment):
             )
         return {**parse_settings(named), "cgroup": "/sys/fs/cgroup (the container's own, read by exec)"}
 
+    def _cgroup_driver(self) -> str | None:
+        """kubelet's cgroup driver on the worker, "systemd" or "cgroupfs", as its layout shows it; None
+        where no node is reachable (an existing cluster: only each container's own files are read)."""
+        return None
+
+    def _driver_quota(self, designed: dict[str, Any], level: Any, actual: dict[str, Any] | None) -> str:
+        """A systemd cgroup driver rounds a quota up to whole 10 ms per second (quantities.systemd_quota):
+        under it the design's quota is the rounded one (also where the driver is unknown and the quota read
+        is exactly that rounding). Returns what to add to the level's formula."""
+        quota = designed["quota_us"]
+        rounded = q.systemd_quota(quota, level.period_us)
+        if quota is None or rounded == quota:
+            return ""
+        driver = self._cgroup_driver()
+        if driver == "systemd" or (driver is None and actual is not None and actual.get("quota_us") == rounded):
+            designed["quota_us"] = rounded
+            how = "systemd cgroup driver" if driver else "a systemd cgroup driver's rounding, as read"
+            return f"; {how}: quota rounded up to whole 10 ms per second, {quota} -> {rounded} us"
+        return ""
+
     def verify(self) -> list[Readback]:
         upper = self._read_upper_levels()
         results = []
@@ -556,7 +576,8 @@ class KubeDeployment(Deployment):
                 actual = upper.get(level.path)
             if self.cgroup_version == 1:
                 designed["shares"] = kl.v1_shares
-            info = {**designed, "formula": level.formula, "pod": level.pod, "container": level.container}
+            formula = level.formula + self._driver_quota(designed, level, actual)
+            info = {**designed, "formula": formula, "pod": level.pod, "container": level.container}
             if actual is None:
                 missing = [f"not found: {self.backend.unreadable_reason}"] if self.strict_upper else []
                 results.append(
