@@ -124,6 +124,24 @@ def test_the_real_node_leaves_out_weight_pods_that_ask_for_more_cpu_than_it_has(
     assert "request 5.2 CPUs and the real node has 2" in local[("E4", "runc-old")]
 
 
+def test_kind_leaves_out_weight_pods_that_ask_for_more_cpu_than_this_host_has():
+    """A kind worker is a container of this host and its kubelet counts the host's CPUs: E4's 5.2 CPUs of
+    requests do not fit on 2 (the ci profile on the real kind clusters stopped there: Insufficient cpu)."""
+    v1 = untestable_variants("kind", _experiments("ci"), "runc-new", 1, node_cpus=2)
+    crowded = {k for k, why in v1.items() if "Insufficient cpu" in why}
+    assert crowded == {("E4", "runc-new"), ("E4", "runc-old")}  # E5's and E10's pinned phases: v1's reason
+    assert "request 5.2 CPUs and a kind worker of this host has 2" in v1[("E4", "runc-old")]
+    v2 = untestable_variants("kind", _experiments("ci"), "runc-new", 2, node_cpus=2)
+    assert {k for k, why in v2.items() if "Insufficient cpu" in why} == {
+        ("E4", "runc-new"),
+        ("E4", "runc-old"),
+        ("E5", "pods"),
+        ("E10", "pods"),
+    }
+    roomy = untestable_variants("kind", _experiments("ci"), "runc-new", 2, node_cpus=10)
+    assert not any("Insufficient cpu" in why for why in roomy.values())
+
+
 @pytest.mark.parametrize("backend", ["kind", "kubernetes"])
 def test_a_request_above_its_limit_is_left_out_on_the_cluster_backends(backend):
     experiments = _experiments("quick")

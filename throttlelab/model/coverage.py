@@ -114,7 +114,8 @@ def untestable_variants(
     ``cgroup_version``: the host's (Docker's) cgroup version, when known; kind cannot pin
     its node containers on v1. On kind and kubernetes, E6 variants that do not fit the kubelet's
     cAdvisor (`cadvisor_misfit`) are listed too, and everywhere the variants asking for a burst
-    budget or a CFS period the backend cannot write (X1, X2). ``cluster``: the kubernetes backend's
+    budget or a CFS period the backend cannot write (X1, X2). On kind, ``node_cpus`` is this host's: the
+    lab's weight pods that request more (E4) are left out. ``cluster``: the kubernetes backend's
     (``local``: the lab's real node, which has both runc releases and ``node_cpus`` CPUs). On the vm
     backend ``cluster="local"`` is ``vm: {node: kubernetes}``: the real node in each guest of
     ``node_cpus`` vCPUs leaves out what the real node does, for the same reasons (timed checks are
@@ -180,9 +181,17 @@ def _placement_reasons(
                 )
                 continue
             if backend == "kind":
+                asked = _weight_requests_milli(experiment, spec)
                 if cgroup_version == 1 and (spec.cpus or spec.node_cpus or spec.load_cpus):
                     out[(experiment, variant)] = (
                         f"not testable on the kind backend on this cgroup v1 host: {V1_PIN_REASON}"
+                    )
+                elif node_cpus and asked and asked > node_cpus * 1000:
+                    # a kind node is a container of this host: its kubelet counts the host's CPUs
+                    out[(experiment, variant)] = (
+                        f"not testable on the kind backend here: its pods request {asked / 1000:g} CPUs and a "
+                        f"kind worker of this host has {node_cpus} (the lab's nodes had more): the scheduler "
+                        "refuses them (Insufficient cpu)"
                     )
                 elif reason := _cadvisor_reason(backend, spec):
                     out[(experiment, variant)] = f"not testable on the kind backend: {reason}"
