@@ -71,10 +71,11 @@ rule load_image:
         " --image-stamp {input.image} --stamp {output.stamp} > {log} 2>&1"
 
 
+# Both of the lab's clusters, whichever the profile's experiments need (a run makes only those).
 rule create_clusters:
     input:
-        [cluster_file(role, "kubeconfig") for role in PLAN.kind_roles()],
-        [cluster_file(role, f"images/{build}.json") for role in PLAN.kind_roles() for build in BUILDS],
+        [cluster_file(role, "kubeconfig") for role in PLAN.lab_kind_roles()],
+        [cluster_file(role, f"images/{build}.json") for role in PLAN.lab_kind_roles() for build in BUILDS],
 
 
 # `snakemake --cores 1 clean`: delete the lab's kind clusters (and their kubeconfigs).

@@ -28,7 +28,7 @@ from throttlelab.model.builds import BUILDS
 from throttlelab.model.clustertools import project as cluster_project
 from throttlelab.model.config import Design, load_design
 from throttlelab.model.coverage import CLUSTER_BACKENDS, untestable_variants
-from throttlelab.model.runtime import KIND_ROLE_OF_RUNTIME
+from throttlelab.model.runtime import KIND_ROLE_OF_RUNTIME, RUNTIME_OF_KIND_ROLE
 
 #: The kind settings that define the clusters (binaries, releases, names): a changed pod timeout or
 #: namespace must not rerun the cluster jobs.
@@ -354,8 +354,15 @@ class Plan:
         return KIND_ROLE_OF_RUNTIME[spec.runtime or self.design.runtime]
 
     def kind_roles(self) -> list[str]:
-        """The kind clusters this run needs."""
+        """The kind clusters this run's experiments need."""
         return sorted({self.variant_role(e, v) for e, exp in self.design.experiments.items() for v in exp.variants})
+
+    @staticmethod
+    def lab_kind_roles() -> list[str]:
+        """The lab's two kind clusters (new runc, old runc), which `create_clusters` makes whatever the profile
+        leaves out: on a 2-CPU cgroup v1 host no variant of the old cluster can run (E10 pins, E4's pods do not
+        fit), yet a job still pauses it, and the lab is its two clusters."""
+        return sorted(RUNTIME_OF_KIND_ROLE)
 
     def cluster_inputs(self, experiment: str, variant: str) -> list[str]:
         """kind: the files of the variant's cluster with both images loaded; none elsewhere."""
