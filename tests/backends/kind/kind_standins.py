@@ -14,6 +14,7 @@ is not tested here.
 
 from __future__ import annotations
 
+import fcntl
 import io
 import os
 import shutil
@@ -184,3 +185,21 @@ class FastKind(kind_backend.KindBackend):
         # child cpusets and works on a v1 host too; a real kind node on v1 is EBUSY (see
         # test_a_real_kind_node_on_a_v1_host_is_not_pinned), which is what the backend says there.
         return 2
+
+
+def state_files(node_names) -> list[str]:
+    """The pin and pause state files a job left for these node containers."""
+    return [str(f(name)) for name in node_names for f in (pins.state_file, pauses.state_file) if f(name).exists()]
+
+
+def locks_free(cluster_names) -> bool:
+    """No lab process holds a lock on these clusters (an exclusive one can be taken at once)."""
+    pauses.LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    for name in cluster_names:
+        with open(pauses.lock_file(name), "a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    return True

@@ -9,7 +9,6 @@ waits for the job. What kind cannot run on this host is listed, with the reason,
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import signal
@@ -36,7 +35,9 @@ from kind_standins import (
     engine_or_skip,
     lab_clusters,
     lab_settings,
+    locks_free,
     stand_in,
+    state_files,
 )
 from throttlelab.backends.base import BackendError, Capabilities, refuse_knobs
 from throttlelab.backends.kind import clusters as kind_clusters, pauses, pins
@@ -160,19 +161,11 @@ class Lab:
         return [c for s in self.standins.values() for c in s.api.running_containers()]
 
     def state_files(self) -> list[str]:
-        return [str(f(name)) for name in self.nodes() for f in (pins.state_file, pauses.state_file) if f(name).exists()]
+        return state_files(self.nodes())
 
     def locks_free(self) -> bool:
         """No lab process holds a lock on either cluster (an exclusive one can be taken at once)."""
-        pauses.LOCK_DIR.mkdir(parents=True, exist_ok=True)
-        for cluster in self.clusters.values():
-            with open(pauses.lock_file(cluster.name), "a") as handle:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    return False
-                fcntl.flock(handle, fcntl.LOCK_UN)
-        return True
+        return locks_free(c.name for c in self.clusters.values())
 
     def assert_as_before(self, cpusets: dict[str, list[int]]) -> None:
         """Nothing of a job left: no pod in either cluster, every node running with its cpuset, no

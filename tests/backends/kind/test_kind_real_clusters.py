@@ -11,7 +11,6 @@ saying so, when they are not running.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import signal
@@ -25,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PROJECT
-from throttlelab.backends.kind import pauses, pins
+from kind_standins import locks_free, state_files
 from throttlelab.backends.kind.clusters import clusters_from_settings
 from throttlelab.backends.kube.manifests import MANAGED_SELECTOR
 from throttlelab.backends.node.cluster import host_sysctls
@@ -85,30 +84,14 @@ def _lab_pods(clusters, roles: tuple[str, ...] = ("new", "old")) -> list[str]:
     return found
 
 
-def _state_files(nodes: dict) -> list[str]:
-    return [str(f(name)) for name in nodes for f in (pins.state_file, pauses.state_file) if f(name).exists()]
-
-
-def _locks_free(clusters) -> bool:
-    pauses.LOCK_DIR.mkdir(parents=True, exist_ok=True)
-    for cluster in clusters.values():
-        with open(pauses.lock_file(cluster.name), "a") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return False
-            fcntl.flock(handle, fcntl.LOCK_UN)
-    return True
-
-
 def _left(clusters, nodes) -> list[str]:
     """What of a job is still there (empty: nothing)."""
     status = _status(nodes)
     left = [f"node {n} {s}" for n, s in status.items() if s != "running"]
     running = tuple(r for r, c in clusters.items() if {status[c.control_plane], status[c.worker]} == {"running"})
     left += [f"pod {p}" for p in _lab_pods(clusters, running)]
-    left += [f"state file {f}" for f in _state_files(nodes)]
-    if not _locks_free(clusters):
+    left += [f"state file {f}" for f in state_files(nodes)]
+    if not locks_free(c.name for c in clusters.values()):
         left.append("a cluster lock still held")
     return left
 
