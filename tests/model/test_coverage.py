@@ -47,7 +47,7 @@ def test_kind_on_a_cgroup_v1_host_leaves_out_every_pinned_variant_with_the_reaso
 def test_kind_on_cgroup_v2_runs_everything_but_an_e6_too_short_for_cadvisor_a_burst_budget_or_a_period():
     experiments = _experiments("quick")
     knobs = _knobs(experiments)
-    assert knobs == {("X1", "budget-half"), ("X1", "budget-full"), ("X2", "period20"), ("X2", "period5")}
+    assert knobs == {("X1", "budget-full"), ("X2", "period20"), ("X2", "period5")}
     for version in (2, None):
         left = untestable_variants("kind", experiments, "runc-new", cgroup_version=version)
         assert set(left) == {("E6", "limit")} | knobs | _over(experiments)
@@ -91,7 +91,7 @@ def test_burst_budget_is_local_only_and_a_period_local_or_docker():
     experiments = _experiments("quick")
     assert untestable_variants("local", experiments, "runc-new") == {}
     docker = untestable_variants("docker", experiments, "runc-new", cgroup_version=1)
-    assert set(docker) == {("X1", "budget-half"), ("X1", "budget-full")}  # --cpu-period expresses X2
+    assert set(docker) == {("X1", "budget-full")}  # --cpu-period expresses X2
     assert all("no flag" in reason for reason in docker.values())
     kube = untestable_variants("kubernetes", experiments, "runc-new")
     assert "cpuCFSQuotaPeriod" in kube[("X2", "period20")] and "burst budget" in kube[("X1", "budget-full")]

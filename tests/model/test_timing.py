@@ -88,7 +88,7 @@ def test_a_runs_measuring_time_comes_from_its_parameters():
     load = quick().experiments["E7"].variants["one-limit"]
     assert timing.measuring_s(load) == pytest.approx(2.7)  # 0.2 s warmup + 2.5 s window
     shares = quick().experiments["E5"].variants["pods"]
-    assert timing.measuring_s(shares) == pytest.approx(2.0)  # 0.5 s settling + 3 x 0.5 s readings
+    assert timing.measuring_s(shares) == pytest.approx(1.5)  # 0.5 s settling + 2 x 0.5 s readings
     readout = quick().experiments["E1"].variants["partial"]
     assert timing.measuring_s(readout) == 0.0
 
