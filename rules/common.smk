@@ -25,7 +25,7 @@ snakemake_params.install()
 # package again (~40 ms a job, ~280 jobs a quick run): compile it once here (throttlelab/bytecode.py).
 from throttlelab import bytecode
 
-bytecode.compile_package()
+bytecode.compile_package(Path(workflow.basedir) / "throttlelab")
 
 from throttlelab.figures.registry import FIGURES, figures_for, report_caption
 from throttlelab.host.facts import cgroup_version

@@ -28,7 +28,11 @@ def loaded_from(root: Path) -> str:
     out = subprocess.run(
         [sys.executable, "-v", "-c", "import toypkg.sub.mod"], env=env, capture_output=True, text=True, check=True
     )
-    (line,) = [line for line in out.stderr.splitlines() if "code object from" in line and "toypkg/sub/" in line and "/mod." in line]
+    (line,) = [
+        line
+        for line in out.stderr.splitlines()
+        if "code object from" in line and "toypkg/sub/" in line and "/mod." in line
+    ]
     return line
 
 

@@ -14,10 +14,8 @@ import compileall
 import os
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parent
 
-
-def compile_package(package_dir: Path = PACKAGE_DIR) -> bool:
+def compile_package(package_dir: Path) -> bool:
     """Write the bytecode of every module under ``package_dir`` that lacks a current one; False when
     some could not be written (a read-only checkout: the jobs then compile as before, nothing fails)."""
     if not os.access(package_dir, os.W_OK):

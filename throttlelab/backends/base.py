@@ -45,6 +45,10 @@ class Capabilities:
     #: the kubelet's cAdvisor can be scraped (`Deployment.monitoring_sample`): E6 then reads it, as
     #: the lab did, instead of emulating it (kind, kubernetes; local and docker have none)
     cadvisor: bool = False
+    #: the CPU the lab's pods may request on the worker node: its allocatable CPU less what its other
+    #: live pods request (kubelet refuses a pod that does not fit: OutOfcpu); None where no scheduler
+    #: refuses anything (local, docker). E4 reads a node smaller than the lab's in several deployments.
+    free_cpu_milli: int | None = None
 
 
 @dataclass

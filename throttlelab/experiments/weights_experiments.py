@@ -12,23 +12,37 @@ from __future__ import annotations
 
 import time
 
+from throttlelab.backends.base import BackendError
 from throttlelab.model.variants import VariantSpec
 from throttlelab.model.placement import Node
-from throttlelab.model.weight_pods import PHASES, expected_shares, lab_pods, pod_names
+from throttlelab.model.weight_pods import PHASES, deployment_waves, expected_shares, lab_pods, pod_names
 from throttlelab.experiments.context import Context, ExperimentResult, deployed
 
 
 def run_e4(spec: VariantSpec, ctx: Context) -> ExperimentResult:
-    """Every pod of the lab, read back at every level for one runtime conversion."""
-    names = pod_names("E4", None)
-    node = Node(
-        "node", lab_pods(names, ("info",), (spec.build or "go124mod")), cpus=ctx.node_cpus, runtime=spec.runtime
-    )
+    """Every pod of the lab, read back at every level for one runtime conversion: all at once where the
+    node holds them, else in as few deployments as fit what its allocatable CPU leaves free
+    (weight_pods.deployment_waves; each deployment's design counts the pods present)."""
+    pods = lab_pods(pod_names("E4", None), ("info",), (spec.build or "go124mod"))
+    free = ctx.capabilities.free_cpu_milli
+    try:
+        waves = deployment_waves(pods, free)
+    except ValueError as exc:
+        raise BackendError(f"E4: {exc}") from None
     result = ExperimentResult()
-    with deployed(ctx, node, result) as dep:
-        for pod in node.pods:
-            for c in pod.containers:
-                result.add_output(dep.run_job(pod.name, c.name, timeout_s=30))
+    if len(waves) > 1:
+        note = (
+            f"the lab's pods ask {sum(p.request_milli for p in pods)}m and the node leaves {free}m free: read back in "
+            f"{len(waves)} deployments ({'; '.join(', '.join(p.name for p in wave) for wave in waves)})"
+        )
+        result.notes.append(note)
+        ctx.progress(note)
+    for wave in waves:
+        node = Node("node", wave, cpus=ctx.node_cpus, runtime=spec.runtime)
+        with deployed(ctx, node, result) as dep:
+            for pod in node.pods:
+                for c in pod.containers:
+                    result.add_output(dep.run_job(pod.name, c.name, timeout_s=30))
     return result
 
 

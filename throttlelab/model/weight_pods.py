@@ -37,6 +37,42 @@ def requested_milli(names: tuple[str, ...]) -> int:
     return sum(q.parse_cpu(req, "request") for name, containers in E4_PODS if name in names for _, req, _ in containers)
 
 
+def largest_pod_milli(names: tuple[str, ...]) -> int:
+    """The CPU the largest of these pods requests (what one node must have free to hold it alone)."""
+    return max(
+        sum(q.parse_cpu(req, "request") for _, req, _ in containers) for name, containers in E4_PODS if name in names
+    )
+
+
+def deployment_waves(pods: tuple[Pod, ...], free_milli: int | None) -> list[tuple[Pod, ...]]:
+    """The pods in as few deployments as each fit ``free_milli`` of requestable CPU, for a read-out
+    (E4) on a node smaller than the lab's: kubelet refuses a pod whose request does not fit what the
+    node's allocatable CPU leaves (OutOfcpu), and each level's weight depends only on the requests
+    of the pods present, which each deployment's design counts. First fit, largest first; each
+    deployment keeps the lab's order. ``free_milli`` None: no scheduler refuses anything (local,
+    docker), all at once. A pod larger than ``free_milli`` is a ValueError naming it (the plan
+    leaves such a variant out: coverage.untestable_variants)."""
+    if free_milli is None or sum(p.request_milli for p in pods) <= free_milli:
+        return [tuple(pods)]
+    too_big = [p for p in pods if p.request_milli > free_milli]
+    if too_big:
+        names = ", ".join(f"{p.name} ({q.format_cpu(p.request_milli)})" for p in too_big)
+        raise ValueError(
+            f"pod(s) {names} request more CPU than the node leaves free ({q.format_cpu(free_milli)}): "
+            "no deployment can hold them"
+        )
+    bins: list[list[Pod]] = []
+    for pod in sorted(pods, key=lambda p: -p.request_milli):  # sorted() is stable: ties keep the lab's order
+        for wave in bins:
+            if sum(p.request_milli for p in wave) + pod.request_milli <= free_milli:
+                wave.append(pod)
+                break
+        else:
+            bins.append([pod])
+    order = {p.name: k for k, p in enumerate(pods)}
+    return [tuple(sorted(wave, key=lambda p: order[p.name])) for wave in bins]
+
+
 def lab_pods(names: tuple[str, ...], args: tuple[str, ...], build: str) -> tuple[Pod, ...]:
     """The lab's pods named in ``names`` (in the lab's order), each container running ``args``."""
     pods = []

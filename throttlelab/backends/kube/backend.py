@@ -945,11 +945,27 @@ class KubeBackend(Backend):
             )
         return None
 
+    #: whether the worker's other pods are listed to know what CPU they leave (every namespace's pods: a
+    #: cluster-wide right an existing cluster's user need not have; the lab's own nodes list them)
+    lists_node_pods = False
+
+    def free_cpu_milli(self, worker: dict[str, Any]) -> int:
+        """The worker's allocatable CPU, less the requests of its other live pods where this backend lists
+        them (``lists_node_pods``); elsewhere a pod that does not fit is refused at deployment with the
+        scheduler's words."""
+        allocatable = q.parse_cpu(worker["status"]["allocatable"]["cpu"], "allocatable cpu")
+        if not self.lists_node_pods:
+            return allocatable
+        pods = self.client.pods_on_node(self.settings.worker_node)
+        live = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+        return allocatable - sum(mf.pod_request_milli(p) for p in live)
+
     def capabilities(self) -> Capabilities:
         worker = self.client.node(self.settings.worker_node)
         cpus = q.parse_cpu(worker["status"]["capacity"]["cpu"], "capacity cpu") // 1000
         return Capabilities(
             cpus=cpus,
+            free_cpu_milli=self.free_cpu_milli(worker),
             cgroup_version=None,
             can_pin_cpus=False,
             has_pause_level=True,

@@ -173,6 +173,7 @@ class NodeDeployment(KindDeployment):
 class NodeBackend(KubeBackend):
     name = "kubernetes"
     unreadable_reason = "not found in this host's cgroupfs"
+    lists_node_pods = True  # the lab's own node: its admin may list every pod on it
 
     def __init__(
         self,
@@ -293,6 +294,7 @@ class NodeBackend(KubeBackend):
             has_pause_level=True,
             runtime=self.runtime,
             cadvisor=True,
+            free_cpu_milli=caps.free_cpu_milli,
             notes=(
                 "real node: kubelet, containerd and both runc releases on this host; every cgroup level read "
                 "from this host's cgroupfs",
