@@ -29,8 +29,6 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Second, "per-request timeout")
 	fs.BoolVar(&cfg.Closed, "closed", false, "closed loop: -workers send /work as fast as answered")
 	fs.IntVar(&cfg.Workers, "workers", 1, "closed-loop workers")
-	fs.StringVar(&cfg.Connections, "connections", loadgen.ConnectionsPerRun,
-		"how long a /work connection lives: per-run (kept for the run) or per-clump (opened for each clump, then closed)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -15,8 +15,7 @@ import pytest
 from conftest import lab_cgroups, workload_pids
 from load_records import META, header
 from throttlelab.analysis import metrics, tidy
-from throttlelab.experiments.services_experiments import load_args, wall_ns_of, window_start_ns
-from throttlelab.model.variants import VariantSpec
+from throttlelab.experiments.services_experiments import wall_ns_of, window_start_ns
 from throttlelab.backends.base import Output
 
 
@@ -84,38 +83,6 @@ def test_per_connection_balancing_spreads_connections_over_targets(binaries):
     served = {r["target"] for r in reqs if r["ep"] == "work"}
     assert served == {0, 1, 2}
     assert sum(summary["requests_per_target"]) == len(reqs)
-
-
-@pytest.mark.parametrize("connections", [None, "per-run", "per-clump"])
-def test_an_e7_spec_says_whether_each_clump_opens_connections_of_its_own(binaries, connections):
-    fields = {"rps": 40, "clump": 8, "ping_rps": 5, "warmup_ms": 100, "duration_ms": 1000, "replicas": 2}
-    if connections:
-        fields["connections"] = connections
-    spec = VariantSpec.from_dict("E7", "v", fields)
-    servers = [_serve(binaries["go124mod"]) for _ in range(2)]
-    try:
-        done = subprocess.run(
-            [str(binaries["go124mod"]), *load_args(spec, [addr for _, addr in servers], 11, "v")],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    finally:
-        for proc, _ in servers:
-            proc.send_signal(signal.SIGTERM)
-        for proc, _ in servers:
-            proc.wait(timeout=15)
-    assert done.returncode == 0, done.stderr
-    records = [json.loads(line) for line in done.stdout.splitlines()]
-    work = [r for r in records if r["type"] == "req" and r["ep"] == "work"]
-    assert work and all(r["ok"] for r in work)
-    clump_of: dict[int, float] = {}  # connection -> the first clump (its scheduled time) that used it
-    reused = sum(clump_of.setdefault(r["conn"], r["sched_ms"]) != r["sched_ms"] for r in work)
-    assert len({r["sched_ms"] for r in work}) >= 4
-    if connections == "per-clump":
-        assert reused == 0  # no clump sends on an earlier clump's connection
-    else:
-        assert reused > 0  # the run's connections are kept and reused
 
 
 @pytest.mark.root

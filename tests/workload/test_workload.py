@@ -201,7 +201,14 @@ def test_burst_is_throttled_by_a_v1_quota(binaries, v1_cgroups):
     assert header["params"] == {"threads": 4, "work": 20.0, "interval": 230.0, "rounds": 8, "align": False, "offset": 0}
     rounds = of_type(limited, "round")
     assert len(rounds) == 8
-    assert all(19.9 <= r["thread_cpu_ms"] <= 21 for r in rounds), "work is thread CPU time, not wall time"
+    # Work is thread CPU time, not wall time: at least the 20 ms asked, and well under the round's wall time
+    # (4 threads on at most 2 CPUs, throttled). The thread clock may run a little over where the hypervisor
+    # takes the vCPU mid-burn (steal time counts as the thread's), so one round may overshoot, not most.
+    cpu = sorted(r["thread_cpu_ms"] for r in rounds)
+    assert cpu[0] >= 19.9 and cpu[len(cpu) // 2] <= 21, cpu
+    assert all(r["thread_cpu_ms"] < 0.8 * r["wall_ms"] for r in rounds), [
+        (r["thread_cpu_ms"], r["wall_ms"]) for r in rounds
+    ]
     assert all(r["d_usage_usec"] >= 4 * 19_900 for r in rounds)
 
     throttled, unthrottled = of_type(limited, "summary")[0], of_type(free, "summary")[0]

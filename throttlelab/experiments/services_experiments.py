@@ -95,8 +95,6 @@ def load_args(spec: VariantSpec, targets: Sequence[str], seed: int, label: str) 
         args += ["-closed", f"-workers={spec.workers}"]
     else:
         args += [f"-rps={spec.rps}", f"-clump={spec.clump}", f"-ping-rps={(spec.ping_rps or 0)}"]
-        if spec.connections:
-            args.append(f"-connections={spec.connections}")
     return args
 
 

@@ -106,8 +106,6 @@ class VariantSpec:
     node_cpus: str | None = None
     load_cpus: str | None = None
     replicas: int | None = None
-    # how long a /work connection lives: per-run (the default: kept for the run) or per-clump
-    connections: str | None = None
     neighbor: bool | None = None
     neighbor_request: Cpu | None = None
     neighbor_threads: int | None = None

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from throttlelab.backends import vm as vm_backend
 from throttlelab.backends.node import cluster as nc
 from throttlelab.host.clusterbuild import ToolsSettings, cached
 from throttlelab.model import kubenode as kn
@@ -54,7 +55,9 @@ def main(out: Path) -> int:
     }
     kubectl_bin = str(Path(tools["kube-apiserver"]).with_name("kubectl"))
     result: dict = {"runc": versions, "pods": {}}
-    with nc.LocalNode(tools, runc, keep_logs=out / "logs") as facts:
+    # an emulated guest's node is slow to start and to go: the vm backend's patience, not the host's limits
+    patience = vm_backend.node_patience((vm_backend.guest_settings() or {}).get("accel"))
+    with nc.LocalNode(tools, runc, keep_logs=out / "logs", patience=patience) as facts:
         result["node_start_s"] = facts["start_s"]
         result["cgroup_version"] = facts["cgroup_version"]
 

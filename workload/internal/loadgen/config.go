@@ -27,20 +27,7 @@ type Config struct {
 	Timeout  time.Duration // per request
 	Closed   bool          // closed loop: Workers send back to back
 	Workers  int
-	// Connections says how long a /work connection lives (open loop):
-	// ConnectionsPerRun (the default) keeps every connection for the run, as a
-	// long-lived client does, so how the targets share the load is drawn once
-	// per run; ConnectionsPerClump opens each clump's connections for it and
-	// closes them after it, as a client that connects per burst does, so the
-	// share is drawn anew for every clump. /ping keeps its connections.
-	Connections string
 }
-
-// The values of Config.Connections.
-const (
-	ConnectionsPerRun   = "per-run"
-	ConnectionsPerClump = "per-clump"
-)
 
 // FieldError says which setting is wrong, so the CLI can name the flag.
 type FieldError struct {
@@ -71,16 +58,6 @@ func (c Config) Validate() error {
 		if c.Clump < 1 {
 			return &FieldError{"clump", fmt.Sprintf("must be at least 1, got %d", c.Clump)}
 		}
-	}
-	switch c.Connections {
-	case "", ConnectionsPerRun:
-	case ConnectionsPerClump:
-		if c.Closed {
-			return &FieldError{"connections", "per-clump needs the open loop (a closed loop has no clumps)"}
-		}
-	default:
-		return &FieldError{"connections", fmt.Sprintf("must be %s or %s, got %q",
-			ConnectionsPerRun, ConnectionsPerClump, c.Connections)}
 	}
 	if c.PingRPS < 0 || math.IsNaN(c.PingRPS) || math.IsInf(c.PingRPS, 0) {
 		return &FieldError{"ping-rps", fmt.Sprintf("must be 0 (none) or a positive rate, got %v", c.PingRPS)}

@@ -32,8 +32,7 @@ const (
 // generator sends requests and hands their results to the collector.
 type generator struct {
 	cfg      Config
-	bal      *balancer
-	client   *http.Client // every request, except /work's per clump (Config.Connections)
+	client   *http.Client
 	coll     *collector
 	inflight sync.WaitGroup
 	// reqCtx bounds every request, so the run ends even if a target hangs.
@@ -58,7 +57,7 @@ func Run(ctx context.Context, cfg Config, out *record.Writer) (Summary, error) {
 	transport := bal.transport(connectionBound(cfg))
 	defer transport.CloseIdleConnections()
 	g := &generator{
-		cfg: cfg, reqCtx: reqCtx, bal: bal,
+		cfg: cfg, reqCtx: reqCtx,
 		client: &http.Client{Timeout: cfg.Timeout, Transport: transport},
 		coll:   newCollector(out, windowStart, len(cfg.Targets)),
 	}
@@ -148,38 +147,15 @@ func (g *generator) startStream(ctx context.Context, wg *sync.WaitGroup, ep stri
 			if pacer.SleepUntil(ctx, due) != nil && !dueBeforeDeadline(ctx, due) {
 				return // window over or interrupted
 			}
-			client, clumpDone := g.clumpClient(ep, arrival.Count)
 			for range arrival.Count {
 				g.inflight.Add(1)
 				go func() {
 					defer g.inflight.Done()
-					defer clumpDone()
-					_ = g.send(client, ep, due)
+					_ = g.send(ep, due)
 				}()
 			}
 		}
 	}()
-}
-
-// clumpClient returns the client for one arrival of count ep requests and
-// the function each of them calls when done. With ConnectionsPerClump, /work's
-// clump gets a transport of its own: its requests dial new connections, each
-// to a target the balancer picks, and the connections are closed once the
-// last of them is answered, so no later clump reuses one.
-func (g *generator) clumpClient(ep string, count int) (*http.Client, func()) {
-	if ep != epWork || g.cfg.Connections != ConnectionsPerClump {
-		return g.client, func() {}
-	}
-	transport := g.bal.transport(0)
-	var left sync.WaitGroup
-	left.Add(count)
-	g.inflight.Add(1)
-	go func() {
-		defer g.inflight.Done()
-		left.Wait()
-		transport.CloseIdleConnections()
-	}()
-	return &http.Client{Timeout: g.cfg.Timeout, Transport: transport}, left.Done
 }
 
 // dueBeforeDeadline reports whether ctx ended at its deadline (not by a
@@ -197,7 +173,7 @@ func (g *generator) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				if !g.send(g.client, epWork, time.Time{}) {
+				if !g.send(epWork, time.Time{}) {
 					// Back off after a failure, so a refusing target is not
 					// hammered in a hot loop that floods the records.
 					_ = waitUntil(ctx, time.Now().Add(closedLoopBackoff))
@@ -207,11 +183,11 @@ func (g *generator) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
-// send performs one request on client, scheduled at sched (zero: now, for the closed
+// send performs one request scheduled at sched (zero: now, for the closed
 // loop), records it when it belongs to the window and reports whether it
 // succeeded. Latency runs from sched, not from the actual send, so time
 // the request waited for the generator counts against the service.
-func (g *generator) send(client *http.Client, ep string, sched time.Time) bool {
+func (g *generator) send(ep string, sched time.Time) bool {
 	res := result{ep: ep, target: -1, conn: -1, sched: sched}
 	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
 		if c, ok := info.Conn.(*trackedConn); ok {
@@ -226,7 +202,7 @@ func (g *generator) send(client *http.Client, ep string, sched time.Time) bool {
 	}
 	if err == nil {
 		var resp *http.Response
-		if resp, err = client.Do(req); err == nil {
+		if resp, err = g.client.Do(req); err == nil {
 			_, err = io.Copy(io.Discard, resp.Body) // drain so the connection is reused
 			resp.Body.Close()
 			res.status = resp.StatusCode

@@ -240,72 +240,6 @@ func TestCancelEndsTheWindowEarly(t *testing.T) {
 	}
 }
 
-// connectionsOfClumps groups the /work records' connection ids by the clump
-// (the scheduled time) that sent them.
-func connectionsOfClumps(t *testing.T, recs []map[string]any) map[float64]map[float64]bool {
-	t.Helper()
-	clumps := map[float64]map[float64]bool{}
-	for _, r := range ofType(recs, "req") {
-		if r["ep"] != "work" {
-			continue
-		}
-		if r["ok"] != true {
-			t.Fatalf("request failed: %v", r)
-		}
-		sched := r["sched_ms"].(float64)
-		if clumps[sched] == nil {
-			clumps[sched] = map[float64]bool{}
-		}
-		clumps[sched][r["conn"].(float64)] = true
-	}
-	return clumps
-}
-
-func TestConnectionsPerClumpAreTheClumpsOwn(t *testing.T) {
-	var targets []string
-	for range 2 {
-		_, url := newService(t)
-		targets = append(targets, url)
-	}
-	for _, mode := range []string{ConnectionsPerRun, ConnectionsPerClump} {
-		// Pings between the clumps use connections of their own kind.
-		cfg := Config{Targets: targets, RPS: 100, Clump: 10, PingRPS: 20, Duration: time.Second,
-			Seed: 3, Timeout: 2 * time.Second, Connections: mode}
-		summary, recs := runLoad(t, context.Background(), cfg)
-		clumps := connectionsOfClumps(t, recs)
-		if len(clumps) < 5 {
-			t.Fatalf("%s: %d clumps in the window, want 10", mode, len(clumps))
-		}
-		owner := map[float64]float64{} // connection id -> the clump that used it
-		shared := 0
-		for sched, conns := range clumps {
-			for conn := range conns {
-				if first, seen := owner[conn]; seen && first != sched {
-					shared++
-				}
-				owner[conn] = sched
-			}
-		}
-		var opened int64
-		for _, n := range summary.ConnectionsPerTarget {
-			opened += n
-		}
-		switch mode {
-		case ConnectionsPerClump:
-			if shared != 0 {
-				t.Errorf("per-clump: %d uses of a connection by a later clump", shared)
-			}
-			if opened < int64(len(clumps)) {
-				t.Errorf("per-clump: %d connections opened for %d clumps", opened, len(clumps))
-			}
-		case ConnectionsPerRun:
-			if shared == 0 {
-				t.Errorf("per-run: no clump reused an earlier clump's connection (%d opened)", opened)
-			}
-		}
-	}
-}
-
 func TestValidateNamesTheBadSetting(t *testing.T) {
 	good := Config{Targets: []string{"http://127.0.0.1:1"}, RPS: 1, Clump: 1, Duration: time.Second, Timeout: time.Second}
 	tests := []struct {
@@ -325,8 +259,6 @@ func TestValidateNamesTheBadSetting(t *testing.T) {
 		{"warmup", func(c *Config) { c.Warmup = -time.Second }},
 		{"timeout", func(c *Config) { c.Timeout = 0 }},
 		{"workers", func(c *Config) { c.Closed, c.Workers = true, 0 }},
-		{"connections", func(c *Config) { c.Connections = "per-request" }},
-		{"connections", func(c *Config) { c.Closed, c.Workers, c.Connections = true, 1, ConnectionsPerClump }},
 	}
 	if err := good.Validate(); err != nil {
 		t.Fatalf("good config rejected: %v", err)
