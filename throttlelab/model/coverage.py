@@ -152,10 +152,17 @@ def request_over_limit(spec: VariantSpec) -> str | None:
     return None
 
 
-def _weight_requests_milli(experiment: str, spec: VariantSpec) -> int | None:
-    """What the lab's weight pods of this variant request in all (E4, E5, E10), else None."""
+def _weight_fit(experiment: str, spec: VariantSpec, a_few_at_a_time: bool) -> tuple[int, str, str] | None:
+    """What of the lab's weight pods of this variant (E4, E5, E10) one node must hold at once, in
+    millicores, with how to say it (the request, and the pronoun for what a scheduler refuses); else None.
+    E4's read-out deploys its pods a few at a time where the backend does (weight_pods.deployment_waves):
+    then only its largest pod must fit. E5 and E10 compare their pods running together: all of them."""
+    if experiment == "E4" and a_few_at_a_time:
+        largest = largest_pod_milli(pod_names("E4", None))
+        return largest, f"its largest pod requests {largest / 1000:g} CPUs", "it"
     if experiment == "E4" or (experiment in ("E5", "E10") and spec.phase):
-        return requested_milli(pod_names(experiment, spec.phase))
+        asked = requested_milli(pod_names(experiment, spec.phase))
+        return asked, f"its pods request {asked / 1000:g} CPUs", "them"
     return None
 
 
@@ -181,17 +188,16 @@ def _placement_reasons(
                 )
                 continue
             if backend == "kind":
-                asked = _weight_requests_milli(experiment, spec)
+                fit = _weight_fit(experiment, spec, a_few_at_a_time=False)
                 if cgroup_version == 1 and (spec.cpus or spec.node_cpus or spec.load_cpus):
                     out[(experiment, variant)] = (
                         f"not testable on the kind backend on this cgroup v1 host: {V1_PIN_REASON}"
                     )
-                elif node_cpus and asked and asked > node_cpus * 1000:
+                elif node_cpus and fit and fit[0] > node_cpus * 1000:
                     # a kind node is a container of this host: its kubelet counts the host's CPUs
                     out[(experiment, variant)] = (
-                        f"not testable on the kind backend here: its pods request {asked / 1000:g} CPUs and a "
-                        f"kind worker of this host has {node_cpus} (the lab's nodes had more): the scheduler "
-                        "refuses them (Insufficient cpu)"
+                        f"not testable on the kind backend here: {fit[1]} and a kind worker of this host has "
+                        f"{node_cpus} (the lab's nodes had more): the scheduler refuses {fit[2]} (Insufficient cpu)"
                     )
                 elif reason := _cadvisor_reason(backend, spec):
                     out[(experiment, variant)] = f"not testable on the kind backend: {reason}"
@@ -202,20 +208,11 @@ def _placement_reasons(
                 # pods that ask for more CPU than the node has (a real scheduler refuses them). E4's read-out
                 # deploys them a few at a time (weight_pods.deployment_waves): only a pod larger than the
                 # node leaves it out; E5/E10 compare their pods running together
-                asked = _weight_requests_milli(experiment, spec)
-                if experiment == "E4":
-                    largest = largest_pod_milli(pod_names("E4", None))
-                    if node_cpus and largest > node_cpus * 1000:
-                        reason = (
-                            f"its largest pod requests {largest / 1000:g} CPUs and the real node has {node_cpus} "
-                            "(the lab's nodes had more): the scheduler refuses it (Insufficient cpu)"
-                        )
-                    elif not (reason := _cadvisor_reason(backend, spec)):
-                        continue
-                elif node_cpus and asked and asked > node_cpus * 1000:
+                fit = _weight_fit(experiment, spec, a_few_at_a_time=True)
+                if node_cpus and fit and fit[0] > node_cpus * 1000:
                     reason = (
-                        f"its pods request {asked / 1000:g} CPUs and the real node has {node_cpus} (the "
-                        "lab's nodes had more): the scheduler refuses them (Insufficient cpu)"
+                        f"{fit[1]} and the real node has {node_cpus} (the lab's nodes had more): the scheduler "
+                        f"refuses {fit[2]} (Insufficient cpu)"
                     )
                 elif not (reason := _cadvisor_reason(backend, spec)):
                     continue

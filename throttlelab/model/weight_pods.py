@@ -32,16 +32,21 @@ def pod_names(experiment: str, phase: str | None) -> tuple[str, ...]:
     return PHASES[phase][0]
 
 
+def _pod_requests_milli(names: tuple[str, ...]) -> list[int]:
+    """What each of these pods requests in all its containers, in the lab's order."""
+    return [
+        sum(q.parse_cpu(req, "request") for _, req, _ in containers) for name, containers in E4_PODS if name in names
+    ]
+
+
 def requested_milli(names: tuple[str, ...]) -> int:
     """The CPU these pods request in all (what a scheduler must find free on one node)."""
-    return sum(q.parse_cpu(req, "request") for name, containers in E4_PODS if name in names for _, req, _ in containers)
+    return sum(_pod_requests_milli(names))
 
 
 def largest_pod_milli(names: tuple[str, ...]) -> int:
     """The CPU the largest of these pods requests (what one node must have free to hold it alone)."""
-    return max(
-        sum(q.parse_cpu(req, "request") for _, req, _ in containers) for name, containers in E4_PODS if name in names
-    )
+    return max(_pod_requests_milli(names))
 
 
 def deployment_waves(pods: tuple[Pod, ...], free_milli: int | None) -> list[tuple[Pod, ...]]:

@@ -897,6 +897,18 @@ class ListingKube(FastKube):
     lists_node_pods = True  # as the lab's own nodes do (NodeBackend)
 
 
+def _run_e4(backend, caps=None):
+    """The ci profile's E4 (runc-new) on this backend, as the runner calls it."""
+    from pathlib import Path
+
+    from throttlelab.experiments import REGISTRY, Context
+    from throttlelab.model.config import load_design
+
+    spec = load_design({"profile": "ci"}, Path(PROJECT) / "config").experiments["E4"].variants["runc-new"]
+    caps = caps or backend.capabilities()
+    return REGISTRY["E4"](spec, Context(backend=backend, capabilities=caps, node_cpus=None, seed=1))
+
+
 def test_an_existing_cluster_counts_its_allocatable_cpu_and_the_labs_own_node_what_its_pods_leave(api, tmp_path):
     _shrink_worker(api, "3")
     assert FastKube(settings(api, tmp_path), "runc-new").capabilities().free_cpu_milli == 3000
@@ -907,18 +919,13 @@ def test_e4_reads_the_lab_back_a_few_pods_at_a_time_on_a_node_smaller_than_the_l
     """E4's pods request 5.2 CPUs. On a worker of 3 whose system pods request 200m, the backend says 2.8 are
     free, and E4 deploys the lab's pods in the waves weight_pods.deployment_waves plans for that: each one
     admitted (the stand-in's kubelet refuses what does not fit: OutOfcpu), each read back, nothing left."""
-    from pathlib import Path
-
-    from throttlelab.experiments import REGISTRY, Context
-    from throttlelab.model.config import load_design
     from throttlelab.model.weight_pods import deployment_waves, lab_pods, pod_names
 
     _shrink_worker(api, "3")
     backend = ListingKube(settings(api, tmp_path), "runc-new")
     caps = backend.capabilities()
     assert caps.free_cpu_milli == 3000 - 200  # kindnet's and coredns' requests on the worker
-    spec = load_design({"profile": "ci"}, Path(PROJECT) / "config").experiments["E4"].variants["runc-new"]
-    result = REGISTRY["E4"](spec, Context(backend=backend, capabilities=caps, node_cpus=None, seed=1))
+    result = _run_e4(backend, caps)
     planned = [[p.name for p in wave] for wave in deployment_waves(lab_pods(pod_names("E4", None), (), "x"), 2800)]
     assert len(planned) == 3
     posted = [m["metadata"]["labels"][mf.LABEL_POD] for m in api.sent("POST", r"/api/v1/namespaces/default/pods")]
@@ -932,15 +939,8 @@ def test_e4_reads_the_lab_back_a_few_pods_at_a_time_on_a_node_smaller_than_the_l
 
 
 def test_e4_on_a_node_smaller_than_its_largest_pod_says_so(api, tmp_path):
-    from pathlib import Path
-
-    from throttlelab.experiments import REGISTRY, Context
-    from throttlelab.model.config import load_design
-
     _shrink_worker(api, "2")  # 1.8 free: the lab's p2 (2 CPUs) fits nowhere
     backend = ListingKube(settings(api, tmp_path), "runc-new")
-    spec = load_design({"profile": "ci"}, Path(PROJECT) / "config").experiments["E4"].variants["runc-new"]
-    ctx = Context(backend=backend, capabilities=backend.capabilities(), node_cpus=None, seed=1)
     with pytest.raises(BackendError, match=r"E4: pod\(s\) p2 \(2\) request more CPU than the node leaves free"):
-        REGISTRY["E4"](spec, ctx)
+        _run_e4(backend)
     assert api.sent("POST", r"/api/v1/namespaces/default/pods") == []
