@@ -4,6 +4,7 @@ request it measures, the rates it sets, and a quiet host's floor + 3 SD per wind
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
@@ -159,9 +160,9 @@ def _quiet(rows: list[list[int]], step_s: float = 0.1, hz: int = 100) -> dict:
 
 def test_a_steady_quiet_host_has_its_floor_and_no_spread():
     # one tick in every 0.1 s step on CPU 0 (10 ticks of 10 per step at 100 Hz): a 10% floor, SD 0
-    got = calibration.quiet_threshold(_quiet([[1, 0]] * 40), [0], 1.0)
+    got = calibration.quiet_threshold(_quiet([[1, 0]] * 50), [0], 1.0)
     assert got["floor"] == pytest.approx(0.1) and got["sd"] == 0 and got["threshold"] == pytest.approx(0.1)
-    assert got["window_s"] == 1.0 and got["windows"] == 31
+    assert got["window_s"] == 1.0 and got["windows"] == 41
     # over both CPUs the same ticks are half the share
     assert calibration.quiet_threshold(_quiet([[1, 0]] * 40), [0, 1], 1.0)["floor"] == pytest.approx(0.05)
 
@@ -178,9 +179,26 @@ def test_the_threshold_is_the_floor_plus_three_sd_of_the_share_over_the_runs_win
     assert calibration.quiet_threshold(_quiet(rows), [0], 0.2)["sd"] == 0
 
 
-def test_a_window_longer_than_half_the_sampling_takes_half_of_it():
+def test_a_window_longer_than_a_fifth_of_the_sampling_takes_a_fifth_of_it():
     got = calibration.quiet_threshold(_quiet([[1]] * 20), [0], 60.0)
-    assert got["window_s"] == pytest.approx(1.0) and got["windows"] == 11
+    assert got["window_s"] == pytest.approx(0.4) and got["windows"] == 17
+    assert calibration.QUIET_DISJOINT_WINDOWS == 5
+
+
+def test_a_long_window_is_not_judged_by_the_sd_of_two_overlapping_halves():
+    # 20 s of sampling with other work in random 0.1 s steps: 10 s windows slide over nearly the same steps
+    # (two disjoint ones), so their spread is far below what a 10 s window varies by; a 10 s run is judged
+    # by the 4 s windows' SD, the larger
+    draw = random.Random(3)
+    rows = [[10] if draw.random() < 0.05 else [0] for _ in range(200)]
+    ten = calibration.quiet_threshold(_quiet(rows), [0], 10.0)
+    four = calibration.quiet_threshold(_quiet(rows), [0], 4.0)
+    assert ten == four and ten["window_s"] == pytest.approx(4.0)
+    steps = 100  # what the 10 s window's own sliding windows would have given
+    shares = calibration.window_shares(rows, [0], steps, 100, 0.1)
+    mean = sum(shares) / len(shares)
+    own_sd = math.sqrt(sum((x - mean) ** 2 for x in shares) / (len(shares) - 1))
+    assert ten["sd"] > own_sd
 
 
 def test_a_cpu_the_calibration_did_not_sample_is_refused():

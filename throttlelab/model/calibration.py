@@ -32,6 +32,12 @@ from throttlelab.model.variants import VariantSpec
 PILOT_USES = (0.3, 0.9)
 #: The rule for a disturbed run, written before any run (STATS.md §2): floor + 3 SD of the quiet share.
 QUIET_SD = 3.0
+#: How many disjoint windows of a run's length the quiet sampling must hold for its SD to be one: a longer run
+#: window is judged by the SD of windows this many times shorter than the sampling (20 s: 4 s). Sliding
+#: windows overlap, so 20 s of sampling holds only two disjoint 10 s windows, whose "SD" came out a fifth of
+#: the 2.5 s windows' (2026-12-03: thresholds of 0.4% for E7's 10 s windows against 0.8% for its 2.5 s
+#: ones, 22 disturbed attempts in 48 runs); the shorter window's SD is the larger, so the threshold errs high.
+QUIET_DISJOINT_WINDOWS = 5
 #: A calibration file's schema version.
 SCHEMA = 1
 #: Backends whose runs the interference meter judges on this host (experiments/runner.py), and so those
@@ -193,15 +199,16 @@ def window_shares(ticks: Sequence[Sequence[int]], cpus: Sequence[int], steps: in
 
 def quiet_threshold(quiet: Mapping[str, Any], cpus: Sequence[int], window_s: float) -> dict[str, Any]:
     """The disturbance threshold of a run on ``cpus`` judged over ``window_s``: the quiet host's mean share over
-    windows of that length (the floor) + :data:`QUIET_SD` SD of it. Windows longer than half the quiet
-    sampling take half of it (the SD of the shorter window is the larger: the threshold errs high). Returns
+    windows of that length (the floor) + :data:`QUIET_SD` SD of it. A window longer than the quiet sampling
+    holds :data:`QUIET_DISJOINT_WINDOWS` times takes that length instead (the SD of the shorter window is the
+    larger: the threshold errs high). Returns
     floor, sd, threshold, the window used and how many windows it averaged."""
     step_s, hz = float(quiet["step_s"]), float(quiet["hz"])
     ticks = [[int(v) for v in row] for row in quiet["ticks"]]
     missing = [c for c in cpus if not ticks or c >= len(ticks[0])]
     if missing:
         raise ValueError(f"the quiet host's calibration sampled no CPU {missing}")
-    steps = max(1, min(int(round(window_s / step_s)), len(ticks) // 2))
+    steps = max(1, min(int(round(window_s / step_s)), len(ticks) // QUIET_DISJOINT_WINDOWS))
     shares = window_shares(ticks, list(cpus), steps, hz, step_s)
     floor = sum(shares) / len(shares)
     sd = math.sqrt(sum((s - floor) ** 2 for s in shares) / (len(shares) - 1)) if len(shares) > 1 else 0.0
