@@ -201,8 +201,8 @@ def quiet_threshold(quiet: Mapping[str, Any], cpus: Sequence[int], window_s: flo
     """The disturbance threshold of a run on ``cpus`` judged over ``window_s``: the quiet host's mean share over
     windows of that length (the floor) + :data:`QUIET_SD` SD of it. A window longer than the quiet sampling
     holds :data:`QUIET_DISJOINT_WINDOWS` times takes that length instead (the SD of the shorter window is the
-    larger: the threshold errs high). Returns
-    floor, sd, threshold, the window used and how many windows it averaged."""
+    larger: the threshold errs high). Returns floor, sd, threshold, the window used and how many windows it
+    averaged."""
     step_s, hz = float(quiet["step_s"]), float(quiet["hz"])
     ticks = [[int(v) for v in row] for row in quiet["ticks"]]
     missing = [c for c in cpus if not ticks or c >= len(ticks[0])]

@@ -18,6 +18,7 @@ and docker backends; the others leave those variants out the same way.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from throttlelab.model.quantities import DEFAULT_PERIOD_US
 from throttlelab.model.variants import VariantSpec
@@ -152,17 +153,24 @@ def request_over_limit(spec: VariantSpec) -> str | None:
     return None
 
 
-def _weight_fit(experiment: str, spec: VariantSpec, a_few_at_a_time: bool) -> tuple[int, str, str] | None:
-    """What of the lab's weight pods of this variant (E4, E5, E10) one node must hold at once, in
-    millicores, with how to say it (the request, and the pronoun for what a scheduler refuses); else None.
+class _WeightFit(NamedTuple):
+    """What of the lab's weight pods one node must hold at once, and how a reason says it."""
+
+    milli: int  # the CPU they request, in millicores
+    what: str  # "its pods request 5.2 CPUs"
+    refused: str  # the pronoun for what a scheduler refuses: "them" or "it"
+
+
+def _weight_fit(experiment: str, spec: VariantSpec, a_few_at_a_time: bool) -> _WeightFit | None:
+    """What of the lab's weight pods of this variant (E4, E5, E10) one node must hold at once; else None.
     E4's read-out deploys its pods a few at a time where the backend does (weight_pods.deployment_waves):
     then only its largest pod must fit. E5 and E10 compare their pods running together: all of them."""
     if experiment == "E4" and a_few_at_a_time:
         largest = largest_pod_milli(pod_names("E4", None))
-        return largest, f"its largest pod requests {largest / 1000:g} CPUs", "it"
+        return _WeightFit(largest, f"its largest pod requests {largest / 1000:g} CPUs", "it")
     if experiment == "E4" or (experiment in ("E5", "E10") and spec.phase):
         asked = requested_milli(pod_names(experiment, spec.phase))
-        return asked, f"its pods request {asked / 1000:g} CPUs", "them"
+        return _WeightFit(asked, f"its pods request {asked / 1000:g} CPUs", "them")
     return None
 
 
@@ -193,11 +201,11 @@ def _placement_reasons(
                     out[(experiment, variant)] = (
                         f"not testable on the kind backend on this cgroup v1 host: {V1_PIN_REASON}"
                     )
-                elif node_cpus and fit and fit[0] > node_cpus * 1000:
+                elif node_cpus and fit and fit.milli > node_cpus * 1000:
                     # a kind node is a container of this host: its kubelet counts the host's CPUs
                     out[(experiment, variant)] = (
-                        f"not testable on the kind backend here: {fit[1]} and a kind worker of this host has "
-                        f"{node_cpus} (the lab's nodes had more): the scheduler refuses {fit[2]} (Insufficient cpu)"
+                        f"not testable on the kind backend here: {fit.what} and a kind worker of this host has "
+                        f"{node_cpus} (the lab's nodes had more): the scheduler refuses {fit.refused} (Insufficient cpu)"
                     )
                 elif reason := _cadvisor_reason(backend, spec):
                     out[(experiment, variant)] = f"not testable on the kind backend: {reason}"
@@ -209,10 +217,10 @@ def _placement_reasons(
                 # deploys them a few at a time (weight_pods.deployment_waves): only a pod larger than the
                 # node leaves it out; E5/E10 compare their pods running together
                 fit = _weight_fit(experiment, spec, a_few_at_a_time=True)
-                if node_cpus and fit and fit[0] > node_cpus * 1000:
+                if node_cpus and fit and fit.milli > node_cpus * 1000:
                     reason = (
-                        f"{fit[1]} and the real node has {node_cpus} (the lab's nodes had more): the scheduler "
-                        f"refuses {fit[2]} (Insufficient cpu)"
+                        f"{fit.what} and the real node has {node_cpus} (the lab's nodes had more): the scheduler "
+                        f"refuses {fit.refused} (Insufficient cpu)"
                     )
                 elif not (reason := _cadvisor_reason(backend, spec)):
                     continue
