@@ -36,7 +36,8 @@ QUIET_SD = 3.0
 #: window is judged by the SD of windows this many times shorter than the sampling (20 s: 4 s). Sliding
 #: windows overlap, so 20 s of sampling holds only two disjoint 10 s windows and their sliding shares hardly
 #: vary (2026-12-03: thresholds of 0.4% for E7's 10 s windows against 0.8% for its 2.5 s ones in the same
-#: run, 22 disturbed attempts in 48 runs); the shorter window's SD is the larger, so the threshold errs high.
+#: run, 20 disturbed attempts in 48 runs, 13 of them the 10 s arms'); the shorter window's SD is the larger,
+#: so the threshold errs high.
 QUIET_DISJOINT_WINDOWS = 5
 #: A calibration file's schema version.
 SCHEMA = 1
