@@ -1633,3 +1633,62 @@ def test_the_check_table_refuses_checks_of_other_findings():
     _, checks = evaluate(full_lab())
     with pytest.raises(ValueError, match="rows of checks.csv for the"):
         finding_catalogue.check_table(checks.iloc[:3])
+
+
+def _all_disturbed(lab: Lab, experiment: str, variant: str, attempts: int = 2) -> Lab:
+    """Every run of one variant still disturbed after ``attempts`` earlier disturbed attempts each."""
+    for row in lab.run_rows:
+        if (row["experiment"], row["variant"]) == (experiment, variant):
+            row.update(disturbed=True, disturbed_attempts=attempts)
+    return lab
+
+
+def test_a_variant_whose_every_run_was_disturbed_makes_its_checks_inconclusive_through_the_cli(tmp_path):
+    """The `throttlelab findings` the rules call, on tables where all runs of X1 budget0 stayed disturbed: no
+    exception (the checks that read budget0's design, not its runs, still find its parameters), and every check
+    that weighs budget0's runs is inconclusive, saying so with the attempts measured."""
+    lab = _all_disturbed(full_lab(), "X1", "budget0")
+    evidence = lab.evidence()
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    runs = evidence.runs.copy()
+    runs["disturbed_attempts"] = runs.get("disturbed_attempts", pd.Series(dtype="Int64")).fillna(0).astype(int)
+    runs.to_csv(tables / "runs.csv", index=False)
+    evidence.headers.to_csv(tables / "headers.csv", index=False)
+    evidence.metrics.to_csv(tmp_path / "metrics.csv", index=False)
+    code = analysis.main(
+        [
+            "findings",
+            "--tables-dir",
+            str(tables),
+            "--metrics",
+            str(tmp_path / "metrics.csv"),
+            "--experiments",
+            *sorted(ALL),
+            "--findings",
+            str(tmp_path / "findings.csv"),
+            "--checks",
+            str(tmp_path / "checks.csv"),
+            "--confidence",
+            "0.95",
+        ]
+    )
+    assert code == 0
+    checks = pd.read_csv(tmp_path / "checks.csv")
+    budget0 = checks[checks["check"].str.contains("budget0") & (checks["experiment"] == "X1")]
+    assert len(budget0) and set(budget0["verdict"]) == {INCONCLUSIVE}
+    assert all("every run of X1 budget0 was disturbed (15 attempts)" in r for r in budget0["reason"])
+    rows = by_id(pd.read_csv(tmp_path / "findings.csv"))
+    assert rows["F12"]["verdict"] != CONTRADICTED
+    # the checks that read only budget0's design (its model) are judged on their own runs
+    others = checks[(checks["experiment"] == "X1") & ~checks["check"].str.contains("budget0")]
+    assert len(others) and not others["reason"].fillna("").str.contains("every run of").any()
+
+
+def test_a_sensitivity_check_keeps_the_designs_parameters():
+    lab = _all_disturbed(full_lab(), "X1", "budget0")
+    evidence = lab.evidence()
+    without = evidence.without_disturbed()
+    assert "budget0" not in without.variants("X1")
+    assert without.spec("X1", "budget0") == evidence.spec("X1", "budget0")
+    assert without.made_since(engine.run_started("2000-01-01T00:00:00+00:00")).spec("X1", "budget0")

@@ -188,6 +188,9 @@ class Evidence:
     level: float = 0.95
     #: "experiment/variant" -> why the backend left it out of the plan (model/coverage.py)
     left_out: Mapping[str, str] = field(default_factory=dict)
+    #: the runs the variants' parameters are read from: the design's, all the runs the tables hold, kept when
+    #: a sensitivity check leaves some runs out (None: :attr:`runs`)
+    design_runs: pd.DataFrame | None = None
 
     def variants(self, experiment: str) -> set[str]:
         return self._variants.get(experiment, set())
@@ -211,9 +214,13 @@ class Evidence:
         """One value per run, in repeat order."""
         return self._values.get((experiment, variant, metric), np.empty(0)).copy()
 
+    @property
+    def _design(self) -> pd.DataFrame:
+        return self.runs if self.design_runs is None else self.design_runs
+
     @functools.cached_property
     def _specs(self) -> dict[tuple[str, str], VariantSpec]:
-        first = self.runs.drop_duplicates(["experiment", "variant"])
+        first = self._design.drop_duplicates(["experiment", "variant"])
         return {(row["experiment"], row["variant"]): run_spec(row) for row in first.to_dict("records")}
 
     def spec(self, experiment: str, variant: str) -> VariantSpec:
@@ -279,6 +286,15 @@ class Evidence:
         """Runs of the variant still disturbed after their retries (kept and marked, STATS.md §2)."""
         return self._disturbed.get((experiment, variant), 0)
 
+    def attempts(self, experiment: str, variant: str) -> int:
+        """Attempts measured for the variant's runs: each run's own and its disturbed earlier attempts."""
+        runs = self.runs
+        if runs.empty:
+            return 0
+        mine = runs[(runs["experiment"] == experiment) & (runs["variant"] == variant)]
+        earlier = mine["disturbed_attempts"].fillna(0).astype(int).sum() if "disturbed_attempts" in mine else 0
+        return len(mine) + int(earlier)
+
     def without_disturbed(self) -> Evidence:
         """The same evidence without the runs still disturbed after their retries (for a sensitivity check)."""
         if "disturbed" not in self.runs.columns:
@@ -300,7 +316,9 @@ class Evidence:
             keys = zip(frame["experiment"], frame["variant"], frame["repeat"].astype(int))
             return frame[[key not in gone for key in keys]]
 
-        return replace(self, metrics=keep(self.metrics), runs=keep(self.runs), headers=keep(self.headers))
+        return replace(
+            self, metrics=keep(self.metrics), runs=keep(self.runs), headers=keep(self.headers), design_runs=self._design
+        )
 
     def made_since(self, when: datetime) -> Evidence:
         """The same evidence with only the runs made at or after ``when`` (their start time, runs.csv ``start``):
@@ -323,7 +341,9 @@ class Evidence:
             keys = zip(frame["experiment"], frame["variant"], frame["repeat"].astype(int))
             return frame[[key in kept for key in keys]]
 
-        return replace(self, metrics=keep(self.metrics), runs=keep(self.runs), headers=keep(self.headers))
+        return replace(
+            self, metrics=keep(self.metrics), runs=keep(self.runs), headers=keep(self.headers), design_runs=self._design
+        )
 
     def run_count(self, experiment: str, variants: Sequence[str] = ()) -> int:
         """Runs of the experiment (of ``variants`` only, when given)."""
@@ -998,6 +1018,19 @@ def evaluate_check(finding: str, check: Check, evidence: Evidence, level: float 
             reason += f"; measured: {shown}"
         return replace(result, verdict=NOT_TESTABLE, reason=reason, requirement=names, p=math.nan, min_p=math.nan)
     disturbed = sum(evidence.disturbed(check.experiment, v) for v in check.variants_needed())
+    if disturbed and check.disturbance != "insensitive":
+        # no undisturbed run to weigh the verdict against: it cannot be trusted, whatever it would be
+        every = [
+            v
+            for v in check.variants_needed()
+            if 0 < evidence.disturbed(check.experiment, v) == evidence.run_count(check.experiment, [v])
+        ]
+        if every:
+            reason = "; ".join(
+                f"every run of {check.experiment} {v} was disturbed ({evidence.attempts(check.experiment, v)} attempts)"
+                for v in every
+            )
+            return replace(result, verdict=INCONCLUSIVE, reason=reason, p=math.nan, min_p=math.nan)
     if disturbed and check.disturbance == "insensitive":
         note = (
             f"{disturbed} disturbed run(s) kept and counted (runs.csv): a ratio of shares of one CPU in the same "
