@@ -21,7 +21,8 @@ if BACKEND != "vm":
             duration=DESIGN.disturbance["quiet_calibration_s"],
             max_other_share=DESIGN.disturbance["max_other_share"],
         shell:
-            "throttlelab calibrate host --duration-s {params.duration} --max-other-share {params.max_other_share}"
+            "throttlelab calibrate host --backend {wildcards.backend} --duration-s {params.duration}"
+            " --max-other-share {params.max_other_share}"
             " --out {output.quiet} 2>&1 | tee {log} >&2"
 
     rule calibrate_service:

@@ -56,10 +56,19 @@ def test_a_quiet_host_calibration_samples_every_cpu(tmp_path):
     assert host["duration_s"] == 0.5 and len(host["ticks"]) == 5
     assert isinstance(host["quiet_before"], bool) and host["waited_s"] >= 0
     assert {len(row) for row in host["ticks"]} == {os.cpu_count()}
+    # started by hand on the local backend: no orchestrator, no runtime processes to take idle levels of
+    assert host["own"] == {"orchestrator_cpu": None, "runtime_cpu": None}
     rule = calibration.threshold_of(host, [0], 0.3, ceiling=1.0)
-    # a host busy with other work may show a floor of a whole CPU (ticks land unevenly): capped at the ceiling;
     # 5 samples hold 5 disjoint windows of one sample (calibration.QUIET_DISJOINT_WINDOWS), so 0.1 s, not 0.3
-    assert rule["floor"] >= 0 and rule["threshold"] <= 1.0 and rule["window_s"] == pytest.approx(0.1)
+    assert rule["window_s"] == pytest.approx(0.1) and rule["windows"] == 5
+    shares = [row[0] / (0.1 * host["hz"]) for row in host["ticks"]]
+    floor = sum(shares) / 5
+    sd = (sum((x - floor) ** 2 for x in shares) / 4) ** 0.5
+    assert rule["floor"] == pytest.approx(floor, abs=1e-5) and rule["sd"] == pytest.approx(sd, abs=1e-5)
+    # never below what 0.3 s of one CPU's ticks can tell from zero: 9 of its 30 ticks at 100 Hz
+    resolution = calibration.tick_resolution(0.3, 1, host["hz"])
+    # a host busy with other work may show a floor of a whole CPU (ticks land unevenly): capped at the ceiling
+    assert rule["threshold"] == pytest.approx(min(max(floor + 3 * sd, resolution), 1.0), abs=1e-5)
 
 
 def test_a_bad_calibrate_command_says_what_is_missing(tmp_path):
@@ -140,7 +149,13 @@ def test_a_calibrated_arm_runs_at_the_rate_its_pilot_measured(real_cgroups, bina
     seen = meta["interference"]
     assert seen["judged"] == "busy intervals" and seen["intervals"] == 1
     assert seen["window_s"] < seen["attempt_window_s"]  # deploying and tearing down are not judged
-    assert "floor + 3 SD" in seen["threshold_rule"]["rule"] and seen["threshold"] == seen["threshold_rule"]["threshold"]
+    rule = seen["threshold_rule"]
+    assert rule["resolution"] == pytest.approx(
+        calibration.tick_resolution(seen["window_s"], len(seen["cpus"]), meta["calibration"]["host"]["hz"]), rel=1e-3
+    )  # the record's window is rounded to the millisecond
+    ceiling = 1.0  # --max-other-share above
+    assert seen["threshold"] == rule["threshold"] == min(max(rule["calibrated"], rule["resolution"]), ceiling)
+    assert ("floor + 3 SD" if rule["calibrated"] >= rule["resolution"] else "resolution") in rule["rule"]
     loads = [json.loads(line) for line in out.read_text().splitlines()]
     header = next(r for r in loads if r.get("type") == "header" and r.get("command") == "load")
     assert float(header["params"]["rps"]) == rate

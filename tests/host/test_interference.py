@@ -48,25 +48,121 @@ def test_share_is_of_the_windows_capacity_on_the_runs_cpus():
     assert seen.as_record(0.5)["disturbed"] is False
 
 
-@pytest.mark.parametrize(("apart", "other_s"), [(True, 1.4), (False, 1.8)])
-def test_the_orchestrators_part_is_taken_out_of_other_only_where_it_ran_on_the_runs_cpus(apart, other_s):
-    seen = Interference(
-        cpus=(0, 1),
-        window_s=4.0,
-        busy_s=3.0,
-        lab_s=1.0,
-        runner_s=0.2,
-        outside_s=1.8,
-        lab_scope="per-cpu",
-        orchestrator_s=0.4,
-        orchestrator_apart=apart,
-    )
-    assert seen.other_s == pytest.approx(other_s)
+@pytest.mark.parametrize("apart", [True, False])
+def test_the_orchestrators_work_above_its_idle_level_is_not_judged_as_other(apart):
+    def seen_with(idle_cpu: tuple[float, float]) -> Interference:
+        return Interference(
+            cpus=(0, 1),
+            window_s=4.0,
+            busy_s=3.0,
+            lab_s=1.0,
+            runner_s=0.2,
+            outside_s=1.8,
+            lab_scope="per-cpu",
+            orchestrator_s=0.4,
+            orchestrator_apart=apart,
+            idle_cpu=idle_cpu,
+        )
+
+    seen = seen_with((0.0, 0.0))
+    # per process, not per CPU: where it may also run elsewhere, all of it is taken out (an upper bound)
+    assert seen.other_s == pytest.approx(1.4)
     assert seen.orchestrator_cpu == pytest.approx(0.1)  # 0.4 s over a 4 s window: a tenth of one CPU
     record = seen.as_record(0.2)
-    # the judgement is on everything outside the lab, the orchestrator included: 1.8 / 8 > 0.2
-    assert record["outside_share"] == pytest.approx(0.225) and record["disturbed"] is True
+    # judged on other (1.4 / 8 = 0.175), the plain outside share kept beside it
+    assert record["outside_share"] == pytest.approx(0.225) and record["other_share"] == pytest.approx(0.175)
+    assert record["disturbed"] is False and seen.as_record(0.17)["disturbed"] is True
     assert record["orchestrator_apart"] is apart and record["orchestrator_cpu"] == pytest.approx(0.1)
+    # its idle level (5% of a CPU on the quiet host: 0.2 s of this window) is in the floor, so it stays in other
+    assert seen_with((0.05, 0.0)).other_s == pytest.approx(1.6)
+    assert seen_with((0.2, 0.0)).other_s == pytest.approx(1.8)  # never more than it used
+
+
+def test_the_runtimes_work_above_its_idle_level_is_not_judged_as_other():
+    def seen_with(runtime_s: float | None, idle: float) -> Interference:
+        return Interference(
+            cpus=(0,),
+            window_s=2.0,
+            busy_s=1.5,
+            lab_s=1.0,
+            runner_s=0.1,
+            outside_s=0.4,
+            lab_scope="per-cpu",
+            runtime_s=runtime_s,
+            idle_cpu=(0.0, idle),
+        )
+
+    engine = seen_with(0.3, 0.05)  # 0.3 s of the engine, 0.1 s of it its idle level
+    assert engine.runtime_excess_s == pytest.approx(0.2) and engine.other_s == pytest.approx(0.2)
+    record = engine.as_record(0.15)
+    assert record["runtime_cpu"] == pytest.approx(0.15) and record["runtime_apart"] is False
+    assert record["other_share"] == pytest.approx(0.1) and record["disturbed"] is False
+    assert record["idle_cpu"] == {"orchestrator": 0.0, "runtime": 0.05}
+    # a backend that names no runtime: nothing is taken out, no runtime keys
+    plain = seen_with(None, 0.0)
+    assert plain.other_s == pytest.approx(0.4) and "runtime_s" not in plain.as_record(0.15)
+    assert plain.as_record(0.15)["disturbed"] is True
+
+
+def test_one_outside_tick_on_a_quiet_host_does_not_disturb_a_run():
+    """A quiet host whose calibration held no outside tick at all: the threshold is the meter's resolution,
+    so a 2.5 s window on one CPU with one tick (10 ms) of some other process stays undisturbed."""
+    from throttlelab.model import calibration
+
+    quiet = {"step_s": 0.1, "hz": 100, "ticks": [[0, 0]] * 200}
+    rule = calibration.threshold_of(quiet, [0], 2.5, ceiling=0.1)
+    seen = Interference(
+        cpus=(0,), window_s=2.5, busy_s=1.01, lab_s=1.0, runner_s=0.0, outside_s=0.01, lab_scope="per-cpu"
+    )
+    assert rule["threshold"] > 0 and seen.as_record(rule["threshold"], rule)["disturbed"] is False
+    # nine ticks are what the meter tells from zero there; ten are more
+    busier = Interference(
+        cpus=(0,), window_s=2.5, busy_s=1.1, lab_s=1.0, runner_s=0.0, outside_s=0.1, lab_scope="per-cpu"
+    )
+    assert busier.as_record(rule["threshold"], rule)["disturbed"] is True
+
+
+def test_processes_are_found_by_their_command_name(tmp_path):
+    for pid, comm in ((11, "dockerd"), (12, "containerd-shim"), (13, "bash"), (14, "containerd")):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "comm").write_text(comm + "\n")
+    (tmp_path / "15").mkdir()  # ended while the folder was read: no comm
+    (tmp_path / "self").mkdir()
+    assert processes.named(("dockerd", "containerd-shim", "containerd"), tmp_path) == [11, 12, 14]
+    assert processes.named((), tmp_path) == []
+
+
+def test_a_runtime_process_is_metered_apart_and_counted_from_its_start():
+    """A real process named as a runtime's, started after the meter: its CPU inside the window (a 0.4 s spin)
+    is the runtime's, counted from its start; the quiet calibration meters its idle level the same way."""
+    name = "tl-runtime-tst"
+    code = (
+        f"import sys, time\nopen('/proc/self/comm', 'w').write({name!r})\nprint('named', flush=True)\n"
+        "sys.stdin.readline()\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass\n"
+        "sys.stdin.readline()"
+    )
+    cpus = sorted(os.sched_getaffinity(0))
+    meter = InterferenceMeter(cpus, runtime_names=(name,))
+    meter.start()
+    engine = None
+    try:
+        with meter.busy():
+            engine = subprocess.Popen(
+                [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            )
+            assert engine.stdout.readline().strip() == "named"
+            engine.stdin.write("go\n")
+            engine.stdin.flush()
+            time.sleep(1.0)
+        seen = meter.stop()
+        idle = quiet_ticks(0.3, runtime_names=(name,))["own"]
+    finally:
+        if engine is not None:
+            engine.kill()
+            engine.wait()
+    assert 0.35 <= seen.runtime_s <= 0.7, seen  # its start-up counts too: it began inside the interval
+    assert seen.other_s == pytest.approx(max(0.0, seen.outside_s - seen.runtime_s))
+    assert idle["runtime_processes"] == 1 and idle["runtime_cpu"] < 0.1  # waiting on its input: idle
 
 
 def test_the_orchestrator_tree_leaves_out_the_runners_subtree():

@@ -168,15 +168,52 @@ def test_a_steady_quiet_host_has_its_floor_and_no_spread():
 
 
 def test_the_threshold_is_the_floor_plus_three_sd_of_the_share_over_the_runs_window():
-    rows = [[2, 0] if k % 2 else [0, 0] for k in range(40)]  # 2 ticks every other step
-    short = calibration.quiet_threshold(_quiet(rows), [0], 0.1)  # one step: 0 or 0.2
+    # at 1000 Hz a 0.1 s window holds 100 ticks: the meter tells 9% from zero, below floor + 3 SD here
+    rows = [[20, 0] if k % 2 else [0, 0] for k in range(40)]  # 20 ticks every other step
+    short = calibration.quiet_threshold(_quiet(rows, hz=1000), [0], 0.1)  # one step: 0 or 0.2
     shares = [0.2 if k % 2 else 0.0 for k in range(40)]
     mean = sum(shares) / 40
     sd = math.sqrt(sum((s - mean) ** 2 for s in shares) / 39)
     assert short["floor"] == pytest.approx(mean) and short["sd"] == pytest.approx(sd, abs=1e-5)
     assert short["threshold"] == pytest.approx(mean + calibration.QUIET_SD * sd, abs=1e-4)
     # over windows of two steps every window holds one busy step: the same floor, no spread
-    assert calibration.quiet_threshold(_quiet(rows), [0], 0.2)["sd"] == 0
+    assert calibration.quiet_threshold(_quiet(rows, hz=1000), [0], 0.2)["sd"] == 0
+
+
+def test_a_quiet_host_of_all_zero_ticks_gives_the_meters_resolution_not_zero():
+    # floor and SD are 0: the threshold is what 3^2 = 9 ticks are of the window's capacity
+    zero = _quiet([[0, 0]] * 200)
+    one_cpu = calibration.threshold_of(zero, [0], 2.5, ceiling=0.1)
+    assert one_cpu["floor"] == 0 and one_cpu["sd"] == 0
+    assert one_cpu["threshold"] == pytest.approx(9 / (100 * 2.5)) and "resolution" in one_cpu["rule"]
+    # two CPUs and a longer window hold more ticks: the meter tells a smaller share
+    both = calibration.threshold_of(zero, [0, 1], 10.0, ceiling=0.1)
+    assert both["threshold"] == pytest.approx(9 / (100 * 10 * 2))
+    # the resolution is of the run's own window, not of the shorter window the floor was taken over
+    assert both["window_s"] == pytest.approx(4.0)
+
+
+def test_the_resolution_is_the_count_three_poisson_sds_above_zero():
+    for window_s, cpus, hz in ((2.5, 1, 100), (0.5, 2, 250), (10, 2, 100)):
+        ticks = calibration.tick_resolution(window_s, cpus, hz) * hz * window_s * cpus
+        assert ticks == pytest.approx(calibration.QUIET_SD * math.sqrt(ticks))
+    assert calibration.tick_resolution(0.0, 1, 100) == 1.0
+    assert calibration.tick_resolution(0.05, 1, 100) == 1.0  # 5 ticks cannot show 9
+
+
+def test_a_window_too_short_for_the_ceiling_is_judged_at_its_resolution():
+    # 0.3 s on one CPU: 30 ticks, so 30% is the least the meter tells from zero, above the 10% ceiling
+    got = calibration.threshold_of(_quiet([[0]] * 50), [0], 0.3, ceiling=0.1)
+    assert got["threshold"] == pytest.approx(0.3) and "resolution" in got["rule"]
+    busy = calibration.threshold_of(_quiet([[10]] * 50), [0], 0.3, ceiling=0.1)  # a fully busy "quiet" host
+    assert busy["threshold"] == pytest.approx(0.3) and "resolution" in busy["rule"]
+
+
+def test_idle_levels_come_from_the_calibration_and_default_to_zero():
+    assert calibration.idle_levels(None) == {"orchestrator": 0.0, "runtime": 0.0}
+    quiet = {**_quiet([[0]] * 20), "own": {"orchestrator_cpu": 0.001, "runtime_cpu": 0.02}}
+    assert calibration.idle_levels(quiet) == {"orchestrator": 0.001, "runtime": 0.02}
+    assert calibration.idle_levels({"own": {"orchestrator_cpu": None, "runtime_cpu": None}})["runtime"] == 0.0
 
 
 def test_a_window_longer_than_a_fifth_of_the_sampling_takes_a_fifth_of_it():
@@ -193,7 +230,8 @@ def test_a_long_window_is_not_judged_by_the_sd_of_two_overlapping_halves():
     rows = [[10] if draw.random() < 0.05 else [0] for _ in range(200)]
     ten = calibration.quiet_threshold(_quiet(rows), [0], 10.0)
     four = calibration.quiet_threshold(_quiet(rows), [0], 4.0)
-    assert ten == four and ten["window_s"] == pytest.approx(4.0)
+    same = ("floor", "sd", "calibrated", "window_s", "windows")
+    assert {k: ten[k] for k in same} == {k: four[k] for k in same} and ten["window_s"] == pytest.approx(4.0)
     steps = 100  # what the 10 s window's own sliding windows would have given
     shares = calibration.window_shares(rows, [0], steps, 100, 0.1)
     mean = sum(shares) / len(shares)
@@ -209,7 +247,7 @@ def test_a_cpu_the_calibration_did_not_sample_is_refused():
 def test_the_threshold_is_capped_at_max_other_share_and_fixed_without_a_calibration():
     busy = calibration.threshold_of(_quiet([[5]] * 20), [0], 1.0, ceiling=0.1)  # a 50% "quiet" floor
     assert busy["threshold"] == 0.1 and "capped" in busy["rule"] and busy["floor"] == pytest.approx(0.5)
-    quiet = calibration.threshold_of(_quiet([[0]] * 19 + [[1]]), [0], 1.0, ceiling=0.1)
+    quiet = calibration.threshold_of(_quiet([[0]] * 19 + [[10]], hz=1000), [0], 1.0, ceiling=0.1)
     assert quiet["threshold"] < 0.1 and "floor + 3 SD" in quiet["rule"]
     assert calibration.threshold_of(None, [0], 1.0, ceiling=0.1) == {
         "threshold": 0.1,

@@ -29,6 +29,7 @@ CONTRAST_COLUMNS = [
 INTERFERENCE_COLUMNS = [
     "runs", "other_share_min", "other_share_max",
     "orchestrator_cpu_median", "orchestrator_cpu_p95", "orchestrator_cpu_max",
+    "runtime_cpu_median", "runtime_cpu_p95", "runtime_cpu_max",
 ]  # fmt: skip
 #: E2b's tail: the highest quantile every run of both arms supports (STATS.md §2), else p99.
 SUPPORTED_LATENCY = "supported /work latency quantile"
@@ -98,13 +99,14 @@ def interference_table(runs: pd.DataFrame) -> pd.DataFrame:
     """interference.csv: the spread of the host interference over all runs (empty cells where the
     raw logs predate the meter or its orchestrator column)."""
     shares = runs["other_share"].dropna() if "other_share" in runs.columns else pd.Series(dtype=float)
-    orchestrator = runs["orchestrator_cpu"].dropna() if "orchestrator_cpu" in runs.columns else pd.Series(dtype=float)
-    row = {
+    row: dict[str, float] = {
         "runs": len(runs),
         "other_share_min": shares.min() if len(shares) else np.nan,
         "other_share_max": shares.max() if len(shares) else np.nan,
-        "orchestrator_cpu_median": orchestrator.median() if len(orchestrator) else np.nan,
-        "orchestrator_cpu_p95": orchestrator.quantile(0.95) if len(orchestrator) else np.nan,
-        "orchestrator_cpu_max": orchestrator.max() if len(orchestrator) else np.nan,
     }
+    for who in ("orchestrator", "runtime"):
+        cpu = runs[f"{who}_cpu"].dropna() if f"{who}_cpu" in runs.columns else pd.Series(dtype=float)
+        row[f"{who}_cpu_median"] = cpu.median() if len(cpu) else np.nan
+        row[f"{who}_cpu_p95"] = cpu.quantile(0.95) if len(cpu) else np.nan
+        row[f"{who}_cpu_max"] = cpu.max() if len(cpu) else np.nan
     return pd.DataFrame.from_records([row], columns=INTERFERENCE_COLUMNS)

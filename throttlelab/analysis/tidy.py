@@ -96,11 +96,13 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
         **PARAM_DTYPES,
         "raw_path": "str",
         # host interference (meta.interference, meta.disturbed_attempts; empty in logs that predate them)
-        # outside_share: everything outside the lab, as judged against the threshold; other_share: its part that
-        # is not the orchestrator's; orchestrator_cpu: Snakemake and its children but the runner, in CPUs
+        # outside_share: everything outside the lab; other_share: its part that is not the lab's own system's
+        # work above its idle level, as judged against the threshold; orchestrator_cpu: Snakemake and its
+        # children but the runner, runtime_cpu: the backend's engine and shims (docker), both in CPUs
         "outside_share": "float64",
         "other_share": "float64",
         "orchestrator_cpu": "float64",
+        "runtime_cpu": "float64",
         "interference_threshold": "float64",
         "disturbed": "boolean",
         "disturbed_attempts": "Int64",
@@ -393,6 +395,9 @@ def _interference_text(seen: Mapping[str, Any]) -> str:
     orchestrator = _number_or_none(seen.get("orchestrator_cpu"))
     if orchestrator is not None:
         text += f", the orchestrator {orchestrator:.2%} of a CPU"
+    runtime = _number_or_none(seen.get("runtime_cpu"))
+    if runtime is not None:
+        text += f", the runtime {runtime:.2%} of a CPU"
     window = _number_or_none(seen.get("window_s"))
     if window is not None:
         text += f" over {window:g} s" + (" of busy intervals" if seen.get("judged") == "busy intervals" else "")
@@ -400,7 +405,10 @@ def _interference_text(seen: Mapping[str, Any]) -> str:
     if threshold is not None:
         rule = seen.get("threshold_rule")
         floor = _number_or_none(rule.get("floor")) if isinstance(rule, Mapping) else None
+        text_rule = str(rule.get("rule", "")) if isinstance(rule, Mapping) else ""
         how = f": quiet floor {floor:.1%} + 3 SD" if floor is not None else ""
+        if text_rule.startswith("the meter's resolution"):
+            how = ": the meter's resolution over this window"
         text += f" (threshold {threshold:.1%}{how})" if how else f" (threshold {threshold:.0%})"
     return text
 
@@ -439,6 +447,7 @@ def interference_cells(meta: Mapping[str, Any]) -> tuple[Any, ...]:
         outside,
         None if seen is None else _number_or_none(seen.get("other_share")),
         None if seen is None else _number_or_none(seen.get("orchestrator_cpu")),
+        None if seen is None else _number_or_none(seen.get("runtime_cpu")),
         None if seen is None else _number_or_none(seen.get("threshold")),
         None if seen is None else _bool_or_none(seen.get("disturbed")),
         None if attempts is None else len(attempts),

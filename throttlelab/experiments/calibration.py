@@ -4,7 +4,7 @@ Called by the rules' calibrate jobs (rules/experiments.smk) as `throttlelab cali
 
     throttlelab calibrate service --backend local --experiment X5 --spec '[{...}, {...}]' --seed 1 \
         --binary go124mod=PATH --binary go125mod=PATH --out results/local/calibration/X5.json
-    throttlelab calibrate host --duration-s 20 --out results/local/calibration/host.json
+    throttlelab calibrate host --backend local --duration-s 20 --out results/local/calibration/host.json
 
 ``service`` runs the experiment's own service once per pilot rate (model/calibration.py's ``pilot_specs``:
 30% and 90% of its limit by the profile's stated cost), through the backend, and writes the line of its
@@ -40,7 +40,7 @@ from throttlelab.experiments.runner import (
     write_json_atomically,
 )
 from throttlelab.host.cgroupfs import CgroupError
-from throttlelab.host.interference import quiet_ticks, wait_for_quiet
+from throttlelab.host.interference import orchestrator_from_env, quiet_ticks, wait_for_quiet
 from throttlelab.model import calibration, seeds
 from throttlelab.model.quantities import QuantityError
 from throttlelab.model.variants import SpecError, VariantSpec
@@ -106,9 +106,15 @@ def run(args: argparse.Namespace) -> int:
             start = now()
             progress(
                 f"quiet host ({'quiet' if quiet else 'still busy'} after {waited:.0f} s): sampling every CPU's busy "
-                f"ticks for {args.duration_s:g} s (nothing of the lab runs)"
+                f"ticks for {args.duration_s:g} s (nothing of the lab runs; the {args.backend} backend's runtime "
+                "up and idle)"
             )
-            ticks = quiet_ticks(args.duration_s, args.step_s)
+            ticks = quiet_ticks(
+                args.duration_s,
+                args.step_s,
+                runtime_names=calibration.RUNTIME_PROCESSES.get(args.backend, ()),
+                orchestrator_pid=orchestrator_from_env(),
+            )
             data = {
                 "schema": calibration.SCHEMA,
                 "host": {
@@ -121,6 +127,14 @@ def run(args: argparse.Namespace) -> int:
                 },
             }
     write_json_atomically(out, data)
+    if "host" in data:
+        own = data["host"]["own"]
+        levels = [
+            f"the {who} {own[f'{who}_cpu']:.2%} of a CPU"
+            for who in ("orchestrator", "runtime")
+            if own.get(f"{who}_cpu") is not None
+        ]
+        progress("idle levels: " + (", ".join(levels) or "no orchestrator or runtime process to meter"))
     progress(f"calibration -> {out}")
     return 0
 

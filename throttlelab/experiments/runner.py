@@ -137,7 +137,13 @@ def measure(
     configured share)."""
     meter = None
     if args.backend in METERED_BACKENDS:
-        meter = InterferenceMeter(run_cpus(spec, args.node_cpus), orchestrator_pid=orchestrator_from_env())
+        idle = calibration.idle_levels(quiet)
+        meter = InterferenceMeter(
+            run_cpus(spec, args.node_cpus),
+            orchestrator_pid=orchestrator_from_env(),
+            runtime_names=calibration.RUNTIME_PROCESSES.get(args.backend, ()),
+            idle_cpu=(idle["orchestrator"], idle["runtime"]),
+        )
         meter.start()
         ctx = dataclasses.replace(ctx, busy=meter.busy)
     started = datetime.now(timezone.utc)
@@ -277,9 +283,9 @@ def run(args: argparse.Namespace) -> int:
                 else f"waiting for the CPUs to be quiet (at most {wait_s:.0f} s)"
             )
             progress(
-                f"disturbed: processes outside the lab used {seen['outside_share']:.1%} of CPUs {seen['cpus']} "
-                f"over {seen['judged']} ({orchestrator_text(seen)}; threshold {seen['threshold']:.1%}); {how} before "
-                "measuring again"
+                f"disturbed: other processes used {seen['other_share']:.1%} of CPUs {seen['cpus']} over "
+                f"{seen['judged']} (all outside the lab {seen['outside_share']:.1%}; {own_text(seen)}; threshold "
+                f"{seen['threshold']:.1%}); {how} before measuring again"
             )
             got_quiet, waited = wait_for_quiet(seen["cpus"], seen["threshold"], wait_s)
             if not got_quiet:
@@ -341,7 +347,7 @@ def calibration_record(
 
 
 #: What a raw log keeps of the quiet host's calibration (its tick rows are in the calibration file).
-QUIET_KEYS = ("duration_s", "step_s", "hz", "start", "own_s", "quiet_before", "waited_s")
+QUIET_KEYS = ("duration_s", "step_s", "hz", "start", "own_s", "own", "quiet_before", "waited_s")
 
 
 def calibration_environment(args: argparse.Namespace) -> dict[str, Any]:
@@ -367,7 +373,12 @@ def calibration_environment(args: argparse.Namespace) -> dict[str, Any]:
     if host:
         out["quiet_host"] = (
             f"{host.get('duration_s', '?')} s sampled every {host.get('step_s', '?')} s at {host.get('start', '?')}; "
-            f"threshold floor + {calibration.QUIET_SD:g} SD per window"
+            f"threshold floor + {calibration.QUIET_SD:g} SD per window, at least the meter's resolution"
+            + "".join(
+                f"; {who} idle {level:.2%} of a CPU"
+                for who, level in calibration.idle_levels(host).items()
+                if (host.get("own") or {}).get(f"{who}_cpu") is not None
+            )
         )
     return {"calibration": out} if out else {}
 
@@ -384,15 +395,21 @@ def host_busy_since() -> float | None:
 def measured_quiet(interference: dict[str, Any]) -> bool:
     """Whether the meter saw the run's CPUs quiet: a read-out (never judged) counts by its share,
     a job on a backend that is not metered says nothing about this host."""
-    share, threshold = interference.get("outside_share"), interference.get("threshold")
+    share = interference.get("other_share", interference.get("outside_share"))
+    threshold = interference.get("threshold")
     return share is not None and threshold is not None and share <= threshold
 
 
-def orchestrator_text(seen: dict[str, Any]) -> str:
-    """The orchestrator's part of a disturbance, for the progress line."""
-    if seen.get("orchestrator_s") is None:
-        return "no orchestrator metered"
-    return f"the orchestrator {seen['orchestrator_cpu']:.1%} of a CPU"
+def own_text(seen: dict[str, Any]) -> str:
+    """The lab's own system's part of a disturbance (the orchestrator, the runtime), for the progress line."""
+    parts = [
+        "no orchestrator metered"
+        if seen.get("orchestrator_s") is None
+        else f"the orchestrator {seen['orchestrator_cpu']:.1%} of a CPU"
+    ]
+    if seen.get("runtime_s") is not None:
+        parts.append(f"the runtime {seen['runtime_cpu']:.1%} of a CPU")
+    return ", ".join(parts)
 
 
 def note_host_busy(since: float | None) -> None:

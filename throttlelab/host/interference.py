@@ -34,16 +34,22 @@ every counter at each mark, and the judged figures are summed over the marked in
 reading back and tearing down are metered over the whole attempt (``attempt_*``) but not judged. An
 experiment that marks nothing is judged over the whole attempt (``judged: attempt``).
 
-``outside = busy(run CPUs) - lab - irq - runner`` is what a run is judged by, as a
-share of the window's capacity on those CPUs (``outside_share`` against the
-threshold). It is split in two: the orchestrator's part and ``other``, every
-process that is neither the lab nor the orchestrator. The orchestrator's time is
-per process, not per CPU: it is taken out of ``other`` only when the
-orchestrator may run on the run's CPUs alone (its affinity is inside them, as on
-a host whose CPUs the run uses all); otherwise ``other`` keeps it and the record
-says so (``orchestrator_apart: false``). Busy time is in clock ticks (USER_HZ,
-10 ms here), so small values are coarse; the share is computed over whole
-seconds of measuring.
+- the runtime's CPU time: the processes of the backend's runtime that the lab does not own (the Docker
+  engine, containerd and its shims: ``model/calibration.RUNTIME_PROCESSES``), found by their command name
+  at every snapshot, each process's CPU clock as for the orchestrator; one that started inside an interval
+  counts from its start.
+
+``outside = busy(run CPUs) - lab - irq - runner`` is every process's time on the run's CPUs that is not
+the lab's. A run is judged by ``other``: the outside time less what the lab's own system used above its
+idle level, the orchestrator (it starts and waits on the runner) and the runtime (it starts, stops and
+accounts the lab's containers). Their idle levels come from the quiet-host calibration, which sampled the
+host with both up and idle, so their idle noise is in the threshold's floor and only their work beyond it
+is taken out. Their times are per process, not per CPU: where they may run on CPUs outside the run's (their
+affinity is wider, ``orchestrator_apart`` / ``runtime_apart`` false), what is taken out is all of their
+time above idle, an upper bound of their part on the run's CPUs, and the record says so; ``outside_share``
+keeps the plain figure beside it. Busy time is in clock ticks (USER_HZ, 10 ms here), so small values are
+coarse: the threshold is never below what a window's tick count can tell from zero
+(``model/calibration.tick_resolution``).
 """
 
 from __future__ import annotations
@@ -111,17 +117,34 @@ class Interference:
     intervals: int = 0  # how many busy intervals were marked
     attempt_window_s: float | None = None  # the whole attempt, metered (deploy, read-back, teardown too)
     attempt_outside_s: float | None = None
+    # the runtime's CPU time (the backend's engine and shims; on any CPU), None where the backend names none;
+    # apart: whether all of it could only run on the run's CPUs
+    runtime_s: float | None = None
+    runtime_apart: bool = False
+    # the CPUs the orchestrator and the runtime took on the quiet host (model/calibration.idle_levels)
+    idle_cpu: tuple[float, float] = (0.0, 0.0)
 
     def _share(self, seconds: float, window_s: float | None = None) -> float:
         capacity = (self.window_s if window_s is None else window_s) * len(self.cpus)
         return seconds / capacity if capacity > 0 else 0.0
 
+    def _excess_s(self, seconds: float | None, idle_cpu: float) -> float:
+        """What a process group of the lab's own system used above its calibrated idle level."""
+        return 0.0 if seconds is None else max(0.0, seconds - idle_cpu * self.window_s)
+
+    @property
+    def orchestrator_excess_s(self) -> float:
+        return self._excess_s(self.orchestrator_s, self.idle_cpu[0])
+
+    @property
+    def runtime_excess_s(self) -> float:
+        return self._excess_s(self.runtime_s, self.idle_cpu[1])
+
     @property
     def other_s(self) -> float:
-        """Interference by processes that are neither the lab nor the orchestrator."""
-        if self.orchestrator_s is None or not self.orchestrator_apart:
-            return self.outside_s
-        return max(0.0, self.outside_s - self.orchestrator_s)
+        """Interference by processes that are neither the lab, nor the orchestrator nor the runtime above their
+        idle levels: what a run is judged by."""
+        return max(0.0, self.outside_s - self.orchestrator_excess_s - self.runtime_excess_s)
 
     @property
     def outside_share(self) -> float:
@@ -130,8 +153,15 @@ class Interference:
 
     @property
     def other_share(self) -> float:
-        """The part of :attr:`outside_share` that is not the orchestrator's."""
+        """The part of :attr:`outside_share` that is not the lab's own system's work: what a run is judged by."""
         return self._share(self.other_s)
+
+    @property
+    def runtime_cpu(self) -> float | None:
+        """The runtime's CPU time over the window, in CPUs."""
+        if self.runtime_s is None or self.window_s <= 0:
+            return None
+        return self.runtime_s / self.window_s
 
     @property
     def orchestrator_cpu(self) -> float | None:
@@ -152,6 +182,15 @@ class Interference:
                 "orchestrator_apart": self.orchestrator_apart,
             }
         )
+        runtime = (
+            {}
+            if self.runtime_s is None
+            else {
+                "runtime_s": round(self.runtime_s, 4),
+                "runtime_cpu": round(self.runtime_cpu or 0.0, 4),
+                "runtime_apart": self.runtime_apart,
+            }
+        )
         attempt = {}
         if self.attempt_window_s is not None and self.attempt_outside_s is not None:
             attempt = {
@@ -170,13 +209,15 @@ class Interference:
             "other_s": round(self.other_s, 3),
             "other_share": round(self.other_share, 4),
             **orchestrator,
+            **runtime,
+            "idle_cpu": {"orchestrator": self.idle_cpu[0], "runtime": self.idle_cpu[1]},
             "lab_scope": self.lab_scope,
             "judged": self.judged,
             "intervals": self.intervals,
             **attempt,
             "threshold": threshold,
             **({"threshold_rule": dict(rule)} if rule else {}),
-            "disturbed": self.outside_share > threshold,
+            "disturbed": self.other_share > threshold,
         }
 
 
@@ -190,6 +231,7 @@ class Snapshot:
     lab_ns: int  # the lab's cgroups, accumulated since start()
     own_s: float  # the runner's and its reaped guardians' CPU
     orchestrator: dict[int, float]  # process -> CPU clock
+    runtime: dict[int, float]  # process of the runtime -> CPU clock
 
 
 class InterferenceMeter:
@@ -204,8 +246,15 @@ class InterferenceMeter:
         proc_stat: Path = PROC_STAT,
         mountinfo: Path = Path("/proc/self/mountinfo"),
         orchestrator_pid: int | None = None,
+        runtime_names: tuple[str, ...] = (),
+        idle_cpu: tuple[float, float] = (0.0, 0.0),
+        proc: Path = Path("/proc"),
     ):
         self.cpus = tuple(sorted(set(cpus)))
+        self.runtime_names = frozenset(runtime_names)
+        self.idle_cpu = idle_cpu
+        self.proc = proc
+        self._runtime_pids: set[int] = set()
         self.orchestrator_pid = orchestrator_pid
         self._orchestrator_pids: list[int] = []
         self.prefix = f"throttlelab-{runner_pid if runner_pid is not None else os.getpid()}-"
@@ -273,7 +322,13 @@ class InterferenceMeter:
             lab_ns = self._lab_ns
         text = self.proc_stat.read_text()
         return Snapshot(
-            time.monotonic(), parse_proc_stat(text), parse_proc_irq(text), lab_ns, _own_cpu_s(), self._clocks()
+            time.monotonic(),
+            parse_proc_stat(text),
+            parse_proc_irq(text),
+            lab_ns,
+            _own_cpu_s(),
+            self._clocks(),
+            self._runtime_clocks(),
         )
 
     def start(self) -> None:
@@ -285,6 +340,7 @@ class InterferenceMeter:
             0,
             _own_cpu_s(),
             self._clocks(),
+            self._runtime_clocks(),
         )
         cgroupfs.add_removal_listener(self._sample)
         self._thread = threading.Thread(target=self._loop, name="interference-meter", daemon=True)
@@ -328,12 +384,15 @@ class InterferenceMeter:
             intervals=len(self._intervals),
             attempt_window_s=whole["window_s"],
             attempt_outside_s=whole["outside_s"],
+            runtime_s=judged["runtime_s"],
+            runtime_apart=self._runtime_confined(),
+            idle_cpu=self.idle_cpu,
         )
 
     def _over(self, intervals: list[tuple[Snapshot, Snapshot]]) -> dict:
         """The meter's figures summed over some intervals between snapshots."""
         out = dict.fromkeys(("window_s", "busy_s", "irq_s", "lab_s", "runner_s"), 0.0)
-        orchestrator = 0.0
+        orchestrator = runtime = 0.0
         for a, b in intervals:
             out["window_s"] += b.t - a.t
             out["busy_s"] += sum(b.busy.get(c, 0) - a.busy.get(c, 0) for c in self.cpus) / self.ticks
@@ -341,8 +400,11 @@ class InterferenceMeter:
             out["lab_s"] += (b.lab_ns - a.lab_ns) / 1e9
             out["runner_s"] += b.own_s - a.own_s
             orchestrator += sum(max(0.0, b.orchestrator[p] - a.orchestrator[p]) for p in a.orchestrator)
+            # a runtime process absent at ``a`` started after it (every snapshot looks for new ones)
+            runtime += sum(max(0.0, clock - a.runtime.get(p, 0.0)) for p, clock in b.runtime.items())
         out["outside_s"] = max(0.0, out["busy_s"] - out["lab_s"] - out["irq_s"] - out["runner_s"])
         out["orchestrator_s"] = orchestrator if self._orchestrator_pids else None
+        out["runtime_s"] = runtime if self.runtime_names else None
         return out
 
     # -- the orchestrator: Snakemake's process tree less this runner's subtree, per process
@@ -364,6 +426,24 @@ class InterferenceMeter:
     def _orchestrator_confined(self) -> bool:
         try:
             return set(os.sched_getaffinity(self.orchestrator_pid)) <= set(self.cpus)
+        except OSError:
+            return False
+
+    # -- the runtime: the backend's engine processes, found by name at every snapshot
+    def _runtime_clocks(self) -> dict[int, float]:
+        if not self.runtime_names:
+            return {}
+        clocks = {}
+        for pid in processes.named(self.runtime_names, self.proc):
+            clock = processes.cpu_clock_s(pid)
+            if clock is not None:
+                clocks[pid] = clock
+        self._runtime_pids = set(clocks)
+        return clocks
+
+    def _runtime_confined(self) -> bool:
+        try:
+            return all(set(os.sched_getaffinity(pid)) <= set(self.cpus) for pid in self._runtime_pids)
         except OSError:
             return False
 
@@ -414,21 +494,52 @@ def wait_for_quiet(
             return False, waited
 
 
-def quiet_ticks(duration_s: float, step_s: float = 0.1, proc_stat: Path = PROC_STAT) -> dict:
+def quiet_ticks(
+    duration_s: float,
+    step_s: float = 0.1,
+    proc_stat: Path = PROC_STAT,
+    runtime_names: tuple[str, ...] = (),
+    orchestrator_pid: int | None = None,
+) -> dict:
     """A quiet host's busy clock ticks, every CPU, every ``step_s`` for ``duration_s`` (the calibration step:
     nothing of the lab runs meanwhile). Returns the model's calibration input (model/calibration.quiet_threshold):
-    ``step_s``, ``hz``, ``ticks`` (one row per step: busy ticks of CPU 0, 1, ...), and this process's own CPU
-    over it (``own_s``: the sampling's cost, which the rows include)."""
+    ``step_s``, ``hz``, ``ticks`` (one row per step: busy ticks of CPU 0, 1, ...), this process's own CPU
+    over it (``own_s``: the sampling's cost, which the rows include), and ``own``: the CPUs that the
+    orchestrator (``orchestrator_pid``'s tree but this process) and the runtime's processes (``runtime_names``)
+    took meanwhile, their idle levels (model/calibration.idle_levels)."""
     steps = max(2, int(round(duration_s / step_s)))
+    orchestrator = (
+        []
+        if orchestrator_pid is None
+        else processes.tree_without(orchestrator_pid, os.getpid(), processes.parent_pids())
+    )
+    runtime = processes.named(runtime_names) if runtime_names else []
+    clocks0 = {pid: processes.cpu_clock_s(pid) for pid in orchestrator + runtime}
     own0 = _own_cpu_s()
     before = parse_proc_stat(proc_stat.read_text())
     cpus = range(max(before) + 1) if before else range(0)
     rows = []
-    next_at = time.monotonic()
+    started = next_at = time.monotonic()
     for _ in range(steps):
         next_at += step_s
         time.sleep(max(0.0, next_at - time.monotonic()))
         now = parse_proc_stat(proc_stat.read_text())
         rows.append([now.get(c, 0) - before.get(c, 0) for c in cpus])
         before = now
-    return {"step_s": step_s, "hz": os.sysconf("SC_CLK_TCK"), "ticks": rows, "own_s": round(_own_cpu_s() - own0, 4)}
+    elapsed = time.monotonic() - started
+    clocks1 = {pid: processes.cpu_clock_s(pid) for pid in clocks0}
+
+    def cpu(pids: list[int]) -> float:
+        used = sum(clocks1[p] - clocks0[p] for p in pids if clocks0[p] is not None and clocks1[p] is not None)
+        return round(max(0.0, used) / elapsed, 5) if elapsed > 0 else 0.0
+
+    own = {"orchestrator_cpu": cpu(orchestrator) if orchestrator else None, "runtime_cpu": None}
+    if runtime_names:
+        own.update(runtime_cpu=cpu(runtime), runtime_processes=len(runtime))
+    return {
+        "step_s": step_s,
+        "hz": os.sysconf("SC_CLK_TCK"),
+        "ticks": rows,
+        "own_s": round(_own_cpu_s() - own0, 4),
+        "own": own,
+    }

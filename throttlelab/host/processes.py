@@ -161,6 +161,23 @@ def cpu_clock_s(pid: int) -> float | None:
         return None
 
 
+def named(names: Iterable[str], proc: Path = Path("/proc")) -> list[int]:
+    """The processes whose command name (``/proc/<pid>/comm``, cut by the kernel to 15 characters) is one of
+    ``names``, in pid order."""
+    wanted = frozenset(names)
+    found = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            comm = (entry / "comm").read_text().rstrip("\n")
+        except OSError:  # ended while the folder was read
+            continue
+        if comm in wanted:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
 def parent_pids(proc: Path = Path("/proc")) -> dict[int, int]:
     """pid -> parent pid of every process visible now."""
     parents = {}

@@ -8,8 +8,10 @@ Two quantities depend on the machine and are measured, never assumed, before any
   (:func:`resolve`), and its model cost (``request_cpu_us``) is the average there. Every run of the experiment reads the same pilot, so its arms'
   parameters, and the thresholds derived from them, are fixed before the first measured run.
 - **A quiet host's interference floor**: the share of the run's CPUs that other work takes while the lab
-  does nothing, sampled by the kernel's ticks; a run is disturbed above ``floor + 3 SD`` of that share
-  over windows as long as the run's judged window (:func:`quiet_threshold`).
+  does nothing (the backend's runtime up and idle), sampled by the kernel's ticks; a run is disturbed above
+  ``floor + 3 SD`` of that share over windows as long as the run's judged window, and never below the
+  smallest share the tick count can tell from zero over that window (:func:`quiet_threshold`,
+  :func:`tick_resolution`).
 
 Pilots are recorded (results/<backend>/calibration/, each raw log's ``meta.calibration`` and the
 environment table) and never analysed as measurements.
@@ -45,6 +47,14 @@ SCHEMA = 1
 #: whose runs a quiet-host calibration serves; on kind and kubernetes the lab runs inside node containers or
 #: elsewhere, on vm inside a guest.
 METERED_BACKENDS = ("local", "docker")
+#: The processes of each metered backend's runtime, by their command name (``/proc/<pid>/comm``, which the
+#: kernel cuts to 15 characters): the engine that starts, stops and accounts the lab's containers is part of
+#: the runtime under test, as the orchestrator is part of the lab, so the meter counts their CPU apart
+#: (host/interference.py). The local backend's runtime is the runner itself, counted with the lab.
+RUNTIME_PROCESSES: dict[str, tuple[str, ...]] = {
+    "local": (),
+    "docker": ("dockerd", "containerd", "containerd-shim", "docker-proxy", "docker-init", "runc"),
+}
 #: Backends whose pilots run on this host before the measured runs; the vm backend's guest runs its batch
 #: alone, so its calibrated arms take the profile's stated cost (and their raw logs say so).
 PILOT_BACKENDS = ("local", "docker", "kind", "kubernetes")
@@ -198,12 +208,27 @@ def window_shares(ticks: Sequence[Sequence[int]], cpus: Sequence[int], steps: in
     return out
 
 
+def tick_resolution(window_s: float, cpus: int, hz: float) -> float:
+    """The smallest share of ``cpus`` CPUs over ``window_s`` that the meter's tick count can tell from zero.
+
+    The meter reads busy time in clock ticks (``hz`` a second per CPU), so a window holds
+    ``hz x window_s x cpus`` of them. Other work of a steady share ``s`` shows as a count of about
+    ``lambda = s x hz x window_s x cpus`` ticks, with the counting noise of a Poisson count, ``sqrt(lambda)``.
+    That count lies :data:`QUIET_SD` of its own SDs above zero once ``lambda >= QUIET_SD x sqrt(lambda)``, that
+    is ``lambda >= QUIET_SD ** 2`` ticks; a smaller share is not told from no share at all by the same rule
+    that judges the floor (floor + QUIET_SD SD). A window of no capacity resolves nothing (1.0)."""
+    ticks = hz * window_s * cpus
+    return 1.0 if ticks <= 0 else min(1.0, QUIET_SD**2 / ticks)
+
+
 def quiet_threshold(quiet: Mapping[str, Any], cpus: Sequence[int], window_s: float) -> dict[str, Any]:
     """The disturbance threshold of a run on ``cpus`` judged over ``window_s``: the quiet host's mean share over
-    windows of that length (the floor) + :data:`QUIET_SD` SD of it. A window longer than the quiet sampling
-    holds :data:`QUIET_DISJOINT_WINDOWS` times takes that length instead (the SD of the shorter window is the
-    larger: the threshold errs high). Returns floor, sd, threshold, the window used and how many windows it
-    averaged."""
+    windows of that length (the floor) + :data:`QUIET_SD` SD of it, and never below :func:`tick_resolution` of
+    the run's own window (a quiet host whose ticks were all zero would otherwise give a threshold of 0, and one
+    tick of any process would make a run disturbed). A window longer than the quiet sampling holds
+    :data:`QUIET_DISJOINT_WINDOWS` times takes that length for the floor and SD instead (the SD of the shorter
+    window is the larger: the threshold errs high). Returns floor, sd, resolution, threshold, the window used
+    and how many windows it averaged."""
     step_s, hz = float(quiet["step_s"]), float(quiet["hz"])
     ticks = [[int(v) for v in row] for row in quiet["ticks"]]
     missing = [c for c in cpus if not ticks or c >= len(ticks[0])]
@@ -213,25 +238,51 @@ def quiet_threshold(quiet: Mapping[str, Any], cpus: Sequence[int], window_s: flo
     shares = window_shares(ticks, list(cpus), steps, hz, step_s)
     floor = sum(shares) / len(shares)
     sd = math.sqrt(sum((s - floor) ** 2 for s in shares) / (len(shares) - 1)) if len(shares) > 1 else 0.0
+    calibrated = floor + QUIET_SD * sd
+    resolution = tick_resolution(window_s, len(cpus), hz)
     return {
         "floor": round(floor, 5),
         "sd": round(sd, 5),
-        "threshold": round(floor + QUIET_SD * sd, 5),
+        "calibrated": round(calibrated, 5),
+        "resolution": round(resolution, 5),
+        "threshold": round(max(calibrated, resolution), 5),
         "window_s": round(steps * step_s, 3),
         "windows": len(shares),
-        "rule": f"floor + {QUIET_SD:g} SD of a quiet host's share (calibration)",
+        "rule": _rule_text(calibrated >= resolution, window_s, len(cpus), hz),
     }
+
+
+def _rule_text(calibrated: bool, window_s: float, cpus: int, hz: float, ceiling: float | None = None) -> str:
+    if calibrated:
+        text = f"floor + {QUIET_SD:g} SD of a quiet host's share (calibration)"
+    else:
+        text = f"the meter's resolution: {QUIET_SD:g}^2 ticks of {hz:g} Hz over {window_s:.3g} s x {cpus} CPU(s)"
+    return text if ceiling is None else f"{text}, capped at max_other_share {ceiling:g}"
 
 
 def threshold_of(
     quiet: Mapping[str, Any] | None, cpus: Sequence[int], window_s: float, ceiling: float
 ) -> dict[str, Any]:
-    """The threshold a run is judged by: :func:`quiet_threshold`, at most ``ceiling`` (config's
-    ``disturbance.max_other_share``: a calibration on a host that was not quiet must not let anything pass);
-    without a quiet calibration, the ceiling itself (a fixed share, the record says so)."""
+    """The threshold a run is judged by: :func:`quiet_threshold`, its calibrated part at most ``ceiling``
+    (config's ``disturbance.max_other_share``: a calibration on a host that was not quiet must not let anything
+    pass); without a quiet calibration, the ceiling itself (a fixed share, the record says so). The meter's
+    resolution over the window is not capped: a window too short to tell the ceiling from zero is judged at
+    what it can tell."""
     if quiet is None:
         return {"threshold": ceiling, "rule": "fixed: disturbance.max_other_share (no quiet-host calibration)"}
     rule = quiet_threshold(quiet, cpus, window_s)
-    if rule["threshold"] > ceiling:
-        return {**rule, "threshold": ceiling, "rule": rule["rule"] + f", capped at max_other_share {ceiling:g}"}
-    return rule
+    if rule["calibrated"] <= ceiling:
+        return rule
+    hz = float(quiet["hz"])
+    if rule["resolution"] >= ceiling:
+        return {**rule, "threshold": rule["resolution"], "rule": _rule_text(False, window_s, len(cpus), hz)}
+    return {**rule, "threshold": ceiling, "rule": _rule_text(True, window_s, len(cpus), hz, ceiling)}
+
+
+def idle_levels(quiet: Mapping[str, Any] | None) -> dict[str, float]:
+    """The CPUs (0.01: 1% of one CPU) that the lab's own system took while the quiet host was sampled: the
+    orchestrator waiting on the calibration job, the backend's runtime up and idle (``own`` of a calibration
+    file; zero where it was not sampled). Their idle noise is in the floor, so a run takes out of its window
+    only what they used above these levels."""
+    own = (quiet or {}).get("own") or {}
+    return {who: float(own.get(f"{who}_cpu") or 0.0) for who in ("orchestrator", "runtime")}

@@ -403,6 +403,10 @@ OBJECTS: dict[str, Shape] = {
                 "orchestrator_cpu": "num",
                 "orchestrator_apart": "bool",
                 "orchestrator_note": "str",
+                "runtime_s": "num",
+                "runtime_cpu": "num",
+                "runtime_apart": "bool",
+                "idle_cpu": "dict",
                 "lab_scope": "str",
                 "irq_s": "num",
                 "judged": "str",
@@ -415,7 +419,8 @@ OBJECTS: dict[str, Shape] = {
             },
             "meta.interference: what the meter saw on the run's CPUs (host/interference.py); on a backend "
             "that is not metered only disturbed and note. Logs written before the meter counted the "
-            "orchestrator apart lack outside_* and orchestrator_* (their other_share is the outside share)",
+            "orchestrator apart lack outside_* and orchestrator_* (their other_share is the outside share); runtime_* "
+            "only where the backend names its runtime's processes (docker)",
         ),
         Shape(
             "disturbed_attempt",

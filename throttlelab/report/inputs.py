@@ -44,6 +44,9 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
         "orchestrator_cpu_median",
         "orchestrator_cpu_p95",
         "orchestrator_cpu_max",
+        "runtime_cpu_median",
+        "runtime_cpu_p95",
+        "runtime_cpu_max",
     ),
 }
 REQUIRED_TABLES = ("findings", "estimates", "runs", "headers", "environment")
