@@ -56,8 +56,10 @@ def test_a_quiet_host_calibration_samples_every_cpu(tmp_path):
     assert host["duration_s"] == 0.5 and len(host["ticks"]) == 5
     assert isinstance(host["quiet_before"], bool) and host["waited_s"] >= 0
     assert {len(row) for row in host["ticks"]} == {os.cpu_count()}
-    # started by hand on the local backend: no orchestrator, no runtime processes to take idle levels of
-    assert host["own"] == {"orchestrator_cpu": None, "runtime_cpu": None}
+    # started by hand on the local backend: no orchestrator, no runtime processes to take idle levels of; the
+    # kernel's threads idle at a small share of a CPU
+    own = host["own"]
+    assert own["orchestrator_cpu"] is None and own["runtime_cpu"] is None and 0 <= own["kernel_cpu"] < 0.5
     rule = calibration.threshold_of(host, [0], 0.3, ceiling=1.0)
     # 5 samples hold 5 disjoint windows of one sample (calibration.QUIET_DISJOINT_WINDOWS), so 0.1 s, not 0.3
     assert rule["window_s"] == pytest.approx(0.1) and rule["windows"] == 5

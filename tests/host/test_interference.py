@@ -50,7 +50,7 @@ def test_share_is_of_the_windows_capacity_on_the_runs_cpus():
 
 @pytest.mark.parametrize("apart", [True, False])
 def test_the_orchestrators_work_above_its_idle_level_is_not_judged_as_other(apart):
-    def seen_with(idle_cpu: tuple[float, float]) -> Interference:
+    def seen_with(idle_cpu: dict[str, float]) -> Interference:
         return Interference(
             cpus=(0, 1),
             window_s=4.0,
@@ -64,7 +64,7 @@ def test_the_orchestrators_work_above_its_idle_level_is_not_judged_as_other(apar
             idle_cpu=idle_cpu,
         )
 
-    seen = seen_with((0.0, 0.0))
+    seen = seen_with({})
     # per process, not per CPU: where it may also run elsewhere, all of it is taken out (an upper bound)
     assert seen.other_s == pytest.approx(1.4)
     assert seen.orchestrator_cpu == pytest.approx(0.1)  # 0.4 s over a 4 s window: a tenth of one CPU
@@ -74,8 +74,8 @@ def test_the_orchestrators_work_above_its_idle_level_is_not_judged_as_other(apar
     assert record["disturbed"] is False and seen.as_record(0.17)["disturbed"] is True
     assert record["orchestrator_apart"] is apart and record["orchestrator_cpu"] == pytest.approx(0.1)
     # its idle level (5% of a CPU on the quiet host: 0.2 s of this window) is in the floor, so it stays in other
-    assert seen_with((0.05, 0.0)).other_s == pytest.approx(1.6)
-    assert seen_with((0.2, 0.0)).other_s == pytest.approx(1.8)  # never more than it used
+    assert seen_with({"orchestrator": 0.05}).other_s == pytest.approx(1.6)
+    assert seen_with({"orchestrator": 0.2}).other_s == pytest.approx(1.8)  # never more than it used
 
 
 def test_the_runtimes_work_above_its_idle_level_is_not_judged_as_other():
@@ -89,15 +89,15 @@ def test_the_runtimes_work_above_its_idle_level_is_not_judged_as_other():
             outside_s=0.4,
             lab_scope="per-cpu",
             runtime_s=runtime_s,
-            idle_cpu=(0.0, idle),
+            idle_cpu={"runtime": idle},
         )
 
     engine = seen_with(0.3, 0.05)  # 0.3 s of the engine, 0.1 s of it its idle level
-    assert engine.runtime_excess_s == pytest.approx(0.2) and engine.other_s == pytest.approx(0.2)
+    assert engine.excess_s("runtime") == pytest.approx(0.2) and engine.other_s == pytest.approx(0.2)
     record = engine.as_record(0.15)
     assert record["runtime_cpu"] == pytest.approx(0.15) and record["runtime_apart"] is False
     assert record["other_share"] == pytest.approx(0.1) and record["disturbed"] is False
-    assert record["idle_cpu"] == {"orchestrator": 0.0, "runtime": 0.05}
+    assert record["idle_cpu"] == {"orchestrator": 0.0, "runtime": 0.05, "kernel": 0.0}
     # a backend that names no runtime: nothing is taken out, no runtime keys
     plain = seen_with(None, 0.0)
     assert plain.other_s == pytest.approx(0.4) and "runtime_s" not in plain.as_record(0.15)
@@ -123,13 +123,16 @@ def test_one_outside_tick_on_a_quiet_host_does_not_disturb_a_run():
 
 
 def test_processes_are_found_by_their_command_name(tmp_path):
-    for pid, comm in ((11, "dockerd"), (12, "containerd-shim"), (13, "bash"), (14, "containerd")):
+    tasks = ((2, "kthreadd", 0), (11, "dockerd", 1), (12, "containerd-shim", 1), (13, "my (odd) name", 1))
+    for pid, comm, parent in (*tasks, (14, "containerd", 11), (21, "kworker/0:1-events", 2)):
         (tmp_path / str(pid)).mkdir()
-        (tmp_path / str(pid) / "comm").write_text(comm + "\n")
-    (tmp_path / "15").mkdir()  # ended while the folder was read: no comm
+        (tmp_path / str(pid) / "stat").write_text(f"{pid} ({comm}) S {parent} {pid} 0 0\n")
+    (tmp_path / "15").mkdir()  # ended while the folder was read: no stat
     (tmp_path / "self").mkdir()
     assert processes.named(("dockerd", "containerd-shim", "containerd"), tmp_path) == [11, 12, 14]
+    assert processes.named(("my (odd) name",), tmp_path) == [13]
     assert processes.named((), tmp_path) == []
+    assert processes.kernel_threads(tmp_path) == [2, 21]
 
 
 def test_a_runtime_process_is_metered_apart_and_counted_from_its_start():
@@ -431,3 +434,29 @@ def test_a_quiet_host_is_sampled_per_cpu_and_step(tmp_path):
     got = quiet_ticks(0.2, step_s=0.05, proc_stat=stat)
     assert got["step_s"] == 0.05 and got["hz"] == os.sysconf("SC_CLK_TCK")
     assert got["ticks"] == [[0, 0]] * 4  # nothing changed between samples: perfectly quiet
+
+
+def test_kernel_threads_are_kthreadds_children():
+    tasks = processes.scan()
+    kernel = processes.kernel_threads(tasks=tasks)
+    assert processes.KTHREADD in kernel and os.getpid() not in kernel
+    comms = {pid: comm for pid, comm, _ in tasks}
+    assert any(comms[pid].startswith(("kworker", "ksoftirqd", "rcu")) for pid in kernel)
+    assert processes.named(("kthreadd",), tasks=tasks) == [processes.KTHREADD]
+
+
+def test_the_kernels_threads_are_metered_apart_when_asked():
+    """Real kernel threads over half a second: with ``kernel`` the meter reads their CPU clocks and keeps their
+    time apart (its own share, taken out of other); without it they are not metered and other keeps it."""
+    cpus = sorted(os.sched_getaffinity(0))
+    with_kernel, without = InterferenceMeter(cpus, kernel=True), InterferenceMeter(cpus)
+    with_kernel.start()
+    without.start()
+    time.sleep(0.5)
+    a, b = with_kernel.stop(), without.stop()
+    assert a.kernel_s is not None and a.kernel_s >= 0 and b.kernel_s is None
+    record = a.as_record(0.5)
+    assert record["kernel_cpu"] == pytest.approx(a.kernel_s / a.window_s, abs=1e-4) and "kernel_s" not in b.as_record(
+        0.5
+    )
+    assert a.other_s == pytest.approx(max(0.0, a.outside_s - a.excess_s("orchestrator") - a.kernel_s))

@@ -210,9 +210,9 @@ def test_a_window_too_short_for_the_ceiling_is_judged_at_its_resolution():
 
 
 def test_idle_levels_come_from_the_calibration_and_default_to_zero():
-    assert calibration.idle_levels(None) == {"orchestrator": 0.0, "runtime": 0.0}
-    quiet = {**_quiet([[0]] * 20), "own": {"orchestrator_cpu": 0.001, "runtime_cpu": 0.02}}
-    assert calibration.idle_levels(quiet) == {"orchestrator": 0.001, "runtime": 0.02}
+    assert calibration.idle_levels(None) == {"orchestrator": 0.0, "runtime": 0.0, "kernel": 0.0}
+    quiet = {**_quiet([[0]] * 20), "own": {"orchestrator_cpu": 0.001, "runtime_cpu": 0.02, "kernel_cpu": 0.003}}
+    assert calibration.idle_levels(quiet) == {"orchestrator": 0.001, "runtime": 0.02, "kernel": 0.003}
     assert calibration.idle_levels({"own": {"orchestrator_cpu": None, "runtime_cpu": None}})["runtime"] == 0.0
 
 

@@ -30,6 +30,7 @@ INTERFERENCE_COLUMNS = [
     "runs", "other_share_min", "other_share_max",
     "orchestrator_cpu_median", "orchestrator_cpu_p95", "orchestrator_cpu_max",
     "runtime_cpu_median", "runtime_cpu_p95", "runtime_cpu_max",
+    "kernel_cpu_median", "kernel_cpu_p95", "kernel_cpu_max",
 ]  # fmt: skip
 #: E2b's tail: the highest quantile every run of both arms supports (STATS.md §2), else p99.
 SUPPORTED_LATENCY = "supported /work latency quantile"
@@ -104,7 +105,7 @@ def interference_table(runs: pd.DataFrame) -> pd.DataFrame:
         "other_share_min": shares.min() if len(shares) else np.nan,
         "other_share_max": shares.max() if len(shares) else np.nan,
     }
-    for who in ("orchestrator", "runtime"):
+    for who in ("orchestrator", "runtime", "kernel"):
         cpu = runs[f"{who}_cpu"].dropna() if f"{who}_cpu" in runs.columns else pd.Series(dtype=float)
         row[f"{who}_cpu_median"] = cpu.median() if len(cpu) else np.nan
         row[f"{who}_cpu_p95"] = cpu.quantile(0.95) if len(cpu) else np.nan

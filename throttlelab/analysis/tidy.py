@@ -98,11 +98,13 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
         # host interference (meta.interference, meta.disturbed_attempts; empty in logs that predate them)
         # outside_share: everything outside the lab; other_share: its part that is not the lab's own system's
         # work above its idle level, as judged against the threshold; orchestrator_cpu: Snakemake and its
-        # children but the runner, runtime_cpu: the backend's engine and shims (docker), both in CPUs
+        # children but the runner, runtime_cpu: the backend's engine and shims (docker), kernel_cpu: the
+        # kernel's threads, all in CPUs
         "outside_share": "float64",
         "other_share": "float64",
         "orchestrator_cpu": "float64",
         "runtime_cpu": "float64",
+        "kernel_cpu": "float64",
         "interference_threshold": "float64",
         "disturbed": "boolean",
         "disturbed_attempts": "Int64",
@@ -395,9 +397,10 @@ def _interference_text(seen: Mapping[str, Any]) -> str:
     orchestrator = _number_or_none(seen.get("orchestrator_cpu"))
     if orchestrator is not None:
         text += f", the orchestrator {orchestrator:.2%} of a CPU"
-    runtime = _number_or_none(seen.get("runtime_cpu"))
-    if runtime is not None:
-        text += f", the runtime {runtime:.2%} of a CPU"
+    for who in ("runtime", "kernel"):
+        cpu = _number_or_none(seen.get(f"{who}_cpu"))
+        if cpu is not None:
+            text += f", the {who} {cpu:.2%} of a CPU"
     window = _number_or_none(seen.get("window_s"))
     if window is not None:
         text += f" over {window:g} s" + (" of busy intervals" if seen.get("judged") == "busy intervals" else "")
@@ -448,6 +451,7 @@ def interference_cells(meta: Mapping[str, Any]) -> tuple[Any, ...]:
         None if seen is None else _number_or_none(seen.get("other_share")),
         None if seen is None else _number_or_none(seen.get("orchestrator_cpu")),
         None if seen is None else _number_or_none(seen.get("runtime_cpu")),
+        None if seen is None else _number_or_none(seen.get("kernel_cpu")),
         None if seen is None else _number_or_none(seen.get("threshold")),
         None if seen is None else _bool_or_none(seen.get("disturbed")),
         None if attempts is None else len(attempts),

@@ -114,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
                 args.step_s,
                 runtime_names=calibration.RUNTIME_PROCESSES.get(args.backend, ()),
                 orchestrator_pid=orchestrator_from_env(),
+                kernel=True,
             )
             data = {
                 "schema": calibration.SCHEMA,
@@ -131,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         own = data["host"]["own"]
         levels = [
             f"the {who} {own[f'{who}_cpu']:.2%} of a CPU"
-            for who in ("orchestrator", "runtime")
+            for who in calibration.OWN_SYSTEM
             if own.get(f"{who}_cpu") is not None
         ]
         progress("idle levels: " + (", ".join(levels) or "no orchestrator or runtime process to meter"))

@@ -137,12 +137,12 @@ def measure(
     configured share)."""
     meter = None
     if args.backend in METERED_BACKENDS:
-        idle = calibration.idle_levels(quiet)
         meter = InterferenceMeter(
             run_cpus(spec, args.node_cpus),
             orchestrator_pid=orchestrator_from_env(),
             runtime_names=calibration.RUNTIME_PROCESSES.get(args.backend, ()),
-            idle_cpu=(idle["orchestrator"], idle["runtime"]),
+            kernel=True,
+            idle_cpu=calibration.idle_levels(quiet),
         )
         meter.start()
         ctx = dataclasses.replace(ctx, busy=meter.busy)
@@ -407,8 +407,9 @@ def own_text(seen: dict[str, Any]) -> str:
         if seen.get("orchestrator_s") is None
         else f"the orchestrator {seen['orchestrator_cpu']:.1%} of a CPU"
     ]
-    if seen.get("runtime_s") is not None:
-        parts.append(f"the runtime {seen['runtime_cpu']:.1%} of a CPU")
+    for who in ("runtime", "kernel"):
+        if seen.get(f"{who}_s") is not None:
+            parts.append(f"the {who} {seen[f'{who}_cpu']:.1%} of a CPU")
     return ", ".join(parts)
 
 

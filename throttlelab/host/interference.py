@@ -38,14 +38,17 @@ experiment that marks nothing is judged over the whole attempt (``judged: attemp
   engine, containerd and its shims: ``model/calibration.RUNTIME_PROCESSES``), found by their command name
   at every snapshot, each process's CPU clock as for the orchestrator; one that started inside an interval
   counts from its start.
+- the kernel's threads' CPU time (kthreadd's children: workqueues, softirq, RCU), the same way: the
+  work the kernel does for the lab and its runtime (writing back the engine's files, freeing the cgroups
+  the lab removes) runs there, charged to no cgroup and no process of theirs.
 
 ``outside = busy(run CPUs) - lab - irq - runner`` is every process's time on the run's CPUs that is not
 the lab's. A run is judged by ``other``: the outside time less what the lab's own system used above its
-idle level, the orchestrator (it starts and waits on the runner) and the runtime (it starts, stops and
-accounts the lab's containers). Their idle levels come from the quiet-host calibration, which sampled the
-host with both up and idle, so their idle noise is in the threshold's floor and only their work beyond it
+idle level, the orchestrator (it starts and waits on the runner), the runtime (it starts, stops and
+accounts the lab's containers) and the kernel's threads. Their idle levels come from the quiet-host calibration, which sampled the
+host with them up and idle, so their idle noise is in the threshold's floor and only their work beyond it
 is taken out. Their times are per process, not per CPU: where they may run on CPUs outside the run's (their
-affinity is wider, ``orchestrator_apart`` / ``runtime_apart`` false), what is taken out is all of their
+affinity is wider, ``orchestrator_apart`` / ``runtime_apart`` / ``kernel_apart`` false), what is taken out is all of their
 time above idle, an upper bound of their part on the run's CPUs, and the record says so; ``outside_share``
 keeps the plain figure beside it. Busy time is in clock ticks (USER_HZ, 10 ms here), so small values are
 coarse: the threshold is never below what a window's tick count can tell from zero
@@ -58,12 +61,13 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from throttlelab.host import cgroupfs, processes
+from throttlelab.model.calibration import OWN_SYSTEM
 
 PROC_STAT = Path("/proc/stat")
 _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user nice system irq softirq steal (idle 3, iowait 4 are not busy)
@@ -121,8 +125,12 @@ class Interference:
     # apart: whether all of it could only run on the run's CPUs
     runtime_s: float | None = None
     runtime_apart: bool = False
-    # the CPUs the orchestrator and the runtime took on the quiet host (model/calibration.idle_levels)
-    idle_cpu: tuple[float, float] = (0.0, 0.0)
+    # the kernel's threads' CPU time (on any CPU), None where they were not metered
+    kernel_s: float | None = None
+    kernel_apart: bool = False
+    # the CPUs the orchestrator, the runtime and the kernel's threads took on the quiet host, by name
+    # (model/calibration.idle_levels); a name missing is 0
+    idle_cpu: Mapping[str, float] = field(default_factory=dict)
 
     def _share(self, seconds: float, window_s: float | None = None) -> float:
         capacity = (self.window_s if window_s is None else window_s) * len(self.cpus)
@@ -132,19 +140,16 @@ class Interference:
         """What a process group of the lab's own system used above its calibrated idle level."""
         return 0.0 if seconds is None else max(0.0, seconds - idle_cpu * self.window_s)
 
-    @property
-    def orchestrator_excess_s(self) -> float:
-        return self._excess_s(self.orchestrator_s, self.idle_cpu[0])
-
-    @property
-    def runtime_excess_s(self) -> float:
-        return self._excess_s(self.runtime_s, self.idle_cpu[1])
+    def excess_s(self, who: str) -> float:
+        """What one part of the lab's own system (``orchestrator``, ``runtime``, ``kernel``) used above its
+        idle level."""
+        return self._excess_s(getattr(self, f"{who}_s"), float(self.idle_cpu.get(who, 0.0)))
 
     @property
     def other_s(self) -> float:
-        """Interference by processes that are neither the lab, nor the orchestrator nor the runtime above their
-        idle levels: what a run is judged by."""
-        return max(0.0, self.outside_s - self.orchestrator_excess_s - self.runtime_excess_s)
+        """Interference by processes that are neither the lab nor its own system (the orchestrator, the
+        runtime, the kernel's threads) above their idle levels: what a run is judged by."""
+        return max(0.0, self.outside_s - sum(self.excess_s(who) for who in OWN_SYSTEM))
 
     @property
     def outside_share(self) -> float:
@@ -156,12 +161,16 @@ class Interference:
         """The part of :attr:`outside_share` that is not the lab's own system's work: what a run is judged by."""
         return self._share(self.other_s)
 
+    def cpu(self, who: str) -> float | None:
+        """One part of the lab's own system's CPU time over the window, in CPUs (None: not metered)."""
+        seconds = getattr(self, f"{who}_s")
+        if seconds is None or self.window_s <= 0:
+            return None
+        return seconds / self.window_s
+
     @property
     def runtime_cpu(self) -> float | None:
-        """The runtime's CPU time over the window, in CPUs."""
-        if self.runtime_s is None or self.window_s <= 0:
-            return None
-        return self.runtime_s / self.window_s
+        return self.cpu("runtime")
 
     @property
     def orchestrator_cpu(self) -> float | None:
@@ -182,15 +191,16 @@ class Interference:
                 "orchestrator_apart": self.orchestrator_apart,
             }
         )
-        runtime = (
-            {}
-            if self.runtime_s is None
-            else {
-                "runtime_s": round(self.runtime_s, 4),
-                "runtime_cpu": round(self.runtime_cpu or 0.0, 4),
-                "runtime_apart": self.runtime_apart,
-            }
-        )
+        system = {
+            key: value
+            for who in ("runtime", "kernel")
+            if getattr(self, f"{who}_s") is not None
+            for key, value in (
+                (f"{who}_s", round(getattr(self, f"{who}_s"), 4)),
+                (f"{who}_cpu", round(self.cpu(who) or 0.0, 4)),
+                (f"{who}_apart", getattr(self, f"{who}_apart")),
+            )
+        }
         attempt = {}
         if self.attempt_window_s is not None and self.attempt_outside_s is not None:
             attempt = {
@@ -209,8 +219,8 @@ class Interference:
             "other_s": round(self.other_s, 3),
             "other_share": round(self.other_share, 4),
             **orchestrator,
-            **runtime,
-            "idle_cpu": {"orchestrator": self.idle_cpu[0], "runtime": self.idle_cpu[1]},
+            **system,
+            "idle_cpu": {who: float(self.idle_cpu.get(who, 0.0)) for who in OWN_SYSTEM},
             "lab_scope": self.lab_scope,
             "judged": self.judged,
             "intervals": self.intervals,
@@ -232,6 +242,7 @@ class Snapshot:
     own_s: float  # the runner's and its reaped guardians' CPU
     orchestrator: dict[int, float]  # process -> CPU clock
     runtime: dict[int, float]  # process of the runtime -> CPU clock
+    kernel: dict[int, float]  # kernel thread -> CPU clock
 
 
 class InterferenceMeter:
@@ -247,14 +258,16 @@ class InterferenceMeter:
         mountinfo: Path = Path("/proc/self/mountinfo"),
         orchestrator_pid: int | None = None,
         runtime_names: tuple[str, ...] = (),
-        idle_cpu: tuple[float, float] = (0.0, 0.0),
+        kernel: bool = False,
+        idle_cpu: Mapping[str, float] | None = None,
         proc: Path = Path("/proc"),
     ):
         self.cpus = tuple(sorted(set(cpus)))
         self.runtime_names = frozenset(runtime_names)
-        self.idle_cpu = idle_cpu
+        self.kernel = kernel
+        self.idle_cpu = dict(idle_cpu or {})
         self.proc = proc
-        self._runtime_pids: set[int] = set()
+        self._pids: dict[str, set[int]] = {"runtime": set(), "kernel": set()}
         self.orchestrator_pid = orchestrator_pid
         self._orchestrator_pids: list[int] = []
         self.prefix = f"throttlelab-{runner_pid if runner_pid is not None else os.getpid()}-"
@@ -328,7 +341,7 @@ class InterferenceMeter:
             lab_ns,
             _own_cpu_s(),
             self._clocks(),
-            self._runtime_clocks(),
+            *self._system_clocks(),
         )
 
     def start(self) -> None:
@@ -340,7 +353,7 @@ class InterferenceMeter:
             0,
             _own_cpu_s(),
             self._clocks(),
-            self._runtime_clocks(),
+            *self._system_clocks(),
         )
         cgroupfs.add_removal_listener(self._sample)
         self._thread = threading.Thread(target=self._loop, name="interference-meter", daemon=True)
@@ -385,14 +398,16 @@ class InterferenceMeter:
             attempt_window_s=whole["window_s"],
             attempt_outside_s=whole["outside_s"],
             runtime_s=judged["runtime_s"],
-            runtime_apart=self._runtime_confined(),
+            runtime_apart=self._confined("runtime"),
+            kernel_s=judged["kernel_s"],
+            kernel_apart=self._confined("kernel"),
             idle_cpu=self.idle_cpu,
         )
 
     def _over(self, intervals: list[tuple[Snapshot, Snapshot]]) -> dict:
         """The meter's figures summed over some intervals between snapshots."""
         out = dict.fromkeys(("window_s", "busy_s", "irq_s", "lab_s", "runner_s"), 0.0)
-        orchestrator = runtime = 0.0
+        orchestrator = runtime = kernel = 0.0
         for a, b in intervals:
             out["window_s"] += b.t - a.t
             out["busy_s"] += sum(b.busy.get(c, 0) - a.busy.get(c, 0) for c in self.cpus) / self.ticks
@@ -402,9 +417,11 @@ class InterferenceMeter:
             orchestrator += sum(max(0.0, b.orchestrator[p] - a.orchestrator[p]) for p in a.orchestrator)
             # a runtime process absent at ``a`` started after it (every snapshot looks for new ones)
             runtime += sum(max(0.0, clock - a.runtime.get(p, 0.0)) for p, clock in b.runtime.items())
+            kernel += sum(max(0.0, clock - a.kernel.get(p, 0.0)) for p, clock in b.kernel.items())
         out["outside_s"] = max(0.0, out["busy_s"] - out["lab_s"] - out["irq_s"] - out["runner_s"])
         out["orchestrator_s"] = orchestrator if self._orchestrator_pids else None
         out["runtime_s"] = runtime if self.runtime_names else None
+        out["kernel_s"] = kernel if self.kernel else None
         return out
 
     # -- the orchestrator: Snakemake's process tree less this runner's subtree, per process
@@ -429,21 +446,25 @@ class InterferenceMeter:
         except OSError:
             return False
 
-    # -- the runtime: the backend's engine processes, found by name at every snapshot
-    def _runtime_clocks(self) -> dict[int, float]:
-        if not self.runtime_names:
-            return {}
-        clocks = {}
-        for pid in processes.named(self.runtime_names, self.proc):
-            clock = processes.cpu_clock_s(pid)
-            if clock is not None:
-                clocks[pid] = clock
-        self._runtime_pids = set(clocks)
-        return clocks
+    # -- the runtime's processes (by name) and the kernel's threads, found again at every snapshot
+    def _system_clocks(self) -> tuple[dict[int, float], dict[int, float]]:
+        if not self.runtime_names and not self.kernel:
+            return {}, {}
+        tasks = processes.scan(self.proc)
+        found = {
+            "runtime": processes.named(self.runtime_names, tasks=tasks) if self.runtime_names else [],
+            "kernel": processes.kernel_threads(tasks=tasks) if self.kernel else [],
+        }
+        clocks: dict[str, dict[int, float]] = {}
+        for who, pids in found.items():
+            clocks[who] = {pid: clock for pid in pids if (clock := processes.cpu_clock_s(pid)) is not None}
+            self._pids[who] = set(clocks[who])
+        return clocks["runtime"], clocks["kernel"]
 
-    def _runtime_confined(self) -> bool:
+    def _confined(self, who: str) -> bool:
+        """Whether every process of that part of the lab's own system may run on the run's CPUs only."""
         try:
-            return all(set(os.sched_getaffinity(pid)) <= set(self.cpus) for pid in self._runtime_pids)
+            return all(set(os.sched_getaffinity(pid)) <= set(self.cpus) for pid in self._pids[who])
         except OSError:
             return False
 
@@ -500,21 +521,25 @@ def quiet_ticks(
     proc_stat: Path = PROC_STAT,
     runtime_names: tuple[str, ...] = (),
     orchestrator_pid: int | None = None,
+    kernel: bool = False,
 ) -> dict:
     """A quiet host's busy clock ticks, every CPU, every ``step_s`` for ``duration_s`` (the calibration step:
     nothing of the lab runs meanwhile). Returns the model's calibration input (model/calibration.quiet_threshold):
     ``step_s``, ``hz``, ``ticks`` (one row per step: busy ticks of CPU 0, 1, ...), this process's own CPU
-    over it (``own_s``: the sampling's cost, which the rows include), and ``own``: the CPUs that the
-    orchestrator (``orchestrator_pid``'s tree but this process) and the runtime's processes (``runtime_names``)
-    took meanwhile, their idle levels (model/calibration.idle_levels)."""
+    over it (``own_s``: the sampling's cost, which the rows include), and ``own``: the CPUs that the lab's own
+    system took meanwhile, their idle levels (model/calibration.idle_levels): the orchestrator
+    (``orchestrator_pid``'s tree but this process), the runtime's processes (``runtime_names``) and, with
+    ``kernel``, the kernel's threads; None for a part not metered."""
     steps = max(2, int(round(duration_s / step_s)))
-    orchestrator = (
-        []
+    tasks = processes.scan()
+    groups = {
+        "orchestrator": []
         if orchestrator_pid is None
-        else processes.tree_without(orchestrator_pid, os.getpid(), processes.parent_pids())
-    )
-    runtime = processes.named(runtime_names) if runtime_names else []
-    clocks0 = {pid: processes.cpu_clock_s(pid) for pid in orchestrator + runtime}
+        else processes.tree_without(orchestrator_pid, os.getpid(), processes.parent_pids()),
+        "runtime": processes.named(runtime_names, tasks=tasks) if runtime_names else None,
+        "kernel": processes.kernel_threads(tasks=tasks) if kernel else None,
+    }
+    clocks0 = {pid: processes.cpu_clock_s(pid) for pids in groups.values() for pid in pids or ()}
     own0 = _own_cpu_s()
     before = parse_proc_stat(proc_stat.read_text())
     cpus = range(max(before) + 1) if before else range(0)
@@ -533,9 +558,13 @@ def quiet_ticks(
         used = sum(clocks1[p] - clocks0[p] for p in pids if clocks0[p] is not None and clocks1[p] is not None)
         return round(max(0.0, used) / elapsed, 5) if elapsed > 0 else 0.0
 
-    own = {"orchestrator_cpu": cpu(orchestrator) if orchestrator else None, "runtime_cpu": None}
+    # None: not metered (no orchestrator started this process, no runtime named, the kernel not asked for)
+    own: dict[str, float | int | None] = {
+        f"{who}_cpu": None if pids is None or (who == "orchestrator" and not pids) else cpu(pids)
+        for who, pids in groups.items()
+    }
     if runtime_names:
-        own.update(runtime_cpu=cpu(runtime), runtime_processes=len(runtime))
+        own["runtime_processes"] = len(groups["runtime"] or ())
     return {
         "step_s": step_s,
         "hz": os.sysconf("SC_CLK_TCK"),

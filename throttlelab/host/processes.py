@@ -161,21 +161,39 @@ def cpu_clock_s(pid: int) -> float | None:
         return None
 
 
-def named(names: Iterable[str], proc: Path = Path("/proc")) -> list[int]:
-    """The processes whose command name (``/proc/<pid>/comm``, cut by the kernel to 15 characters) is one of
-    ``names``, in pid order."""
-    wanted = frozenset(names)
+#: kthreadd: the parent of every kernel thread (workqueues, softirq, RCU, ...)
+KTHREADD = 2
+
+
+def scan(proc: Path = Path("/proc")) -> list[tuple[int, str, int]]:
+    """(pid, command name, parent pid) of every process visible now, from one read of each ``stat`` (the
+    command name as ``/proc/<pid>/comm`` has it: cut by the kernel to 15 characters)."""
     found = []
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            comm = (entry / "comm").read_text().rstrip("\n")
+            text = (entry / "stat").read_text()
         except OSError:  # ended while the folder was read
             continue
-        if comm in wanted:
-            found.append(int(entry.name))
+        head, _, tail = text.rpartition(")")
+        fields = tail.split()
+        if "(" in head and len(fields) > 1:
+            found.append((int(entry.name), head.split("(", 1)[1], int(fields[1])))
     return sorted(found)
+
+
+def named(
+    names: Iterable[str], proc: Path = Path("/proc"), tasks: list[tuple[int, str, int]] | None = None
+) -> list[int]:
+    """The processes whose command name is one of ``names``, in pid order (``tasks``: a :func:`scan` already made)."""
+    wanted = frozenset(names)
+    return [pid for pid, comm, _ in (scan(proc) if tasks is None else tasks) if comm in wanted]
+
+
+def kernel_threads(proc: Path = Path("/proc"), tasks: list[tuple[int, str, int]] | None = None) -> list[int]:
+    """kthreadd and the kernel threads it started, in pid order (``tasks``: a :func:`scan` already made)."""
+    return [pid for pid, _, parent in (scan(proc) if tasks is None else tasks) if KTHREADD in (pid, parent)]
 
 
 def parent_pids(proc: Path = Path("/proc")) -> dict[int, int]:

@@ -279,10 +279,15 @@ def threshold_of(
     return {**rule, "threshold": ceiling, "rule": _rule_text(True, window_s, len(cpus), hz, ceiling)}
 
 
+#: The parts of the lab's own system, whose work above their idle level is not interference: the
+#: orchestrator, the backend's runtime and the kernel's threads (host/interference.py).
+OWN_SYSTEM = ("orchestrator", "runtime", "kernel")
+
+
 def idle_levels(quiet: Mapping[str, Any] | None) -> dict[str, float]:
     """The CPUs (0.01: 1% of one CPU) that the lab's own system took while the quiet host was sampled: the
-    orchestrator waiting on the calibration job, the backend's runtime up and idle (``own`` of a calibration
-    file; zero where it was not sampled). Their idle noise is in the floor, so a run takes out of its window
-    only what they used above these levels."""
+    orchestrator waiting on the calibration job, the backend's runtime up and idle, the kernel's threads
+    (``own`` of a calibration file; zero where it was not sampled). Their idle noise is in the floor, so a run
+    takes out of its window only what they used above these levels."""
     own = (quiet or {}).get("own") or {}
-    return {who: float(own.get(f"{who}_cpu") or 0.0) for who in ("orchestrator", "runtime")}
+    return {who: float(own.get(f"{who}_cpu") or 0.0) for who in OWN_SYSTEM}

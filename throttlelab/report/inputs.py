@@ -47,6 +47,9 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
         "runtime_cpu_median",
         "runtime_cpu_p95",
         "runtime_cpu_max",
+        "kernel_cpu_median",
+        "kernel_cpu_p95",
+        "kernel_cpu_max",
     ),
 }
 REQUIRED_TABLES = ("findings", "estimates", "runs", "headers", "environment")

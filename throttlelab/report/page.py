@@ -560,8 +560,8 @@ def interference_table(runs: pd.DataFrame, experiment: str, order: list[str]) ->
     note = (
         f"CPU time outside the lab on the run's CPUs during its window (STATS.md §2): other processes', judged "
         "against the threshold, and apart the lab's own system's (the orchestrator: Snakemake and its children "
-        "but the runner; the runtime: the backend's engine and shims; in CPUs, on any CPU), whose work above "
-        f"its idle level on the quiet host is not counted as interference. {still} of {len(mine)} "
+        "but the runner; the runtime: the backend's engine and shims; the kernel's threads; in CPUs, on any "
+        f"CPU), whose work above its idle level on the quiet host is not counted as interference. {still} of {len(mine)} "
         f"runs were still disturbed after their retries: they are kept and marked, never dropped; {earlier} "
         "disturbed earlier attempts were measured again and are kept beside the raw log, not analysed."
     )
@@ -594,11 +594,15 @@ def interference_text(runs: pd.DataFrame, interference: pd.DataFrame | None = No
             f"{spread['orchestrator_cpu_median']:.2%} of a CPU per window (p95 {spread['orchestrator_cpu_p95']:.2%}, "
             f"max {spread['orchestrator_cpu_max']:.2%})"
         )
-    if spread is not None and pd.notna(spread.get("runtime_cpu_median", math.nan)):
-        text_ += (
-            f"; the runtime (the backend's engine and its shims) used a median {spread['runtime_cpu_median']:.2%} "
-            f"of a CPU per window (p95 {spread['runtime_cpu_p95']:.2%}, max {spread['runtime_cpu_max']:.2%})"
-        )
+    for who, what in (
+        ("runtime", "the runtime (the backend's engine and its shims)"),
+        ("kernel", "the kernel's threads"),
+    ):
+        if spread is not None and pd.notna(spread.get(f"{who}_cpu_median", math.nan)):
+            text_ += (
+                f"; {what} used a median {spread[f'{who}_cpu_median']:.2%} of a CPU per window (p95 "
+                f"{spread[f'{who}_cpu_p95']:.2%}, max {spread[f'{who}_cpu_max']:.2%})"
+            )
     if len(still):
         text_ += ": " + ", ".join(f"{r.experiment} {r.variant} rep{int(r.repeat)}" for r in still.itertuples())
     return text_
