@@ -45,14 +45,14 @@ experiment that marks nothing is judged over the whole attempt (``judged: attemp
 ``outside = busy(run CPUs) - lab - irq - runner`` is every process's time on the run's CPUs that is not
 the lab's. A run is judged by ``other``: the outside time less what the lab's own system used above its
 idle level, the orchestrator (it starts and waits on the runner), the runtime (it starts, stops and
-accounts the lab's containers) and the kernel's threads. Their idle levels come from the quiet-host calibration, which sampled the
-host with them up and idle, so their idle noise is in the threshold's floor and only their work beyond it
-is taken out. Their times are per process, not per CPU: where they may run on CPUs outside the run's (their
-affinity is wider, ``orchestrator_apart`` / ``runtime_apart`` / ``kernel_apart`` false), what is taken out is all of their
-time above idle, an upper bound of their part on the run's CPUs, and the record says so; ``outside_share``
-keeps the plain figure beside it. Busy time is in clock ticks (USER_HZ, 10 ms here), so small values are
-coarse: the threshold is never below what a window's tick count can tell from zero
-(``model/calibration.tick_resolution``).
+accounts the lab's containers) and the kernel's threads. Their idle levels come from the quiet-host
+calibration, which sampled the host with them up and idle, so their idle noise is in the threshold's
+floor and only their work beyond it is taken out. Their times are per process, not per CPU: where they
+may run on CPUs outside the run's (their affinity is wider: ``orchestrator_apart``, ``runtime_apart``,
+``kernel_apart`` false), what is taken out is all of their time above idle, an upper bound of their part
+on the run's CPUs, and the record says so; ``outside_share`` keeps the plain figure beside it. Busy
+time is in clock ticks (USER_HZ, 10 ms here), so small values are coarse: the threshold is never below
+what a window's tick count can tell from zero (``model/calibration.tick_resolution``).
 """
 
 from __future__ import annotations
@@ -169,15 +169,9 @@ class Interference:
         return seconds / self.window_s
 
     @property
-    def runtime_cpu(self) -> float | None:
-        return self.cpu("runtime")
-
-    @property
     def orchestrator_cpu(self) -> float | None:
         """The orchestrator's CPU time over the window, in CPUs (0.01: 1% of one CPU)."""
-        if self.orchestrator_s is None or self.window_s <= 0:
-            return None
-        return self.orchestrator_s / self.window_s
+        return self.cpu("orchestrator")
 
     def as_record(self, threshold: float, rule: dict | None = None) -> dict:
         """The record of the attempt, judged against ``threshold``; ``rule``: how that threshold was found
