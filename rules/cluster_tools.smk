@@ -1,9 +1,9 @@
-# The pinned cluster tools (cluster/, issue 22): kubelet, kube-apiserver, kube-controller-manager,
+# The pinned cluster tools (cluster/): kubelet, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kubectl, etcd, etcdctl, containerd, its runc shim, ctr, crictl and runc v1.3.0 and
 # v1.4.3, built from the Go module proxy into a cache outside the checkout (config cluster_tools,
 # README "Cluster tools"). One job per module of cluster/; a binary whose stamp matches its build
 # key is not rebuilt, so a rerun (or a fresh clone on a machine with the cache) compiles nothing.
-# No experiment needs them yet: neither `all` nor `report` runs these rules.
+# The kubernetes backend's own node (cluster: local) and the vm backend's guest node run on them.
 # Drives the host's Go toolchain and C compiler (cgo): no conda env.
 
 
@@ -35,7 +35,7 @@ rule cluster_tools:
         "throttlelab cluster-tools summary --out {output.manifest} {input.manifests} 2>&1 | tee {log}"
 
 
-# The kind node images' tools (issue 25): kind v0.30.0 and v0.33.0, kubeadm and kube-proxy, CoreDNS,
+# The kind node images' tools: kind v0.30.0 and v0.33.0, kubeadm and kube-proxy, CoreDNS,
 # each in its own folder of the same cache (kind-v0.30.0/bin/kind, ...); rules/kind_node.smk uses them.
 rule kind_tools:
     input:

@@ -1,4 +1,4 @@
-# The lab's kind node images, built on this machine (issue 25; kind.node_images: local): a base
+# The lab's kind node images, built on this machine (kind.node_images: local): a base
 # debootstrapped as kind's base image is (kept in the tool cache, not the checkout), then per role
 # the cluster tools, the control plane's images made here and the lab's pod network, `docker
 # import`ed (throttlelab/backends/kind/nodeimage.py). Each job is a no-op when its image is current.

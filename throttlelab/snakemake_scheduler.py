@@ -7,7 +7,7 @@ which arms another timer, so every release of the loop's semaphore -- each job t
 one more endless chain of timers. After N jobs the loop runs about N passes a second, each
 re-selecting among all ready jobs. In this lab ~150 ready jobs wait for the one
 ``experiment_slot``: by minute 17 of the quick profile the scheduler had made ~90,000 timer
-threads and used ~22% of a CPU, inside the experiments' measuring windows (issue 21). The timers
+threads and used ~22% of a CPU, inside the experiments' measuring windows. The timers
 are not daemon threads either, so a long timespan would stop the storm but hold Snakemake's exit
 for up to that timespan.
 

@@ -1,4 +1,4 @@
-"""Build the pinned cluster tools (cluster/, issue 22) into a cache outside the checkout.
+"""Build the pinned cluster tools (cluster/) into a cache outside the checkout.
 
 Command line (what rules/cluster_tools.smk calls; ``--settings`` is config.yaml's
 ``cluster_tools`` section as JSON, keys left out keep their defaults)::

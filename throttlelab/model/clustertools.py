@@ -1,4 +1,4 @@
-"""The pinned cluster tools (cluster/, issue 22): what each upstream project builds, how upstream
+"""The pinned cluster tools (cluster/): what each upstream project builds, how upstream
 sets its version at link time, and how each binary's version command answers.
 
 One row per Go module under cluster/ (``PROJECTS``, in build order: the small ones first); adding
@@ -70,7 +70,7 @@ class Project:
     # the commit of the upstream release tag, where the module proxy said it (an .info Origin); None if not known
     commit: str | None = None
     # "node": the real node's tools (target cluster_tools); "kind": what the kind node images and the
-    # kind backend add (kind itself, kubeadm, kube-proxy, CoreDNS; target kind_tools, issue 25)
+    # kind backend add (kind itself, kubeadm, kube-proxy, CoreDNS; target kind_tools)
     group: str = "node"
 
 

@@ -1,4 +1,4 @@
-"""The lab's kind node images, made on this machine (issue 25): what each image is made of.
+"""The lab's kind node images, made on this machine: what each image is made of.
 
 No kindest/node image can be pulled here, and `kind build node-image` needs a registry (its base
 image and the control plane's images), so the builder (``throttlelab.host.kindnode``) repeats

@@ -17,7 +17,7 @@ from throttlelab.model import calibration
 from throttlelab.model.config import Design
 from throttlelab.model.variants import VariantSpec
 
-#: The quick profile's budget (issue 15, issue 24): 15 minutes end to end on the 2-CPU machine.
+#: The quick profile's budget: 15 minutes end to end on the 2-CPU machine.
 QUICK_BUDGET_S = 15 * 60
 #: What a run costs besides its measuring time, and the pipeline once (docs/EXPERIMENTS.md "## Time"). The quick
 #: runs at 6a897ca (311 runs, 735 s of planned measuring) took 867 and 871 s end to end: 132 s for both together,

@@ -32,7 +32,7 @@ Evaluation (shared/STATS.md §3-5):
   an undecided one: inconclusive); directional ratio checks have three zones (reproduced, "direction
   reproduced, weaker than modelled", contradicted only when the interval excludes the claimed
   direction); "contradicted" needs the interval at the Bonferroni level over the finding's decisive
-  checks, so its error rate is controlled per finding (issue 24; no Holm over Mann-Whitney p-values).
+  checks, so its error rate is controlled per finding (no Holm over Mann-Whitney p-values).
 
 findings.csv has one row per finding (the check that decides its verdict); checks.csv has every
 check. The claims live one module per family (:mod:`.jobs_findings`, :mod:`.weights_findings`, :mod:`.services_findings`),
@@ -702,7 +702,7 @@ def evaluate_ratio(base: CheckResult, evidence: Evidence, level: float | None = 
         raise ValueError(f"a ratio check cannot use scale {check.scale!r}")
     shown_p = check.relation != "within" and not check.premise and check.scale in ("log", "linear")
     # the p shown tests the check's own threshold, one-sided, with the interval's own Welch t (STATS.md §4);
-    # a Mann-Whitney p of "equal distributions" decides nothing and is no longer shown (issue 24)
+    # a Mann-Whitney p of "equal distributions" decides nothing, so none is shown
     p = (
         stats.threshold_p(a, b, threshold=threshold[0], relation=check.relation, log=check.scale == "log")
         if shown_p and threshold
@@ -1073,7 +1073,7 @@ def evaluate_checks(
             for check in finding.checks
         ]
         results += _gate_premises(_bonferroni(finding, mine, evidence, evidence_of))
-    # issue 24: no Holm over Mann-Whitney p-values any more; "contradicted" is controlled per finding
+    # no Holm over Mann-Whitney p-values: "contradicted" is controlled per finding
     # (Bonferroni over its decisive checks) and "reproduced" by the intersection-union test
     return results
 

@@ -427,7 +427,7 @@ def two_threads(variants: tuple[str, ...]) -> Requirement:
     return Requirement("two CPUs for two threads", test)
 
 
-#: "Costs nothing": Go's two threads may be at most 10% worse than one (a non-inferiority margin, issue 24).
+#: "Costs nothing": Go's two threads may be at most 10% worse than one (a non-inferiority margin).
 NO_COST = 1.1
 #: The share of the service's second CPU the load generator may take while a clump is served, where it runs on
 #: that CPU (X6 on a 2-CPU node, load_cpus inside node_cpus): CFS gives two runnable tasks of equal weight half a

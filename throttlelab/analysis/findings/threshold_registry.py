@@ -1,4 +1,4 @@
-"""The threshold registry (shared/STATS.md §5, issue 24 item 7): every check's threshold with the commit that fixed it.
+"""The threshold registry (shared/STATS.md §5): every check's threshold with the commit that fixed it.
 
 One row per check (finding id, label as written, "{q}" included). ``commit`` is the commit whose
 derivation (or fixed number) the check's threshold comes from; ``date`` is that commit's
@@ -9,7 +9,7 @@ show its verdict on all runs beside (finding_catalogue.py, STATS.md §5). Revisi
 row here in the same commit, dated; tests/analysis/test_findings.py fails on a check without one.
 
 Where the history before the ruff-format rewrite (ba0eae9) was not traced, the row names the main
-commit the threshold stood at when issue 24 began (531138e) and says "at or before".
+commit the threshold stood at before the per-finding verdict rules (531138e) and says "at or before".
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class Revision:
         return datetime.fromisoformat(self.date)
 
 
-#: main when issue 24 began: thresholds not revised since stand "at or before" it
+#: main before the per-finding verdict rules: thresholds not revised since stand "at or before" it
 BASE = Revision(
     "531138e", False, "at or before main 531138e (derivation unchanged by issue 24)", "2026-12-02T11:27:47+00:00"
 )

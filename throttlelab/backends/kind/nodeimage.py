@@ -1,4 +1,4 @@
-"""The lab's kind node images, built on this machine (issue 25; what they hold: model/kindnode.py).
+"""The lab's kind node images, built on this machine (what they hold: model/kindnode.py).
 
 Two steps, each a Snakemake job (rules/kind_node.smk), each a no-op when its stamp matches:
 
