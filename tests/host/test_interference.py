@@ -48,21 +48,24 @@ def test_share_is_of_the_windows_capacity_on_the_runs_cpus():
     assert seen.as_record(0.5)["disturbed"] is False
 
 
+def _seen(cpus: tuple[int, ...], window_s: float, outside_s: float, **more) -> Interference:
+    """A meter's reading where only what lies outside the lab matters (the lab's 1 s and the busy time fixed)."""
+    return Interference(
+        cpus=cpus,
+        window_s=window_s,
+        busy_s=outside_s + 1.0,
+        lab_s=1.0,
+        runner_s=0.0,
+        outside_s=outside_s,
+        lab_scope="per-cpu",
+        **more,
+    )
+
+
 @pytest.mark.parametrize("apart", [True, False])
 def test_the_orchestrators_work_above_its_idle_level_is_not_judged_as_other(apart):
     def seen_with(idle_cpu: dict[str, float]) -> Interference:
-        return Interference(
-            cpus=(0, 1),
-            window_s=4.0,
-            busy_s=3.0,
-            lab_s=1.0,
-            runner_s=0.2,
-            outside_s=1.8,
-            lab_scope="per-cpu",
-            orchestrator_s=0.4,
-            orchestrator_apart=apart,
-            idle_cpu=idle_cpu,
-        )
+        return _seen((0, 1), 4.0, 1.8, orchestrator_s=0.4, orchestrator_apart=apart, idle_cpu=idle_cpu)
 
     seen = seen_with({})
     # per process, not per CPU: where it may also run elsewhere, all of it is taken out (an upper bound)
@@ -80,17 +83,7 @@ def test_the_orchestrators_work_above_its_idle_level_is_not_judged_as_other(apar
 
 def test_the_runtimes_work_above_its_idle_level_is_not_judged_as_other():
     def seen_with(runtime_s: float | None, idle: float) -> Interference:
-        return Interference(
-            cpus=(0,),
-            window_s=2.0,
-            busy_s=1.5,
-            lab_s=1.0,
-            runner_s=0.1,
-            outside_s=0.4,
-            lab_scope="per-cpu",
-            runtime_s=runtime_s,
-            idle_cpu={"runtime": idle},
-        )
+        return _seen((0,), 2.0, 0.4, runtime_s=runtime_s, idle_cpu={"runtime": idle})
 
     engine = seen_with(0.3, 0.05)  # 0.3 s of the engine, 0.1 s of it its idle level
     assert engine.excess_s("runtime") == pytest.approx(0.2) and engine.other_s == pytest.approx(0.2)
@@ -111,14 +104,10 @@ def test_one_outside_tick_on_a_quiet_host_does_not_disturb_a_run():
 
     quiet = {"step_s": 0.1, "hz": 100, "ticks": [[0, 0]] * 200}
     rule = calibration.threshold_of(quiet, [0], 2.5, ceiling=0.1)
-    seen = Interference(
-        cpus=(0,), window_s=2.5, busy_s=1.01, lab_s=1.0, runner_s=0.0, outside_s=0.01, lab_scope="per-cpu"
-    )
+    seen = _seen((0,), 2.5, 0.01)
     assert rule["threshold"] > 0 and seen.as_record(rule["threshold"], rule)["disturbed"] is False
     # nine ticks are what the meter tells from zero there; ten are more
-    busier = Interference(
-        cpus=(0,), window_s=2.5, busy_s=1.1, lab_s=1.0, runner_s=0.0, outside_s=0.1, lab_scope="per-cpu"
-    )
+    busier = _seen((0,), 2.5, 0.1)
     assert busier.as_record(rule["threshold"], rule)["disturbed"] is True
 
 

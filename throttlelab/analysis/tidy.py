@@ -408,9 +408,9 @@ def _interference_text(seen: Mapping[str, Any]) -> str:
     if threshold is not None:
         rule = seen.get("threshold_rule")
         floor = _number_or_none(rule.get("floor")) if isinstance(rule, Mapping) else None
-        text_rule = str(rule.get("rule", "")) if isinstance(rule, Mapping) else ""
+        resolution = _number_or_none(rule.get("resolution")) if isinstance(rule, Mapping) else None
         how = f": quiet floor {floor:.1%} + 3 SD" if floor is not None else ""
-        if text_rule.startswith("the meter's resolution"):
+        if resolution is not None and threshold == resolution:
             how = ": the meter's resolution over this window"
         text += f" (threshold {threshold:.1%}{how})" if how else f" (threshold {threshold:.0%})"
     return text

@@ -401,7 +401,8 @@ def measured_quiet(interference: dict[str, Any]) -> bool:
 
 
 def own_text(seen: dict[str, Any]) -> str:
-    """The lab's own system's part of a disturbance (the orchestrator, the runtime), for the progress line."""
+    """The lab's own system's part of a disturbance (the orchestrator, the runtime, the kernel's threads), for the
+    progress line."""
     parts = [
         "no orchestrator metered"
         if seen.get("orchestrator_s") is None
