@@ -157,6 +157,72 @@ def test_a_runtime_process_is_metered_apart_and_counted_from_its_start():
     assert idle["runtime_processes"] == 1 and idle["runtime_cpu"] < 0.1  # waiting on its input: idle
 
 
+_SPAWNER = (
+    "import subprocess, sys\nopen('/proc/self/comm', 'w').write(sys.argv[1])\nprint('named', flush=True)\n"
+    "for line in sys.stdin:\n"
+    "    for _ in range(4):\n"
+    "        subprocess.run([sys.executable, '-c', "
+    "'import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.1: pass'])\n"
+    "    print('done', flush=True)\n"
+)
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["own cgroup", "cgroup shared with another process"])
+def test_a_runtimes_short_lived_helpers_are_counted_through_its_own_cgroup(real_cgroups, shared):
+    """A daemon named as a runtime's, in a cgroup of its own, starts four helpers that each spin 0.1 s and end
+    between two snapshots (as runc does per container): read through the cgroup, their time is the runtime's.
+    When someone else's process shares the cgroup, it is not the runtime's own: the daemon is read through its
+    process clock, which loses the helpers (the record says how it was read)."""
+    from throttlelab.host import cgroupfs
+
+    found = cgroupfs.mounts()
+    hierarchy = found.get("cpuacct") or found.get("unified")
+    folder = hierarchy / f"tl-runtime-test-{os.getpid()}"
+    folder.mkdir()
+    name = "tl-runtime-tst"
+    started: list[subprocess.Popen] = []
+    try:
+
+        def in_folder() -> None:
+            (folder / "cgroup.procs").write_text(str(os.getpid()))
+
+        daemon = subprocess.Popen(
+            [sys.executable, "-c", _SPAWNER, name],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            preexec_fn=in_folder,
+        )
+        started.append(daemon)
+        assert daemon.stdout.readline().strip() == "named"
+        if shared:
+            started.append(subprocess.Popen(["sleep", "60"], preexec_fn=in_folder))
+        cpus = sorted(os.sched_getaffinity(0))
+        meter = InterferenceMeter(cpus, interval_s=60.0, runtime_names=(name,))
+        meter.start()
+        with meter.busy():
+            daemon.stdin.write("go\n")
+            daemon.stdin.flush()
+            assert daemon.stdout.readline().strip() == "done"
+        seen = meter.stop()
+    finally:
+        for proc in started:
+            proc.kill()
+            proc.wait()
+        for _ in range(50):
+            try:
+                folder.rmdir()
+                break
+            except OSError:
+                time.sleep(0.05)
+    record = seen.as_record(1.0)
+    if shared:
+        assert record["runtime_by"] == "processes" and seen.runtime_s < 0.2, seen
+    else:
+        assert record["runtime_by"] == "cgroup" and seen.runtime_s >= 0.4, seen
+    assert not folder.exists()
+
+
 def test_the_orchestrator_tree_leaves_out_the_runners_subtree():
     parents = {1: 0, 10: 1, 11: 10, 12: 10, 13: 12, 14: 13, 20: 1}
     assert processes.tree_without(10, 12, parents) == [10, 11]

@@ -125,6 +125,7 @@ class Interference:
     # apart: whether all of it could only run on the run's CPUs
     runtime_s: float | None = None
     runtime_apart: bool = False
+    runtime_by: str | None = None  # how it was read: RuntimeCounter.by
     # the kernel's threads' CPU time (on any CPU), None where they were not metered
     kernel_s: float | None = None
     kernel_apart: bool = False
@@ -195,6 +196,8 @@ class Interference:
                 (f"{who}_apart", getattr(self, f"{who}_apart")),
             )
         }
+        if self.runtime_s is not None and self.runtime_by is not None:
+            system["runtime_by"] = self.runtime_by
         attempt = {}
         if self.attempt_window_s is not None and self.attempt_outside_s is not None:
             attempt = {
@@ -225,6 +228,125 @@ class Interference:
         }
 
 
+class RuntimeCounter:
+    """The runtime's CPU time, read as one running total per source.
+
+    A runtime starts short-lived helpers for every container (``runc create``, ``start``, ``delete``; the
+    shim's own start): they come and go between two snapshots, so their CPU time is lost to a reading of
+    the processes alive at each snapshot (about half of the engine's work per short container, measured).
+    A cgroup keeps it: a cgroup's usage counts its processes' children, ended ones too. So every
+    daemon found by name whose cgroup is the runtime's own (not the root; nothing in it but the runtime's
+    processes and their children; no child cgroup that could hold someone else's work) is read through that
+    cgroup (key ``"cgroup:<path>"``); any other is read through its own CPU clock (key: its pid), as are the
+    ones found later. The cgroups are chosen once, at :meth:`find`."""
+
+    def __init__(
+        self,
+        names: tuple[str, ...] | frozenset[str],
+        proc: Path = Path("/proc"),
+        hierarchy: Path | None = None,
+        unified: bool = False,
+    ):
+        self.names = frozenset(names)
+        self.proc = proc
+        self.hierarchy = hierarchy  # v1: the cpuacct mount; v2: the unified mount
+        self.unified = unified
+        self.cgroups: dict[str, Path] = {}  # cgroup path -> its folder, the runtime's own
+        self._outside_cgroups = False  # whether some daemon was read through its own clock
+
+    @classmethod
+    def on_this_host(cls, names, proc: Path = Path("/proc"), mountinfo: Path = Path("/proc/self/mountinfo")):
+        found = cgroupfs.mounts(mountinfo)
+        if found.get("cpuacct") is not None:
+            return cls(names, proc, found["cpuacct"], unified=False)
+        return cls(names, proc, found.get("unified"), unified=found.get("unified") is not None)
+
+    @property
+    def by(self) -> str:
+        """How the runtime was read: ``cgroup`` (every daemon through its own cgroup), ``processes`` (none)
+        or ``cgroup and processes``."""
+        if not self.cgroups:
+            return "processes"
+        return "cgroup" if not self._outside_cgroups else "cgroup and processes"
+
+    def _cgroup_of(self, pid: int) -> str | None:
+        try:
+            text = (self.proc / str(pid) / "cgroup").read_text()
+        except OSError:
+            return None
+        for line in text.splitlines():
+            _, controllers, path = line.split(":", 2)
+            if (self.unified and controllers == "") or (not self.unified and "cpuacct" in controllers.split(",")):
+                return path
+        return None
+
+    def _own(self, path: str, daemons: set[int], parents: dict[int, int]) -> Path | None:
+        """The folder of ``path`` when it is the runtime's own cgroup, else None."""
+        if self.hierarchy is None or path in ("", "/"):
+            return None
+        folder = self.hierarchy / path.lstrip("/")
+        try:
+            members = [int(x) for x in (folder / "cgroup.procs").read_text().split()]
+            nested = any(child.is_dir() for child in folder.iterdir())
+        except (OSError, ValueError):
+            return None
+        if nested:
+            return None
+
+        def the_runtimes(pid: int) -> bool:
+            seen = 0
+            while pid > 1 and seen < 64:
+                if pid in daemons:
+                    return True
+                pid, seen = parents.get(pid, 0), seen + 1
+            return False
+
+        return folder if all(the_runtimes(pid) for pid in members) else None
+
+    def find(self, tasks: list[tuple[int, str, int]]) -> None:
+        """Choose the cgroups to read (once, before the first reading)."""
+        daemons = {pid for pid, comm, _ in tasks if comm in self.names}
+        parents = {pid: parent for pid, _, parent in tasks}
+        self.cgroups = {}
+        for pid in sorted(daemons):
+            path = self._cgroup_of(pid)
+            if path is not None and path not in self.cgroups:
+                folder = self._own(path, daemons, parents)
+                if folder is not None:
+                    self.cgroups[path] = folder
+
+    def _usage_s(self, folder: Path) -> float | None:
+        try:
+            if self.unified:
+                stat = dict(line.split() for line in (folder / "cpu.stat").read_text().splitlines() if line)
+                return int(stat["usage_usec"]) / 1e6
+            return int((folder / "cpuacct.usage").read_text()) / 1e9
+        except (OSError, KeyError, ValueError):
+            return None
+
+    def clocks(self, tasks: list[tuple[int, str, int]]) -> dict[int | str, float]:
+        """The running totals now: one per chosen cgroup, one per daemon outside them."""
+        out: dict[int | str, float] = {}
+        for path, folder in self.cgroups.items():
+            usage = self._usage_s(folder)
+            if usage is not None:
+                out[f"cgroup:{path}"] = usage
+        for pid, comm, _ in tasks:
+            if comm not in self.names:
+                continue
+            if self.cgroups and self._cgroup_of(pid) in self.cgroups:
+                continue
+            clock = processes.cpu_clock_s(pid)
+            if clock is not None:
+                out[pid] = clock
+                self._outside_cgroups = True
+        return out
+
+    def pids(self, tasks: list[tuple[int, str, int]]) -> set[int]:
+        """The daemons by name (their CPU affinity says whether the runtime is apart)."""
+        return {pid for pid, comm, _ in tasks if comm in self.names}
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """Every counter the meter reads, at one instant."""
@@ -235,7 +357,7 @@ class Snapshot:
     lab_ns: int  # the lab's cgroups, accumulated since start()
     own_s: float  # the runner's and its reaped guardians' CPU
     orchestrator: dict[int, float]  # process -> CPU clock
-    runtime: dict[int, float]  # process of the runtime -> CPU clock
+    runtime: dict[int | str, float]  # the runtime's running totals (RuntimeCounter.clocks)
     kernel: dict[int, float]  # kernel thread -> CPU clock
 
 
@@ -258,6 +380,7 @@ class InterferenceMeter:
     ):
         self.cpus = tuple(sorted(set(cpus)))
         self.runtime_names = frozenset(runtime_names)
+        self.runtime = RuntimeCounter.on_this_host(self.runtime_names, proc, mountinfo) if runtime_names else None
         self.kernel = kernel
         self.idle_cpu = dict(idle_cpu or {})
         self.proc = proc
@@ -340,6 +463,8 @@ class InterferenceMeter:
 
     def start(self) -> None:
         self._last = self._lab_sample()
+        if self.runtime is not None:
+            self.runtime.find(processes.scan(self.proc))
         self._orchestrator_pids = self._orchestrator_tree()
         self._start = Snapshot(
             time.monotonic(),
@@ -393,6 +518,7 @@ class InterferenceMeter:
             attempt_outside_s=whole["outside_s"],
             runtime_s=judged["runtime_s"],
             runtime_apart=self._confined("runtime"),
+            runtime_by=None if self.runtime is None else self.runtime.by,
             kernel_s=judged["kernel_s"],
             kernel_apart=self._confined("kernel"),
             idle_cpu=self.idle_cpu,
@@ -442,18 +568,19 @@ class InterferenceMeter:
 
     # -- the runtime's processes (by name) and the kernel's threads, found again at every snapshot
     def _system_clocks(self) -> tuple[dict[int, float], dict[int, float]]:
-        if not self.runtime_names and not self.kernel:
+        if self.runtime is None and not self.kernel:
             return {}, {}
         tasks = processes.scan(self.proc)
-        found = {
-            "runtime": processes.named(self.runtime_names, tasks=tasks) if self.runtime_names else [],
-            "kernel": processes.kernel_threads(tasks=tasks) if self.kernel else [],
-        }
-        clocks: dict[str, dict[int, float]] = {}
-        for who, pids in found.items():
-            clocks[who] = {pid: clock for pid in pids if (clock := processes.cpu_clock_s(pid)) is not None}
-            self._pids[who] = set(clocks[who])
-        return clocks["runtime"], clocks["kernel"]
+        runtime: dict[int | str, float] = {}
+        if self.runtime is not None:
+            runtime = self.runtime.clocks(tasks)
+            self._pids["runtime"] = self.runtime.pids(tasks)
+        kernel = {}
+        if self.kernel:
+            threads = processes.kernel_threads(tasks=tasks)
+            kernel = {pid: clock for pid in threads if (clock := processes.cpu_clock_s(pid)) is not None}
+            self._pids["kernel"] = set(kernel)
+        return runtime, kernel
 
     def _confined(self, who: str) -> bool:
         """Whether every process of that part of the lab's own system may run on the run's CPUs only."""
@@ -530,10 +657,13 @@ def quiet_ticks(
         "orchestrator": []
         if orchestrator_pid is None
         else processes.tree_without(orchestrator_pid, os.getpid(), processes.parent_pids()),
-        "runtime": processes.named(runtime_names, tasks=tasks) if runtime_names else None,
         "kernel": processes.kernel_threads(tasks=tasks) if kernel else None,
     }
     clocks0 = {pid: processes.cpu_clock_s(pid) for pids in groups.values() for pid in pids or ()}
+    runtime = RuntimeCounter.on_this_host(runtime_names) if runtime_names else None
+    if runtime is not None:
+        runtime.find(tasks)
+        runtime0 = runtime.clocks(tasks)
     own0 = _own_cpu_s()
     before = parse_proc_stat(proc_stat.read_text())
     cpus = range(max(before) + 1) if before else range(0)
@@ -547,18 +677,23 @@ def quiet_ticks(
         before = now
     elapsed = time.monotonic() - started
     clocks1 = {pid: processes.cpu_clock_s(pid) for pid in clocks0}
+    runtime1 = runtime.clocks(processes.scan()) if runtime is not None else {}
 
     def cpu(pids: list[int]) -> float:
         used = sum(clocks1[p] - clocks0[p] for p in pids if clocks0[p] is not None and clocks1[p] is not None)
         return round(max(0.0, used) / elapsed, 5) if elapsed > 0 else 0.0
 
     # None: not metered (no orchestrator started this process, no runtime named, the kernel not asked for)
-    own: dict[str, float | int | None] = {
+    own: dict[str, float | int | str | None] = {
         f"{who}_cpu": None if pids is None or (who == "orchestrator" and not pids) else cpu(pids)
         for who, pids in groups.items()
     }
-    if runtime_names:
-        own["runtime_processes"] = len(groups["runtime"] or ())
+    own["runtime_cpu"] = None
+    if runtime is not None:
+        used = sum(max(0.0, clock - runtime0.get(key, 0.0)) for key, clock in runtime1.items())
+        own["runtime_cpu"] = round(used / elapsed, 5) if elapsed > 0 else 0.0
+        own["runtime_processes"] = len(runtime.pids(tasks))
+        own["runtime_by"] = runtime.by
     return {
         "step_s": step_s,
         "hz": os.sysconf("SC_CLK_TCK"),
