@@ -406,6 +406,7 @@ OBJECTS: dict[str, Shape] = {
                 "runtime_s": "num",
                 "runtime_cpu": "num",
                 "runtime_apart": "bool",
+                "runtime_by": "str",
                 "kernel_s": "num",
                 "kernel_cpu": "num",
                 "kernel_apart": "bool",
