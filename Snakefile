@@ -17,9 +17,9 @@ include: "rules/experiments.smk"
 include: "rules/analysis.smk"
 include: "rules/report.smk"
 include: "rules/smoke.smk"
-include: "rules/cluster_tools.smk"
-include: "rules/node.smk"
-include: "rules/kind_node.smk"
+include: "rules/platform/cluster_tools.smk"
+include: "rules/platform/real_node.smk"
+include: "rules/platform/kind_node.smk"
 
 
 rule all:

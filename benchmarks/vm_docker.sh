@@ -46,7 +46,7 @@ mkdir -p "$out"
 [[ -x results/build/go124mod/cpulab && -x results/build/go125mod/cpulab ]] \
   || .venv/bin/snakemake --cores 1 results/build/go124mod/cpulab results/build/go125mod/cpulab
 start=$(date +%s)
-.venv/bin/python -m throttlelab.host.vm run --vcpus 2 --memory 2G --rwdir "$out" -- \
+.venv/bin/python -m throttlelab.platform.vm_guest run --vcpus 2 --memory 2G --rwdir "$out" -- \
   bash benchmarks/vm_docker.sh --guest "$out"
 echo "guest: $(($(date +%s) - start)) s in all"
 .venv/bin/python - "$out" << 'EOF'

@@ -31,9 +31,10 @@ from throttlelab.figures.registry import FIGURES, figures_for, report_caption
 from throttlelab.host.facts import cgroup_version
 from throttlelab.model import plan
 from throttlelab.model.builds import BUILDS
-from throttlelab.model.clustertools import PROJECT_NAMES as CLUSTER_PROJECTS
-from throttlelab.model.clustertools import KIND_PROJECT_NAMES, NODE_PROJECT_NAMES
-from throttlelab.model.kindnode import BUILDER_REVISION as KIND_NODE_REVISION
+from throttlelab.platform import platform_jobs
+from throttlelab.platform.tool_catalogue import PROJECT_NAMES as CLUSTER_PROJECTS
+from throttlelab.platform.tool_catalogue import KIND_PROJECT_NAMES, NODE_PROJECT_NAMES
+from throttlelab.platform.kind_node_recipe import BUILDER_REVISION as KIND_NODE_REVISION
 from throttlelab.model.config import ConfigError
 from throttlelab.model.plan import (
     binary_path,
@@ -84,12 +85,12 @@ def kind_node_inputs(wildcards):
 
 def kind_module_gomod(wildcards):
     """The go.mod pinning the kind release of a node image (the base's recipe is in that module)."""
-    return str(Path(workflow.basedir) / "cluster" / plan.kind_node_projects(wildcards.role)[-1] / "go.mod")
+    return str(Path(workflow.basedir) / "cluster" / platform_jobs.kind_node_projects(wildcards.role)[-1] / "go.mod")
 
 
 def kind_node_tool_manifests(wildcards):
-    """The cluster tools a kind node image is made of (rules/kind_node.smk)."""
-    return [cluster_tools_manifest(project) for project in plan.kind_node_projects(wildcards.role)]
+    """The cluster tools a kind node image is made of (rules/platform/kind_node.smk)."""
+    return [cluster_tools_manifest(project) for project in platform_jobs.kind_node_projects(wildcards.role)]
 
 
 def podgate_sources():
@@ -172,10 +173,10 @@ def backend_preflight():
 
 
 def stop_local_node():
-    """onsuccess / onerror (rules/node.smk): wait until the real node this Snakemake process used is down."""
+    """onsuccess / onerror (rules/platform/real_node.smk): wait until the real node this Snakemake process used is down."""
     if not PLAN.local_node:
         return
-    from throttlelab.backends.node.cluster import stop_nodes
+    from throttlelab.platform.real_node import stop_nodes
     from throttlelab.errors import BackendError
 
     try:
@@ -251,10 +252,10 @@ def smoke_inputs(wildcards):
     return PLAN.smoke_inputs()
 
 
-# The cluster tools (rules/cluster_tools.smk, model/clustertools.py): one job per module of cluster/.
+# The cluster tools (rules/platform/cluster_tools.smk, platform/tool_catalogue.py): one job per module of cluster/.
 def cluster_module_files(wildcards):
-    return plan.cluster_module_files(Path(workflow.basedir) / "cluster", wildcards.project)
+    return platform_jobs.cluster_module_files(Path(workflow.basedir) / "cluster", wildcards.project)
 
 
 def cluster_project_recipe(wildcards):
-    return plan.cluster_project_recipe(wildcards.project)
+    return platform_jobs.cluster_project_recipe(wildcards.project)

@@ -105,7 +105,7 @@ def test_ruff_finds_nothing():
 
 
 def test_the_workflow_is_formatted_as_snakefmt_writes_it():
-    files = ["Snakefile", *sorted(str(p.relative_to(PROJECT)) for p in (PROJECT / "rules").glob("*.smk"))]
+    files = ["Snakefile", *sorted(str(p.relative_to(PROJECT)) for p in (PROJECT / "rules").rglob("*.smk"))]
     proc = subprocess.run([_tool("snakefmt"), "--check", *files], cwd=PROJECT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 

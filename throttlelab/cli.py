@@ -33,7 +33,7 @@ class Command:
 COMMANDS: dict[str, Command] = {
     "build-workload": Command("throttlelab.host.gobuild", (), "build cpulab in one go.mod variant", "build"),
     "cluster-tools": Command(
-        "throttlelab.host.clusterbuild",
+        "throttlelab.platform.tool_build",
         (),
         "build the pinned cluster tools (cluster/) into the cache; summary, status",
         "build",
@@ -46,7 +46,7 @@ COMMANDS: dict[str, Command] = {
         "build",
     ),
     "kind-node": Command(
-        "throttlelab.backends.kind.nodeimage",
+        "throttlelab.platform.kind_node_image",
         (),
         "the kind node images made here: base (debootstrap), build, build-podnet",
         "build",

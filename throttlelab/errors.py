@@ -1,4 +1,4 @@
-"""The error types every layer raises.
+"""The error types every layer raises, and how a cleanup runs every step whatever the others raise.
 
 Each is a plain ``Exception`` subclass whose message names the field, file or
 object at fault and the fix; the command line (``throttlelab.cli``) turns any of
@@ -6,6 +6,8 @@ them into one line on stderr and a non-zero exit, never a traceback.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterable
 
 
 class ThrottlelabError(Exception):
@@ -55,3 +57,18 @@ class InputError(ThrottlelabError, ValueError):
 
 class ReportError(ThrottlelabError, ValueError):
     """The report or its archive cannot be made; the message names the missing input."""
+
+
+def every_step(steps: Iterable[Callable[[], list[str] | None]]) -> list[str]:
+    """Run every cleanup step whatever the others do; returns what they did, or raises one
+    BackendError naming every step that failed ("; "-joined)."""
+    done: list[str] = []
+    problems: list[str] = []
+    for step in steps:
+        try:
+            done += step() or []
+        except BackendError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise BackendError("; ".join(problems))
+    return done

@@ -60,11 +60,11 @@ def test_kubernetes_asks_the_cluster_only_before_an_experiment_or_the_smoke_test
 
 
 def test_vm_checks_its_tools_only_when_a_batch_is_about_to_boot_a_guest(monkeypatch, tmp_path):
-    from throttlelab.host import vm
+    from throttlelab.platform import vm_guest
 
     found = []
-    monkeypatch.setattr(vm, "find_tools", lambda settings: found.append(settings))
-    monkeypatch.setattr(vm, "choose_accel", lambda accel: "tcg")
+    monkeypatch.setattr(vm_guest, "find_tools", lambda settings: found.append(settings))
+    monkeypatch.setattr(vm_guest, "choose_accel", lambda accel: "tcg")
     preflight.check(_design("vm"), [("render_report", {})], PROJECT, tmp_path)
     assert found == [] and not preflight.boots_a_guest([("render_report", {})])
     preflight.check(_design("vm"), [("run_batch_E1", {})], PROJECT, tmp_path)

@@ -1,8 +1,8 @@
 """The cgroup v2 code against a real v2 kernel (marker ``cgroup_v2_kernel``).
 
 This host's cpu controller is on cgroup v1, so these tests skip here; CI runs them in a 2-vCPU
-guest with cgroup v2 (``python -m throttlelab.host.vm run ... -- pytest -m cgroup_v2_kernel``,
-see .ci/run and tests/host/test_vm.py). They read back what the kernel keeps (cpu.max,
+guest with cgroup v2 (``python -m throttlelab.platform.vm_guest run ... -- pytest -m cgroup_v2_kernel``,
+see .ci/run and tests/platform/test_vm_guest.py). They read back what the kernel keeps (cpu.max,
 cpu.weight, cpu.max.burst, cpuset.cpus), see a quota really throttle, run the local backend's
 E1 and E4 (both runtime conversions) with every level read back, and check that nothing is left.
 """

@@ -11,7 +11,8 @@ import subprocess
 import pytest
 
 from conftest import PROJECT
-from throttlelab.model import kubenode, plan, seeds
+from throttlelab.model import plan, seeds
+from throttlelab.platform import platform_jobs
 from throttlelab.model.builds import BUILDS
 from throttlelab.model.config import ConfigError
 from throttlelab.model.coverage import V1_PIN_REASON
@@ -75,7 +76,7 @@ def test_the_real_node_in_a_vm_guest_is_one_setting_with_the_nodes_images_and_th
     assert not plain.vm_node and plain.images() == []
     small = _plan("vm", vm={"node": "kubernetes"})
     assert small.vm_node and not small.local_node
-    assert small.images() == [plan.node_image_archive(b) for b in BUILDS] + [kubenode.TOOLS_MANIFEST]
+    assert small.images() == [plan.node_image_archive(b) for b in BUILDS] + [plan.TOOLS_MANIFEST]
     assert ("E5", "pods") in small.left_out and "in the vm guest (2 vCPUs)" in small.left_out[("E5", "pods")]
     assert ("E4", "runc-old") not in small.left_out
     big = _plan("vm", vm={"node": "kubernetes", "vcpus": 10})
@@ -170,10 +171,10 @@ def test_the_builds_read_every_go_file_and_go_mod_podgate_apart(tmp_path):
 
 def test_a_cluster_tool_projects_job_reads_its_module_and_its_recipe():
     name = "etcd"
-    files = plan.cluster_module_files(PROJECT / "cluster", name)
+    files = platform_jobs.cluster_module_files(PROJECT / "cluster", name)
     assert files == {"gomod": str(PROJECT / "cluster/etcd/go.mod"), "gosum": str(PROJECT / "cluster/etcd/go.sum")}
-    recipe = plan.cluster_project_recipe(name)
-    assert len(recipe) == 16 and recipe == plan.cluster_project_recipe(name)
+    recipe = platform_jobs.cluster_project_recipe(name)
+    assert len(recipe) == 16 and recipe == platform_jobs.cluster_project_recipe(name)
     assert plan.cluster_tools_manifest(name) == "results/cluster-tools/etcd.json"
 
 

@@ -160,12 +160,13 @@ def test_a_run_without_kind_stops_at_once_naming_what_is_missing(tmp_path):
 
 def test_published_node_images_without_a_registry_stop_the_run_naming_the_setting_that_works(tmp_path):
     from throttlelab.backends.base import BackendError
-    from throttlelab.backends.kind.clusters import NODE_IMAGES, docker_client, registry_reachable
+    from throttlelab.backends.kind.clusters import NODE_IMAGES, registry_reachable
+    from throttlelab.host.docker_engine import kind_engine_client
 
     if registry_reachable():
         pytest.skip("a container registry can be reached from here: published node images can be pulled")
     try:
-        docker_client()
+        kind_engine_client()
     except BackendError as exc:
         pytest.skip(f"no Docker engine: {exc}")
     proc = snakemake(tmp_path, "create_clusters", "--config", "backend=kind", NO_KIND)

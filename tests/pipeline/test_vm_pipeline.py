@@ -21,7 +21,7 @@ import pytest
 
 from conftest import PROJECT
 from throttlelab.errors import BackendError
-from throttlelab.host import vm
+from throttlelab.platform import vm_guest
 from throttlelab.model.reference import lab_values
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow, pytest.mark.root]
@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.vm, pytest.mark.slow, pytest.mark.root]
 
 def _tools_or_skip() -> None:
     try:
-        vm.find_tools(vm.VmSettings())
+        vm_guest.find_tools(vm_guest.VmSettings())
     except BackendError as exc:
         pytest.skip(str(exc))
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import importlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -215,21 +215,6 @@ CADVISOR_COUNTERS: dict[str, tuple[str, float]] = {
     "container_cpu_cfs_throttled_seconds_total": ("throttled_usec", 1e6),
     "container_cpu_usage_seconds_total": ("usage_usec", 1e6),
 }
-
-
-def every_step(steps: Iterable[Callable[[], list[str] | None]]) -> list[str]:
-    """Run every cleanup step whatever the others do; returns what they did, or raises one
-    BackendError naming every step that failed ("; "-joined)."""
-    done: list[str] = []
-    problems: list[str] = []
-    for step in steps:
-        try:
-            done += step() or []
-        except BackendError as exc:
-            problems.append(str(exc))
-    if problems:
-        raise BackendError("; ".join(problems))
-    return done
 
 
 def make_backend(

@@ -1,4 +1,4 @@
-"""The vm backend: the local backend, run inside a guest booted by :mod:`throttlelab.host.vm`.
+"""The vm backend: the local backend, run inside a guest booted by :mod:`throttlelab.platform.vm_guest`.
 
 The rules do not run this backend job by job on the host: ``throttlelab vm-batch`` boots one
 guest per experiment and runs every job of that experiment in it (``experiments/batch.py``),
@@ -21,8 +21,8 @@ from typing import Any
 from throttlelab.backends.base import BackendError, Capabilities
 from throttlelab.backends.local import LocalBackend
 from throttlelab.backends.node.backend import NodeBackend
-from throttlelab.host.vm import GUEST_ENV, TCG
-from throttlelab.model import kubenode as kn
+from throttlelab.platform.vm_guest import GUEST_ENV, TCG
+from throttlelab.platform import real_node_layout as kn
 
 
 def guest_settings() -> dict[str, Any] | None:

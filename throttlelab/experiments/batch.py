@@ -6,7 +6,7 @@ Called by the vm backend's rule (one job per experiment):
         --plan '{"common": [runner options], "jobs": [{"variant", "repeat", "spec", "out"}, ...]}'
 
 On the host it takes the machine-wide experiment lock, writes the plan under the results folder
-(writable in the guest) and boots the guest (:mod:`throttlelab.host.vm`), whose command is
+(writable in the guest) and boots the guest (:mod:`throttlelab.platform.vm_guest`), whose command is
 ``python -m throttlelab.experiments.batch guest PLAN``: the runner (``runner.main``) once per job,
 in the plan's order, with ``--backend vm``, each writing its raw log atomically as on the host.
 A boot is paid once per experiment, not per job; a changed variant reruns its experiment's batch
@@ -35,7 +35,7 @@ from typing import Any
 from throttlelab.errors import BackendError
 from throttlelab.experiments import runner
 from throttlelab.host.processes import package_parent
-from throttlelab.host.vm import VmSettings, run_in_guest
+from throttlelab.platform.vm_guest import VmSettings, run_in_guest
 
 #: What the rules export to a runner: the orchestrator it serves (host/interference.py, backends/node).
 ORCHESTRATOR_ENV = "THROTTLELAB_ORCHESTRATOR_PID"
@@ -109,7 +109,7 @@ def run_guest(plan_path: Path) -> int:
     plan = json.loads(plan_path.read_text())
     if not _guest_runs_the_node():
         return _run_jobs(plan)
-    from throttlelab.backends.node.cluster import stop_nodes
+    from throttlelab.platform.real_node import stop_nodes
 
     os.environ[ORCHESTRATOR_ENV] = str(os.getpid())  # one node for the batch: its owner is this process
     status = 1

@@ -55,7 +55,7 @@ def check(design: Design, jobs: Iterable[Job], project: Path, workdir: Path) -> 
     jobs = list(jobs)
     if design.backend == "vm":
         if boots_a_guest(jobs):
-            from throttlelab.host.vm import VmSettings, choose_accel, find_tools
+            from throttlelab.platform.vm_guest import VmSettings, choose_accel, find_tools
 
             settings = VmSettings.from_mapping(design.vm)
             find_tools(settings)

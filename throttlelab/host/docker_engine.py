@@ -39,6 +39,10 @@ class EngineUser:
 
 
 DOCKER_BACKEND = EngineUser("docker backend", "the docker backend writes pod cgroups and needs root anyway")
+#: kind's nodes and the lab's kind node images live in the engine too
+KIND_ENGINE_USER = EngineUser(
+    "kind backend", "kind drives its node containers through the engine", "kind runs its nodes as Docker containers"
+)
 
 
 class EngineUnreachable(BackendError):
@@ -102,6 +106,11 @@ def connect(timeout_s: int = 60, user: EngineUser = DOCKER_BACKEND) -> docker.Do
     except docker_errors() as exc:
         raise engine_error(exc, engine_host(), user) from None
     return client
+
+
+def kind_engine_client() -> docker.DockerClient:
+    """The engine kind's nodes run in, once it has answered a ping; else an error saying how to start it."""
+    return connect(timeout_s=30, user=KIND_ENGINE_USER)
 
 
 # -- image builds: no base image is ever pulled ---------------------------------------------

@@ -15,7 +15,6 @@ Paths are relative to Snakemake's working directory (``results/...``); the check
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import shlex
 from collections.abc import Callable, Iterable, Mapping
@@ -23,9 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from throttlelab.model import calibration, kindnode, kubenode, seeds
+from throttlelab.model import calibration, seeds
 from throttlelab.model.builds import BUILDS
-from throttlelab.model.clustertools import project as cluster_project
 from throttlelab.model.config import Design, load_design
 from throttlelab.model.coverage import CLUSTER_BACKENDS, untestable_variants
 from throttlelab.model.runtime import KIND_ROLE_OF_RUNTIME, RUNTIME_OF_KIND_ROLE
@@ -57,8 +55,8 @@ def binary_path(build: str) -> str:
 
 
 def node_image_archive(build: str) -> str:
-    """The real node's OCI archive of one build's workload (rules/node.smk)."""
-    return f"{kubenode.IMAGE_DIR}/{build}.tar"
+    """The real node's OCI archive of one build's workload (rules/platform/real_node.smk)."""
+    return f"{NODE_IMAGE_DIR}/{build}.tar"
 
 
 def image_stamp(build: str) -> str:
@@ -72,24 +70,14 @@ def cluster_file(role: str, name: str) -> str:
 
 
 #: The cluster tools' summary (rule cluster_tools): every binary the real node runs.
-TOOLS_MANIFEST = kubenode.TOOLS_MANIFEST
+TOOLS_MANIFEST = "results/cluster-tools/tools.json"
+#: The real node's OCI archives of the workload, one per build (rules/platform/real_node.smk).
+NODE_IMAGE_DIR = "results/node/images"
 
 
 def cluster_tools_manifest(project: str) -> str:
     """What one cluster tool project's job leaves in results/: the binaries' paths, hashes, versions, times."""
     return f"results/cluster-tools/{project}.json"
-
-
-def cluster_project_recipe(project: str) -> str:
-    """A digest of the project's catalogue row (packages, tags, linker flags): editing how a tool is
-    built reruns its job, which rebuilds exactly the binaries whose build key changed."""
-    return hashlib.sha256(repr(cluster_project(project)).encode()).hexdigest()[:16]
-
-
-def cluster_module_files(cluster_dir: Path, project: str) -> dict[str, str]:
-    """The go.mod and go.sum of a project's folder under cluster/: a changed pin reruns its job."""
-    folder = Path(cluster_dir) / cluster_project(project).folder
-    return {"gomod": str(folder / "go.mod"), "gosum": str(folder / "go.sum")}
 
 
 def workload_sources(workload_dir: Path) -> list[str]:
@@ -110,18 +98,13 @@ def podnet_sources(podnet_dir: Path) -> list[str]:
     return sorted(str(p) for p in Path(podnet_dir).rglob("*") if p.is_file() and not p.name.endswith("_test.go"))
 
 
-def kind_node_projects(role: str) -> list[str]:
-    """The cluster tools projects (their jobs) the kind node image of ``role`` is made of."""
-    return kindnode.node_projects(role)
-
-
 def kind_node_base_stamp(role: str) -> str:
     """What the debootstrap base job of a kind node image leaves in results/ (the base is in the tool cache)."""
     return f"results/kind/node-images/base-{role}.json"
 
 
 def kind_node_stamp(role: str) -> str:
-    """A kind node image built here (rules/kind_node.smk): its tag, image ID, what it holds."""
+    """A kind node image built here (rules/platform/kind_node.smk): its tag, image ID, what it holds."""
     return f"results/kind/node-images/{role}.json"
 
 
@@ -283,7 +266,7 @@ class Plan:
 
     @property
     def local_node(self) -> bool:
-        """kubernetes: {cluster: local}: the lab's own real node (rules/node.smk, backends/node)."""
+        """kubernetes: {cluster: local}: the lab's own real node (rules/platform/real_node.smk, backends/node)."""
         return self.backend == "kubernetes" and self.design.kubernetes.get("cluster") == "local"
 
     @property
@@ -295,7 +278,7 @@ class Plan:
         """What the experiments run from: the docker backend's image stamps, the real node's OCI
         archives and its cluster tools (on this host or in the vm backend's guests); none for the others."""
         if self.local_node or self.vm_node:
-            return [node_image_archive(build) for build in BUILDS] + [kubenode.TOOLS_MANIFEST]
+            return [node_image_archive(build) for build in BUILDS] + [TOOLS_MANIFEST]
         return [image_stamp(build) for build in BUILDS] if self.backend == "docker" else []
 
     def binary_args(self, binaries: Iterable[str]) -> str:

@@ -28,8 +28,9 @@ import pytest
 
 from conftest import PROJECT
 from kube_api_server import FakeKubeAPI
+from throttlelab.host.docker_engine import kind_engine_client
 from throttlelab.backends.base import BackendError
-from throttlelab.backends.kind import backend as kind_backend, clusters as kind_clusters, nodes, pauses, pins
+from throttlelab.backends.kind import backend as kind_backend, clusters as kind_clusters, pauses, pins
 from throttlelab.model.config import load_design
 
 TOOLS = ["/bin/dash", "/usr/bin/find", "/usr/bin/head", "/usr/bin/tr", "/bin/cat", "/bin/sleep"]
@@ -45,7 +46,7 @@ RUNC_OF_ROLE = {"new": "1.4.3", "old": "1.3.0"}  # SPEC §4: the node images' ru
 
 def engine_or_skip() -> Any:
     try:
-        client = nodes.docker_client()
+        client = kind_engine_client()
     except BackendError as exc:
         pytest.skip(f"no Docker engine: {exc}")
     if not all(os.path.exists(t) for t in TOOLS) or shutil.which("ldd") is None:

@@ -1,5 +1,5 @@
 """The node image builder's steps that need no root, no debootstrap and no engine
-(backends/kind/nodeimage.py): kind's base files copied with their Dockerfile's modes, the
+(platform/kind_node_image.py): kind's base files copied with their Dockerfile's modes, the
 systemd set-up's removals, the import containerd's config, the mounts a killed debootstrap leaves,
 and the tools a node image needs named with the target that builds them."""
 
@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from conftest import PROJECT
-from throttlelab.backends.kind import nodeimage as ni
+from throttlelab.platform import kind_node_image as ni
 from throttlelab.errors import BuildError
-from throttlelab.host.clusterbuild import ToolsSettings
-from throttlelab.model import clustertools as ct
-from throttlelab.model import kindnode as kn
+from throttlelab.platform.tool_build import ToolsSettings
+from throttlelab.platform import tool_catalogue as ct
+from throttlelab.platform import kind_node_recipe as kn
 
 pytestmark = pytest.mark.fast
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from throttlelab.host.clusterbuild import ToolsSettings
-from throttlelab.model import kindnode as kn
+from throttlelab.platform.tool_build import ToolsSettings
+from throttlelab.platform import kind_node_recipe as kn
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

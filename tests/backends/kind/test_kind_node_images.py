@@ -109,7 +109,7 @@ def test_kind_commands_put_the_nodes_on_the_labs_own_network():
 @pytest.mark.docker
 def test_clean_removes_the_labs_network_and_only_that_one():
     try:
-        client = clusters.docker_client()
+        client = clusters.kind_engine_client()
     except BackendError as exc:
         pytest.skip(f"no Docker engine: {exc}")
     name = f"{clusters.KIND_NETWORK}-test-{os.getpid()}"

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PROJECT
+from throttlelab.host.docker_engine import kind_engine_client
 from throttlelab.backends.kind import clusters, nodes, pins
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.base import BackendError
@@ -408,7 +409,7 @@ TEST_LABEL = {"throttlelab.backend": "kind-test"}  # not the docker backend's la
 @pytest.fixture(scope="module")
 def engine():
     try:
-        client = nodes.docker_client()
+        client = kind_engine_client()
     except BackendError as exc:
         pytest.skip(f"no Docker engine: {exc}")
     yield client
@@ -609,7 +610,7 @@ GUARDED = textwrap.dedent("""
     from throttlelab.backends.kind import nodes, pins
     from throttlelab.backends.kind.backend import KindDeployment
     from throttlelab.backends.kube.backend import KubeGuardian
-    engine = nodes.docker_client()
+    engine = kind_engine_client()
     planned = pins.plan_pins(engine, {{{name!r}: "0"}})
     guardian = KubeGuardian({{"kubeconfig": {kubeconfig!r}, "context": "fake", "namespace": "default",
                              "selector": "app.kubernetes.io/managed-by=throttlelab,throttlelab.io/run=none",

@@ -27,7 +27,7 @@ from conftest import PROJECT
 from kind_standins import locks_free, state_files
 from throttlelab.backends.kind.clusters import clusters_from_settings
 from throttlelab.backends.kube.manifests import MANAGED_SELECTOR
-from throttlelab.backends.node.cluster import host_sysctls
+from throttlelab.platform.real_node import host_sysctls
 from throttlelab.model.config import load_design
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

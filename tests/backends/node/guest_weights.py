@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 from throttlelab.backends import vm as vm_backend
-from throttlelab.backends.node import cluster as nc
-from throttlelab.host.clusterbuild import ToolsSettings, cached
-from throttlelab.model import kubenode as kn
+from throttlelab.platform import real_node as nc
+from throttlelab.platform.tool_build import ToolsSettings, cached
+from throttlelab.platform import real_node_layout as kn
 
 REQUESTS = {"small": "100m", "big": "500m"}
 

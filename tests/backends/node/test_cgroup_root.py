@@ -1,10 +1,10 @@
-"""The real node's cgroup root on a v2 hierarchy (backends/node/cluster.py), on a fake cgroupfs."""
+"""The real node's cgroup root on a v2 hierarchy (platform/real_node.py), on a fake cgroupfs."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from throttlelab.backends.node import cluster as nc
+from throttlelab.platform import real_node as nc
 
 
 class Control:

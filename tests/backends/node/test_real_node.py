@@ -1,4 +1,4 @@
-"""The lab's real node (backends/node/cluster.py): real etcd, API server, controller-manager, scheduler,
+"""The lab's real node (platform/real_node.py): real etcd, API server, controller-manager, scheduler,
 containerd, kubelet and both pinned runc releases on this host, started and taken down.
 
 Needs root and the cluster tools built (`snakemake --cores 2 cluster_tools`; .ci/run builds them): skipped
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from throttlelab.backends.node import cluster as nc
+from throttlelab.platform import real_node as nc
 from throttlelab.errors import BackendError
-from throttlelab.host.clusterbuild import ToolsSettings, cached
+from throttlelab.platform.tool_build import ToolsSettings, cached
 from throttlelab.host.processes import running
-from throttlelab.model import kubenode as kn
+from throttlelab.platform import real_node_layout as kn
 from throttlelab.model.coverage import request_over_limit
 
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.real_node]
@@ -55,7 +55,7 @@ def host_state() -> dict:
                 cmd = (proc / "cmdline").read_bytes()
             except OSError:
                 continue
-            if str(nc.NODES_DIR).encode() in cmd or b"throttlelab.backends.node.cluster" in cmd:
+            if str(nc.NODES_DIR).encode() in cmd or b"throttlelab.platform.real_node" in cmd:
                 procs.append(proc.name)
     cgroups = sorted(str(p) for p in Path("/sys/fs/cgroup").glob("*/throttlelab-node-*"))
     cgroups += sorted(str(p) for p in Path("/sys/fs/cgroup").glob("throttlelab-node-*"))
@@ -187,7 +187,7 @@ def test_a_runner_killed_with_sigkill_leaves_nothing(node_tools, tmp_path):
     tools, runc = node_tools
     before = host_state()
     script = (
-        "import json, sys, time\nfrom throttlelab.backends.node.cluster import LocalNode\n"
+        "import json, sys, time\nfrom throttlelab.platform.real_node import LocalNode\n"
         "tools, runc = json.loads(sys.argv[1])\nwith LocalNode(tools, runc) as facts:\n"
         "    print(json.dumps(facts), flush=True)\n    time.sleep(600)\n"
     )

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from throttlelab.backends.node import cluster as nc
+from throttlelab.platform import real_node as nc
 from throttlelab.errors import BackendError
-from throttlelab.host import vm
-from throttlelab.host.clusterbuild import ToolsSettings, cached
+from throttlelab.platform import vm_guest
+from throttlelab.platform.tool_build import ToolsSettings, cached
 from throttlelab.model import quantities as q
 
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.real_node, pytest.mark.vm]
@@ -34,7 +34,7 @@ def _skip_without_tools() -> None:
     if os.geteuid() != 0:
         pytest.skip("the real node needs root")
     try:
-        vm.find_tools(vm.VmSettings())
+        vm_guest.find_tools(vm_guest.VmSettings())
     except BackendError as exc:
         pytest.skip(str(exc))
     rows = cached(PROJECT / "cluster", ToolsSettings.from_mapping(None))
@@ -97,7 +97,7 @@ def test_the_container_weight_is_each_runcs_conversion_on_cgroup_v2(tmp_path):
         [
             sys.executable,
             "-m",
-            "throttlelab.host.vm",
+            "throttlelab.platform.vm_guest",
             "run",
             "--vcpus",
             str(VCPUS),

@@ -32,7 +32,8 @@ from typing import Any, Callable
 from throttlelab.model import design
 from throttlelab.model.coverage import V1_PIN_REASON
 from throttlelab.model.placement import LoadPlacement, Node
-from throttlelab.backends.base import BackendError, Capabilities, every_step
+from throttlelab.backends.base import BackendError, Capabilities
+from throttlelab.errors import every_step
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.kube.client import KubeClient, KubeError, container_id
 from throttlelab.backends.kube.backend import KubeBackend, KubeDeployment, KubeSettings, NotTestable, parse_cpu_stat
@@ -43,11 +44,11 @@ from throttlelab.backends.kind.clusters import (
     clusters_from_settings,
     image_tag,
 )
+from throttlelab.host.docker_engine import kind_engine_client
 from throttlelab.backends.kind.nodes import (
     DISCOVER,
     NodeFiles,
     NodeLayout,
-    docker_client,
     level_dirs,
     level_files,
     node_container,
@@ -317,7 +318,7 @@ class KindBackend(KubeBackend):
     @property
     def docker(self) -> Any:
         if self._docker is None:
-            self._docker = docker_client()
+            self._docker = kind_engine_client()
         return self._docker
 
     def cluster_for(self, runtime: str) -> KindCluster:

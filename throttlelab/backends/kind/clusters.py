@@ -36,15 +36,16 @@ from typing import Any, Callable
 from throttlelab.errors import BuildError
 from throttlelab.host import docker_engine
 from throttlelab.host.gobuild import go_build
-from throttlelab.host.clusterbuild import ToolsSettings
+from throttlelab.platform.tool_build import ToolsSettings
 from throttlelab.host.facts import missing_capabilities
-from throttlelab.model import kindnode
+from throttlelab.platform import kind_node_recipe
 from throttlelab.model.digest import sha256_file
 from throttlelab.model.runtime import KIND_ROLE_OF_RUNTIME, RUNTIME_OF_KIND_ROLE
 from throttlelab.backends import images
 from throttlelab.backends.base import BackendError
 from throttlelab.backends.kube.client import KubeClient, KubeError
-from throttlelab.backends.kind.nodes import docker_client, node_conversion, node_container, node_exec, runc_version
+from throttlelab.host.docker_engine import kind_engine_client
+from throttlelab.backends.kind.nodes import node_conversion, node_container, node_exec, runc_version
 from throttlelab.backends.kind.pauses import sweep_pauses, using
 
 #: SPEC §4's pinned node images and the kind release each is built for.
@@ -100,7 +101,7 @@ class KindCluster:
 
     @property
     def node_image_stamp(self) -> Path:
-        """The node image built here for this cluster (rules/kind_node.smk; node_images local)."""
+        """The node image built here for this cluster (rules/platform/kind_node.smk; node_images local)."""
         return self.workdir / "results" / "kind" / "node-images" / f"{self.role}.json"
 
     @property
@@ -135,7 +136,7 @@ def clusters_from_settings(
     """config.yaml's `kind` section (schema defaults applied) -> the two clusters, their files
     under `workdir`/results, their kind configs in `config_dir` (needed to create them)."""
     node_images = kind_cfg.get("node_images", "published")
-    problem = kindnode.node_image_problem(node_images, has_registry=True)
+    problem = kind_node_recipe.node_image_problem(node_images, has_registry=True)
     if problem:
         raise BackendError(problem)
     binaries = {"new": kind_cfg["binary"], "old": kind_cfg["old_binary"]}
@@ -260,13 +261,13 @@ def create_cluster(cluster: KindCluster, kubeconfig: Path, stamp: Path) -> dict[
     """Create the cluster once; a cluster that already exists with the configured node image is reused.
     Not while a run on the other cluster has this one paused (kind/pauses.py): that run is waited for."""
     with using(cluster.name, progress=_progress):
-        sweep_pauses(docker_client())  # a dead run's pause is undone before the nodes are used
+        sweep_pauses(kind_engine_client())  # a dead run's pause is undone before the nodes are used
         return _create_cluster(cluster, kubeconfig, stamp)
 
 
 def _create_cluster(cluster: KindCluster, kubeconfig: Path, stamp: Path) -> dict[str, Any]:
     binary = check_kind(cluster)
-    client = docker_client()
+    client = kind_engine_client()
     kubeconfig.parent.mkdir(parents=True, exist_ok=True)
     config, node_image = cluster_config(cluster, _engine_has(client))
     wanted = set(configured_images(config))
@@ -333,7 +334,7 @@ def _create_cluster(cluster: KindCluster, kubeconfig: Path, stamp: Path) -> dict
 def cluster_config(cluster: KindCluster, has_image: Callable[[str], bool] | None = None) -> tuple[Path, dict[str, Any]]:
     """The kind config to create the cluster from and what its node image is. published: the
     project's config (kindest/node by digest); local: that config with the node image built here
-    (its stamp, rules/kind_node.smk) in place of every node's image, written beside the kubeconfig."""
+    (its stamp, rules/platform/kind_node.smk) in place of every node's image, written beside the kubeconfig."""
     if cluster.node_images != "local":
         return cluster.config, {"source": "published", "images": sorted(set(configured_images(cluster.config)))}
     if not cluster.node_image_stamp.is_file():
@@ -425,7 +426,7 @@ def load_image(cluster: KindCluster, variant: str, image_stamp: Path, stamp: Pat
     """`kind load docker-image cpulab-kind:<variant>` into both nodes, then check each node has it.
     Not while a run on the other cluster has this one paused (kind/pauses.py): that run is waited for."""
     with using(cluster.name, progress=_progress):
-        sweep_pauses(docker_client())  # a dead run's pause is undone before the nodes are used
+        sweep_pauses(kind_engine_client())  # a dead run's pause is undone before the nodes are used
         return _load_image(cluster, variant, image_stamp, stamp)
 
 
@@ -434,7 +435,7 @@ def _load_image(cluster: KindCluster, variant: str, image_stamp: Path, stamp: Pa
     image = json.loads(image_stamp.read_text())
     tag = image["tag"]
     load_into_cluster(binary, tag, cluster.name, nodes=(cluster.control_plane, cluster.worker))
-    client = docker_client()
+    client = kind_engine_client()
     for node in (cluster.control_plane, cluster.worker):
         listing = node_exec(node_container(client, node), ["crictl", "images", "-o", "json"], f"list images on {node}")
         tags = {t for img in json.loads(listing).get("images", []) for t in img.get("repoTags") or []}
@@ -469,7 +470,7 @@ def _delete_clusters(clusters: dict[str, KindCluster]) -> list[str]:
             )
             deleted.append(cluster.name)
         shutil.rmtree(cluster.directory, ignore_errors=True)
-    remove_network(docker_client())
+    remove_network(kind_engine_client())
     return deleted
 
 
@@ -510,7 +511,7 @@ def published_images_problem(
     missing = [i for i in missing if not have_image(i)]
     if not missing or reachable():
         return None
-    problem = kindnode.node_image_problem("published", has_registry=False)
+    problem = kind_node_recipe.node_image_problem("published", has_registry=False)
     return f"kind backend: {problem}. Not in this Docker engine: {', '.join(missing)}"
 
 
@@ -548,7 +549,7 @@ def preflight_tools(clusters: dict[str, KindCluster], roles: list[str], need: se
     problems = []
     if "kind" in need and "docker" in need:
         try:
-            client = docker_client()
+            client = kind_engine_client()
             found = [clusters[r] for r in roles]
             problem = published_images_problem(found, _engine_has(client), registry_reachable)
             runtime = privileged_problem(missing_capabilities(), str(client.info().get("DefaultRuntime", "")))
@@ -563,7 +564,7 @@ def preflight_tools(clusters: dict[str, KindCluster], roles: list[str], need: se
                 problems.append(str(exc))
     if "docker" in need:
         try:
-            docker_client()
+            kind_engine_client()
         except BackendError as exc:
             problems.append(str(exc))
     if problems:
@@ -586,7 +587,7 @@ def kind_dockerfile(base_tag: str) -> bytes:
 def build_kind_image(variant: str, base_stamp: Path, podgate: Path) -> dict[str, str]:
     """cpulab-kind:<variant> = the docker backend's cpulab:<variant> image + /podgate (no pull: FROM a local image)."""
     base = json.loads(Path(base_stamp).read_text())
-    client = docker_client()
+    client = kind_engine_client()
     sha = sha256_file(podgate)
     context = docker_engine.build_context(kind_dockerfile(base["tag"]), {"podgate": Path(podgate)})
     image = docker_engine.build_image(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from throttlelab.backends.base import every_step
+from throttlelab.errors import every_step
 from throttlelab.backends.kube import guardian
 from throttlelab.backends.kind.pauses import resume_described
 from throttlelab.backends.kind.pins import restore_described

@@ -20,22 +20,11 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from throttlelab.host.docker_engine import EngineUser, connect
 from throttlelab.model import design
 from throttlelab.model.placement import Node
 from throttlelab.model.runtime import runc_conversion
 from throttlelab.backends.base import BackendError
 from throttlelab.backends.kube.backend import parse_settings
-
-#: How the engine's error messages name kind (host.docker_engine).
-KIND_ENGINE_USER = EngineUser(
-    "kind backend", "kind drives its node containers through the engine", "kind runs its nodes as Docker containers"
-)
-
-
-def docker_client() -> Any:
-    """A docker SDK client that has answered a ping; else a BackendError saying how to start the engine."""
-    return connect(timeout_s=30, user=KIND_ENGINE_USER)
 
 
 def node_container(client: Any, name: str, missing_ok: bool = False) -> Any:

@@ -30,7 +30,8 @@ from typing import IO, Any
 
 from throttlelab.host.processes import left_by_dead_runners, pid_alive
 from throttlelab.backends.base import BackendError
-from throttlelab.backends.kind.nodes import docker_client, node_container
+from throttlelab.host.docker_engine import kind_engine_client
+from throttlelab.backends.kind.nodes import node_container
 
 LOCK_DIR = Path(tempfile.gettempdir()) / "throttlelab-kind-locks"
 PAUSE_STATE_DIR = Path(tempfile.gettempdir()) / "throttlelab-kind-pauses"
@@ -172,5 +173,5 @@ def resume_described(desc: dict[str, Any]) -> list[str]:
     ([NODE_CONTAINER, ...]); returns what it did."""
     if not desc.get("pauses"):
         return []
-    resumed = resume(docker_client(), desc["pauses"])
+    resumed = resume(kind_engine_client(), desc["pauses"])
     return ["resumed " + ", ".join(resumed)] if resumed else []

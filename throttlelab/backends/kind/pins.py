@@ -19,7 +19,8 @@ from typing import Any, Callable
 from throttlelab.host.processes import left_by_dead_runners, pid_alive
 from throttlelab.model.placement import format_cpuset, parse_cpuset
 from throttlelab.backends.base import BackendError
-from throttlelab.backends.kind.nodes import docker_client, node_container, node_exec
+from throttlelab.host.docker_engine import kind_engine_client
+from throttlelab.backends.kind.nodes import node_container, node_exec
 
 PIN_STATE_DIR = Path(tempfile.gettempdir()) / "throttlelab-kind-pins"
 
@@ -132,5 +133,5 @@ def restore_described(desc: dict[str, Any]) -> list[str]:
     ([{"container": NODE_CONTAINER, "restore_to": CPUSET}, ...]); returns what it did."""
     if not desc.get("pins"):
         return []
-    restored = restore_pins(docker_client(), desc["pins"])
+    restored = restore_pins(kind_engine_client(), desc["pins"])
     return ["restored " + ", ".join(restored)] if restored else []

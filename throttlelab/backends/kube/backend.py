@@ -54,6 +54,7 @@ from throttlelab.model import design, quantities as q
 from throttlelab.host.processes import pid_alive, spawn_guardian, wait_guardian
 from throttlelab.model.placement import LoadPlacement, Node, parse_cpuset
 from throttlelab.backends.kube import manifests as mf
+from throttlelab.errors import every_step
 from throttlelab.backends.base import (
     CADVISOR_COUNTERS,
     Backend,
@@ -63,7 +64,6 @@ from throttlelab.backends.base import (
     DesignMismatch,
     Output,
     Readback,
-    every_step,
     refuse_knobs,
 )
 from throttlelab.backends.kube.client import (

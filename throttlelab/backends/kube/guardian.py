@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from throttlelab.backends.base import BackendError, every_step
+from throttlelab.errors import BackendError, every_step
 
 #: Undoes what a backend did beyond the pods; returns what it did, raises BackendError on a problem.
 Also = Callable[[dict[str, Any]], list[str]]

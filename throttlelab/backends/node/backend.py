@@ -1,6 +1,6 @@
 """The kubernetes backend on the lab's own real node (``kubernetes: {cluster: local}``).
 
-The node (backends/node/cluster.py) is a real kubelet, control plane, containerd and
+The node (platform/real_node.py) is a real kubelet, control plane, containerd and
 both pinned runc releases on this host. The pods are the kubernetes backend's, with
 what owning the node adds, as kind adds it for its node containers:
 
@@ -36,11 +36,11 @@ from throttlelab.backends.kind.backend import KindDeployment
 from throttlelab.backends.kind.nodes import DISCOVER
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.kube.backend import KubeBackend, KubeDeployment, KubeSettings, NotTestable
-from throttlelab.backends.node import cluster as nc
+from throttlelab.platform import real_node as nc
 from throttlelab.backends.node import images as ni
 from throttlelab.host.interference import orchestrator_from_env
 from throttlelab.host.processes import die_with_parent
-from throttlelab.model import kubenode as kn
+from throttlelab.platform import real_node_layout as kn
 from throttlelab.model.placement import LoadPlacement, Node, parse_cpuset
 from throttlelab.model.runtime import runc_conversion
 

@@ -2,7 +2,7 @@
 
 The kind image (cpulab-kind:<build>) is the docker backend's image plus podgate, built
 by a Docker engine; the real node needs no engine: the same two static binaries are
-written as an OCI archive here (host/ociarchive.py) and imported into the node's
+written as an OCI archive here (host/oci_archive.py) and imported into the node's
 containerd when it starts. The image carries the binaries' SHA-256 as labels.
 
 Command line (what the Snakemake rule `build_node_image` calls)::
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from throttlelab.backends.kube.manifests import CPULAB, PODGATE
 from throttlelab.errors import BackendError
-from throttlelab.host import ociarchive
+from throttlelab.platform import oci_archive
 from throttlelab.model.digest import sha256_file
 
 
@@ -43,8 +43,8 @@ def build_image(build: str, cpulab: Path, podgate: Path, out: Path) -> str:
         "throttlelab.binary-sha256": sha256_file(cpulab),
         "throttlelab.podgate-sha256": sha256_file(podgate),
     }
-    files = [ociarchive.ImageFile(Path(cpulab), CPULAB), ociarchive.ImageFile(Path(podgate), PODGATE)]
-    return ociarchive.write_archive(Path(out), image_reference(build), files, [CPULAB], labels)
+    files = [oci_archive.ImageFile(Path(cpulab), CPULAB), oci_archive.ImageFile(Path(podgate), PODGATE)]
+    return oci_archive.write_archive(Path(out), image_reference(build), files, [CPULAB], labels)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from throttlelab.errors import BuildError
-from throttlelab.model import clustertools as ct
-from throttlelab.model import kindnode as kn
-from throttlelab.model.kubenode import KUBELET_SYSCTLS
+from throttlelab.platform import tool_catalogue as ct
+from throttlelab.platform import kind_node_recipe as kn
+from throttlelab.platform.real_node_layout import KUBELET_SYSCTLS
 
 pytestmark = pytest.mark.fast
 

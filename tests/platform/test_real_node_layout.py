@@ -1,11 +1,11 @@
-"""The real node's configuration as data (model/kubenode.py): what each component is told."""
+"""The real node's configuration as data (platform/real_node_layout.py): what each component is told."""
 
 import json
 from pathlib import Path, PurePosixPath
 
 import pytest
 
-from throttlelab.model import kubenode as kn
+from throttlelab.platform import real_node_layout as kn
 
 
 def layout() -> kn.NodeLayout:

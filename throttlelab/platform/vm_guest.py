@@ -10,7 +10,7 @@ read-outs are real, wall-clock timing is not that of a real node.
 
 Cleanup: ``vng`` and the QEMU it starts run in a process group of their own. Leaving
 :func:`run_in_guest` (a normal end, an error, Ctrl-C, SIGTERM) kills that group; a guardian
-process (``python -m throttlelab.host.vm guard PGID``, holding a pipe from the caller) kills it
+process (``python -m throttlelab.platform.vm_guest guard PGID``, holding a pipe from the caller) kills it
 when the caller dies without unwinding (SIGKILL).
 """
 
@@ -236,7 +236,7 @@ def run_in_guest(
     # Snakemake leaves this process running to its end, and the guest with it, unless it is stopped then
     # named even when it is gone already (killed before this guest booted): the guardian then stops it at once
     owner = orchestrator_named()
-    guardian = spawn_guardian("throttlelab.host.vm", "guard", str(proc.pid), *([str(owner)] if owner else []))
+    guardian = spawn_guardian("throttlelab.platform.vm_guest", "guard", str(proc.pid), *([str(owner)] if owner else []))
     try:
         code = proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -310,7 +310,7 @@ def guard(pgid: int, owner: int | None = None) -> int:
 
 def run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m throttlelab.host.vm run",
+        prog="python -m throttlelab.platform.vm_guest run",
         description="Boot a guest, run one command in it (in this folder), return its status.",
     )
     p.add_argument("--vcpus", type=int, default=VmSettings.vcpus)
@@ -356,7 +356,7 @@ def main(argv: list[str]) -> int:
         except BackendError as exc:
             print(f"throttlelab vm: {exc}", file=sys.stderr)
             return 1
-    print("usage: python -m throttlelab.host.vm run [options] -- COMMAND... | guard PGID", file=sys.stderr)
+    print("usage: python -m throttlelab.platform.vm_guest run [options] -- COMMAND... | guard PGID", file=sys.stderr)
     return 2
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import PROJECT
 from throttlelab.errors import BuildError
-from throttlelab.model import clustertools as ct
+from throttlelab.platform import tool_catalogue as ct
 
 DATE = "2026-09-23T17:08:30Z"
 

@@ -19,12 +19,12 @@ import pytest
 
 from conftest import PROJECT
 from throttlelab.errors import BackendError
-from throttlelab.host import vm
+from throttlelab.platform import vm_guest
 
 
-def _tools_or_skip() -> vm.VmTools:
+def _tools_or_skip() -> vm_guest.VmTools:
     try:
-        return vm.find_tools(vm.VmSettings())
+        return vm_guest.find_tools(vm_guest.VmSettings())
     except BackendError as exc:
         pytest.skip(str(exc))
 
@@ -33,40 +33,47 @@ def _tools_or_skip() -> vm.VmTools:
 
 
 def test_command_line_asks_for_the_guest_and_quotes_the_command(tmp_path):
-    tools = vm.VmTools(vng="/x/vng", qemu="/usr/bin/qemu-system-x86_64", kernel=Path("/boot/vmlinuz-6.1.0-1-amd64"))
-    argv = vm.vng_command(
-        tools, vm.VmSettings(vcpus=10, memory="4G"), vm.TCG, [tmp_path], ["python", "-c", "print('a b')"], {"K": "v w"}
+    tools = vm_guest.VmTools(
+        vng="/x/vng", qemu="/usr/bin/qemu-system-x86_64", kernel=Path("/boot/vmlinuz-6.1.0-1-amd64")
+    )
+    argv = vm_guest.vng_command(
+        tools,
+        vm_guest.VmSettings(vcpus=10, memory="4G"),
+        vm_guest.TCG,
+        [tmp_path],
+        ["python", "-c", "print('a b')"],
+        {"K": "v w"},
     )
     assert argv[:2] == ["/x/vng", "--run"] and "--disable-kvm" in argv
     assert argv[argv.index("--cpus") + 1] == "10" and argv[argv.index("--memory") + 1] == "4G"
     assert argv[argv.index("--rwdir") + 1] == str(tmp_path.resolve())
     assert argv[-1] == "exec env 'K=v w' python -c 'print('\"'\"'a b'\"'\"')'"
-    kvm_argv = vm.vng_command(tools, vm.VmSettings(), vm.KVM, [], ["true"], {})
+    kvm_argv = vm_guest.vng_command(tools, vm_guest.VmSettings(), vm_guest.KVM, [], ["true"], {})
     assert "--disable-kvm" not in kvm_argv
 
 
 def test_accel_choice(tmp_path):
     device = tmp_path / "kvm"
-    assert vm.choose_accel("tcg", device) == vm.TCG
-    assert vm.choose_accel("auto", device, nested=False) == vm.TCG  # no /dev/kvm
+    assert vm_guest.choose_accel("tcg", device) == vm_guest.TCG
+    assert vm_guest.choose_accel("auto", device, nested=False) == vm_guest.TCG  # no /dev/kvm
     with pytest.raises(BackendError, match="vm.accel is kvm, but .* missing"):
-        vm.choose_accel("kvm", device)
+        vm_guest.choose_accel("kvm", device)
     device.write_text("")
-    assert vm.choose_accel("auto", device, nested=False) == vm.KVM
-    assert vm.choose_accel("auto", device, nested=True) == vm.TCG  # a nested guest hangs at boot
-    assert vm.choose_accel("kvm", device) == vm.KVM
+    assert vm_guest.choose_accel("auto", device, nested=False) == vm_guest.KVM
+    assert vm_guest.choose_accel("auto", device, nested=True) == vm_guest.TCG  # a nested guest hangs at boot
+    assert vm_guest.choose_accel("kvm", device) == vm_guest.KVM
 
 
 def test_settings_are_checked():
     with pytest.raises(BackendError, match="unknown key"):
-        vm.VmSettings.from_mapping({"cpus": 2})
+        vm_guest.VmSettings.from_mapping({"cpus": 2})
     with pytest.raises(BackendError, match="accel must be"):
-        vm.VmSettings.from_mapping({"accel": "on"})
-    assert vm.VmSettings.from_mapping({"vcpus": 10}).vcpus == 10
-    assert vm.VmSettings.from_mapping({"node": "kubernetes"}).kubernetes is True
-    assert vm.VmSettings().kubernetes is False and vm.VmSettings().node == "cgroups"
+        vm_guest.VmSettings.from_mapping({"accel": "on"})
+    assert vm_guest.VmSettings.from_mapping({"vcpus": 10}).vcpus == 10
+    assert vm_guest.VmSettings.from_mapping({"node": "kubernetes"}).kubernetes is True
+    assert vm_guest.VmSettings().kubernetes is False and vm_guest.VmSettings().node == "cgroups"
     with pytest.raises(BackendError, match="node must be cgroups or kubernetes"):
-        vm.VmSettings.from_mapping({"node": "kind"})
+        vm_guest.VmSettings.from_mapping({"node": "kind"})
 
 
 def test_the_guest_runs_the_real_node_when_its_settings_say_kubernetes(monkeypatch):
@@ -74,28 +81,28 @@ def test_the_guest_runs_the_real_node_when_its_settings_say_kubernetes(monkeypat
     named vm, whose raw logs say how the guest ran (the findings read accel: emulated CPU on TCG)."""
     from throttlelab.backends import vm as vm_backend
 
-    monkeypatch.setenv(vm.GUEST_ENV, '{"vcpus": 10, "accel": "tcg", "kubernetes": true}')
+    monkeypatch.setenv(vm_guest.GUEST_ENV, '{"vcpus": 10, "accel": "tcg", "kubernetes": true}')
     node = vm_backend.from_config({}, "runc-old", {}, lambda m: None)
     assert isinstance(node, vm_backend.VmNodeBackend) and node.name == "vm" and node.runtime == "runc-old"
     assert vm_backend.guest_facts()["kubernetes"] is True and vm_backend.guest_facts()["cpu_emulated"] is True
     # the node's own logs (kubelet, containerd, ...) are kept in the one folder the guest may write
     assert node.node_logs == Path.cwd() / "results" / "vm" / "node-logs"
-    monkeypatch.setenv(vm.GUEST_ENV, '{"vcpus": 2, "accel": "tcg"}')
+    monkeypatch.setenv(vm_guest.GUEST_ENV, '{"vcpus": 2, "accel": "tcg"}')
     assert type(vm_backend.from_config({}, "runc-new", {}, lambda m: None)) is vm_backend.VmBackend
 
 
 def test_newest_kernel_by_version(tmp_path):
     for name in ("vmlinuz-6.1.0-9-amd64", "vmlinuz-6.1.0-57-amd64", "vmlinuz-5.10.0-30-amd64"):
         (tmp_path / name).write_text("")
-    assert vm.newest_kernel(tmp_path).name == "vmlinuz-6.1.0-57-amd64"
-    assert vm.newest_kernel(tmp_path / "none") is None
+    assert vm_guest.newest_kernel(tmp_path).name == "vmlinuz-6.1.0-57-amd64"
+    assert vm_guest.newest_kernel(tmp_path / "none") is None
 
 
 def test_missing_tools_are_named_with_the_install_command(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
     with pytest.raises(BackendError) as caught:
-        vm.find_tools(vm.VmSettings(kernel=str(tmp_path / "vmlinuz-none")))
+        vm_guest.find_tools(vm_guest.VmSettings(kernel=str(tmp_path / "vmlinuz-none")))
     message = str(caught.value)
     for part in (
         "virtme-ng",
@@ -110,7 +117,7 @@ def test_missing_tools_are_named_with_the_install_command(tmp_path, monkeypatch)
 def test_the_cli_says_what_is_missing_without_a_traceback(tmp_path):
     env = {**os.environ, "PATH": str(tmp_path), "PYTHONPATH": str(PROJECT)}
     proc = subprocess.run(
-        [sys.executable, "-m", "throttlelab.host.vm", "run", "--kernel", str(tmp_path / "k"), "--", "true"],
+        [sys.executable, "-m", "throttlelab.platform.vm_guest", "run", "--kernel", str(tmp_path / "k"), "--", "true"],
         env=env,
         capture_output=True,
         text=True,
@@ -155,9 +162,21 @@ def _alive(pid: int) -> bool:
 
 
 def _sleeping_guest(env: dict[str, str]) -> subprocess.Popen:
-    """A caller of `throttlelab.host.vm run` whose 1-vCPU guest sleeps for 10 minutes."""
+    """A caller of `throttlelab.platform.vm_guest run` whose 1-vCPU guest sleeps for 10 minutes."""
     return subprocess.Popen(
-        [sys.executable, "-m", "throttlelab.host.vm", "run", "--vcpus", "1", "--memory", "512M", "--", "sleep", "600"],
+        [
+            sys.executable,
+            "-m",
+            "throttlelab.platform.vm_guest",
+            "run",
+            "--vcpus",
+            "1",
+            "--memory",
+            "512M",
+            "--",
+            "sleep",
+            "600",
+        ],
         env=env,
         stderr=subprocess.PIPE,
         text=True,
@@ -265,7 +284,9 @@ def test_cgroup_v2_kernel_tests_pass_in_a_v2_guest(binaries, tmp_path):
     ]
     env = {"PYTHONPATH": str(PROJECT), "PYTHONDONTWRITEBYTECODE": "1", "THROTTLELAB_TEST_BINARIES": str(folder)}
     with open(log, "w") as out:
-        code = vm.run_in_guest(vm.VmSettings(vcpus=2, memory="2G"), command, [], env=env, stdout=out, timeout_s=900)
+        code = vm_guest.run_in_guest(
+            vm_guest.VmSettings(vcpus=2, memory="2G"), command, [], env=env, stdout=out, timeout_s=900
+        )
     text = log.read_text()
     print(text[-3000:])
     assert code == 0, text[-3000:]

@@ -1,7 +1,7 @@
 """The lab's kind node images, made on this machine: what each image is made of.
 
 No kindest/node image can be pulled here, and `kind build node-image` needs a registry (its base
-image and the control plane's images), so the builder (``throttlelab.host.kindnode``) repeats
+image and the control plane's images), so the builder (``throttlelab.platform.kind_node_image``) repeats
 its steps from pinned sources:
 
 * the base: a ``debootstrap`` of the Debian release kind's base image starts from, with the
@@ -31,7 +31,7 @@ from throttlelab.errors import BuildError
 
 #: the node images' repository in the local Docker engine; the tag is the role and the build key
 IMAGE_REPOSITORY = "throttlelab/kind-node"
-#: a change of how a node is assembled (here or in backends/kind/nodeimage.py) makes a new image: it is
+#: a change of how a node is assembled (here or in platform/kind_node_image.py) makes a new image: it is
 #: in every node key and a param of the node image's job, so the job reruns
 BUILDER_REVISION = 3
 #: the settings' values of kind.node_images
@@ -43,7 +43,7 @@ class NodeRecipe:
     """One node image: the kind release it is made for and the runc it runs."""
 
     role: str  # new | old (the lab's cluster)
-    kind_project: str  # the cluster tools project of its kind release (model.clustertools)
+    kind_project: str  # the cluster tools project of its kind release (platform.tool_catalogue)
     runc_project: str  # the cluster tools project of its runc
 
 
@@ -239,7 +239,7 @@ def images_to_build(kubeadm_list: str, sandbox_image: str) -> dict[str, list[str
         if name not in IMAGE_RECIPES:
             raise BuildError(
                 f"kubeadm needs the image {reference}, and the node image builder has no recipe for "
-                f"{name!r} (model/kindnode.IMAGE_RECIPES)"
+                f"{name!r} (platform/kind_node_recipe.IMAGE_RECIPES)"
             )
         if reference not in out.setdefault(name, []):
             out[name].append(reference)
@@ -288,7 +288,7 @@ def pod_network_manifest(image: str = POD_NETWORK_IMAGE) -> str:
     host-local over the node's podCIDR) and a route to every other node's podCIDR via its address.
     The marker comment makes kind add the API server's address (CONTROL_PLANE_ENDPOINT, as for kindnetd):
     podnet reaches it before kube-proxy has made the service address."""
-    return f"""# The lab's pod network for its kind clusters (throttlelab, model/kindnode.py; issue 25).
+    return f"""# The lab's pod network for its kind clusters (throttlelab, platform/kind_node_recipe.py).
 # kind reads the next words and adds CONTROL_PLANE_ENDPOINT to the first container's env:
 # would you kindly patch this file
 apiVersion: v1
@@ -373,7 +373,7 @@ def sysctl_guard_script(kubelet_sysctls: tuple[str, ...]) -> str:
     of the image's sysctl.d (kind's 10-network-*.conf) are set here. Then it runs kind's entrypoint."""
     keys = " ".join(kubelet_sysctls)
     return f"""#!/bin/sh
-# throttlelab (model/kindnode.py, issue 25): the node changes its own network namespace's sysctls
+# throttlelab (platform/kind_node_recipe.py): the node changes its own network namespace's sysctls
 # and never the host's. Written into the node image; runs before kind's entrypoint.
 set -eu
 copies=/run/throttlelab-sysctls

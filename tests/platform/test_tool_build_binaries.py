@@ -12,8 +12,8 @@ import os
 import pytest
 
 from conftest import PROJECT
-from throttlelab.host import clusterbuild as build
-from throttlelab.model import clustertools as catalogue
+from throttlelab.platform import tool_build as build
+from throttlelab.platform import tool_catalogue as catalogue
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,6 @@
 """Build the pinned cluster tools (cluster/) into a cache outside the checkout.
 
-Command line (what rules/cluster_tools.smk calls; ``--settings`` is config.yaml's
+Command line (what rules/platform/cluster_tools.smk calls; ``--settings`` is config.yaml's
 ``cluster_tools`` section as JSON, keys left out keep their defaults)::
 
     throttlelab cluster-tools build --project runc-1.3.0 --cluster-dir cluster --out results/cluster-tools/runc-1.3.0.json
@@ -43,8 +43,8 @@ from typing import Any
 
 from throttlelab.errors import BuildError
 from throttlelab.host.gobuild import find_go
-from throttlelab.model import clustertools as catalogue
-from throttlelab.model.clustertools import Binary, Project
+from throttlelab.platform import tool_catalogue as catalogue
+from throttlelab.platform.tool_catalogue import Binary, Project
 from throttlelab.model.digest import sha256_file
 
 GOFLAGS = "-mod=readonly -modcacherw -buildvcs=false"
@@ -203,7 +203,7 @@ def release_time(go: str, folder: Path, module: str, version: str, env: Mapping[
 def key_inputs(
     project: Project, binary: Binary, pin: ModulePin, facts: Mapping[str, str], flags: list[str]
 ) -> dict[str, Any]:
-    """Everything one binary is made from; its hash (model.clustertools.build_key) is the cache key."""
+    """Everything one binary is made from; its hash (platform.tool_catalogue.build_key) is the cache key."""
     return {
         "project": project.name,
         "module": project.module,
@@ -307,7 +307,7 @@ def checked_version(path: Path, binary: Binary, version: str) -> list[str]:
     if problems:
         raise BuildError(
             f"{path} was built but its version is wrong ({'; '.join(problems)}); the version ldflags "
-            f"did not reach it (model/clustertools.py). It printed:\n{output.strip()}"
+            f"did not reach it (platform/tool_catalogue.py). It printed:\n{output.strip()}"
         )
     return [line for line in output.splitlines() if line.strip()]
 

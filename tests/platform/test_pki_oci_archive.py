@@ -1,11 +1,12 @@
-"""The real node's certificates (host/pki.py) and the OCI archives its containerd imports (host/ociarchive.py)."""
+"""The real node's certificates (platform/pki.py) and the OCI archives its containerd imports (platform/oci_archive.py)."""
 
 import json
 import tarfile
 
 from cryptography import x509
 
-from throttlelab.host import ociarchive, pki
+from throttlelab.platform import oci_archive
+from throttlelab.platform import pki
 
 
 def test_certificates_chain_to_the_node_ca(tmp_path):
@@ -36,18 +37,18 @@ def test_certificates_chain_to_the_node_ca(tmp_path):
 
 
 def test_full_reference_is_what_kubelet_asks_containerd_for():
-    assert ociarchive.full_reference("cpulab-kind:go124mod") == "docker.io/library/cpulab-kind:go124mod"
-    assert ociarchive.full_reference("me/cpulab") == "docker.io/me/cpulab:latest"
-    assert ociarchive.full_reference("localhost/throttlelab/pause:x") == "localhost/throttlelab/pause:x"
-    assert ociarchive.full_reference("registry.example:5000/a/b:1") == "registry.example:5000/a/b:1"
+    assert oci_archive.full_reference("cpulab-kind:go124mod") == "docker.io/library/cpulab-kind:go124mod"
+    assert oci_archive.full_reference("me/cpulab") == "docker.io/me/cpulab:latest"
+    assert oci_archive.full_reference("localhost/throttlelab/pause:x") == "localhost/throttlelab/pause:x"
+    assert oci_archive.full_reference("registry.example:5000/a/b:1") == "registry.example:5000/a/b:1"
 
 
 def test_archive_is_reproducible_and_well_formed(tmp_path):
     binary = tmp_path / "tool"
     binary.write_bytes(b"\x7fELF not really")
-    files = [ociarchive.ImageFile(binary, "/bin/tool")]
-    a = ociarchive.write_archive(tmp_path / "a.tar", "x:1", files, ["/bin/tool"], {"k": "v"})
-    b = ociarchive.write_archive(tmp_path / "b.tar", "x:1", files, ["/bin/tool"], {"k": "v"})
+    files = [oci_archive.ImageFile(binary, "/bin/tool")]
+    a = oci_archive.write_archive(tmp_path / "a.tar", "x:1", files, ["/bin/tool"], {"k": "v"})
+    b = oci_archive.write_archive(tmp_path / "b.tar", "x:1", files, ["/bin/tool"], {"k": "v"})
     assert a == b and (tmp_path / "a.tar").read_bytes() == (tmp_path / "b.tar").read_bytes()
     with tarfile.open(tmp_path / "a.tar") as tar:
         index = json.load(tar.extractfile("index.json"))

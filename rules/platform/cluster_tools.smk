@@ -36,7 +36,7 @@ rule cluster_tools:
 
 
 # The kind node images' tools: kind v0.30.0 and v0.33.0, kubeadm and kube-proxy, CoreDNS,
-# each in its own folder of the same cache (kind-v0.30.0/bin/kind, ...); rules/kind_node.smk uses them.
+# each in its own folder of the same cache (kind-v0.30.0/bin/kind, ...); rules/platform/kind_node.smk uses them.
 rule kind_tools:
     input:
         manifests=expand(rules.build_cluster_tool.output.manifest, project=KIND_PROJECT_NAMES),

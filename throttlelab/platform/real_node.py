@@ -1,8 +1,8 @@
 """The lab's own single-node Kubernetes cluster on this host: started for a run, gone after it.
 
 `LocalNode` (a context manager) starts a supervisor process,
-``python -m throttlelab.backends.node.cluster '<json>'``, in a session of its own,
-and keeps a pipe to its stdin. The supervisor makes the node (model.kubenode
+``python -m throttlelab.platform.real_node '<json>'``, in a session of its own,
+and keeps a pipe to its stdin. The supervisor makes the node (platform.real_node_layout
 says what it is), prints one JSON line ``{"ready": {...}}`` with the kubeconfig
 and the node's facts, and waits for the pipe to close; then it takes the node
 down. So the node ends with the runner however the runner ends: a clean exit,
@@ -42,10 +42,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TextIO
 
-from throttlelab.backends.base import BackendError, every_step
-from throttlelab.host import ociarchive, pki
+from throttlelab.errors import BackendError, every_step
+from throttlelab.platform import oci_archive
+from throttlelab.platform import pki
 from throttlelab.host.processes import die_with_parent, kill_all, running, spawn_guardian
-from throttlelab.model import kubenode as kn
+from throttlelab.platform import real_node_layout as kn
 
 #: Parent of every node's folder (one per supervisor, named by its pid).
 NODES_DIR = Path(os.environ.get("THROTTLELAB_NODES_DIR", "/var/tmp/throttlelab-nodes"))
@@ -131,7 +132,7 @@ def routes_in_use() -> list[str]:
 
 
 def choose_subnet(in_use: list[str]) -> tuple[int, str]:
-    """The first kubenode.pod_subnet no route of this host covers or overlaps."""
+    """The first real_node_layout.pod_subnet no route of this host covers or overlaps."""
     import ipaddress
 
     taken = []
@@ -314,7 +315,7 @@ class Supervisor:
         for image in [{"reference": kn.PAUSE_IMAGE, "archive": str(self._pause_archive())}, *self.images]:
             _say(f"importing {image['reference']}")
             self._ctr("images", "import", "--no-unpack=false", image["archive"])
-        self._ctr("images", "label", ociarchive.full_reference(kn.PAUSE_IMAGE), "io.cri-containerd.pinned=pinned")
+        self._ctr("images", "label", oci_archive.full_reference(kn.PAUSE_IMAGE), "io.cri-containerd.pinned=pinned")
         _say("kubelet")
         self._spawn(
             "kubelet",
@@ -346,8 +347,8 @@ class Supervisor:
         if not Path(catatonit).is_file():
             raise BackendError("catatonit (the pause image's init) is not installed: apt-get install catatonit")
         out = self.layout.root / "images" / "pause.tar"
-        ociarchive.write_archive(
-            out, kn.PAUSE_IMAGE, [ociarchive.ImageFile(Path(catatonit), "/catatonit")], ["/catatonit", "-P"]
+        oci_archive.write_archive(
+            out, kn.PAUSE_IMAGE, [oci_archive.ImageFile(Path(catatonit), "/catatonit")], ["/catatonit", "-P"]
         )
         return out
 
@@ -860,7 +861,7 @@ class LocalNode:
     def __enter__(self) -> dict[str, Any]:
         if os.geteuid() != 0:
             raise BackendError("the real node needs root (kubelet, containerd, cgroups, a bridge)")
-        self.proc = spawn_guardian("throttlelab.backends.node.cluster", json.dumps(self.desc), stdout=subprocess.PIPE)
+        self.proc = spawn_guardian("throttlelab.platform.real_node", json.dumps(self.desc), stdout=subprocess.PIPE)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         try:

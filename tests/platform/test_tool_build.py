@@ -1,4 +1,4 @@
-"""The cluster tools' build (host/clusterbuild.py) without compiling anything: the settings and the go
+"""The cluster tools' build (platform/tool_build.py) without compiling anything: the settings and the go
 command's environment, the stamps, and a whole build driven through a stand-in `go` that writes a
 stand-in binary, so the second build is seen to run no `go build` at all."""
 
@@ -14,8 +14,8 @@ import pytest
 
 from conftest import PROJECT
 from throttlelab.errors import BuildError
-from throttlelab.host import clusterbuild as build
-from throttlelab.model import clustertools as catalogue
+from throttlelab.platform import tool_build as build
+from throttlelab.platform import tool_catalogue as catalogue
 
 
 def test_the_caches_default_to_the_users_cache_folder_outside_the_checkout():

@@ -1,7 +1,7 @@
 # The lab's kind node images, built on this machine (kind.node_images: local): a base
 # debootstrapped as kind's base image is (kept in the tool cache, not the checkout), then per role
 # the cluster tools, the control plane's images made here and the lab's pod network, `docker
-# import`ed (throttlelab/backends/kind/nodeimage.py). Each job is a no-op when its image is current.
+# import`ed (throttlelab/platform/kind_node_image.py). Each job is a no-op when its image is current.
 # Drives debootstrap, chroot, containerd and the Docker engine of this host: no conda env.
 
 

@@ -5,7 +5,7 @@ One row per Go module under cluster/ (``PROJECTS``, in build order: the small on
 a tool touches this table only. Everything here is pure: the version pinned by a go.mod, the cache
 folder of a project's version, the key of one binary's build, the ``-ldflags`` of a binary, and
 the parsing of a version command's output. The build itself (go, stamps, timing) is
-``throttlelab.host.clusterbuild``.
+``throttlelab.platform.tool_build``.
 
 Cache layout (the root is the ``cluster_tools.cache`` setting)::
 
@@ -385,7 +385,7 @@ def go_build_flags(binary: Binary, values: Mapping[str, str]) -> list[str]:
 
 
 def build_key(inputs: Mapping[str, object]) -> str:
-    """SHA-256 of the canonical JSON of everything a binary is made from (host.clusterbuild.key_inputs):
+    """SHA-256 of the canonical JSON of everything a binary is made from (platform.tool_build.key_inputs):
     equal keys mean the cached binary is what this build would make."""
     text = json.dumps(inputs, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()

@@ -1,6 +1,6 @@
-"""The lab's kind node images, built on this machine (what they hold: model/kindnode.py).
+"""The lab's kind node images, built on this machine (what they hold: platform/kind_node_recipe.py).
 
-Two steps, each a Snakemake job (rules/kind_node.smk), each a no-op when its stamp matches:
+Two steps, each a Snakemake job (rules/platform/kind_node.smk), each a no-op when its stamp matches:
 
 1. ``base``: ``debootstrap`` of the Debian release kind's base image starts from, with the
    packages of its Dockerfile, into the tool cache (``<cluster_tools.cache>/kind-node/debian-<suite>-<key>/rootfs``),
@@ -33,10 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from throttlelab.backends.kind.nodes import docker_client
 from throttlelab.errors import BuildError
-from throttlelab.host import docker_engine, ociarchive
-from throttlelab.host.clusterbuild import (
+from throttlelab.host import docker_engine
+from throttlelab.host.docker_engine import kind_engine_client
+from throttlelab.platform import oci_archive
+from throttlelab.platform.tool_build import (
     ToolsSettings,
     binary_path,
     go_environment,
@@ -49,10 +50,10 @@ from throttlelab.host.clusterbuild import (
     write_json_atomically,
 )
 from throttlelab.host.gobuild import find_go, go_build
-from throttlelab.model import clustertools as catalogue
-from throttlelab.model import kindnode as kn
+from throttlelab.platform import tool_catalogue as catalogue
+from throttlelab.platform import kind_node_recipe as kn
 from throttlelab.model.digest import sha256_file
-from throttlelab.model.kubenode import KUBELET_SYSCTLS
+from throttlelab.platform.real_node_layout import KUBELET_SYSCTLS
 
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 DEBOOTSTRAP_TIMEOUT_S = 3600
@@ -323,20 +324,20 @@ def runtime_spec(ctr: Path) -> dict[str, Any]:
     return json.loads(_run([str(ctr), "oci", "spec"], "ctr oci spec"))
 
 
-def iptables_files(rootfs: Path) -> list[ociarchive.ImageFile]:
+def iptables_files(rootfs: Path) -> list[oci_archive.ImageFile]:
     """kube-proxy's iptables (nft) from the node's own Debian release: the multi-call binary under
     each name kube-proxy runs, its extensions, conntrack, and every library they load (ldd in the
     rootfs). Copies, not links: a multi-call binary goes by the name it is run as."""
     sbin = "/usr/sbin"
     multi = f"{sbin}/xtables-nft-multi"
     names = ("iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore")
-    files = [ociarchive.ImageFile(inside(rootfs, multi), f"{sbin}/{n}") for n in names]
-    files.append(ociarchive.ImageFile(inside(rootfs, multi), multi))
+    files = [oci_archive.ImageFile(inside(rootfs, multi), f"{sbin}/{n}") for n in names]
+    files.append(oci_archive.ImageFile(inside(rootfs, multi), multi))
     conntrack = f"{sbin}/conntrack"
-    files.append(ociarchive.ImageFile(inside(rootfs, conntrack), conntrack))
+    files.append(oci_archive.ImageFile(inside(rootfs, conntrack), conntrack))
     extensions = sorted(inside(rootfs, "/usr/lib/x86_64-linux-gnu/xtables").glob("*.so"))
     for ext in extensions:
-        files.append(ociarchive.ImageFile(ext, "/" + str(ext.relative_to(rootfs)), 0o644))
+        files.append(oci_archive.ImageFile(ext, "/" + str(ext.relative_to(rootfs)), 0o644))
     libraries: set[str] = set()
     for image_path in [multi, conntrack, *("/" + str(e.relative_to(rootfs)) for e in extensions)]:
         out = _run(["chroot", str(rootfs), "ldd", image_path], f"ldd {image_path} in the node")
@@ -347,16 +348,16 @@ def iptables_files(rootfs: Path) -> list[ociarchive.ImageFile]:
                 libraries.add(lib)
     for lib in sorted(libraries):
         real = os.path.realpath(inside(rootfs, lib))
-        files.append(ociarchive.ImageFile(Path(real), lib, 0o755))
+        files.append(oci_archive.ImageFile(Path(real), lib, 0o755))
     # xtables reads its lock's folder and the protocol names
     for etc in ("/etc/protocols", "/etc/ethertypes"):
         if inside(rootfs, etc).is_file():
-            files.append(ociarchive.ImageFile(inside(rootfs, etc), etc, 0o644))
+            files.append(oci_archive.ImageFile(inside(rootfs, etc), etc, 0o644))
     return _unique(files)
 
 
-def _unique(files: list[ociarchive.ImageFile]) -> list[ociarchive.ImageFile]:
-    seen: dict[str, ociarchive.ImageFile] = {}
+def _unique(files: list[oci_archive.ImageFile]) -> list[oci_archive.ImageFile]:
+    seen: dict[str, oci_archive.ImageFile] = {}
     for f in files:
         seen.setdefault(f.path, f)
     return list(seen.values())
@@ -371,16 +372,16 @@ def write_control_plane_images(
     out = []
     for name, references in sorted(wanted.items()):
         image = kn.IMAGE_RECIPES[name]
-        files = [ociarchive.ImageFile(binaries[(p.project, p.binary)], p.path) for p in image.parts]
+        files = [oci_archive.ImageFile(binaries[(p.project, p.binary)], p.path) for p in image.parts]
         if image.iptables:
             files += iptables_files(rootfs)
         if image.pause:
             if not Path(CATATONIT).is_file():
                 raise BuildError("the pause image is Debian's static catatonit: apt-get install catatonit")
-            files.append(ociarchive.ImageFile(Path(CATATONIT), "/pause"))
+            files.append(oci_archive.ImageFile(Path(CATATONIT), "/pause"))
         archive = folder / f"{name}.tar"
         labels = {"throttlelab": "1", "throttlelab.kind-node-image": name}
-        digest = ociarchive.write_archive(archive, references[0], files, list(image.entrypoint), labels)
+        digest = oci_archive.write_archive(archive, references[0], files, list(image.entrypoint), labels)
         out.append({"name": name, "references": references, "archive": str(archive), "digest": digest})
     return out
 
@@ -447,7 +448,7 @@ def import_images(containerd: Path, ctr: Path, rootfs: Path, images: list[dict[s
                 ],
                 f"ctr images import {image['name']}",
             )
-            first = ociarchive.full_reference(image["references"][0])
+            first = oci_archive.full_reference(image["references"][0])
             for other in image["references"][1:]:
                 _run([*ctr_args, "images", "tag", "--force", first, other], f"ctr images tag {other}")
                 _run(
@@ -485,7 +486,7 @@ def docker_import(rootfs: Path, tag: str, labels: dict[str, str]) -> str:
         )
     imported = proc.stdout.strip()
     try:
-        client = docker_client()
+        client = kind_engine_client()
         dockerfile = "\n".join([f"FROM {imported}", *IMAGE_CHANGES]).encode() + b"\n"
         docker_engine.build_image(client, tag, docker_engine.build_context(dockerfile, {}), labels)
     finally:
@@ -601,10 +602,10 @@ def build_node(
         wanted = kn.images_to_build(listing, sandbox)
         images = write_control_plane_images(wanted, needed, rootfs, folder / "images")
         podnet_archive = folder / "images" / "podnet.tar"
-        podnet_digest = ociarchive.write_archive(
+        podnet_digest = oci_archive.write_archive(
             podnet_archive,
             kn.POD_NETWORK_IMAGE,
-            [ociarchive.ImageFile(podnet, "/podnet")],
+            [oci_archive.ImageFile(podnet, "/podnet")],
             ["/podnet"],
             {"throttlelab": "1"},
         )
