@@ -8,6 +8,8 @@ workload or starts the loopback API server leaves the inner loop by itself."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,6 +33,13 @@ OUTER_MARKERS = ("slow", "root", "docker", "vm", "cgroup_v2_kernel", "workload",
 #: Folders out of the inner loop whatever their tests' markers: the workflow end to end (Snakemake's plans and
 #: runs) and the kind backend on real processes and containers standing in for its nodes (podgate's Go build).
 OUTER_FOLDERS = ("pipeline", "backends/kind")
+
+
+def snakemake(workdir: Path, *args: str, timeout: float = 600, **popen) -> subprocess.CompletedProcess:
+    """This checkout's workflow run in ``workdir`` on one core (``args``: targets, flags, ``--config``), its
+    output captured; the tests that drive the pipeline end to end share it."""
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(PROJECT / "Snakefile"), "-d", str(workdir), "--cores", "1"]
+    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout, **popen)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker

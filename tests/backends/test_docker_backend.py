@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import PROJECT, lab_cgroups
+from conftest import PROJECT, lab_cgroups, snakemake as run_snakemake
 from throttlelab.backends import images
 from throttlelab.backends.base import BackendError
 from throttlelab.backends.docker import DockerBackend, lab_containers
@@ -294,19 +294,7 @@ def test_environment_names_the_engine_containerd_and_runc(backend):
 
 
 def snakemake(workdir: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(PROJECT / "Snakefile"),
-        "-d",
-        str(workdir),
-        "--cores",
-        "1",
-        *args,
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return run_snakemake(workdir, *args, timeout=timeout)
 
 
 def _profile(tmp_path: Path, name: str, experiments: dict) -> Path:

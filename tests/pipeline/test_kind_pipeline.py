@@ -8,13 +8,12 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import PROJECT
+from conftest import PROJECT, snakemake as run_snakemake
 from throttlelab.host.facts import cgroup_version
 from throttlelab.model.config import load_design
 from throttlelab.model.coverage import untestable_variants
@@ -32,19 +31,7 @@ def needed_roles(**config) -> list[str]:
 
 
 def snakemake(workdir: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(PROJECT / "Snakefile"),
-        "-d",
-        str(workdir),
-        "--cores",
-        "1",
-        *args,
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return run_snakemake(workdir, *args, timeout=timeout)
 
 
 def dag(workdir: Path, *config: str) -> tuple[dict[str, str], set[tuple[str, str]]]:

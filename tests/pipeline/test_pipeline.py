@@ -15,27 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import PROJECT, left_behind, workload_pids, workload_pids_of
+from conftest import PROJECT, left_behind, snakemake, workload_pids, workload_pids_of
 
 from throttlelab.model.variants import VariantSpec
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
-
-
-def snakemake(workdir: Path, *args: str, timeout: float = 600, **popen) -> subprocess.CompletedProcess:
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(PROJECT / "Snakefile"),
-        "-d",
-        str(workdir),
-        "--cores",
-        "1",
-        *args,
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **popen)
 
 
 def _require_root():

@@ -14,12 +14,11 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import PROJECT
+from conftest import PROJECT, snakemake as run_snakemake
 from throttlelab.errors import BackendError
 from throttlelab.platform import vm_guest
 from throttlelab.model.reference import lab_values
@@ -35,19 +34,7 @@ def _tools_or_skip() -> None:
 
 
 def snakemake(workdir: Path, *args: str, timeout: float = 2400) -> subprocess.CompletedProcess:
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(PROJECT / "Snakefile"),
-        "-d",
-        str(workdir),
-        "--cores",
-        "1",
-        *args,
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return run_snakemake(workdir, *args, timeout=timeout)
 
 
 def _rows(path: Path) -> list[dict[str, str]]:

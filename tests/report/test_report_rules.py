@@ -16,31 +16,13 @@ from pathlib import Path
 import pytest
 
 from conftest import PROJECT
+from conftest import snakemake as run_snakemake
 from throttlelab.figures.registry import FIGURES
 
 
 def snakemake(work: Path, profile: Path, *options: str) -> str:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(PROJECT / "Snakefile"),
-            "-d",
-            str(work),
-            "--cores",
-            "1",
-            *options,
-            "report",
-            "publish",
-            "--config",
-            f"profile={profile}",
-            "experiments=[E3]",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    proc = run_snakemake(
+        work, *options, "report", "publish", "--config", f"profile={profile}", "experiments=[E3]", timeout=120
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout + proc.stderr

@@ -46,6 +46,7 @@ import requests
 
 from throttlelab.host import cgroupfs
 from throttlelab.host.docker_engine import connect, docker_errors, engine_error, engine_host
+from throttlelab.host.mounts import cgroup_hierarchies
 from throttlelab.host.facts import host_facts
 from throttlelab.host.processes import pid_alive, spawn_guardian
 from throttlelab.host.reaper import Guardian, kill_and_remove, run_name, sweep_stale
@@ -88,17 +89,6 @@ _HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 # -- cgroups: every hierarchy runc touches ----------------------------------------
 
 
-def cgroup_mounts(mountinfo: Path = Path("/proc/self/mountinfo")) -> list[Path]:
-    """Every cgroup (v1) and cgroup2 mount point."""
-    points = []
-    for line in mountinfo.read_text().splitlines():
-        left, _, right = line.partition(" - ")
-        fields, tail = left.split(), right.split()
-        if len(fields) >= 5 and tail and tail[0] in ("cgroup", "cgroup2"):
-            points.append(Path(fields[4]))
-    return points
-
-
 def all_hierarchies(fs: cgroupfs.CgroupFS, mountinfo: Path = Path("/proc/self/mountinfo")) -> cgroupfs.CgroupFS:
     """The lab's cgroup view plus every other hierarchy mounted here.
 
@@ -110,7 +100,7 @@ def all_hierarchies(fs: cgroupfs.CgroupFS, mountinfo: Path = Path("/proc/self/mo
         return fs
     full = cgroupfs.CgroupV1(fs.roots["cpu"], fs.roots.get("cpuacct"), fs.roots.get("cpuset"))
     known = set(full.roots.values())
-    for point in cgroup_mounts(mountinfo):
+    for point in cgroup_hierarchies(mountinfo):
         if point not in known and point.is_dir():
             full.roots[f"other:{point}"] = point
             known.add(point)

@@ -377,7 +377,7 @@ OBJECTS: dict[str, Shape] = {
             "runner",
             {"commit": "str?", "dirty": "bool?"},
             about="meta.code: the git commit of the code that made the run and whether tracked files differed "
-            "from it (null where no git checkout was there); logs written before issue 24 lack it",
+            "from it (null where no git checkout was there); logs written before the runner recorded its code lack it",
         ),
         Shape(
             "host_loadavg",

@@ -19,7 +19,6 @@ Two steps, each a Snakemake job (rules/platform/kind_node.smk), each a no-op whe
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
 import shutil
@@ -27,8 +26,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +36,7 @@ from throttlelab.host.docker_engine import kind_engine_client
 from throttlelab.platform import oci_archive
 from throttlelab.platform.tool_build import (
     ToolsSettings,
+    cache_folder_lock,
     binary_path,
     go_environment,
     module_pin,
@@ -50,6 +48,7 @@ from throttlelab.platform.tool_build import (
     write_json_atomically,
 )
 from throttlelab.host.gobuild import find_go, go_build
+from throttlelab.host.mounts import mounts_under
 from throttlelab.platform import tool_catalogue as catalogue
 from throttlelab.platform import kind_node_recipe as kn
 from throttlelab.model.digest import sha256_file
@@ -75,18 +74,6 @@ def _run(argv: list[str], what: str, timeout_s: float = 600, **kwargs: Any) -> s
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-30:])
         raise BuildError(f"{what} failed (exit {proc.returncode}):\n{tail}")
     return proc.stdout
-
-
-@contextmanager
-def folder_lock(folder: Path) -> Iterator[None]:
-    """One builder per folder of the cache; a second waits, then finds the stamp written."""
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 # -- the kind module ---------------------------------------------------------------------------------
@@ -138,7 +125,7 @@ def build_base(base: kn.BaseRecipe, settings: ToolsSettings, mirror: str = DEFAU
     """debootstrap the base into the tool cache (a no-op when its stamp is there); its stamp."""
     folder = node_cache(settings) / kn.base_folder(base, mirror)
     stamp_file = folder / "base.json"
-    with folder_lock(folder):
+    with cache_folder_lock(folder):
         stamp = read_stamp(stamp_file)
         if stamp is not None and (folder / "rootfs" / "usr" / "bin").is_dir():
             say(
@@ -186,19 +173,6 @@ def build_base(base: kn.BaseRecipe, settings: ToolsSettings, mirror: str = DEFAU
         write_json_atomically(stamp_file, stamp)
         say(f"kind node base: {base.suite}, {len(stamp['installed'])} packages, in {seconds} s")
         return {**stamp, "built_now": True}
-
-
-def mounts_under(path: Path) -> list[str]:
-    """Mount points at or below ``path`` (debootstrap mounts /proc and /sys in its target; a killed
-    one leaves them), deepest first."""
-    root = os.path.realpath(path)
-    found = []
-    with open("/proc/self/mountinfo") as handle:
-        for line in handle:
-            point = line.split()[4].replace("\\040", " ")
-            if point == root or point.startswith(root + "/"):
-                found.append(point)
-    return sorted(found, key=len, reverse=True)
 
 
 def unmount_under(path: Path) -> None:
@@ -556,7 +530,7 @@ def build_node(
     tag = kn.node_tag(recipe.role, key)
     folder = node_cache(tools) / f"{recipe.role}-{key}"
     stamp_file = folder / "node.json"
-    with folder_lock(folder):
+    with cache_folder_lock(folder):
         stamp = read_stamp(stamp_file)
         have = docker_has(tag)
         if stamp is not None and have == stamp.get("image_id"):

@@ -45,6 +45,7 @@ from typing import Any, TextIO
 from throttlelab.errors import BackendError, every_step
 from throttlelab.platform import oci_archive
 from throttlelab.platform import pki
+from throttlelab.host.mounts import cgroup_hierarchies, mounts_under
 from throttlelab.host.processes import die_with_parent, kill_all, running, spawn_guardian
 from throttlelab.platform import real_node_layout as kn
 
@@ -500,17 +501,6 @@ class Supervisor:
 # -- host pieces (also used by the sweep) ------------------------------------------------------------------------
 
 
-def _hierarchies() -> list[Path]:
-    """Every cgroup hierarchy mounted on this host (v1 controllers, the unified one)."""
-    out = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        left, _, right = line.partition(" - ")
-        fields, tail = left.split(), right.split()
-        if tail and tail[0] in ("cgroup", "cgroup2"):  # the hybrid layout's unified one too: runc writes there
-            out.append(Path(fields[4]))
-    return out
-
-
 #: The v2 controllers kubelet checks on its cgroup root ("has some missing controllers" otherwise).
 V2_CONTROLLERS = ("cpu", "cpuset", "hugetlb", "io", "memory", "pids")
 
@@ -535,7 +525,7 @@ def enable_v2_controllers(base: Path) -> list[str]:
 
 def make_cgroup_root(root: str, cpus: str | None) -> None:
     """kubelet's cgroupRoot, made in every hierarchy (cpuset: the parent's CPUs and memory nodes, or ``cpus``)."""
-    for base in _hierarchies():
+    for base in cgroup_hierarchies():
         path = base / root.lstrip("/")
         enable_v2_controllers(base)
         path.mkdir(exist_ok=True)
@@ -630,7 +620,7 @@ def kill_node_processes(folder: Path, cgroup_root: str) -> list[str]:
 
 def cgroup_root_pids(root: str) -> list[int]:
     pids: set[int] = set()
-    for base in _hierarchies():
+    for base in cgroup_hierarchies():
         top = base / root.lstrip("/")
         if not top.is_dir():
             continue
@@ -644,7 +634,7 @@ def cgroup_root_pids(root: str) -> list[int]:
 
 def remove_cgroup_root(root: str) -> list[str]:
     left = []
-    for base in _hierarchies():
+    for base in cgroup_hierarchies():
         top = base / root.lstrip("/")
         if not top.is_dir():
             continue
@@ -680,12 +670,8 @@ def remove_bridge(bridge: str) -> list[str]:
 def remove_folder(folder: Path) -> list[str]:
     if not folder.exists():
         return []
-    mounted = [
-        line.split()[4]
-        for line in Path("/proc/self/mountinfo").read_text().splitlines()
-        if line.split()[4].startswith(str(folder))
-    ]
-    for target in sorted(mounted, key=len, reverse=True):
+    mounted = mounts_under(folder)
+    for target in mounted:
         _run(["umount", "-l", target], f"unmounting {target}", check=False)
     shutil.rmtree(folder, ignore_errors=True)
     if folder.exists():

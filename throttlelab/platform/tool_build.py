@@ -260,8 +260,9 @@ def write_json_atomically(path: Path, data: Any) -> None:
 
 
 @contextmanager
-def project_lock(folder: Path) -> Iterator[None]:
-    """One build per cache folder at a time: a second builder waits, then finds the stamps written."""
+def cache_folder_lock(folder: Path) -> Iterator[None]:
+    """One builder per folder of the tool cache at a time: a second waits, then finds the stamps written
+    (the cluster tools' projects, the kind node images' bases and nodes)."""
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / ".lock", "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -379,7 +380,7 @@ def build_project(
         project.commit,
     )
     entries, downloaded = [], None
-    with project_lock(folder):
+    with cache_folder_lock(folder):
         remove_partials(folder)
         for index, binary in enumerate(project.binaries, 1):
             flags = catalogue.go_build_flags(binary, values)

@@ -5,7 +5,6 @@ and the tools a node image needs named with the target that builds them."""
 
 from __future__ import annotations
 
-import os
 import stat
 import tomllib
 from pathlib import Path
@@ -83,30 +82,6 @@ def test_the_import_containerd_keeps_to_the_rootfs_and_its_own_folder(tmp_path):
     assert config["plugins"]["io.containerd.internal.v1.opt"]["path"] == str(tmp_path / "state" / "opt")
     assert "io.containerd.grpc.v1.cri" in config["disabled_plugins"]  # no CRI: nothing runs, it only stores
     assert config["debug"]["address"] == "" and config["metrics"]["address"] == ""
-
-
-def test_mounts_under_a_folder_are_found_deepest_first(tmp_path, monkeypatch):
-    target = os.path.realpath(tmp_path)
-    table = (
-        f"36 25 0:32 / {target}/rootfs/proc rw - proc proc rw\n"
-        f"37 36 0:33 / {target}/rootfs/proc/sys/fs/binfmt_misc rw - binfmt_misc x rw\n"
-        f"38 25 0:34 / {target}/rootfs2 rw - tmpfs t rw\n"
-        "39 25 0:35 / /proc rw - proc proc rw\n"
-    )
-    real_open = open
-
-    def fake_open(path, *args, **kwargs):
-        if path == "/proc/self/mountinfo":
-            import io
-
-            return io.StringIO(table)
-        return real_open(path, *args, **kwargs)
-
-    monkeypatch.setattr("builtins.open", fake_open)
-    assert ni.mounts_under(tmp_path / "rootfs") == [
-        f"{target}/rootfs/proc/sys/fs/binfmt_misc",
-        f"{target}/rootfs/proc",
-    ]
 
 
 def test_a_tool_not_built_is_named_with_the_target_that_builds_it(tmp_path):
