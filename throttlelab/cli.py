@@ -38,7 +38,9 @@ COMMANDS: dict[str, Command] = {
         "build the pinned cluster tools (cluster/) into the cache; summary, status",
         "build",
     ),
-    "build-image": Command("throttlelab.backends.images", (), "build the docker backend's image of one build", "build"),
+    "build-image": Command(
+        "throttlelab.backends.workload_images", (), "build the docker backend's image of one build", "build"
+    ),
     "kind": Command(
         "throttlelab.backends.kind.clusters",
         (),
@@ -51,12 +53,14 @@ COMMANDS: dict[str, Command] = {
         "the kind node images made here: base (debootstrap), build, build-podnet",
         "build",
     ),
-    "node": Command("throttlelab.backends.node.images", (), "the real node's workload images (OCI archives)", "build"),
+    "node": Command(
+        "throttlelab.backends.node.node_image_archives", (), "the real node's workload images (OCI archives)", "build"
+    ),
     "run": Command(
         "throttlelab.experiments.runner", (), "run ONE (experiment, variant, repeat) -> its raw log", "measure"
     ),
     "calibrate": Command(
-        "throttlelab.experiments.calibration",
+        "throttlelab.experiments.pilots",
         (),
         "pilot runs before the measured ones: CPU per request, a quiet host's floor",
         "measure",

@@ -12,7 +12,7 @@ import pytest
 
 from throttlelab.backends.base import BackendError
 from throttlelab.backends.docker import DockerDeployment
-from throttlelab.backends.kube.backend import KubeDeployment
+from throttlelab.backends.kube.kube_backend import KubeDeployment
 from throttlelab.backends.local import LocalDeployment
 
 SUMMARY = {"type": "summary", "elapsed_s": 2.3}

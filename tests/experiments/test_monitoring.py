@@ -25,7 +25,7 @@ from load_records import header
 from throttlelab.analysis import metrics, tidy
 from throttlelab.analysis.metrics.services_metrics import monitoring_metrics
 from throttlelab.backends.base import Backend, BackendError, Capabilities, Deployment, Output
-from throttlelab.experiments import monitoring
+from throttlelab.experiments import services_experiments
 from throttlelab.experiments.context import Context, ExperimentResult
 from throttlelab.experiments.runner import write_atomically
 from throttlelab.model import coverage
@@ -143,7 +143,7 @@ class FakeDeployment(Deployment):
         """A read of the container's counters (an exec into it on kind)."""
         self.calls.append(("read_stat", pod, container))
         elapsed = 0.0 if self.job_start_ns is None else (time.time_ns() - self.job_start_ns) / 1e9
-        got = monitoring.cadvisor_counters(counters_at(elapsed), f"{pod}/{container}")
+        got = services_experiments.cadvisor_counters(counters_at(elapsed), f"{pod}/{container}")
         return {**got, "t_ns": time.monotonic_ns()}
 
     def monitoring_sample(self, pod: str, container: str) -> dict[str, Any]:
@@ -222,7 +222,7 @@ class FakeBackend(Backend):
 
 def run(backend: FakeBackend, variant: VariantSpec) -> tuple[ExperimentResult, FakeDeployment]:
     ctx = Context(backend=backend, capabilities=backend.capabilities(), node_cpus=None, seed=5)
-    result = monitoring.run_e6(variant, ctx)
+    result = services_experiments.run_e6(variant, ctx)
     (dep,) = backend.deployments
     assert dep.closed
     return result, dep
@@ -262,8 +262,8 @@ def fast_cadvisor(monkeypatch):
     """cAdvisor at the test's scale: E6 refuses scrapes closer than 0.3 s (instead of 10 s), re-scrapes every
     50 ms for at most 3 s (the fake's cAdvisor itself reads the container every 1 s)."""
     monkeypatch.setattr(coverage, "KUBELET_HOUSEKEEPING_S", 0.3)
-    monkeypatch.setattr(monitoring, "RESCRAPE_EVERY_S", 0.05)
-    monkeypatch.setattr(monitoring, "CADVISOR_LONGEST_S", 3.0)
+    monkeypatch.setattr(services_experiments, "RESCRAPE_EVERY_S", 0.05)
+    monkeypatch.setattr(services_experiments, "CADVISOR_LONGEST_S", 3.0)
 
 
 # --------------------------------------------------------------------------
@@ -320,7 +320,7 @@ def test_e6_scrapes_the_real_cadvisor_twice_with_different_readings_and_never_re
     ],
 )
 def test_a_cadvisor_that_serves_one_reading_only_fails_clearly(fast_cadvisor, monkeypatch, longest_s, message):
-    monkeypatch.setattr(monitoring, "CADVISOR_LONGEST_S", longest_s)
+    monkeypatch.setattr(services_experiments, "CADVISOR_LONGEST_S", longest_s)
     backend = FakeBackend(cadvisor=True, frozen=True)  # the job lasts 1.6 s: between the two limits
     with pytest.raises(BackendError, match=message):
         run(backend, spec())
@@ -336,7 +336,7 @@ def test_e6_too_short_for_kubelets_cadvisor_is_refused_before_anything_is_deploy
     backend = FakeBackend(cadvisor=True)
     ctx = Context(backend=backend, capabilities=backend.capabilities(), node_cpus=None, seed=5)
     with pytest.raises(BackendError, match=r"scrapes are 4 s apart .* every 10-15 s"):
-        monitoring.run_e6(quick, ctx)
+        services_experiments.run_e6(quick, ctx)
     assert backend.deployments == []
 
 
@@ -413,7 +413,7 @@ def test_e6_on_the_local_backend_emulates_cadvisor_and_its_log_parses(real_cgrou
     variant = spec(interval_ms=330, housekeeping_ms=500, first_scrape_ms=600, scrape_gap_ms=1500)
     ctx = Context(backend=backend, capabilities=caps, node_cpus=None, seed=11)
     with experiment_lock():
-        result = monitoring.run_e6(variant, ctx)
+        result = services_experiments.run_e6(variant, ctx)
     mine = f"throttlelab-{os.getpid()}-"
     assert [c for c in lab_cgroups() if mine in c] == []
     started = {r["pid"] for r in result.records if r["type"] == "header"}

@@ -1,4 +1,4 @@
-"""The calibration step for real (experiments/calibration.py, `throttlelab calibrate`): a quiet host's floor
+"""The calibration step for real (experiments/pilots.py, `throttlelab calibrate`): a quiet host's floor
 sampled, X5's service piloted in real cgroups, and a measured run of a calibrated arm taking its rate from the
 pilot and its disturbance threshold from the floor; nothing left behind."""
 

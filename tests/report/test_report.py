@@ -26,14 +26,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from throttlelab.analysis.formatting import fmt_interval, fmt_number
+from throttlelab.analysis.number_format import fmt_interval, fmt_number
 from throttlelab.errors import ReportError
 from throttlelab.figures import draw, registry
 from throttlelab.figures.svg import figure_to_svg
 from throttlelab.model.config import load_design
 from throttlelab.model.digest import sha256_file
 from throttlelab.model.variants import VariantSpec
-from throttlelab.report import formatting, inputs, publish
+from throttlelab.report import inputs, publish
+from throttlelab.report import cell_format as formatting
 from throttlelab.report import page as report
 
 from conftest import PROJECT

@@ -198,13 +198,13 @@ def refuse_knobs(backend: str, node: Node) -> None:
 BACKENDS: dict[str, str] = {
     "local": "throttlelab.backends.local",
     "docker": "throttlelab.backends.docker",
-    "kind": "throttlelab.backends.kind.backend",
-    "kubernetes": "throttlelab.backends.kube.backend",
+    "kind": "throttlelab.backends.kind.kind_backend",
+    "kubernetes": "throttlelab.backends.kube.kube_backend",
     "vm": "throttlelab.backends.vm",
 }
 
 #: ``kubernetes: {cluster: local}``: the kubernetes backend on the lab's own node (backends/node).
-LOCAL_NODE_BACKEND = "throttlelab.backends.node.backend"
+LOCAL_NODE_BACKEND = "throttlelab.backends.node.node_backend"
 
 
 #: The kubelet's cAdvisor series E6 reads -> the cgroup counter each is, and the factor to its unit

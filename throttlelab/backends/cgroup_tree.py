@@ -1,7 +1,7 @@
 """The cgroup tree the lab writes itself on this host, for the local and docker backends.
 
 A run is `throttlelab-<pid>-<n>` (host.reaper.run_name) holding the node level,
-its QoS levels and pods with the values of model/design.py, and `loadgen` for
+its QoS levels and pods with the values of model/node_levels.py, and `loadgen` for
 the load generator. The local backend writes every level down to the
 containers; the docker backend writes the levels above the containers and lets
 Docker make those. Both read the levels back here and compare them with the
@@ -14,7 +14,7 @@ from typing import Any
 
 from throttlelab.errors import BackendError, DesignMismatch
 from throttlelab.host import cgroupfs
-from throttlelab.model.design import LevelDesign
+from throttlelab.model.node_levels import LevelDesign
 from throttlelab.model.placement import LoadPlacement, Node, format_cpuset, parse_cpuset
 from throttlelab.model.quantities import weight_to_v1_shares
 from throttlelab.backends.base import Readback

@@ -50,12 +50,13 @@ from throttlelab.host.mounts import cgroup_hierarchies
 from throttlelab.host.facts import host_facts
 from throttlelab.host.processes import pid_alive, spawn_guardian
 from throttlelab.host.reaper import Guardian, kill_and_remove, run_name, sweep_stale
-from throttlelab.model import design
+from throttlelab.model import node_levels as design
 from throttlelab.model import quantities as q
 from throttlelab.model import records
 from throttlelab.model.placement import Container, LoadPlacement, Node, Pod
 from throttlelab.model.runtime import runc_conversion
-from throttlelab.backends import cgroup_tree, images
+from throttlelab.backends import cgroup_tree
+from throttlelab.backends import workload_images as images
 from throttlelab.backends.base import (
     Backend,
     BackendError,

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from throttlelab.host import cgroupfs
 from throttlelab.host.facts import host_facts
 from throttlelab.host.reaper import Guardian, kill_and_remove, run_name, sweep_stale
-from throttlelab.model import design
+from throttlelab.model import node_levels as design
 from throttlelab.model.placement import LoadPlacement, Node
 from throttlelab.backends import cgroup_tree
 from throttlelab.backends.base import Backend, BackendError, Capabilities, Deployment, Output, Readback, parse_records

@@ -20,7 +20,7 @@ from typing import Any
 
 from throttlelab.backends.base import BackendError, Capabilities
 from throttlelab.backends.local import LocalBackend
-from throttlelab.backends.node.backend import NodeBackend
+from throttlelab.backends.node.node_backend import NodeBackend
 from throttlelab.platform.vm_guest import GUEST_ENV, TCG
 from throttlelab.platform import real_node_layout as kn
 

@@ -16,8 +16,8 @@ from throttlelab.errors import CatalogueError
 from throttlelab.experiments.context import Context, ExperimentResult
 from throttlelab.experiments.jobs_experiments import run_e1, run_e2a, run_e3, run_s1, run_x4
 from throttlelab.experiments.weights_experiments import run_e4, run_shares
-from throttlelab.experiments.monitoring import run_e6
-from throttlelab.experiments.services_experiments import run_e2b, run_e7, run_e8, run_s2
+
+from throttlelab.experiments.services_experiments import run_e2b, run_e6, run_e7, run_e8, run_s2
 from throttlelab.model.catalogue import CATALOGUE, THIS_FILE
 from throttlelab.model.variants import VariantSpec
 

@@ -324,7 +324,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def read_calibration(path: str, kind: str) -> dict[str, Any]:
-    """A calibration file of the rules' calibrate jobs (experiments/calibration.py), its ``kind`` part."""
+    """A calibration file of the rules' calibrate jobs (experiments/pilots.py), its ``kind`` part."""
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from throttlelab.backends.base import Backend, BackendError, Deployment, make_backend
-from throttlelab.experiments.monitoring import CadvisorScrapes
+from throttlelab.experiments.services_experiments import CadvisorScrapes
 from throttlelab.model.coverage import CLUSTER_BACKENDS
 from throttlelab.model.placement import Container, LoadPlacement, Node, Pod
 

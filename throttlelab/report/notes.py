@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from throttlelab.analysis.formatting import fmt_interval
+from throttlelab.analysis.number_format import fmt_interval
 from throttlelab.model.reference import TALK_S2_GAIN, lab_values
 
 

@@ -31,7 +31,7 @@ from typing import Any
 import jinja2
 import pandas as pd
 
-from throttlelab.analysis.formatting import fmt_interval, fmt_number
+from throttlelab.analysis.number_format import fmt_interval, fmt_number
 from throttlelab.analysis.metrics.services_metrics import LATENESS_SUSPECT_MS, lateness_rows
 from throttlelab.analysis.tidy import ENV_PREFIX, variant_specs
 from throttlelab.errors import ReportError
@@ -39,7 +39,7 @@ from throttlelab.figures.registry import figures_for, resolve
 from throttlelab.model.config import ConfigError, Design, load_design
 from throttlelab.model.reference import LAB, lab_values
 from throttlelab.model.catalogue import experiment as catalogued, is_ours
-from throttlelab.report.formatting import distinct, fmt_cell, fmt_size, setting_text, spec_settings, text
+from throttlelab.report.cell_format import distinct, fmt_cell, fmt_size, setting_text, spec_settings, text
 from throttlelab.report.inputs import config_text, raw_log_path, read_table, read_tables
 from throttlelab.report.notes import section_notes
 from throttlelab.report.publish import config_arg, publish_main, verify_main

@@ -30,7 +30,8 @@ from conftest import PROJECT
 from kube_api_server import FakeKubeAPI
 from throttlelab.host.docker_engine import kind_engine_client
 from throttlelab.backends.base import BackendError
-from throttlelab.backends.kind import backend as kind_backend, clusters as kind_clusters, pauses, pins
+from throttlelab.backends.kind import clusters as kind_clusters, pauses, pins
+from throttlelab.backends.kind import kind_backend
 from throttlelab.model.config import load_design
 
 TOOLS = ["/bin/dash", "/usr/bin/find", "/usr/bin/head", "/usr/bin/tr", "/bin/cat", "/bin/sleep"]

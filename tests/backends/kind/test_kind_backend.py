@@ -19,7 +19,8 @@ from collections import Counter
 import pytest
 
 from kind_standins import FastKind, build_node_image, engine_or_skip, lab_clusters, stand_in
-from throttlelab.backends.kind import backend as kind_backend, pauses, pins
+from throttlelab.backends.kind import pauses, pins
+from throttlelab.backends.kind import kind_backend
 from throttlelab.backends.base import BackendError
 from throttlelab.model.placement import Container, LoadPlacement, Node, Pod, parse_cpuset
 

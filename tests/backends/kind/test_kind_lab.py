@@ -41,11 +41,11 @@ from kind_standins import (
 )
 from throttlelab.backends.base import BackendError, Capabilities, refuse_knobs
 from throttlelab.backends.kind import clusters as kind_clusters, pauses, pins
-from throttlelab.backends.kind.backend import KindBackend
+from throttlelab.backends.kind.kind_backend import KindBackend
 from throttlelab.backends.kind.clusters import ROLE_OF_RUNTIME
 from throttlelab.backends.kube import manifests as mf
-from throttlelab.backends.kube.backend import parse_cpu_stat
-from throttlelab.experiments import REGISTRY, Context, monitoring, smoke
+from throttlelab.backends.kube.kube_backend import parse_cpu_stat
+from throttlelab.experiments import REGISTRY, Context, services_experiments, smoke
 from throttlelab.model.config import load_design
 from throttlelab.model.coverage import V1_PIN_REASON, cadvisor_misfit, request_over_limit, untestable_variants
 from throttlelab.model.placement import Container, Node, Pod, parse_cpuset
@@ -405,8 +405,8 @@ def test_the_smoke_tests_steps_pass_on_the_stand_in_clusters(lab):
 def test_a_failed_smoke_step_says_why_stops_the_next_ones_and_leaves_nothing(lab, monkeypatch):
     """A cAdvisor that serves no series for the container: the step fails naming cAdvisor, the load
     and pin steps do not run, the check for leftovers still does, and nothing is left."""
-    monkeypatch.setattr(monitoring, "CADVISOR_LONGEST_S", 1.0)
-    monkeypatch.setattr(monitoring, "RESCRAPE_EVERY_S", 0.2)
+    monkeypatch.setattr(services_experiments, "CADVISOR_LONGEST_S", 1.0)
+    monkeypatch.setattr(services_experiments, "RESCRAPE_EVERY_S", 0.2)
     before = lab.cpusets()
     api = lab.standins["new"].api
     monkeypatch.setattr(api, "recorded_cadvisor", ["# an empty page: no series\n"])
@@ -454,7 +454,7 @@ RUNNER = textwrap.dedent("""
     # shell hands every child SIGINT ignored (the lab's runner installs its own handlers likewise)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.path.insert(0, {project!r})
-    from throttlelab.backends.kind.backend import KindBackend
+    from throttlelab.backends.kind.kind_backend import KindBackend
     from throttlelab.backends.kind.clusters import clusters_from_settings
     from throttlelab.model.placement import Container, Node, Pod, parse_cpuset
     clusters = clusters_from_settings(json.loads({settings!r}), Path({workdir!r}))

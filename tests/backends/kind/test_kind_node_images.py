@@ -201,7 +201,7 @@ def test_a_failed_command_runs_its_clean_up_before_the_error_is_raised():
 
 def test_a_clusters_node_image_in_words():
     """The environment's node_images text per cluster (the report's "Node image (<role> cluster)" rows)."""
-    from throttlelab.backends.kind.backend import node_image_text
+    from throttlelab.backends.kind.kind_backend import node_image_text
 
     local = {
         "source": "local",

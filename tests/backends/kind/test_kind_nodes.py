@@ -24,7 +24,7 @@ from throttlelab.host.docker_engine import kind_engine_client
 from throttlelab.backends.kind import clusters, nodes, pins
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.base import BackendError
-from throttlelab.backends.kube.backend import compare, kube_design, records_from_log
+from throttlelab.backends.kube.kube_backend import compare, kube_design, records_from_log
 from throttlelab.model.placement import Container, Node, Pod
 from throttlelab.model.runtime import runc_conversion
 
@@ -208,7 +208,7 @@ def test_counters_come_from_cpu_stat_and_on_v1_from_the_cpuacct_hierarchy():
 def test_kind_cannot_pin_nodes_on_a_cgroup_v1_host():
     from types import SimpleNamespace
 
-    from throttlelab.backends.kind.backend import KindBackend
+    from throttlelab.backends.kind.kind_backend import KindBackend
     from throttlelab.model.placement import LoadPlacement
 
     pinned = Node("node", E1.pods, cpus="0")
@@ -608,8 +608,8 @@ GUARDED = textwrap.dedent("""
     from pathlib import Path
     sys.path.insert(0, {project!r})
     from throttlelab.backends.kind import nodes, pins
-    from throttlelab.backends.kind.backend import KindDeployment
-    from throttlelab.backends.kube.backend import KubeGuardian
+    from throttlelab.backends.kind.kind_backend import KindDeployment
+    from throttlelab.backends.kube.kube_backend import KubeGuardian
     engine = kind_engine_client()
     planned = pins.plan_pins(engine, {{{name!r}: "0"}})
     guardian = KubeGuardian({{"kubeconfig": {kubeconfig!r}, "context": "fake", "namespace": "default",

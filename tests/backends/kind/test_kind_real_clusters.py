@@ -101,7 +101,7 @@ RUNNER = textwrap.dedent("""
     from pathlib import Path
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C even when started in the background
     sys.path.insert(0, {project!r})
-    from throttlelab.backends.kind.backend import KindBackend
+    from throttlelab.backends.kind.kind_backend import KindBackend
     from throttlelab.backends.kind.clusters import clusters_from_settings
     from throttlelab.model.config import load_design
     from throttlelab.model.placement import Container, Node, Pod

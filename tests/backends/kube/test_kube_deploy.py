@@ -19,7 +19,7 @@ from kube_api_server import FakeKubeAPI, Script, _qos as api_server_qos, recorde
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.base import CADVISOR_COUNTERS, BackendError, DesignMismatch
 from throttlelab.backends.kube.client import Forbidden, KubeClient, KubeError, NotFound, all_running, container_state
-from throttlelab.backends.kube.backend import KubeBackend, KubeDeployment, KubeSettings, NotTestable
+from throttlelab.backends.kube.kube_backend import KubeBackend, KubeDeployment, KubeSettings, NotTestable
 from throttlelab.model.placement import Container, LoadPlacement, Node, Pod
 
 WORKER = "throttlelab-new-worker"
@@ -499,7 +499,7 @@ RUNNER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     sys.path.insert(0, {project!r})
-    from throttlelab.backends.kube.backend import KubeBackend, KubeSettings
+    from throttlelab.backends.kube.kube_backend import KubeBackend, KubeSettings
     from throttlelab.model.placement import Container, Node, Pod
     s = KubeSettings(kubeconfig=Path({kubeconfig!r}), context="kind-throttlelab-new", worker_node={worker!r},
                      load_node={cp!r}, pull_policy="Never")

@@ -15,7 +15,7 @@ import pytest
 from kube_api_server import _qos as api_server_qos
 from profile_pods import PROFILES, deployed_nodes
 from throttlelab.backends.kube import manifests as mf
-from throttlelab.model.design import design_node
+from throttlelab.model.node_levels import design_node
 
 
 @pytest.mark.parametrize("profile", PROFILES)

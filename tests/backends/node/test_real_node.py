@@ -229,7 +229,7 @@ def node_inputs(node_tools, binaries, tmp_path_factory):
     """A working directory as the rules leave it for the real node: the workload images (the session's
     cpulab builds and podgate) and the cluster tools manifest, under results/."""
     from throttlelab.backends.kind.clusters import build_podgate
-    from throttlelab.backends.node import images as ni
+    from throttlelab.backends.node import node_image_archives as ni
 
     tools, runc = node_tools
     work = tmp_path_factory.mktemp("node-work")
@@ -254,7 +254,7 @@ def node_inputs(node_tools, binaries, tmp_path_factory):
 @pytest.fixture
 def node_backend(node_inputs, binaries, monkeypatch):
     """The kubernetes backend on a real node of its own (no orchestrator), taken down after the test."""
-    from throttlelab.backends.node.backend import NodeBackend
+    from throttlelab.backends.node.node_backend import NodeBackend
 
     monkeypatch.delenv("THROTTLELAB_ORCHESTRATOR_PID", raising=False)
     backend = NodeBackend(node_inputs / kn.TOOLS_MANIFEST, node_inputs / kn.IMAGE_DIR, binaries=binaries)

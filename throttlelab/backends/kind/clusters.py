@@ -41,7 +41,7 @@ from throttlelab.host.facts import missing_capabilities
 from throttlelab.platform import kind_node_recipe
 from throttlelab.model.digest import sha256_file
 from throttlelab.model.runtime import KIND_ROLE_OF_RUNTIME, RUNTIME_OF_KIND_ROLE
-from throttlelab.backends import images
+from throttlelab.backends import workload_images as images
 from throttlelab.backends.base import BackendError
 from throttlelab.backends.kube.client import KubeClient, KubeError
 from throttlelab.host.docker_engine import kind_engine_client

@@ -5,7 +5,7 @@ other's kubelet, API server, etcd and controllers would keep waking on the very
 CPUs being measured. So a deployment `docker pause`s the idle cluster's node
 containers for its whole life and resumes them on exit, failure and interrupt
 (finally), by the guardian when the runner is SIGKILLed (resume_described, run
-by throttlelab.backends.kind.guardian), and by the sweep at the next start:
+by throttlelab.backends.kind.kind_guardian), and by the sweep at the next start:
 before a node is paused, a state file names the runner's pid.
 
 Where both clusters are needed at once, pausing must wait: Snakemake may run

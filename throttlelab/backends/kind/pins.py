@@ -3,7 +3,7 @@
 A deployment pins the worker (the node's cpuset) and the control-plane (the load
 generator's) for E5, E8 and E10, and sets each back to what it had: on exit,
 on failure, on interrupt (finally), by the guardian when the runner is
-SIGKILLed (restore_described, run by throttlelab.backends.kind.guardian), and by
+SIGKILLed (restore_described, run by throttlelab.backends.kind.kind_guardian), and by
 the sweep at the next start: before a node is pinned, a state file names the
 runner's pid and the cpuset to restore.
 """

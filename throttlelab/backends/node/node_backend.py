@@ -8,7 +8,7 @@ what owning the node adds, as kind adds it for its node containers:
   conversion (runc-new -> runc v1.4.3, runc-old -> runc v1.3.0);
 * every level kubelet and runc write (the node's kubepods, QoS, pod, pause and container
   cgroups) is read back from this host's cgroupfs, and the counters too, with no exec;
-* the workload images are OCI archives made here (backends/node/images.py), imported
+* the workload images are OCI archives made here (backends/node/node_image_archives.py), imported
   into the node's containerd; nothing is pulled.
 
 Where the node comes from: a runner started by Snakemake (THROTTLELAB_ORCHESTRATOR_PID)
@@ -32,12 +32,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from throttlelab.backends.base import BackendError, Capabilities, Output, parse_records, refuse_knobs
-from throttlelab.backends.kind.backend import KindDeployment
+from throttlelab.backends.kind.kind_backend import KindDeployment
 from throttlelab.backends.kind.nodes import DISCOVER
 from throttlelab.backends.kube import manifests as mf
-from throttlelab.backends.kube.backend import KubeBackend, KubeDeployment, KubeSettings, NotTestable
+from throttlelab.backends.kube.kube_backend import KubeBackend, KubeDeployment, KubeSettings, NotTestable
 from throttlelab.platform import real_node as nc
-from throttlelab.backends.node import images as ni
+from throttlelab.backends.node import node_image_archives as ni
 from throttlelab.host.interference import orchestrator_from_env
 from throttlelab.host.processes import die_with_parent
 from throttlelab.platform import real_node_layout as kn
@@ -79,7 +79,7 @@ class NodeDeployment(KindDeployment):
     on the host's own cgroupfs) and the variant's RuntimeClass on every pod."""
 
     strict_upper = True
-    guardian_module = "throttlelab.backends.kube.guardian"  # the pods; the node has its own supervisor
+    guardian_module = "throttlelab.backends.kube.kube_guardian"  # the pods; the node has its own supervisor
 
     def __init__(self, backend: "NodeBackend", node: Node, load: LoadPlacement | None):
         KubeDeployment.__init__(self, backend, node, load, backend.settings, backend.client)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from throttlelab.model.design import design_node
+from throttlelab.model.node_levels import design_node
 from throttlelab.model.placement import Container, Node, Pod, format_cpuset, parse_cpuset, qos_class
 
 

@@ -1,6 +1,6 @@
 """Guardian of one kind/kubernetes deployment: cleans up even when the runner is SIGKILLed.
 
-The deployment starts `python -m throttlelab.backends.kube.guardian '<json>'` in a
+The deployment starts `python -m throttlelab.backends.kube.kube_guardian '<json>'` in a
 session of its own, before it creates anything, and keeps a pipe to its
 stdin. When the pipe closes (the runner exited, however), the guardian deletes
 every pod carrying the run's label, gracefully, and waits until the API has
@@ -12,7 +12,7 @@ closing the pipe, and the guardian just exits. The description:
 
 A backend with more to undo runs its own guardian module, which calls `main`
 here with `also`: a function of the description that undoes the rest (kind's
-restores the node cpusets it pinned, throttlelab.backends.kind.guardian).
+restores the node cpusets it pinned, throttlelab.backends.kind.kind_guardian).
 """
 
 from __future__ import annotations

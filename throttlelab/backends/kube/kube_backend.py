@@ -50,7 +50,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from throttlelab.model import design, quantities as q
+from throttlelab.model import quantities as q
+from throttlelab.model import node_levels as design
 from throttlelab.host.processes import pid_alive, spawn_guardian, wait_guardian
 from throttlelab.model.placement import LoadPlacement, Node, parse_cpuset
 from throttlelab.backends.kube import manifests as mf
@@ -268,12 +269,12 @@ class KubeHandle:
     started: float
 
 
-GUARDIAN_MODULE = "throttlelab.backends.kube.guardian"
+GUARDIAN_MODULE = "throttlelab.backends.kube.kube_guardian"
 
 
 class KubeGuardian:
     """`python -m <module> '<description>'` holding a pipe: when the runner goes away, however, it
-    deletes the run's pods (kube.guardian); kind's guardian also restores the node cpusets."""
+    deletes the run's pods (kube.kube_guardian); kind's guardian also restores the node cpusets."""
 
     def __init__(self, description: dict[str, Any], module: str = GUARDIAN_MODULE, pass_fds: tuple[int, ...] = ()):
         self.proc = spawn_guardian(module, json.dumps(description), pass_fds=pass_fds)

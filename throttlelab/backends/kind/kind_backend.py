@@ -8,7 +8,7 @@ Docker containers on this host, so
 
 * node-level CPU pinning (E5, E8) is `docker update --cpuset-cpus` on the node
   containers, ALWAYS restored (kind/pins.py; the guardian is
-  throttlelab.backends.kind.guardian);
+  throttlelab.backends.kind.kind_guardian);
 * the node, QoS, pod and pause cgroup levels are found inside the node container
   (one docker exec per deployment) and then read from this host through the
   node's /proc/<pid>/root (kind/nodes.py), where the whole kubelet hierarchy is
@@ -29,14 +29,20 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from throttlelab.model import design
+from throttlelab.model import node_levels as design
 from throttlelab.model.coverage import V1_PIN_REASON
 from throttlelab.model.placement import LoadPlacement, Node
 from throttlelab.backends.base import BackendError, Capabilities
 from throttlelab.errors import every_step
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.kube.client import KubeClient, KubeError, container_id
-from throttlelab.backends.kube.backend import KubeBackend, KubeDeployment, KubeSettings, NotTestable, parse_cpu_stat
+from throttlelab.backends.kube.kube_backend import (
+    KubeBackend,
+    KubeDeployment,
+    KubeSettings,
+    NotTestable,
+    parse_cpu_stat,
+)
 from throttlelab.backends.kind.clusters import (
     NODE_IMAGES,
     ROLE_OF_RUNTIME,
@@ -76,7 +82,7 @@ from throttlelab.backends.kind.pins import state_file as pin_state_file
 
 class KindDeployment(KubeDeployment):
     strict_upper = True  # every level is in the node container: one we cannot find is an error, not "unreadable"
-    guardian_module = "throttlelab.backends.kind.guardian"  # the kubernetes guardian, then pins and pauses undone
+    guardian_module = "throttlelab.backends.kind.kind_guardian"  # the kubernetes guardian, then pins and pauses undone
 
     def __init__(self, backend: "KindBackend", node: Node, load: LoadPlacement | None, cluster: KindCluster):
         super().__init__(backend, node, load, backend.settings_for(cluster), backend.client_for(cluster))

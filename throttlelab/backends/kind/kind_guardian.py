@@ -2,7 +2,7 @@
 then every node container the run pinned is set back to its cpuset and every node of the idle
 cluster it paused is resumed.
 
-A kind deployment starts `python -m throttlelab.backends.kind.guardian '<json>'`;
+A kind deployment starts `python -m throttlelab.backends.kind.kind_guardian '<json>'`;
 the description is the kubernetes guardian's plus the pins and the pauses:
 
     {..., "pins": [{"container": NODE_CONTAINER, "restore_to": CPUSET}, ...],
@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from throttlelab.errors import every_step
-from throttlelab.backends.kube import guardian
+from throttlelab.backends.kube import kube_guardian as guardian
 from throttlelab.backends.kind.pauses import resume_described
 from throttlelab.backends.kind.pins import restore_described
 

@@ -1,4 +1,4 @@
-"""How the page prints cells, settings and sizes (numbers: :mod:`throttlelab.analysis.formatting`)."""
+"""How the page prints cells, settings and sizes (numbers: :mod:`throttlelab.analysis.number_format`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import fields
 from typing import Any
 
-from throttlelab.analysis.formatting import fmt_number, is_missing
+from throttlelab.analysis.number_format import fmt_number, is_missing
 from throttlelab.model.quantities import format_cpu, parse_cpu
 from throttlelab.model.variants import Resources, VariantSpec
 
