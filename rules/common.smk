@@ -30,6 +30,7 @@ bytecode.compile_package(Path(workflow.basedir) / "throttlelab")
 from throttlelab.figures.registry import FIGURES, figures_for, report_caption
 from throttlelab.host.facts import cgroup_version
 from throttlelab.model import plan
+from throttlelab.model import results_layout as layout
 from throttlelab.model.builds import BUILDS
 from throttlelab.platform import platform_jobs
 from throttlelab.platform.tool_catalogue import PROJECT_NAMES as CLUSTER_PROJECTS

@@ -11,9 +11,9 @@ if BACKEND != "vm":
             binaries=[binary_path(build) for build in BUILDS],
             images=PLAN.images(),
         output:
-            quiet="results/{backend}/calibration/host.json",
+            quiet=layout.HOST_CALIBRATION,
         log:
-            "results/{backend}/logs/calibration/host.log",
+            layout.HOST_CALIBRATION_LOG,
         priority: PLAN.calibration_priority
         resources:
             experiment_slot=1,
@@ -31,9 +31,9 @@ if BACKEND != "vm":
             images=PLAN.images(),
             clusters=pilot_cluster_inputs,
         output:
-            pilot="results/{backend}/calibration/{experiment}.json",
+            pilot=layout.PILOT,
         log:
-            "results/{backend}/logs/calibration/{experiment}.log",
+            layout.PILOT_LOG,
         priority: PLAN.calibration_priority
         resources:
             experiment_slot=1,
@@ -57,9 +57,9 @@ if BACKEND != "vm":
             pilot=pilot_input,
             quiet=quiet_input,
         output:
-            raw="results/{backend}/raw/{experiment}/{variant}/rep{rep}.jsonl",
+            raw=layout.RAW_LOG,
         log:
-            "results/{backend}/logs/{experiment}/{variant}/rep{rep}.log",
+            layout.RUN_LOG,
         priority: run_priority
         resources:
             experiment_slot=1,

@@ -25,34 +25,25 @@ type burstOptions struct {
 }
 
 type roundRecord struct {
-	Type         string  `json:"type"`
-	Round        int     `json:"round"`
-	TS           float64 `json:"t_s"`
-	WallMs       float64 `json:"wall_ms"`
-	ThreadCPUMs  float64 `json:"thread_cpu_ms"`
-	DNrPeriods   *int64  `json:"d_nr_periods"`
-	DNrThrottled *int64  `json:"d_nr_throttled"`
-	DThrottledUs *int64  `json:"d_throttled_usec"`
-	DUsageUsec   *int64  `json:"d_usage_usec"`
+	Type        string  `json:"type"`
+	Round       int     `json:"round"`
+	TS          float64 `json:"t_s"`
+	WallMs      float64 `json:"wall_ms"`
+	ThreadCPUMs float64 `json:"thread_cpu_ms"`
+	cgroup.DeltaTotals
 	// The kernel counts a burst at the period boundary after it, usually after this
 	// round's second reading: per-round values are mostly 0; the summary has them all.
-	DNrBursts  *int64 `json:"d_nr_bursts"`
-	DBurstUsec *int64 `json:"d_burst_usec"`
+	cgroup.DeltaBursts
 }
 
 type burstSummary struct {
-	Type          string   `json:"type"`
-	Rounds        int      `json:"rounds"`
-	P50WallMs     *float64 `json:"p50_wall_ms"`
-	MaxWallMs     *float64 `json:"max_wall_ms"`
-	AvgCores      *float64 `json:"avg_cores"`
-	NrPeriods     *int64   `json:"nr_periods"`
-	NrThrottled   *int64   `json:"nr_throttled"`
-	ThrottledUsec *int64   `json:"throttled_usec"`
-	UsageUsec     *int64   `json:"usage_usec"`
-	NrBursts      *int64   `json:"nr_bursts"`
-	BurstUsec     *int64   `json:"burst_usec"`
-	ElapsedS      float64  `json:"elapsed_s"`
+	Type      string   `json:"type"`
+	Rounds    int      `json:"rounds"`
+	P50WallMs *float64 `json:"p50_wall_ms"`
+	MaxWallMs *float64 `json:"max_wall_ms"`
+	AvgCores  *float64 `json:"avg_cores"`
+	cgroup.Counters
+	ElapsedS float64 `json:"elapsed_s"`
 }
 
 func runBurst(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -100,26 +91,24 @@ func burst(ctx context.Context, o burstOptions, out *record.Writer) (burstSummar
 			return burstSummary{}, ctx.Err()
 		}
 	}
-	first := cgroup.Read().Counters()
+	first := cgroup.Read().Counters
 	var walls []float64
 	for round := 0; round < o.rounds; round++ {
 		if sleepCtx(ctx, time.Until(start.Add(time.Duration(round)*o.interval))) != nil {
 			break
 		}
-		before := cgroup.Read().Counters()
+		before := cgroup.Read().Counters
 		began := time.Now()
 		used, err := pool.burnAll(o.work)
 		if err != nil {
 			return burstSummary{}, err
 		}
 		wall := time.Since(began)
-		delta := cgroup.Read().Counters().Sub(before)
+		delta := cgroup.Read().Counters.Sub(before)
 		rec := roundRecord{
 			Type: "round", Round: round, TS: began.Sub(start).Seconds(),
 			WallMs: record.Ms(msOf(wall)), ThreadCPUMs: record.Ms(msOf(used)),
-			DNrPeriods: delta.NrPeriods, DNrThrottled: delta.NrThrottled,
-			DThrottledUs: delta.ThrottledUsec, DUsageUsec: delta.UsageUsec,
-			DNrBursts: delta.NrBursts, DBurstUsec: delta.BurstUsec,
+			DeltaTotals: delta.AsDeltaTotals(), DeltaBursts: delta.AsDeltaBursts(),
 		}
 		if err := out.Write(rec); err != nil {
 			return burstSummary{}, err
@@ -128,16 +117,13 @@ func burst(ctx context.Context, o burstOptions, out *record.Writer) (burstSummar
 	}
 	_ = sleepCtx(ctx, time.Until(start.Add(time.Duration(len(walls))*o.interval)))
 	elapsed := time.Since(start)
-	total := cgroup.Read().Counters().Sub(first)
+	total := cgroup.Read().Counters.Sub(first)
 
 	wallStats := stats.Summarize(walls)
 	summary := burstSummary{
 		Type: "summary", Rounds: len(walls),
 		P50WallMs: record.MsNum(wallStats.P50), MaxWallMs: record.MsNum(wallStats.Max),
-		NrPeriods: total.NrPeriods, NrThrottled: total.NrThrottled,
-		ThrottledUsec: total.ThrottledUsec, UsageUsec: total.UsageUsec,
-		NrBursts: total.NrBursts, BurstUsec: total.BurstUsec,
-		AvgCores: cores(total.UsageUsec, elapsed), ElapsedS: elapsed.Seconds(),
+		Counters: total, AvgCores: cores(total.UsageUsec, elapsed), ElapsedS: elapsed.Seconds(),
 	}
 	return summary, out.Write(summary)
 }

@@ -21,23 +21,17 @@ type spinOptions struct {
 }
 
 type spinReport struct {
-	Type         string   `json:"type"`
-	TS           float64  `json:"t_s"`
-	Cores        *float64 `json:"cores"`
-	DNrPeriods   *int64   `json:"d_nr_periods"`
-	DNrThrottled *int64   `json:"d_nr_throttled"`
-	DThrottledUs *int64   `json:"d_throttled_usec"`
-	DUsageUsec   *int64   `json:"d_usage_usec"`
+	Type  string   `json:"type"`
+	TS    float64  `json:"t_s"`
+	Cores *float64 `json:"cores"`
+	cgroup.DeltaTotals
 }
 
 type spinSummary struct {
-	Type          string   `json:"type"`
-	ElapsedS      float64  `json:"elapsed_s"`
-	AvgCores      *float64 `json:"avg_cores"`
-	NrPeriods     *int64   `json:"nr_periods"`
-	NrThrottled   *int64   `json:"nr_throttled"`
-	ThrottledUsec *int64   `json:"throttled_usec"`
-	UsageUsec     *int64   `json:"usage_usec"`
+	Type     string   `json:"type"`
+	ElapsedS float64  `json:"elapsed_s"`
+	AvgCores *float64 `json:"avg_cores"`
+	cgroup.Totals
 }
 
 func runSpin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -83,7 +77,7 @@ func spin(ctx context.Context, o spinOptions, out *record.Writer) (spinSummary, 
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	start := time.Now()
-	first := cgroup.Read().Counters()
+	first := cgroup.Read().Counters
 	for i := 0; i < o.threads; i++ {
 		wg.Add(1)
 		go func() {
@@ -99,11 +93,10 @@ func spin(ctx context.Context, o spinOptions, out *record.Writer) (spinSummary, 
 	}
 
 	elapsed := time.Since(start)
-	total := cgroup.Read().Counters().Sub(first)
+	total := cgroup.Read().Counters.Sub(first)
 	summary := spinSummary{
 		Type: "summary", ElapsedS: elapsed.Seconds(), AvgCores: cores(total.UsageUsec, elapsed),
-		NrPeriods: total.NrPeriods, NrThrottled: total.NrThrottled,
-		ThrottledUsec: total.ThrottledUsec, UsageUsec: total.UsageUsec,
+		Totals: total.Totals,
 	}
 	return summary, out.Write(summary)
 }
@@ -121,12 +114,11 @@ func reportUntilDone(ctx context.Context, interval time.Duration, start time.Tim
 			return nil
 		case <-ticker.C:
 		}
-		now, at := cgroup.Read().Counters(), time.Now()
+		now, at := cgroup.Read().Counters, time.Now()
 		delta := now.Sub(prev)
 		err := out.Write(spinReport{
 			Type: "report", TS: at.Sub(start).Seconds(), Cores: cores(delta.UsageUsec, at.Sub(prevAt)),
-			DNrPeriods: delta.NrPeriods, DNrThrottled: delta.NrThrottled,
-			DThrottledUs: delta.ThrottledUsec, DUsageUsec: delta.UsageUsec,
+			DeltaTotals: delta.AsDeltaTotals(),
 		})
 		if err != nil {
 			return err

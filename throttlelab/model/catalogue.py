@@ -37,7 +37,7 @@ FAMILIES = ("jobs", "weights", "services")
 METRIC_KINDS: dict[str, tuple[str, ...]] = {
     "jobs": ("burst", "pods_burst", "spin", "gomaxprocs"),
     "weights": ("readback", "shares"),
-    "services": ("load", "monitoring"),
+    "services": ("load", "load_replicas", "load_neighbor", "load_cascade", "monitoring"),
 }
 
 THIS_FILE = "throttlelab/model/catalogue.py"
@@ -114,13 +114,13 @@ CATALOGUE: tuple[Experiment, ...] = (
     Experiment("E2b", "service under load", ours=False, family="services", runner="run_e2b", command="load",
                metrics="load", figures=("e2b_latency",)),
     Experiment("E7", "replicas or a raised limit", ours=False, family="services", runner="run_e7", command="load",
-               metrics="load", figures=("e7_replicas",)),
-    Experiment("E8", "busy neighbor", ours=False, family="services", runner="run_e8", command="load", metrics="load",
+               metrics="load_replicas", figures=("e7_replicas",)),
+    Experiment("E8", "busy neighbor", ours=False, family="services", runner="run_e8", command="load", metrics="load_neighbor",
                runner_records=("podstat",), figures=("e8_neighbor",)),
     Experiment("E6", "what monitoring sees", ours=False, family="services", runner="run_e6", command="burst",
                metrics="monitoring", runner_records=("podstat",), figures=("e6_monitoring",)),
     Experiment("S2", "threads and the cascade", ours=False, family="services", runner="run_s2", command="load",
-               metrics="load", runner_records=("podstat",), figures=("s2_throughput",)),
+               metrics="load_cascade", runner_records=("podstat",), figures=("s2_throughput",)),
     # ---- ours beyond the lab (docs/EXPERIMENTS.md): E2a's job with one more knob each, ...
     Experiment("X1", "burst budget", ours=True, family="jobs", runner="run_e2a", command="burst", metrics="burst",
                figures=("x1_budget",)),

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from throttlelab.model import calibration, seeds
+from throttlelab.model import results_layout as layout
 from throttlelab.model.builds import BUILDS
 from throttlelab.model.config import Design, load_design
 from throttlelab.model.coverage import CLUSTER_BACKENDS, untestable_variants
@@ -51,33 +52,33 @@ def shell_word(value: Any) -> str:
 
 def binary_path(build: str) -> str:
     """The workload binary of one build (rules/build.smk)."""
-    return f"results/build/{build}/cpulab"
+    return layout.BINARY.format(build=build)
 
 
 def node_image_archive(build: str) -> str:
     """The real node's OCI archive of one build's workload (rules/platform/real_node.smk)."""
-    return f"{NODE_IMAGE_DIR}/{build}.tar"
+    return layout.NODE_IMAGE_ARCHIVE.format(build=build)
 
 
 def image_stamp(build: str) -> str:
     """The docker image built from a binary: its id and the binary's hash (rules/build.smk)."""
-    return f"results/build/{build}/image.json"
+    return layout.IMAGE_STAMP.format(build=build)
 
 
 def cluster_file(role: str, name: str) -> str:
     """A file of one kind cluster, inside the project: kubeconfig, cluster.json, images/<build>.json."""
-    return f"results/kind/clusters/{role}/{name}"
+    return layout.KIND_CLUSTER_FILE.format(role=role, name=name)
 
 
 #: The cluster tools' summary (rule cluster_tools): every binary the real node runs.
-TOOLS_MANIFEST = "results/cluster-tools/tools.json"
+TOOLS_MANIFEST = layout.TOOLS_MANIFEST
 #: The real node's OCI archives of the workload, one per build (rules/platform/real_node.smk).
-NODE_IMAGE_DIR = "results/node/images"
+NODE_IMAGE_DIR = layout.NODE_IMAGE_DIR
 
 
 def cluster_tools_manifest(project: str) -> str:
     """What one cluster tool project's job leaves in results/: the binaries' paths, hashes, versions, times."""
-    return f"results/cluster-tools/{project}.json"
+    return layout.CLUSTER_TOOL_MANIFEST.format(project=project)
 
 
 def workload_sources(workload_dir: Path) -> list[str]:
@@ -100,12 +101,12 @@ def podnet_sources(podnet_dir: Path) -> list[str]:
 
 def kind_node_base_stamp(role: str) -> str:
     """What the debootstrap base job of a kind node image leaves in results/ (the base is in the tool cache)."""
-    return f"results/kind/node-images/base-{role}.json"
+    return layout.KIND_NODE_BASE_STAMP.format(role=role)
 
 
 def kind_node_stamp(role: str) -> str:
     """A kind node image built here (rules/platform/kind_node.smk): its tag, image ID, what it holds."""
-    return f"results/kind/node-images/{role}.json"
+    return layout.KIND_NODE_STAMP.format(role=role)
 
 
 def podgate_sources(podgate_dir: Path) -> list[str]:
@@ -190,7 +191,9 @@ class Plan:
     # -- the experiments' jobs -------------------------------------------------------------------
 
     def raw_log(self, experiment: str, variant: str, repeat: int, backend: str | None = None) -> str:
-        return f"results/{backend or self.backend}/raw/{experiment}/{variant}/rep{repeat}.jsonl"
+        return layout.RAW_LOG.format(
+            backend=backend or self.backend, experiment=experiment, variant=variant, rep=repeat
+        )
 
     def raw_logs(self, experiment: str) -> list[str]:
         """Every raw log of one experiment, variant by variant, repeat by repeat."""
@@ -218,13 +221,13 @@ class Plan:
 
     def pilot_file(self, experiment: str) -> str:
         """An experiment's pilot (rule calibrate_service): its service's CPU per request on this host."""
-        return f"results/{self.backend}/calibration/{experiment}.json"
+        return layout.PILOT.format(backend=self.backend, experiment=experiment)
 
     def host_calibration_file(self) -> str | None:
         """The quiet host's floor (rule calibrate_host), where runs are metered and a calibration is asked for."""
         if self.backend not in calibration.METERED_BACKENDS or not self.design.disturbance.get("quiet_calibration_s"):
             return None
-        return f"results/{self.backend}/calibration/host.json"
+        return layout.HOST_CALIBRATION.format(backend=self.backend)
 
     def pilot_inputs(self, experiment: str) -> list[str]:
         """A run's pilot: the experiment's, when its variants are calibrated; a new pilot reruns them."""

@@ -607,7 +607,8 @@ GUARDED = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     sys.path.insert(0, {project!r})
-    from throttlelab.backends.kind import nodes, pins
+    from throttlelab.backends.kind import pins
+    from throttlelab.host.docker_engine import kind_engine_client
     from throttlelab.backends.kind.kind_backend import KindDeployment
     from throttlelab.backends.kube.kube_backend import KubeGuardian
     engine = kind_engine_client()

@@ -21,7 +21,7 @@ Pure functions of one run's tidy rows:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -340,8 +340,58 @@ def _load_summary(summaries: pd.DataFrame | None) -> pd.Series:
     return rows.iloc[0]
 
 
-def load_run_metrics(experiment: str, parts: Mapping[str, pd.DataFrame | None]) -> dict[str, float]:
-    """E2b, E7, E8, S2: the targets' counters, the achieved rate, and each experiment's own."""
+def _replica_metrics(
+    requests: pd.DataFrame | None, podstats: pd.DataFrame | None, window_ms: float
+) -> dict[str, float]:
+    """Replicas behind per-connection balancing (E7): the busiest replica's share of the served requests."""
+    if requests is None:
+        return {}
+    served = requests[(requests["ep"] == "work") & (requests["target"] >= 0)].groupby("target").size()
+    return {"busiest_share": float(served.max() / served.sum()) if served.sum() else math.nan}
+
+
+def _neighbor_metrics(
+    requests: pd.DataFrame | None, podstats: pd.DataFrame | None, window_ms: float
+) -> dict[str, float]:
+    """A busy neighbor beside the service (E8): the service's busy cores and the neighbor's use."""
+    server = pod_samples(podstats, "e8")
+    out = {"busy_cores": busy_cores(server, requests, window_ms) if requests is not None else math.nan}
+    neighbor = pod_samples(podstats, "neighbor")
+    if len(neighbor):
+        deltas, span = window_delta(neighbor, window_ms)
+        out["neighbor_cores"] = deltas["usage_usec"] / 1e6 / span
+    else:
+        out["neighbor_cores"] = 0.0  # idle node: no neighbor runs
+    return out
+
+
+def _cascade_metrics(
+    requests: pd.DataFrame | None, podstats: pd.DataFrame | None, window_ms: float
+) -> dict[str, float]:
+    """A cascade of two services (S2): the upstream's throttled ratio and use."""
+    upstream = pod_samples(podstats, "upstream")
+    if not len(upstream):
+        return {}
+    deltas, span = window_delta(upstream, window_ms)
+    return {
+        "upstream_throttled_ratio": throttled_ratio(deltas["nr_throttled"], deltas["nr_periods"]),
+        "upstream_cores": deltas["usage_usec"] / 1e6 / span,
+    }
+
+
+#: What a load experiment measures beyond the targets' counters and the achieved rate, by the catalogue's
+#: metrics column (model/catalogue.py METRIC_KINDS): one home for each experiment's own metrics.
+LOAD_KIND_METRICS: dict[str, Callable[[pd.DataFrame | None, pd.DataFrame | None, float], dict[str, float]] | None] = {
+    "load": None,
+    "load_replicas": _replica_metrics,
+    "load_neighbor": _neighbor_metrics,
+    "load_cascade": _cascade_metrics,
+}
+
+
+def load_run_metrics(kind: str, parts: Mapping[str, pd.DataFrame | None]) -> dict[str, float]:
+    """A load experiment's run: the targets' counters, the achieved rate, and what its kind adds
+    (:data:`LOAD_KIND_METRICS`)."""
     summary = _load_summary(parts["summaries"])
     window_s = float(summary["window_s"])
     out = counter_metrics(target_deltas(parts.get("target_stats")), window_s)
@@ -349,27 +399,9 @@ def load_run_metrics(experiment: str, parts: Mapping[str, pd.DataFrame | None]) 
         out["throughput_rps"] = float(summary["throughput_rps"])
     else:
         out["work_rps"] = float(summary["work.achieved_rps"])
-    requests = parts.get("requests")
-    podstats = parts.get("podstats")
-    window_ms = window_s * 1000
-    if experiment == "E7" and requests is not None:
-        served = requests[(requests["ep"] == "work") & (requests["target"] >= 0)].groupby("target").size()
-        out["busiest_share"] = float(served.max() / served.sum()) if served.sum() else math.nan
-    if experiment == "E8":
-        server = pod_samples(podstats, "e8")
-        out["busy_cores"] = busy_cores(server, requests, window_ms) if requests is not None else math.nan
-        neighbor = pod_samples(podstats, "neighbor")
-        if len(neighbor):
-            deltas, span = window_delta(neighbor, window_ms)
-            out["neighbor_cores"] = deltas["usage_usec"] / 1e6 / span
-        else:
-            out["neighbor_cores"] = 0.0  # idle node: no neighbor runs
-    if experiment == "S2":
-        upstream = pod_samples(podstats, "upstream")
-        if len(upstream):
-            deltas, span = window_delta(upstream, window_ms)
-            out["upstream_throttled_ratio"] = throttled_ratio(deltas["nr_throttled"], deltas["nr_periods"])
-            out["upstream_cores"] = deltas["usage_usec"] / 1e6 / span
+    extra = LOAD_KIND_METRICS[kind]
+    if extra is not None:
+        out.update(extra(parts.get("requests"), parts.get("podstats"), window_s * 1000))
     return out
 
 
@@ -444,8 +476,8 @@ def service_run_metrics(experiment: Experiment, parts: Mapping[str, pd.DataFrame
     or what monitoring sees (E6). The latency metrics of any run with requests are per_run's."""
     if experiment.metrics == "monitoring":
         return monitoring_metrics(parts)
-    if experiment.metrics == "load":
-        return load_run_metrics(experiment.id, parts)
+    if experiment.metrics in LOAD_KIND_METRICS:
+        return load_run_metrics(experiment.metrics, parts)
     raise ValueError(
         f"{experiment.id}: metrics {experiment.metrics!r} are not a service experiment's "
         "(model/catalogue.py METRIC_KINDS)"
@@ -467,5 +499,5 @@ def lateness_rows(metrics: pd.DataFrame, experiment: str) -> list[tuple[str, int
     for (variant, repeat), row in wide.iterrows():
         late = float(row.get("late_p99_ms", math.nan))
         errors = float(row.get("work_errors", math.nan))
-        out.append((str(variant), int(repeat), late, errors, math.isfinite(late) and late > LATENESS_SUSPECT_MS))
+        out.append((str(variant), int(repeat), late, errors, suspect(late)))
     return out

@@ -22,22 +22,15 @@ const (
 // Pointer fields are null in JSON when the value does not exist or could
 // not be read; Error then says why (only for things that should exist).
 type Record struct {
-	Version       int    `json:"version"`
-	Path          string `json:"path"`
-	QuotaUS       *int64 `json:"quota_us"`
-	PeriodUS      *int64 `json:"period_us"`
-	BurstUS       *int64 `json:"burst_us"`
-	Weight        *int64 `json:"weight"`
-	Shares        *int64 `json:"shares"`
-	NrPeriods     *int64 `json:"nr_periods"`
-	NrThrottled   *int64 `json:"nr_throttled"`
-	ThrottledUsec *int64 `json:"throttled_usec"`
-	UsageUsec     *int64 `json:"usage_usec"`
-	// NrBursts and BurstUsec: periods in which the group used more than its quota (borrowing
-	// from its burst budget) and the CPU so borrowed; null on kernels without a burst budget.
-	NrBursts  *int64 `json:"nr_bursts"`
-	BurstUsec *int64 `json:"burst_usec"`
-	Error     string `json:"error,omitempty"`
+	Version  int    `json:"version"`
+	Path     string `json:"path"`
+	QuotaUS  *int64 `json:"quota_us"`
+	PeriodUS *int64 `json:"period_us"`
+	BurstUS  *int64 `json:"burst_us"`
+	Weight   *int64 `json:"weight"`
+	Shares   *int64 `json:"shares"`
+	Counters
+	Error string `json:"error,omitempty"`
 }
 
 // Read reads the calling process's cgroup, honouring CPULAB_CGROUP_ROOT and

@@ -19,60 +19,57 @@ func TestReadFromFixtureTrees(t *testing.T) {
 			tree: "v1-separate",
 			want: Record{Version: 1, Path: "/kubepods/burstable/pod1/ctr1",
 				QuotaUS: p(50000), PeriodUS: p(100000), BurstUS: p(0), Shares: p(102),
-				NrPeriods: p(60), NrThrottled: p(20), ThrottledUsec: p(7052500), UsageUsec: p(3312000),
-				NrBursts: p(3), BurstUsec: p(12500)},
+				Counters: Counters{Totals: Totals{NrPeriods: p(60), NrThrottled: p(20), ThrottledUsec: p(7052500), UsageUsec: p(3312000)}, Bursts: Bursts{NrBursts: p(3), BurstUsec: p(12500)}}},
 		},
 		{
 			tree: "v1-combined",
 			want: Record{Version: 1, Path: "/docker/0123abcd",
 				PeriodUS: p(100000), Shares: p(1024),
-				NrPeriods: p(0), NrThrottled: p(0), ThrottledUsec: p(0), UsageUsec: p(123456)},
+				Counters: Counters{Totals: Totals{NrPeriods: p(0), NrThrottled: p(0), ThrottledUsec: p(0), UsageUsec: p(123456)}}},
 		},
 		{
 			tree: "v1-container-mount",
 			want: Record{Version: 1, Path: "/docker/0123abcd",
 				QuotaUS: p(150000), PeriodUS: p(100000), BurstUS: p(20000), Shares: p(512),
-				NrPeriods: p(60), NrThrottled: p(20), ThrottledUsec: p(7052500), UsageUsec: p(5), NrBursts: p(0), BurstUsec: p(0)},
+				Counters: Counters{Totals: Totals{NrPeriods: p(60), NrThrottled: p(20), ThrottledUsec: p(7052500), UsageUsec: p(5)}, Bursts: Bursts{NrBursts: p(0), BurstUsec: p(0)}}},
 		},
 		{
 			tree: "v1-no-cpuacct",
 			want: Record{Version: 1, Path: "/job",
 				QuotaUS: p(25000), PeriodUS: p(100000), Shares: p(256),
-				NrPeriods: p(60), NrThrottled: p(20), ThrottledUsec: p(7052500), NrBursts: p(0), BurstUsec: p(0)},
+				Counters: Counters{Totals: Totals{NrPeriods: p(60), NrThrottled: p(20), ThrottledUsec: p(7052500)}, Bursts: Bursts{NrBursts: p(0), BurstUsec: p(0)}}},
 		},
 		{
 			tree: "v2-limited",
 			want: Record{Version: 2,
 				Path:    "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/cri-containerd-abc.scope",
 				QuotaUS: p(200000), PeriodUS: p(100000), BurstUS: p(0), Weight: p(59),
-				NrPeriods: p(60), NrThrottled: p(20), ThrottledUsec: p(7052500), UsageUsec: p(3312000),
-				NrBursts: p(4), BurstUsec: p(51000)},
+				Counters: Counters{Totals: Totals{NrPeriods: p(60), NrThrottled: p(20), ThrottledUsec: p(7052500), UsageUsec: p(3312000)}, Bursts: Bursts{NrBursts: p(4), BurstUsec: p(51000)}}},
 		},
 		{
 			tree: "v2-unlimited",
 			want: Record{Version: 2, Path: "/user.slice/app.scope",
 				PeriodUS: p(100000), Weight: p(100),
-				NrPeriods: p(0), NrThrottled: p(0), ThrottledUsec: p(0), UsageUsec: p(42), NrBursts: p(0), BurstUsec: p(0)},
+				Counters: Counters{Totals: Totals{NrPeriods: p(0), NrThrottled: p(0), ThrottledUsec: p(0), UsageUsec: p(42)}, Bursts: Bursts{NrBursts: p(0), BurstUsec: p(0)}}},
 		},
 		{
 			tree: "v2-root",
-			want: Record{Version: 2, Path: "/", UsageUsec: p(999)},
+			want: Record{Version: 2, Path: "/", Counters: Counters{Totals: Totals{UsageUsec: p(999)}}},
 		},
 		{
 			tree:      "v2-no-cpu-controller",
-			want:      Record{Version: 2, Path: "/system.slice/x.service", UsageUsec: p(7)},
+			want:      Record{Version: 2, Path: "/system.slice/x.service", Counters: Counters{Totals: Totals{UsageUsec: p(7)}}},
 			wantError: "cpu controller not enabled",
 		},
 		{
 			tree: "v2-hybrid-unified",
 			want: Record{Version: 2, Path: "/svc",
 				QuotaUS: p(50000), PeriodUS: p(100000), Weight: p(17),
-				NrPeriods: p(60), NrThrottled: p(20), ThrottledUsec: p(7052500), UsageUsec: p(3312000), NrBursts: p(0), BurstUsec: p(0)},
+				Counters: Counters{Totals: Totals{NrPeriods: p(60), NrThrottled: p(20), ThrottledUsec: p(7052500), UsageUsec: p(3312000)}, Bursts: Bursts{NrBursts: p(0), BurstUsec: p(0)}}},
 		},
 		{
-			tree: "v2-bad-cpu-max",
-			want: Record{Version: 2, Path: "/bad", Weight: p(100),
-				NrPeriods: p(60), NrThrottled: p(20), ThrottledUsec: p(7052500), UsageUsec: p(3312000), NrBursts: p(0), BurstUsec: p(0)},
+			tree:      "v2-bad-cpu-max",
+			want:      Record{Version: 2, Path: "/bad", Weight: p(100), Counters: Counters{Totals: Totals{NrPeriods: p(60), NrThrottled: p(20), ThrottledUsec: p(7052500), UsageUsec: p(3312000)}, Bursts: Bursts{NrBursts: p(0), BurstUsec: p(0)}}},
 			wantError: "cpu.max",
 		},
 		{
@@ -128,7 +125,7 @@ func TestParseProcCgroupKeepsColonsInPath(t *testing.T) {
 }
 
 func TestRecordJSONUsesNullForMissingValues(t *testing.T) {
-	got := toJSON(t, Record{Version: 2, Path: "/", UsageUsec: p(5)})
+	got := toJSON(t, Record{Version: 2, Path: "/", Counters: Counters{Totals: Totals{UsageUsec: p(5)}}})
 	want := `{"version":2,"path":"/","quota_us":null,"period_us":null,"burst_us":null,` +
 		`"weight":null,"shares":null,"nr_periods":null,"nr_throttled":null,` +
 		`"throttled_usec":null,"usage_usec":5,"nr_bursts":null,"burst_usec":null}`
@@ -138,8 +135,8 @@ func TestRecordJSONUsesNullForMissingValues(t *testing.T) {
 }
 
 func TestCountersSub(t *testing.T) {
-	before := Record{NrPeriods: p(10), NrThrottled: p(2), ThrottledUsec: p(100)}.Counters()
-	after := Record{NrPeriods: p(15), NrThrottled: p(5), ThrottledUsec: p(350), UsageUsec: p(9)}.Counters()
+	before := Counters{Totals: Totals{NrPeriods: p(10), NrThrottled: p(2), ThrottledUsec: p(100)}}
+	after := Counters{Totals: Totals{NrPeriods: p(15), NrThrottled: p(5), ThrottledUsec: p(350), UsageUsec: p(9)}}
 	d := after.Sub(before)
 	if *d.NrPeriods != 5 || *d.NrThrottled != 3 || *d.ThrottledUsec != 250 {
 		t.Errorf("delta = %+v", d)

@@ -46,15 +46,20 @@ func Load(t *testing.T, root, name string, into any) {
 	}
 }
 
-// Keys returns the JSON names of a struct type's fields, in their order.
+// Keys returns the JSON names of a struct type's fields, in their order; an embedded struct without
+// a JSON name of its own contributes its fields in its place, as encoding/json writes them.
 func Keys(typ reflect.Type) []string {
 	var keys []string
 	for i := range typ.NumField() {
 		f := typ.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			keys = append(keys, Keys(f.Type)...)
+			continue
+		}
 		if !f.IsExported() {
 			continue
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if name == "-" {
 			continue
 		}
