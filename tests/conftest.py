@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from throttlelab.host import cgroupfs
+from throttlelab.model.placement import Container, Node, Pod
 
 PROJECT = Path(__file__).resolve().parent.parent
 TESTS = PROJECT / "tests"
@@ -35,11 +36,41 @@ OUTER_MARKERS = ("slow", "root", "docker", "vm", "cgroup_v2_kernel", "workload",
 OUTER_FOLDERS = ("pipeline", "backends/kind")
 
 
+#: E1's node as the kube and kind backends' tests deploy it: an app and a sidecar in one pod, both limited.
+E1_NODE = Node(
+    "node",
+    (
+        Pod(
+            "e1",
+            (
+                Container("app", ("info",), request_milli=500, limit_milli=2000),
+                Container("sidecar", ("info",), request_milli=100, limit_milli=500),
+            ),
+        ),
+    ),
+)
+
+
+def snakemake_command(workdir: Path, *args: str) -> list[str]:
+    """This checkout's workflow in ``workdir`` on one core (``args``: targets, flags, ``--config``)."""
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(PROJECT / "Snakefile"),
+        "-d",
+        str(workdir),
+        "--cores",
+        "1",
+        *args,
+    ]
+
+
 def snakemake(workdir: Path, *args: str, timeout: float = 600, **popen) -> subprocess.CompletedProcess:
-    """This checkout's workflow run in ``workdir`` on one core (``args``: targets, flags, ``--config``), its
-    output captured; the tests that drive the pipeline end to end share it."""
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(PROJECT / "Snakefile"), "-d", str(workdir), "--cores", "1"]
-    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout, **popen)
+    """:func:`snakemake_command` run to its end, its output captured; the tests that drive the pipeline end to
+    end share it."""
+    return subprocess.run(snakemake_command(workdir, *args), capture_output=True, text=True, timeout=timeout, **popen)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker

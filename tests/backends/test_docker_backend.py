@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import PROJECT, lab_cgroups, snakemake as run_snakemake
+from conftest import lab_cgroups, PROJECT, snakemake as run_snakemake, snakemake_command
 from throttlelab.backends import workload_images as images
 from throttlelab.backends.base import BackendError
 from throttlelab.backends.docker import DockerBackend, lab_containers
@@ -394,21 +394,9 @@ def _wait_for_container(engine, proc: subprocess.Popen, timeout: float = 120) ->
 def test_ctrl_c_to_snakemake_leaves_no_container(docker_run, engine, tmp_path, no_leftovers):
     workdir, _ = docker_run
     profile = _long_profile(tmp_path)
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(PROJECT / "Snakefile"),
-        "-d",
-        str(workdir),
-        "--cores",
-        "1",
-        "results/docker/raw/E2a/long/rep0.jsonl",
-        "--config",
-        "backend=docker",
-        f"profile={profile}",
-    ]
+    cmd = snakemake_command(
+        workdir, "results/docker/raw/E2a/long/rep0.jsonl", "--config", "backend=docker", f"profile={profile}"
+    )
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         _wait_for_container(engine, proc)

@@ -8,14 +8,13 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import PROJECT, left_behind, snakemake, workload_pids, workload_pids_of
+from conftest import left_behind, PROJECT, snakemake, snakemake_command, workload_pids, workload_pids_of
 
 from throttlelab.model.variants import VariantSpec
 
@@ -274,20 +273,7 @@ def _long_run_workdir(ci_run: Path, tmp_path: Path) -> tuple[Path, Path]:
 
 
 def _start(workdir: Path, profile: Path) -> subprocess.Popen:
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(PROJECT / "Snakefile"),
-        "-d",
-        str(workdir),
-        "--cores",
-        "1",
-        "results/local/raw/E2a/long/rep0.jsonl",
-        "--config",
-        f"profile={profile}",
-    ]
+    cmd = snakemake_command(workdir, "results/local/raw/E2a/long/rep0.jsonl", "--config", f"profile={profile}")
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 

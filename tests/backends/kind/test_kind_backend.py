@@ -19,25 +19,13 @@ from collections import Counter
 import pytest
 
 from kind_standins import FastKind, build_node_image, engine_or_skip, lab_clusters, stand_in
+from conftest import E1_NODE as E1
 from throttlelab.backends.kind import pauses, pins
 from throttlelab.backends.kind import kind_backend
 from throttlelab.backends.base import BackendError
-from throttlelab.model.placement import Container, LoadPlacement, Node, Pod, parse_cpuset
+from throttlelab.model.placement import LoadPlacement, Node, parse_cpuset
 
 pytestmark = pytest.mark.docker
-
-E1 = Node(
-    "node",
-    (
-        Pod(
-            "e1",
-            (
-                Container("app", ("info",), request_milli=500, limit_milli=2000),
-                Container("sidecar", ("info",), request_milli=100, limit_milli=500),
-            ),
-        ),
-    ),
-)
 
 
 @pytest.fixture(scope="module")

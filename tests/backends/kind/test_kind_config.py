@@ -6,15 +6,13 @@ kubernetes settings of config.yaml."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
 import yaml
 
-from conftest import PROJECT
+from conftest import PROJECT, snakemake
 from throttlelab.backends.base import BackendError
 from throttlelab.backends.kind import clusters
 from throttlelab.model.config import ConfigError, load_design
@@ -161,26 +159,8 @@ def test_every_new_setting_is_described():
 
 def test_the_kind_configs_live_where_the_backend_reads_them(tmp_path):
     # the rules hand the project's config/kind to `throttlelab kind create --config-dir`
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(PROJECT / "Snakefile"),
-            "-d",
-            str(tmp_path),
-            "-n",
-            "-p",
-            "--cores",
-            "1",
-            "results/kind/clusters/new/kubeconfig",
-            "--config",
-            "backend=kind",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    proc = snakemake(
+        tmp_path, "-n", "-p", "results/kind/clusters/new/kubeconfig", "--config", "backend=kind", timeout=300
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"--config-dir {KIND_DIR} " in proc.stdout

@@ -20,30 +20,19 @@ from pathlib import Path
 import pytest
 
 from conftest import PROJECT
+from conftest import E1_NODE as E1
 from throttlelab.host.docker_engine import kind_engine_client
 from throttlelab.backends.kind import clusters, nodes, pins
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.base import BackendError
 from throttlelab.backends.kube.kube_backend import compare, kube_design, records_from_log
-from throttlelab.model.placement import Container, Node, Pod
+from throttlelab.model.placement import Node
 from throttlelab.model.runtime import runc_conversion
 
 # -- the node-side scripts on a fixture tree -------------------------------------------------------------
 
 UID = "3f1c2b7a-9d4e-4c1b-8a2f-6e5d4c3b2a10"
 APP, SIDECAR, SANDBOX = "a" * 64, "b" * 64, "c" * 64
-E1 = Node(
-    "node",
-    (
-        Pod(
-            "e1",
-            (
-                Container("app", ("info",), request_milli=500, limit_milli=2000),
-                Container("sidecar", ("info",), request_milli=100, limit_milli=500),
-            ),
-        ),
-    ),
-)
 CORE_DNS = {
     "spec": {"containers": [{"resources": {"requests": {"cpu": "100m"}, "limits": {"memory": "170Mi"}}}]},
     "status": {"qosClass": "Burstable"},

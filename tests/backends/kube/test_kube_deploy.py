@@ -15,6 +15,7 @@ import time
 import pytest
 
 from conftest import PROJECT
+from conftest import E1_NODE as E1
 from kube_api_server import FakeKubeAPI, Script, _qos as api_server_qos, recorded_cadvisor
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.base import CADVISOR_COUNTERS, BackendError, DesignMismatch
@@ -70,20 +71,6 @@ def settings(api, tmp_path, **changes) -> KubeSettings:
 @pytest.fixture
 def backend(api, tmp_path):
     return FastKube(settings(api, tmp_path), "runc-new")
-
-
-E1 = Node(
-    "node",
-    (
-        Pod(
-            "e1",
-            (
-                Container("app", ("info",), request_milli=500, limit_milli=2000),
-                Container("sidecar", ("info",), request_milli=100, limit_milli=500),
-            ),
-        ),
-    ),
-)
 
 
 def test_pods_wait_at_their_gates_then_run_and_are_removed(api, backend):
