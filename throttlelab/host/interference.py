@@ -228,6 +228,18 @@ class Interference:
         }
 
 
+def usage_usec_v2(folder: Path) -> int:
+    """A v2 cgroup's CPU time so far, its children's included (``cpu.stat``'s usage_usec)."""
+    stat = dict(line.split() for line in (folder / "cpu.stat").read_text().splitlines() if line)
+    return int(stat["usage_usec"])
+
+
+def grown_s(before: Mapping[int | str, float], after: Mapping[int | str, float]) -> float:
+    """What running totals (CPU clocks, cgroup usages) grew by between two readings; one absent before
+    started in between and counts from zero."""
+    return sum(max(0.0, now - before.get(key, 0.0)) for key, now in after.items())
+
+
 class RuntimeCounter:
     """The runtime's CPU time, read as one running total per source.
 
@@ -253,6 +265,7 @@ class RuntimeCounter:
         self.unified = unified
         self.cgroups: dict[str, Path] = {}  # cgroup path -> its folder, the runtime's own
         self._outside_cgroups = False  # whether some daemon was read through its own clock
+        self._path_of: dict[int, str | None] = {}  # daemon -> its cgroup path, read once per daemon
 
     @classmethod
     def on_this_host(cls, names, proc: Path = Path("/proc"), mountinfo: Path = Path("/proc/self/mountinfo")):
@@ -270,15 +283,19 @@ class RuntimeCounter:
         return "cgroup" if not self._outside_cgroups else "cgroup and processes"
 
     def _cgroup_of(self, pid: int) -> str | None:
-        try:
-            text = (self.proc / str(pid) / "cgroup").read_text()
-        except OSError:
-            return None
-        for line in text.splitlines():
-            _, controllers, path = line.split(":", 2)
-            if (self.unified and controllers == "") or (not self.unified and "cpuacct" in controllers.split(",")):
-                return path
-        return None
+        """A daemon's cgroup path in the hierarchy read (a daemon does not move: read once)."""
+        if pid not in self._path_of:
+            self._path_of[pid] = None
+            try:
+                text = (self.proc / str(pid) / "cgroup").read_text()
+            except OSError:
+                return None
+            for line in text.splitlines():
+                _, controllers, path = line.split(":", 2)
+                if (self.unified and controllers == "") or (not self.unified and "cpuacct" in controllers.split(",")):
+                    self._path_of[pid] = path
+                    break
+        return self._path_of[pid]
 
     def _own(self, path: str, daemons: set[int], parents: dict[int, int]) -> Path | None:
         """The folder of ``path`` when it is the runtime's own cgroup, else None."""
@@ -318,8 +335,7 @@ class RuntimeCounter:
     def _usage_s(self, folder: Path) -> float | None:
         try:
             if self.unified:
-                stat = dict(line.split() for line in (folder / "cpu.stat").read_text().splitlines() if line)
-                return int(stat["usage_usec"]) / 1e6
+                return usage_usec_v2(folder) / 1e6
             return int((folder / "cpuacct.usage").read_text()) / 1e9
         except (OSError, KeyError, ValueError):
             return None
@@ -380,7 +396,6 @@ class InterferenceMeter:
     ):
         self.cpus = tuple(sorted(set(cpus)))
         self.runtime_names = frozenset(runtime_names)
-        self.runtime = RuntimeCounter.on_this_host(self.runtime_names, proc, mountinfo) if runtime_names else None
         self.kernel = kernel
         self.idle_cpu = dict(idle_cpu or {})
         self.proc = proc
@@ -393,6 +408,11 @@ class InterferenceMeter:
         found = cgroupfs.mounts(mountinfo)
         self.v1_acct = found.get("cpuacct")
         self.unified = None if self.v1_acct else found.get("unified")
+        self.runtime = (
+            RuntimeCounter(runtime_names, proc, self.v1_acct or self.unified, unified=self.v1_acct is None)
+            if runtime_names
+            else None
+        )
         self.ticks = os.sysconf("SC_CLK_TCK")
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -419,8 +439,7 @@ class InterferenceMeter:
         elif self.unified is not None:
             for d in self.unified.glob(self.prefix + "*"):
                 try:
-                    stat = dict(line.split() for line in (d / "cpu.stat").read_text().splitlines() if line)
-                    out[d.name] = int(stat["usage_usec"]) * 1000
+                    out[d.name] = usage_usec_v2(d) * 1000
                 except (OSError, KeyError, ValueError):
                     continue
                 self._scope = "total"
@@ -536,8 +555,8 @@ class InterferenceMeter:
             out["runner_s"] += b.own_s - a.own_s
             orchestrator += sum(max(0.0, b.orchestrator[p] - a.orchestrator[p]) for p in a.orchestrator)
             # a runtime process absent at ``a`` started after it (every snapshot looks for new ones)
-            runtime += sum(max(0.0, clock - a.runtime.get(p, 0.0)) for p, clock in b.runtime.items())
-            kernel += sum(max(0.0, clock - a.kernel.get(p, 0.0)) for p, clock in b.kernel.items())
+            runtime += grown_s(a.runtime, b.runtime)
+            kernel += grown_s(a.kernel, b.kernel)
         out["outside_s"] = max(0.0, out["busy_s"] - out["lab_s"] - out["irq_s"] - out["runner_s"])
         out["orchestrator_s"] = orchestrator if self._orchestrator_pids else None
         out["runtime_s"] = runtime if self.runtime_names else None
@@ -690,7 +709,7 @@ def quiet_ticks(
     }
     own["runtime_cpu"] = None
     if runtime is not None:
-        used = sum(max(0.0, clock - runtime0.get(key, 0.0)) for key, clock in runtime1.items())
+        used = grown_s(runtime0, runtime1)
         own["runtime_cpu"] = round(used / elapsed, 5) if elapsed > 0 else 0.0
         own["runtime_processes"] = len(runtime.pids(tasks))
         own["runtime_by"] = runtime.by
