@@ -30,20 +30,16 @@ from pathlib import Path
 from typing import Any
 
 from throttlelab.backends.base import BackendError, make_backend
-from throttlelab.errors import RecordError
 from throttlelab.experiments import REGISTRY, Context
 from throttlelab.experiments.runner import (
-    Interrupted,
     experiment_lock,
-    install_signal_handlers,
     progress,
+    run_to_exit_status,
     write_json_atomically,
 )
-from throttlelab.host.cgroupfs import CgroupError
 from throttlelab.host.interference import orchestrator_from_env, quiet_ticks, wait_for_quiet
 from throttlelab.model import calibration, seeds
-from throttlelab.model.quantities import QuantityError
-from throttlelab.model.variants import SpecError, VariantSpec
+from throttlelab.model.variants import VariantSpec
 
 
 def now() -> str:
@@ -172,15 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.what == "host" and not args.duration_s > 0:
         print("throttlelab calibrate host: --duration-s must be positive", file=sys.stderr)
         return 2
-    install_signal_handlers()
-    try:
-        return run(args)
-    except Interrupted as exc:
-        progress(f"interrupted by {exc}; the pilot's processes and cgroups were removed, nothing written")
-        return 130
-    except (BackendError, CgroupError, QuantityError, RecordError, SpecError) as exc:
-        progress(f"error: {exc}")
-        return 1
+    return run_to_exit_status(run, args, "the pilot's processes and cgroups were removed, nothing written")
 
 
 if __name__ == "__main__":

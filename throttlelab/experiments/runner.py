@@ -27,7 +27,7 @@ import time
 from datetime import datetime, timezone
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from throttlelab.backends.base import BackendError, make_backend
 from throttlelab.errors import RecordError
@@ -462,17 +462,24 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def run_to_exit_status(run: Callable[[argparse.Namespace], int], args: argparse.Namespace, what: str) -> int:
+    """A runner's command: ``run(args)`` with the signal handlers installed; an interruption (130) says that
+    ``what`` was removed and nothing written, a lab error (1) is one line."""
     install_signal_handlers()
     try:
         return run(args)
     except Interrupted as exc:
-        progress(f"interrupted by {exc}; the run's processes and cgroups were removed, no log written")
+        progress(f"interrupted by {exc}; {what}")
         return 130
     except (BackendError, CgroupError, QuantityError, RecordError, SpecError) as exc:
         progress(f"error: {exc}")
         return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_to_exit_status(
+        run, parser().parse_args(argv), "the run's processes and cgroups were removed, no log written"
+    )
 
 
 if __name__ == "__main__":
