@@ -1,6 +1,6 @@
 """Shared fixtures (real-cgroup guards, the workload binaries) and the inner loop's selection.
 
-``-m fast`` is the contributors' inner loop (README, "Development"): every test that needs none of
+``-m fast`` is the contributors' inner loop (docs/DEVELOPMENT.md): every test that needs none of
 what :data:`OUTER_MARKERS` name and lives outside :data:`OUTER_FOLDERS`. A test's markers come from
 its module and from the fixtures it uses (:data:`FIXTURE_MARKERS`), so a new test that builds the
 workload or starts the loopback API server leaves the inner loop by itself."""

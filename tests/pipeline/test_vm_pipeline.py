@@ -6,7 +6,7 @@
   every raw log says where it ran, E4's readback matches the design at every level for both
   runtime conversions.
 
-Skipped, with the reason, without QEMU, virtme-ng, busybox-static and a kernel (README).
+Skipped, with the reason, without QEMU, virtme-ng, busybox-static and a kernel (docs/BACKENDS.md).
 """
 
 from __future__ import annotations

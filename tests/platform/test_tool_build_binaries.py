@@ -1,7 +1,7 @@
 """The cluster tools as built in the cache (`snakemake --cores 2 cluster_tools`): every binary runs
 and prints the version cluster/ pins. A project not built for the current pins is skipped with the
 command that builds it, unless THROTTLELAB_BUILD_CLUSTER_TOOLS=1 lets this test build it (long:
-see README, "Cluster tools"). The cache is the default one, or THROTTLELAB_CLUSTER_TOOLS_SETTINGS
+see docs/PLATFORM.md, "Cluster tools"). The cache is the default one, or THROTTLELAB_CLUSTER_TOOLS_SETTINGS
 (config.yaml's cluster_tools section as JSON)."""
 
 from __future__ import annotations

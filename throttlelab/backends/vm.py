@@ -87,7 +87,7 @@ class VmBackend(LocalBackend):
 
 
 # An emulated guest's node starts far slower than one on this host's CPUs: a 2-vCPU TCG guest's was ready
-# 104 s after its start (README), and a 10-vCPU guest's containerd was not serving within 60 s on a busy
+# 104 s after its start (docs/BACKENDS.md), and a 10-vCPU guest's containerd was not serving within 60 s on a busy
 # host. The limits only bound a hang, so under TCG each is this many times its usual value.
 EMULATED_PATIENCE = 8.0
 

@@ -829,7 +829,7 @@ class LocalNode:
         if missing:
             raise BackendError(
                 f"the real node needs {', '.join(missing)}: build them with "
-                '`snakemake --cores 2 cluster_tools` (README, "Cluster tools")'
+                '`snakemake --cores 2 cluster_tools` (docs/PLATFORM.md, "Cluster tools")'
             )
         self.desc = {
             "tools": tools,

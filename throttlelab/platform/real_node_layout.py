@@ -2,7 +2,7 @@
 component's command line and configuration file. Pure: nothing here starts or writes anything
 (throttlelab.backends.kube.node does, from these).
 
-What the node is (README "A real node"): etcd, kube-apiserver,
+What the node is (docs/BACKENDS.md, "The real node"): etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler and kubelet as processes of this host, with
 containerd of its own (root, state, socket: never the Docker engine's), two runtime
 handlers, one per pinned runc (runc-new = v1.4.3, runc-old = v1.3.0, model.runtime's

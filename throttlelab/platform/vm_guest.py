@@ -47,7 +47,7 @@ GUEST_ENV = "THROTTLELAB_VM_GUEST"
 
 INSTALL_HINT = (
     "install them with: apt-get install qemu-system-x86 linux-image-amd64 busybox-static "
-    "&& .venv/bin/pip install virtme-ng (README, 'The vm backend')"
+    "&& .venv/bin/pip install virtme-ng (docs/BACKENDS.md, 'The vm backend')"
 )
 
 

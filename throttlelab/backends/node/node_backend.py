@@ -220,7 +220,7 @@ class NodeBackend(KubeBackend):
         except (OSError, ValueError):
             raise BackendError(
                 f"the real node's tools are not built (no {self.tools_manifest}): "
-                'snakemake --cores 2 cluster_tools (README, "Cluster tools")'
+                'snakemake --cores 2 cluster_tools (docs/PLATFORM.md, "Cluster tools")'
             ) from None
         rows, versions = [], {}
         for project, entry in manifest.get("projects", {}).items():
