@@ -3,8 +3,8 @@
 # the statistics settings are params, so changing them reruns only these jobs
 # (and the report's), never run_experiment.
 
-TABLES = f"results/{BACKEND}/tables"
-ANALYSIS_LOGS = f"results/{BACKEND}/logs/analysis"
+TABLES = layout.TABLES.format(backend=BACKEND)
+ANALYSIS_LOGS = layout.ANALYSIS_LOGS.format(backend=BACKEND)
 
 
 rule parse_runs:

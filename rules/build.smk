@@ -6,9 +6,9 @@ rule build_workload:
         sources=workload_sources(),
         gomod=f"{workflow.basedir}/workload/go.mod",
     output:
-        binary=binary_path("{build}"),
+        binary=layout.BINARY,
     log:
-        "results/logs/build_workload/{build}.log",
+        layout.job_log("build_workload", "{build}"),
     params:
         source=input_folder("gomod"),
     shell:
@@ -21,11 +21,11 @@ rule build_workload:
 # rebuilt exactly when its binary changes. Drives the host's Docker engine: no conda env.
 rule build_image:
     input:
-        binary=binary_path("{build}"),
+        binary=layout.BINARY,
     output:
-        stamp=image_stamp("{build}"),
+        stamp=layout.IMAGE_STAMP,
     log:
-        "results/logs/build_image/{build}.log",
+        layout.job_log("build_image", "{build}"),
     shell:
         "throttlelab build-image --variant {wildcards.build} --binary {input.binary}"
         " --out {output.stamp} > {log} 2>&1"

@@ -16,9 +16,9 @@ rule build_podgate:
         sources=podgate_sources(),
         gomod=f"{workflow.basedir}/workload/podgate/go.mod",
     output:
-        binary="results/build/podgate/podgate",
+        binary=layout.PODGATE_BINARY,
     log:
-        "results/logs/build_podgate.log",
+        layout.job_log("build_podgate"),
     params:
         source=input_folder("gomod"),
     shell:
@@ -30,9 +30,9 @@ rule build_kind_image:
         base=rules.build_image.output.stamp,
         podgate=rules.build_podgate.output.binary,
     output:
-        stamp="results/kind/images/{build}.json",
+        stamp=layout.KIND_IMAGE_STAMP,
     log:
-        "results/logs/build_kind_image/{build}.log",
+        layout.job_log("build_kind_image", "{build}"),
     shell:
         "throttlelab kind build-image --variant {wildcards.build} --base-stamp {input.base}"
         " --podgate {input.podgate} --out {output.stamp} > {log} 2>&1"
@@ -43,10 +43,10 @@ rule create_cluster:
         config=f"{workflow.basedir}/config/kind/{{role}}.yaml",
         node_image=kind_node_inputs,
     output:
-        kubeconfig=cluster_file("{role}", "kubeconfig"),
-        stamp=cluster_file("{role}", "cluster.json"),
+        kubeconfig=layout.KIND_KUBECONFIG,
+        stamp=layout.KIND_CLUSTER_STAMP,
     log:
-        "results/logs/create_cluster/{role}.log",
+        layout.job_log("create_cluster", "{role}"),
     params:
         settings=kind_settings_arg,
         config_dir=input_folder("config"),
@@ -61,9 +61,9 @@ rule load_image:
         cluster=rules.create_cluster.output.stamp,
         image=rules.build_kind_image.output.stamp,
     output:
-        stamp=cluster_file("{role}", "images/{build}.json"),
+        stamp=layout.KIND_LOADED_IMAGE,
     log:
-        "results/logs/load_image/{role}-{build}.log",
+        layout.job_log("load_image", "{role}-{build}"),
     params:
         settings=kind_settings_arg,
     shell:
@@ -74,14 +74,14 @@ rule load_image:
 # Both of the lab's clusters, whichever the profile's experiments need (a run makes only those).
 rule create_clusters:
     input:
-        [cluster_file(role, "kubeconfig") for role in PLAN.lab_kind_roles()],
-        [cluster_file(role, f"images/{build}.json") for role in PLAN.lab_kind_roles() for build in BUILDS],
+        [layout.kind_kubeconfig(role) for role in PLAN.lab_kind_roles()],
+        [layout.kind_loaded_image(role, build) for role in PLAN.lab_kind_roles() for build in BUILDS],
 
 
 # `snakemake --cores 1 clean`: delete the lab's kind clusters (and their kubeconfigs).
 rule clean:
     log:
-        "results/logs/clean.log",
+        layout.job_log("clean"),
     params:
         settings=kind_settings_arg,
     shell:

@@ -1,9 +1,9 @@
 # The rules' helpers: the plan, the shell prelude, wildcard constraints and the input and param
-# functions. Each is a call into the package: what the rules plan from the design lives in
-# throttlelab/model/plan.py, the checks before the first job in throttlelab/experiments/preflight.py,
-# both unit-tested. Parsing imports the pure model, the figure registry (standard library only) and
-# host.facts' cgroup_version: no backend, no Docker or Kubernetes client, no plotting library is
-# loaded to build the DAG.
+# functions. Each is a call into the package, unit-tested there: what the rules plan from the design
+# is throttlelab/model/plan.py's (PLAN), where every result lives throttlelab/model/results_layout.py's
+# (layout), the checks before the first job throttlelab/experiments/preflight.py's. Parsing imports
+# the pure model, the figure registry (standard library only) and host.facts' cgroup_version: no
+# backend, no Docker or Kubernetes client, no plotting library is loaded to build the DAG.
 
 import os
 import re
@@ -37,16 +37,6 @@ from throttlelab.platform.tool_catalogue import PROJECT_NAMES as CLUSTER_PROJECT
 from throttlelab.platform.tool_catalogue import KIND_PROJECT_NAMES, NODE_PROJECT_NAMES
 from throttlelab.platform.kind_node_recipe import BUILDER_REVISION as KIND_NODE_REVISION
 from throttlelab.model.config import ConfigError
-from throttlelab.model.plan import (
-    binary_path,
-    cluster_file,
-    cluster_tools_manifest,
-    image_stamp,
-    kind_node_base_stamp,
-    kind_node_stamp,
-    node_image_archive,
-    TOOLS_MANIFEST,
-)
 
 try:
     PLAN = plan.make_plan(config, Path(workflow.basedir) / "config", cgroup_version, node_cpus=os.cpu_count())
@@ -91,7 +81,7 @@ def kind_module_gomod(wildcards):
 
 def kind_node_tool_manifests(wildcards):
     """The cluster tools a kind node image is made of (rules/platform/kind_node.smk)."""
-    return [cluster_tools_manifest(project) for project in platform_jobs.kind_node_projects(wildcards.role)]
+    return [layout.cluster_tool_manifest(project) for project in platform_jobs.kind_node_projects(wildcards.role)]
 
 
 def podgate_sources():

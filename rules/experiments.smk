@@ -8,7 +8,7 @@ if BACKEND != "vm":
     # recorded (results/<backend>/calibration/, each raw log's meta.calibration) and never analysed.
     rule calibrate_host:
         input:
-            binaries=[binary_path(build) for build in BUILDS],
+            binaries=layout.binary_paths(),
             images=PLAN.images(),
         output:
             quiet=layout.HOST_CALIBRATION,
@@ -27,7 +27,7 @@ if BACKEND != "vm":
 
     rule calibrate_service:
         input:
-            binaries=[binary_path(build) for build in BUILDS],
+            binaries=layout.binary_paths(),
             images=PLAN.images(),
             clusters=pilot_cluster_inputs,
         output:
@@ -51,7 +51,7 @@ if BACKEND != "vm":
 
     rule run_experiment:
         input:
-            binaries=[binary_path(build) for build in BUILDS],
+            binaries=layout.binary_paths(),
             images=PLAN.images(),
             clusters=cluster_inputs,
             pilot=pilot_input,
@@ -90,12 +90,12 @@ else:
             name:
                 f"run_batch_{_experiment}"
             input:
-                binaries=[binary_path(build) for build in BUILDS],
+                binaries=layout.binary_paths(),
                 images=PLAN.images(),  # vm: {kubernetes: true}: the real node's images and cluster tools
             output:
                 raw=PLAN.raw_logs(_experiment),
             log:
-                f"results/vm/logs/{_experiment}/batch.log",
+                layout.BATCH_LOG.format(backend="vm", experiment=_experiment),
             resources:
                 experiment_slot=1,
             params:
@@ -103,8 +103,9 @@ else:
                 plan=PLAN.batch_plan(_experiment),
                 vm=PLAN.vm_settings_arg(),
             shell:
-                "throttlelab vm-batch --experiment {params.experiment} --results results/vm"
-                " --vm {params.vm} --plan {params.plan} 2>&1 | tee {log} >&2"
+                "throttlelab vm-batch --experiment {params.experiment} --results "
+                + layout.backend_dir("vm")
+                + " --vm {params.vm} --plan {params.plan} 2>&1 | tee {log} >&2"
 
 
 for _experiment in DESIGN.experiments:

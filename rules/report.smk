@@ -10,21 +10,20 @@
 
 import json
 import shlex
-from pathlib import Path
 
 # Each (backend, profile) has its own report; results/report/index.html is the page a user
 # opens first: the latest run's report, linking to the others.
-FRONT_PAGE = "results/report/index.html"
-REPORT_DIR = f"results/report/{BACKEND}-{PROFILE_NAME}"
-REPORT_LOGS = f"results/{BACKEND}/logs/report"
-FIGURES_DIR = f"{REPORT_DIR}/figures"
+FRONT_PAGE = layout.FRONT_PAGE
+REPORT_DIR = layout.report_dir(BACKEND, PROFILE_NAME)
+REPORT_LOGS = layout.REPORT_LOGS.format(backend=BACKEND)
+FIGURES_DIR = layout.figures_dir(BACKEND, PROFILE_NAME)
 # The figures folder when this profile's experiments have figures (a profile may have none: then no
 # job draws them, and the page has none).
 PROFILE_FIGURES = [FIGURES_DIR] if profile_figures() else []
 # Snakemake's config (with --config overrides) as one shell word: the report and
 # the archive load the same design from it, and a changed setting reruns them.
 CONFIG_JSON = shlex.quote(json.dumps(config, sort_keys=True))
-ARCHIVE = f"results/throttlelab-report-{BACKEND}-{PROFILE_NAME}.tar.gz"
+ARCHIVE = layout.archive(BACKEND, PROFILE_NAME)
 
 
 report: "../report/workflow.rst"
@@ -87,10 +86,9 @@ rule render_report:
     params:
         tables=input_folder("tables"),
         # the raw logs are linked from the page, never read: not inputs of this rule
-        raw_root=f"results/{BACKEND}/raw",
-        # the figures folder beside the page, not the folder of its first figure: a run whose experiments
-        # have no figure has none
-        figures=lambda wildcards, output: str(Path(output.html).parent / "figures"),
+        raw_root=layout.raw_root(BACKEND),
+        # the figures folder beside the page, whether or not this run's experiments have a figure
+        figures=FIGURES_DIR,
         config=CONFIG_JSON,
     shell:
         "throttlelab report --tables {params.tables} --raw-root {params.raw_root}"
@@ -115,10 +113,10 @@ rule pack_report:
     params:
         report_dir=input_folder("report"),
         tables=input_folder("tables"),
-        raw_root=input_folder("raw", levels=3),  # raw/<experiment>/<variant>/rep<k>.jsonl
+        raw_root=layout.raw_root(BACKEND),
         config=CONFIG_JSON,
     shell:
-        "throttlelab publish --results results --report {params.report_dir}"
+        "throttlelab publish --results " + layout.RESULTS + " --report {params.report_dir}"
         " --tables {params.tables} --raw-root {params.raw_root} --config-json {params.config}"
         ' --out {output.archive} --project "$THROTTLELAB_PROJECT" > {log} 2>&1'
 

@@ -9,9 +9,9 @@ rule smoke:
     input:
         clusters=smoke_inputs,
     output:
-        report=f"results/{BACKEND}/smoke/smoke.json",
+        report=layout.SMOKE_REPORT.format(backend=BACKEND),
     log:
-        f"results/{BACKEND}/logs/smoke.log",
+        layout.SMOKE_LOG.format(backend=BACKEND),
     resources:
         experiment_slot=1,
     params:

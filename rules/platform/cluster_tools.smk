@@ -1,7 +1,7 @@
 # The pinned cluster tools (cluster/): kubelet, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kubectl, etcd, etcdctl, containerd, its runc shim, ctr, crictl and runc v1.3.0 and
 # v1.4.3, built from the Go module proxy into a cache outside the checkout (config cluster_tools,
-# docs/PLATFORM.md, "Cluster tools"). One job per module of cluster/; a binary whose stamp matches its build
+# docs/PLAN.md, "Cluster tools"). One job per module of cluster/; a binary whose stamp matches its build
 # key is not rebuilt, so a rerun (or a fresh clone on a machine with the cache) compiles nothing.
 # The kubernetes backend's own node (cluster: local) and the vm backend's guest node run on them.
 # Drives the host's Go toolchain and C compiler (cgo): no conda env.
@@ -11,9 +11,9 @@ rule build_cluster_tool:
     input:
         unpack(cluster_module_files),
     output:
-        manifest=cluster_tools_manifest("{project}"),
+        manifest=layout.CLUSTER_TOOL_MANIFEST,
     log:
-        "results/logs/build_cluster_tool/{project}.log",
+        layout.job_log("build_cluster_tool", "{project}"),
     threads: 2
     params:
         cluster_dir=f"{workflow.basedir}/cluster",
@@ -28,9 +28,9 @@ rule cluster_tools:
     input:
         manifests=expand(rules.build_cluster_tool.output.manifest, project=NODE_PROJECT_NAMES),
     output:
-        manifest=TOOLS_MANIFEST,
+        manifest=layout.TOOLS_MANIFEST,
     log:
-        "results/logs/cluster_tools.log",
+        layout.job_log("cluster_tools"),
     shell:
         "throttlelab cluster-tools summary --out {output.manifest} {input.manifests} 2>&1 | tee {log}"
 
@@ -41,8 +41,8 @@ rule kind_tools:
     input:
         manifests=expand(rules.build_cluster_tool.output.manifest, project=KIND_PROJECT_NAMES),
     output:
-        manifest="results/cluster-tools/kind-tools.json",
+        manifest=layout.KIND_TOOLS_MANIFEST,
     log:
-        "results/logs/kind_tools.log",
+        layout.job_log("kind_tools"),
     shell:
         "throttlelab cluster-tools summary --out {output.manifest} {input.manifests} 2>&1 | tee {log}"

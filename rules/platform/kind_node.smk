@@ -10,9 +10,9 @@ rule build_podnet:
         sources=podnet_sources(),
         gomod=f"{workflow.basedir}/workload/podnet/go.mod",
     output:
-        binary="results/build/podnet/podnet",
+        binary=layout.PODNET_BINARY,
     log:
-        "results/logs/build_podnet.log",
+        layout.job_log("build_podnet"),
     params:
         source=input_folder("gomod"),
     shell:
@@ -23,9 +23,9 @@ rule kind_node_base:
     input:
         gomod=kind_module_gomod,
     output:
-        stamp=kind_node_base_stamp("{role}"),
+        stamp=layout.KIND_NODE_BASE_STAMP,
     log:
-        "results/logs/kind_node_base/{role}.log",
+        layout.job_log("kind_node_base", "{role}"),
     params:
         cluster_dir=f"{workflow.basedir}/cluster",
         settings=PLAN.kind_node_settings_arg(),
@@ -40,9 +40,9 @@ rule kind_node_image:
         podnet=rules.build_podnet.output.binary,
         tools=kind_node_tool_manifests,
     output:
-        stamp=kind_node_stamp("{role}"),
+        stamp=layout.KIND_NODE_STAMP,
     log:
-        "results/logs/kind_node_image/{role}.log",
+        layout.job_log("kind_node_image", "{role}"),
     params:
         revision=KIND_NODE_REVISION,
         cluster_dir=f"{workflow.basedir}/cluster",

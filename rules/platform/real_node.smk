@@ -7,12 +7,12 @@
 
 rule build_node_image:
     input:
-        cpulab=binary_path("{build}"),
+        cpulab=layout.BINARY,
         podgate=rules.build_podgate.output.binary,
     output:
-        archive=node_image_archive("{build}"),
+        archive=layout.NODE_IMAGE_ARCHIVE,
     log:
-        "results/logs/build_node_image/{build}.log",
+        layout.job_log("build_node_image", "{build}"),
     shell:
         "throttlelab node build-image --build {wildcards.build} --cpulab {input.cpulab} --podgate {input.podgate}"
         " --out {output.archive} > {log} 2>&1"

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import PROJECT
 from throttlelab.model import plan, seeds
+from throttlelab.model import results_layout as layout
 from throttlelab.platform import platform_jobs
 from throttlelab.model.builds import BUILDS
 from throttlelab.model.config import ConfigError
@@ -76,7 +77,7 @@ def test_the_real_node_in_a_vm_guest_is_one_setting_with_the_nodes_images_and_th
     assert not plain.vm_node and plain.images() == []
     small = _plan("vm", vm={"node": "kubernetes"})
     assert small.vm_node and not small.local_node
-    assert small.images() == [plan.node_image_archive(b) for b in BUILDS] + [plan.TOOLS_MANIFEST]
+    assert small.images() == [layout.node_image_archive(b) for b in BUILDS] + [layout.TOOLS_MANIFEST]
     assert ("E5", "pods") in small.left_out and "in the vm guest (2 vCPUs)" in small.left_out[("E5", "pods")]
     assert ("E4", "runc-old") not in small.left_out
     big = _plan("vm", vm={"node": "kubernetes", "vcpus": 10})
@@ -175,7 +176,7 @@ def test_a_cluster_tool_projects_job_reads_its_module_and_its_recipe():
     assert files == {"gomod": str(PROJECT / "cluster/etcd/go.mod"), "gosum": str(PROJECT / "cluster/etcd/go.sum")}
     recipe = platform_jobs.cluster_project_recipe(name)
     assert len(recipe) == 16 and recipe == platform_jobs.cluster_project_recipe(name)
-    assert plan.cluster_tools_manifest(name) == "results/cluster-tools/etcd.json"
+    assert layout.cluster_tool_manifest(name) == "results/cluster-tools/etcd.json"
 
 
 # --------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from throttlelab.backends.base import BackendError, Capabilities
 from throttlelab.backends.local import LocalBackend
 from throttlelab.backends.node.node_backend import NodeBackend
 from throttlelab.platform.vm_guest import GUEST_ENV, TCG
-from throttlelab.platform import real_node_layout as kn
+from throttlelab.model import results_layout as layout
 
 
 def guest_settings() -> dict[str, Any] | None:
@@ -92,11 +92,6 @@ class VmBackend(LocalBackend):
 EMULATED_PATIENCE = 8.0
 
 
-# The guest's real node leaves its logs here (results/vm/ is the guest's writable folder): an
-# emulated node is slow in ways its logs explain.
-GUEST_NODE_LOGS = Path("results/vm/node-logs")
-
-
 def node_patience(accel: str | None) -> float:
     """How many times its usual limit each of the real node's start steps may take in a guest."""
     return EMULATED_PATIENCE if accel == TCG else 1.0
@@ -126,12 +121,12 @@ def from_config(
     guest = guest_settings() or {}
     if guest.get("kubernetes"):
         return VmNodeBackend(
-            Path.cwd() / kn.TOOLS_MANIFEST,
-            Path.cwd() / kn.IMAGE_DIR,
+            Path.cwd() / layout.TOOLS_MANIFEST,
+            Path.cwd() / layout.NODE_IMAGE_DIR,
             runtime=runtime,
             progress=progress,
             binaries=binaries,
             patience=node_patience(guest.get("accel")),
-            node_logs=Path.cwd() / GUEST_NODE_LOGS,
+            node_logs=Path.cwd() / layout.GUEST_NODE_LOGS,  # an emulated node is slow in ways its logs explain
         )
     return VmBackend(binaries, runtime=runtime, progress=progress)

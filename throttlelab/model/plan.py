@@ -8,8 +8,8 @@ kind cluster of a variant, and the settings handed to the command line as one sh
 rules/common.smk keeps only the input and param functions that call these, so all of it is tested
 here (tests/model/test_plan.py) and not only through ``snakemake -n``.
 
-Paths are relative to Snakemake's working directory (``results/...``); the checkout's own folders
-(``workload/``, ``cluster/``, ``config/``) are arguments.
+Paths are relative to Snakemake's working directory, each model/results_layout.py's; the checkout's own
+folders (``workload/``, ``cluster/``, ``config/``) are arguments.
 """
 
 from __future__ import annotations
@@ -41,44 +41,11 @@ KIND_CLUSTER_KEYS = (
     "node_images",
     "debian_mirror",
 )
-#: The files of one kind cluster a job that runs on it needs: its kubeconfig, its stamp, both images.
-KIND_CLUSTER_FILES = ("kubeconfig", "cluster.json", *(f"images/{build}.json" for build in BUILDS))
 
 
 def shell_word(value: Any) -> str:
     """A JSON value as one shell word, compact and with sorted keys (a param: a change reruns)."""
     return shlex.quote(json.dumps(value, sort_keys=True, separators=(",", ":")))
-
-
-def binary_path(build: str) -> str:
-    """The workload binary of one build (rules/build.smk)."""
-    return layout.BINARY.format(build=build)
-
-
-def node_image_archive(build: str) -> str:
-    """The real node's OCI archive of one build's workload (rules/platform/real_node.smk)."""
-    return layout.NODE_IMAGE_ARCHIVE.format(build=build)
-
-
-def image_stamp(build: str) -> str:
-    """The docker image built from a binary: its id and the binary's hash (rules/build.smk)."""
-    return layout.IMAGE_STAMP.format(build=build)
-
-
-def cluster_file(role: str, name: str) -> str:
-    """A file of one kind cluster, inside the project: kubeconfig, cluster.json, images/<build>.json."""
-    return layout.KIND_CLUSTER_FILE.format(role=role, name=name)
-
-
-#: The cluster tools' summary (rule cluster_tools): every binary the real node runs.
-TOOLS_MANIFEST = layout.TOOLS_MANIFEST
-#: The real node's OCI archives of the workload, one per build (rules/platform/real_node.smk).
-NODE_IMAGE_DIR = layout.NODE_IMAGE_DIR
-
-
-def cluster_tools_manifest(project: str) -> str:
-    """What one cluster tool project's job leaves in results/: the binaries' paths, hashes, versions, times."""
-    return layout.CLUSTER_TOOL_MANIFEST.format(project=project)
 
 
 def workload_sources(workload_dir: Path) -> list[str]:
@@ -97,16 +64,6 @@ def workload_sources(workload_dir: Path) -> list[str]:
 def podnet_sources(podnet_dir: Path) -> list[str]:
     """workload/podnet/ (the kind node images' pod network): a change rebuilds it, then the node images."""
     return sorted(str(p) for p in Path(podnet_dir).rglob("*") if p.is_file() and not p.name.endswith("_test.go"))
-
-
-def kind_node_base_stamp(role: str) -> str:
-    """What the debootstrap base job of a kind node image leaves in results/ (the base is in the tool cache)."""
-    return layout.KIND_NODE_BASE_STAMP.format(role=role)
-
-
-def kind_node_stamp(role: str) -> str:
-    """A kind node image built here (rules/platform/kind_node.smk): its tag, image ID, what it holds."""
-    return layout.KIND_NODE_STAMP.format(role=role)
 
 
 def podgate_sources(podgate_dir: Path) -> list[str]:
@@ -191,9 +148,7 @@ class Plan:
     # -- the experiments' jobs -------------------------------------------------------------------
 
     def raw_log(self, experiment: str, variant: str, repeat: int, backend: str | None = None) -> str:
-        return layout.RAW_LOG.format(
-            backend=backend or self.backend, experiment=experiment, variant=variant, rep=repeat
-        )
+        return layout.raw_log(backend or self.backend, experiment, variant, repeat)
 
     def raw_logs(self, experiment: str) -> list[str]:
         """Every raw log of one experiment, variant by variant, repeat by repeat."""
@@ -221,13 +176,13 @@ class Plan:
 
     def pilot_file(self, experiment: str) -> str:
         """An experiment's pilot (rule calibrate_service): its service's CPU per request on this host."""
-        return layout.PILOT.format(backend=self.backend, experiment=experiment)
+        return layout.pilot(self.backend, experiment)
 
     def host_calibration_file(self) -> str | None:
         """The quiet host's floor (rule calibrate_host), where runs are metered and a calibration is asked for."""
         if self.backend not in calibration.METERED_BACKENDS or not self.design.disturbance.get("quiet_calibration_s"):
             return None
-        return layout.HOST_CALIBRATION.format(backend=self.backend)
+        return layout.host_calibration(self.backend)
 
     def pilot_inputs(self, experiment: str) -> list[str]:
         """A run's pilot: the experiment's, when its variants are calibrated; a new pilot reruns them."""
@@ -281,8 +236,8 @@ class Plan:
         """What the experiments run from: the docker backend's image stamps, the real node's OCI
         archives and its cluster tools (on this host or in the vm backend's guests); none for the others."""
         if self.local_node or self.vm_node:
-            return [node_image_archive(build) for build in BUILDS] + [TOOLS_MANIFEST]
-        return [image_stamp(build) for build in BUILDS] if self.backend == "docker" else []
+            return [*layout.node_image_archives(), layout.TOOLS_MANIFEST]
+        return [layout.image_stamp(build) for build in BUILDS] if self.backend == "docker" else []
 
     def binary_args(self, binaries: Iterable[str]) -> str:
         """`--binary BUILD=PATH` for each build, the binaries given in BUILDS' order."""
@@ -305,7 +260,7 @@ class Plan:
         design = self.design
         exp = design.experiments[experiment]
         common = ["--runtime", design.runtime, "--seed", str(design.seed)]
-        common += [f"--binary={build}={binary_path(build)}" for build in BUILDS]
+        common += [f"--binary={build}={layout.binary_path(build)}" for build in BUILDS]
         common += ["--max-other-share", str(design.disturbance["max_other_share"])]
         common += ["--retries", str(design.disturbance["retries"])]
         if design.node_cpus:
@@ -354,8 +309,7 @@ class Plan:
         """kind: the files of the variant's cluster with both images loaded; none elsewhere."""
         if self.backend != "kind":
             return []
-        role = self.variant_role(experiment, variant)
-        return [cluster_file(role, name) for name in KIND_CLUSTER_FILES]
+        return layout.kind_cluster_files(self.variant_role(experiment, variant))
 
     def kind_settings_arg(self) -> str:
         """The kind settings that define the clusters (KIND_CLUSTER_KEYS) and the tool cache's (under
@@ -377,7 +331,7 @@ class Plan:
 
     def kind_node_inputs(self, role: str) -> list[str]:
         """What creating a kind cluster needs beyond its config: the node image built here (local)."""
-        return [kind_node_stamp(role)] if self.local_node_images else []
+        return [layout.kind_node_stamp(role)] if self.local_node_images else []
 
     def smoke_inputs(self) -> list[str]:
         """What `throttlelab smoke` needs: kind, the cluster of the configured runtime with both
@@ -394,10 +348,10 @@ class Plan:
                 "`snakemake --cores 1 report --config profile=ci`"
             )
         if self.local_node:
-            return [*self.images(), *(binary_path(build) for build in BUILDS)]
+            return [*self.images(), *layout.binary_paths()]
         if self.backend != "kind":
             return []
-        return [cluster_file(KIND_ROLE_OF_RUNTIME[self.design.runtime], name) for name in KIND_CLUSTER_FILES]
+        return layout.kind_cluster_files(KIND_ROLE_OF_RUNTIME[self.design.runtime])
 
 
 def make_plan(

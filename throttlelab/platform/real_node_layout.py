@@ -18,13 +18,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from throttlelab.model.plan import NODE_IMAGE_DIR, TOOLS_MANIFEST  # noqa: F401 (the node's inputs, by these names)
-
 NODE_NAME = "throttlelab-node"
 CONTEXT = "throttlelab-node"
-#: Where the cluster tools target lists the built binaries, and where the node's image archives go
-#: (both relative to the working directory; rules/platform/cluster_tools.smk and rules/platform/real_node.smk write them).
-IMAGE_DIR = NODE_IMAGE_DIR
 #: The RuntimeClass (and containerd handler) of each runc conversion, and the pinned runc it runs.
 RUNTIME_HANDLERS: dict[str, str] = {"runc-new": "runc-1.4.3", "runc-old": "runc-1.3.0"}
 #: Host sysctls kubelet sets unless they already hold its values (pkg/kubelet/cm, setupKernelTunables).

@@ -15,6 +15,7 @@ import yaml
 
 from throttlelab.analysis import tidy
 from throttlelab.errors import ReportError
+from throttlelab.model import results_layout as layout
 from throttlelab.model.config import Design
 from throttlelab.model.variants import column_names
 
@@ -85,7 +86,7 @@ def read_tables(tables_dir: Path) -> dict[str, pd.DataFrame]:
 
 def raw_log_path(raw_root: Path, experiment: str, variant: str, repeat: int) -> Path:
     """Where the runner wrote a run's raw log (the report links it; it never reads it)."""
-    return raw_root / experiment / variant / f"rep{int(repeat)}.jsonl"
+    return raw_root / layout.raw_log_in_root(experiment, variant, repeat)
 
 
 def config_text(config: Mapping[str, Any], design: Design) -> tuple[str, str]:

@@ -24,6 +24,7 @@ from throttlelab.errors import BackendError
 from throttlelab.platform.tool_build import ToolsSettings, cached
 from throttlelab.host.processes import running
 from throttlelab.platform import real_node_layout as kn
+from throttlelab.model import results_layout as layout
 from throttlelab.model.coverage import request_over_limit
 
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.real_node]
@@ -235,7 +236,7 @@ def node_inputs(node_tools, binaries, tmp_path_factory):
     work = tmp_path_factory.mktemp("node-work")
     podgate = build_podgate(work / "podgate", PROJECT / "workload" / "podgate")
     for build, cpulab in binaries.items():
-        ni.build_image(build, cpulab, podgate, ni.archive_path(work / kn.IMAGE_DIR, build))
+        ni.build_image(build, cpulab, podgate, ni.archive_path(work / layout.NODE_IMAGE_DIR, build))
     rows = [{"name": name, "path": path, "version_line": ""} for name, path in tools.items()]
     manifest = {
         "projects": {
@@ -246,8 +247,8 @@ def node_inputs(node_tools, binaries, tmp_path_factory):
             },
         }
     }
-    (work / kn.TOOLS_MANIFEST).parent.mkdir(parents=True, exist_ok=True)
-    (work / kn.TOOLS_MANIFEST).write_text(json.dumps(manifest))
+    (work / layout.TOOLS_MANIFEST).parent.mkdir(parents=True, exist_ok=True)
+    (work / layout.TOOLS_MANIFEST).write_text(json.dumps(manifest))
     return work
 
 
@@ -257,7 +258,7 @@ def node_backend(node_inputs, binaries, monkeypatch):
     from throttlelab.backends.node.node_backend import NodeBackend
 
     monkeypatch.delenv("THROTTLELAB_ORCHESTRATOR_PID", raising=False)
-    backend = NodeBackend(node_inputs / kn.TOOLS_MANIFEST, node_inputs / kn.IMAGE_DIR, binaries=binaries)
+    backend = NodeBackend(node_inputs / layout.TOOLS_MANIFEST, node_inputs / layout.NODE_IMAGE_DIR, binaries=binaries)
     before = host_state()
     backend.preflight()
     yield backend

@@ -39,6 +39,7 @@ from throttlelab.host.gobuild import go_build
 from throttlelab.platform.tool_build import ToolsSettings
 from throttlelab.host.facts import missing_capabilities
 from throttlelab.platform import kind_node_recipe
+from throttlelab.model import results_layout as layout
 from throttlelab.model.digest import sha256_file
 from throttlelab.model.runtime import KIND_ROLE_OF_RUNTIME, RUNTIME_OF_KIND_ROLE
 from throttlelab.backends import workload_images as images
@@ -89,20 +90,20 @@ class KindCluster:
 
     @property
     def directory(self) -> Path:
-        return self.workdir / "results" / "kind" / "clusters" / self.role
+        return self.workdir / layout.kind_cluster_dir(self.role)
 
     @property
     def kubeconfig(self) -> Path:
-        return self.directory / "kubeconfig"
+        return self.workdir / layout.kind_kubeconfig(self.role)
 
     @property
     def stamp(self) -> Path:
-        return self.directory / "cluster.json"
+        return self.workdir / layout.KIND_CLUSTER_STAMP.format(role=self.role)
 
     @property
     def node_image_stamp(self) -> Path:
         """The node image built here for this cluster (rules/platform/kind_node.smk; node_images local)."""
-        return self.workdir / "results" / "kind" / "node-images" / f"{self.role}.json"
+        return self.workdir / layout.kind_node_stamp(self.role)
 
     @property
     def local_config(self) -> Path:
@@ -127,7 +128,7 @@ class KindCluster:
         return RUNTIME_OF_ROLE[self.role]
 
     def image_stamp(self, variant: str) -> Path:
-        return self.directory / "images" / f"{variant}.json"
+        return self.workdir / layout.kind_loaded_image(self.role, variant)
 
 
 def clusters_from_settings(

@@ -41,6 +41,7 @@ from throttlelab.backends.node import node_image_archives as ni
 from throttlelab.host.interference import orchestrator_from_env
 from throttlelab.host.processes import die_with_parent
 from throttlelab.platform import real_node_layout as kn
+from throttlelab.model import results_layout as layout
 from throttlelab.model.placement import LoadPlacement, Node, parse_cpuset
 from throttlelab.model.runtime import runc_conversion
 
@@ -342,10 +343,10 @@ def from_config(
     binaries: dict[str, Path], runtime: str, settings: dict[str, Any], progress: Callable[[str], None]
 ) -> NodeBackend:
     """make_backend's factory for ``kubernetes: {cluster: local}``: the tools from the cluster tools
-    manifest and the images from results/node/images/, both under the working directory."""
+    manifest and the node's image archives (model/results_layout.py), both under the working directory."""
     return NodeBackend(
-        Path.cwd() / kn.TOOLS_MANIFEST,
-        Path.cwd() / kn.IMAGE_DIR,
+        Path.cwd() / layout.TOOLS_MANIFEST,
+        Path.cwd() / layout.NODE_IMAGE_DIR,
         runtime=runtime,
         namespace=settings.get("namespace") or "default",
         pod_start_timeout_s=float(settings.get("pod_start_timeout_s") or 120),

@@ -20,6 +20,7 @@ from pathlib import Path
 from throttlelab.backends.kube.manifests import CPULAB, PODGATE
 from throttlelab.errors import BackendError
 from throttlelab.platform import oci_archive
+from throttlelab.model import results_layout as layout
 from throttlelab.model.digest import sha256_file
 
 
@@ -29,7 +30,7 @@ def image_reference(build: str) -> str:
 
 
 def archive_path(folder: Path, build: str) -> Path:
-    return Path(folder) / f"{build}.tar"
+    return Path(folder) / layout.NODE_IMAGE_ARCHIVE_NAME.format(build=build)
 
 
 def build_image(build: str, cpulab: Path, podgate: Path, out: Path) -> str:
