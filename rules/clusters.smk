@@ -74,8 +74,8 @@ rule load_image:
 # Both of the lab's clusters, whichever the profile's experiments need (a run makes only those).
 rule create_clusters:
     input:
-        [layout.kind_kubeconfig(role) for role in PLAN.lab_kind_roles()],
-        [layout.kind_loaded_image(role, build) for role in PLAN.lab_kind_roles() for build in BUILDS],
+        [layout.kind_kubeconfig(role) for role in PLATFORM.lab_kind_roles()],
+        [layout.kind_loaded_image(role, build) for role in PLATFORM.lab_kind_roles() for build in BUILDS],
 
 
 # `snakemake --cores 1 clean`: delete the lab's kind clusters (and their kubeconfigs).

@@ -1,9 +1,10 @@
 # The rules' helpers: the plan, the shell prelude, wildcard constraints and the input and param
-# functions. Each is a call into the package, unit-tested there: what the rules plan from the design
-# is throttlelab/model/plan.py's (PLAN), where every result lives throttlelab/model/results_layout.py's
-# (layout), the checks before the first job throttlelab/experiments/preflight.py's. Parsing imports
-# the pure model, the figure registry (standard library only) and host.facts' cgroup_version: no
-# backend, no Docker or Kubernetes client, no plotting library is loaded to build the DAG.
+# functions. Each is a call into the package, unit-tested there: the jobs of the profile are
+# throttlelab/model/plan.py's (PLAN), where every result lives throttlelab/model/results_layout.py's
+# (layout), what the places to run need throttlelab/platform/platform_jobs.py's (PLATFORM), the
+# checks before the first job throttlelab/experiments/preflight.py's. Parsing imports the pure model,
+# the figure registry (standard library only) and host.facts' cgroup_version: no backend, no Docker or
+# Kubernetes client, no plotting library is loaded to build the DAG.
 
 import os
 import re
@@ -45,6 +46,7 @@ except ConfigError as exc:
 for _line in PLAN.left_out_lines():
     print(_line, file=sys.stderr)
 DESIGN = PLAN.design
+PLATFORM = platform_jobs.PlatformPlan(DESIGN)
 BACKEND = PLAN.backend
 PROFILE_NAME = PLAN.profile_name
 
@@ -67,11 +69,11 @@ def workload_sources():
 
 
 def podnet_sources():
-    return plan.podnet_sources(Path(workflow.basedir) / "workload" / "podnet")
+    return platform_jobs.module_sources(Path(workflow.basedir) / "workload" / "podnet")
 
 
 def kind_node_inputs(wildcards):
-    return PLAN.kind_node_inputs(wildcards.role)
+    return PLATFORM.kind_node_inputs(wildcards.role)
 
 
 def kind_module_gomod(wildcards):
@@ -85,7 +87,7 @@ def kind_node_tool_manifests(wildcards):
 
 
 def podgate_sources():
-    return plan.podgate_sources(Path(workflow.basedir) / "workload" / "podgate")
+    return platform_jobs.module_sources(Path(workflow.basedir) / "workload" / "podgate")
 
 
 # The experiments (rules/experiments.smk).
@@ -130,18 +132,18 @@ def pilot_spec(wildcards):
 
 
 def pilot_cluster_inputs(wildcards):
-    return [ancient(f) for f in PLAN.pilot_cluster_inputs(wildcards.experiment)]
+    return [ancient(f) for f in PLATFORM.pilot_cluster_inputs(wildcards.experiment)]
 
 
 def cluster_inputs(wildcards):
     """kind: the variant's cluster with both images loaded. ancient(): once they exist, a
     recreated cluster or a reloaded image does not rerun a finished experiment."""
-    return [ancient(f) for f in PLAN.cluster_inputs(wildcards.experiment, wildcards.variant)]
+    return [ancient(f) for f in PLATFORM.cluster_inputs(wildcards.experiment, wildcards.variant)]
 
 
 # kind (rules/clusters.smk) and the checks before the first job of a run.
 def kind_settings_arg(wildcards):
-    return PLAN.kind_settings_arg()
+    return PLATFORM.kind_settings_arg()
 
 
 def jobs_to_run():
@@ -165,7 +167,7 @@ def backend_preflight():
 
 def stop_local_node():
     """onsuccess / onerror (rules/platform/real_node.smk): wait until the real node this Snakemake process used is down."""
-    if not PLAN.local_node:
+    if not PLATFORM.local_node:
         return
     from throttlelab.platform.real_node import stop_nodes
     from throttlelab.errors import BackendError
@@ -240,7 +242,7 @@ def figure_captions(wildcards):
 
 # The smoke test (rules/smoke.smk, docs/KIND_SMOKE.md): kind and kubernetes only.
 def smoke_inputs(wildcards):
-    return PLAN.smoke_inputs()
+    return PLATFORM.smoke_inputs()
 
 
 # The cluster tools (rules/platform/cluster_tools.smk, platform/tool_catalogue.py): one job per module of cluster/.

@@ -9,7 +9,7 @@ if BACKEND != "vm":
     rule calibrate_host:
         input:
             binaries=layout.binary_paths(),
-            images=PLAN.images(),
+            images=PLATFORM.images(),
         output:
             quiet=layout.HOST_CALIBRATION,
         log:
@@ -28,7 +28,7 @@ if BACKEND != "vm":
     rule calibrate_service:
         input:
             binaries=layout.binary_paths(),
-            images=PLAN.images(),
+            images=PLATFORM.images(),
             clusters=pilot_cluster_inputs,
         output:
             pilot=layout.PILOT,
@@ -52,7 +52,7 @@ if BACKEND != "vm":
     rule run_experiment:
         input:
             binaries=layout.binary_paths(),
-            images=PLAN.images(),
+            images=PLATFORM.images(),
             clusters=cluster_inputs,
             pilot=pilot_input,
             quiet=quiet_input,
@@ -91,7 +91,7 @@ else:
                 f"run_batch_{_experiment}"
             input:
                 binaries=layout.binary_paths(),
-                images=PLAN.images(),  # vm: {kubernetes: true}: the real node's images and cluster tools
+                images=PLATFORM.images(),  # vm: {kubernetes: true}: the real node's images and cluster tools
             output:
                 raw=PLAN.raw_logs(_experiment),
             log:
@@ -101,7 +101,7 @@ else:
             params:
                 experiment=_experiment,
                 plan=PLAN.batch_plan(_experiment),
-                vm=PLAN.vm_settings_arg(),
+                vm=PLATFORM.vm_settings_arg(),
             shell:
                 "throttlelab vm-batch --experiment {params.experiment} --results "
                 + layout.backend_dir("vm")

@@ -1,7 +1,7 @@
 # The pinned cluster tools (cluster/): kubelet, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kubectl, etcd, etcdctl, containerd, its runc shim, ctr, crictl and runc v1.3.0 and
 # v1.4.3, built from the Go module proxy into a cache outside the checkout (config cluster_tools,
-# docs/PLAN.md, "Cluster tools"). One job per module of cluster/; a binary whose stamp matches its build
+# docs/PLATFORM.md, "Cluster tools"). One job per module of cluster/; a binary whose stamp matches its build
 # key is not rebuilt, so a rerun (or a fresh clone on a machine with the cache) compiles nothing.
 # The kubernetes backend's own node (cluster: local) and the vm backend's guest node run on them.
 # Drives the host's Go toolchain and C compiler (cgo): no conda env.
@@ -17,7 +17,7 @@ rule build_cluster_tool:
     threads: 2
     params:
         cluster_dir=f"{workflow.basedir}/cluster",
-        settings=PLAN.cluster_tools_settings_arg(),
+        settings=PLATFORM.cluster_tools_settings_arg(),
         recipe=cluster_project_recipe,
     shell:
         "throttlelab cluster-tools build --project {wildcards.project} --cluster-dir {params.cluster_dir:q}"

@@ -28,7 +28,7 @@ rule kind_node_base:
         layout.job_log("kind_node_base", "{role}"),
     params:
         cluster_dir=f"{workflow.basedir}/cluster",
-        settings=PLAN.kind_node_settings_arg(),
+        settings=PLATFORM.kind_node_settings_arg(),
     shell:
         "throttlelab kind-node base --role {wildcards.role} --cluster-dir {params.cluster_dir:q}"
         " --settings {params.settings} --out {output.stamp} 2>&1 | tee {log}"
@@ -46,7 +46,7 @@ rule kind_node_image:
     params:
         revision=KIND_NODE_REVISION,
         cluster_dir=f"{workflow.basedir}/cluster",
-        settings=PLAN.kind_node_settings_arg(),
+        settings=PLATFORM.kind_node_settings_arg(),
     shell:
         "throttlelab kind-node build --role {wildcards.role} --cluster-dir {params.cluster_dir:q}"
         " --settings {params.settings} --base-stamp {input.base} --podnet {input.podnet}"

@@ -1,6 +1,7 @@
-"""What the rules plan from the design (model/plan.py): the raw logs, the seeded measuring order as
-priorities, the vm batch plans, kind's clusters, the shell words handed to the command line, and
-the shell prelude. Snakemake's DAG is built from these (rules/common.smk calls nothing else)."""
+"""The jobs of a profile (model/plan.py): the raw logs, the seeded measuring order as priorities, the
+calibration step, the vm batch plans, the shell words handed to the runner, and the shell prelude.
+Snakemake's DAG is built from these, the results' layout and the platform's plan
+(tests/platform/test_platform_jobs.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,6 @@ import pytest
 
 from conftest import PROJECT
 from throttlelab.model import plan, seeds
-from throttlelab.model import results_layout as layout
-from throttlelab.platform import platform_jobs
 from throttlelab.model.builds import BUILDS
 from throttlelab.model.config import ConfigError
 from throttlelab.model.coverage import V1_PIN_REASON
@@ -57,9 +56,8 @@ def test_a_variant_is_its_canonical_json_and_an_unknown_one_is_named():
         p.variant_spec("E2a", "nope")
 
 
-def test_the_backend_decides_the_images_and_the_settings_handed_to_the_runner():
-    assert _plan("local").images() == [] and _plan("local").backend_settings_arg() == ""
-    assert _plan("docker").images() == [f"results/build/{b}/image.json" for b in BUILDS]
+def test_the_runner_is_handed_the_backends_settings_the_binaries_and_the_nodes_cpus():
+    assert _plan("local").backend_settings_arg() == ""
     word = _plan("kubernetes").backend_settings_arg()
     assert word.startswith("--backend-settings ")
     assert json.loads(shlex.split(word)[1]) == _plan("kubernetes").design.kubernetes
@@ -69,21 +67,29 @@ def test_the_backend_decides_the_images_and_the_settings_handed_to_the_runner():
     assert _plan().node_cpus_arg() == "" and _plan(node_cpus="0-1").node_cpus_arg() == "--node-cpus 0-1"
 
 
-def test_the_real_node_in_a_vm_guest_is_one_setting_with_the_nodes_images_and_the_guests_size():
-    """vm: {node: kubernetes}: each batch needs the real node's OCI archives and cluster tools, and the plan
-    sizes the node by vm.vcpus (E5's 2.2 CPUs of requests together: left out on 2 vCPUs, planned on 10;
-    E4 is read back a few pods at a time on 2)."""
-    plain = _plan("vm")
-    assert not plain.vm_node and plain.images() == []
+def test_the_real_node_in_a_vm_guest_is_sized_by_the_guests_vcpus():
+    """vm: {node: kubernetes}: the plan sizes the node by vm.vcpus (E5's 2.2 CPUs of requests together:
+    left out on 2 vCPUs, planned on 10; E4 is read back a few pods at a time on 2)."""
     small = _plan("vm", vm={"node": "kubernetes"})
-    assert small.vm_node and not small.local_node
-    assert small.images() == [layout.node_image_archive(b) for b in BUILDS] + [layout.TOOLS_MANIFEST]
+    assert plan.real_node_in_guest(small.design) and not plan.real_node_on_host(small.design)
     assert ("E5", "pods") in small.left_out and "in the vm guest (2 vCPUs)" in small.left_out[("E5", "pods")]
     assert ("E4", "runc-old") not in small.left_out
     big = _plan("vm", vm={"node": "kubernetes", "vcpus": 10})
     assert ("E5", "pods") not in big.left_out
     assert ("E4", "runc-old") not in big.left_out and ("E4", "runc-new") not in big.left_out
-    assert json.loads(shlex.split(big.vm_settings_arg())[0])["node"] == "kubernetes"
+
+
+def test_only_kind_is_asked_the_hosts_cgroup_version():
+    asked = []
+
+    def version():
+        asked.append(True)
+        return 2
+
+    plan.make_plan({"backend": "local", "profile": "quick"}, CONFIG, version)
+    assert asked == []  # only kind's nodes share this host's kernel
+    plan.make_plan({"backend": "kind", "profile": "quick"}, CONFIG, version)
+    assert asked == [True]
 
 
 def test_a_vm_batch_is_the_experiments_jobs_in_the_measuring_order_with_the_runner_options():
@@ -95,30 +101,7 @@ def test_a_vm_batch_is_the_experiments_jobs_in_the_measuring_order_with_the_runn
     priorities = [p.priority("E2a", job["variant"], job["repeat"]) for job in batch["jobs"]]
     assert priorities == sorted(priorities, reverse=True) and len(priorities) == len(p.raw_logs("E2a"))
     assert sorted(job["out"] for job in batch["jobs"]) == sorted(p.raw_logs("E2a"))
-    assert json.loads(shlex.split(p.vm_settings_arg())[0]) == p.design.vm
-
-
-def test_kind_runs_a_variant_on_the_cluster_of_its_runtime_and_is_asked_the_hosts_cgroup_version():
-    asked = []
-
-    def version():
-        asked.append(True)
-        return 2
-
-    plan.make_plan({"backend": "local", "profile": "quick"}, CONFIG, version)
-    assert asked == []  # only kind's nodes share this host's kernel
-    p = plan.make_plan({"backend": "kind", "profile": "quick"}, CONFIG, version)
-    assert asked == [True]
-    assert p.variant_role("E4", "runc-old") == "old" and p.variant_role("E1", "all-limits") == "new"
-    assert p.kind_roles() == ["new", "old"]
-    assert p.cluster_inputs("E4", "runc-old") == [
-        "results/kind/clusters/old/kubeconfig",
-        "results/kind/clusters/old/cluster.json",
-        *(f"results/kind/clusters/old/images/{b}.json" for b in BUILDS),
-    ]
-    assert _plan("local").cluster_inputs("E1", "all-limits") == []
-    # the clusters' settings, and the tool cache's (under node_images local the kind binaries are there)
-    assert set(json.loads(shlex.split(p.kind_settings_arg())[0])) == {*plan.KIND_CLUSTER_KEYS, "cluster_tools"}
+    assert p.raw_logs("E2a")[0].startswith("results/vm/raw/E2a/")
 
 
 def test_what_a_backend_cannot_express_is_left_out_of_the_plan_with_its_reason():
@@ -133,17 +116,6 @@ def test_what_a_backend_cannot_express_is_left_out_of_the_plan_with_its_reason()
     assert _plan().left_out == {} and json.loads(shlex.split(_plan().left_out_arg())[0]) == {}
 
 
-def test_the_smoke_target_is_refused_off_a_cluster_and_needs_kinds_cluster_on_kind():
-    with pytest.raises(ValueError, match="runs on kind or kubernetes only; this run's backend is 'local'"):
-        _plan("local").smoke_inputs()
-    assert _plan("kubernetes").smoke_inputs() == []
-    # the real node starts from this project's builds: the smoke target builds them first
-    local_node = _plan("kubernetes", kubernetes={"cluster": "local"}).smoke_inputs()
-    assert "results/cluster-tools/tools.json" in local_node
-    assert {"results/node/images/go124mod.tar", "results/build/go124mod/cpulab"} <= set(local_node)
-    assert _plan("kind").smoke_inputs()[0] == "results/kind/clusters/new/kubeconfig"
-
-
 def test_a_bad_configuration_is_a_config_error():
     with pytest.raises(ConfigError, match="backend"):
         _plan("nomad")
@@ -154,29 +126,19 @@ def test_a_profile_given_as_a_path_is_named_by_its_stem():
     assert _plan().repeats("E2a") == _plan().design.experiments["E2a"].repeats and _plan().repeats(None) == 0
 
 
+def test_the_builds_read_every_go_file_and_go_mod_podgate_and_podnet_apart(tmp_path):
+    for name in ("main.go", "go.mod", "README.md", "internal/x/x.go", "podgate/main.go", "podnet/main.go"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    assert plan.workload_sources(tmp_path) == [str(tmp_path / n) for n in ("go.mod", "internal/x/x.go", "main.go")]
+
+
 def test_the_shell_prelude_runs_the_package_in_snakemakes_interpreter():
     text = plan.shell_prelude("/the project", "/usr/bin/python3", 4242).format()  # shell.prefix() formats it
     assert "export THROTTLELAB_ORCHESTRATOR_PID=4242; " in text
     assert "export THROTTLELAB_PROJECT='/the project'; " in text
     proc = subprocess.run(["bash", "-c", text + "type throttlelab"], capture_output=True, text=True)
     assert proc.returncode == 0 and "/usr/bin/python3 -m throttlelab" in proc.stdout, proc.stderr
-
-
-def test_the_builds_read_every_go_file_and_go_mod_podgate_apart(tmp_path):
-    for name in ("main.go", "go.mod", "README.md", "internal/x/x.go", "podgate/main.go", "podgate/main_test.go"):
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text("")
-    assert plan.workload_sources(tmp_path) == [str(tmp_path / n) for n in ("go.mod", "internal/x/x.go", "main.go")]
-    assert plan.podgate_sources(tmp_path / "podgate") == [str(tmp_path / "podgate/main.go")]
-
-
-def test_a_cluster_tool_projects_job_reads_its_module_and_its_recipe():
-    name = "etcd"
-    files = platform_jobs.cluster_module_files(PROJECT / "cluster", name)
-    assert files == {"gomod": str(PROJECT / "cluster/etcd/go.mod"), "gosum": str(PROJECT / "cluster/etcd/go.sum")}
-    recipe = platform_jobs.cluster_project_recipe(name)
-    assert len(recipe) == 16 and recipe == platform_jobs.cluster_project_recipe(name)
-    assert layout.cluster_tool_manifest(name) == "results/cluster-tools/etcd.json"
 
 
 # --------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from throttlelab.host.facts import cgroup_version
 from throttlelab.model.config import load_design
 from throttlelab.model.coverage import untestable_variants
 from throttlelab.model.plan import make_plan
+from throttlelab.platform.platform_jobs import PlatformPlan
 
 NO_KIND = "kind={binary: /nonexistent/kind, old_binary: /nonexistent/kind-v0.30.0}"
 
@@ -25,9 +26,8 @@ NO_KIND = "kind={binary: /nonexistent/kind, old_binary: /nonexistent/kind-v0.30.
 def needed_roles(**config) -> list[str]:
     """The kind clusters a run of this config needs on this host, planned as the rules plan it (this
     host's cgroup version and CPUs: on 2 CPUs of cgroup v1 no variant of the old cluster can run)."""
-    return make_plan(
-        {"backend": "kind", **config}, PROJECT / "config", cgroup_version, node_cpus=os.cpu_count()
-    ).kind_roles()
+    plan = make_plan({"backend": "kind", **config}, PROJECT / "config", cgroup_version, node_cpus=os.cpu_count())
+    return PlatformPlan(plan.design).kind_roles()
 
 
 def snakemake(workdir: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -1,15 +1,13 @@
-"""What the rules plan from the validated design (pure): the workflow's side of the package.
+"""The jobs of a profile (pure): what a run measures and what each of its jobs is handed.
 
 :func:`make_plan` loads the design (model/config.py) and leaves out what the backend cannot
-express (model/coverage.py); the :class:`Plan` then answers every question a rule asks while
-Snakemake builds its DAG: the raw logs of an experiment, the seeded measuring order as job
-priorities (model/seeds.py), a variant's parameters, the vm backend's batch of one experiment, the
-kind cluster of a variant, and the settings handed to the command line as one shell word.
-rules/common.smk keeps only the input and param functions that call these, so all of it is tested
-here (tests/model/test_plan.py) and not only through ``snakemake -n``.
-
-Paths are relative to Snakemake's working directory, each model/results_layout.py's; the checkout's own
-folders (``workload/``, ``cluster/``, ``config/``) are arguments.
+express (model/coverage.py); the :class:`Plan` then answers what runs: the raw logs of each
+experiment, the seeded measuring order as job priorities (model/seeds.py), a variant's parameters,
+the calibration step's pilots before them, the vm backend's batch of one experiment, and the
+runner's settings as shell words. Where each file lives is model/results_layout.py's; what the
+places to run need (kind's clusters, the node images, the cluster tools, the vm guests) is
+platform/platform_jobs.py's. rules/common.smk keeps only the input and param functions that call
+these, so all of it is tested here (tests/model/test_plan.py) and not only through ``snakemake -n``.
 """
 
 from __future__ import annotations
@@ -26,21 +24,7 @@ from throttlelab.model import calibration, seeds
 from throttlelab.model import results_layout as layout
 from throttlelab.model.builds import BUILDS
 from throttlelab.model.config import Design, load_design
-from throttlelab.model.coverage import CLUSTER_BACKENDS, untestable_variants
-from throttlelab.model.runtime import KIND_ROLE_OF_RUNTIME, RUNTIME_OF_KIND_ROLE
-
-#: The kind settings that define the clusters (binaries, releases, names): a changed pod timeout or
-#: namespace must not rerun the cluster jobs.
-KIND_CLUSTER_KEYS = (
-    "binary",
-    "release",
-    "old_binary",
-    "old_release",
-    "new_cluster",
-    "old_cluster",
-    "node_images",
-    "debian_mirror",
-)
+from throttlelab.model.coverage import untestable_variants
 
 
 def shell_word(value: Any) -> str:
@@ -50,7 +34,7 @@ def shell_word(value: Any) -> str:
 
 def workload_sources(workload_dir: Path) -> list[str]:
     """Every file the workload's Go build reads: a change to any of them rebuilds both binaries
-    (podgate/ is a module of its own, built by the kind rules)."""
+    (podgate/ and podnet/ are modules of their own: platform/platform_jobs.py's module_sources)."""
     root = Path(workload_dir)
     return sorted(
         str(p)
@@ -59,16 +43,6 @@ def workload_sources(workload_dir: Path) -> list[str]:
         and (p.suffix == ".go" or p.name == "go.mod")
         and not {"podgate", "podnet"} & set(p.relative_to(root).parts)
     )
-
-
-def podnet_sources(podnet_dir: Path) -> list[str]:
-    """workload/podnet/ (the kind node images' pod network): a change rebuilds it, then the node images."""
-    return sorted(str(p) for p in Path(podnet_dir).rglob("*") if p.is_file() and not p.name.endswith("_test.go"))
-
-
-def podgate_sources(podgate_dir: Path) -> list[str]:
-    """workload/podgate/ (the start gate in the pods): a change rebuilds it, then the kind images."""
-    return sorted(str(p) for p in Path(podgate_dir).rglob("*") if p.is_file() and not p.name.endswith("_test.go"))
 
 
 def shell_prelude(project: Path | str, python: str, orchestrator_pid: int) -> str:
@@ -89,6 +63,16 @@ def shell_prelude(project: Path | str, python: str, orchestrator_pid: int) -> st
     return text.replace("{", "{{").replace("}", "}}")
 
 
+def real_node_on_host(design: Design) -> bool:
+    """kubernetes: {cluster: local}: the lab's own real node on this host (backends/node)."""
+    return design.backend == "kubernetes" and design.kubernetes.get("cluster") == "local"
+
+
+def real_node_in_guest(design: Design) -> bool:
+    """vm: {node: kubernetes}: the real node inside each guest of the vm backend."""
+    return design.backend == "vm" and design.vm.get("node") == "kubernetes"
+
+
 def measuring_priorities(design: Design) -> dict[tuple[str, str, int], int]:
     """(experiment, variant, repeat) -> its place in the measuring order, highest first: the
     experiments in the profile's order, and inside each one its variants' repeats interleaved in a
@@ -107,8 +91,8 @@ def measuring_priorities(design: Design) -> dict[tuple[str, str, int], int]:
 
 @dataclass(frozen=True)
 class Plan:
-    """The design a run measures (less what its backend cannot express) and what the rules derive
-    from it. ``left_out``: (experiment, variant) -> why it is not in this run."""
+    """The jobs of a profile: the design a run measures (less what its backend cannot express) and
+    what each job of it is handed. ``left_out``: (experiment, variant) -> why it is not in this run."""
 
     design: Design
     left_out: Mapping[tuple[str, str], str]
@@ -147,8 +131,8 @@ class Plan:
 
     # -- the experiments' jobs -------------------------------------------------------------------
 
-    def raw_log(self, experiment: str, variant: str, repeat: int, backend: str | None = None) -> str:
-        return layout.raw_log(backend or self.backend, experiment, variant, repeat)
+    def raw_log(self, experiment: str, variant: str, repeat: int) -> str:
+        return layout.raw_log(self.backend, experiment, variant, repeat)
 
     def raw_logs(self, experiment: str) -> list[str]:
         """Every raw log of one experiment, variant by variant, repeat by repeat."""
@@ -157,6 +141,17 @@ class Plan:
 
     def all_raw_logs(self) -> list[str]:
         return [log for experiment in self.design.experiments for log in self.raw_logs(experiment)]
+
+    def priority(self, experiment: str, variant: str, repeat: int) -> int:
+        """The job's place in the seeded measuring order (0 for a job outside the design)."""
+        return self.priorities.get((experiment, variant, int(repeat)), 0)
+
+    def variant_spec(self, experiment: str, variant: str) -> str:
+        """The variant's parameters as canonical JSON; as a param, editing it reruns only it."""
+        exp = self.design.experiments[experiment]
+        if variant not in exp.variants:
+            raise ValueError(f"{experiment} has no variant {variant!r} in profile {self.design.profile}")
+        return exp.spec_json(variant)
 
     # -- the calibration step (model/calibration.py) ----------------------------------------------
 
@@ -174,10 +169,6 @@ class Plan:
             if any(calibration.calibrated(spec) for spec in exp.variants.values())
         )
 
-    def pilot_file(self, experiment: str) -> str:
-        """An experiment's pilot (rule calibrate_service): its service's CPU per request on this host."""
-        return layout.pilot(self.backend, experiment)
-
     def host_calibration_file(self) -> str | None:
         """The quiet host's floor (rule calibrate_host), where runs are metered and a calibration is asked for."""
         if self.backend not in calibration.METERED_BACKENDS or not self.design.disturbance.get("quiet_calibration_s"):
@@ -186,18 +177,13 @@ class Plan:
 
     def pilot_inputs(self, experiment: str) -> list[str]:
         """A run's pilot: the experiment's, when its variants are calibrated; a new pilot reruns them."""
-        return [self.pilot_file(experiment)] if experiment in self.calibrated_experiments() else []
+        return [layout.pilot(self.backend, experiment)] if experiment in self.calibrated_experiments() else []
 
     def pilot_spec(self, experiment: str) -> str:
         """The pilots' parameters as canonical JSON, a list (a param: editing them recalibrates)."""
         specs = list(self.design.experiments[experiment].variants.values())
         pilots = [p.to_dict() for p in calibration.pilot_specs(specs)]
         return json.dumps(pilots, sort_keys=True, separators=(",", ":"))
-
-    def pilot_cluster_inputs(self, experiment: str) -> list[str]:
-        """kind: the cluster of the experiment's first variant (the pilot runs its service there)."""
-        first = next(iter(self.design.experiments[experiment].variants))
-        return self.cluster_inputs(experiment, first)
 
     @staticmethod
     def calibration_args(pilot: Iterable[str], quiet: Iterable[str]) -> str:
@@ -211,33 +197,7 @@ class Plan:
         """Above every measured job: the pilots and the quiet host come first."""
         return len(self.priorities) + 1
 
-    def priority(self, experiment: str, variant: str, repeat: int) -> int:
-        """The job's place in the seeded measuring order (0 for a job outside the design)."""
-        return self.priorities.get((experiment, variant, int(repeat)), 0)
-
-    def variant_spec(self, experiment: str, variant: str) -> str:
-        """The variant's parameters as canonical JSON; as a param, editing it reruns only it."""
-        exp = self.design.experiments[experiment]
-        if variant not in exp.variants:
-            raise ValueError(f"{experiment} has no variant {variant!r} in profile {self.design.profile}")
-        return exp.spec_json(variant)
-
-    @property
-    def local_node(self) -> bool:
-        """kubernetes: {cluster: local}: the lab's own real node (rules/platform/real_node.smk, backends/node)."""
-        return self.backend == "kubernetes" and self.design.kubernetes.get("cluster") == "local"
-
-    @property
-    def vm_node(self) -> bool:
-        """vm: {node: kubernetes}: the real node inside each guest of the vm backend."""
-        return self.backend == "vm" and self.design.vm.get("node") == "kubernetes"
-
-    def images(self) -> list[str]:
-        """What the experiments run from: the docker backend's image stamps, the real node's OCI
-        archives and its cluster tools (on this host or in the vm backend's guests); none for the others."""
-        if self.local_node or self.vm_node:
-            return [*layout.node_image_archives(), layout.TOOLS_MANIFEST]
-        return [layout.image_stamp(build) for build in BUILDS] if self.backend == "docker" else []
+    # -- what the runner is handed ---------------------------------------------------------------
 
     def binary_args(self, binaries: Iterable[str]) -> str:
         """`--binary BUILD=PATH` for each build, the binaries given in BUILDS' order."""
@@ -272,86 +232,11 @@ class Plan:
         plan = {
             "common": common,
             "jobs": [
-                {"variant": v, "repeat": r, "spec": exp.spec_json(v), "out": self.raw_log(experiment, v, r, "vm")}
+                {"variant": v, "repeat": r, "spec": exp.spec_json(v), "out": self.raw_log(experiment, v, r)}
                 for v, r in jobs
             ],
         }
         return shell_word(plan)
-
-    def vm_settings_arg(self) -> str:
-        """config.yaml's vm section as one shell word (vcpus, memory, kernel, accel)."""
-        return shell_word(self.design.vm)
-
-    def cluster_tools_settings_arg(self) -> str:
-        """config.yaml's cluster_tools section (cache folders) as one shell word."""
-        return shell_word(self.design.cluster_tools)
-
-    # -- kind's clusters -------------------------------------------------------------------------
-
-    def variant_role(self, experiment: str, variant: str) -> str:
-        """The kind cluster a variant runs on: that of its runtime conversion (runc-old variants,
-        E10 and E4 runc-old, on the old one)."""
-        spec = self.design.experiments[experiment].variants[variant]
-        return KIND_ROLE_OF_RUNTIME[spec.runtime or self.design.runtime]
-
-    def kind_roles(self) -> list[str]:
-        """The kind clusters this run's experiments need."""
-        return sorted({self.variant_role(e, v) for e, exp in self.design.experiments.items() for v in exp.variants})
-
-    @staticmethod
-    def lab_kind_roles() -> list[str]:
-        """The lab's two kind clusters (new runc, old runc), which `create_clusters` makes whatever the profile
-        leaves out: on a 2-CPU cgroup v1 host no variant of the old cluster can run (E10 pins, E4's pods do not
-        fit), yet a job still pauses it, and the lab is its two clusters."""
-        return sorted(RUNTIME_OF_KIND_ROLE)
-
-    def cluster_inputs(self, experiment: str, variant: str) -> list[str]:
-        """kind: the files of the variant's cluster with both images loaded; none elsewhere."""
-        if self.backend != "kind":
-            return []
-        return layout.kind_cluster_files(self.variant_role(experiment, variant))
-
-    def kind_settings_arg(self) -> str:
-        """The kind settings that define the clusters (KIND_CLUSTER_KEYS) and the tool cache's (under
-        node_images local the kind binaries are the cache's), as one shell word."""
-        settings = {k: self.design.kind[k] for k in KIND_CLUSTER_KEYS}
-        settings["cluster_tools"] = self.design.cluster_tools
-        return shlex.quote(json.dumps(settings, sort_keys=True))
-
-    def kind_node_settings_arg(self) -> str:
-        """What the kind node image jobs read: the tool cache's settings and the kind section's mirror."""
-        return shell_word(
-            {"cluster_tools": self.design.cluster_tools, "kind": {"debian_mirror": self.design.kind["debian_mirror"]}}
-        )
-
-    @property
-    def local_node_images(self) -> bool:
-        """kind with kind.node_images local: the node images and kind binaries are built here."""
-        return self.backend == "kind" and self.design.kind["node_images"] == "local"
-
-    def kind_node_inputs(self, role: str) -> list[str]:
-        """What creating a kind cluster needs beyond its config: the node image built here (local)."""
-        return [layout.kind_node_stamp(role)] if self.local_node_images else []
-
-    def smoke_inputs(self) -> list[str]:
-        """What `throttlelab smoke` needs: kind, the cluster of the configured runtime with both
-        images loaded; the real node (kubernetes: {cluster: local}), its cluster tools, the
-        workload's OCI archives and binaries (a pinned load generator runs on this host); an existing
-        cluster, nothing of this project. Any other backend
-        is refused, with what to do instead (a ValueError: Snakemake shows it when the smoke target
-        is asked for)."""
-        if self.backend not in CLUSTER_BACKENDS:
-            raise ValueError(
-                f"the smoke target is the smallest real-cluster test and runs on "
-                f"{' or '.join(CLUSTER_BACKENDS)} only; this run's backend is {self.backend!r}: use "
-                "`snakemake --cores 1 smoke --config backend=kind` (docs/KIND_SMOKE.md), or for this backend "
-                "`snakemake --cores 1 report --config profile=ci`"
-            )
-        if self.local_node:
-            return [*self.images(), *layout.binary_paths()]
-        if self.backend != "kind":
-            return []
-        return layout.kind_cluster_files(KIND_ROLE_OF_RUNTIME[self.design.runtime])
 
 
 def make_plan(
@@ -363,13 +248,13 @@ def make_plan(
     all of which the real node's kubelet counts (kubernetes: {cluster: local}); on the vm backend
     with ``vm: {node: kubernetes}`` the node is the guest's, of vm.vcpus CPUs."""
     design = load_design(config, config_dir)
-    vm_node = design.backend == "vm" and design.vm.get("node") == "kubernetes"
+    in_guest = real_node_in_guest(design)
     left_out = untestable_variants(
         design.backend,
         {name: exp.variants for name, exp in design.experiments.items()},
         design.runtime,
         cgroup_version() if design.backend == "kind" else None,
-        cluster="local" if vm_node else design.kubernetes.get("cluster"),
-        node_cpus=design.vm.get("vcpus") if vm_node else node_cpus,
+        cluster="local" if in_guest else design.kubernetes.get("cluster"),
+        node_cpus=design.vm.get("vcpus") if in_guest else node_cpus,
     )
     return Plan(design.without(left_out), left_out)
