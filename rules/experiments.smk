@@ -103,9 +103,8 @@ else:
                 plan=PLAN.batch_plan(_experiment),
                 vm=PLATFORM.vm_settings_arg(),
             shell:
-                "throttlelab vm-batch --experiment {params.experiment} --results "
-                + layout.backend_dir("vm")
-                + " --vm {params.vm} --plan {params.plan} 2>&1 | tee {log} >&2"
+                f"throttlelab vm-batch --experiment {{params.experiment}} --results {layout.backend_dir('vm')}"
+                " --vm {params.vm} --plan {params.plan} 2>&1 | tee {log} >&2"
 
 
 for _experiment in DESIGN.experiments:

@@ -10,6 +10,7 @@
 
 import json
 import shlex
+from pathlib import Path
 
 # Each (backend, profile) has its own report; results/report/index.html is the page a user
 # opens first: the latest run's report, linking to the others.
@@ -87,8 +88,9 @@ rule render_report:
         tables=input_folder("tables"),
         # the raw logs are linked from the page, never read: not inputs of this rule
         raw_root=layout.raw_root(BACKEND),
-        # the figures folder beside the page, whether or not this run's experiments have a figure
-        figures=FIGURES_DIR,
+        # the figures folder beside the page, not the folder of its first figure: a run whose experiments
+        # have no figure has none
+        figures=lambda wildcards, output: str(Path(output.html).parent / layout.FIGURES_FOLDER),
         config=CONFIG_JSON,
     shell:
         "throttlelab report --tables {params.tables} --raw-root {params.raw_root}"
@@ -113,10 +115,12 @@ rule pack_report:
     params:
         report_dir=input_folder("report"),
         tables=input_folder("tables"),
-        raw_root=layout.raw_root(BACKEND),
+        # the root the raw logs' paths inside it hang from (raw/<experiment>/<variant>/rep<k>.jsonl)
+        raw_root=input_folder("raw", levels=len(Path(layout.RAW_LOG_IN_ROOT).parts)),
         config=CONFIG_JSON,
     shell:
-        "throttlelab publish --results " + layout.RESULTS + " --report {params.report_dir}"
+        f"throttlelab publish --results {layout.RESULTS}"
+        " --report {params.report_dir}"
         " --tables {params.tables} --raw-root {params.raw_root} --config-json {params.config}"
         ' --out {output.archive} --project "$THROTTLELAB_PROJECT" > {log} 2>&1'
 

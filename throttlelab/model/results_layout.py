@@ -46,8 +46,9 @@ GUEST_NODE_LOGS = f"{RESULTS}/vm/node-logs"
 REPORT_ROOT = f"{RESULTS}/report"
 FRONT_PAGE = f"{REPORT_ROOT}/index.html"
 REPORT_DIR = f"{REPORT_ROOT}/{{backend}}-{{profile}}"
-#: The report's figures, beside its page
-FIGURES_DIR = f"{REPORT_DIR}/figures"
+#: The report's figures, a folder beside its page
+FIGURES_FOLDER = "figures"
+FIGURES_DIR = f"{REPORT_DIR}/{FIGURES_FOLDER}"
 REPORT_LOGS = f"{BACKEND_LOGS}/report"
 ARCHIVE = f"{RESULTS}/throttlelab-report-{{backend}}-{{profile}}.tar.gz"
 
