@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import string
+from pathlib import PurePath
 
 from throttlelab.model import results_layout as layout
 from throttlelab.model.builds import BUILDS
@@ -18,7 +19,7 @@ def wildcards(pattern: str) -> set[str]:
 
 def test_every_path_is_under_results_and_its_wildcards_are_plain_names():
     # names inside a folder the package is handed
-    inside = {"RAW_LOG_IN_ROOT", "NODE_IMAGE_ARCHIVE_NAME", "FIGURES_FOLDER"}
+    inside = {"RAW_LOG_NAME", "RAW_LOG_IN_ROOT", "NODE_IMAGE_ARCHIVE_NAME", "FIGURES_FOLDER"}
     for name, pattern in PATTERNS.items():
         assert name in inside or pattern.startswith(layout.RESULTS), name
         assert all(re.fullmatch(r"[a-z]+", w) for w in wildcards(pattern)), name
@@ -40,6 +41,13 @@ def test_the_functions_fill_the_patterns_in():
     assert layout.figures_dir("kind", "ci") == "results/report/kind-ci/figures"
     assert layout.archive("kind", "ci") == "results/throttlelab-report-kind-ci.tar.gz"
     assert layout.BATCH_LOG.format(backend="vm", experiment="E3") == "results/vm/logs/E3/batch.log"
+
+
+def test_a_raw_logs_path_names_its_job():
+    path = PurePath(layout.raw_log("local", "E2a", "limit1", 12))
+    assert layout.raw_log_job(path) == ("E2a", "limit1", 12)
+    assert layout.raw_log_job(PurePath("copies/E2a-limit1.jsonl")) is None
+    assert layout.raw_log_job(PurePath("a/b/rep1.jsonl.bak")) is None
 
 
 def test_a_jobs_log_is_named_by_its_rule_and_its_wildcards():

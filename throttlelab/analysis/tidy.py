@@ -25,7 +25,6 @@ skipped silently or counted by half. Checked while reading:
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -36,6 +35,7 @@ import pandas as pd
 from throttlelab.errors import InputError, SpecError  # InputError re-exported: callers import it from here too
 from throttlelab.model.variants import COLUMN_PREFIX, VariantSpec, column_names
 from throttlelab.model import records
+from throttlelab.model import results_layout as layout
 from throttlelab.model.catalogue import CatalogueError, experiment as catalogued
 
 RUN_KEYS = ("backend", "experiment", "variant", "repeat")
@@ -300,22 +300,17 @@ def _decode(text: str, path: Path, number: int, is_last: bool) -> dict[str, Any]
     return record
 
 
-_LAYOUT = re.compile(r"rep(\d+)\.jsonl$")
-
-
 def _check_identity(meta: dict[str, Any], path: Path) -> None:
     """The meta record must describe the run its file name says it is."""
-    match = _LAYOUT.fullmatch(path.name)
-    if not match:
+    expected = layout.raw_log_job(path)
+    if expected is None:
         return  # not in the raw tree's layout (a copied log): nothing to compare
-    expected = (path.parent.parent.name, path.parent.name, int(match.group(1)))
     found = (meta["experiment"], meta["variant"], meta["repeat"])
     if found != expected:
         raise RawLogError(
             path,
             1,
-            f"meta names {found[0]}/{found[1]} repeat {found[2]}, but the file is "
-            f"{expected[0]}/{expected[1]}/rep{expected[2]}.jsonl",
+            f"meta names {found[0]}/{found[1]} repeat {found[2]}, but the file is {layout.raw_log_in_root(*expected)}",
         )
 
 

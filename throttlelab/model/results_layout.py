@@ -9,6 +9,9 @@ root, the node's image folder) has the names inside it here too. rules/common.sm
 
 from __future__ import annotations
 
+import re
+from pathlib import PurePath
+
 from throttlelab.model.builds import BUILDS
 
 RESULTS = "results"
@@ -25,8 +28,9 @@ PODNET_BINARY = f"{RESULTS}/build/podnet/podnet"
 BACKEND_DIR = f"{RESULTS}/{{backend}}"
 BACKEND_LOGS = f"{BACKEND_DIR}/logs"
 RAW_ROOT = f"{BACKEND_DIR}/raw"
+RAW_LOG_NAME = "rep{rep}.jsonl"
 #: A raw log inside the raw logs' root (the report links it from there, the archive packs it)
-RAW_LOG_IN_ROOT = "{experiment}/{variant}/rep{rep}.jsonl"
+RAW_LOG_IN_ROOT = f"{{experiment}}/{{variant}}/{RAW_LOG_NAME}"
 RAW_LOG = f"{RAW_ROOT}/{RAW_LOG_IN_ROOT}"
 RUN_LOG = f"{BACKEND_LOGS}/{{experiment}}/{{variant}}/rep{{rep}}.log"
 #: The vm backend's log of one experiment's batch (all its runs in one guest)
@@ -110,6 +114,18 @@ def raw_log(backend: str, experiment: str, variant: str, rep: int) -> str:
 def raw_log_in_root(experiment: str, variant: str, rep: int) -> str:
     """A raw log's path inside its backend's raw logs' root."""
     return RAW_LOG_IN_ROOT.format(experiment=experiment, variant=variant, rep=int(rep))
+
+
+_RAW_LOG_NAME = re.compile(re.escape(RAW_LOG_NAME).replace(re.escape("{rep}"), r"(\d+)"))
+
+
+def raw_log_job(path: PurePath) -> tuple[str, str, int] | None:
+    """The (experiment, variant, repeat) a raw log's path names (its two folders and its file name), or
+    None for a file not named as a raw log is (a copied log)."""
+    match = _RAW_LOG_NAME.fullmatch(path.name)
+    if not match:
+        return None
+    return path.parent.parent.name, path.parent.name, int(match.group(1))
 
 
 def pilot(backend: str, experiment: str) -> str:
