@@ -61,6 +61,8 @@ rule evaluate_findings:
     output:
         findings=f"{TABLES}/findings.csv",
         checks=f"{TABLES}/checks.csv",
+        # the model's numbers behind the thresholds, which the figures of our experiments draw
+        predictions=f"{TABLES}/predictions.csv",
     log:
         f"{ANALYSIS_LOGS}/evaluate_findings.log",
     params:
@@ -71,7 +73,7 @@ rule evaluate_findings:
     shell:
         "throttlelab findings --tables-dir {params.tables_dir}"
         " --metrics {input.metrics} --experiments {params.experiments}"
-        " --findings {output.findings} --checks {output.checks}"
+        " --findings {output.findings} --checks {output.checks} --predictions {output.predictions}"
         " --confidence {params.confidence} --left-out {params.left_out} 2>&1 | tee {log} >&2"
 
 

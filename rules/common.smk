@@ -216,7 +216,11 @@ def profile_figures():
 
 def figure_tables(wildcards):
     """The tidy tables the profile's figures read (each once), named as `throttlelab figure --table NAME=PATH` takes them."""
-    tables = {**dict(rules.parse_runs.output.items()), **dict(rules.compute_stats.output.items())}
+    tables = {
+        **dict(rules.parse_runs.output.items()),
+        **dict(rules.compute_stats.output.items()),
+        **dict(rules.evaluate_findings.output.items()),
+    }
     needed = {name for entry in profile_figures() for name in entry.tables}
     return {name: path for name, path in tables.items() if name in needed}
 

@@ -66,6 +66,7 @@ def test_every_registered_figure_names_functions_and_tables_that_exist():
         "environment",
         "metrics",
         "estimates",
+        "predictions",
     }
     for entry in registry.FIGURES.values():
         assert callable(registry.resolve(entry.draw)) and callable(registry.resolve(entry.caption)), entry.name
@@ -277,12 +278,41 @@ def _beyond_tables(experiment: str, arms: dict[str, dict]) -> dict[str, pd.DataF
                     "flag": "low n",
                 }
             )
-    return {
+    tables = {
         "runs": pd.DataFrame(runs),
         "rounds": pd.DataFrame(rounds),
         "metrics": pd.DataFrame(metrics),
         "estimates": pd.DataFrame(estimates),
     }
+    return {**tables, "predictions": _predictions(tables["runs"], tables["metrics"])}
+
+
+def _predictions(runs: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
+    """predictions.csv as the findings stage writes it, on a node of the variant's cpuset (else 2 CPUs)."""
+    from throttlelab.analysis import tidy
+    from throttlelab.analysis.findings import predictions
+    from throttlelab.analysis.findings.engine import Evidence
+    from throttlelab.analysis.findings.prediction_table import prediction_table
+
+    headers = []
+    for row in runs.drop_duplicates(["experiment", "variant"]).to_dict("records"):
+        spec = tidy.run_spec(row)
+        cpus = predictions.cpuset_size(spec.cpus) or predictions.cpuset_size(spec.node_cpus) or 2
+        headers.append(
+            {
+                "experiment": spec.experiment,
+                "variant": spec.name,
+                "num_cpu": cpus,
+                "cg_period_us": (spec.period_ms or 100.0) * 1000,
+            }
+        )
+    evidence = Evidence(
+        metrics=metrics,
+        runs=runs,
+        headers=pd.DataFrame(headers),
+        profile_experiments=frozenset(runs["experiment"]),
+    )
+    return prediction_table(evidence)
 
 
 @pytest.mark.parametrize(
@@ -368,7 +398,8 @@ def _service_tables(experiment: str, arms: dict[str, dict], values: dict[str, fl
                     "flag": "low n",
                 }
             )
-    return {"runs": pd.DataFrame(runs), "metrics": pd.DataFrame(metrics), "estimates": pd.DataFrame(estimates)}
+    tables = {"runs": pd.DataFrame(runs), "metrics": pd.DataFrame(metrics), "estimates": pd.DataFrame(estimates)}
+    return {**tables, "predictions": _predictions(tables["runs"], tables["metrics"])}
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@
         --confidence 0.95 --seed 1
     throttlelab findings --tables-dir results/local/tables --experiments E1 E2a E3 S1 \
         --findings results/local/tables/findings.csv --checks results/local/tables/checks.csv \
-        --confidence 0.95
+        --predictions results/local/tables/predictions.csv --confidence 0.95
 
 Each subcommand is one call of a function below, named as its rule is (parse_runs,
 compute_stats, evaluate_findings; tidy.parse_runs is the reading half of the first); the
@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from throttlelab.analysis import findings, metrics, report_statistics, tidy
+from throttlelab.analysis.findings.prediction_table import prediction_table
 
 
 def _check_confidence(level: float) -> float:
@@ -93,8 +94,10 @@ def evaluate_findings(
     experiments: Sequence[str],
     confidence: float,
     left_out: Mapping[str, str] | None = None,
+    predictions_path: str | Path | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The rule evaluate_findings: per-run metrics + the profile's experiments -> findings.csv and checks.csv.
+    """The rule evaluate_findings: per-run metrics + the profile's experiments -> findings.csv and checks.csv,
+    and predictions.csv (the model's numbers the figures draw) when ``predictions_path`` is given.
     ``left_out``: "experiment/variant" -> why the backend left it out of the plan."""
     level = _check_confidence(confidence)
     tables = read_tables(tables_dir, ("runs", "headers"))
@@ -109,6 +112,8 @@ def evaluate_findings(
     rows, checks = findings.evaluate(evidence)
     _write_csv(rows, findings_path)
     _write_csv(checks, checks_path)
+    if predictions_path is not None:
+        _write_csv(prediction_table(evidence), predictions_path)
     return rows, checks
 
 
@@ -135,6 +140,7 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--experiments", nargs="*", default=[], help="the experiments of the profile")
     f.add_argument("--findings", required=True, help="findings.csv to write")
     f.add_argument("--checks", required=True, help="checks.csv to write")
+    f.add_argument("--predictions", help="predictions.csv to write (the model's predictions the figures draw)")
     f.add_argument("--confidence", type=float, required=True)
     f.add_argument(
         "--left-out",
@@ -170,6 +176,7 @@ def run(args: argparse.Namespace) -> str:
         experiments=args.experiments,
         confidence=args.confidence,
         left_out=args.left_out,
+        predictions_path=args.predictions,
     )
     verdicts = ", ".join(f"{r.id} {r.verdict}" for r in rows.itertuples())
     return f"{len(rows)} findings ({len(checks)} checks): {verdicts}"

@@ -13,7 +13,7 @@ For each figure:
   caption's repeats are this experiment's;
 * ``also_shows``: other experiments whose runs it draws when the profile has them;
 * ``tables``: the tidy tables it reads, named as the outputs of the rules
-  parse_runs and compute_stats name them (``--table NAME=PATH``);
+  parse_runs, compute_stats and evaluate_findings name them (``--table NAME=PATH``);
 * ``caption_file``: the caption Snakemake's own report shows (under report/captions/,
   a Jinja template of ``snakemake.params``); ``category``: its section there, the
   experiment's id and catalogue title (``topic`` when the figure spans several), marked
@@ -90,6 +90,9 @@ class FigureEntry:
 
 _SERVICE_TABLES = ("metrics", "estimates", "runs")
 _BURST_TABLES = ("rounds", "metrics", "estimates", "runs")
+# ours beyond the lab draw the model where the lab's figure would be: its numbers are the findings' table
+_MODEL_BURST_TABLES = (*_BURST_TABLES, "predictions")
+_MODEL_SERVICE_TABLES = (*_SERVICE_TABLES, "predictions")
 
 # A table, one figure per row: ruff format keeps its rows.
 # fmt: off
@@ -109,11 +112,11 @@ FIGURES: dict[str, FigureEntry] = {
         FigureEntry("e6_monitoring", "What a scraper computes against the real pause", _SERVICE_TABLES),
         FigureEntry("s2_throughput", "Closed-loop throughput: thread count and a limited upstream", _SERVICE_TABLES),
         # ours beyond the lab (docs/EXPERIMENTS.md; the catalogue's ours column)
-        FigureEntry("x1_budget", "Burst budget: completion and throttled periods by budget", _BURST_TABLES),
-        FigureEntry("x2_period", "CFS period: completion and throttled periods by period", _BURST_TABLES),
-        FigureEntry("x3_queues", "What throttled time sums: run queues, not threads", _BURST_TABLES),
-        FigureEntry("x4_overlap", "Overlapping bursts: pods bursting together against staggered", _BURST_TABLES),
-        FigureEntry("x5_near_limit", "Steady arrivals near the limit: throttled share and latency", _SERVICE_TABLES),
+        FigureEntry("x1_budget", "Burst budget: completion and throttled periods by budget", _MODEL_BURST_TABLES),
+        FigureEntry("x2_period", "CFS period: completion and throttled periods by period", _MODEL_BURST_TABLES),
+        FigureEntry("x3_queues", "What throttled time sums: run queues, not threads", _MODEL_BURST_TABLES),
+        FigureEntry("x4_overlap", "Overlapping bursts: pods bursting together against staggered", _MODEL_BURST_TABLES),
+        FigureEntry("x5_near_limit", "Steady arrivals near the limit: throttled share and latency", _MODEL_SERVICE_TABLES),
         FigureEntry("x6_threads", "GOMAXPROCS 2 against 1 under a small limit", _SERVICE_TABLES),
     )
 }

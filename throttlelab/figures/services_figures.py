@@ -4,7 +4,8 @@ ours (docs/EXPERIMENTS.md) X5 steady arrivals near the limit and X6 GOMAXPROCS 2
 Same rules as every figure (shared/STATS.md §7, :mod:`.style`): one point per run,
 the estimate and interval that estimates.csv holds (never recomputed here), the
 lab's figure (:mod:`throttlelab.model.reference`) in dashed red where the article
-gives one; for ours, the model's prediction written before the data in dotted grey.
+gives one; for ours, the model's prediction written before the data in dotted grey (predictions.csv, as
+the findings stage derived it).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from throttlelab.analysis.findings import predictions
 from throttlelab.analysis.metrics.services_metrics import supported_latency_metric
 from throttlelab.figures.style import (
     LAB_COLOR,
@@ -34,6 +34,7 @@ from throttlelab.figures.style import (
     limit_label,
     method_sentence,
     model_legend_handles,
+    model_values,
     new_figure,
     ordered,
     paper_style,
@@ -427,12 +428,14 @@ def _latency_metric(metrics: pd.DataFrame, experiment: str, variants: list[str])
     return supported_latency_metric(metrics, experiment, variants) or "work_p50_ms"
 
 
-def x5_near_limit_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame) -> Figure:
+def x5_near_limit_figure(
+    metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame, predictions: pd.DataFrame
+) -> Figure:
     """X5: (a) throttled share of active periods by average use, with the Poisson model; (b) /work latency."""
     specs = variant_specs(runs, "X5")
     order = sorted(specs, key=lambda v: specs[v].rps or 0)
-    arms = {v: predictions.steady_arm(specs[v]) for v in order}
-    labels = [f"{arms[v].use:.0%} of the limit\n{specs[v].rps:g} req/s" for v in order]
+    use = model_values(predictions, "X5", "use")
+    labels = [(f"{use[v]:.0%} of the limit\n" if v in use else "") + f"{specs[v].rps:g} req/s" for v in order]
     latency = _latency_metric(metrics, "X5", order)
     with paper_style(1.0):
         fig, (left, right) = new_figure(4.0, 2)
@@ -444,7 +447,7 @@ def x5_near_limit_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: p
             estimates,
             order,
             labels,
-            {v: a.throttled_share() for v, a in arms.items()},
+            model_values(predictions, "X5", "throttled_ratio"),
         )
         left.set_ylabel("throttled periods / active periods")
         left.set_title("(a) throttled share", loc="left")

@@ -90,6 +90,13 @@ def per_run(metrics: pd.DataFrame, experiment: str, metric: str) -> pd.DataFrame
     return rows[["variant", "repeat", "value"]].dropna()
 
 
+def model_values(predictions: pd.DataFrame, experiment: str, prediction: str) -> dict[str, float]:
+    """The model's ``prediction`` for each variant of the experiment that has one (predictions.csv, written by
+    the findings stage from the numbers its thresholds came from)."""
+    rows = predictions[(predictions["experiment"] == experiment) & (predictions["prediction"] == prediction)]
+    return dict(zip(rows["variant"].astype(str), rows["value"].astype(float)))
+
+
 def estimates_of(estimates: pd.DataFrame, experiment: str, metric: str) -> pd.DataFrame:
     rows = estimates[(estimates["experiment"] == experiment) & (estimates["metric"] == metric)].copy()
     rows["flag"] = rows["flag"].fillna("")
