@@ -353,7 +353,7 @@ def _wall_panel(
             )
     draw_runs(ax, per_run(metrics, experiment, "p50_wall_ms"), xpos, 0.04)
     draw_estimates(ax, estimates_of(estimates, experiment, "p50_wall_ms"), xpos, 0.22)
-    draw_model(ax, model_values(predictions, experiment, "p50_wall_ms"), xpos)
+    draw_model(ax, model_values(predictions, experiment, "p50_wall_ms", order), xpos)
     ax.tick_params(axis="x", labelsize=8)
     plain_log_axis(ax)
     ax.set_ylabel("completion of a round (ms, log)")
@@ -377,7 +377,6 @@ def x1_budget_figure(
         _wall_panel(left, "X1", rounds, metrics, estimates, predictions, order, labels)
         left.set_title("(a) completion time (+ burst budget)", loc="left")
         limited = [v for v in order if specs[v].limit is not None]
-        throttled = model_values(predictions, "X1", "throttled_per_round")
         level_panel(
             right,
             "X1",
@@ -386,7 +385,7 @@ def x1_budget_figure(
             estimates,
             limited,
             [_budget_label(specs[v]) for v in limited],
-            {v: throttled[v] for v in limited if v in throttled},
+            model_values(predictions, "X1", "throttled_per_round", limited),
         )
         right.set_ylabel("throttled periods per round")
         right.set_title("(b) throttled periods per round", loc="left")
@@ -405,7 +404,7 @@ def x2_period_figure(
     """X2: (a) completion by CFS period; (b) throttled periods per round (log)."""
     specs = variant_specs(runs, "X2")
     order = sorted(specs, key=lambda v: -(specs[v].period_ms or 100.0))
-    quota = model_values(predictions, "X2", "quota_ms")
+    quota = model_values(predictions, "X2", "quota_ms", order)
     labels = [
         f"period {specs[v].period_ms or 100:g} ms" + (f"\nquota {quota[v]:g} ms" if v in quota else "") for v in order
     ]
@@ -421,7 +420,7 @@ def x2_period_figure(
             estimates,
             order,
             labels,
-            model_values(predictions, "X2", "throttled_per_round"),
+            model_values(predictions, "X2", "throttled_per_round", order),
         )
         right.set_yscale("log")
         right.set_ylabel("throttled periods per round (log)")
@@ -442,8 +441,8 @@ def x3_queues_figure(
     against the run-queue range and the per-thread sum."""
     specs = variant_specs(runs, "X3")
     order = sorted(specs, key=lambda v: _cpuset_size(specs[v]))
-    free_wall = model_values(predictions, "X3", "free_wall_ms")
-    queues = model_values(predictions, "X3", "run_queues")
+    free_wall = model_values(predictions, "X3", "free_wall_ms", order)
+    queues = model_values(predictions, "X3", "run_queues", order)
     labels = [f"cpuset {specs[v].cpus}\n{specs[v].threads} threads" for v in order]
     with paper_style(1.0):
         fig, (ax,) = new_figure(3.8)
@@ -541,7 +540,7 @@ def x4_overlap_figure(
                 )
         draw_runs(ax, per_run(metrics, "X4", "p50_wall_ms"), xpos, 0.04)
         draw_estimates(ax, estimates_of(estimates, "X4", "p50_wall_ms"), xpos, 0.22)
-        draw_model(ax, model_values(predictions, "X4", "p50_wall_ms"), xpos)
+        draw_model(ax, model_values(predictions, "X4", "p50_wall_ms", order), xpos)
         ax.tick_params(axis="x", labelsize=8)
         plain_log_axis(ax)
         ax.set_ylabel("completion of a round (ms, log)")

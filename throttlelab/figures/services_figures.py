@@ -434,7 +434,7 @@ def x5_near_limit_figure(
     """X5: (a) throttled share of active periods by average use, with the Poisson model; (b) /work latency."""
     specs = variant_specs(runs, "X5")
     order = sorted(specs, key=lambda v: specs[v].rps or 0)
-    use = model_values(predictions, "X5", "use")
+    use = model_values(predictions, "X5", "use", order)
     labels = [(f"{use[v]:.0%} of the limit\n" if v in use else "") + f"{specs[v].rps:g} req/s" for v in order]
     latency = _latency_metric(metrics, "X5", order)
     with paper_style(1.0):
@@ -447,7 +447,7 @@ def x5_near_limit_figure(
             estimates,
             order,
             labels,
-            model_values(predictions, "X5", "throttled_ratio"),
+            model_values(predictions, "X5", "throttled_ratio", order),
         )
         left.set_ylabel("throttled periods / active periods")
         left.set_title("(a) throttled share", loc="left")

@@ -90,11 +90,12 @@ def per_run(metrics: pd.DataFrame, experiment: str, metric: str) -> pd.DataFrame
     return rows[["variant", "repeat", "value"]].dropna()
 
 
-def model_values(predictions: pd.DataFrame, experiment: str, prediction: str) -> dict[str, float]:
-    """The model's ``prediction`` for each variant of the experiment that has one (predictions.csv, written by
-    the findings stage from the numbers its thresholds came from)."""
+def model_values(predictions: pd.DataFrame, experiment: str, prediction: str, variants: list[str]) -> dict[str, float]:
+    """The model's ``prediction`` for each of the variants that has one, in their order (predictions.csv,
+    written by the findings stage from the numbers its thresholds came from)."""
     rows = predictions[(predictions["experiment"] == experiment) & (predictions["prediction"] == prediction)]
-    return dict(zip(rows["variant"].astype(str), rows["value"].astype(float)))
+    found = dict(zip(rows["variant"].astype(str), rows["value"].astype(float)))
+    return {v: found[v] for v in variants if v in found}
 
 
 def estimates_of(estimates: pd.DataFrame, experiment: str, metric: str) -> pd.DataFrame:
