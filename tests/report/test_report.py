@@ -56,7 +56,7 @@ def drawn_figures(tables_dir: Path = FIXTURES / "tables") -> list[str]:
 def write_figures(tables_dir: Path, figures_dir: Path) -> list[str]:
     tables = {
         name: draw.read_figure_table(name, tables_dir / f"{name}.csv")
-        for name in ("rounds", "metrics", "estimates", "runs")
+        for name in ("rounds", "metrics", "estimates", "runs", "predictions")
     }
     figures_dir.mkdir(parents=True, exist_ok=True)
     for name in drawn_figures(tables_dir):
