@@ -63,10 +63,12 @@ def compute_stats(
     seed: int,
     contrasts_path: str | Path | None = None,
     interference_path: str | Path | None = None,
+    load_generator_path: str | Path | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The rule compute_stats: tidy tables -> metrics.csv (per run) and estimates.csv (across repeats),
     and when asked the statistics the report prints beside them (analysis/report_statistics.py):
-    contrasts.csv, from metrics.csv as written (the numbers the findings read too), and interference.csv."""
+    contrasts.csv and load_generator.csv, from metrics.csv as written (the numbers the findings read too),
+    and interference.csv."""
     level = _check_confidence(confidence)
     tables = read_tables(
         tables_dir,
@@ -82,6 +84,8 @@ def compute_stats(
         _write_csv(report_statistics.contrasts_table(pd.read_csv(metrics_path), level), contrasts_path)
     if interference_path is not None:
         _write_csv(report_statistics.interference_table(tables["runs"]), interference_path)
+    if load_generator_path is not None:
+        _write_csv(report_statistics.load_generator_table(pd.read_csv(metrics_path)), load_generator_path)
     return per_run, across
 
 
@@ -133,6 +137,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, required=True, help="seed of the cluster bootstrap (pooled p99.9)")
     s.add_argument("--contrasts", help="contrasts.csv to write (the report's comparisons of two variants)")
     s.add_argument("--interference", help="interference.csv to write (the spread of host interference)")
+    s.add_argument(
+        "--load-generator", help="load_generator.csv to write (each load-driven run's send lateness, suspect or not)"
+    )
 
     f = sub.add_parser("findings", help="evaluate every finding: the lab's F1-F11 and ours F12-F17")
     f.add_argument("--tables-dir", required=True)
@@ -166,6 +173,7 @@ def run(args: argparse.Namespace) -> str:
             seed=args.seed,
             contrasts_path=args.contrasts,
             interference_path=args.interference,
+            load_generator_path=args.load_generator,
         )
         return f"{len(per_run)} per-run metrics, {len(across)} estimates at {args.confidence:g}"
     rows, checks = evaluate_findings(
