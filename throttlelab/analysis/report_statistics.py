@@ -25,6 +25,12 @@ import pandas as pd
 
 from throttlelab.analysis import stats
 from throttlelab.analysis.metrics.services_metrics import LATENESS_SUSPECT_MS, suspect, supported_latency_metric
+from throttlelab.model.variants import (
+    E2B_CLUMPED_LIMIT,
+    E2B_CLUMPED_LIMIT_GO125,
+    S2_THREADS_NODE,
+    S2_THREADS_ONE,
+)
 
 CONTRAST_COLUMNS = [
     "experiment", "variant", "baseline", "metric", "effect", "lo", "hi", "n", "n_baseline", "level", "note",
@@ -60,8 +66,8 @@ class Contrast:
 
 #: The contrasts the report's notes print (report/notes.py: where S2 and E2b disagree on fewer threads).
 CONTRASTS = (
-    Contrast("S2", "threads-one", "threads-node", "throughput_rps"),
-    Contrast("E2b", "clumped-limit-go125", "clumped-limit", SUPPORTED_LATENCY),
+    Contrast("S2", S2_THREADS_ONE, S2_THREADS_NODE, "throughput_rps"),
+    Contrast("E2b", E2B_CLUMPED_LIMIT_GO125, E2B_CLUMPED_LIMIT, SUPPORTED_LATENCY),
 )
 
 

@@ -46,20 +46,44 @@ from throttlelab.figures.style import (
 from throttlelab.model.placement import parse_cpuset
 from throttlelab.model.quantities import format_cpu, milli_to_shares, shares_to_weight_linear
 from throttlelab.model.reference import LAB, lab_values
-from throttlelab.model.variants import VariantSpec
+from throttlelab.model.variants import (
+    E2B_CLUMPED_LIMIT,
+    E2B_CLUMPED_LIMIT_GO125,
+    E2B_CLUMPED_NOLIMIT,
+    E2B_STEADY_LIMIT,
+    E2B_STEADY_LIMIT_GO125,
+    E2B_STEADY_NOLIMIT,
+    E6_LIMIT,
+    E7_ONE_DOUBLE,
+    E7_ONE_LIMIT,
+    E7_ONE_NOLIMIT,
+    E7_TWO_HALF,
+    E7_TWO_LIMIT,
+    E8_BUSY_LIM,
+    E8_BUSY_LIM2X,
+    E8_BUSY_LIM2X_REQ_FULL,
+    E8_BUSY_LIM2X_REQ_HALF,
+    E8_IDLE_LIM,
+    E8_IDLE_LIM2X,
+    S2_CASCADE_LIMITED,
+    S2_CASCADE_UNLIMITED,
+    S2_THREADS_NODE,
+    S2_THREADS_ONE,
+    VariantSpec,
+)
 
 E2B_ORDER = (
-    "steady-nolimit",
-    "steady-limit",
-    "steady-limit-go125",
-    "clumped-nolimit",
-    "clumped-limit",
-    "clumped-limit-go125",
+    E2B_STEADY_NOLIMIT,
+    E2B_STEADY_LIMIT,
+    E2B_STEADY_LIMIT_GO125,
+    E2B_CLUMPED_NOLIMIT,
+    E2B_CLUMPED_LIMIT,
+    E2B_CLUMPED_LIMIT_GO125,
 )
-E7_ORDER = ("one-nolimit", "one-limit", "two-half", "two-limit", "one-double")
-E8_ORDER = ("idle-lim", "idle-lim2x", "busy-lim", "busy-lim2x", "busy-lim2x-req-half", "busy-lim2x-req-full")
-S2_THREADS = ("threads-node", "threads-one")
-S2_CASCADE = ("cascade-unlimited", "cascade-limited")
+E7_ORDER = (E7_ONE_NOLIMIT, E7_ONE_LIMIT, E7_TWO_HALF, E7_TWO_LIMIT, E7_ONE_DOUBLE)
+E8_ORDER = (E8_IDLE_LIM, E8_IDLE_LIM2X, E8_BUSY_LIM, E8_BUSY_LIM2X, E8_BUSY_LIM2X_REQ_HALF, E8_BUSY_LIM2X_REQ_FULL)
+S2_THREADS = (S2_THREADS_NODE, S2_THREADS_ONE)
+S2_CASCADE = (S2_CASCADE_UNLIMITED, S2_CASCADE_LIMITED)
 E6_RATES = (
     ("throttled_s_per_s", "throttled s per s\n(÷ readings' times)"),
     ("throttled_s_per_s_naive", "throttled s per s\n(÷ scrape interval)"),
@@ -340,7 +364,7 @@ def e6_monitoring_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: p
             est_all.append(est)
             draw_runs(ax, vals, xpos, -0.1)
             draw_estimates(ax, est, xpos, 0.14)
-        lab = LAB["E6"].values["limit"]
+        lab = LAB["E6"].values[E6_LIMIT]
         for metric, value in (("throttled_s_per_s", lab["throttled_s_per_s"]), ("pause_s_per_s", lab["pause_s_per_s"])):
             ax.hlines(value, xpos[metric] - 0.36, xpos[metric] + 0.36, colors=LAB_COLOR, linestyles="--", lw=1.4)
         ax.set_ylim(bottom=min(0, *[float(e["lo"].min()) for e in est_all if len(e) and e["lo"].notna().any()]))
@@ -355,7 +379,7 @@ def e6_monitoring_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: p
 
 
 def e6_monitoring_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
-    lab = LAB["E6"].values["limit"]
+    lab = LAB["E6"].values[E6_LIMIT]
     return (
         "Left: the rate of throttled seconds a scraper computes from two cached readings of the container's "
         "counters, divided by the readings' own time difference (right) and by the time between the scrapes "
@@ -411,8 +435,8 @@ def s2_throughput_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
     return (
         "Successful /work requests per second while every closed-loop worker sends its next request as soon as "
         "the last one returns, per run with the estimate and its interval. (a) The limited service with GOMAXPROCS "
-        f"= the node's CPUs (Go's default) against GOMAXPROCS 1; dashed red: the talk's {talk['threads-node']:g} and "
-        f"{talk['threads-one']:g} req/s "
+        f"= the node's CPUs (Go's default) against GOMAXPROCS 1; dashed red: the talk's {talk[S2_THREADS_NODE]:g} and "
+        f"{talk[S2_THREADS_ONE]:g} req/s "
         "(printed at the top when far above ours). (b) A service without a limit whose every /work calls an "
         "upstream service, with and without the upstream's limit; 'throttled' is the upstream's median share "
         "of periods throttled. Intervals: "
