@@ -40,6 +40,7 @@ rule compute_stats:
         # what the report prints beside them (analysis/report_statistics.py): the page only renders
         contrasts=f"{TABLES}/contrasts.csv",
         interference=f"{TABLES}/interference.csv",
+        load_generator=f"{TABLES}/load_generator.csv",
     log:
         f"{ANALYSIS_LOGS}/compute_stats.log",
     params:
@@ -50,6 +51,7 @@ rule compute_stats:
         "throttlelab stats --tables-dir {params.tables_dir}"
         " --metrics {output.metrics} --estimates {output.estimates}"
         " --contrasts {output.contrasts} --interference {output.interference}"
+        " --load-generator {output.load_generator}"
         " --confidence {params.confidence} --seed {params.seed} 2>&1 | tee {log} >&2"
 
 
@@ -61,6 +63,8 @@ rule evaluate_findings:
     output:
         findings=f"{TABLES}/findings.csv",
         checks=f"{TABLES}/checks.csv",
+        # the model's numbers behind the thresholds, which the figures of our experiments draw
+        predictions=f"{TABLES}/predictions.csv",
     log:
         f"{ANALYSIS_LOGS}/evaluate_findings.log",
     params:
@@ -71,7 +75,7 @@ rule evaluate_findings:
     shell:
         "throttlelab findings --tables-dir {params.tables_dir}"
         " --metrics {input.metrics} --experiments {params.experiments}"
-        " --findings {output.findings} --checks {output.checks}"
+        " --findings {output.findings} --checks {output.checks} --predictions {output.predictions}"
         " --confidence {params.confidence} --left-out {params.left_out} 2>&1 | tee {log} >&2"
 
 

@@ -28,7 +28,7 @@ from throttlelab import bytecode
 
 bytecode.compile_package(Path(workflow.basedir) / "throttlelab")
 
-from throttlelab.figures.registry import FIGURES, figures_for, report_caption
+from throttlelab.figures.registry import FIGURES, figures_for
 from throttlelab.host.facts import cgroup_version
 from throttlelab.model import plan
 from throttlelab.model import results_layout as layout
@@ -207,9 +207,14 @@ def profile_figures():
 
 
 def figure_tables(wildcards):
-    """The tidy tables the profile's figures read (each once), named as `throttlelab figure --table NAME=PATH` takes them."""
-    tables = {**dict(rules.parse_runs.output.items()), **dict(rules.compute_stats.output.items())}
-    needed = {name for entry in profile_figures() for name in entry.tables}
+    """The tidy tables the profile's figures and their captions read (each once), named as
+    `throttlelab figure --table NAME=PATH` takes them."""
+    tables = {
+        **dict(rules.parse_runs.output.items()),
+        **dict(rules.compute_stats.output.items()),
+        **dict(rules.evaluate_findings.output.items()),
+    }
+    needed = {name for entry in profile_figures() for name in entry.reads}
     return {name: path for name, path in tables.items() if name in needed}
 
 
@@ -224,20 +229,6 @@ def figure_args(wildcards):
 
 def table_args(wildcards, input):
     return " ".join(f"--table {name}={path}" for name, path in input.items())
-
-
-def figure_captions(wildcards):
-    """Each figure's own caption, rendered for Snakemake's report with the repeats of its experiment (a
-    param: editing a caption redraws the figures)."""
-    return {
-        entry.name: report_caption(
-            entry.name,
-            workflow.basedir,
-            repeats=PLAN.repeats(entry.experiment),
-            confidence=DESIGN.confidence,
-        )
-        for entry in profile_figures()
-    }
 
 
 # The smoke test (rules/smoke.smk, docs/KIND_SMOKE.md): kind and kubernetes only.

@@ -32,9 +32,9 @@ report: "../report/workflow.rst"
 
 # Every figure of the profile, drawn in one process (the imports paid once, not once a figure):
 # the union of their tables as inputs (named as `throttlelab figure --table` takes them), each figure
-# FIGURES_DIR/<figure>.svg. In Snakemake's report each file of the folder is one entry, its caption
-# and category its own: the pattern's `figure` wildcard picks them (figure.rst prints the caption
-# rendered into params.captions, with the repeats and confidence of the figure's experiment).
+# FIGURES_DIR/<figure>.svg with its caption beside it, <figure>.caption.html. In Snakemake's report each
+# SVG of the folder is one entry, its caption and category its own: the pattern's `figure` wildcard
+# picks them (figure.rst includes the caption the job wrote, the text our page prints under the figure).
 rule draw_figures:
     input:
         unpack(figure_tables),
@@ -50,7 +50,6 @@ rule draw_figures:
     params:
         figures=figure_args,
         tables=table_args,
-        captions=figure_captions,
     shell:
         "throttlelab figure {params.figures} {params.tables} --out-dir {output.figures} > {log} 2>&1"
 

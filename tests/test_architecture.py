@@ -47,6 +47,12 @@ def test_import_contracts_are_kept():
         ("backends/docker.py", "import throttlelab.backends.local", "No two backends lean on each other"),
         # the model (bottom layer) imports upwards
         ("model/quantities.py", "import throttlelab.host.cgroupfs", "Measurement: experiments"),
+        # a figure runs the findings' model again instead of reading predictions.csv
+        (
+            "figures/jobs_figures.py",
+            "import throttlelab.analysis.findings.predictions",
+            "Figures and report read the findings' tables",
+        ),
         # one family's figures (or claims) lean on another's: what they share belongs in style.py (predictions.py)
         ("figures/jobs_figures.py", "import throttlelab.figures.services_figures", "Figures: one module per family"),
         (

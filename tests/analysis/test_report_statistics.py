@@ -1,5 +1,6 @@
 """The statistics the report prints beside the estimates (analysis/report_statistics.py): the contrasts
-of two variants and the spread of host interference, computed in the analysis so the page only renders."""
+of two variants, the spread of host interference and the suspect runs of the load generator, computed in
+the analysis so the page only renders."""
 
 from __future__ import annotations
 
@@ -59,3 +60,18 @@ def test_the_interference_spread_is_over_every_run():
     assert row["orchestrator_cpu_p95"] == pytest.approx(0.0029)
     empty = report_statistics.interference_table(pd.DataFrame({"x": [1]})).iloc[0]
     assert empty["runs"] == 1 and np.isnan(empty["orchestrator_cpu_median"])
+
+
+def test_a_run_is_suspect_when_its_send_lateness_p99_is_above_the_bar():
+    rows = [
+        ("local", "E7", "one-limit", rep, metric, value)
+        for rep, late, errors in ((0, 0.4, 0.0), (1, 7.5, 3.0), (2, np.nan, 1.0))
+        for metric, value in (("late_p99_ms", late), ("work_errors", errors))
+    ]
+    rows.append(("local", "E2a", "limit1", 0, "work_errors", 2.0))  # no lateness: not a load-driven run
+    metrics = pd.DataFrame.from_records(rows, columns=["backend", "experiment", "variant", "repeat", "metric", "value"])
+    table = report_statistics.load_generator_table(metrics)
+    assert list(table.columns) == report_statistics.LOAD_GENERATOR_COLUMNS
+    assert table["suspect"].tolist() == [False, True, False]  # no lateness measured is not suspect
+    assert table["work_errors"].tolist() == [0.0, 3.0, 1.0] and set(table["experiment"]) == {"E7"}
+    assert set(table["suspect_above_ms"]) == {5.0}

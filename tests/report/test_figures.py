@@ -5,6 +5,7 @@ Drawn from the hand-made tables in tests/fixtures/tables (a `ci`-shaped run on 2
 
 from __future__ import annotations
 
+import html
 import subprocess
 import sys
 
@@ -12,6 +13,7 @@ import pandas as pd
 import pytest
 
 from conftest import PROJECT
+from throttlelab.analysis import tidy
 from throttlelab.figures import draw, registry
 from throttlelab.figures.style import by_limit
 from throttlelab.figures.svg import figure_to_svg
@@ -66,11 +68,12 @@ def test_every_registered_figure_names_functions_and_tables_that_exist():
         "environment",
         "metrics",
         "estimates",
+        "predictions",
     }
     for entry in registry.FIGURES.values():
         assert callable(registry.resolve(entry.draw)) and callable(registry.resolve(entry.caption)), entry.name
         assert set(entry.tables) <= table_outputs, entry.name
-        assert (PROJECT / entry.caption_file).is_file(), entry.caption_file
+        assert set(entry.reads) == set(entry.tables) | set(registry.CAPTION_TABLES), entry.name
         assert entry.category and entry.title
 
 
@@ -127,12 +130,22 @@ def test_the_command_draws_several_figures_into_a_folder_as_one_each_would(tmp_p
     out = tmp_path / "report" / "figures"
     args = [arg for name in FIXTURE_FIGURES for arg in ("--figure", name)]
     assert draw.main([*args, *_table_args("rounds", "metrics", "estimates", "runs"), "--out-dir", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == [f"{name}.svg" for name in FIXTURE_FIGURES]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        file for name in FIXTURE_FIGURES for file in (f"{name}.svg", f"{name}.caption.html")
+    )
     assert [p.name for p in out.parent.iterdir()] == ["figures"]  # no staging folder left beside it
+    estimates, runs = pd.read_csv(TABLES / "estimates.csv"), tidy.read_table(TABLES / "runs.csv", "runs")
     for name in FIXTURE_FIGURES:
         alone = tmp_path / f"{name}.svg"
         assert draw.main(["--figure", name, *_table_args(*registry.FIGURES[name].tables), "--out", str(alone)]) == 0
         assert (out / f"{name}.svg").read_text() == alone.read_text(), name
+        # the caption our page prints under the figure, as the paragraph Snakemake's report includes
+        text = draw.caption(name, estimates, runs)
+        assert (out / f"{name}.caption.html").read_text() == f"<p>{html.escape(text, quote=False)}</p>\n", name
+
+
+def test_a_caption_is_one_escaped_paragraph():
+    assert draw.caption_html("(a) p < 0.05 & R = 3") == "<p>(a) p &lt; 0.05 &amp; R = 3</p>\n"
 
 
 def test_an_unknown_figure_is_a_one_line_error_naming_the_option(tmp_path, capsys):
@@ -159,8 +172,9 @@ def test_a_missing_table_is_one_line_naming_the_table_option_and_writes_nothing(
     out = tmp_path / "figures"
     figures = ["--figure", "e3_gomaxprocs", "--figure", "e2a_completion"]
     assert draw.main([*figures, *_table_args("metrics", "runs"), "--out-dir", str(out)]) == 1
+    # into a folder a figure's caption reads its tables too: E3's draws from metrics and runs, its caption estimates
     assert capsys.readouterr().err == (
-        "throttlelab figure: e2a_completion needs --table rounds=PATH --table estimates=PATH (tables given: metrics, runs)\n"
+        "throttlelab figure: e3_gomaxprocs needs --table estimates=PATH (tables given: metrics, runs)\n"
     )
     gone = ["--table", f"estimates={tmp_path / 'nothing.csv'}"]
     assert draw.main([*figures, *_table_args("rounds", "metrics", "runs"), *gone, "--out-dir", str(out)]) == 1
@@ -277,12 +291,41 @@ def _beyond_tables(experiment: str, arms: dict[str, dict]) -> dict[str, pd.DataF
                     "flag": "low n",
                 }
             )
-    return {
+    tables = {
         "runs": pd.DataFrame(runs),
         "rounds": pd.DataFrame(rounds),
         "metrics": pd.DataFrame(metrics),
         "estimates": pd.DataFrame(estimates),
     }
+    return {**tables, "predictions": _predictions(tables["runs"], tables["metrics"])}
+
+
+def _predictions(runs: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
+    """predictions.csv as the findings stage writes it, on a node of the variant's cpuset (else 2 CPUs)."""
+    from throttlelab.analysis import tidy
+    from throttlelab.analysis.findings import predictions
+    from throttlelab.analysis.findings.engine import Evidence
+    from throttlelab.analysis.findings.prediction_table import prediction_table
+
+    headers = []
+    for row in runs.drop_duplicates(["experiment", "variant"]).to_dict("records"):
+        spec = tidy.run_spec(row)
+        cpus = predictions.cpuset_size(spec.cpus) or predictions.cpuset_size(spec.node_cpus) or 2
+        headers.append(
+            {
+                "experiment": spec.experiment,
+                "variant": spec.name,
+                "num_cpu": cpus,
+                "cg_period_us": (spec.period_ms or 100.0) * 1000,
+            }
+        )
+    evidence = Evidence(
+        metrics=metrics,
+        runs=runs,
+        headers=pd.DataFrame(headers),
+        profile_experiments=frozenset(runs["experiment"]),
+    )
+    return prediction_table(evidence)
 
 
 @pytest.mark.parametrize(
@@ -368,7 +411,8 @@ def _service_tables(experiment: str, arms: dict[str, dict], values: dict[str, fl
                     "flag": "low n",
                 }
             )
-    return {"runs": pd.DataFrame(runs), "metrics": pd.DataFrame(metrics), "estimates": pd.DataFrame(estimates)}
+    tables = {"runs": pd.DataFrame(runs), "metrics": pd.DataFrame(metrics), "estimates": pd.DataFrame(estimates)}
+    return {**tables, "predictions": _predictions(tables["runs"], tables["metrics"])}
 
 
 @pytest.mark.parametrize(

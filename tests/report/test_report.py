@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from throttlelab.analysis import report_statistics
 from throttlelab.analysis.number_format import fmt_interval, fmt_number
 from throttlelab.errors import ReportError
 from throttlelab.figures import draw, registry
@@ -56,7 +57,7 @@ def drawn_figures(tables_dir: Path = FIXTURES / "tables") -> list[str]:
 def write_figures(tables_dir: Path, figures_dir: Path) -> list[str]:
     tables = {
         name: draw.read_figure_table(name, tables_dir / f"{name}.csv")
-        for name in ("rounds", "metrics", "estimates", "runs")
+        for name in ("rounds", "metrics", "estimates", "runs", "predictions")
     }
     figures_dir.mkdir(parents=True, exist_ok=True)
     for name in drawn_figures(tables_dir):
@@ -314,7 +315,7 @@ def test_the_generator_table_counts_errors_per_run():
     metrics = pd.DataFrame.from_records(
         rows, columns=["backend", "experiment", "variant", "repeat", "metric", "value", "unit", "note"]
     )
-    table = report.generator_table(metrics, "E2b", ["clumped-limit"])
+    table = report.generator_table(report_statistics.load_generator_table(metrics), "E2b", ["clumped-limit"])
     assert table.columns[2] == "/work errors per run"
     assert table.rows == [["clumped-limit", "rep0: 0.400, rep1: 7.50 SUSPECT", "rep0: 0, rep1: 3", "1 suspect"]]
     assert "at the client timeout" in table.notes[0]

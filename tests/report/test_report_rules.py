@@ -13,10 +13,13 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from conftest import PROJECT
 from conftest import snakemake as run_snakemake
+from throttlelab.analysis import tidy
+from throttlelab.figures import draw
 from throttlelab.figures.registry import FIGURES
 
 
@@ -121,12 +124,18 @@ def test_one_job_draws_every_figure_and_snakemakes_report_shows_each_with_its_ow
     assert [p.name for p in folder.parent.iterdir()] == ["figures"]  # no staging folder beside it
     _run(work, "draw_figures", "--report", str(tmp_path / "report.html"))
     html = (tmp_path / "report.html").read_text()
+    tables = PROJECT / "tests" / "fixtures" / "tables"
+    estimates, runs = pd.read_csv(tables / "estimates.csv"), tidy.read_table(tables / "runs.csv", "runs")
     categories = _report_value(html, "var categories =")
     for name in names:
         entry = _report_value(html, f'"results/report/local-ci/figures/{name}.svg":')
-        first_line = (PROJECT / FIGURES[name].caption_file).read_text().splitlines()[0]
-        assert entry["caption"].startswith(f"<p>{first_line}"), (name, entry["caption"][:200])
-        assert "{{" not in entry["caption"] and re.search(r"R = \d", entry["caption"]), entry["caption"]
+        # the caption our page prints under the figure, from the same tables
+        written = (folder / FIGURES[name].caption_html).read_text()
+        text = draw.caption(name, estimates, runs)
+        assert written == draw.caption_html(text) and entry["caption"].startswith(written.strip()), (
+            name,
+            entry["caption"][:200],
+        )
         assert entry["job_properties"]["wildcards"] == f"figure={name}"
         files = [f for subcategory in categories[FIGURES[name].category].values() for f in subcategory]
         assert f"results/report/local-ci/figures/{name}.svg" in files, categories

@@ -6,7 +6,7 @@
         --confidence 0.95 --seed 1
     throttlelab findings --tables-dir results/local/tables --experiments E1 E2a E3 S1 \
         --findings results/local/tables/findings.csv --checks results/local/tables/checks.csv \
-        --confidence 0.95
+        --predictions results/local/tables/predictions.csv --confidence 0.95
 
 Each subcommand is one call of a function below, named as its rule is (parse_runs,
 compute_stats, evaluate_findings; tidy.parse_runs is the reading half of the first); the
@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from throttlelab.analysis import findings, metrics, report_statistics, tidy
+from throttlelab.analysis.findings.prediction_table import prediction_table
 
 
 def _check_confidence(level: float) -> float:
@@ -62,10 +63,12 @@ def compute_stats(
     seed: int,
     contrasts_path: str | Path | None = None,
     interference_path: str | Path | None = None,
+    load_generator_path: str | Path | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The rule compute_stats: tidy tables -> metrics.csv (per run) and estimates.csv (across repeats),
     and when asked the statistics the report prints beside them (analysis/report_statistics.py):
-    contrasts.csv, from metrics.csv as written (the numbers the findings read too), and interference.csv."""
+    contrasts.csv and load_generator.csv, from metrics.csv as written (the numbers the findings read too),
+    and interference.csv."""
     level = _check_confidence(confidence)
     tables = read_tables(
         tables_dir,
@@ -81,6 +84,8 @@ def compute_stats(
         _write_csv(report_statistics.contrasts_table(pd.read_csv(metrics_path), level), contrasts_path)
     if interference_path is not None:
         _write_csv(report_statistics.interference_table(tables["runs"]), interference_path)
+    if load_generator_path is not None:
+        _write_csv(report_statistics.load_generator_table(pd.read_csv(metrics_path)), load_generator_path)
     return per_run, across
 
 
@@ -93,8 +98,10 @@ def evaluate_findings(
     experiments: Sequence[str],
     confidence: float,
     left_out: Mapping[str, str] | None = None,
+    predictions_path: str | Path | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The rule evaluate_findings: per-run metrics + the profile's experiments -> findings.csv and checks.csv.
+    """The rule evaluate_findings: per-run metrics + the profile's experiments -> findings.csv and checks.csv,
+    and predictions.csv (the model's numbers the figures draw) when ``predictions_path`` is given.
     ``left_out``: "experiment/variant" -> why the backend left it out of the plan."""
     level = _check_confidence(confidence)
     tables = read_tables(tables_dir, ("runs", "headers"))
@@ -109,6 +116,8 @@ def evaluate_findings(
     rows, checks = findings.evaluate(evidence)
     _write_csv(rows, findings_path)
     _write_csv(checks, checks_path)
+    if predictions_path is not None:
+        _write_csv(prediction_table(evidence), predictions_path)
     return rows, checks
 
 
@@ -128,6 +137,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, required=True, help="seed of the cluster bootstrap (pooled p99.9)")
     s.add_argument("--contrasts", help="contrasts.csv to write (the report's comparisons of two variants)")
     s.add_argument("--interference", help="interference.csv to write (the spread of host interference)")
+    s.add_argument(
+        "--load-generator", help="load_generator.csv to write (each load-driven run's send lateness, suspect or not)"
+    )
 
     f = sub.add_parser("findings", help="evaluate every finding: the lab's F1-F11 and ours F12-F17")
     f.add_argument("--tables-dir", required=True)
@@ -135,6 +147,7 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--experiments", nargs="*", default=[], help="the experiments of the profile")
     f.add_argument("--findings", required=True, help="findings.csv to write")
     f.add_argument("--checks", required=True, help="checks.csv to write")
+    f.add_argument("--predictions", help="predictions.csv to write (the model's predictions the figures draw)")
     f.add_argument("--confidence", type=float, required=True)
     f.add_argument(
         "--left-out",
@@ -160,6 +173,7 @@ def run(args: argparse.Namespace) -> str:
             seed=args.seed,
             contrasts_path=args.contrasts,
             interference_path=args.interference,
+            load_generator_path=args.load_generator,
         )
         return f"{len(per_run)} per-run metrics, {len(across)} estimates at {args.confidence:g}"
     rows, checks = evaluate_findings(
@@ -170,6 +184,7 @@ def run(args: argparse.Namespace) -> str:
         experiments=args.experiments,
         confidence=args.confidence,
         left_out=args.left_out,
+        predictions_path=args.predictions,
     )
     verdicts = ", ".join(f"{r.id} {r.verdict}" for r in rows.itertuples())
     return f"{len(rows)} findings ({len(checks)} checks): {verdicts}"

@@ -1,6 +1,6 @@
 """The statistics the report prints that no other table holds, computed here so the page only renders.
 
-Two tables, written by `throttlelab stats` (the rule compute_stats) beside metrics.csv and
+Three tables, written by `throttlelab stats` (the rule compute_stats) beside metrics.csv and
 estimates.csv (docs/TABLES.md):
 
 * ``contrasts.csv``: the comparisons of two variants the report's notes print (:data:`CONTRASTS`:
@@ -9,7 +9,10 @@ estimates.csv (docs/TABLES.md):
   (:func:`stats.compare` on the log scale), the runs on each side, or in ``note`` why there is none;
 * ``interference.csv``: one row over all runs of runs.csv, the spread of the host interference the
   runner measured (other processes' share of the run's CPUs: min and max; the orchestrator's CPU per
-  window: median, p95 and max).
+  window: median, p95 and max);
+* ``load_generator.csv``: one row per run driven by the load generator, its send lateness p99 and /work
+  errors from metrics.csv, and whether it is suspect (:func:`services_metrics.suspect`: the generator,
+  not the service, may have set its latencies), with the bar it was judged by.
 """
 
 from __future__ import annotations
@@ -21,7 +24,13 @@ import numpy as np
 import pandas as pd
 
 from throttlelab.analysis import stats
-from throttlelab.analysis.metrics.services_metrics import supported_latency_metric
+from throttlelab.analysis.metrics.services_metrics import LATENESS_SUSPECT_MS, suspect, supported_latency_metric
+from throttlelab.model.variants import (
+    E2B_CLUMPED_LIMIT,
+    E2B_CLUMPED_LIMIT_GO125,
+    S2_THREADS_NODE,
+    S2_THREADS_ONE,
+)
 
 CONTRAST_COLUMNS = [
     "experiment", "variant", "baseline", "metric", "effect", "lo", "hi", "n", "n_baseline", "level", "note",
@@ -31,6 +40,9 @@ INTERFERENCE_COLUMNS = [
     "orchestrator_cpu_median", "orchestrator_cpu_p95", "orchestrator_cpu_max",
     "runtime_cpu_median", "runtime_cpu_p95", "runtime_cpu_max",
     "kernel_cpu_median", "kernel_cpu_p95", "kernel_cpu_max",
+]  # fmt: skip
+LOAD_GENERATOR_COLUMNS = [
+    "backend", "experiment", "variant", "repeat", "late_p99_ms", "work_errors", "suspect_above_ms", "suspect",
 ]  # fmt: skip
 #: E2b's tail: the highest quantile every run of both arms supports (STATS.md §2), else p99.
 SUPPORTED_LATENCY = "supported /work latency quantile"
@@ -54,8 +66,8 @@ class Contrast:
 
 #: The contrasts the report's notes print (report/notes.py: where S2 and E2b disagree on fewer threads).
 CONTRASTS = (
-    Contrast("S2", "threads-one", "threads-node", "throughput_rps"),
-    Contrast("E2b", "clumped-limit-go125", "clumped-limit", SUPPORTED_LATENCY),
+    Contrast("S2", S2_THREADS_ONE, S2_THREADS_NODE, "throughput_rps"),
+    Contrast("E2b", E2B_CLUMPED_LIMIT_GO125, E2B_CLUMPED_LIMIT, SUPPORTED_LATENCY),
 )
 
 
@@ -111,3 +123,31 @@ def interference_table(runs: pd.DataFrame) -> pd.DataFrame:
         row[f"{who}_cpu_p95"] = cpu.quantile(0.95) if len(cpu) else np.nan
         row[f"{who}_cpu_max"] = cpu.max() if len(cpu) else np.nan
     return pd.DataFrame.from_records([row], columns=INTERFERENCE_COLUMNS)
+
+
+def load_generator_table(metrics: pd.DataFrame) -> pd.DataFrame:
+    """load_generator.csv: every run of an experiment with send lateness (its ``late_p99_ms``), in the order of
+    metrics.csv, with its /work errors and whether its lateness p99 makes it suspect."""
+    rows = []
+    load = metrics[metrics["metric"].isin(["late_p99_ms", "work_errors"])]
+    for experiment, mine in load.groupby("experiment", sort=False):
+        if not (mine["metric"] == "late_p99_ms").any():
+            continue
+        wide = mine.pivot_table(
+            index=["backend", "variant", "repeat"], columns="metric", values="value", aggfunc="first", sort=False
+        )
+        for (backend, variant, repeat), values in wide.iterrows():
+            late = float(values.get("late_p99_ms", np.nan))
+            rows.append(
+                {
+                    "backend": backend,
+                    "experiment": experiment,
+                    "variant": variant,
+                    "repeat": int(repeat),
+                    "late_p99_ms": late,
+                    "work_errors": float(values.get("work_errors", np.nan)),
+                    "suspect_above_ms": LATENESS_SUSPECT_MS,
+                    "suspect": suspect(late),
+                }
+            )
+    return pd.DataFrame.from_records(rows, columns=LOAD_GENERATOR_COLUMNS)

@@ -1,7 +1,8 @@
 """Draw figures of the registry from their tables, as inline-ready SVG (``throttlelab figure``).
 
-One figure to a file, or several in one process into a folder, each as ``<figure>.svg``
-(the draw_figures rule draws every figure of a profile so, paying the imports once):
+One figure to a file, or several in one process into a folder, each as ``<figure>.svg`` with its
+caption beside it as ``<figure>.caption.html`` (the draw_figures rule draws every figure of a profile
+so, paying the imports once; Snakemake's report includes those captions):
 
     throttlelab figure --figure e2a_completion \\
         --table rounds=T/rounds.csv --table metrics=T/metrics.csv \\
@@ -16,6 +17,7 @@ touches files.
 from __future__ import annotations
 
 import argparse
+import html
 import os
 import shutil
 import sys
@@ -40,8 +42,13 @@ def draw(name: str, tables: Mapping[str, pd.DataFrame]) -> Figure:
 
 
 def caption(name: str, estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
-    """The text under the figure on the report page: what it shows and the method behind its intervals."""
+    """The figure's caption: what it shows and the method behind its intervals."""
     return resolve(FIGURES[name].caption)(estimates, runs)
+
+
+def caption_html(text: str) -> str:
+    """A caption as the HTML paragraph Snakemake's report includes (report/captions/figure.rst)."""
+    return f"<p>{html.escape(text, quote=False)}</p>\n"
 
 
 def read_figure_table(name: str, path: str | Path) -> pd.DataFrame:
@@ -67,16 +74,16 @@ def figure_svg(name: str, tables: Mapping[str, pd.DataFrame]) -> str:
     return figure_to_svg(draw(name, tables), name, f"{entry.experiment}: {entry.title}")
 
 
-def write_folder(out_dir: Path, svgs: Mapping[str, str]) -> None:
-    """Each figure as ``<figure>.svg`` in ``out_dir``. A new folder appears whole, renamed into place from a
+def write_folder(out_dir: Path, files: Mapping[str, str]) -> None:
+    """Each file (name -> text) in ``out_dir``. A new folder appears whole, renamed into place from a
     hidden one beside it (removed if writing fails); into a folder that exists already, each file is replaced."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)  # a killed run's, should this pid come round again
     staging.mkdir()
     try:
-        for name, svg in svgs.items():
-            (staging / FIGURES[name].svg).write_text(svg)
+        for file_name, text in files.items():
+            (staging / file_name).write_text(text)
         if not out_dir.exists():
             staging.rename(out_dir)
             return
@@ -109,21 +116,23 @@ def main(argv: list[str] | None = None) -> int:
         "--out-dir",
         type=Path,
         metavar="DIR",
-        help="the folder to write, each figure as NAME.svg (nothing written if one fails)",
+        help="the folder to write, each figure as NAME.svg and its caption as NAME.caption.html (nothing written if one fails)",
     )
     args = p.parse_args(argv)
     names = list(dict.fromkeys(args.figure))  # in the order given, each once
     if args.out is not None and len(names) > 1:
         p.error(f"--out writes one figure, {len(names)} were given: write them with --out-dir DIR")
     paths = parse_table_args(args.table)
+    # into a folder each figure goes with its caption, which reads its own tables
+    reads = {name: FIGURES[name].reads if args.out_dir is not None else FIGURES[name].tables for name in names}
     for name in names:
-        missing = [t for t in FIGURES[name].tables if t not in paths]
+        missing = [t for t in reads[name] if t not in paths]
         if missing:
             needs = " ".join(f"--table {t}=PATH" for t in missing)
             given = ", ".join(sorted(paths)) or "none"
             print(f"throttlelab figure: {name} needs {needs} (tables given: {given})", file=sys.stderr)
             return 1
-    needed = {t for name in names for t in FIGURES[name].tables}
+    needed = {t for name in names for t in reads[name]}
     absent = [f"--table {t}={paths[t]}" for t in sorted(needed) if not paths[t].is_file()]
     if absent:
         print(f"throttlelab figure: no such file: {'; '.join(absent)}", file=sys.stderr)
@@ -138,7 +147,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"throttlelab figure: {name}: {exc}", file=sys.stderr)
             return 1
     if args.out_dir is not None:
-        write_folder(args.out_dir, svgs)
+        files = {}
+        for name in names:
+            entry = FIGURES[name]
+            files[entry.svg] = svgs[name]
+            files[entry.caption_html] = caption_html(caption(name, tables["estimates"], tables["runs"]))
+        write_folder(args.out_dir, files)
         return 0
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(svgs[names[0]])

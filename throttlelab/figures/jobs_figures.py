@@ -1,7 +1,7 @@
 """The jobs' figures and their captions on the page: the lab's E2a burst rounds, E3 GOMAXPROCS, S1 spin,
 and ours on E2a's burst (docs/EXPERIMENTS.md): X1 burst budget, X2 CFS period, X3 what throttled time sums,
 X4 overlapping bursts of several pods. Ours draw no lab reference; their dotted grey marks are what the
-model predicted before the data (the thresholds' source, analysis/findings/predictions.py).
+model predicted before the data, as the findings stage wrote it (predictions.csv: the thresholds' source).
 
 Each ``*_figure`` takes the tidy tables the registry lists for it and returns a
 matplotlib Figure; each ``*_caption`` takes (estimates, runs) and returns the text
@@ -12,14 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from throttlelab.analysis.findings import predictions
 from throttlelab.figures.style import (
     FIG_WIDTH,
     LAB_COLOR,
@@ -41,6 +39,7 @@ from throttlelab.figures.style import (
     limit_label,
     method_sentence,
     model_legend_handles,
+    model_values,
     new_figure,
     paper_style,
     per_run,
@@ -50,6 +49,7 @@ from throttlelab.figures.style import (
     spread,
     variant_specs,
 )
+from throttlelab.model.placement import parse_cpuset
 from throttlelab.model.quantities import format_cpu
 from throttlelab.model.reference import LAB, lab_values
 from throttlelab.model.variants import VariantSpec
@@ -329,13 +329,10 @@ def s1_throttling_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
 # ours on E2a's burst (X1-X4): the model before the data where the lab's figure would be
 
 
-def _cpus(spec: VariantSpec, runs: pd.DataFrame) -> int:
-    """The CPUs the model uses for a variant: its cpuset's size, else the node's (2 when unknown)."""
-    return predictions.cpuset_size(spec.cpus) or predictions.cpuset_size(spec.node_cpus) or 2
-
-
-def _arm(spec: VariantSpec, runs: pd.DataFrame) -> predictions.BurstArm:
-    return predictions.burst_arm(spec, _cpus(spec, runs), (spec.period_ms or 100.0))
+def _cpuset_size(spec: VariantSpec) -> int:
+    """How many CPUs the variant runs on as designed: its cpuset's, else the node's (2 when it names neither)."""
+    cpus = spec.cpus or spec.node_cpus
+    return len(parse_cpuset(str(cpus))) if cpus else 2
 
 
 def _wall_panel(
@@ -344,10 +341,9 @@ def _wall_panel(
     rounds: pd.DataFrame,
     metrics: pd.DataFrame,
     estimates: pd.DataFrame,
-    specs: Mapping[str, VariantSpec],
+    predictions: pd.DataFrame,
     order: list[str],
     labels: list[str],
-    runs: pd.DataFrame,
 ) -> None:
     xpos = set_categories(ax, order, labels)
     for variant, group in experiment_rows(rounds, experiment, "rounds").groupby("variant", sort=False):
@@ -357,7 +353,7 @@ def _wall_panel(
             )
     draw_runs(ax, per_run(metrics, experiment, "p50_wall_ms"), xpos, 0.04)
     draw_estimates(ax, estimates_of(estimates, experiment, "p50_wall_ms"), xpos, 0.22)
-    draw_model(ax, {v: _arm(specs[v], runs).median_wall_ms() for v in order}, xpos)
+    draw_model(ax, model_values(predictions, experiment, "p50_wall_ms", order), xpos)
     ax.tick_params(axis="x", labelsize=8)
     plain_log_axis(ax)
     ax.set_ylabel("completion of a round (ms, log)")
@@ -370,7 +366,7 @@ def _budget_label(spec: VariantSpec) -> str:
 
 
 def x1_budget_figure(
-    rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame
+    rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame, predictions: pd.DataFrame
 ) -> Figure:
     """X1: (a) completion by burst budget; (b) throttled and over-quota periods per round."""
     specs = variant_specs(runs, "X1")
@@ -378,10 +374,9 @@ def x1_budget_figure(
     labels = [_budget_label(specs[v]) for v in order]
     with paper_style(1.0):
         fig, (left, right) = new_figure(4.0, 2)
-        _wall_panel(left, "X1", rounds, metrics, estimates, specs, order, labels, runs)
+        _wall_panel(left, "X1", rounds, metrics, estimates, predictions, order, labels)
         left.set_title("(a) completion time (+ burst budget)", loc="left")
         limited = [v for v in order if specs[v].limit is not None]
-        arms = {v: _arm(specs[v], runs).burst() for v in limited}
         level_panel(
             right,
             "X1",
@@ -390,7 +385,7 @@ def x1_budget_figure(
             estimates,
             limited,
             [_budget_label(specs[v]) for v in limited],
-            {v: float(np.mean(b.throttled_periods)) for v, b in arms.items()},
+            model_values(predictions, "X1", "throttled_per_round", limited),
         )
         right.set_ylabel("throttled periods per round")
         right.set_title("(b) throttled periods per round", loc="left")
@@ -404,15 +399,18 @@ def x1_budget_figure(
 
 
 def x2_period_figure(
-    rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame
+    rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame, predictions: pd.DataFrame
 ) -> Figure:
     """X2: (a) completion by CFS period; (b) throttled periods per round (log)."""
     specs = variant_specs(runs, "X2")
     order = sorted(specs, key=lambda v: -(specs[v].period_ms or 100.0))
-    labels = [f"period {specs[v].period_ms or 100:g} ms\nquota {_arm(specs[v], runs).quota_ms:g} ms" for v in order]
+    quota = model_values(predictions, "X2", "quota_ms", order)
+    labels = [
+        f"period {specs[v].period_ms or 100:g} ms" + (f"\nquota {quota[v]:g} ms" if v in quota else "") for v in order
+    ]
     with paper_style(1.0):
         fig, (left, right) = new_figure(4.0, 2)
-        _wall_panel(left, "X2", rounds, metrics, estimates, specs, order, labels, runs)
+        _wall_panel(left, "X2", rounds, metrics, estimates, predictions, order, labels)
         left.set_title("(a) completion time", loc="left")
         level_panel(
             right,
@@ -422,7 +420,7 @@ def x2_period_figure(
             estimates,
             order,
             labels,
-            {v: float(np.mean(_arm(specs[v], runs).burst().throttled_periods)) for v in order},
+            model_values(predictions, "X2", "throttled_per_round", order),
         )
         right.set_yscale("log")
         right.set_ylabel("throttled periods per round (log)")
@@ -437,12 +435,14 @@ def x2_period_figure(
 
 
 def x3_queues_figure(
-    rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame
+    rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame, predictions: pd.DataFrame
 ) -> Figure:
     """X3: throttled ms per round over the extra wall ms per round, round by round, on 1 and 2 CPUs,
     against the run-queue range and the per-thread sum."""
     specs = variant_specs(runs, "X3")
-    order = sorted(specs, key=lambda v: _cpus(specs[v], runs))
+    order = sorted(specs, key=lambda v: _cpuset_size(specs[v]))
+    free_wall = model_values(predictions, "X3", "free_wall_ms", order)
+    queues = model_values(predictions, "X3", "run_queues", order)
     labels = [f"cpuset {specs[v].cpus}\n{specs[v].threads} threads" for v in order]
     with paper_style(1.0):
         fig, (ax,) = new_figure(3.8)
@@ -450,19 +450,18 @@ def x3_queues_figure(
         data = experiment_rows(rounds, "X3", "rounds")
         data = data[data["round"] > 0]
         for variant, group in data.groupby("variant", sort=False):
-            if variant not in xpos:
+            if variant not in xpos or variant not in free_wall:
                 continue
-            extra = group["wall_ms"] - _arm(specs[variant], runs).free_wall_ms
+            extra = group["wall_ms"] - free_wall[variant]
             ratio = (group["d_throttled_usec"] / 1000 / extra.where(extra > 0)).dropna()
             ratio = ratio[ratio > 0]
             ax.scatter(spread(xpos[variant] - 0.2, len(ratio), 0.2), ratio, s=7, color=ROUND_COLOR, lw=0, zorder=2)
-        for variant in order:
-            a = _arm(specs[variant], runs)
-            x = xpos[variant]
-            ax.fill_between([x - 0.36, x + 0.36], 1, a.queues, color=MODEL_COLOR, alpha=0.15, lw=0, zorder=1)
-            ax.hlines([1, a.queues], x - 0.36, x + 0.36, colors=MODEL_COLOR, lw=0.8, zorder=1)
-            ax.hlines(a.threads, x - 0.36, x + 0.36, colors=MODEL_COLOR, linestyles="--", lw=1.2, zorder=2)
-            ax.annotate("per thread", (x + 0.36, a.threads), ha="right", va="bottom", fontsize=7, color=MODEL_COLOR)
+        for variant in [v for v in order if v in queues]:
+            x, threads = xpos[variant], int(specs[variant].threads or 0)
+            ax.fill_between([x - 0.36, x + 0.36], 1, queues[variant], color=MODEL_COLOR, alpha=0.15, lw=0, zorder=1)
+            ax.hlines([1, queues[variant]], x - 0.36, x + 0.36, colors=MODEL_COLOR, lw=0.8, zorder=1)
+            ax.hlines(threads, x - 0.36, x + 0.36, colors=MODEL_COLOR, linestyles="--", lw=1.2, zorder=2)
+            ax.annotate("per thread", (x + 0.36, threads), ha="right", va="bottom", fontsize=7, color=MODEL_COLOR)
         plain_log_axis(ax)
         ax.set_ylabel("throttled ms / extra wall ms (log)")
         fig.legend(
@@ -515,7 +514,7 @@ def x3_queues_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
 
 
 def x4_overlap_figure(
-    rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame
+    rounds: pd.DataFrame, metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame, predictions: pd.DataFrame
 ) -> Figure:
     """X4: completion of every pod's rounds, bursting together against staggered, with the model's medians."""
     specs = variant_specs(runs, "X4")
@@ -541,20 +540,7 @@ def x4_overlap_figure(
                 )
         draw_runs(ax, per_run(metrics, "X4", "p50_wall_ms"), xpos, 0.04)
         draw_estimates(ax, estimates_of(estimates, "X4", "p50_wall_ms"), xpos, 0.22)
-        draw_model(
-            ax,
-            {
-                v: float(
-                    np.median(
-                        predictions.overlap_burst(
-                            _arm(specs[v], runs), int(specs[v].pods or 2), not specs[v].stagger
-                        ).wall_ms
-                    )
-                )
-                for v in order
-            },
-            xpos,
-        )
+        draw_model(ax, model_values(predictions, "X4", "p50_wall_ms", order), xpos)
         ax.tick_params(axis="x", labelsize=8)
         plain_log_axis(ax)
         ax.set_ylabel("completion of a round (ms, log)")

@@ -13,16 +13,18 @@ For each figure:
   caption's repeats are this experiment's;
 * ``also_shows``: other experiments whose runs it draws when the profile has them;
 * ``tables``: the tidy tables it reads, named as the outputs of the rules
-  parse_runs and compute_stats name them (``--table NAME=PATH``);
-* ``caption_file``: the caption Snakemake's own report shows (under report/captions/,
-  a Jinja template of ``snakemake.params``); ``category``: its section there, the
-  experiment's id and catalogue title (``topic`` when the figure spans several), marked
-  "(ours)" for an experiment beyond the lab;
+  parse_runs, compute_stats and evaluate_findings name them (``--table NAME=PATH``);
+  ``reads``: those and the tables of its caption (:data:`CAPTION_TABLES`);
 * ``draw`` and ``caption``: the figure's function (the tables as keyword arguments ->
-  a matplotlib Figure) and the caption under it on our page ((estimates, runs) -> text):
-  ``<name>_figure`` and ``<name>_caption`` in the figures module of its experiment's family
-  (``figures/<family>_figures.py``, the catalogue's ``family``, as in experiments/, metrics/ and
-  findings/), for the lab's experiments and ours alike.
+  a matplotlib Figure) and its caption ((estimates, runs) -> text, the method and the numbers
+  as the tables state them): ``<name>_figure`` and ``<name>_caption`` in the figures module of
+  its experiment's family (``figures/<family>_figures.py``, the catalogue's ``family``, as in
+  experiments/, metrics/ and findings/), for the lab's experiments and ours alike. The caption
+  function is the caption's one home: our page prints it under the figure, and the
+  draw_figures job writes it beside the SVG (``caption_html``) for Snakemake's own report to
+  include (report/captions/figure.rst);
+* ``category``: its section in Snakemake's report, the experiment's id and catalogue title
+  (``topic`` when the figure spans several), marked "(ours)" for an experiment beyond the lab.
 """
 
 from __future__ import annotations
@@ -30,8 +32,6 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from throttlelab.model import catalogue
@@ -74,22 +74,32 @@ class FigureEntry:
 
     @property
     def caption(self) -> str:
-        """Its caption on our page, (estimates, runs) -> text (``module:function``)."""
+        """Its caption, (estimates, runs) -> text (``module:function``)."""
         return f"{self.module}:{self.name}_caption"
 
     @property
-    def caption_file(self) -> str:
-        """The Snakemake report caption, relative to the project root."""
-        return f"report/captions/{self.name}.rst"
+    def reads(self) -> tuple[str, ...]:
+        """The tables its drawing and its caption read, each once."""
+        return tuple(dict.fromkeys((*self.tables, *CAPTION_TABLES)))
 
     @property
     def svg(self) -> str:
         """The figure's file name in the report's figures/ folder."""
         return f"{self.name}.svg"
 
+    @property
+    def caption_html(self) -> str:
+        """Its caption's file beside the SVG, an HTML paragraph that Snakemake's report includes."""
+        return f"{self.name}.caption.html"
 
+
+#: what a caption reads: the estimates' methods and the runs' parameters
+CAPTION_TABLES = ("estimates", "runs")
 _SERVICE_TABLES = ("metrics", "estimates", "runs")
 _BURST_TABLES = ("rounds", "metrics", "estimates", "runs")
+# ours beyond the lab draw the model where the lab's figure would be: its numbers are the findings' table
+_MODEL_BURST_TABLES = (*_BURST_TABLES, "predictions")
+_MODEL_SERVICE_TABLES = (*_SERVICE_TABLES, "predictions")
 
 # A table, one figure per row: ruff format keeps its rows.
 # fmt: off
@@ -109,11 +119,11 @@ FIGURES: dict[str, FigureEntry] = {
         FigureEntry("e6_monitoring", "What a scraper computes against the real pause", _SERVICE_TABLES),
         FigureEntry("s2_throughput", "Closed-loop throughput: thread count and a limited upstream", _SERVICE_TABLES),
         # ours beyond the lab (docs/EXPERIMENTS.md; the catalogue's ours column)
-        FigureEntry("x1_budget", "Burst budget: completion and throttled periods by budget", _BURST_TABLES),
-        FigureEntry("x2_period", "CFS period: completion and throttled periods by period", _BURST_TABLES),
-        FigureEntry("x3_queues", "What throttled time sums: run queues, not threads", _BURST_TABLES),
-        FigureEntry("x4_overlap", "Overlapping bursts: pods bursting together against staggered", _BURST_TABLES),
-        FigureEntry("x5_near_limit", "Steady arrivals near the limit: throttled share and latency", _SERVICE_TABLES),
+        FigureEntry("x1_budget", "Burst budget: completion and throttled periods by budget", _MODEL_BURST_TABLES),
+        FigureEntry("x2_period", "CFS period: completion and throttled periods by period", _MODEL_BURST_TABLES),
+        FigureEntry("x3_queues", "What throttled time sums: run queues, not threads", _MODEL_BURST_TABLES),
+        FigureEntry("x4_overlap", "Overlapping bursts: pods bursting together against staggered", _MODEL_BURST_TABLES),
+        FigureEntry("x5_near_limit", "Steady arrivals near the limit: throttled share and latency", _MODEL_SERVICE_TABLES),
         FigureEntry("x6_threads", "GOMAXPROCS 2 against 1 under a small limit", _SERVICE_TABLES),
     )
 }
@@ -130,17 +140,3 @@ def resolve(dotted: str) -> Callable[..., Any]:
     """The function a ``module:function`` path names (imports its module, matplotlib with it)."""
     module, _, name = dotted.partition(":")
     return getattr(importlib.import_module(module), name)
-
-
-def report_caption(name: str, project: str | Path, *, repeats: int, confidence: float) -> str:
-    """The figure's caption file rendered as Snakemake renders a report caption (a Jinja template
-    of ``snakemake.params``). Snakemake takes one caption file per rule, and the draw_figures rule
-    draws every figure of a profile into one folder: its caption (report/captions/figure.rst) prints,
-    for each SVG of the folder, this text of that figure, handed over in a param that maps every
-    figure to its caption."""
-    from jinja2 import Environment  # only when the figures job is planned: parsing stays light
-
-    template = (Path(project) / FIGURES[name].caption_file).read_text()
-    params = SimpleNamespace(repeats=repeats, confidence=confidence)
-    env = Environment(trim_blocks=True, lstrip_blocks=True)
-    return env.from_string(template).render(snakemake=SimpleNamespace(params=params))

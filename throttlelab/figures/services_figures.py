@@ -4,7 +4,8 @@ ours (docs/EXPERIMENTS.md) X5 steady arrivals near the limit and X6 GOMAXPROCS 2
 Same rules as every figure (shared/STATS.md §7, :mod:`.style`): one point per run,
 the estimate and interval that estimates.csv holds (never recomputed here), the
 lab's figure (:mod:`throttlelab.model.reference`) in dashed red where the article
-gives one; for ours, the model's prediction written before the data in dotted grey.
+gives one; for ours, the model's prediction written before the data in dotted grey (predictions.csv, as
+the findings stage derived it).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from throttlelab.analysis.findings import predictions
 from throttlelab.analysis.metrics.services_metrics import supported_latency_metric
 from throttlelab.figures.style import (
     LAB_COLOR,
@@ -34,6 +34,7 @@ from throttlelab.figures.style import (
     limit_label,
     method_sentence,
     model_legend_handles,
+    model_values,
     new_figure,
     ordered,
     paper_style,
@@ -45,20 +46,44 @@ from throttlelab.figures.style import (
 from throttlelab.model.placement import parse_cpuset
 from throttlelab.model.quantities import format_cpu, milli_to_shares, shares_to_weight_linear
 from throttlelab.model.reference import LAB, lab_values
-from throttlelab.model.variants import VariantSpec
+from throttlelab.model.variants import (
+    E2B_CLUMPED_LIMIT,
+    E2B_CLUMPED_LIMIT_GO125,
+    E2B_CLUMPED_NOLIMIT,
+    E2B_STEADY_LIMIT,
+    E2B_STEADY_LIMIT_GO125,
+    E2B_STEADY_NOLIMIT,
+    E6_LIMIT,
+    E7_ONE_DOUBLE,
+    E7_ONE_LIMIT,
+    E7_ONE_NOLIMIT,
+    E7_TWO_HALF,
+    E7_TWO_LIMIT,
+    E8_BUSY_LIM,
+    E8_BUSY_LIM2X,
+    E8_BUSY_LIM2X_REQ_FULL,
+    E8_BUSY_LIM2X_REQ_HALF,
+    E8_IDLE_LIM,
+    E8_IDLE_LIM2X,
+    S2_CASCADE_LIMITED,
+    S2_CASCADE_UNLIMITED,
+    S2_THREADS_NODE,
+    S2_THREADS_ONE,
+    VariantSpec,
+)
 
 E2B_ORDER = (
-    "steady-nolimit",
-    "steady-limit",
-    "steady-limit-go125",
-    "clumped-nolimit",
-    "clumped-limit",
-    "clumped-limit-go125",
+    E2B_STEADY_NOLIMIT,
+    E2B_STEADY_LIMIT,
+    E2B_STEADY_LIMIT_GO125,
+    E2B_CLUMPED_NOLIMIT,
+    E2B_CLUMPED_LIMIT,
+    E2B_CLUMPED_LIMIT_GO125,
 )
-E7_ORDER = ("one-nolimit", "one-limit", "two-half", "two-limit", "one-double")
-E8_ORDER = ("idle-lim", "idle-lim2x", "busy-lim", "busy-lim2x", "busy-lim2x-req-half", "busy-lim2x-req-full")
-S2_THREADS = ("threads-node", "threads-one")
-S2_CASCADE = ("cascade-unlimited", "cascade-limited")
+E7_ORDER = (E7_ONE_NOLIMIT, E7_ONE_LIMIT, E7_TWO_HALF, E7_TWO_LIMIT, E7_ONE_DOUBLE)
+E8_ORDER = (E8_IDLE_LIM, E8_IDLE_LIM2X, E8_BUSY_LIM, E8_BUSY_LIM2X, E8_BUSY_LIM2X_REQ_HALF, E8_BUSY_LIM2X_REQ_FULL)
+S2_THREADS = (S2_THREADS_NODE, S2_THREADS_ONE)
+S2_CASCADE = (S2_CASCADE_UNLIMITED, S2_CASCADE_LIMITED)
 E6_RATES = (
     ("throttled_s_per_s", "throttled s per s\n(÷ readings' times)"),
     ("throttled_s_per_s_naive", "throttled s per s\n(÷ scrape interval)"),
@@ -339,7 +364,7 @@ def e6_monitoring_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: p
             est_all.append(est)
             draw_runs(ax, vals, xpos, -0.1)
             draw_estimates(ax, est, xpos, 0.14)
-        lab = LAB["E6"].values["limit"]
+        lab = LAB["E6"].values[E6_LIMIT]
         for metric, value in (("throttled_s_per_s", lab["throttled_s_per_s"]), ("pause_s_per_s", lab["pause_s_per_s"])):
             ax.hlines(value, xpos[metric] - 0.36, xpos[metric] + 0.36, colors=LAB_COLOR, linestyles="--", lw=1.4)
         ax.set_ylim(bottom=min(0, *[float(e["lo"].min()) for e in est_all if len(e) and e["lo"].notna().any()]))
@@ -354,7 +379,7 @@ def e6_monitoring_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: p
 
 
 def e6_monitoring_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
-    lab = LAB["E6"].values["limit"]
+    lab = LAB["E6"].values[E6_LIMIT]
     return (
         "Left: the rate of throttled seconds a scraper computes from two cached readings of the container's "
         "counters, divided by the readings' own time difference (right) and by the time between the scrapes "
@@ -410,8 +435,8 @@ def s2_throughput_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
     return (
         "Successful /work requests per second while every closed-loop worker sends its next request as soon as "
         "the last one returns, per run with the estimate and its interval. (a) The limited service with GOMAXPROCS "
-        f"= the node's CPUs (Go's default) against GOMAXPROCS 1; dashed red: the talk's {talk['threads-node']:g} and "
-        f"{talk['threads-one']:g} req/s "
+        f"= the node's CPUs (Go's default) against GOMAXPROCS 1; dashed red: the talk's {talk[S2_THREADS_NODE]:g} and "
+        f"{talk[S2_THREADS_ONE]:g} req/s "
         "(printed at the top when far above ours). (b) A service without a limit whose every /work calls an "
         "upstream service, with and without the upstream's limit; 'throttled' is the upstream's median share "
         "of periods throttled. Intervals: "
@@ -427,12 +452,14 @@ def _latency_metric(metrics: pd.DataFrame, experiment: str, variants: list[str])
     return supported_latency_metric(metrics, experiment, variants) or "work_p50_ms"
 
 
-def x5_near_limit_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame) -> Figure:
+def x5_near_limit_figure(
+    metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame, predictions: pd.DataFrame
+) -> Figure:
     """X5: (a) throttled share of active periods by average use, with the Poisson model; (b) /work latency."""
     specs = variant_specs(runs, "X5")
     order = sorted(specs, key=lambda v: specs[v].rps or 0)
-    arms = {v: predictions.steady_arm(specs[v]) for v in order}
-    labels = [f"{arms[v].use:.0%} of the limit\n{specs[v].rps:g} req/s" for v in order]
+    use = model_values(predictions, "X5", "use", order)
+    labels = [(f"{use[v]:.0%} of the limit\n" if v in use else "") + f"{specs[v].rps:g} req/s" for v in order]
     latency = _latency_metric(metrics, "X5", order)
     with paper_style(1.0):
         fig, (left, right) = new_figure(4.0, 2)
@@ -444,7 +471,7 @@ def x5_near_limit_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: p
             estimates,
             order,
             labels,
-            {v: a.throttled_share() for v, a in arms.items()},
+            model_values(predictions, "X5", "throttled_ratio", order),
         )
         left.set_ylabel("throttled periods / active periods")
         left.set_title("(a) throttled share", loc="left")

@@ -90,6 +90,14 @@ def per_run(metrics: pd.DataFrame, experiment: str, metric: str) -> pd.DataFrame
     return rows[["variant", "repeat", "value"]].dropna()
 
 
+def model_values(predictions: pd.DataFrame, experiment: str, prediction: str, variants: list[str]) -> dict[str, float]:
+    """The model's ``prediction`` for each of the variants that has one, in their order (predictions.csv,
+    written by the findings stage from the numbers its thresholds came from)."""
+    rows = predictions[(predictions["experiment"] == experiment) & (predictions["prediction"] == prediction)]
+    found = dict(zip(rows["variant"].astype(str), rows["value"].astype(float)))
+    return {v: found[v] for v in variants if v in found}
+
+
 def estimates_of(estimates: pd.DataFrame, experiment: str, metric: str) -> pd.DataFrame:
     rows = estimates[(estimates["experiment"] == experiment) & (estimates["metric"] == metric)].copy()
     rows["flag"] = rows["flag"].fillna("")

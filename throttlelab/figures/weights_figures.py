@@ -21,6 +21,10 @@ from throttlelab.figures.style import (
     set_categories,
 )
 from throttlelab.model.reference import LAB
+from throttlelab.model.variants import (
+    WEIGHTS_PODS,
+    WEIGHTS_TWO_CONTAINER,
+)
 
 
 def lab_shares(experiment: str, phase: str) -> dict[str, float]:
@@ -31,7 +35,7 @@ def lab_shares(experiment: str, phase: str) -> dict[str, float]:
 
 
 SHARE_PANELS = (("E5", "new runc"), ("E10", "old runc"))
-PHASE_TITLES = {"pods": "between pods", "two-container": "inside the two-container pod"}
+PHASE_TITLES = {WEIGHTS_PODS: "between pods", WEIGHTS_TWO_CONTAINER: "inside the two-container pod"}
 
 
 def _member_frame(frame: pd.DataFrame, member: str) -> pd.DataFrame:

@@ -12,7 +12,7 @@ Two kinds of data, side by side:
 
 They come from other machines (10 CPUs, 14, 16), so they set the shape to compare,
 never a threshold: the thresholds live with the claims in throttlelab.analysis.findings.
-Pure data, no imports beyond the standard library.
+Pure data, no imports beyond the standard library and the variants' names (model/variants.py).
 """
 
 from __future__ import annotations
@@ -20,6 +20,43 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+
+from throttlelab.model.variants import (
+    E2A_LIMIT1,
+    E2A_LIMIT1_2THREADS,
+    E2A_LIMIT2,
+    E2A_LIMIT500M,
+    E2A_NOLIMIT,
+    E2B_CLUMPED_LIMIT,
+    E2B_CLUMPED_LIMIT_GO125,
+    E2B_CLUMPED_NOLIMIT,
+    E2B_STEADY_LIMIT,
+    E2B_STEADY_LIMIT_GO125,
+    E2B_STEADY_NOLIMIT,
+    E3_GO125_2500M,
+    E3_GO125_2_ENV6,
+    E3_GO125_2_GODEBUG,
+    E3_GO125_NONE,
+    E6_LIMIT,
+    E7_ONE_DOUBLE,
+    E7_ONE_LIMIT,
+    E7_ONE_NOLIMIT,
+    E7_TWO_HALF,
+    E7_TWO_LIMIT,
+    E8_BUSY_LIM,
+    E8_BUSY_LIM2X,
+    E8_BUSY_LIM2X_REQ_FULL,
+    E8_BUSY_LIM2X_REQ_HALF,
+    E8_IDLE_LIM,
+    E8_IDLE_LIM2X,
+    S1_CPUS1500M,
+    S1_CPUS1500M_GOMAXPROCS8,
+    S1_NOLIMIT,
+    S2_THREADS_NODE,
+    S2_THREADS_ONE,
+    WEIGHTS_PODS,
+    WEIGHTS_TWO_CONTAINER,
+)
 
 
 @dataclass(frozen=True)
@@ -51,19 +88,19 @@ LAB: Mapping[str, LabFigures] = MappingProxyType(
                 "a 10-CPU node, 8 threads × 20 ms per burst, 20 rounds",
                 _frozen(
                     {
-                        "nolimit": {"p50_wall_ms": 34.3, "throttled_ms_per_round": 0.0},
-                        "limit2": {"p50_wall_ms": 34.6, "throttled_ratio": 0 / 40, "throttled_ms_per_round": 0.0},
-                        "limit1": {
+                        E2A_NOLIMIT: {"p50_wall_ms": 34.3, "throttled_ms_per_round": 0.0},
+                        E2A_LIMIT2: {"p50_wall_ms": 34.6, "throttled_ratio": 0 / 40, "throttled_ms_per_round": 0.0},
+                        E2A_LIMIT1: {
                             "p50_wall_ms": 84.4,
                             "throttled_ratio": 20 / 60,
                             "throttled_ms_per_round": 7052.5 / 20,
                         },
-                        "limit500m": {
+                        E2A_LIMIT500M: {
                             "p50_wall_ms": 260.4,
                             "throttled_ratio": 60 / 100,
                             "throttled_ms_per_round": 23981.0 / 20,
                         },
-                        "limit1-2threads": {
+                        E2A_LIMIT1_2THREADS: {
                             "p50_wall_ms": 132.3,
                             "throttled_ratio": 17 / 77,
                             "throttled_ms_per_round": 1301.6 / 20,
@@ -78,11 +115,11 @@ LAB: Mapping[str, LabFigures] = MappingProxyType(
                 _frozen(
                     {
                         **{f"go124mod-{limit}": {"gomaxprocs": 10} for limit in _GO124_LIMITS},
-                        "go125mod-none": {"gomaxprocs": 10},
+                        E3_GO125_NONE: {"gomaxprocs": 10},
                         **{f"go125mod-{limit}": {"gomaxprocs": 2} for limit in ("500m", "1", "1500m", "2")},
-                        "go125mod-2500m": {"gomaxprocs": 3},
-                        "go125mod-2-env6": {"gomaxprocs": 6},
-                        "go125mod-2-godebug": {"gomaxprocs": 10},
+                        E3_GO125_2500M: {"gomaxprocs": 3},
+                        E3_GO125_2_ENV6: {"gomaxprocs": 6},
+                        E3_GO125_2_GODEBUG: {"gomaxprocs": 10},
                     }
                 ),
             ),
@@ -92,9 +129,9 @@ LAB: Mapping[str, LabFigures] = MappingProxyType(
                 "a 14-CPU docker host, 2 s window",
                 _frozen(
                     {
-                        "nolimit": {"gomaxprocs": 14, "nr_throttled": 0, "throttled_ms": 0.0},
-                        "cpus1500m": {"gomaxprocs": 2, "nr_throttled": 20, "throttled_ms": 1011.0},
-                        "cpus1500m-gomaxprocs8": {"gomaxprocs": 8, "nr_throttled": 21, "throttled_ms": 13658.0},
+                        S1_NOLIMIT: {"gomaxprocs": 14, "nr_throttled": 0, "throttled_ms": 0.0},
+                        S1_CPUS1500M: {"gomaxprocs": 2, "nr_throttled": 20, "throttled_ms": 1011.0},
+                        S1_CPUS1500M_GOMAXPROCS8: {"gomaxprocs": 8, "nr_throttled": 21, "throttled_ms": 13658.0},
                     }
                 ),
             ),
@@ -105,8 +142,8 @@ LAB: Mapping[str, LabFigures] = MappingProxyType(
                 "a 10-CPU kind node, 1 CPU pinned, new runc",
                 _frozen(
                     {
-                        "pods": {"share_pod-p100m": 0.046, "share_pod-p1": 0.447, "share_pod-two": 0.493},
-                        "two-container": {"share_small": 0.144, "share_big": 0.847},
+                        WEIGHTS_PODS: {"share_pod-p100m": 0.046, "share_pod-p1": 0.447, "share_pod-two": 0.493},
+                        WEIGHTS_TWO_CONTAINER: {"share_small": 0.144, "share_big": 0.847},
                     }
                 ),
             ),
@@ -116,7 +153,7 @@ LAB: Mapping[str, LabFigures] = MappingProxyType(
                 "a 10-CPU kind node, 1 CPU pinned, old runc",
                 _frozen(
                     {
-                        "two-container": {"share_small": 0.092, "share_big": 0.899},
+                        WEIGHTS_TWO_CONTAINER: {"share_small": 0.092, "share_big": 0.899},
                     }
                 ),
             ),
@@ -126,12 +163,12 @@ LAB: Mapping[str, LabFigures] = MappingProxyType(
                 "a 10-CPU kind node, limit 2, clumps of 50 (steady: 13-16 ms in all settings)",
                 _frozen(
                     {
-                        "steady-nolimit": {"work_p99_ms": 14.5, "throttled_ratio": 0.0},
-                        "steady-limit": {"work_p99_ms": 14.5, "throttled_ratio": 0.0},
-                        "steady-limit-go125": {"work_p99_ms": 14.5, "throttled_ratio": 0.0},
-                        "clumped-nolimit": {"work_p99_ms": 74.4},
-                        "clumped-limit": {"work_p99_ms": 370.1, "throttled_ratio": 0.300},
-                        "clumped-limit-go125": {"work_p99_ms": 447.1, "throttled_ratio": 0.045},
+                        E2B_STEADY_NOLIMIT: {"work_p99_ms": 14.5, "throttled_ratio": 0.0},
+                        E2B_STEADY_LIMIT: {"work_p99_ms": 14.5, "throttled_ratio": 0.0},
+                        E2B_STEADY_LIMIT_GO125: {"work_p99_ms": 14.5, "throttled_ratio": 0.0},
+                        E2B_CLUMPED_NOLIMIT: {"work_p99_ms": 74.4},
+                        E2B_CLUMPED_LIMIT: {"work_p99_ms": 370.1, "throttled_ratio": 0.300},
+                        E2B_CLUMPED_LIMIT_GO125: {"work_p99_ms": 447.1, "throttled_ratio": 0.045},
                     }
                 ),
             ),
@@ -141,11 +178,11 @@ LAB: Mapping[str, LabFigures] = MappingProxyType(
                 "a 10-CPU kind node, limits 2 / 1 / 4, clumps of 50",
                 _frozen(
                     {
-                        "one-nolimit": {"work_p99_ms": 85.7},
-                        "one-limit": {"work_p99_ms": 263.9},
-                        "two-half": {"work_p99_ms": 602.5},
-                        "two-limit": {"work_p99_ms": 140.1},
-                        "one-double": {"work_p99_ms": 105.1},
+                        E7_ONE_NOLIMIT: {"work_p99_ms": 85.7},
+                        E7_ONE_LIMIT: {"work_p99_ms": 263.9},
+                        E7_TWO_HALF: {"work_p99_ms": 602.5},
+                        E7_TWO_LIMIT: {"work_p99_ms": 140.1},
+                        E7_ONE_DOUBLE: {"work_p99_ms": 105.1},
                     }
                 ),
             ),
@@ -155,12 +192,12 @@ LAB: Mapping[str, LabFigures] = MappingProxyType(
                 "an 8-CPU worker, limits 2 / 4, requests 500m / 2 / 4",
                 _frozen(
                     {
-                        "idle-lim": {"work_p99_ms": 392.0},
-                        "idle-lim2x": {"work_p99_ms": 98.7},
-                        "busy-lim": {"work_p99_ms": 8359.0},
-                        "busy-lim2x": {"work_p99_ms": 6045.0, "throttled_ratio": 0.0},
-                        "busy-lim2x-req-half": {"work_p99_ms": 472.0},
-                        "busy-lim2x-req-full": {"work_p99_ms": 222.0},
+                        E8_IDLE_LIM: {"work_p99_ms": 392.0},
+                        E8_IDLE_LIM2X: {"work_p99_ms": 98.7},
+                        E8_BUSY_LIM: {"work_p99_ms": 8359.0},
+                        E8_BUSY_LIM2X: {"work_p99_ms": 6045.0, "throttled_ratio": 0.0},
+                        E8_BUSY_LIM2X_REQ_HALF: {"work_p99_ms": 472.0},
+                        E8_BUSY_LIM2X_REQ_FULL: {"work_p99_ms": 222.0},
                     }
                 ),
             ),
@@ -170,7 +207,7 @@ LAB: Mapping[str, LabFigures] = MappingProxyType(
                 "8 threads on 10 CPUs, limit 1",
                 _frozen(
                     {
-                        "limit": {"throttled_s_per_s": 0.48, "pause_s_per_s": 0.075},
+                        E6_LIMIT: {"throttled_s_per_s": 0.48, "pause_s_per_s": 0.075},
                     }
                 ),
             ),
@@ -180,8 +217,8 @@ LAB: Mapping[str, LabFigures] = MappingProxyType(
                 "the talk: limit 250m on 16 CPUs",
                 _frozen(
                     {
-                        "threads-node": {"throughput_rps": 126.0},
-                        "threads-one": {"throughput_rps": 2746.0},
+                        S2_THREADS_NODE: {"throughput_rps": 126.0},
+                        S2_THREADS_ONE: {"throughput_rps": 2746.0},
                     }
                 ),
             ),

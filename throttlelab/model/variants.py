@@ -294,3 +294,106 @@ def _from_cell(value: Any, allowed: tuple[type, ...] | None) -> Any:
 for _f in fields(VariantSpec):
     if _f.name not in ("experiment", "name", "given"):
         _TYPES[_f.name] = _types_of(str(_f.type))
+
+
+# --------------------------------------------------------------------------
+# The variants the analysis refers to by name: the claims, the figures' orders, the lab's figures
+# (model/reference.py), the report's notes and contrasts. The names are the profiles' keys
+# (config/profiles/*.yaml), which keep them; a profile may add variants of its own, and a test holds
+# every name below to a profile that runs it.
+
+# E2a: a burst under each limit
+E2A_NOLIMIT = "nolimit"
+E2A_LIMIT2 = "limit2"
+E2A_LIMIT1 = "limit1"
+E2A_LIMIT500M = "limit500m"
+E2A_LIMIT1_2THREADS = "limit1-2threads"
+# E3: GOMAXPROCS by go.mod line and limit (the rest are "<build>-<limit>")
+E3_GO125_NONE = "go125mod-none"
+E3_GO125_2500M = "go125mod-2500m"
+E3_GO125_2_ENV6 = "go125mod-2-env6"
+E3_GO125_2_GODEBUG = "go125mod-2-godebug"
+# S1: every P spinning
+S1_NOLIMIT = "nolimit"
+S1_CPUS1500M = "cpus1500m"
+S1_CPUS1500M_GOMAXPROCS8 = "cpus1500m-gomaxprocs8"
+# E5 and E10: the phases of the weights (model/weight_pods.py)
+WEIGHTS_PODS = "pods"
+WEIGHTS_TWO_CONTAINER = "two-container"
+# E2b: steady and clumped arrivals
+E2B_STEADY_NOLIMIT = "steady-nolimit"
+E2B_STEADY_LIMIT = "steady-limit"
+E2B_STEADY_LIMIT_GO125 = "steady-limit-go125"
+E2B_CLUMPED_NOLIMIT = "clumped-nolimit"
+E2B_CLUMPED_LIMIT = "clumped-limit"
+E2B_CLUMPED_LIMIT_GO125 = "clumped-limit-go125"
+# E7: replicas behind per-connection balancing
+E7_ONE_NOLIMIT = "one-nolimit"
+E7_ONE_LIMIT = "one-limit"
+E7_TWO_HALF = "two-half"
+E7_TWO_LIMIT = "two-limit"
+E7_ONE_DOUBLE = "one-double"
+# E8: an idle or busy neighbor
+E8_IDLE_LIM = "idle-lim"
+E8_IDLE_LIM2X = "idle-lim2x"
+E8_BUSY_LIM = "busy-lim"
+E8_BUSY_LIM2X = "busy-lim2x"
+E8_BUSY_LIM2X_REQ_HALF = "busy-lim2x-req-half"
+E8_BUSY_LIM2X_REQ_FULL = "busy-lim2x-req-full"
+# E6: a scraper against the real pause
+E6_LIMIT = "limit"
+# S2: closed-loop threads and the cascade
+S2_THREADS_NODE = "threads-node"
+S2_THREADS_ONE = "threads-one"
+S2_CASCADE_UNLIMITED = "cascade-unlimited"
+S2_CASCADE_LIMITED = "cascade-limited"
+# X1: burst budget
+X1_NOLIMIT = "nolimit"
+X1_BUDGET0 = "budget0"
+X1_BUDGET_HALF = "budget-half"
+X1_BUDGET_FULL = "budget-full"
+# X2: CFS period
+X2_PERIOD100 = "period100"
+X2_PERIOD20 = "period20"
+X2_PERIOD5 = "period5"
+# X3: a cpuset of one CPU, then two
+X3_CPUS1 = "cpus1"
+X3_CPUS2 = "cpus2"
+# X4: pods bursting together or staggered
+X4_SYNCHRONIZED = "synchronized"
+X4_STAGGERED = "staggered"
+# X5: steady arrivals at shares of the limit
+X5_USE30 = "use30"
+X5_USE90 = "use90"
+# X6: GOMAXPROCS 2 against 1
+X6_CLUMPED_500M_G1 = "clumped-500m-g1"
+X6_CLUMPED_500M_G2 = "clumped-500m-g2"
+X6_CLOSED_500M_G1 = "closed-500m-g1"
+X6_CLOSED_500M_G2 = "closed-500m-g2"
+
+#: every name above, by experiment: what tests/model/test_variants.py holds to the profiles
+NAMED_VARIANTS: dict[str, tuple[str, ...]] = {
+    "E2a": (E2A_NOLIMIT, E2A_LIMIT2, E2A_LIMIT1, E2A_LIMIT500M, E2A_LIMIT1_2THREADS),
+    "E3": (E3_GO125_NONE, E3_GO125_2500M, E3_GO125_2_ENV6, E3_GO125_2_GODEBUG),
+    "S1": (S1_NOLIMIT, S1_CPUS1500M, S1_CPUS1500M_GOMAXPROCS8),
+    "E5": (WEIGHTS_PODS, WEIGHTS_TWO_CONTAINER),
+    "E10": (WEIGHTS_PODS, WEIGHTS_TWO_CONTAINER),
+    "E2b": (
+        E2B_STEADY_NOLIMIT,
+        E2B_STEADY_LIMIT,
+        E2B_STEADY_LIMIT_GO125,
+        E2B_CLUMPED_NOLIMIT,
+        E2B_CLUMPED_LIMIT,
+        E2B_CLUMPED_LIMIT_GO125,
+    ),
+    "E7": (E7_ONE_NOLIMIT, E7_ONE_LIMIT, E7_TWO_HALF, E7_TWO_LIMIT, E7_ONE_DOUBLE),
+    "E8": (E8_IDLE_LIM, E8_IDLE_LIM2X, E8_BUSY_LIM, E8_BUSY_LIM2X, E8_BUSY_LIM2X_REQ_HALF, E8_BUSY_LIM2X_REQ_FULL),
+    "E6": (E6_LIMIT,),
+    "S2": (S2_THREADS_NODE, S2_THREADS_ONE, S2_CASCADE_UNLIMITED, S2_CASCADE_LIMITED),
+    "X1": (X1_NOLIMIT, X1_BUDGET0, X1_BUDGET_HALF, X1_BUDGET_FULL),
+    "X2": (X2_PERIOD100, X2_PERIOD20, X2_PERIOD5),
+    "X3": (X3_CPUS1, X3_CPUS2),
+    "X4": (X4_SYNCHRONIZED, X4_STAGGERED),
+    "X5": (X5_USE30, X5_USE90),
+    "X6": (X6_CLUMPED_500M_G1, X6_CLUMPED_500M_G2, X6_CLOSED_500M_G1, X6_CLOSED_500M_G2),
+}

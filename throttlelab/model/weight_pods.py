@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from throttlelab.model import quantities as q
 from throttlelab.model.placement import Container, Pod
+from throttlelab.model.variants import (
+    WEIGHTS_PODS,
+    WEIGHTS_TWO_CONTAINER,
+)
 
 # The lab's pods, as (pod name, ((container, request, limit), ...)).
 E4_PODS: tuple[tuple[str, tuple[tuple[str, str, str | None], ...]], ...] = (
@@ -20,8 +24,8 @@ E4_PODS: tuple[tuple[str, tuple[tuple[str, str, str | None], ...]], ...] = (
 )
 PHASES = {
     # phase -> (pods that run, level at which shares are compared)
-    "pods": (("p100m", "p1", "two"), "pod"),
-    "two-container": (("two",), "container"),
+    WEIGHTS_PODS: (("p100m", "p1", "two"), "pod"),
+    WEIGHTS_TWO_CONTAINER: (("two",), "container"),
 }
 
 

@@ -52,11 +52,13 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
         "kernel_cpu_p95",
         "kernel_cpu_max",
     ),
+    "load_generator": ("experiment", "variant", "repeat", "late_p99_ms", "work_errors", "suspect_above_ms", "suspect"),
 }
 REQUIRED_TABLES = ("findings", "estimates", "runs", "headers", "environment")
-#: Tables the page shows when they exist (E1's read-back has no estimates; contrasts and interference,
-#: the statistics the page prints beside the estimates, are absent from analyses that predate them).
-OPTIONAL_TABLES = ("readback", "checks", "metrics", "contrasts", "interference")
+#: Tables the page shows when they exist (E1's read-back has no estimates; contrasts, interference and
+#: load_generator, the statistics the page prints beside the estimates, are absent from analyses that
+#: predate them).
+OPTIONAL_TABLES = ("readback", "checks", "metrics", "contrasts", "interference", "load_generator")
 #: Tables read with the dtypes the analysis wrote them with (parameters and facts stay as written: "0", "2").
 TYPED_TABLES = ("runs", "environment")
 

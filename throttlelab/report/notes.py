@@ -14,6 +14,12 @@ import pandas as pd
 
 from throttlelab.analysis.number_format import fmt_interval
 from throttlelab.model.reference import TALK_S2_GAIN, lab_values
+from throttlelab.model.variants import (
+    E2B_CLUMPED_LIMIT,
+    E2B_CLUMPED_LIMIT_GO125,
+    S2_THREADS_NODE,
+    S2_THREADS_ONE,
+)
 
 
 def _estimate(estimates: pd.DataFrame, experiment: str, variant: str, metric: str) -> pd.Series | None:
@@ -50,14 +56,19 @@ def s2_against_e2b(tables: Mapping[str, pd.DataFrame]) -> list[str]:
     of contrasts.csv (analysis/report_statistics.py)."""
     estimates, contrasts = tables["estimates"], tables.get("contrasts")
     procs = {}
-    for v in ("threads-node", "threads-one", "clumped-limit", "clumped-limit-go125"):
-        row = _estimate(estimates, "S2" if v.startswith("threads") else "E2b", v, "gomaxprocs")
+    for experiment, v in (
+        ("S2", S2_THREADS_NODE),
+        ("S2", S2_THREADS_ONE),
+        ("E2b", E2B_CLUMPED_LIMIT),
+        ("E2b", E2B_CLUMPED_LIMIT_GO125),
+    ):
+        row = _estimate(estimates, experiment, v, "gomaxprocs")
         procs[v] = "?" if row is None or pd.isna(row["point"]) else f"{row['point']:g}"
-    s2, _ = contrast(contrasts, "S2", "threads-one", "threads-node")
+    s2, _ = contrast(contrasts, "S2", S2_THREADS_ONE, S2_THREADS_NODE)
     # the highest quantile every run of the two arms supports (STATS.md §2: p99 needs 368 requests per run)
-    e2b, latency = contrast(contrasts, "E2b", "clumped-limit-go125", "clumped-limit")
+    e2b, latency = contrast(contrasts, "E2b", E2B_CLUMPED_LIMIT_GO125, E2B_CLUMPED_LIMIT)
     quantile = (latency or "work_p99_ms").removeprefix("work_").removesuffix("_ms").replace("_", ".")
-    same = procs["clumped-limit"] == procs["clumped-limit-go125"] != "?"
+    same = procs[E2B_CLUMPED_LIMIT] == procs[E2B_CLUMPED_LIMIT_GO125] != "?"
     lab_p99 = lab_values("E2b", "work_p99_ms")
 
     def gmp(v: str) -> str:
@@ -70,12 +81,12 @@ def s2_against_e2b(tables: Mapping[str, pd.DataFrame]) -> list[str]:
         f"quota drains in a few ms and every thread then waits out the period (the talk: {TALK_S2_GAIN:g}x more "
         "throughput with GOMAXPROCS 1). E2b is an open loop with clumped arrivals: a burst of requests lands "
         "at once and the measure is how long the last one waits, so what matters is parallelism inside the "
-        f"quota; with fewer threads a clump is served more serially (the lab: p99 {lab_p99['clumped-limit-go125']:.0f} "
-        f"ms with GOMAXPROCS 2 against {lab_p99['clumped-limit']:.0f} ms with 10).",
-        f"This run. S2, closed loop: throughput with fewer threads{gmp('threads-one')} / the node's "
-        f"CPUs{gmp('threads-node')} = {s2} (F11 says whether this node can show the effect). E2b, open loop, "
-        f"clumped: /work {quantile} with the go125mod build{gmp('clumped-limit-go125')} / go124mod"
-        f"{gmp('clumped-limit')} = {e2b}"
+        f"quota; with fewer threads a clump is served more serially (the lab: p99 {lab_p99[E2B_CLUMPED_LIMIT_GO125]:.0f} "
+        f"ms with GOMAXPROCS 2 against {lab_p99[E2B_CLUMPED_LIMIT]:.0f} ms with 10).",
+        f"This run. S2, closed loop: throughput with fewer threads{gmp(S2_THREADS_ONE)} / the node's "
+        f"CPUs{gmp(S2_THREADS_NODE)} = {s2} (F11 says whether this node can show the effect). E2b, open loop, "
+        f"clumped: /work {quantile} with the go125mod build{gmp(E2B_CLUMPED_LIMIT_GO125)} / go124mod"
+        f"{gmp(E2B_CLUMPED_LIMIT)} = {e2b}"
         + (
             " - the same GOMAXPROCS on this node, so E2b cannot show its side here (both builds are capped at "
             "the node's CPUs; it needs more than 2)."

@@ -32,7 +32,6 @@ import jinja2
 import pandas as pd
 
 from throttlelab.analysis.number_format import fmt_interval, fmt_number
-from throttlelab.analysis.metrics.services_metrics import LATENESS_SUSPECT_MS, lateness_rows
 from throttlelab.analysis.tidy import ENV_PREFIX, variant_specs
 from throttlelab.errors import ReportError
 from throttlelab.figures.registry import figures_for, resolve
@@ -608,16 +607,17 @@ def interference_text(runs: pd.DataFrame, interference: pd.DataFrame | None = No
     return text_
 
 
-def generator_table(metrics: pd.DataFrame | None, experiment: str, order: list[str]) -> Table | None:
-    """The load generator's health: every run's send lateness p99, a run above the bar flagged suspect."""
-    if metrics is None:
+def generator_table(load_generator: pd.DataFrame | None, experiment: str, order: list[str]) -> Table | None:
+    """The load generator's health: every run's send lateness p99, the runs the analysis found suspect marked
+    (load_generator.csv)."""
+    if load_generator is None:
         return None
-    rows = lateness_rows(metrics, experiment)
-    if not rows:
+    mine = load_generator[load_generator["experiment"] == experiment]
+    if mine.empty:
         return None
     by_variant: dict[str, list[tuple[int, float, float, bool]]] = {}
-    for variant, repeat, late, errors, suspect in rows:
-        by_variant.setdefault(variant, []).append((repeat, late, errors, suspect))
+    for r in mine.itertuples():
+        by_variant.setdefault(str(r.variant), []).append((int(r.repeat), r.late_p99_ms, r.work_errors, bool(r.suspect)))
     body = []
     for variant in [v for v in order if v in by_variant] + [v for v in by_variant if v not in order]:
         runs = sorted(by_variant[variant])
@@ -625,12 +625,12 @@ def generator_table(metrics: pd.DataFrame | None, experiment: str, order: list[s
         errors = [f"rep{r}: {fmt_number(e)}" for r, _, e, _ in runs]
         flagged = sum(bad for *_, bad in runs)
         body.append([variant, ", ".join(cells), ", ".join(errors), f"{flagged} suspect" if flagged else "ok"])
-    total = sum(bad for *_, bad in rows)
+    total = int(mine["suspect"].astype(bool).sum())
     note = (
         f"Send lateness is the actual minus the scheduled send time of each request; a run whose p99 exceeds "
-        f"{LATENESS_SUSPECT_MS:g} ms is flagged SUSPECT: its latencies may include the generator's own delay. "
-        f"{total} of {len(rows)} runs flagged. A failed or timed-out /work request is counted per run and enters "
-        "the latency quantiles at the client timeout, so the worst runs keep their tail."
+        f"{float(mine['suspect_above_ms'].iloc[0]):g} ms is flagged SUSPECT: its latencies may include the "
+        f"generator's own delay. {total} of {len(mine)} runs flagged. A failed or timed-out /work request is counted "
+        "per run and enters the latency quantiles at the client timeout, so the worst runs keep their tail."
     )
     return Table(["variant", "send lateness p99 per run (ms)", "/work errors per run", "status"], body, [note])
 
@@ -684,7 +684,7 @@ def experiment_sections(
                 readback=readback_table(tables.get("readback"), name) if shows_readback else None,
                 readback_note="" if shows_readback else readback_summary(tables.get("readback"), name),
                 raw=raw_links(runs, name, order, raw_root, page_dir),
-                generator=generator_table(tables.get("metrics"), name, order),
+                generator=generator_table(tables.get("load_generator"), name, order),
                 interference=interference_table(runs, name, order),
                 notes=tuple(section_notes(name, tables)),
                 lab_cells=lab_cells_table(tables.get("metrics"), runs, name, order),

@@ -20,6 +20,9 @@ from throttlelab.analysis.findings.engine import Check, Evidence, Finding, Requi
 from throttlelab.model import quantities as q
 from throttlelab.model.reference import quote
 from throttlelab.model.weight_pods import PHASES, expected_shares, lab_pods
+from throttlelab.model.variants import (
+    WEIGHTS_TWO_CONTAINER,
+)
 
 RUNTIMES = {"E5": "runc-new", "E10": "runc-old"}
 
@@ -50,7 +53,7 @@ def _reference(phase: str) -> str:
 
 def conversion_gap() -> float:
     """|log| distance between runc's two conversions for the two-container pod's small/big ratio."""
-    new, old = _weights("two-container", "runc-new"), _weights("two-container", "runc-old")
+    new, old = _weights(WEIGHTS_TWO_CONTAINER, "runc-new"), _weights(WEIGHTS_TWO_CONTAINER, "runc-old")
     return abs(math.log(new["small"] / new["big"]) - math.log(old["small"] / old["big"]))
 
 

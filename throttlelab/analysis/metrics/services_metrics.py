@@ -31,8 +31,8 @@ from throttlelab.analysis.metrics.common import COUNTERS, USEC_PER_MS, MetricSpe
 from throttlelab.analysis.tidy import ENDPOINTS, InputError
 from throttlelab.model.catalogue import Experiment
 
-#: A run whose send lateness p99 exceeds this is flagged "suspect" in the report: the generator,
-#: not the service, may have set its latencies.
+#: A run whose send lateness p99 exceeds this is suspect (load_generator.csv, which the report shows): the
+#: generator, not the service, may have set its latencies.
 LATENESS_SUSPECT_MS = 5.0
 #: The client timeout of `cpulab load` when its header does not say (its default -timeout=10s, and
 #: SPEC §3's "client timeout 10 s"); the runner passes it explicitly and the header's params record it.
@@ -487,17 +487,3 @@ def service_run_metrics(experiment: Experiment, parts: Mapping[str, pd.DataFrame
 def suspect(late_p99_ms: float) -> bool:
     """A run the generator may have distorted (its send lateness p99 above the threshold)."""
     return bool(np.isfinite(late_p99_ms) and late_p99_ms > LATENESS_SUSPECT_MS)
-
-
-def lateness_rows(metrics: pd.DataFrame, experiment: str) -> list[tuple[str, int, float, float, bool]]:
-    """(variant, repeat, late p99 ms, /work errors, suspect) per run of the experiment, in run order."""
-    mine = metrics[(metrics["experiment"] == experiment) & metrics["metric"].isin(["late_p99_ms", "work_errors"])]
-    if mine.empty or not (mine["metric"] == "late_p99_ms").any():
-        return []
-    wide = mine.pivot_table(index=["variant", "repeat"], columns="metric", values="value", aggfunc="first", sort=False)
-    out = []
-    for (variant, repeat), row in wide.iterrows():
-        late = float(row.get("late_p99_ms", math.nan))
-        errors = float(row.get("work_errors", math.nan))
-        out.append((str(variant), int(repeat), late, errors, suspect(late)))
-    return out
