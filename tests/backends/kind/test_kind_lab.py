@@ -44,7 +44,7 @@ from throttlelab.backends.kind import clusters as kind_clusters, pauses, pins
 from throttlelab.backends.kind.kind_backend import KindBackend
 from throttlelab.backends.kind.clusters import ROLE_OF_RUNTIME
 from throttlelab.backends.kube import manifests as mf
-from throttlelab.backends.kube.kube_backend import parse_cpu_stat
+from throttlelab.backends.kube.pod_readback import parse_cpu_stat
 from throttlelab.experiments import REGISTRY, Context, services_experiments, smoke
 from throttlelab.model.config import load_design
 from throttlelab.model.coverage import V1_PIN_REASON, cadvisor_misfit, request_over_limit, untestable_variants

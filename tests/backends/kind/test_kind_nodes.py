@@ -25,7 +25,8 @@ from throttlelab.host.docker_engine import kind_engine_client
 from throttlelab.backends.kind import clusters, nodes, pins
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.base import BackendError
-from throttlelab.backends.kube.kube_backend import compare, kube_design, records_from_log
+from throttlelab.backends.kube.pod_readback import compare, kube_design
+from throttlelab.backends.kube.pod_workloads import records_from_log
 from throttlelab.model.placement import Node
 from throttlelab.model.runtime import runc_conversion
 

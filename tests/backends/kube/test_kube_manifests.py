@@ -22,7 +22,8 @@ from kube_api_server import FakeKubeAPI  # noqa: E402
 from conftest import PROJECT  # noqa: E402
 from throttlelab.model import coverage, quantities as q  # noqa: E402
 from throttlelab.backends.kube import manifests as mf  # noqa: E402
-from throttlelab.backends.kube.kube_backend import KubeBackend, KubeDeployment, KubeSettings, parse_cpu_stat  # noqa: E402
+from throttlelab.backends.kube.kube_backend import KubeBackend, KubeDeployment, KubeSettings  # noqa: E402
+from throttlelab.backends.kube.pod_readback import parse_cpu_stat  # noqa: E402
 from throttlelab.model.config import load_design  # noqa: E402
 from throttlelab.experiments import REGISTRY, Context  # noqa: E402
 from throttlelab.model.placement import Container, Node, Pod  # noqa: E402

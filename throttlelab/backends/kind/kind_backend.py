@@ -41,8 +41,8 @@ from throttlelab.backends.kube.kube_backend import (
     KubeDeployment,
     KubeSettings,
     NotTestable,
-    parse_cpu_stat,
 )
+from throttlelab.backends.kube.pod_readback import parse_cpu_stat
 from throttlelab.backends.kind.clusters import (
     NODE_IMAGES,
     ROLE_OF_RUNTIME,
