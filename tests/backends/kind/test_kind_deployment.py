@@ -124,7 +124,7 @@ def test_a_pinned_node_is_read_back_at_every_level_while_the_idle_cluster_is_pau
         assert all(not r.mismatches and "unreadable" not in r.actual for r in readback.values())
         assert readback["node"].actual["cpus"] == "0"
         assert (dep.read_stat("e1")["usage_usec"], dep.read_stat("e1", "app")["usage_usec"]) == (3_000_000, 1_500_000)
-        assert dep.files.located == 1
+        assert dep.access.files.located == 1
         assert dep.run_job("e1", "app", timeout_s=10).returncode == 0
         assert dep.run_load(["load", "-rps=1"], timeout_s=10).returncode == 0
     assert {engine.nodes[n].status for n in (old.worker, old.control_plane)} == {"running"}

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import E1_NODE as E1
 from kube_api_server import FakeKubeAPI
-from throttlelab.backends.kube.kube_backend import KubeSettings
+from throttlelab.backends.kube.run_pods import KubeSettings
 from throttlelab.backends.node import node_backend
 from throttlelab.model.placement import Node
 from throttlelab.platform import real_node as nc
@@ -70,7 +70,7 @@ def test_every_level_is_read_back_from_this_hosts_files_and_the_pods_name_their_
         assert dep.read_stat("e1")["usage_usec"] != dep.read_stat("e1", "app")["usage_usec"]
         assert dep.run_job("e1", "app", timeout_s=10).returncode == 0
         assert dep.run_load(["load", "-rps=1"], timeout_s=10).returncode == 0  # unpinned: a pod of the node
-        assert dep.live["e1"]["spec"]["runtimeClassName"] == "runc-old"
+        assert dep.pods.live["e1"]["spec"]["runtimeClassName"] == "runc-old"
     assert backend.pins == [("/kubelet.slice", "0"), ("/kubelet.slice", None)]  # pinned, then every CPU again
     assert api.live_pods() == []
     assert not any(Path(api.cgroup_dir).rglob("*-pod*")), "a pod's cgroup left in the node"

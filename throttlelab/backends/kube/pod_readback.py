@@ -1,11 +1,20 @@
-"""The design of a node's pods on a real node, what its cgroup files say, and their comparison."""
+"""The design of a node's pods on a real node, read back and compared, and their counters.
+
+The container level is read by exec in the container (`podgate cat` of its own
+/sys/fs/cgroup). The pod, QoS and node levels live outside every container's
+cgroup namespace: where the backend sees the node (`NodeAccess`: kind, the real
+node) they are read there, else recorded as unreadable, not as matching.
+"""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
+from throttlelab.backends.base import DesignMismatch, Readback
 from throttlelab.backends.kube import manifests as mf
+from throttlelab.backends.kube.run_pods import NodeAccess, NotTestable, RunPods
 from throttlelab.model import node_levels as design
 from throttlelab.model import quantities as q
 from throttlelab.model.placement import Node, parse_cpuset
@@ -117,3 +126,138 @@ def compare(designed: dict[str, Any], got: dict[str, Any], cgroup_version: int |
         if read is None or parse_cpuset(read) != parse_cpuset(designed["cpus"]):
             out.append(f"cpus: designed {designed['cpus']!r}, read {read!r}")
     return out
+
+
+def container_counters(pods: RunPods, pod: str, container: str, cgroup_version: int | None) -> dict[str, Any]:
+    """A container's counters, read by exec in it (its own cpu.stat; on v1 with cpuacct.usage)."""
+    if cgroup_version == 1:
+        texts = pods.cat(pod, container, STAT_V1)
+        return parse_cpu_stat(texts[STAT_V1[0]] or "", texts[STAT_V1[1]])
+    return parse_cpu_stat(pods.cat(pod, container, (STAT_V2,))[STAT_V2] or "")
+
+
+class PodReadback:
+    """The run's levels as designed for the worker (SPEC §2 with what a real node adds: its allocatable
+    CPUs, the other pods' requests at the burstable level, a systemd driver's rounding), read back
+    and compared; and the counters of a pod or container."""
+
+    def __init__(self, pods: RunPods, access: NodeAccess, runtime: str, unreadable_reason: str):
+        self.pods, self.access = pods, access
+        self.runtime = runtime
+        self.unreadable_reason = unreadable_reason
+        self.levels: list[KubeLevel] = []
+        self._version: int | None = None  # as the container's own files showed it
+
+    @property
+    def cgroup_version(self) -> int | None:
+        return self.access.cgroup_version or self._version
+
+    def design(self) -> None:
+        """The levels of the node as deployed (RunPods.node, with the worker's allocatable CPUs)."""
+        self.levels = kube_design(self.pods.node, self.runtime, self._other_pods())
+
+    def _other_pods(self) -> list[dict[str, Any]] | None:
+        """The worker's other live pods, whose requests kubelet adds to the burstable level: asked for
+        only where that level is read back (listing the pods of every namespace needs cluster-wide
+        rights); None otherwise."""
+        if not self.access.strict:
+            return None
+        return [
+            p
+            for p in self.pods.kc.pods_on_node(self.pods.settings.worker_node)
+            if (p["metadata"].get("labels") or {}).get(mf.LABEL_RUN) != self.pods.ident.run
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        ]
+
+    def _container_settings(self, pod: str, container: str) -> dict[str, Any]:
+        texts = self.pods.cat(pod, container, CGROUP_V2_FILES + CGROUP_V1_FILES)
+        named = {path.rsplit("/", 1)[1]: value for path, value in texts.items()}
+        if self.cgroup_version is None:
+            self._version = (
+                2 if named.get("cpu.max") is not None else 1 if named.get("cpu.shares") is not None else None
+            )
+        return {**parse_settings(named), "cgroup": "/sys/fs/cgroup (the container's own, read by exec)"}
+
+    def _driver_quota(self, designed: dict[str, Any], level: Any, actual: dict[str, Any] | None) -> str:
+        """A systemd cgroup driver rounds a quota up to whole 10 ms per second (quantities.systemd_quota):
+        under it the design's quota is the rounded one (also where the driver is unknown and the quota read
+        is exactly that rounding). Returns what to add to the level's formula."""
+        quota = designed["quota_us"]
+        rounded = q.systemd_quota(quota, level.period_us)
+        if quota is None or rounded == quota:
+            return ""
+        driver = self.access.cgroup_driver()
+        if driver == "systemd" or (driver is None and actual is not None and actual.get("quota_us") == rounded):
+            designed["quota_us"] = rounded
+            how = "systemd cgroup driver" if driver else "a systemd cgroup driver's rounding, as read"
+            return f"; {how}: quota rounded up to whole 10 ms per second, {quota} -> {rounded} us"
+        return ""
+
+    def verify(self) -> list[Readback]:
+        containers = {lv.design.path for lv in self.levels if lv.design.level == "container"}
+        upper = self.access.upper_levels(self.pods, containers)
+        results = []
+        for kl in self.levels:
+            level = kl.design
+            designed: dict[str, Any] = {
+                "quota_us": level.quota_us,
+                "period_us": level.period_us,
+                "weight": level.weight,
+            }
+            if level.cpus:
+                designed["cpus"] = level.cpus
+            if level.level == "container":
+                actual = self._container_settings(level.pod, level.container)
+            else:
+                actual = upper.get(level.path)
+            if self.cgroup_version == 1:
+                designed["shares"] = kl.v1_shares
+            formula = level.formula + self._driver_quota(designed, level, actual)
+            info = {**designed, "formula": formula, "pod": level.pod, "container": level.container}
+            if actual is None:
+                missing = [f"not found: {self.unreadable_reason}"] if self.access.strict else []
+                results.append(Readback(level.level, level.path, info, {"unreadable": self.unreadable_reason}, missing))
+                continue
+            results.append(
+                Readback(level.level, level.path, info, actual, compare(designed, actual, self.cgroup_version))
+            )
+        for path, actual in upper.items():  # the pause containers: kubelet gives them no request (weight 1)
+            if path.endswith("/pause"):
+                designed = {"quota_us": None, "period_us": q.DEFAULT_PERIOD_US, "weight": 1, "shares": q.MIN_SHARES}
+                info = {**designed, "formula": "pause container: no request -> shares 2 -> weight 1"}
+                results.append(Readback("pause", path, info, actual, compare(designed, actual, self.cgroup_version)))
+        bad = [r for r in results if r.mismatches]
+        if bad:
+            lines = [f"  {r.path}: " + "; ".join(r.mismatches) for r in bad]
+            hint = ""
+            if any(r.level == "container" and any(m.startswith("weight") for m in r.mismatches) for r in bad):
+                hint = (
+                    f"\n(the design assumed the {self.runtime} conversion of shares to weights; if this cluster's "
+                    "runc converts the other way, set runtime accordingly)"
+                )
+            raise DesignMismatch(
+                f"cgroup readback on {self.pods.settings.worker_node} differs from the SPEC §2 design:\n"
+                + "\n".join(lines)
+                + hint
+            )
+        return results
+
+    def read_stat(self, pod: str, container: str | None = None) -> dict[str, Any]:
+        """The counters, stamped with the middle of the read: an exec takes tens of milliseconds on
+        a real cluster, and the files are read somewhere inside it, not when it has returned."""
+        before = time.monotonic_ns()
+        stat = self.access.counters(self.pods, pod, container)
+        if stat is None:
+            stat = self._counters_by_exec(pod, container)
+        return {**stat, "t_ns": (before + time.monotonic_ns()) // 2}
+
+    def _counters_by_exec(self, pod: str, container: str | None) -> dict[str, Any]:
+        if container:
+            return container_counters(self.pods, pod, container, self.cgroup_version)
+        p = self.pods.node.pod(pod)
+        if len(p.containers) == 1:
+            return {
+                **container_counters(self.pods, pod, p.containers[0].name, self.cgroup_version),
+                "level": "container (the pod level is not readable without node access)",
+            }
+        raise NotTestable(f"pod-level counters of {pod} need node access: {self.unreadable_reason}")
