@@ -11,7 +11,7 @@ Docker containers on this host, so
   throttlelab.backends.kind.kind_guardian);
 * the node, QoS, pod and pause cgroup levels are found inside the node container
   (one docker exec per deployment) and then read from this host through the
-  node's /proc/<pid>/root (kind/nodes.py), where the whole kubelet hierarchy is
+  node's /proc/<pid>/root (kind/node_cgroups.py, kind/nodes.py), where the whole kubelet hierarchy is
   visible: pod and container counters are sampled with no process started in the
   node or the pod;
 * the other, idle cluster's node containers are paused while a deployment lives

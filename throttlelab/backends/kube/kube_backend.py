@@ -198,7 +198,7 @@ class KubeBackend(Backend):
     name = "kubernetes"
     unreadable_reason = "an existing cluster gives no access to its nodes; only the container level is read (exec)"
     node_ready_timeout_s = 120.0  # the preflight waits this long for the worker and load nodes to be Ready
-    patience = 1.0  # how many times its usual limit each wait on the cluster may take (KubeDeployment)
+    patience = 1.0  # how many times its usual limit each wait on the cluster may take (PodLimits.scaled)
 
     def __init__(
         self, settings: KubeSettings, runtime: str = "runc-new", progress: Callable[[str], None] = lambda message: None
