@@ -12,7 +12,8 @@ import pytest
 
 from throttlelab.backends.base import BackendError
 from throttlelab.backends.docker import DockerDeployment
-from throttlelab.backends.kube.kube_backend import KubeDeployment
+from throttlelab.backends.kube.pod_workloads import PodWorkloads
+from throttlelab.backends.kube.run_pods import PodLimits
 from throttlelab.backends.local import LocalDeployment
 
 SUMMARY = {"type": "summary", "elapsed_s": 2.3}
@@ -69,16 +70,18 @@ def kube_parts(w: Workload):
             }
         },
     )
-    deployment = SimpleNamespace(kc=kc, ns="lab", poll_s=0.01, _reachable=lambda handle, record: record)
+    deployment = PodWorkloads(SimpleNamespace(kc=kc, ns="lab", limits=PodLimits(poll_s=0.01)), lifecycle=None)
     return deployment, SimpleNamespace(pod="burst-1", container="burst", pod_name="burst-1")
 
 
 def wait(kind: str, w: Workload):
     if kind == "local":
         return LocalDeployment.wait_for_record(None, local_handle(w), "summary", timeout_s=2)
-    deployment, handle = (docker_parts if kind == "docker" else kube_parts)(w)
-    cls = DockerDeployment if kind == "docker" else KubeDeployment
-    return cls.wait_for_record(deployment, handle, "summary", timeout_s=2)
+    if kind == "docker":
+        deployment, handle = docker_parts(w)
+        return DockerDeployment.wait_for_record(deployment, handle, "summary", timeout_s=2)
+    workloads, handle = kube_parts(w)
+    return workloads.wait_for_record(handle, "summary", timeout_s=2)
 
 
 @pytest.mark.parametrize("kind", ["local", "docker", "kubernetes"])

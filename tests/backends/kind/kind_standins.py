@@ -32,6 +32,7 @@ from throttlelab.host.docker_engine import kind_engine_client
 from throttlelab.backends.base import BackendError
 from throttlelab.backends.kind import clusters as kind_clusters, pauses, pins
 from throttlelab.backends.kind import kind_backend
+from throttlelab.backends.kube.run_pods import PodLimits
 from throttlelab.model.config import load_design
 
 TOOLS = ["/bin/dash", "/usr/bin/find", "/usr/bin/head", "/usr/bin/tr", "/bin/cat", "/bin/sleep"]
@@ -171,16 +172,15 @@ def stand_in(engine: Any, image: str, cluster: kind_clusters.KindCluster, tmp: P
 
 
 class FastKindDeployment(kind_backend.KindDeployment):
-    poll_s = 0.02
+    limits = PodLimits(poll_s=0.02)
 
 
 class FastKind(kind_backend.KindBackend):
     deployment_class = FastKindDeployment
 
     def deploy(self, node, load=None):
-        dep = super().deploy(node, load)
-        dep.__class__ = self.deployment_class
-        return dep
+        dep = super().deploy(node, load)  # its checks, and the cluster it chose
+        return self.deployment_class(self, node, load, dep.cluster)
 
     def host_cgroup_version(self):
         # The stand-in nodes run no containers inside them, so `docker update --cpuset-cpus` meets no

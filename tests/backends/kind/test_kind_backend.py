@@ -21,8 +21,8 @@ import pytest
 from kind_standins import FastKind, build_node_image, engine_or_skip, lab_clusters, stand_in
 from conftest import E1_NODE as E1
 from throttlelab.backends.kind import pauses, pins
-from throttlelab.backends.kind import kind_backend
 from throttlelab.backends.base import BackendError
+from throttlelab.backends.kube.run_pods import NotTestable
 from throttlelab.model.placement import LoadPlacement, Node, parse_cpuset
 
 pytestmark = pytest.mark.docker
@@ -59,7 +59,7 @@ def test_a_real_kind_node_on_a_v1_host_is_not_pinned(cluster):
         def host_cgroup_version(self):
             return 1
 
-    with pytest.raises(kind_backend.NotTestable, match="EBUSY"):
+    with pytest.raises(NotTestable, match="EBUSY"):
         with OnV1(clusters).deploy(Node("node", E1.pods, cpus="0")):
             pass
 
@@ -168,10 +168,10 @@ def test_sampling_a_pod_starts_no_process_and_asks_neither_engine_nor_api(engine
         assert dict(counts) == {} and len(api.requests) == api_requests, (
             f"a sample cost more than a file read: {dict(counts)}, {len(api.requests) - api_requests} API request(s)"
         )
-        assert dep.files.located == 1  # the node's pid was asked once
+        assert dep.access.files.located == 1  # the node's pid was asked once
     with capsys.disabled():
         print(
-            f"\n[kind read_stat through /proc/{dep.files.pid}/root, {rounds} reads each] pod: "
+            f"\n[kind read_stat through /proc/{dep.access.files.pid}/root, {rounds} reads each] pod: "
             f"{(t1 - t0) / rounds * 1e6:.1f} us, container: {(t2 - t1) / rounds * 1e6:.1f} us per sample"
         )
     assert api.live_pods() == []
@@ -182,11 +182,11 @@ def test_a_restarted_node_is_found_again_and_a_vanished_pod_is_named(engine, clu
     worker = containers[clusters["new"].worker]
     with FastKind(clusters).deploy(E1) as dep:
         assert dep.read_stat("e1")["usage_usec"] == 3_000_000
-        before = dep.files.pid
+        before = dep.access.files.pid
         worker.restart(timeout=0)  # the node container restarts: another main process, another pid
         assert dep.read_stat("e1")["usage_usec"] == 3_000_000
-        assert dep.files.pid != before and dep.files.located == 2  # inspected once more, not per sample
-        uid = dep.live["e1"]["metadata"]["uid"].replace("-", "_")
+        assert dep.access.files.pid != before and dep.access.files.located == 2  # inspected once more, not per sample
+        uid = dep.pods.live["e1"]["metadata"]["uid"].replace("-", "_")
         shutil.rmtree(next(api.cgroup_dir.rglob(f"*pod{uid}.slice")))  # kubelet removed the pod's cgroup
         with pytest.raises(
             BackendError,
@@ -196,7 +196,7 @@ def test_a_restarted_node_is_found_again_and_a_vanished_pod_is_named(engine, clu
             dep.read_stat("e1")
         with pytest.raises(BackendError, match=rf"the cgroup of container e1/app is gone from node {worker.name}"):
             dep.read_stat("e1", "app")
-        assert dep.files.located == 2  # a missing file in a running node is not taken for a restart
+        assert dep.access.files.located == 2  # a missing file in a running node is not taken for a restart
     assert api.live_pods() == []
 
 

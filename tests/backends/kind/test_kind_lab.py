@@ -44,7 +44,7 @@ from throttlelab.backends.kind import clusters as kind_clusters, pauses, pins
 from throttlelab.backends.kind.kind_backend import KindBackend
 from throttlelab.backends.kind.clusters import ROLE_OF_RUNTIME
 from throttlelab.backends.kube import manifests as mf
-from throttlelab.backends.kube.kube_backend import parse_cpu_stat
+from throttlelab.backends.kube.pod_readback import parse_cpu_stat
 from throttlelab.experiments import REGISTRY, Context, services_experiments, smoke
 from throttlelab.model.config import load_design
 from throttlelab.model.coverage import V1_PIN_REASON, cadvisor_misfit, request_over_limit, untestable_variants
@@ -215,35 +215,35 @@ class CheckedDeployment(FastKindDeployment):
 
     def verify(self):
         readbacks = super().verify()
-        idle = [n for c in self.idle for n in (c.control_plane, c.worker)]
+        idle = [n for c in self.changes.idle for n in (c.control_plane, c.worker)]
         tree = self.backend.trees[self.cluster.role]
-        levels = [(p.name, None) for p in self.node.pods] + [
-            (p.name, c.name) for p in self.node.pods for c in p.containers
+        levels = [(p.name, None) for p in self.pods.node.pods] + [
+            (p.name, c.name) for p in self.pods.node.pods for c in p.containers
         ]
         counters = {}
         for pod, container in levels:
             got = {k: v for k, v in self.read_stat(pod, container).items() if k != "t_ns"}
             # the same level's cpu.stat as this host sees it in the fixture tree the node mounts at /fixture,
             # found there apart from the backend: the pod's directory by its uid, a container's by its id
-            on_host = parse_cpu_stat((level_in_tree(tree, self.live[pod], container) / "cpu.stat").read_text())
+            on_host = parse_cpu_stat((level_in_tree(tree, self.pods.live[pod], container) / "cpu.stat").read_text())
             counters[(pod, container)] = (got, on_host)
         self.backend.seen.append(
             {
                 "cluster": self.cluster.role,
-                "designed": {lv.design.path for lv in self.levels},
+                "designed": {lv.design.path for lv in self.readback.levels},
                 "readback": {r.path: r for r in readbacks},
                 "counters": counters,
-                "idle": {name: self.docker.containers.get(name).status for name in idle},
+                "idle": {name: self.changes.docker.containers.get(name).status for name in idle},
                 "pinned": {
                     self.cluster.worker: self.model.cpus,
                     self.cluster.control_plane: self.load.cpus if self.load else None,
                 },
                 "cpusets": {
-                    name: pins.current_cpuset(self.docker.containers.get(name))
+                    name: pins.current_cpuset(self.changes.docker.containers.get(name))
                     for name in (self.cluster.worker, self.cluster.control_plane)
                 },
-                "pod_ips": {name: (obj.get("status") or {}).get("podIP") for name, obj in self.live.items()},
-                "names": {p.name: mf.pod_name(p, self.ident.run) for p in self.node.pods},
+                "pod_ips": {name: (obj.get("status") or {}).get("podIP") for name, obj in self.pods.live.items()},
+                "names": {p.name: mf.pod_name(p, self.pods.ident.run) for p in self.pods.node.pods},
             }
         )
         return readbacks

@@ -25,7 +25,8 @@ from throttlelab.host.docker_engine import kind_engine_client
 from throttlelab.backends.kind import clusters, nodes, pins
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.base import BackendError
-from throttlelab.backends.kube.kube_backend import compare, kube_design, records_from_log
+from throttlelab.backends.kube.pod_readback import compare, kube_design
+from throttlelab.backends.kube.pod_workloads import records_from_log
 from throttlelab.model.placement import Node
 from throttlelab.model.runtime import runc_conversion
 
@@ -598,14 +599,14 @@ GUARDED = textwrap.dedent("""
     sys.path.insert(0, {project!r})
     from throttlelab.backends.kind import pins
     from throttlelab.host.docker_engine import kind_engine_client
-    from throttlelab.backends.kind.kind_backend import KindDeployment
-    from throttlelab.backends.kube.kube_backend import KubeGuardian
+    from throttlelab.backends.kind.kind_backend import KindNodeChanges
+    from throttlelab.backends.kube.pod_lifecycle import KubeGuardian
     engine = kind_engine_client()
     planned = pins.plan_pins(engine, {{{name!r}: "0"}})
     guardian = KubeGuardian({{"kubeconfig": {kubeconfig!r}, "context": "fake", "namespace": "default",
                              "selector": "app.kubernetes.io/managed-by=throttlelab,throttlelab.io/run=none",
                              "pins": [{{"container": p.container, "restore_to": p.restore_to}} for p in planned]}},
-                            KindDeployment.guardian_module)
+                            KindNodeChanges.guardian_module)
     pins.apply_pins(engine, planned, 0)
     print("pinned", flush=True)
     time.sleep(600)

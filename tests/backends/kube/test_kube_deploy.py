@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -20,7 +21,8 @@ from kube_api_server import FakeKubeAPI, Script, _qos as api_server_qos, recorde
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.base import CADVISOR_COUNTERS, BackendError, DesignMismatch
 from throttlelab.backends.kube.client import Forbidden, KubeClient, KubeError, NotFound, all_running, container_state
-from throttlelab.backends.kube.kube_backend import KubeBackend, KubeDeployment, KubeSettings, NotTestable
+from throttlelab.backends.kube.kube_backend import KubeBackend, KubeDeployment
+from throttlelab.backends.kube.run_pods import KubeSettings, NodeAccess, NotTestable, PodLimits
 from throttlelab.model.placement import Container, LoadPlacement, Node, Pod
 
 WORKER = "throttlelab-new-worker"
@@ -28,11 +30,13 @@ CONTROL_PLANE = "throttlelab-new-control-plane"
 
 
 class FastDeployment(KubeDeployment):
-    poll_s = 0.02
-    term_grace_s = 0.3
-    unschedulable_grace_s = 0.2
-    deletion_timeout_s = 10.0
-    containers_gone_timeout_s = 10.0
+    limits = PodLimits(
+        poll_s=0.02,
+        term_grace_s=0.3,
+        unschedulable_grace_s=0.2,
+        deletion_timeout_s=10.0,
+        containers_gone_timeout_s=10.0,
+    )
 
 
 class FastKube(KubeBackend):
@@ -99,15 +103,16 @@ def test_pods_wait_at_their_gates_then_run_and_are_removed(api, backend):
 class ReadsTheNode(FastDeployment):
     """A deployment that reads the levels above the containers back (as kind's does)."""
 
-    strict_upper = True
+    class Strict(NodeAccess):
+        strict = True  # (and finds none of them: upper_levels is NodeAccess's)
 
-    def _read_upper_levels(self):
-        return {}
+    def __init__(self, *args):
+        super().__init__(*args, access=self.Strict())
 
 
 def test_the_burstable_level_counts_the_nodes_other_pods_where_it_is_read(api, backend):
     with ReadsTheNode(backend, E1, None, backend.settings, backend.client) as dep:
-        levels = {lv.design.path: lv for lv in dep.levels}
+        levels = {lv.design.path: lv for lv in dep.readback.levels}
     qos = levels["node/burstable"]
     assert "other burstable pods 100m" in qos.design.formula  # coredns on the worker (fixture)
     assert qos.design.weight == 1 + ((700 * 1024 // 1000 - 2) * 9999) // 262142
@@ -134,7 +139,7 @@ def test_an_existing_cluster_needs_no_right_beyond_the_namespace(api, tmp_path):
         assert dep.read_stat("e6", "burst")["nr_periods"] == 40
         assert dep.run_load(["load", "-target=http://10.244.1.12:41234", "-rps=10"], timeout_s=10).returncode == 0
         assert dep.monitoring_sample("e6", "burst")["container_cpu_cfs_periods_total"] == 40
-        burstable = next(lv.design for lv in dep.levels if lv.design.path == "node/burstable")
+        burstable = next(lv.design for lv in dep.readback.levels if lv.design.path == "node/burstable")
     assert "other burstable pods not counted" in burstable.formula
     asked = {(m, p) for m, p, _q, _b in api.requests}
     assert ("GET", "/api/v1/pods") not in asked and ("GET", "/api/v1/nodes") not in asked
@@ -570,7 +575,7 @@ def test_a_pod_refused_by_kubelets_admission_fails_at_once(api, backend):
 
 
 class Patient(FastDeployment):
-    unschedulable_grace_s = 60.0
+    limits = replace(FastDeployment.limits, unschedulable_grace_s=60.0)
 
 
 class PatientKube(KubeBackend):
@@ -590,11 +595,13 @@ def test_a_pod_pending_on_a_taint_is_reported_at_once(api, tmp_path):
 def test_a_pod_waits_out_a_node_that_is_not_ready_yet(api, tmp_path):
     api.not_ready_for(WORKER, 0.5)  # the not-ready taint passes: the scheduler places the pod then
     with PatientKube(settings(api, tmp_path), "runc-new").deploy(E1) as dep:
-        assert dep.live["e1"]["spec"]["nodeName"] == WORKER
+        assert dep.pods.live["e1"]["spec"]["nodeName"] == WORKER
 
 
 class Impatient(FastDeployment):
-    unschedulable_grace_s = 0.0  # not even the scheduler's catching up: a Ready node must take the pod at once
+    limits = replace(
+        FastDeployment.limits, unschedulable_grace_s=0.0
+    )  # not even the scheduler's catching up: a Ready node must take the pod at once
 
 
 class ImpatientKube(KubeBackend):
@@ -607,7 +614,7 @@ def test_a_not_ready_node_is_waited_out_whatever_the_other_nodes_refuse(api, tmp
     says nothing about the worker; whether to wait is decided by the worker itself (not Ready yet)."""
     api.not_ready_for(WORKER, 0.5)
     with ImpatientKube(settings(api, tmp_path), "runc-new").deploy(E1) as dep:
-        assert dep.live["e1"]["spec"]["nodeName"] == WORKER
+        assert dep.pods.live["e1"]["spec"]["nodeName"] == WORKER
 
 
 def test_a_taint_on_the_pinned_node_is_reported_at_once(api, tmp_path):
@@ -626,7 +633,7 @@ def test_pods_are_bound_to_the_node_by_its_name_not_its_hostname_label(api, back
     for node in api.nodes:
         node["metadata"]["labels"]["kubernetes.io/hostname"] = node["metadata"]["name"].removeprefix("throttlelab-new-")
     with backend.deploy(E1) as dep:
-        assert dep.live["e1"]["spec"]["nodeName"] == WORKER
+        assert dep.pods.live["e1"]["spec"]["nodeName"] == WORKER
         assert dep.run_load(["load", "-rps=1"], timeout_s=10).returncode == 0
     for body in api.sent("POST", r"/api/v1/namespaces/default/pods"):
         assert "nodeSelector" not in body["spec"]
@@ -664,15 +671,19 @@ def looking_at(api, gone=None):
     """A deployment that, as kind does (crictl, or the pod's cgroup directory in the node), looks at the
     node for a deleted pod's containers: here at the fake's node. `gone` overrides the answer."""
 
-    class LooksAtTheNode(FastDeployment):
-        containers_gone_timeout_s = 0.3
-        asked: list[dict] = []
-
-        def _containers_gone(self, pod):
-            self.asked.append(pod)
+    class TheFakesNode(NodeAccess):
+        def containers_gone(self, pods, pod):
+            LooksAtTheNode.asked.append(pod)
             if gone is not None:
                 return gone
             return not [c for c in api.running_containers() if c["uid"] == pod["metadata"]["uid"]]
+
+    class LooksAtTheNode(FastDeployment):
+        limits = replace(FastDeployment.limits, containers_gone_timeout_s=0.3)
+        asked: list[dict] = []
+
+        def __init__(self, *args):
+            super().__init__(*args, access=TheFakesNode())
 
     return LooksAtTheNode
 
@@ -681,7 +692,7 @@ def test_a_backend_with_node_access_waits_for_the_node_too(api, backend):
     deployment = looking_at(api)
     with deployment(backend, SPIN, None, backend.settings, backend.client) as dep:
         dep.start("s", "spin")
-        uids = {obj["metadata"]["uid"] for obj in dep.live.values()}
+        uids = {obj["metadata"]["uid"] for obj in dep.pods.live.values()}
     assert {p["metadata"]["uid"] for p in deployment.asked} == uids
     # what the hook gets names what to look for on the node: the pod's uid and the runtime's container ids
     for pod in deployment.asked:
@@ -714,7 +725,7 @@ def test_a_pod_kubelet_cannot_stop_is_an_error_naming_it(api, backend):
     api.scripts["spin"] = Script(stdout="", run_s=None, stuck_s=1.0)
 
     class Hasty(FastDeployment):
-        deletion_timeout_s = 0.3
+        limits = replace(FastDeployment.limits, deletion_timeout_s=0.3)
 
     with pytest.raises(
         BackendError,
@@ -819,9 +830,7 @@ def test_stopping_a_container_that_ended_since_its_state_was_read_is_no_error(ap
 
 
 class BriefDeployment(FastDeployment):
-    deletion_timeout_s = 0.4
-    containers_gone_timeout_s = 0.4
-    exec_timeout_s = 5.0
+    limits = replace(FastDeployment.limits, deletion_timeout_s=0.4, containers_gone_timeout_s=0.4, exec_timeout_s=5.0)
 
 
 class BriefKube(FastKube):
@@ -843,8 +852,12 @@ def test_a_slow_node_is_waited_out_by_a_backend_with_patience(api, tmp_path):
     patient = BriefKube(settings(api, tmp_path), "runc-new")
     patient.patience = 8.0
     with patient.deploy(E1) as dep:
-        assert (dep.deletion_timeout_s, dep.containers_gone_timeout_s, dep.exec_timeout_s) == (3.2, 3.2, 40.0)
-        assert dep._guardian_description()["deletion_timeout_s"] == 3.2
+        assert (dep.limits.deletion_timeout_s, dep.limits.containers_gone_timeout_s, dep.limits.exec_timeout_s) == (
+            3.2,
+            3.2,
+            40.0,
+        )
+        assert dep.lifecycle.guardian_description()["deletion_timeout_s"] == 3.2
     assert api.live_pods() == []
 
 
@@ -868,7 +881,7 @@ def test_a_job_whose_end_a_slow_node_reports_late_is_waited_out_with_patience(ap
     patient = FastKube(settings(api, tmp_path), "runc-new")
     patient.patience = 8.0
     with patient.deploy(node) as dep:
-        assert dep.term_grace_s == 8 * FastDeployment.term_grace_s
+        assert dep.limits.term_grace_s == 8 * FastDeployment.limits.term_grace_s
         out = dep.run_job("p", "burst", timeout_s=0.1)  # 0.4 s of rounds, 0.8 s with patience
         assert out.returncode == 0 and any(r.get("type") == "summary" for r in out.records)
     assert api.live_pods() == []

@@ -22,7 +22,9 @@ from kube_api_server import FakeKubeAPI  # noqa: E402
 from conftest import PROJECT  # noqa: E402
 from throttlelab.model import coverage, quantities as q  # noqa: E402
 from throttlelab.backends.kube import manifests as mf  # noqa: E402
-from throttlelab.backends.kube.kube_backend import KubeBackend, KubeDeployment, KubeSettings, parse_cpu_stat  # noqa: E402
+from throttlelab.backends.kube.kube_backend import KubeBackend, KubeDeployment  # noqa: E402
+from throttlelab.backends.kube.pod_readback import container_counters, parse_cpu_stat  # noqa: E402
+from throttlelab.backends.kube.run_pods import KubeSettings, NodeAccess, PodLimits  # noqa: E402
 from throttlelab.model.config import load_design  # noqa: E402
 from throttlelab.experiments import REGISTRY, Context  # noqa: E402
 from throttlelab.model.placement import Container, Node, Pod  # noqa: E402
@@ -76,12 +78,19 @@ class EveryNodeKube(KubeBackend):
         return _SumPods(self, node, load, self.settings, self.client)
 
 
-class _SumPods(KubeDeployment):
-    poll_s = 0.02
-
-    def _stat_pod(self, pod):  # the fake has no node: sum the containers' counters
-        stats = [self._stat_container(pod, c.name) for c in self.node.pod(pod).containers]
+class _SumsContainers(NodeAccess):
+    def counters(self, pods, pod, container):  # the fake has no node: a pod's are its containers' summed
+        if container:
+            return None
+        stats = [container_counters(pods, pod, c.name, None) for c in pods.node.pod(pod).containers]
         return {k: sum(s[k] for s in stats) for k in stats[0]}
+
+
+class _SumPods(KubeDeployment):
+    limits = PodLimits(poll_s=0.02)
+
+    def __init__(self, *args):
+        super().__init__(*args, access=_SumsContainers())
 
 
 @pytest.fixture(scope="module")

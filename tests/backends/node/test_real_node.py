@@ -282,7 +282,7 @@ def test_readback_at_every_level_under_both_runtimes_and_a_pinned_node(node_back
             assert levels == {"node", "qos", "pod", "container", "pause"}
             upper = [r for r in readback if r.level != "container"]
             assert all(r.actual["cpus"] == "0" for r in upper), [(r.path, r.actual["cpus"]) for r in upper]
-            pod = dep.live["e1"]
+            pod = dep.pods.live["e1"]
             assert pod["spec"]["runtimeClassName"] == runtime
     root = Path("/sys/fs/cgroup/cpuset") / node_backend.node_facts["cgroup_root"].lstrip("/")
     if root.is_dir():  # v1: restored to every CPU after the deployment

@@ -11,7 +11,7 @@ Docker containers on this host, so
   throttlelab.backends.kind.kind_guardian);
 * the node, QoS, pod and pause cgroup levels are found inside the node container
   (one docker exec per deployment) and then read from this host through the
-  node's /proc/<pid>/root (kind/nodes.py), where the whole kubelet hierarchy is
+  node's /proc/<pid>/root (kind/node_cgroups.py, kind/nodes.py), where the whole kubelet hierarchy is
   visible: pod and container counters are sampled with no process started in the
   node or the pod;
 * the other, idle cluster's node containers are paused while a deployment lives
@@ -25,24 +25,19 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from throttlelab.model import node_levels as design
 from throttlelab.model.coverage import V1_PIN_REASON
 from throttlelab.model.placement import LoadPlacement, Node
 from throttlelab.backends.base import BackendError, Capabilities
 from throttlelab.errors import every_step
 from throttlelab.backends.kube import manifests as mf
-from throttlelab.backends.kube.client import KubeClient, KubeError, container_id
-from throttlelab.backends.kube.kube_backend import (
-    KubeBackend,
-    KubeDeployment,
-    KubeSettings,
-    NotTestable,
-    parse_cpu_stat,
-)
+from throttlelab.backends.kube.client import KubeClient, KubeError
+from throttlelab.backends.kube.kube_backend import KubeBackend, KubeDeployment
+from throttlelab.backends.kube.pod_lifecycle import NodeChanges
+from throttlelab.backends.kube.run_pods import KubeSettings
+from throttlelab.backends.kind.node_cgroups import NodeCgroups
 from throttlelab.backends.kind.clusters import (
     NODE_IMAGES,
     ROLE_OF_RUNTIME,
@@ -54,17 +49,11 @@ from throttlelab.host.docker_engine import kind_engine_client
 from throttlelab.backends.kind.nodes import (
     DISCOVER,
     NodeFiles,
-    NodeLayout,
-    level_dirs,
-    level_files,
     node_container,
     node_conversion,
     node_exec,
     node_pid,
-    parse_discover,
     runc_version,
-    settings_of,
-    stat_files,
 )
 from throttlelab.backends.kind.pauses import ClusterLocks, hold, pause, plan_pauses, resume, sweep_pauses, using
 from throttlelab.backends.kind.pauses import state_file as pause_state_file
@@ -80,13 +69,17 @@ from throttlelab.backends.kind.pins import (
 from throttlelab.backends.kind.pins import state_file as pin_state_file
 
 
-class KindDeployment(KubeDeployment):
-    strict_upper = True  # every level is in the node container: one we cannot find is an error, not "unreadable"
+class KindNodeChanges(NodeChanges):
+    """What a kind deployment changes on the node containers, and undoes: the worker and control-plane
+    pinned to the placement's CPUs (kind/pins.py), the other, idle cluster's nodes paused while this
+    one measures (kind/pauses.py), both under the clusters' locks; and the worker's runc checked first."""
+
     guardian_module = "throttlelab.backends.kind.kind_guardian"  # the kubernetes guardian, then pins and pauses undone
 
-    def __init__(self, backend: "KindBackend", node: Node, load: LoadPlacement | None, cluster: KindCluster):
-        super().__init__(backend, node, load, backend.settings_for(cluster), backend.client_for(cluster))
-        self.cluster = cluster
+    def __init__(
+        self, backend: "KindBackend", cluster: KindCluster, node: Node, load: LoadPlacement | None, runtime: str
+    ):
+        self.backend, self.cluster, self.runtime = backend, cluster, runtime
         self.docker = backend.docker
         self.pins: list[Pin] = []
         wanted = {}
@@ -95,45 +88,17 @@ class KindDeployment(KubeDeployment):
         if load and load.cpus:
             wanted[cluster.control_plane] = load.cpus
         self.wanted = wanted
-        # the other cluster stays idle while this one measures: its nodes are paused (kind/pauses.py)
         self.idle = [c for c in backend.clusters.values() if c.name != cluster.name]
         self.paused: dict[str, Any] = {}  # node container name -> the container (plan_pauses)
         self.locks: ClusterLocks | None = None
-        # the worker's files, read from this host (kind/nodes.py); each level's directory is found once
-        self.files = NodeFiles(cluster.worker, lambda: node_pid(self.docker, cluster.worker))
-        self._layout: NodeLayout | None = None  # where DISCOVER found our pods in the worker (once)
-        self._dirs: dict[str, str] = {}  # design path -> directory in the worker, made from _layout
-        self._finding = threading.Lock()
 
-    # -- lifecycle: the idle cluster's lock and pause around the kubernetes deployment ----------------
-    def __enter__(self) -> "KindDeployment":
+    def hold(self) -> None:
         self.locks = hold(
             using=[self.cluster.name], pausing=[c.name for c in self.idle], progress=self.backend.progress
         )
-        try:
-            super().__enter__()
-        except BaseException:
-            self._release()  # (the deployment's own exit ran already; this is for a failure before it could)
-            raise
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        try:
-            super().__exit__(*exc)
-        finally:
-            self._release()
-
-    def _release(self) -> None:
-        self.files.close()
-        if self.locks is not None:
-            self.locks.release()
-            self.locks = None
-
-    def _check_placement(self) -> None:
+    def check(self) -> None:
         """The worker's runc must convert shares the way this variant's runtime says."""
-        reason = self.backend.untestable(self.model, self.load)
-        if reason:
-            raise NotTestable(reason)
         version = runc_version(node_container(self.docker, self.cluster.worker))
         if version and node_conversion(version) != self.runtime:
             raise BackendError(
@@ -142,21 +107,21 @@ class KindDeployment(KubeDeployment):
                 f"the node image must be {NODE_IMAGES[self.cluster.role].split('@')[0]} (config/kind/{self.cluster.role}.yaml)"
             )
 
-    def _guardian_description(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, Any]:
         self.pins = plan_pins(self.docker, self.wanted) if self.wanted else []
         self.paused = plan_pauses(self.docker, [n for c in self.idle for n in (c.control_plane, c.worker)])
-        desc = super()._guardian_description()
-        desc["pins"] = [{"container": p.container, "restore_to": p.restore_to} for p in self.pins]
-        desc["pauses"] = list(self.paused)
-        return desc
+        return {
+            "pins": [{"container": p.container, "restore_to": p.restore_to} for p in self.pins],
+            "pauses": list(self.paused),
+        }
 
-    def _guardian_fds(self) -> tuple[int, ...]:
+    def fds(self) -> tuple[int, ...]:
         # A runner killed with SIGKILL drops its own copies of the locks at once; the guardian's keep
         # them until it has resumed the idle cluster and restored the pins, so the next run's sweep
         # and pause cannot race with it (it would resume nodes the next run has just paused).
         return self.locks.fds() if self.locks is not None else ()
 
-    def _prepare_nodes(self) -> None:
+    def apply(self) -> None:
         if self.pins:
             apply_pins(self.docker, self.pins, os.getpid())
             self.backend.progress("pinned " + ", ".join(f"{p.container} to CPUs {p.cpus}" for p in self.pins))
@@ -164,8 +129,8 @@ class KindDeployment(KubeDeployment):
             pause(self.paused.values(), os.getpid())
             self.backend.progress("paused the idle cluster's nodes while this one measures: " + ", ".join(self.paused))
 
-    def _restore_nodes(self) -> None:
-        def restore() -> None:
+    def restore(self) -> None:
+        def restore_pinned() -> None:
             done = restore_pins(self.docker, self.pins) if self.pins else []
             if done:
                 self.backend.progress("restored " + ", ".join(done))
@@ -175,116 +140,36 @@ class KindDeployment(KubeDeployment):
             if done:
                 self.backend.progress("resumed the idle cluster's nodes: " + ", ".join(done))
 
-        every_step([restore, resume_idle])
+        every_step([restore_pinned, resume_idle])
 
-    # -- the node side: each level's directory found once, its files read from this host ----------------
-    def _find_levels(self) -> tuple[NodeLayout, dict[str, str]]:
-        """Where our pods are in the worker (their cgroup version and directories), and design path ->
-        directory inside the worker for every level of them (node, QoS, pod, pause, container): found
-        by one exec of DISCOVER at the first readback or sample."""
-        with self._finding:
-            if self._layout is None:
-                worker = self.settings.worker_node
-                uids = {name: obj["metadata"]["uid"] for name, obj in self.live.items()}
-                ids = {
-                    (p.name, c.name): container_id(self.live[p.name], c.name)
-                    for p in self.node.pods
-                    for c in p.containers
-                }
-                layout = parse_discover(self._discover(worker, list(uids.values()), "find the pods' cgroups"))
-                missing = [p for p, uid in uids.items() if uid not in layout.pod_dirs]
-                if missing:
-                    raise BackendError(
-                        f"{self.backend.name} backend: no cgroup of pod(s) {', '.join(missing)} in node {worker}"
-                    )
-                self.cgroup_version = layout.version
-                self._dirs = level_dirs(self.node, layout, uids, ids)
-                self._layout = layout
-            return self._layout, self._dirs
+    def release(self) -> None:
+        if self.locks is not None:
+            self.locks.release()
+            self.locks = None
 
-    def _cgroup_driver(self) -> str | None:
-        # kubelet's systemd driver makes slices (kubepods-burstable-pod<uid>.slice), cgroupfs plain folders
-        if self._layout is None:
-            return None
-        return "systemd" if any(d.endswith(".slice") for d in self._layout.pod_dirs.values()) else "cgroupfs"
 
-    def _discover(self, node: str, uids: list[str], what: str) -> str:
-        """DISCOVER's answer for these pod uids, run in the node (kind: docker exec in its container)."""
-        return node_exec(node_container(self.docker, node), ["sh", "-c", DISCOVER, "discover", *uids], what)
+class KindDeployment(KubeDeployment):
+    """The kubernetes deployment on one of kind's clusters, with what kind's nodes give: every level
+    found in the worker container and read from this host (NodeCgroups through NodeFiles), and the
+    node containers pinned and the idle cluster paused while it lives (KindNodeChanges)."""
 
-    def _containers_gone(self, pod: dict[str, Any]) -> bool:
-        """Whether the pod's node holds no cgroup of the deleted pod any more (kubelet removes it once
-        its containers have stopped). A pod of the worker whose directory is known: looked at from
-        this host; any other (the load generator, on the control-plane): searched in its node."""
-        uid = pod["metadata"].get("uid") or ""
-        worker = self.settings.worker_node
-        node = (pod.get("spec") or {}).get("nodeName") or worker
-        known = self._layout.pod_dirs.get(uid) if self._layout else None
-        if known and node == worker:
-            try:
-                return not self.files.exists(known)
-            except OSError as exc:
-                raise BackendError(
-                    f"{self.backend.name} backend: cannot look for {known} in node {node}: {exc.strerror}"
-                ) from None
-        layout = parse_discover(
-            self._discover(node, [uid], f"look for the cgroup of deleted pod {pod['metadata'].get('name')}")
+    def __init__(self, backend: "KindBackend", node: Node, load: LoadPlacement | None, cluster: KindCluster):
+        docker = backend.docker
+
+        def discover(name: str, uids: list[str], what: str) -> str:
+            return node_exec(node_container(docker, name), ["sh", "-c", DISCOVER, "discover", *uids], what)
+
+        files = NodeFiles(cluster.worker, lambda: node_pid(docker, cluster.worker))
+        super().__init__(
+            backend,
+            node,
+            load,
+            backend.settings_for(cluster),
+            backend.client_for(cluster),
+            access=NodeCgroups(backend.name, cluster.worker, files, discover),
+            changes=KindNodeChanges(backend, cluster, node, load, node.runtime or backend.runtime),
         )
-        return uid not in layout.pod_dirs
-
-    def _read_file(self, path: str) -> str | None:
-        try:
-            return self.files.read_optional(path)
-        except OSError as exc:
-            raise BackendError(
-                f"{self.backend.name} backend: cannot read {path} in node {self.settings.worker_node}: {exc.strerror}"
-            ) from None
-
-    def _read_upper_levels(self) -> dict[str, dict[str, Any]]:
-        layout, dirs = self._find_levels()
-        containers = {lv.design.path for lv in self.levels if lv.design.level == "container"}
-        upper = {path: d for path, d in dirs.items() if path not in containers}
-        files = {path: self._read_file(path) for d in upper.values() for path in level_files(d, layout.version)}
-        return {path: settings_of(d, files, layout.version) for path, d in upper.items()}
-
-    def _stat_at(self, path: str, pod: str, container: str | None) -> dict[str, Any]:
-        """The counters of one level, read through the node's /proc/<pid>/root: no process is started
-        in the node or in the pod, and the engine is not asked."""
-        what = f"container {pod}/{container}" if container else f"pod {pod}"
-        layout, dirs = self._find_levels()
-        directory = dirs.get(path)
-        if directory is None:
-            raise BackendError(
-                f"{self.backend.name} backend: the cgroup of {what} was not found in node {self.settings.worker_node} "
-                f"(its pod's directories: {sorted(dirs)})"
-            )
-        try:
-            texts = [self.files.read(f) for f in stat_files(directory, layout.version)]
-        except FileNotFoundError:
-            raise BackendError(self._gone(what, pod, directory)) from None
-        except OSError as exc:
-            raise BackendError(
-                f"{self.backend.name} backend: cannot read the counters of {what} in node {self.settings.worker_node} "
-                f"({directory}): {exc.strerror}"
-            ) from None
-        return parse_cpu_stat(texts[0], texts[1] if len(texts) > 1 else None)
-
-    def _gone(self, what: str, pod: str, directory: str) -> str:
-        name = mf.pod_name(self.node.pod(pod), self.ident.run)
-        return (
-            f"{self.backend.name} backend: the cgroup of {what} is gone from node {self.settings.worker_node} ({directory}): kubelet "
-            "and runc remove it when the container ends or its pod is deleted, so its counters can be read only "
-            f"while it runs; see what happened: kubectl --kubeconfig {self.settings.kubeconfig} --context "
-            f"{self.settings.context} -n {self.ns} describe pod {name}"
-        )
-
-    def _stat_pod(self, pod: str) -> dict[str, Any]:
-        return self._stat_at(design.pod_path(self.node, self.node.pod(pod)), pod, None)
-
-    def _stat_container(self, pod: str, container: str) -> dict[str, Any]:
-        p = self.node.pod(pod)
-        p.container(container)  # KeyError names what is missing
-        return self._stat_at(design.container_path(self.node, p, container), pod, container)
+        self.cluster = cluster
 
 
 def node_image_text(facts: dict[str, Any] | None) -> str:

@@ -24,7 +24,7 @@ from throttlelab.model import node_levels as design
 from throttlelab.model.placement import Node
 from throttlelab.model.runtime import runc_conversion
 from throttlelab.backends.base import BackendError
-from throttlelab.backends.kube.kube_backend import parse_settings
+from throttlelab.backends.kube.pod_readback import parse_settings
 
 
 def node_container(client: Any, name: str, missing_ok: bool = False) -> Any:

@@ -26,16 +26,17 @@ import fcntl
 import json
 import os
 import subprocess
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from throttlelab.backends.base import BackendError, Capabilities, Output, parse_records, refuse_knobs
-from throttlelab.backends.kind.kind_backend import KindDeployment
+from throttlelab.backends.kind.node_cgroups import NodeCgroups
 from throttlelab.backends.kind.nodes import DISCOVER
 from throttlelab.backends.kube import manifests as mf
-from throttlelab.backends.kube.kube_backend import KubeBackend, KubeDeployment, KubeSettings, NotTestable
+from throttlelab.backends.kube.kube_backend import KubeBackend, KubeDeployment
+from throttlelab.backends.kube.pod_lifecycle import NodeChanges
+from throttlelab.backends.kube.run_pods import KubeSettings
 from throttlelab.platform import real_node as nc
 from throttlelab.backends.node import node_image_archives as ni
 from throttlelab.host.interference import orchestrator_from_env
@@ -56,7 +57,7 @@ def _pinned_child(cpus: set[int]) -> None:
 
 
 class HostFiles:
-    """The node's files are this host's: NodeFiles's interface on plain reads."""
+    """The node's files are this host's: a node_cgroups.NodeFileReader on plain reads."""
 
     def read(self, path: str) -> str:
         with open(path) as handle:
@@ -75,66 +76,52 @@ class HostFiles:
         pass
 
 
-class NodeDeployment(KindDeployment):
-    """The kubernetes deployment, with the node's levels read from this host (kind's node-side readback,
-    on the host's own cgroupfs) and the variant's RuntimeClass on every pod."""
+def discover_here(node: str, uids: list[str], what: str) -> str:
+    """DISCOVER run on this host, whose cgroupfs is the node's."""
+    try:
+        done = subprocess.run(["sh", "-c", DISCOVER, "discover", *uids], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BackendError(f"{what}: {exc}") from None
+    if done.returncode != 0:
+        raise BackendError(f"{what}: exit {done.returncode}: {done.stderr.strip()[-300:]!r}")
+    return done.stdout
 
-    strict_upper = True
-    guardian_module = "throttlelab.backends.kube.kube_guardian"  # the pods; the node has its own supervisor
 
-    def __init__(self, backend: "NodeBackend", node: Node, load: LoadPlacement | None):
-        KubeDeployment.__init__(self, backend, node, load, backend.settings, backend.client)
-        self.files = HostFiles()
-        self._layout = None
-        self._dirs: dict[str, str] = {}
-        self._finding = threading.Lock()
-        self.locks = None
-        self.pins: list[Any] = []
-        self.paused: dict[str, Any] = {}
+class CgroupRootPin(NodeChanges):
+    """The node's CPUs: its cgroup root pinned to the variant's, or given every CPU again (what a dead
+    run pinned is undone here); the node has its own supervisor, so the kubernetes guardian (the pods)
+    is the run's."""
 
-    def __enter__(self) -> "NodeDeployment":
-        KubeDeployment.__enter__(self)
-        return self
+    def __init__(self, backend: "NodeBackend", node: Node):
+        self.backend, self.cpus = backend, node.cpus
 
-    def __exit__(self, *exc: object) -> None:
-        KubeDeployment.__exit__(self, *exc)
-
-    def _check_placement(self) -> None:
-        reason = self.backend.untestable(self.model, self.load)
-        if reason:
-            raise NotTestable(reason)
-
-    def _guardian_description(self) -> dict[str, Any]:
-        return KubeDeployment._guardian_description(self)
-
-    def _guardian_fds(self) -> tuple[int, ...]:
-        return ()
-
-    def _prepare_nodes(self) -> None:
-        """The node's CPUs: the variant's pin, or every CPU again (what a dead run pinned is undone here)."""
+    def apply(self) -> None:
         root = self.backend.node_facts["cgroup_root"]
-        cpus = nc.pin_cgroup_root(root, self.model.cpus)
-        if self.model.cpus:
+        cpus = nc.pin_cgroup_root(root, self.cpus)
+        if self.cpus:
             self.backend.progress(f"pinned the real node ({root}) to CPUs {cpus}")
 
-    def _restore_nodes(self) -> None:
-        if self.model.cpus:
+    def restore(self) -> None:
+        if self.cpus:
             nc.pin_cgroup_root(self.backend.node_facts["cgroup_root"], None)
 
+
+class PinnedHostLoad:
+    """The load generator on CPUs of its own: one node cannot keep a pod of it apart from the pinned
+    experiment pods, so it runs as a process of this host, pinned to the load CPUs, and reaches the
+    pods by their IPs over the node's bridge (as kind's runs on the control-plane node)."""
+
+    def __init__(self, binaries: dict[str, Path], cpus: str):
+        self.binaries, self.cpus = binaries, cpus
+
     def run_load(self, args: list[str], timeout_s: float, variant: str = "go124mod") -> Output:
-        """The load generator on CPUs of its own: one node cannot keep a pod of it apart from the pinned
-        experiment pods, so it runs as a process of this host, pinned to the load CPUs, and reaches the
-        pods by their IPs over the node's bridge (as kind's runs on the control-plane node). Unpinned: a
-        pod on the node, as on any cluster."""
-        if not (self.load and self.load.cpus):
-            return super().run_load(args, timeout_s, variant)
-        binary = self.backend.binaries.get(variant)
+        binary = self.binaries.get(variant)
         if binary is None or not Path(binary).is_file():
             raise BackendError(
                 f"the load generator of build {variant} runs on this host: its cpulab binary is "
                 "missing (the runner's --binary)"
             )
-        cpus = set(parse_cpuset(self.load.cpus))
+        cpus = set(parse_cpuset(self.cpus))
         started = time.monotonic()
         try:
             done = subprocess.run(
@@ -158,17 +145,27 @@ class NodeDeployment(KindDeployment):
             raise BackendError(f"load/generator: exited with {done.returncode}; stderr: {done.stderr.strip()[-400:]!r}")
         return out
 
-    def _runtime_class(self) -> str | None:
-        return self.runtime
 
-    def _discover(self, node: str, uids: list[str], what: str) -> str:
-        try:
-            done = subprocess.run(["sh", "-c", DISCOVER, "discover", *uids], capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise BackendError(f"{what}: {exc}") from None
-        if done.returncode != 0:
-            raise BackendError(f"{what}: exit {done.returncode}: {done.stderr.strip()[-300:]!r}")
-        return done.stdout
+class NodeDeployment(KubeDeployment):
+    """The kubernetes deployment on the real node: every level read from this host's cgroupfs (the
+    node-side readback kind uses, on this host's files), the node's cgroup root pinned, the variant's
+    RuntimeClass on every pod, and a pinned load generator as a process of this host (unpinned, it is
+    a pod of the node, as on any cluster)."""
+
+    def __init__(self, backend: "NodeBackend", node: Node, load: LoadPlacement | None):
+        runtime = node.runtime or backend.runtime
+        super().__init__(
+            backend,
+            node,
+            load,
+            backend.settings,
+            backend.client,
+            access=NodeCgroups(backend.name, backend.settings.worker_node, HostFiles(), discover_here),
+            changes=CgroupRootPin(backend, node),
+            runtime_class=runtime,
+        )
+        if load and load.cpus:
+            self.load_generator = PinnedHostLoad(backend.binaries, load.cpus)
 
 
 class NodeBackend(KubeBackend):
