@@ -78,14 +78,15 @@ rule create_clusters:
         [layout.kind_loaded_image(role, build) for role in PLATFORM.lab_kind_roles() for build in BUILDS],
 
 
-# `snakemake --cores 1 clean`: delete the lab's kind clusters (and their kubeconfigs).
+# `snakemake --cores 1 clean`: take down what a dead real node left, then delete the lab's kind
+# clusters (and their kubeconfigs).
 rule clean:
     log:
         layout.job_log("clean"),
     params:
         settings=kind_settings_arg,
     shell:
-        "throttlelab kind delete --settings {params.settings} 2>&1 | tee {log}"
+        "(throttlelab node-sweep && throttlelab kind delete --settings {params.settings}) 2>&1 | tee {log}"
 
 
 onstart:

@@ -71,6 +71,12 @@ COMMANDS: dict[str, Command] = {
     "vm-batch": Command(
         "throttlelab.experiments.batch", (), "run one experiment's jobs in ONE guest (vm backend)", "measure"
     ),
+    "node-sweep": Command(
+        "throttlelab.platform.real_node",
+        ("sweep",),
+        "take down what a dead real node left: processes, cgroups, bridge, folder",
+        "measure",
+    ),
     "sweep": Command(
         "throttlelab.backends.docker", ("sweep",), "remove docker containers and cgroups of dead runs", "measure"
     ),

@@ -91,11 +91,12 @@ def _stop(hogs: list[subprocess.Popen]) -> None:
 @pytest.fixture()
 def no_busy_note():
     """The runner's note that the host stayed busy through a wait (host-wide): none before, none after."""
-    from throttlelab.experiments.runner import HOST_BUSY_PATH
+    from throttlelab.experiments.runner import host_busy_path
 
-    HOST_BUSY_PATH.unlink(missing_ok=True)
-    yield HOST_BUSY_PATH
-    HOST_BUSY_PATH.unlink(missing_ok=True)
+    path = host_busy_path()
+    path.unlink(missing_ok=True)
+    yield path
+    path.unlink(missing_ok=True)
 
 
 def _threshold() -> str:

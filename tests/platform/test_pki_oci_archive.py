@@ -3,6 +3,8 @@
 import json
 import tarfile
 
+import pytest
+
 from cryptography import x509
 
 from throttlelab.platform import oci_archive
@@ -34,6 +36,21 @@ def test_certificates_chain_to_the_node_ca(tmp_path):
     subject = {a.oid._name: a.value for a in node.subject}
     assert subject == {"organizationName": "system:nodes", "commonName": "system:node:n"}
     assert (paths["node.key"].stat().st_mode & 0o777) == 0o600 and paths["sa.pub"].is_file()
+    # nothing can sign another identity for the node later: the CA's key never reached the disk
+    assert not any("PRIVATE KEY" in p.read_text() and p.name.startswith("ca") for p in tmp_path.iterdir())
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("ca")) == ["ca.crt"]
+
+
+def test_certificates_are_written_as_new_files_only(tmp_path):
+    """A link planted where a key is to go is neither followed nor replaced: the write stops."""
+    victim = tmp_path / "victim"
+    victim.write_text("keep me\n")
+    folder = tmp_path / "pki"
+    folder.mkdir()
+    (folder / "node.key").symlink_to(victim)
+    with pytest.raises(FileExistsError):
+        pki.make_pki(folder, [pki.Identity("node", "system:node:n", ("system:nodes",))])
+    assert victim.read_text() == "keep me\n"
 
 
 def test_full_reference_is_what_kubelet_asks_containerd_for():

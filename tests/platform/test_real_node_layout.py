@@ -21,7 +21,7 @@ def layout() -> kn.NodeLayout:
 def test_every_component_listens_on_loopback_or_the_nodes_bridge():
     lay = layout()
     etcd = " ".join(kn.etcd_argv("etcd", lay))
-    assert "0.0.0.0" not in etcd and "http://127.0.0.1:2379" in etcd and "http://127.0.0.1:2380" in etcd
+    assert "0.0.0.0" not in etcd and "https://127.0.0.1:2379" in etcd and "https://127.0.0.1:2380" in etcd
     api = kn.apiserver_argv("kube-apiserver", lay)
     assert "--bind-address=127.0.0.1" in api and "--secure-port=6443" in api
     # the Service's endpoints name the node's own bridge address, never one of the host's
@@ -87,8 +87,33 @@ def test_kubeconfig_names_the_node_ca_and_the_identity():
     doc = json.loads(kn.kubeconfig_text(layout(), "kubelet"))
     assert doc["clusters"][0]["cluster"]["server"] == "https://127.0.0.1:6443"
     assert doc["users"][0]["user"]["client-certificate"] == "/var/tmp/n/1/pki/kubelet.crt"
-    names = {stem: (cn, orgs) for stem, cn, orgs, _ in kn.CERTIFICATES}
+    names = {c.stem: (c.common_name, c.organizations) for c in kn.CERTIFICATES}
     assert names["kubelet"] == (f"system:node:{kn.NODE_NAME}", ("system:nodes",))
+
+
+def test_every_listener_asks_for_a_certificate_of_the_node_ca():
+    lay = layout()
+    ca = str(lay.pki / "ca.crt")
+    etcd = kn.etcd_argv("etcd", lay)
+    assert "http://" not in " ".join(etcd)  # no plain listener, clients nor peer
+    for flag in ("--client-cert-auth", "--peer-client-cert-auth"):
+        assert flag in etcd
+    assert etcd[etcd.index("--trusted-ca-file") + 1] == ca and etcd[etcd.index("--peer-trusted-ca-file") + 1] == ca
+    api = kn.apiserver_argv("kube-apiserver", lay)
+    assert "--etcd-servers=https://127.0.0.1:2379" in api and f"--etcd-cafile={ca}" in api
+    assert f"--etcd-certfile={lay.pki / 'apiserver-etcd-client.crt'}" in api
+    assert "--allow-privileged=false" in api and f"--client-ca-file={ca}" in api
+    kubelet = json.loads(kn.kubelet_config_text(lay))
+    assert kubelet["authentication"] == {
+        "anonymous": {"enabled": False},
+        "webhook": {"enabled": True},
+        "x509": {"clientCAFile": ca},
+    }
+    assert kubelet["authorization"] == {"mode": "Webhook"}
+    stems = {c.stem for c in kn.CERTIFICATES}
+    assert {"etcd", "apiserver-etcd-client", "etcd-healthcheck-client"} <= stems
+    etcd_cert = next(c for c in kn.CERTIFICATES if c.stem == "etcd")
+    assert etcd_cert.server and etcd_cert.client and etcd_cert.ip_addresses == ("127.0.0.1",)
 
 
 def test_pod_subnets():

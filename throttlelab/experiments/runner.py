@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterator
 
 from throttlelab.backends.base import BackendError, make_backend
 from throttlelab.errors import RecordError
+from throttlelab.host.state_dir import open_state, read_state, state_dir, write_state
 from throttlelab.host.cgroupfs import CgroupError
 from throttlelab.host.facts import code_version
 from throttlelab.experiments import REGISTRY, Context
@@ -48,14 +49,14 @@ METERED_BACKENDS = calibration.METERED_BACKENDS
 # Before a retry the runner waits this long at most for the run's CPUs to be quiet again, so a
 # passing disturbance (a build, a cron job) is outlasted instead of measured three times.
 QUIET_WAIT_S = 60.0
-LOCK_PATH = Path(tempfile.gettempdir()) / "throttlelab-experiment.lock"
+LOCK_NAME = "experiment.lock"  # in the lab's private state folder (host/state_dir.py)
 # When a wait for quiet CPUs times out, the host is busy for longer than a passing job: the time is
 # noted here, and for BUSY_MEMO_S after it the jobs that start check the CPUs once (one second)
 # after a disturbed attempt instead of waiting, and measure again only if they are quiet then: a
 # persistently busy host costs each job one measurement, not three, nor minutes of waiting. The job
 # that met the load still waits in full and measures again (a disturbance of a minute or two passes
 # within its retries). An attempt that is not disturbed removes the note.
-HOST_BUSY_PATH = Path(tempfile.gettempdir()) / "throttlelab-host-busy"
+HOST_BUSY_NAME = "host-busy"  # in the lab's private state folder
 BUSY_MEMO_S = 300.0
 
 
@@ -78,9 +79,10 @@ def progress(message: str) -> None:
 
 
 @contextmanager
-def experiment_lock(path: Path = LOCK_PATH) -> Iterator[None]:
+def experiment_lock(path: Path | None = None) -> Iterator[None]:
     """Hold the machine-wide experiment lock: two measurements never overlap, even across invocations."""
-    with open(path, "a") as handle:
+    path = path or state_dir() / LOCK_NAME
+    with open_state(path, "a") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -312,7 +314,7 @@ def run(args: argparse.Namespace) -> int:
                 f"{kept.name}; measuring again"
             )
         if measured_quiet(attempt_run["interference"]):
-            HOST_BUSY_PATH.unlink(missing_ok=True)
+            host_busy_path().unlink(missing_ok=True)
     meta = meta_record(args, spec, ctx, binaries, environment, attempt_run, digests, code)
     meta["disturbed_attempts"] = earlier
     write_atomically(out, checked([meta, *attempt_run["result"].records]))
@@ -383,10 +385,15 @@ def calibration_environment(args: argparse.Namespace) -> dict[str, Any]:
     return {"calibration": out} if out else {}
 
 
+def host_busy_path() -> Path:
+    """Where the memo of a host that stayed busy is kept."""
+    return state_dir() / HOST_BUSY_NAME
+
+
 def host_busy_since() -> float | None:
     """When a wait for quiet CPUs last timed out on this host, if within BUSY_MEMO_S; else None."""
     try:
-        since = float(HOST_BUSY_PATH.read_text().strip())
+        since = float(read_state(host_busy_path()).strip())
     except (OSError, ValueError):
         return None
     return since if 0 <= time.time() - since <= BUSY_MEMO_S else None
@@ -416,7 +423,7 @@ def own_text(seen: dict[str, Any]) -> str:
 
 def note_host_busy(since: float | None) -> None:
     """Remember that the host stayed busy through a wait (keeping the first time it was noted)."""
-    HOST_BUSY_PATH.write_text(f"{since if since is not None else time.time():.3f}\n")
+    write_state(host_busy_path(), f"{since if since is not None else time.time():.3f}\n")
 
 
 def parser() -> argparse.ArgumentParser:

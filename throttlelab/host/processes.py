@@ -65,7 +65,8 @@ def left_by_dead_runners(state_dir: Path, alive: Callable[[int], bool] = pid_ali
     stale = []
     for path in sorted(state_dir.glob("*.json")):
         try:
-            state = json.loads(path.read_text())
+            with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW)) as handle:  # never through a planted link
+                state = json.loads(handle.read())
             pid = int(state.get("pid", 0))
         except (OSError, ValueError, AttributeError, TypeError):
             continue

@@ -5,7 +5,10 @@ serving certificate (for 127.0.0.1 and the in-cluster names), a client
 certificate per component (the identities Kubernetes's bootstrap RBAC and the
 Node authorizer know: ``system:kube-controller-manager``, ``system:kube-scheduler``,
 ``system:node:<node>`` in ``system:nodes``, the API server's kubelet client and
-the lab's own admin in ``system:masters``), and the service-account signing key.
+the lab's own admin in ``system:masters``), etcd's serving certificate and the
+API server's client certificate for etcd, and the service-account signing key.
+The CA's private key never reaches the disk: it signs this set in memory and is
+dropped, so nothing can sign another identity for the node afterwards.
 Keys are ECDSA P-256 (what kubeadm makes when asked for ECDSA: small and fast to
 generate); certificates live for a day, longer than any run.
 """
@@ -67,17 +70,18 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 
 def _write(path: Path, data: bytes, private: bool) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
+    """A new file only: never through a link, never over a file that is already there."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600 if private else 0o644)
     with os.fdopen(fd, "wb") as out:
         out.write(data)
 
 
 def make_pki(folder: Path, identities: list[Identity], ca_name: str = "throttlelab-node-ca") -> dict[str, Path]:
-    """Write ca.crt/ca.key, one .crt/.key per identity, and sa.key/sa.pub into ``folder``.
+    """Write ca.crt, one .crt/.key per identity, and sa.key/sa.pub into ``folder`` (which must exist);
+    the CA's key is not written.
 
     Returns the paths by stem ("ca", each identity's stem, "sa" for the private key, "sa.pub").
     """
-    folder.mkdir(parents=True, exist_ok=True)
     now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=5)  # clock skew between the writer and readers
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_subject = _name(ca_name)
@@ -94,9 +98,8 @@ def make_pki(folder: Path, identities: list[Identity], ca_name: str = "throttlel
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    paths = {"ca": folder / "ca.crt", "ca.key": folder / "ca.key"}
+    paths = {"ca": folder / "ca.crt"}
     _write(paths["ca"], ca_cert.public_bytes(serialization.Encoding.PEM), private=False)
-    _write(paths["ca.key"], _key_pem(ca_key), private=True)
     for ident in identities:
         key = ec.generate_private_key(ec.SECP256R1())
         usages = ([ExtendedKeyUsageOID.SERVER_AUTH] if ident.server else []) + (

@@ -42,19 +42,22 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TextIO
 
-from throttlelab.errors import BackendError, every_step
+from throttlelab.errors import BackendError, ThrottlelabError, every_step
 from throttlelab.platform import oci_archive
 from throttlelab.platform import pki
 from throttlelab.host.mounts import cgroup_hierarchies, mounts_under
 from throttlelab.host.processes import die_with_parent, kill_all, running, spawn_guardian
+from throttlelab.host.state_dir import open_new, read_state, state_dir, state_root
 from throttlelab.platform import real_node_layout as kn
 
-#: Parent of every node's folder (one per supervisor, named by its pid).
-NODES_DIR = Path(os.environ.get("THROTTLELAB_NODES_DIR", "/var/tmp/throttlelab-nodes"))
+#: Parent of every node's folder (one per supervisor, named by its pid), in the lab's private state folder
+#: (host/state_dir.py); nodes_dir() makes and checks it.
+NODES_DIR = state_root() / "nodes"
 START_TIMEOUT_S = 240.0
 STOP_TIMEOUT_S = 120.0
-# supervise's exit status: the node did not start (and was taken down), or taking it down failed
-START_FAILED, TAKE_DOWN_FAILED = 1, 2
+# supervise's exit status: the node did not start (and was taken down), or taking it down failed; a
+# crash of the supervisor itself exits 1 (Python's own status for an uncaught exception)
+START_FAILED, TAKE_DOWN_FAILED = 3, 4
 CNI_BIN_DIRS = ("/usr/lib/cni", "/opt/cni/bin")
 #: The binaries a node needs, by name in the cluster tools manifest (results/cluster-tools/tools.json).
 NODE_BINARIES = (
@@ -68,6 +71,13 @@ NODE_BINARIES = (
     "ctr",
     "crictl",
 )
+
+
+def node_needs(row: dict[str, Any]) -> bool:
+    """Whether a row of the cluster tools cache (tool_build.cached) is a binary the node runs (kind's
+    tools and kubeadm are not)."""
+    name = getattr(row["binary"], "name", row["binary"])  # a catalogue Binary, or its name
+    return name in NODE_BINARIES or (name == "runc" and row["project"] in kn.RUNTIME_HANDLERS.values())
 
 
 def split_tools(rows: list[tuple[str, str, str]]) -> tuple[dict[str, str], dict[str, str]]:
@@ -113,9 +123,9 @@ def _component_child() -> None:
 
 
 def host_sysctls() -> dict[str, str]:
-    """The host's values of the sysctls kubelet would set."""
+    """The host's values of the sysctls kubelet would set, and of IP forwarding."""
     out = {}
-    for name in kn.KUBELET_SYSCTLS:
+    for name in (*kn.KUBELET_SYSCTLS, *kn.FORWARDING_SYSCTLS):
         try:
             out[name] = (Path("/proc/sys") / name).read_text().strip()
         except OSError:
@@ -158,20 +168,32 @@ def _client_context(layout: kn.NodeLayout, who: str = "admin") -> ssl.SSLContext
     return ctx
 
 
-def _https_ok(url: str, layout: kn.NodeLayout) -> bool:
+def _https_ok(url: str, layout: kn.NodeLayout, who: str = "admin") -> bool:
+    """Whether ``url`` answers 200 to the client certificate ``who``."""
     try:
-        with urllib.request.urlopen(url, context=_client_context(layout), timeout=5) as r:
+        with urllib.request.urlopen(url, context=_client_context(layout, who), timeout=5) as r:
             return r.status == 200
     except (OSError, ValueError):
         return False
 
 
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.status == 200
-    except (OSError, ValueError):
-        return False
+def _readable_within(stream: Any, timeout_s: float) -> bool:
+    """Whether ``stream`` has a line (or its end) to read within ``timeout_s``."""
+    import select
+
+    ready, _, _ = select.select([stream], [], [], timeout_s)
+    return bool(ready)
+
+
+def nodes_dir() -> Path:
+    """NODES_DIR, made where missing, and checked: the lab's own, private folder (else StateDirError)."""
+    return state_dir(NODES_DIR.name)
+
+
+def bridge_name(supervisor: int) -> str:
+    """The node's bridge: its supervisor's pid in full (pid_max is at most 2^22, 7 digits, so the name
+    fits Linux's 15 characters and no two live nodes share one)."""
+    return f"tlnode{supervisor}"
 
 
 # -- the supervisor: makes the node, waits, takes it down ------------------------------------------------------
@@ -193,13 +215,13 @@ class Supervisor:
         self._tls: ssl.SSLContext | None = None  # the admin's TLS to the API server, once the PKI is made
         self.log_files: dict[str, TextIO] = {}
         self.sysctls_before = host_sysctls()
-        folder = NODES_DIR / str(os.getpid())
+        folder = nodes_dir() / str(os.getpid())
         index, subnet = choose_subnet(routes_in_use())
         ports = kn.Ports(free_port(), free_port(), free_port(), free_port())
         self.layout = kn.NodeLayout(
             root=folder,
             ports=ports,
-            bridge=f"tlnode{os.getpid() % 100000}",
+            bridge=bridge_name(os.getpid()),
             subnet=subnet,
             cgroup_root=f"/throttlelab-node-{os.getpid()}",
         )
@@ -241,9 +263,10 @@ class Supervisor:
 
     def make(self) -> dict[str, Any]:
         lay = self.layout
+        lay.root.mkdir(mode=0o700)  # new: a folder left at this pid is swept before any node starts
         for d in (
-            lay.root,
             lay.logs,
+            lay.pki,
             lay.etcd_data,
             lay.containerd_root,
             lay.containerd_state,
@@ -254,24 +277,11 @@ class Supervisor:
         ):
             d.mkdir(parents=True, exist_ok=True)
         # whom the node serves: the orchestrator, or the runner that started it (its pipe)
-        (lay.root / "owner").write_text(f"{self.owner or os.getppid()}\n")
+        with open_new(lay.root / "owner") as handle:
+            handle.write(f"{self.owner or os.getppid()}\n")
         started = time.monotonic()
         _say(f"certificates, configuration in {lay.root}")
-        pki.make_pki(
-            lay.pki,
-            [
-                pki.Identity(
-                    stem,
-                    cn,
-                    orgs,
-                    server=serving,
-                    client=not serving,
-                    dns_names=kn.APISERVER_DNS if serving else (),
-                    ip_addresses=kn.APISERVER_IPS if serving else (),
-                )
-                for stem, cn, orgs, serving in kn.CERTIFICATES
-            ],
-        )
+        pki.make_pki(lay.pki, list(kn.CERTIFICATES))
         for who in ("admin", "controller-manager", "scheduler", "kubelet"):
             lay.kubeconfig(who).write_text(kn.kubeconfig_text(lay, who))
         self._tls = _client_context(lay)
@@ -296,7 +306,8 @@ class Supervisor:
 
         _say("etcd")
         self._spawn("etcd", kn.etcd_argv(self.tools["etcd"], lay))
-        self._wait("etcd healthy", lambda: _http_ok(f"http://127.0.0.1:{lay.ports.etcd_client}/health"), 60, ("etcd",))
+        etcd_health = f"https://127.0.0.1:{lay.ports.etcd_client}/health"
+        self._wait("etcd healthy", lambda: _https_ok(etcd_health, lay, "etcd-healthcheck-client"), 60, ("etcd",))
         _say("kube-apiserver")
         self._spawn("kube-apiserver", kn.apiserver_argv(self.tools["kube-apiserver"], lay))
         self._wait(
@@ -684,12 +695,12 @@ def sweep_stale() -> list[str]:
     done = []
     if not NODES_DIR.is_dir():
         return done
-    for folder in NODES_DIR.iterdir():
+    for folder in nodes_dir().iterdir():
         name = folder.name  # the supervisor's pid
         if not name.isdigit() or running(int(name)):
             continue
         kill_node_processes(folder, f"/throttlelab-node-{name}")
-        root, bridge, gone = f"/throttlelab-node-{name}", f"tlnode{int(name) % 100000}", folder
+        root, bridge, gone = f"/throttlelab-node-{name}", bridge_name(int(name)), folder
         every_step(
             [
                 lambda root=root: remove_cgroup_root(root),
@@ -725,17 +736,29 @@ def _wait_for_end(owner: int | None) -> str:
     return "the runner's pipe closed" if owner is None else f"its owner {owner} has ended"
 
 
+def _why(exc: Exception) -> str:
+    """An error's one line: the lab's own say what to do; anything else is named by its type."""
+    return str(exc) if isinstance(exc, ThrottlelabError) else f"{type(exc).__name__}: {exc}"
+
+
 def supervise(desc: dict[str, Any]) -> int:
+    """Make the node, say it is ready, wait until it should go, take it down. Whatever fails while it is
+    made, the take-down runs; the exit status says which part failed (START_FAILED, TAKE_DOWN_FAILED)."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
-    for line in sweep_stale():
-        _say(line)
+    try:
+        for line in sweep_stale():
+            _say(line)
+        sup = Supervisor(desc)
+    except Exception as exc:  # nothing of this node exists yet: nothing to take down
+        print(json.dumps({"failed": _why(exc)}), flush=True)
+        return START_FAILED
     owner = desc.get("owner")
-    sup = Supervisor(desc)
     status = 0
     try:
         facts = sup.make()
-        (sup.layout.root / "facts.json").write_text(json.dumps(facts))
+        with open_new(sup.layout.root / "facts.json") as handle:
+            handle.write(json.dumps(facts))
         print(json.dumps({"ready": facts}), flush=True)
         if owner is not None:
             # the starting runner ends long before the node: say the rest into the node's own log
@@ -745,15 +768,15 @@ def supervise(desc: dict[str, Any]) -> int:
             os.close(log)
         why = _wait_for_end(owner)
         _say(f"{why}: taking the node down")
-    except BackendError as exc:
-        print(json.dumps({"failed": str(exc)}), flush=True)
+    except Exception as exc:
+        print(json.dumps({"failed": _why(exc)}), flush=True)
         status = START_FAILED
         _say("taking down what was made")
     try:
         for line in sup.take_down():
             _say(line)
-    except BackendError as exc:
-        _say(f"taking down: {exc}")
+    except Exception as exc:
+        _say(f"taking down: {_why(exc)}")
         status = TAKE_DOWN_FAILED
     _say("down")
     return status
@@ -763,11 +786,11 @@ def find_node(owner: int) -> dict[str, Any] | None:
     """The facts of the running node that serves ``owner`` (an orchestrator's pid), or None."""
     if not NODES_DIR.is_dir():
         return None
-    for folder in NODES_DIR.iterdir():
+    for folder in nodes_dir().iterdir():
         try:
-            if int((folder / "owner").read_text()) != owner or not running(int(folder.name)):
+            if int(read_state(folder / "owner")) != owner or not running(int(folder.name)):
                 continue
-            facts = json.loads((folder / "facts.json").read_text())
+            facts = json.loads(read_state(folder / "facts.json"))
         except (OSError, ValueError):
             continue
         return {**facts, "supervisor": int(folder.name)}
@@ -779,15 +802,15 @@ def stop_nodes(owner: int, timeout_s: float = STOP_TIMEOUT_S, tell: Callable[[st
     stopped = []
     if not NODES_DIR.is_dir():
         return stopped
-    for folder in NODES_DIR.iterdir():
+    for folder in nodes_dir().iterdir():
         try:
             sup = int(folder.name)
-            if int((folder / "owner").read_text()) != owner or not running(sup):
+            if int(read_state(folder / "owner")) != owner or not running(sup):
                 continue
         except (OSError, ValueError):
             continue
         try:  # a slow node (an emulated guest's) takes as many times longer to go as to start
-            limit = timeout_s * max(1.0, float(json.loads((folder / "facts.json").read_text()).get("patience") or 1))
+            limit = timeout_s * max(1.0, float(json.loads(read_state(folder / "facts.json")).get("patience") or 1))
         except (OSError, ValueError):
             limit = timeout_s
         tell(f"taking down the real node (supervisor {sup})")
@@ -849,6 +872,17 @@ class LocalNode:
             raise BackendError("the real node needs root (kubelet, containerd, cgroups, a bridge)")
         self.proc = spawn_guardian("throttlelab.platform.real_node", json.dumps(self.desc), stdout=subprocess.PIPE)
         assert self.proc.stdout is not None
+        limit = START_TIMEOUT_S * max(1.0, self.desc["patience"])
+        if not _readable_within(self.proc.stdout, limit):
+            # a supervisor stuck past every step's own limit: end it, and sweep what it made as a dead node's
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+            left = sweep_stale()
+            raise BackendError(
+                f"the real node did not start within {limit:.0f} s; its supervisor was killed and its leftovers "
+                f"removed ({'; '.join(left) or 'none'})"
+            )
         line = self.proc.stdout.readline()
         try:
             said = json.loads(line) if line else {"failed": "the node's supervisor ended before it was ready"}
@@ -886,14 +920,24 @@ class LocalNode:
         self.proc = None
         if status == START_FAILED and self.facts is None:
             return  # the start's failure is the news; the take-down after it went well
+        if status == TAKE_DOWN_FAILED:
+            raise BackendError("taking the real node down failed; see its messages above")
         if status != 0:
-            raise BackendError(f"taking the real node down failed (exit {status}); see its messages above")
+            how = f"was killed by {signal.Signals(-status).name}" if status < 0 else f"crashed (exit {status})"
+            raise BackendError(f"the real node's supervisor {how}; `snakemake --cores 1 clean` removes what it left")
 
     def __exit__(self, *exc: object) -> None:
         self._close()
 
 
 def main(argv: list[str]) -> int:
+    """``sweep``: take down what dead nodes left (`throttlelab node-sweep`, `snakemake clean`); otherwise
+    ``argv[0]`` is a node's description and this process becomes its supervisor."""
+    if argv == ["sweep"]:
+        for line in sweep_stale():
+            _say(line)
+        _say("no node's leftovers remain")
+        return 0
     return supervise(json.loads(argv[0]))
 
 

@@ -6,10 +6,13 @@ What the node is (docs/BACKENDS.md, "The real node"): etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler and kubelet as processes of this host, with
 containerd of its own (root, state, socket: never the Docker engine's), two runtime
 handlers, one per pinned runc (runc-new = v1.4.3, runc-old = v1.3.0, model.runtime's
-names) and a RuntimeClass of the same name for each. Everything listens on 127.0.0.1;
-pods live on a bridge the node makes itself, with no gateway (so no forwarding sysctl)
-and no masquerading (so no iptables rule). kubelet drives cgroupfs under a cgroup root
-of the node's own.
+names) and a RuntimeClass of the same name for each. etcd and the API server listen on
+127.0.0.1, kubelet on the node's bridge address (its InternalIP), containerd on a socket in
+the node's root-only folder; every listener asks for a certificate of the node's CA
+(etcd's clients included) and kubelet asks the API server who may do what (webhook
+authentication and authorization, as kubeadm sets it up). Pods live on a bridge the node
+makes itself, with no gateway (so no forwarding sysctl) and no masquerading (so no
+iptables rule). kubelet drives cgroupfs under a cgroup root of the node's own.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+
+from throttlelab.platform.pki import Identity
 
 NODE_NAME = "throttlelab-node"
 CONTEXT = "throttlelab-node"
@@ -33,6 +38,9 @@ KUBELET_SYSCTLS: dict[str, str] = {
     "kernel/keys/root_maxkeys": "1000000",
     "kernel/keys/root_maxbytes": "25000000",
 }
+#: Host sysctls a node could turn on without setting them itself (a bridge with a gateway, a CNI plugin that
+#: masquerades, an engine's defaults): watched before and after, and set back, with kubelet's.
+FORWARDING_SYSCTLS = ("net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding")
 PAUSE_IMAGE = "localhost/throttlelab/pause:catatonit"
 SERVICE_CIDR = "10.96.0.0/24"
 SERVICE_IP = "10.96.0.1"
@@ -137,15 +145,6 @@ def pod_subnet(index: int) -> str:
 
 # -- certificates --------------------------------------------------------------------------------------------
 
-#: (file stem, common name, organizations, serving?) of every certificate the node's CA signs.
-CERTIFICATES: tuple[tuple[str, str, tuple[str, ...], bool], ...] = (
-    ("apiserver", "kube-apiserver", (), True),
-    ("apiserver-kubelet-client", "kube-apiserver-kubelet-client", ("system:masters",), False),
-    ("admin", "throttlelab-admin", ("system:masters",), False),
-    ("controller-manager", "system:kube-controller-manager", (), False),
-    ("scheduler", "system:kube-scheduler", (), False),
-    ("kubelet", f"system:node:{NODE_NAME}", ("system:nodes",), False),
-)
 APISERVER_DNS = (
     "localhost",
     "kubernetes",
@@ -154,6 +153,25 @@ APISERVER_DNS = (
     "kubernetes.default.svc.cluster.local",
 )
 APISERVER_IPS = ("127.0.0.1", SERVICE_IP)
+
+#: Every certificate the node's CA signs (the stems name the files in the node's pki folder).
+CERTIFICATES: tuple[Identity, ...] = (
+    Identity(
+        "apiserver", "kube-apiserver", server=True, client=False, dns_names=APISERVER_DNS, ip_addresses=APISERVER_IPS
+    ),
+    Identity("apiserver-kubelet-client", "kube-apiserver-kubelet-client", ("system:masters",)),
+    Identity("admin", "throttlelab-admin", ("system:masters",)),
+    Identity("controller-manager", "system:kube-controller-manager"),
+    Identity("scheduler", "system:kube-scheduler"),
+    Identity("kubelet", f"system:node:{NODE_NAME}", ("system:nodes",)),
+    # etcd serves its clients and its (single) peer with one certificate, so it is a client too
+    Identity(
+        "etcd", "throttlelab-etcd", server=True, client=True, dns_names=("localhost",), ip_addresses=("127.0.0.1",)
+    ),
+    Identity("apiserver-etcd-client", "kube-apiserver-etcd-client"),
+    # what the supervisor uses to ask etcd whether it is healthy
+    Identity("etcd-healthcheck-client", "throttlelab-etcd-healthcheck-client"),
+)
 
 
 def kubeconfig_text(layout: NodeLayout, who: str) -> str:
@@ -184,8 +202,10 @@ def kubeconfig_text(layout: NodeLayout, who: str) -> str:
 
 
 def etcd_argv(etcd: str, layout: NodeLayout) -> list[str]:
-    client = f"http://127.0.0.1:{layout.ports.etcd_client}"
-    peer = f"http://127.0.0.1:{layout.ports.etcd_peer}"
+    """etcd on loopback over TLS, for clients and its peer alike, answering only certificates of the node's CA."""
+    pki = layout.pki
+    client = f"https://127.0.0.1:{layout.ports.etcd_client}"
+    peer = f"https://127.0.0.1:{layout.ports.etcd_peer}"
     return [
         etcd,
         "--name",
@@ -202,6 +222,20 @@ def etcd_argv(etcd: str, layout: NodeLayout) -> list[str]:
         peer,
         "--initial-cluster",
         f"throttlelab-node={peer}",
+        "--cert-file",
+        str(pki / "etcd.crt"),
+        "--key-file",
+        str(pki / "etcd.key"),
+        "--trusted-ca-file",
+        str(pki / "ca.crt"),
+        "--client-cert-auth",
+        "--peer-cert-file",
+        str(pki / "etcd.crt"),
+        "--peer-key-file",
+        str(pki / "etcd.key"),
+        "--peer-trusted-ca-file",
+        str(pki / "ca.crt"),
+        "--peer-client-cert-auth",
         "--listen-metrics-urls",
         "",
         "--log-level",
@@ -213,7 +247,10 @@ def apiserver_argv(binary: str, layout: NodeLayout) -> list[str]:
     pki = layout.pki
     return [
         binary,
-        f"--etcd-servers=http://127.0.0.1:{layout.ports.etcd_client}",
+        f"--etcd-servers=https://127.0.0.1:{layout.ports.etcd_client}",
+        f"--etcd-cafile={pki / 'ca.crt'}",
+        f"--etcd-certfile={pki / 'apiserver-etcd-client.crt'}",
+        f"--etcd-keyfile={pki / 'apiserver-etcd-client.key'}",
         "--bind-address=127.0.0.1",
         f"--secure-port={layout.ports.apiserver}",
         # the address the `kubernetes` Service's endpoints name: the node's own bridge, never the host's
@@ -232,7 +269,7 @@ def apiserver_argv(binary: str, layout: NodeLayout) -> list[str]:
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--authorization-mode=Node,RBAC",
         "--enable-admission-plugins=NodeRestriction",
-        "--allow-privileged=true",
+        "--allow-privileged=false",  # no pod of the lab needs it
         "--profiling=false",
         f"--cert-dir={layout.root / 'apiserver-certs'}",
         "--endpoint-reconciler-type=none",
@@ -423,12 +460,14 @@ def kubelet_config_text(layout: NodeLayout) -> str:
         "port": layout.ports.kubelet,
         "readOnlyPort": 0,
         "healthzPort": 0,
+        # a client needs a certificate of the node's CA or a token the API server accepts, and the API
+        # server decides what it may do (a SubjectAccessReview): kubeadm's settings
         "authentication": {
             "anonymous": {"enabled": False},
-            "webhook": {"enabled": False},
+            "webhook": {"enabled": True},
             "x509": {"clientCAFile": str(layout.pki / "ca.crt")},
         },
-        "authorization": {"mode": "AlwaysAllow"},
+        "authorization": {"mode": "Webhook"},
         "containerRuntimeEndpoint": f"unix://{layout.containerd_socket}",
         "podLogsDir": str(layout.pod_logs),
         "cgroupDriver": "cgroupfs",

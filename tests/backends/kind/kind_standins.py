@@ -196,7 +196,6 @@ def state_files(node_names) -> list[str]:
 
 def locks_free(cluster_names) -> bool:
     """No lab process holds a lock on these clusters (an exclusive one can be taken at once)."""
-    pauses.LOCK_DIR.mkdir(parents=True, exist_ok=True)
     for name in cluster_names:
         with open(pauses.lock_file(name), "a") as handle:
             try:

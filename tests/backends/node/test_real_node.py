@@ -36,7 +36,7 @@ def node_tools():
     if os.geteuid() != 0:
         pytest.skip("the real node needs root")
     rows = cached(PROJECT / "cluster", ToolsSettings.from_mapping(None))
-    problems = [f"{r['binary'].name}: {r['problem']}" for r in rows if r["problem"]]
+    problems = [f"{r['binary'].name}: {r['problem']}" for r in rows if r["problem"] and nc.node_needs(r)]
     if problems:
         pytest.skip("the cluster tools are not built (snakemake --cores 2 cluster_tools): " + "; ".join(problems[:3]))
     for tool in ("catatonit", "unshare"):
@@ -120,6 +120,87 @@ def pause_pod(name: str, runtime_class: str) -> dict:
     }
 
 
+#: Run as an unprivileged user (nobody), what a local user who is not root would try against a running
+#: node: etcd over plain HTTP and over TLS without a certificate, kubelet's exec endpoint without
+#: credentials, containerd's socket, the node's keys. Prints what each attempt met.
+UNPRIVILEGED_PROBE = """
+import json, os, socket, ssl, sys, urllib.error, urllib.request
+facts = json.loads(sys.argv[1])
+ports, root = facts["ports"], facts["root"]
+bridge = facts["subnet"].rsplit(".", 1)[0] + ".1"
+out = {}
+def attempt(url, ctx=None, method="POST"):
+    try:
+        req = urllib.request.Request(url, data=b'{"key": "Lw=="}' if method == "POST" else None, method=method)
+        with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (OSError, ssl.SSLError):
+        return "refused"
+out["etcd_plain"] = attempt(f"http://127.0.0.1:{ports['etcd_client']}/v3/kv/range")
+insecure = ssl.create_default_context()
+insecure.check_hostname = False
+insecure.verify_mode = ssl.CERT_NONE
+out["etcd_tls_without_certificate"] = attempt(f"https://127.0.0.1:{ports['etcd_client']}/v3/kv/range", insecure)
+out["kubelet_exec"] = attempt(
+    f"https://{bridge}:{ports['kubelet']}/exec/default/p-runc-new/c?command=id&output=1", insecure
+)
+try:
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(os.path.join(root, "containerd", "containerd.sock"))
+    out["containerd_socket"] = "connected"
+except OSError as exc:
+    out["containerd_socket"] = type(exc).__name__
+try:
+    open(os.path.join(root, "pki", "apiserver-etcd-client.key")).read()
+    out["node_keys"] = "read"
+except OSError as exc:
+    out["node_keys"] = type(exc).__name__
+print(json.dumps(out))
+"""
+
+
+def as_unprivileged_user(facts: dict) -> dict:
+    # the system's interpreter: the project's may live under /root, which nobody cannot enter
+    python = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if Path(p).is_file()), None)
+    if python is None:
+        pytest.fail("no system python3 to run the unprivileged user's attempts with")
+    done = subprocess.run(
+        [python, "-c", UNPRIVILEGED_PROBE, json.dumps(facts)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        user=65534,
+        group=65534,
+        extra_groups=[],
+        cwd="/",
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def kubelet_status(facts: dict, who: str, path: str) -> int:
+    """The HTTP status kubelet answers ``who`` (a client certificate of the node's CA) on ``path``."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    pki = Path(facts["root"]) / "pki"
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # kubelet's serving certificate is its own self-signed one
+    ctx.load_cert_chain(str(pki / f"{who}.crt"), str(pki / f"{who}.key"))
+    bridge = facts["subnet"].rsplit(".", 1)[0] + ".1"
+    try:
+        with urllib.request.urlopen(
+            f"https://{bridge}:{facts['ports']['kubelet']}{path}", context=ctx, timeout=10
+        ) as r:
+            return r.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
 def test_node_runs_pods_under_both_runc_releases_and_leaves_nothing(node_tools, tmp_path):
     tools, runc = node_tools
     before = host_state()
@@ -178,6 +259,18 @@ def test_node_runs_pods_under_both_runc_releases_and_leaves_nothing(node_tools, 
             }
             time.sleep(2)
         assert labelled == set(pods), f"cAdvisor has no series labelled pod/container c for {set(pods) - labelled}"
+        refused = as_unprivileged_user(facts)
+        assert refused == {
+            "etcd_plain": "refused",
+            "etcd_tls_without_certificate": "refused",
+            "kubelet_exec": 401,
+            "containerd_socket": "PermissionError",
+            "node_keys": "PermissionError",
+        }, refused
+        # kubelet asks the API server what a client may do: the scheduler's identity is known, but may not
+        # list or exec into pods through kubelet (with AlwaysAllow it could)
+        assert kubelet_status(facts, "scheduler", "/pods") == 403
+        assert kubelet_status(facts, "apiserver-kubelet-client", "/pods") == 200
     assert during == before["sysctls"]  # kubelet wrote only its copies, never the host's
     assert host_state() == before
     assert (tmp_path / "logs" / "kubelet.log").is_file()
@@ -207,6 +300,34 @@ def test_a_runner_killed_with_sigkill_leaves_nothing(node_tools, tmp_path):
     deadline = time.monotonic() + nc.STOP_TIMEOUT_S
     while time.monotonic() < deadline and running(facts["supervisor"]):
         time.sleep(0.2)
+    assert host_state() == before
+
+
+def test_a_supervisor_killed_with_sigkill_is_swept_by_clean(node_tools, tmp_path):
+    """With the supervisor itself gone, nothing takes the node down by itself: `throttlelab node-sweep` (what
+    `snakemake clean` runs first) removes its processes, cgroups, bridge, mounts and folder."""
+    tools, runc = node_tools
+    before = host_state()
+    node = nc.LocalNode(tools, runc)
+    facts = node.__enter__()
+    try:
+        os.kill(facts["supervisor"], signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and running(facts["supervisor"]):
+            time.sleep(0.1)
+        assert Path(facts["root"]).is_dir() and Path("/sys/class/net", facts["bridge"]).exists()  # left behind
+        swept = subprocess.run(
+            [sys.executable, "-m", "throttlelab", "node-sweep"],
+            capture_output=True,
+            text=True,
+            timeout=nc.STOP_TIMEOUT_S,
+            env={**os.environ, "PYTHONPATH": str(PROJECT)},
+        )
+        assert swept.returncode == 0, swept.stderr
+        assert f"removed the node left by supervisor {facts['supervisor']}" in swept.stderr
+    finally:
+        with pytest.raises(BackendError, match="supervisor was killed by SIGKILL; `snakemake --cores 1 clean`"):
+            node.__exit__(None, None, None)
     assert host_state() == before
 
 

@@ -22,28 +22,36 @@ from __future__ import annotations
 
 import fcntl
 import json
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+from throttlelab.host.state_dir import open_state, state_dir, write_state
 from throttlelab.host.processes import left_by_dead_runners, pid_alive
 from throttlelab.backends.base import BackendError
 from throttlelab.host.docker_engine import kind_engine_client
 from throttlelab.backends.kind.nodes import node_container
 
-LOCK_DIR = Path(tempfile.gettempdir()) / "throttlelab-kind-locks"
-PAUSE_STATE_DIR = Path(tempfile.gettempdir()) / "throttlelab-kind-pauses"
+LOCK_NAME = "kind-locks"  # folders of the lab's private state (host/state_dir.py)
+PAUSE_STATE_NAME = "kind-pauses"
+
+
+def lock_dir() -> Path:
+    return state_dir(LOCK_NAME)
+
+
+def pause_state_dir() -> Path:
+    return state_dir(PAUSE_STATE_NAME)
 
 
 def lock_file(cluster: str) -> Path:
-    return LOCK_DIR / f"{cluster}.lock"
+    return lock_dir() / f"{cluster}.lock"
 
 
 def state_file(container: str) -> Path:
     """Where a paused node's runner pid is kept until the node is resumed."""
-    return PAUSE_STATE_DIR / f"{container}.json"
+    return pause_state_dir() / f"{container}.json"
 
 
 class ClusterLocks:
@@ -72,11 +80,10 @@ def hold(
         if name in modes:
             raise ValueError(f"cluster {name} cannot be used and paused at once")
         modes[name] = "exclusive"
-    LOCK_DIR.mkdir(parents=True, exist_ok=True)
     locks = ClusterLocks()
     try:
         for name in sorted(modes):  # one order for every process: no two of them wait for each other
-            handle = open(lock_file(name), "a")
+            handle = open_state(lock_file(name), "a")
             locks._files.append(handle)
             flag = fcntl.LOCK_EX if modes[name] == "exclusive" else fcntl.LOCK_SH
             try:
@@ -120,11 +127,10 @@ def pause(containers: Iterable[Any], pid: int) -> None:
     """`docker pause` the node containers (as plan_pauses found them: they are not looked up again)."""
     import docker.errors
 
-    PAUSE_STATE_DIR.mkdir(parents=True, exist_ok=True)
     for container in containers:
         name = container.name
         # the state file first: a runner killed right after `docker pause` still gets its node resumed
-        state_file(name).write_text(json.dumps({"pid": pid}))
+        write_state(state_file(name), json.dumps({"pid": pid}))
         try:
             container.pause()
         except docker.errors.NotFound:
@@ -165,7 +171,7 @@ def resume(client: Any, names: Iterable[str]) -> list[str]:
 
 def sweep_pauses(client: Any, alive: Callable[[int], bool] = pid_alive) -> list[str]:
     """Resume nodes a dead runner left paused (its state file names its pid)."""
-    return resume(client, [name for name, _state in left_by_dead_runners(PAUSE_STATE_DIR, alive)])
+    return resume(client, [name for name, _state in left_by_dead_runners(pause_state_dir(), alive)])
 
 
 def resume_described(desc: dict[str, Any]) -> list[str]:

@@ -11,18 +11,23 @@ runner's pid and the cpuset to restore.
 from __future__ import annotations
 
 import json
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from throttlelab.host.state_dir import state_dir, write_state
 from throttlelab.host.processes import left_by_dead_runners, pid_alive
 from throttlelab.model.placement import format_cpuset, parse_cpuset
 from throttlelab.backends.base import BackendError
 from throttlelab.host.docker_engine import kind_engine_client
 from throttlelab.backends.kind.nodes import node_container, node_exec
 
-PIN_STATE_DIR = Path(tempfile.gettempdir()) / "throttlelab-kind-pins"
+PIN_STATE_NAME = "kind-pins"  # a folder of the lab's private state (host/state_dir.py)
+
+
+def pin_state_dir() -> Path:
+    """Where pinned nodes are recorded until restored (made and checked: the lab's own)."""
+    return state_dir(PIN_STATE_NAME)
 
 
 @dataclass(frozen=True)
@@ -36,7 +41,7 @@ class Pin:
 
 def state_file(container: str) -> Path:
     """Where a pinned node's runner pid and original cpuset are kept until it is restored."""
-    return PIN_STATE_DIR / f"{container}.json"
+    return pin_state_dir() / f"{container}.json"
 
 
 def current_cpuset(container: Any) -> str:
@@ -89,10 +94,9 @@ def plan_pins(client: Any, wanted: dict[str, str]) -> list[Pin]:
 
 
 def apply_pins(client: Any, pins: list[Pin], pid: int) -> None:
-    PIN_STATE_DIR.mkdir(parents=True, exist_ok=True)
     for pin in pins:
         # the state file first: a runner killed right after `docker update` still gets its node restored
-        state_file(pin.container).write_text(json.dumps({"pid": pid, "restore_to": pin.restore_to, "cpus": pin.cpus}))
+        write_state(state_file(pin.container), json.dumps({"pid": pid, "restore_to": pin.restore_to, "cpus": pin.cpus}))
         set_cpuset(node_container(client, pin.container), pin.cpus)
 
 
@@ -124,7 +128,7 @@ def restore_pins(client: Any, pins: list[dict[str, str]] | list[Pin]) -> list[st
 
 def sweep_pins(client: Any, alive: Callable[[int], bool] = pid_alive) -> list[str]:
     """Restore nodes a dead runner left pinned (its state file names its pid)."""
-    stale = left_by_dead_runners(PIN_STATE_DIR, alive)
+    stale = left_by_dead_runners(pin_state_dir(), alive)
     return restore_pins(client, [{"container": name, "restore_to": state["restore_to"]} for name, state in stale])
 
 

@@ -39,6 +39,7 @@ from throttlelab.backends.kube.pod_lifecycle import NodeChanges
 from throttlelab.backends.kube.run_pods import KubeSettings
 from throttlelab.platform import real_node as nc
 from throttlelab.backends.node import node_image_archives as ni
+from throttlelab.host.state_dir import open_state
 from throttlelab.host.interference import orchestrator_from_env
 from throttlelab.host.processes import die_with_parent
 from throttlelab.platform import real_node_layout as kn
@@ -250,8 +251,7 @@ class NodeBackend(KubeBackend):
         tools, runc, versions = self._tools()
         images = self._images()
         owner = orchestrator_from_env()
-        nc.NODES_DIR.mkdir(parents=True, exist_ok=True)
-        with open(nc.NODES_DIR / ".start.lock", "w") as lock:
+        with open_state(nc.nodes_dir() / ".start.lock", "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # one start per orchestrator, however many runners ask at once
             facts = nc.find_node(owner) if owner is not None else None
             if facts is None:
