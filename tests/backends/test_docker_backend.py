@@ -27,6 +27,7 @@ from throttlelab.backends import workload_images as images
 from throttlelab.backends.base import BackendError
 from throttlelab.backends.docker import DockerBackend, lab_containers
 from throttlelab.host.docker_engine import EnginePermissionDenied, EngineUnreachable, connect
+from throttlelab.model.digest import sha256_file
 from throttlelab.model.placement import Container, LoadPlacement, Node, Pod
 from throttlelab.model.quantities import go_default_gomaxprocs
 from throttlelab.model.runtime import runc_conversion
@@ -148,11 +149,31 @@ def test_no_engine_is_one_message_saying_how_to_start_it(tmp_path, monkeypatch, 
     assert not (tmp_path / "out.jsonl").exists()
 
 
-def test_a_missing_image_says_how_to_build_it(engine, binaries, tmp_path):
+def test_an_engine_without_the_image_gets_it_built_at_preflight(engine, binaries, tmp_path):
+    """The stamp under results/build/ says an image was built, not in which engine: an engine that lacks
+    the image of this exact binary (another engine of the lab's, a binary no image was built from) gets it
+    built by the first run's preflight instead of stopping it; the next preflight finds it."""
     odd = tmp_path / "cpulab"
     odd.write_bytes(binaries["go124mod"].read_bytes() + b"\0")  # a binary no image was built from
-    b = DockerBackend({"go124mod": odd}, client=engine)
-    with pytest.raises(BackendError, match="build_image"):
+    variant = f"preflight-test-{os.getpid()}"
+    said: list[str] = []
+    try:
+        b = DockerBackend({variant: odd}, client=engine, progress=said.append)
+        b.preflight()
+        assert len(said) == 1 and "building it here" in said[0], said
+        built = engine.images.get(b.image_ids[variant])
+        assert built.labels[images.LABEL_BINARY] == sha256_file(odd)
+        again: list[str] = []
+        b2 = DockerBackend({variant: odd}, client=engine, progress=again.append)
+        b2.preflight()
+        assert again == [] and b2.image_ids[variant] == built.id
+    finally:
+        engine.images.remove(images.tag_of(variant), force=True)
+
+
+def test_a_missing_binary_says_how_to_build_it(engine, tmp_path):
+    b = DockerBackend({"go124mod": tmp_path / "no-such-cpulab"}, client=engine)
+    with pytest.raises(BackendError, match="build it first"):
         b.preflight()
 
 

@@ -273,7 +273,7 @@ class DockerBackend(Backend):
         for variant, path in self.binaries.items():
             if not path.is_file():
                 raise BackendError(f"docker backend: workload binary {variant} missing at {path}; build it first")
-            self.image_ids[variant] = images.find_image(self.client, variant, path)
+            self.image_ids[variant] = images.ensure_image(self.client, variant, path, self.progress)
 
     def capabilities(self) -> Capabilities:
         fs = self.fs

@@ -44,7 +44,8 @@ def build_context(binary: Path) -> io.BytesIO:
 
 
 def build_image(client: Any, variant: str, binary: Path) -> dict[str, str]:
-    """Build `cpulab:<variant>` from the binary; returns what the stamp file records."""
+    """Build `cpulab:<variant>` from the binary; returns what the stamp file records (with the engine's
+    ID: the lab runs more than one engine, and an image lives in one)."""
     binary = Path(binary)
     if not binary.is_file():
         raise BackendError(f"image {tag_of(variant)}: the workload binary {binary} is missing; build it first")
@@ -52,11 +53,23 @@ def build_image(client: Any, variant: str, binary: Path) -> dict[str, str]:
     image = docker_engine.build_image(
         client, tag_of(variant), build_context(binary), labels={LABEL: "1", LABEL_VARIANT: variant, LABEL_BINARY: sha}
     )
-    return {"tag": tag_of(variant), "id": image.id, "variant": variant, "binary": str(binary), "binary_sha256": sha}
+    try:
+        engine = str(client.info().get("ID", ""))
+    except docker_engine.docker_errors():
+        engine = ""
+    return {
+        "tag": tag_of(variant),
+        "id": image.id,
+        "variant": variant,
+        "binary": str(binary),
+        "binary_sha256": sha,
+        "engine": engine,
+    }
 
 
 def find_image(client: Any, variant: str, binary: Path) -> str:
-    """The id of the image built from exactly this binary; a BackendError says how to get it."""
+    """The id of the image built from exactly this binary in this engine; a BackendError says how to get it
+    (ensure_image builds what is missing)."""
     sha = sha256_file(binary)
     try:
         found = client.images.list(filters={"label": [f"{LABEL_BINARY}={sha}", f"{LABEL_VARIANT}={variant}"]})
@@ -68,6 +81,19 @@ def find_image(client: Any, variant: str, binary: Path) -> str:
             f"build it with `snakemake --cores 1 --forcerun build_image` (it tags {tag_of(variant)})"
         )
     return found[0].id
+
+
+def ensure_image(client: Any, variant: str, binary: Path, progress: Any = lambda message: None) -> str:
+    """The id of the image built from this binary in this engine, building it here when this engine lacks
+    it (the stamp under results/build/ says an image was built, not in which of the lab's engines: after a
+    switch of engine, the first run builds what the new one lacks instead of stopping)."""
+    try:
+        return find_image(client, variant, binary)
+    except BackendError as missing:
+        if not Path(binary).is_file():
+            raise missing from None
+    progress(f"this engine has no {tag_of(variant)} built from {binary}: building it here")
+    return build_image(client, variant, binary)["id"]
 
 
 def write_stamp(path: Path, record: dict[str, str]) -> None:

@@ -331,7 +331,12 @@ class Supervisor:
         _say("kubelet")
         self._spawn(
             "kubelet",
-            kn.private_mounts_argv("unshare", kn.kubelet_argv(self.tools["kubelet"], lay), kn.kubelet_mounts(lay)),
+            kn.joined_mounts_argv(
+                "nsenter",
+                self.procs["containerd"].pid,
+                kn.kubelet_argv(self.tools["kubelet"], lay),
+                kn.kubelet_mounts(lay),
+            ),
         )
         self._wait("the node Ready", self._node_ready, 120, ("containerd", "kubelet"))
         for handler in kn.RUNTIME_HANDLERS:

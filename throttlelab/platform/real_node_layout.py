@@ -344,11 +344,23 @@ def kubelet_mounts(layout: NodeLayout) -> list[tuple[Path, PurePosixPath]]:
     return [*sysctl_mounts(layout), (layout.var_log, PurePosixPath("/var/log"))]
 
 
+def _bind_script(binds: list[tuple[Path, PurePosixPath]]) -> str:
+    return "".join(f'mount --bind "{src}" "{dst}" || exit 97\n' for src, dst in binds) + 'exec "$@"\n'
+
+
 def private_mounts_argv(unshare: str, argv: list[str], binds: list[tuple[Path, PurePosixPath]] = ()) -> list[str]:
     """``argv`` in a mount namespace of its own (util-linux unshare; propagation private), with each
     (source, target) bind-mounted there first: mounts made inside vanish with the last process."""
-    script = "".join(f'mount --bind "{src}" "{dst}" || exit 97\n' for src, dst in binds) + 'exec "$@"\n'
-    return [unshare, "--mount", "--propagation", "private", "sh", "-c", script, "throttlelab-node", *argv]
+    return [unshare, "--mount", "--propagation", "private", "sh", "-c", _bind_script(binds), "throttlelab-node", *argv]
+
+
+def joined_mounts_argv(
+    nsenter: str, pid: int, argv: list[str], binds: list[tuple[Path, PurePosixPath]] = ()
+) -> list[str]:
+    """``argv`` in the mount namespace of process ``pid`` (util-linux nsenter), with each (source, target)
+    bind-mounted there first. kubelet joins containerd's namespace this way: the volumes kubelet mounts
+    (Secrets, projected tokens, memory-backed emptyDir) are then where containerd's runc finds them."""
+    return [nsenter, f"--target={pid}", "--mount", "sh", "-c", _bind_script(binds), "throttlelab-node", *argv]
 
 
 # -- configuration files --------------------------------------------------------------------------------------

@@ -303,6 +303,40 @@ def test_a_runner_killed_with_sigkill_leaves_nothing(node_tools, tmp_path):
     assert host_state() == before
 
 
+def test_volumes_kubelet_mounts_reach_the_containers(node_tools):
+    """kubelet and containerd share one mount namespace: a Secret volume and the projected service-account
+    token, both tmpfs mounts kubelet makes, are inside the container (read on the host through its root)."""
+    tools, runc = node_tools
+    before = host_state()
+    with nc.LocalNode(tools, runc) as facts:
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "s"},
+            "stringData": {"key": "a secret value"},
+        }
+        kubectl(facts, tools, "apply", "-f", "-", stdin=json.dumps(secret))
+        pod = pause_pod("with-volumes", "runc-new")
+        pod["spec"]["automountServiceAccountToken"] = True
+        pod["spec"]["volumes"] = [{"name": "s", "secret": {"secretName": "s"}}]
+        pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "s", "mountPath": "/s"}]
+        kubectl(facts, tools, "apply", "-f", "-", stdin=json.dumps(pod))
+        kubectl(facts, tools, "wait", "--for=condition=Ready", "pod/with-volumes", "--timeout=120s")
+        uid = json.loads(kubectl(facts, tools, "get", "pod", "with-volumes", "-o", "json"))["metadata"]["uid"]
+        hierarchy = "cpu" if facts["cgroup_version"] == 1 else ""
+        pod_dir = Path("/sys/fs/cgroup", hierarchy, facts["cgroup_root"].lstrip("/"), "kubepods")
+        pids = [int(p) for f in pod_dir.glob(f"**/pod{uid}/*/cgroup.procs") for p in f.read_text().split()]
+        seen = {}
+        for pid in pids:
+            root = Path(f"/proc/{pid}/root")
+            if (root / "s" / "key").is_file():
+                seen["secret"] = (root / "s" / "key").read_text()
+                token = root / "var/run/secrets/kubernetes.io/serviceaccount/token"
+                seen["token"] = token.read_text().count(".") if token.is_file() else None
+        assert seen == {"secret": "a secret value", "token": 2}, (pids, seen)  # a JWT: three parts
+    assert host_state() == before
+
+
 def test_a_supervisor_killed_with_sigkill_is_swept_by_clean(node_tools, tmp_path):
     """With the supervisor itself gone, nothing takes the node down by itself: `throttlelab node-sweep` (what
     `snakemake clean` runs first) removes its processes, cgroups, bridge, mounts and folder."""
