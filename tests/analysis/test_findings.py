@@ -19,7 +19,7 @@ import pytest
 from conftest import FIXTURE_ROOT, PROJECT
 from throttlelab.analysis import commands as analysis, findings, stats, tidy
 from throttlelab.analysis.findings import CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE, REPRODUCED, WEAKER
-from throttlelab.analysis.findings import engine, finding_catalogue, predictions
+from throttlelab.analysis.findings import engine, finding_catalogue, jobs_findings, predictions
 from throttlelab.model import calibration, catalogue
 from throttlelab.model.quantities import go_default_gomaxprocs, parse_cpu
 from throttlelab.model.variants import VariantSpec
@@ -123,6 +123,8 @@ E2A_ARMS = {
     "limit1-2threads": {"limit": "250m", "threads": 1, "work_ms": 40},
 }
 OVERHEAD_MS = 8.0
+#: the quick profile's E2a repeats (config/profiles/quick.yaml): F3's median run needs R >= 6
+E2A_RUNS = 8
 
 
 def burst_values(
@@ -164,7 +166,7 @@ def e2a(
     cpus = cpus or lab.num_cpu
     for variant, params in (arms or E2A_ARMS).items():
         spec = {**E2A_BASE, **params}
-        values = burst_values(spec, cpus, rng)
+        values = burst_values(spec, cpus, rng, n=E2A_RUNS)
         if change:
             change(variant, spec, values)
         lab.add("E2a", variant, spec, values, num_cpu=cpus)
@@ -293,6 +295,7 @@ def e2b(
     requests: int = 60,
     rel: float = 0.05,
     clumped_periods: int = 30,
+    steady_periods: int = 30,
 ) -> Lab:
     rng = np.random.default_rng(seed)
     service = {**SERVICE, "duration_ms": window_for(requests)}
@@ -300,7 +303,7 @@ def e2b(
         "E2b",
         "steady-limit",
         {**service, "limit": "200m", "clump": 1},
-        {**latency(rng, 4.0, requests), **counts(rng, steady_throttled), "avg_cores": noisy(rng, 0.07)},
+        {**latency(rng, 4.0, requests), **counts(rng, steady_throttled, steady_periods), "avg_cores": noisy(rng, 0.07)},
     )
     lab.add(
         "E2b",
@@ -348,6 +351,7 @@ def e8(
     busy_p90: float = 210.0,
     rel: float = 0.05,
     variants: tuple[str, ...] | None = None,
+    busy_periods: int = 30,
 ) -> Lab:
     rng = np.random.default_rng(seed)
     arms = {
@@ -366,7 +370,7 @@ def e8(
             {**E8, **params},
             {
                 **latency(rng, p90, 60, rel if variant == "busy-lim2x" else 0.05),
-                **counts(rng, throttled),
+                **counts(rng, throttled, busy_periods if variant == "busy-lim2x" else 30),
                 "busy_cores": noisy(rng, cores),
             },
         )
@@ -485,6 +489,7 @@ def x5(
     cores: float = 1.0,
     rel: float = 0.05,
     rps90: float = 45,
+    quiet_periods: int = 30,
 ) -> Lab:
     """X5: steady arrivals at 30% and 90% of a 200m limit (the quick profile's), 3 s windows."""
     rng = np.random.default_rng(seed)
@@ -496,7 +501,7 @@ def x5(
             {**X5_BASE, "rps": rps},
             {
                 **latency(rng, p90, requests),
-                **counts(rng, throttled, 30),
+                **counts(rng, throttled, quiet_periods if variant == "use30" else 30),
                 "avg_cores": noisy(rng, rps * 0.004 * cores, rel),
             },
         )
@@ -562,8 +567,12 @@ def _scale(factor_by_variant: dict[str, dict[str, float]]):
 
 
 def _set(values_by_variant: dict[str, dict[str, list[float]]]):
+    """The variant's metrics set to the values given, cycled to its number of runs."""
+
     def change(variant: str, spec: dict, values: dict) -> None:
-        values.update(values_by_variant.get(variant, {}))
+        runs = len(next(iter(values.values())))
+        for metric, given in values_by_variant.get(variant, {}).items():
+            values[metric] = [given[i % len(given)] for i in range(max(runs, len(given)))]
 
     return change
 
@@ -583,7 +592,9 @@ SCENARIOS: dict[str, dict[str, dict]] = {
     },
     "F2": {
         CONTRADICTED: {"e2a": {"change": _single_clock}},
-        INCONCLUSIVE: {"e2a": {"change": _set({"limit500m": {"throttled_ms_per_round": [300, 700, 250, 800, 400]}})}},
+        INCONCLUSIVE: {
+            "e2a": {"change": _set({"limit500m": {"throttled_ms_per_round": [100, 900, 120, 800, 150, 700]}})}
+        },
         NOT_TESTABLE: {"e2a": {"cpus": 1}},
     },
     "F3": {
@@ -603,6 +614,9 @@ SCENARIOS: dict[str, dict[str, dict]] = {
         NOT_TESTABLE: {"e3": {"num_cpu": 2}},
     },
     "F6": {
+        # steady arrivals throttled in a few of 400 periods per run: the mean share is bounded below 0.05 (with
+        # no throttled period at all in 5 runs, the bound on the mean share is 0.52: inconclusive)
+        REPRODUCED: {"e2b": {"steady_throttled": 0.005, "steady_periods": 400}},
         CONTRADICTED: {"e2b": {"steady_throttled": 0.25}},
         INCONCLUSIVE: {"e2b": {"clumped_p90": 38.0, "rel": 0.8}},
         NOT_TESTABLE: {"e2b": {"requests": 30}},
@@ -618,6 +632,7 @@ SCENARIOS: dict[str, dict[str, dict]] = {
         NOT_TESTABLE: {"backend": "docker"},
     },
     "F9": {
+        REPRODUCED: {"e8": {"busy_throttled": 0.005, "busy_periods": 400}},
         CONTRADICTED: {"e8": {"busy_throttled": 0.3}},
         INCONCLUSIVE: {"e8": {"busy_p90": 90.0, "rel": 0.8}},
         # every arm its decisive checks compare with the idle node left out (one left out is set aside)
@@ -635,6 +650,8 @@ SCENARIOS: dict[str, dict[str, dict]] = {
     },
     # ours (docs/EXPERIMENTS.md)
     "F12": {
+        # a throttled period in some rounds of some runs: the mean per round is bounded below 0.475
+        REPRODUCED: {"x1": {"change": _set({"budget-full": {"throttled_per_round": [0.0, 1 / 6, 0.0, 1 / 6, 0.0]}})}},
         # the budget did not lift the throttling: the full-budget arm as slow and as throttled as budget0
         CONTRADICTED: {
             "x1": {
@@ -673,6 +690,7 @@ SCENARIOS: dict[str, dict[str, dict]] = {
         NOT_TESTABLE: {"x4": {"threads": 1}},
     },
     "F16": {
+        REPRODUCED: {"x5": {"quiet": 0.005, "quiet_periods": 400}},
         # throttled in a third of the periods already at 30% of the limit
         CONTRADICTED: {"x5": {"quiet": 0.35}},
         INCONCLUSIVE: {"x5": {"loud": 0.15}},
@@ -733,7 +751,15 @@ def test_every_finding_can_come_out_every_way(faithful, fid, verdict):
 def test_the_faithful_lab_reproduces_everything_a_two_cpu_node_can_show(faithful):
     got, checks = faithful
     verdicts = {fid: row["verdict"] for fid, row in got.items()}
-    assert verdicts == {f"F{k}": REPRODUCED for k in range(1, 18)}, checks.to_string()
+    # the model's "not throttled" arms are exactly 0 in all 5 runs: a bound on the mean (one run in ten
+    # throttled heavily would hide in 5 runs 59% of the time) that 5 runs cannot reach
+    unreachable = {"F6": 72, "F9": 72, "F12": 0, "F16": 48}
+    assert verdicts == {f"F{k}": INCONCLUSIVE if f"F{k}" in unreachable else REPRODUCED for k in range(1, 18)}, (
+        checks.to_string()
+    )
+    for fid, needed in unreachable.items():
+        need = "no number of runs can" if needed == 0 else f"needs R >= {needed}"
+        assert f"5 runs cannot reach level 0.025 ({need})" in got[fid]["reason"], got[fid]["reason"]
 
 
 def test_requirements_belong_to_checks_and_a_contradiction_stays(faithful):
@@ -760,7 +786,8 @@ def test_requirements_belong_to_checks_and_a_contradiction_stays(faithful):
     f1 = checks[checks["id"] == "F1"]
     assert got["F1"]["verdict"] == CONTRADICTED and NOT_TESTABLE in set(f1["verdict"]), f1.to_string()
     # a missing variant makes only the checks that need it not testable
-    got, checks = evaluate(full_lab(e8={"variants": ("idle-lim2x", "busy-lim2x")}))
+    lab = full_lab(e8={"variants": ("idle-lim2x", "busy-lim2x"), "busy_throttled": 0.005, "busy_periods": 400})
+    got, checks = evaluate(lab)
     f9 = checks[checks["id"] == "F9"]
     assert f9["verdict"].tolist()[:2] == [REPRODUCED, REPRODUCED]
     assert set(f9["verdict"].tolist()[2:]) == {NOT_TESTABLE}
@@ -888,11 +915,13 @@ def test_zero_throttled_runs_are_a_result_not_a_missing_interval():
     got, checks = evaluate(full_lab(e2a={"change": _set({"limit1-2threads": {"throttled_ms": zeros}})}))
     check = checks[checks["check"] == "throttled_ms limit1-2threads / limit1"].iloc[0]
     assert check["verdict"] == REPRODUCED and check["hi"] < 0.3
-    # unthrottled in every run (R = 5): 0 in 5 of 5 runs decides
+    # unthrottled in every run: throttled time has no upper end, so identical zeros never bound the mean of
+    # the arm from above (one run in ten throttled heavily would hide in 8 runs 43% of the time)
     got, checks = evaluate(full_lab(e2a={"change": _set({"limit1-2threads": {"throttled_ms": [0.0] * 5}})}))
     check = checks[checks["check"] == "throttled_ms limit1-2threads / limit1"].iloc[0]
-    assert check["verdict"] == REPRODUCED and "exactly 0 in 5 of 5 runs" in check["reason"]
-    # with R = 3 it is shown but decides nothing
+    assert check["verdict"] == INCONCLUSIVE and "0 in all 8 runs" in check["reason"], check["reason"]
+    assert "no number of runs can" in check["reason"]
+    # with R = 3 it is shown and decides nothing either
     lab = Lab()
     rng = np.random.default_rng(3)
     for variant in ("limit1", "limit1-2threads"):
@@ -903,7 +932,7 @@ def test_zero_throttled_runs_are_a_result_not_a_missing_interval():
         lab.add("E2a", variant, spec, values)
     _, checks = evaluate(lab, experiments=("E2a",))
     check = checks[checks["check"] == "throttled_ms limit1-2threads / limit1"].iloc[0]
-    assert check["verdict"] == INCONCLUSIVE and "from R = 5" in check["reason"]
+    assert check["verdict"] == INCONCLUSIVE and "3 runs cannot reach level 0.025" in check["reason"]
 
 
 def test_not_throttled_needs_an_absolute_bound_not_a_comparison():
@@ -912,9 +941,14 @@ def test_not_throttled_needs_an_absolute_bound_not_a_comparison():
     row = checks[checks["check"] == "throttled_ratio busy-lim2x"].iloc[0]
     assert row["verdict"] == CONTRADICTED and row["lo"] > 0.05
     assert 0 <= row["lo"] <= row["effect"] <= row["hi"] <= 1  # a proportion's interval stays in [0, 1]
+    # no throttled period in any of 5 runs bounds the mean share only below 1 - 0.025^(1/5) = 0.52
     got, checks = evaluate(full_lab(e2b={"steady_throttled": 0.0}))
     row = checks[checks["check"] == "throttled_ratio steady-limit"].iloc[0]
-    assert row["verdict"] == REPRODUCED and "exactly 0 in 5 of 5 runs" in row["reason"]
+    assert (
+        row["verdict"] == INCONCLUSIVE
+        and "0 in all 5 runs: 5 runs cannot reach level 0.025 (needs R >= 72)" in (row["reason"])
+    )
+    assert row["hi"] == pytest.approx(1 - 0.025 ** (1 / 5))
 
 
 def test_sparse_throttle_counts_get_an_exact_interval():
@@ -1062,16 +1096,28 @@ def test_interval_verdict(lo, hi, relation, threshold, verdict):
 
 
 @pytest.mark.parametrize(
-    ("runs", "relation", "threshold", "verdict"),
+    ("v", "runs", "relation", "threshold", "level", "value_range", "verdict", "needed"),
     [
-        (5, "<", (0.05,), REPRODUCED),
-        (8, ">", (0.1,), CONTRADICTED),
-        (3, "<", (0.05,), INCONCLUSIVE),
-        (5, "within", (0.8, 1.25), CONTRADICTED),
+        # a share (range [0, 1]) at 0 in every run: its mean lies in [0, 1 - 0.025^(1/R)]
+        (0.0, 5, "<", (0.05,), 0.95, (0.0, 1.0), INCONCLUSIVE, 72),
+        (0.0, 72, "<", (0.05,), 0.95, (0.0, 1.0), REPRODUCED, None),
+        # a counter without an upper end: zeros never bound its mean from above
+        (0.0, 50, "<", (0.475,), 0.95, (0.0, math.inf), INCONCLUSIVE, 0),
+        # 1 in every run against > 0.475: decided at 95% from R = 5, at the Bonferroni level of five checks
+        # (one-sided 0.005) from R = 8
+        (1.0, 5, ">", (0.475,), 0.95, (0.0, math.inf), REPRODUCED, None),
+        (1.0, 5, ">", (0.475,), 0.99, (0.0, math.inf), INCONCLUSIVE, 8),
+        (1.0, 8, ">", (0.475,), 0.99, (0.0, math.inf), REPRODUCED, None),
+        # far outside a band: contradicted
+        (5.0, 6, "within", (0.8, 1.25), 0.95, (0.0, math.inf), CONTRADICTED, None),
     ],
 )
-def test_zero_verdict(runs, relation, threshold, verdict):
-    assert findings.zero_verdict(runs, relation, threshold)[0] == verdict
+def test_tie_verdict_at_the_checks_level(v, runs, relation, threshold, level, value_range, verdict, needed):
+    got, lo, hi, reason = findings.tie_verdict(v, runs, relation, threshold, level, value_range)
+    assert got == verdict, reason
+    if needed is not None:
+        need = "no number of runs can" if needed == 0 else f"needs R >= {needed}"
+        assert f"{runs} runs cannot reach level {(1 - level) / 2:.3g} ({need})" in reason
 
 
 # --------------------------------------------------------------------------
@@ -1368,7 +1414,9 @@ def test_f16_an_arm_at_59_percent_of_the_limit_is_not_testable_never_contradicte
     # its throttled share, 0.09, lay below the 0.15 threshold of the 90% design: the model at the load reached
     # predicts about that, so the data agree with it. It used to read "contradicted".
     cores = [0.2 * 0.59 * f for f in (0.99, 1.01, 1.0, 0.98, 1.02)]
-    lab = _with_metric(full_lab(x5={"loud": 0.09}), "X5", "use90", "avg_cores", cores)
+    lab = _with_metric(
+        full_lab(x5={"loud": 0.09, "quiet": 0.005, "quiet_periods": 400}), "X5", "use90", "avg_cores", cores
+    )
     got, checks = evaluate(lab)
     f16 = checks[checks["id"] == "F16"].set_index("check")
     assert f16.loc["avg_cores use90", "verdict"] == CONTRADICTED  # the premise failed ...
@@ -1438,16 +1486,17 @@ def _tied(variant: str, metric: str, value: float, runs: int):
 
 
 def test_identical_runs_of_an_exact_counter_decide():
-    # issue 24: F3's 2.2 periods per round in all 8 runs came out inconclusive ("degenerate"); an exact counter's
-    # ties are a result (STATS.md §3): [v, v] for the median run at R >= 6
+    # F3's 2.2 periods per round in all 8 runs: its check is on the median run, whose order-statistic interval
+    # is [v, v] for identical runs, valid for discrete data, from R = 6 at a one-sided 0.025
     got, checks = evaluate(full_lab(e2a={"change": _tied("limit2", "periods_per_round", 2.2, 8)}))
     row = checks[checks["check"] == "periods_per_round limit2"].iloc[0]
     assert row["verdict"] == REPRODUCED and row["lo"] == row["hi"] == 2.2, row["reason"]
-    assert "tie rule for an exact counter" in row["method"]
-    # at R = 5 it decides with its own level stated (0.5^5 = 0.031, not 0.025)
+    assert "2.2 in all 8 runs" in row["reason"] and "estimand: the median run" in row["method"]
+    # at R = 5 the median run's level is 0.5^5 = 0.031, beyond 0.025: inconclusive, never decided at 0.031
     got, checks = evaluate(full_lab(e2a={"change": _tied("limit2", "periods_per_round", 2.2, 5)}))
     row = checks[checks["check"] == "periods_per_round limit2"].iloc[0]
-    assert row["verdict"] == REPRODUCED and "one-sided level of 0.0312" in row["reason"]
+    assert row["verdict"] == INCONCLUSIVE and "5 runs cannot reach level 0.025 (needs R >= 6)" in row["reason"]
+    assert "0.0312" not in row["reason"]
     # outside the band, identical runs contradict
     got, checks = evaluate(full_lab(e2a={"change": _tied("limit2", "periods_per_round", 5.0, 8)}))
     assert checks[checks["check"] == "periods_per_round limit2"].iloc[0]["verdict"] == CONTRADICTED
@@ -1459,17 +1508,24 @@ def test_identical_runs_of_an_exact_counter_decide():
 def test_f12_one_burst_per_round_in_every_run_decides():
     got, checks = evaluate(full_lab(x1={"change": _tied("budget-full", "bursts_per_round", 1.0, 6)}))
     row = checks[checks["check"] == "bursts_per_round budget-full"].iloc[0]
-    assert row["verdict"] == REPRODUCED and "tied: 6 of 6 runs at 1" in row["method"], row["reason"]
+    # the bound on the mean of 6 runs at 1: a run differs with probability at most 0.459, so the mean is at
+    # least 0.541 > 0.475
+    assert row["verdict"] == REPRODUCED and "tie rule for the mean: 1 in all 6 runs" in row["method"], row["reason"]
+    assert row["lo"] == pytest.approx(0.025 ** (1 / 6)) and row["hi"] == math.inf
 
 
 def test_the_tie_rules_numbers():
     assert stats.tie_level(5) == pytest.approx(0.03125) and stats.tie_level(6) == pytest.approx(0.015625)
+    # the median run at a one-sided 0.025, 0.0125 (Bonferroni over 2) and 0.005 (over 5)
+    assert [stats.median_runs_needed(level) for level in (0.95, 0.975, 0.99)] == [6, 7, 8]
     lo, hi = stats.mean_tie_bound(0.0, 6)
     assert lo == 0 and hi == math.inf
     lo, hi = stats.mean_tie_bound(2.0, 6, low=0.0, high=4.0)
     pi = 1 - 0.025 ** (1 / 6)
     assert pi == pytest.approx(0.459, abs=1e-3) and (lo, hi) == pytest.approx((2 - 2 * pi, 2 + 2 * pi))
-    assert stats.tied_counter([1.0, 2.0, 1.0]) is None
+    # at the level a check is judged at: Bonferroni over five checks, one-sided 0.005
+    assert stats.mean_tie_bound(1.0, 6, level=0.99)[0] == pytest.approx(0.005 ** (1 / 6))
+    assert stats.tied([1.0, 2.0, 1.0]) is None and stats.tied([3.0, 3.0]) == 3.0
 
 
 def test_contradicted_needs_the_bonferroni_level_and_the_reason_says_so():
@@ -1692,3 +1748,44 @@ def test_a_sensitivity_check_keeps_the_designs_parameters():
     assert "budget0" not in without.variants("X1")
     assert without.spec("X1", "budget0") == evidence.spec("X1", "budget0")
     assert without.made_since(engine.run_started("2000-01-01T00:00:00+00:00")).spec("X1", "budget0")
+
+
+def test_a_run_throttled_without_extra_wall_time_counts_against_the_band():
+    # X3 cpus1: throttled time per round with a mean wall at or below the model's unthrottled wall is a
+    # ratio censored above (+inf), evidence above F14's band, not an undefined value
+    lab = full_lab(x3={"change": _set({"cpus1": {"mean_wall_ms": [1.0]}})})
+    got, checks = evaluate(lab)
+    row = checks[checks["check"] == "throttled_ms_per_round / extra wall cpus1"].iloc[0]
+    assert row["verdict"] != REPRODUCED and "5 of 5 runs censored above" in row["reason"], row["reason"]
+    assert "undefined" not in row["reason"]
+    # censored runs beside finite runs far above the band: the interval's lower end clears it, contradicted
+    values = jobs_findings.throttled_per_extra_wall("X3")(lab.evidence(), "cpus1")
+    assert np.isinf(values).all()
+    lab = full_lab(x3={"change": _scale({"cpus1": {"throttled_ms_per_round": 8.0}})})
+    evidence = lab.evidence()
+    finite = jobs_findings.throttled_per_extra_wall("X3")(evidence, "cpus1")
+    mixed = np.where(np.arange(finite.size) == 0, np.inf, finite)
+    check = next(c for f in findings.FINDINGS if f.id == "F14" for c in f.checks if c.label.endswith("cpus1"))
+    result = engine.evaluate_check("F14", dataclasses.replace(check, values=lambda ev, name: mixed), evidence)
+    assert result.verdict == CONTRADICTED and result.hi == math.inf, result.reason
+    assert "1 of 5 runs censored above" in result.reason
+    # neither throttled nor slower: 0/0, the one undefined case
+    ev = full_lab(x3={"change": _set({"cpus1": {"mean_wall_ms": [1.0], "throttled_ms_per_round": [0.0]}})})
+    assert np.isnan(jobs_findings.throttled_per_extra_wall("X3")(ev.evidence(), "cpus1")).all()
+
+
+def test_a_not_throttled_bound_is_on_the_mean_so_one_heavy_run_in_ten_cannot_hide():
+    # F12's "not throttled" bound, throttled_per_round < 0.475: one run in ten throttled in each of its 6 rounds,
+    # the others never, is a mean of 0.6 per round, so the claim is false; on 8 runs all 8 are 0 in 0.9^8 = 43%
+    # of trials, which the median run's tie rule read as reproduced. On the mean it is never reproduced here.
+    check = next(c for f in findings.FINDINGS if f.id == "F12" for c in f.checks if c.label.startswith("throttled_per"))
+    evidence = full_lab().evidence()
+    assert engine.evaluate_check("F12", check, evidence).threshold == (0.475,)
+    rng = np.random.default_rng(40)
+    per_run = np.where(rng.random((400, 8)) < 0.1, 6.0, 0.0)
+    assert per_run.mean() > 0.475 and (per_run.max(axis=1) == 0).mean() > 0.3
+    verdicts = [
+        engine.evaluate_check("F12", dataclasses.replace(check, values=lambda ev, name, x=x: x), evidence).verdict
+        for x in per_run
+    ]
+    assert verdicts.count(REPRODUCED) == 0, pd.Series(verdicts).value_counts()

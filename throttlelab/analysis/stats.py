@@ -26,7 +26,7 @@ Vocabulary of ``flag`` (shown beside a number in tables and figures):
     from :data:`MIN_RUNS_BOOTSTRAP` runs on;
 ``"0 in R of R runs"`` (:func:`zeros_flag`)
     every run measured exactly zero (no throttled period): a result, not a
-    missing interval; a check may use it from :data:`MIN_RUNS_ZEROS` runs on;
+    missing interval; a check bounds the mean from it (:func:`mean_tie_bound`) at its own level;
 ``"sparse counts"``
     a proportion whose runs hold too few events for the per-run logit: the
     exact binomial interval of the pooled count instead.
@@ -49,11 +49,14 @@ __all__ = [
     "QUANTILES",
     "TAIL_MISS",
     "P999_MIN_SAMPLES",
-    "MIN_RUNS_ZEROS",
-    "MIN_RUNS_TIES",
+    "one_sided_level",
     "tie_level",
-    "tied_counter",
+    "median_runs_needed",
+    "median_run_interval",
+    "cannot_reach",
     "mean_tie_bound",
+    "tied",
+    "tied_mean",
     "MIN_EVENTS_PER_RUN",
     "MIN_RUNS_INTERVAL",
     "MIN_RUNS_TRUSTED",
@@ -105,12 +108,6 @@ QUANTILES: dict[str, float] = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99,
 #: n >= ln 0.025 / ln q (STATS.md §2; :func:`min_samples`).
 TAIL_MISS = 0.025
 
-#: Fewer runs than this: an exact zero in every run is shown but decides nothing.
-MIN_RUNS_ZEROS = 5
-#: Identical values of an exact counter (zero or not) decide at the stated 2.5% per side from this many
-#: runs on (STATS.md §3: [v, v] for the median run, 0.5**6 = 1.6%); at MIN_RUNS_ZEROS they decide with
-#: their own level stated (0.5**5 = 3.1% one-sided, not 2.5%).
-MIN_RUNS_TIES = 6
 #: A proportion gets the per-run empirical-logit t interval alone only when its
 #: runs hold at least this many events (and non-events) per run on average; below
 #: it the logit of a count of 0, 1 or 2 is biased upward and that interval covers
@@ -458,55 +455,95 @@ def estimate(values, *, log: bool, level: float = 0.95, label: str = "per-run va
     return Estimate(point, lo, hi, n, level, scale, method, flag)
 
 
+def one_sided_level(level: float) -> float:
+    """The one-sided error of a two-sided interval at ``level``: (1 - level) / 2 (0.025 at 95%)."""
+    _check_level(level)
+    return (1 - level) / 2
+
+
 def tie_level(n: int) -> float:
     """One-sided level of the median run's interval [v, v] when all ``n`` runs gave v: the chance that
     every run lies on one side of the median run's value, 0.5**n (0.031 at n = 5, 0.016 at n = 6)."""
     return 0.5**n
 
 
-def mean_tie_bound(v: float, n: int, low: float = 0.0, high: float = math.inf) -> tuple[float, float]:
-    """The discreteness bound on the mean when all ``n`` runs of an exact counter gave ``v`` (STATS.md §3).
+def median_runs_needed(level: float) -> int:
+    """The fewest runs whose order statistics bound the median run at ``level`` (both sides at
+    :func:`one_sided_level`): 6 at 95%, 7 at 97.5%, 8 at 99% (a Bonferroni level over five checks)."""
+    n = 1
+    while order_statistic_ranks(n, 0.5, level) is None:
+        n += 1
+    return n
 
-    The chance that a run differs from v is at most pi = 1 - 0.025**(1/n) (0.46 at n = 6), so the mean
-    lies within v - pi (v - low) and v + pi (high - v), ``low`` and ``high`` the counter's possible range
-    (an unbounded counter has no finite upper bound)."""
+
+def median_run_interval(values, *, level: float = 0.95, label: str = "per-run values") -> Estimate:
+    """The median run with its distribution-free interval [x(l), x(u)] (:func:`order_statistic_ranks`),
+    valid for discrete data: identical runs give [v, v]. With fewer runs than :func:`median_runs_needed`
+    the bounds are NaN and the flag says how many the level needs."""
+    x = np.sort(_values(values))
+    n = int(x.size)
+    point = float(quantile(x, 0.5))
+    ranks = order_statistic_ranks(n, 0.5, level)
+    if ranks is None:
+        method = f"the median run of {label}, order statistics, R = {n}"
+        return Estimate(point, math.nan, math.nan, n, level, "linear", method, cannot_reach(n, level))
+    low, high = ranks
+    method = f"the median run of {label}: order statistics x({low})..x({high}), R = {n}"
+    return Estimate(point, float(x[low - 1]), float(x[high - 1]), n, level, "linear", method, "")
+
+
+def cannot_reach(runs: int, level: float, needed: int | None = None) -> str:
+    """The reason a check's runs cannot decide at its one-sided level: "5 runs cannot reach level 0.025
+    (needs R >= 6)" (``needed`` None: the median run's count, :func:`median_runs_needed`; 0: no number
+    of runs can)."""
+    needed = median_runs_needed(level) if needed is None else needed
+    need = "no number of runs can" if needed == 0 else f"needs R >= {needed}"
+    return f"{runs} runs cannot reach level {one_sided_level(level):.3g} ({need})"
+
+
+def mean_tie_bound(
+    v: float, n: int, low: float = 0.0, high: float = math.inf, level: float = 0.95
+) -> tuple[float, float]:
+    """The bound on the mean when all ``n`` runs of an exact counter gave ``v`` (STATS.md §3).
+
+    At the one-sided level a of ``level`` (:func:`one_sided_level`), the chance that a run differs from v
+    is at most pi = 1 - a**(1/n) (Clopper-Pearson of 0 differing runs in n; 0.46 at n = 6 and a = 0.025),
+    so the mean lies within v - pi (v - low) and v + pi (high - v), ``low`` and ``high`` the counter's
+    possible range: a counter without an upper end has no finite upper bound, whatever n."""
     if n < 1:
         raise ValueError(f"a tie needs at least one run, got {n}")
-    pi = 1 - TAIL_MISS ** (1 / n)
+    pi = 1 - one_sided_level(level) ** (1 / n)
     lo = v - pi * (v - low)
     hi = v + pi * (high - v) if math.isfinite(high) else math.inf
     return lo, hi
 
 
-def tied_counter(
-    values, *, level: float = 0.95, low: float = 0.0, high: float = math.inf, label: str = "per-run values"
-):
-    """The tie rule for an exact counter (throttled periods, bursts, periods per round): every run at v.
-
-    Returns None when the values are not all identical. Otherwise an :class:`Estimate` of the median
-    run: the order-statistic interval [x(1), x(R)] = [v, v], valid for discrete data, from
-    :data:`MIN_RUNS_TIES` runs on at the stated level; at :data:`MIN_RUNS_ZEROS` runs the same interval
-    with its own one-sided level in the flag (3.1%, not 2.5%); with fewer runs no interval. The method
-    text also gives the discreteness bound on the mean (:func:`mean_tie_bound`)."""
-    _check_level(level)
+def tied(values) -> float | None:
+    """The one value every run gave, or None when the runs differ (or there are none)."""
     x = _values(values)
-    if np.ptp(x) != 0:
+    if x.size == 0 or np.ptp(x) != 0:
         return None
-    n, v = int(x.size), float(x[0])
-    mlo, mhi = mean_tie_bound(v, n, low, high)
+    return float(x[0])
+
+
+def tied_mean(
+    values, *, level: float = 0.95, low: float = 0.0, high: float = math.inf, label: str = "per-run values"
+) -> Estimate | None:
+    """The tie rule for the mean of an exact counter (throttled periods, bursts, periods per round): every run
+    at v. None when the runs differ. Otherwise v with the bound on the mean at ``level``
+    (:func:`mean_tie_bound`), whose upper end is infinite for a counter without an upper end."""
+    v = tied(values)
+    if v is None:
+        return None
+    n = int(np.asarray(values).size)
+    lo, hi = mean_tie_bound(v, n, low, high, level)
+    a = one_sided_level(level)
     method = (
-        f"tie rule for an exact counter: all {n} runs of {label} at {v:g}; the median run's order-statistic "
-        f"interval [x(1), x({n})] = [{v:g}, {v:g}] (one-sided level 0.5^{n} = {tie_level(n):.3g}); the mean lies in "
-        f"[{mlo:.3g}, {mhi:.3g}] (a run differs with probability at most 1 - 0.025^(1/{n}))"
+        f"tie rule for the mean of an exact counter: {v:g} in all {n} runs of {label}; a run differs with "
+        f"probability at most 1 - {a:.3g}^(1/{n}) = {1 - a ** (1 / n):.3g}, so the mean lies in "
+        f"[{lo:.3g}, {hi:.3g}] (range of the counter [{low:g}, {high:g}])"
     )
-    tail = (1 - level) / 2
-    if tie_level(n) <= tail + 1e-12:
-        return Estimate(v, v, v, n, level, "linear", method, f"tied: {n} of {n} runs at {v:g}")
-    if n >= MIN_RUNS_ZEROS:
-        return Estimate(
-            v, v, v, n, level, "linear", method, f"tied: {n} of {n} runs at {v:g}, one-sided level {tie_level(n):.3g}"
-        )
-    return Estimate(v, math.nan, math.nan, n, level, "linear", method, f"tied: {n} of {n} runs at {v:g}, too few runs")
+    return Estimate(v, lo, hi, n, level, "linear", method, f"tied: {v:g} in all {n} runs")
 
 
 def zeros_flag(n: int) -> str:
@@ -540,7 +577,7 @@ def estimate_proportion(k, n, *, level: float = 0.95, label: str = "per-run thro
 
     * every run without an event (runs with n = 0, where no period was counted,
       included): point 0, no interval, flag ``"0 in R of R runs"``: a result
-      that a check may use from :data:`MIN_RUNS_ZEROS` runs on;
+      that a check bounds by :func:`mean_tie_bound` (a share's range is [0, 1]);
     * at least :data:`MIN_EVENTS_PER_RUN` events and non-events per run on
       average: per-run empirical logit, Student t interval across runs,
       back-transformed; the point is the pooled ratio sum(k) / sum(n) (STATS.md
@@ -641,6 +678,12 @@ def _mwu_tied_exact_p(xa: np.ndarray, xb: np.ndarray) -> float:
     return float(min(1.0, 2 * min(upper, lower)))
 
 
+def mann_whitney_u(a, b) -> float:
+    """Mann-Whitney U of A alone: the pairs in which A's value is larger, a tie counting one half."""
+    xa, xb = _values(a, "a"), _values(b, "b")
+    return float(np.sum(xa[:, None] > xb[None, :]) + 0.5 * np.sum(xa[:, None] == xb[None, :]))
+
+
 def mann_whitney_exact(a, b) -> tuple[float, float]:
     """Mann-Whitney U statistic of A and its exact two-sided p-value.
 
@@ -662,7 +705,9 @@ def mann_whitney_exact(a, b) -> tuple[float, float]:
     return float(res.statistic), p_value
 
 
-def compare(a, b, *, log: bool = True, level: float = 0.95, label: str = "per-run values") -> Comparison:
+def compare(
+    a, b, *, log: bool = True, level: float = 0.95, label: str = "per-run values", test: bool = True
+) -> Comparison:
     """Compare configuration A with configuration B using one value per run.
 
     Effect and interval: with ``log=True`` the ratio of geometric means A / B
@@ -678,7 +723,8 @@ def compare(a, b, *, log: bool = True, level: float = 0.95, label: str = "per-ru
     values tie), with A12 = U / (n_a * n_b). When even perfectly
     separated samples could not reach p <= 1 - level, ``note`` says that the
     comparison cannot reach significance, which is not evidence of "no
-    effect".
+    effect". ``test=False``: no Mann-Whitney p (NaN), A12 still given (the
+    verdicts' interval needs no test).
     """
     _check_level(level)
     xa = _on_scale(a, log=log, name="a")
@@ -691,7 +737,7 @@ def compare(a, b, *, log: bool = True, level: float = 0.95, label: str = "per-ru
 
     # Ranks do not change under the log, so the test sees the same ordering
     # whichever scale the interval uses.
-    u, p_value = mann_whitney_exact(xa, xb)
+    u, p_value = mann_whitney_exact(xa, xb) if test else (mann_whitney_u(xa, xb), math.nan)
     a12 = u / (na * nb)
     min_p = min_mwu_p(na, nb)
     note = ""
@@ -705,7 +751,9 @@ def compare(a, b, *, log: bool = True, level: float = 0.95, label: str = "per-ru
         method = f"ratio of geometric means, Welch t on log {label}"
     else:
         method = f"difference of means, Welch t on {label}"
-    if na + nb <= MWU_EXACT_MAX_RUNS:
+    if not test:
+        method += f"; R = {na} vs {nb}"
+    elif na + nb <= MWU_EXACT_MAX_RUNS:
         method += f"; exact Mann-Whitney U; R = {na} vs {nb}"
     else:
         method += f"; Mann-Whitney U (normal approximation); R = {na} vs {nb}"
@@ -748,7 +796,7 @@ def compare(a, b, *, log: bool = True, level: float = 0.95, label: str = "per-ru
     )
 
 
-def ratio_of_means(a, b, *, level: float = 0.95, label: str = "per-run values") -> Comparison:
+def ratio_of_means(a, b, *, level: float = 0.95, label: str = "per-run values", test: bool = True) -> Comparison:
     """Ratio of arithmetic means A / B with Fieller's interval, for quantities that can be exactly 0.
 
     Throttled time is 0 in a run that was never throttled, so a ratio of
@@ -759,12 +807,12 @@ def ratio_of_means(a, b, *, level: float = 0.95, label: str = "per-run values") 
     mean(B) clearly above 0 (else the set is unbounded: NaN bounds, flag
     ``"n too small"`` with a note). Every run of A at exactly 0 gives the point
     0 and the flag ``"0 in R of R runs"`` (the check decides from the exact zero).
-    The test beside it is the exact Mann-Whitney U, as in :func:`compare`.
+    The test beside it is the exact Mann-Whitney U, as in :func:`compare` (``test=False``: none).
     """
     _check_level(level)
     xa, xb = _values(a, "a"), _values(b, "b")
     na, nb = int(xa.size), int(xb.size)
-    u, p_value = mann_whitney_exact(xa, xb)
+    u, p_value = mann_whitney_exact(xa, xb) if test else (mann_whitney_u(xa, xb), math.nan)
     min_p = min_mwu_p(na, nb)
     note = ""
     if min_p > 1 - level:
@@ -772,7 +820,9 @@ def ratio_of_means(a, b, *, level: float = 0.95, label: str = "per-run values") 
         note = (
             f"cannot reach significance with {runs}: the smallest exact Mann-Whitney p is {min_p:.3g} > {1 - level:.3g}"
         )
-    method = f"ratio of means, Fieller interval (Welch) on {label}; exact Mann-Whitney U; R = {na} vs {nb}"
+    method = f"ratio of means, Fieller interval (Welch) on {label}; " + (
+        f"exact Mann-Whitney U; R = {na} vs {nb}" if test else f"R = {na} vs {nb}"
+    )
     ma, mb = float(xa.mean()), float(xb.mean())
     base = dict(
         n_a=na,

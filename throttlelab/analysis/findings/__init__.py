@@ -29,7 +29,7 @@ from throttlelab.analysis.findings.engine import (
     Unmet,
     finding_verdict,
     interval_verdict,
-    zero_verdict,
+    tie_verdict,
 )
 
 __all__ = [
@@ -51,5 +51,5 @@ __all__ = [
     "evaluate",
     "finding_verdict",
     "interval_verdict",
-    "zero_verdict",
+    "tie_verdict",
 ]

@@ -18,8 +18,11 @@ Evaluation (shared/STATS.md §3-5):
   predicts (deterministic, no interval);
 * per check: reproduced when the whole interval lies on the expected side, contradicted when it
   lies wholly on the other side, inconclusive otherwise; a "within" band holds only when the
-  WHOLE interval lies inside it (TOST), and its p-value is not shown; "0 in R of R runs" (every
-  run exactly 0) is a result from R = 5 on; "not testable here" only through a named
+  WHOLE interval lies inside it (TOST), and its p-value is not shown; each check estimates one
+  thing fixed by its definition (``estimand``: the mean over runs, or the median run), ties or not:
+  identical runs of a mean ("0 in R of R runs" included) bound it by the chance that a run differs, at
+  the level the check is judged at (Bonferroni included), and a check whose runs cannot reach that
+  level is inconclusive, naming the runs it needs; "not testable here" only through a named
   requirement of the check (a variant absent from the profile, a node that cannot express it,
   a model that predicts nothing to see, too few samples per run for any quantile), and only for
   the checks that need it;
@@ -88,6 +91,7 @@ ALL_RUNS = "all runs"
 Relation = Literal[">", "<", "within"]
 CheckKind = Literal["ratio", "level", "agreement"]
 CheckScale = Literal["log", "linear", "logit", "mean-ratio"]
+Estimand = Literal["mean", "median run"]
 
 FINDINGS_COLUMNS = [
     "id",
@@ -297,6 +301,10 @@ class Evidence:
 
     def without_disturbed(self) -> Evidence:
         """The same evidence without the runs still disturbed after their retries (for a sensitivity check)."""
+        return self._without_disturbed
+
+    @functools.cached_property
+    def _without_disturbed(self) -> Evidence:
         if "disturbed" not in self.runs.columns:
             return self
         flagged = self.runs["disturbed"].fillna(False).astype(bool)
@@ -422,6 +430,14 @@ class Check:
     #: contended CPU measured in the same run: other work there takes from every member in proportion
     #: to its weight, so the ratio's expected value does not move, and disturbed runs count as any other)
     disturbance: Literal["sensitive", "insensitive"] = "sensitive"
+    #: what the check's interval estimates, fixed by its definition whatever the data (STATS.md §3): "mean"
+    #: (the mean over runs, or a ratio of means or of geometric means: every t, Welch, Fieller and logit
+    #: interval) or "median run" (the typical run's value, a claim about what each run counts: the
+    #: order-statistic interval, ties or not)
+    estimand: Estimand = "mean"
+    #: the possible range of the per-run value, which bounds the mean when every run gave the same value
+    #: (stats.mean_tie_bound); None: [0, 1] for a proportion (scale "logit"), else [0, inf)
+    value_range: tuple[float, float] | None = None
 
     @property
     def role(self) -> str:
@@ -447,6 +463,12 @@ class Check:
         if self.relation == "within":
             return f"{self.label} within [{bounds[0]:.3g}, {bounds[1]:.3g}]"
         return f"{self.label} {self.relation} {bounds[0]:.3g}"
+
+    def possible_range(self) -> tuple[float, float]:
+        """The per-run value's possible range (:attr:`value_range`, or its default by scale)."""
+        if self.value_range is not None:
+            return self.value_range
+        return (0.0, 1.0) if self.scale == "logit" else (0.0, math.inf)
 
     def variants_needed(self) -> tuple[str, ...]:
         if self.kind == "agreement":
@@ -597,22 +619,60 @@ def interval_verdict(
     return INCONCLUSIVE
 
 
-def zero_verdict(runs: int, relation: Relation, threshold: Sequence[float]) -> tuple[str, str]:
-    """The verdict of an exact zero in every one of ``runs`` runs (STATS.md §3), and its reason."""
-    seen = f"exactly 0 in {runs} of {runs} runs"
-    if runs < stats.MIN_RUNS_ZEROS:
-        return INCONCLUSIVE, f"{seen}: an exact zero decides only from R = {stats.MIN_RUNS_ZEROS} runs on"
-    if relation == "within":
-        holds = threshold[0] <= 0 <= threshold[1]
-    elif relation == "<":
-        holds = 0 < threshold[0]
-    else:
-        holds = 0 > threshold[0]
-    if runs < stats.MIN_RUNS_TIES:
-        seen += f" (decided at a one-sided level of {stats.tie_level(runs):.3g}, 0.5^{runs}, not 0.025)"
-    return (
-        (REPRODUCED, seen) if holds else (CONTRADICTED, f"{seen}, on the other side of {_bounds(relation, threshold)}")
-    )
+def runs_to_decide(
+    v: float,
+    runs: int,
+    relation: Relation,
+    threshold: Sequence[float],
+    level: float,
+    value_range: tuple[float, float] = (0.0, math.inf),
+    null: float | None = None,
+) -> int:
+    """The fewest runs, all at ``v``, whose bound on the mean (stats.mean_tie_bound) decides the check at
+    ``level``; 0 when no number of runs can (an upper end the counter does not have). The bound shrinks as
+    runs are added, so the first count that decides is found by bisection."""
+
+    def decided(n: int) -> bool:
+        lo, hi = stats.mean_tie_bound(v, n, *value_range, level=level)
+        return interval_verdict(lo, hi, relation, threshold, null) != INCONCLUSIVE
+
+    most = 10**7
+    if not decided(most):
+        return 0
+    low, high = runs, most
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if decided(mid) else (mid, high)
+    return high
+
+
+def tie_verdict(
+    v: float,
+    runs: int,
+    relation: Relation,
+    threshold: Sequence[float],
+    level: float = 0.95,
+    value_range: tuple[float, float] = (0.0, math.inf),
+    null: float | None = None,
+) -> tuple[str, float, float, str]:
+    """The verdict of a mean whose every one of ``runs`` runs gave exactly ``v`` (an exact counter's tie, or
+    an exact zero), at the check's ``level`` (STATS.md §3): the bound on the mean (stats.mean_tie_bound)
+    judged as any interval; when it cannot decide, inconclusive, naming the runs the level needs. Returns
+    (verdict, lo, hi, reason)."""
+    lo, hi = stats.mean_tie_bound(v, runs, *value_range, level=level)
+    verdict = interval_verdict(lo, hi, relation, threshold, null)
+    seen = f"{v:g} in all {runs} runs"
+    if verdict == INCONCLUSIVE:
+        needed = runs_to_decide(v, runs, relation, threshold, level, value_range, null)
+        why = (
+            f"{seen}: {stats.cannot_reach(runs, level, needed)}: the mean lies in [{lo:.3g}, {hi:.3g}] "
+            f"(a run may differ with probability up to {1 - stats.one_sided_level(level) ** (1 / runs):.3g})"
+        )
+        if needed == 0:
+            why += "; the value has no upper end, so identical runs never bound the mean from above"
+        return verdict, lo, hi, why
+    reason = _interval_reason(verdict, "", lo, hi, relation, threshold, "the mean", null)
+    return verdict, lo, hi, "; ".join(x for x in (f"{seen} (the bound on the mean at level {level:.4g})", reason) if x)
 
 
 def check_quantile(check: Check) -> float:
@@ -689,14 +749,14 @@ def evaluate_ratio(base: CheckResult, evidence: Evidence, level: float | None = 
         return replace(base, reason=problem)
     label = f"per-run {metric}"
     if check.scale == "mean-ratio":
-        cmp = _quiet(lambda: stats.ratio_of_means(a, b, level=level, label=label))
+        cmp = _quiet(lambda: stats.ratio_of_means(a, b, level=level, label=label, test=False))
         what = "the ratio of means"
     elif check.scale in ("log", "linear"):
         log = check.scale == "log"
         if log and (a.min() <= 0 or b.min() <= 0):
             zeros = int((a <= 0).sum() + (b <= 0).sum())
             return replace(base, reason=f"{metric} is 0 in {zeros} runs, so no ratio of geometric means exists")
-        cmp = _quiet(lambda: stats.compare(a, b, log=log, level=level, label=label))
+        cmp = _quiet(lambda: stats.compare(a, b, log=log, level=level, label=label, test=False))
         what = "the ratio" if log else "the difference"
     else:
         raise ValueError(f"a ratio check cannot use scale {check.scale!r}")
@@ -716,7 +776,7 @@ def evaluate_ratio(base: CheckResult, evidence: Evidence, level: float | None = 
         p=p,
         min_p=math.nan,
         a12=cmp.a12 if check.relation != "within" and not check.premise else math.nan,
-        method=cmp.method + (f" ({cmp.flag})" if cmp.flag else ""),
+        method=cmp.method + (f" ({cmp.flag})" if cmp.flag else "") + f"; {estimand(check)}",
     )
     if cmp.flag.startswith("0 in "):
         if not np.all(b > 0):
@@ -725,8 +785,7 @@ def evaluate_ratio(base: CheckResult, evidence: Evidence, level: float | None = 
                 reason=f"{check.variant} is 0 in every run, and so is {check.baseline} in "
                 f"{int((b <= 0).sum())} of {b.size}: no ratio to judge",
             )
-        verdict, reason = zero_verdict(a.size, check.relation, threshold)
-        return replace(out, verdict=verdict, reason=f"{check.variant}: {reason}")
+        return _zero_ratio(out, a.size, stats.estimate(b, log=False, level=level, label=label), level)
     null = check.no_effect()
     verdict = interval_verdict(cmp.lo, cmp.hi, check.relation, threshold, null)
     reasons = [_interval_reason(verdict, cmp.flag, cmp.lo, cmp.hi, check.relation, threshold, what, null)]
@@ -734,10 +793,48 @@ def evaluate_ratio(base: CheckResult, evidence: Evidence, level: float | None = 
     return replace(out, verdict=verdict, reason="; ".join(r for r in reasons if r))
 
 
+def _zero_ratio(out: CheckResult, runs: int, baseline: stats.Estimate, level: float) -> CheckResult:
+    """A ratio of means whose numerator arm was exactly 0 in every run: its mean lies in [0, pi x its upper end]
+    (stats.mean_tie_bound), so the ratio lies in [0, that / the baseline's lower bound]."""
+    check = out.check
+    low, high = check.possible_range()
+    _, top = stats.mean_tie_bound(0.0, runs, low, high, level)
+    hi = top / baseline.lo if math.isfinite(top) and baseline.has_interval and baseline.lo > 0 else math.inf
+    verdict = interval_verdict(0.0, hi, check.relation, out.threshold, check.no_effect())
+    seen = f"{check.variant}: 0 in all {runs} runs"
+    if verdict == INCONCLUSIVE:
+        reason = f"{seen}: the ratio lies in [0, {hi:.3g}]: " + (
+            stats.cannot_reach(runs, level, 0)
+            + " (the value has no upper end, so identical runs never bound its mean from above)"
+            if not math.isfinite(top)
+            else "not decided at this level"
+        )
+    else:
+        reason = f"{seen}: the ratio lies in [0, {hi:.3g}] (the bound on the mean at level {level:.4g})"
+    return replace(out, lo=0.0, hi=hi, verdict=verdict, reason=reason)
+
+
+#: the method text of each estimand (checks.csv ``method``): what the interval estimates, fixed by the check
+ESTIMAND_MEAN = "estimand: the mean over runs (ties: the bound on the mean)"
+ESTIMAND_MEDIAN = "estimand: the median run (order statistics, ties or not)"
+_ESTIMAND_OF_SCALE = {
+    "log": "estimand: the geometric mean over runs (a ratio of them for two arms)",
+    "linear": ESTIMAND_MEAN,
+    "mean-ratio": "estimand: the ratio of the arms' means over runs",
+    "logit": "estimand: the share over runs (per-run logit; no event in any run: the bound on the mean share)",
+}
+
+
+def estimand(check: Check) -> str:
+    """What a check's interval estimates, fixed by its definition (STATS.md §3), as its method text says it."""
+    return ESTIMAND_MEDIAN if check.estimand == "median run" else _ESTIMAND_OF_SCALE[check.scale]
+
+
 def evaluate_level(base: CheckResult, evidence: Evidence, level: float | None = None) -> CheckResult:
     level = evidence.level if level is None else level
     check, metric, threshold = base.check, base.metric, base.threshold
     label = f"per-run {metric}"
+    null = check.no_effect()
     if check.scale == "logit":
         counts = CATALOGUE[metric].counts if metric in CATALOGUE else None
         if counts is None:
@@ -748,25 +845,23 @@ def evaluate_level(base: CheckResult, evidence: Evidence, level: float | None = 
         if problem:
             return replace(base, reason=problem)
         est = _quiet(lambda: stats.estimate_proportion(k, n, level=level, label=label))
+        if est.flag.startswith("0 in "):
+            return _tie_result(base, 0.0, est.n, level, est.method)
+        values = np.empty(0)
     else:
         values = run_values(check, evidence, check.variant, metric)
         problem = _undefined(values, metric, check.variant)
         if problem:
             return replace(base, reason=problem)
-        tied = stats.tied_counter(values, level=level, label=label) if _exact(check, metric) else None
-        if tied is not None:
-            return _tied_verdict(base, tied)
-        if check.scale == "log" and values.min() <= 0:
-            if np.all(values == 0):
-                est = _quiet(lambda: stats.estimate(values, log=False, level=level, label=label))
-            else:
-                return replace(
-                    base,
-                    reason=f"{metric} is 0 or less in {int((values <= 0).sum())} of "
-                    f"{values.size} runs: no geometric mean",
-                )
-        else:
-            est = _quiet(lambda: stats.estimate(values, log=check.scale == "log", level=level, label=label))
+        if check.estimand == "median run":
+            return _median_run(base, values, level, label)
+        censored = np.isinf(values).any() or (check.scale == "log" and values.min() <= 0 and values.max() > 0)
+        if check.scale == "log" and censored:
+            return _censored(base, values, level, label)
+        v = stats.tied(values)
+        if v is not None and (_exact(check, metric) or v == 0):
+            return _tie_result(base, v, values.size, level, f"{label}, R = {values.size}")
+        est = _quiet(lambda: stats.estimate(values, log=check.scale == "log", level=level, label=label))
     method = est.method + (f" ({est.flag})" if est.flag else "")
     p = math.nan
     if check.relation != "within" and not check.premise and check.scale in ("log", "linear") and threshold:
@@ -776,11 +871,7 @@ def evaluate_level(base: CheckResult, evidence: Evidence, level: float | None = 
         method += "; one-sided t against the threshold"
     else:
         method += "; one configuration, no test"
-    out = replace(base, effect=est.point, lo=est.lo, hi=est.hi, method=method, p=p)
-    if est.flag.startswith("0 in "):
-        verdict, reason = zero_verdict(est.n, check.relation, threshold)
-        return replace(out, verdict=verdict, reason=reason)
-    null = check.no_effect()
+    out = replace(base, effect=est.point, lo=est.lo, hi=est.hi, method=f"{method}; {estimand(check)}", p=p)
     verdict = interval_verdict(est.lo, est.hi, check.relation, threshold, null)
     return replace(
         out,
@@ -794,32 +885,80 @@ def _exact(check: Check, metric: str) -> bool:
     return check.values is None and metric in CATALOGUE and CATALOGUE[metric].exact
 
 
-def _tied_verdict(base: CheckResult, tied: stats.Estimate) -> CheckResult:
-    """The verdict of identical per-run values of an exact counter: the median run's interval [v, v]."""
+def _tie_result(base: CheckResult, v: float, runs: int, level: float, what: str) -> CheckResult:
+    """A mean whose every run gave ``v``: :func:`tie_verdict` at the check's level."""
     check = base.check
-    out = replace(base, effect=tied.point, lo=tied.lo, hi=tied.hi, method=f"{tied.method} ({tied.flag})")
-    if not tied.has_interval:
-        return replace(
-            out,
-            verdict=INCONCLUSIVE,
-            reason=f"{tied.flag}: identical runs decide from R = {stats.MIN_RUNS_ZEROS} on "
-            f"(R = {stats.MIN_RUNS_TIES} for a one-sided level of 2.5% or less)",
-        )
-    null = check.no_effect()
-    verdict = interval_verdict(tied.lo, tied.hi, check.relation, base.threshold, null)
-    reason = _interval_reason(
-        verdict, tied.flag, tied.lo, tied.hi, check.relation, base.threshold, "the median run", null
+    verdict, lo, hi, reason = tie_verdict(
+        v, runs, check.relation, base.threshold, level, check.possible_range(), check.no_effect()
     )
-    if tied.n < stats.MIN_RUNS_TIES:
-        reason = "; ".join(
-            x
-            for x in (
-                reason,
-                f"decided at a one-sided level of {stats.tie_level(tied.n):.3g} (0.5^{tied.n}), not 0.025",
-            )
-            if x
+    method = (
+        f"tie rule for the mean: {v:g} in all {runs} runs of {what}; a run differs with probability at most "
+        f"1 - {stats.one_sided_level(level):.3g}^(1/{runs}); {ESTIMAND_MEAN}"
+    )
+    return replace(base, effect=v, lo=lo, hi=hi, verdict=verdict, reason=reason, method=method)
+
+
+def _median_run(base: CheckResult, values: np.ndarray, level: float, label: str) -> CheckResult:
+    """A check on the median run: its order-statistic interval at the check's level, ties or not (identical
+    runs give [v, v]); with too few runs for that level, inconclusive naming the runs it needs."""
+    check = base.check
+    est = stats.median_run_interval(values, level=level, label=label)
+    v = stats.tied(values)
+    seen = f"{v:g} in all {values.size} runs; " if v is not None else ""
+    method = f"{est.method}; {ESTIMAND_MEDIAN}"
+    out = replace(base, effect=est.point, lo=est.lo, hi=est.hi, method=method)
+    if not est.has_interval:
+        return replace(out, verdict=INCONCLUSIVE, reason=f"{seen}{est.flag}")
+    null = check.no_effect()
+    verdict = interval_verdict(est.lo, est.hi, check.relation, base.threshold, null)
+    reason = _interval_reason(verdict, "", est.lo, est.hi, check.relation, base.threshold, "the median run", null)
+    return replace(out, verdict=verdict, reason="; ".join(x for x in (seen.rstrip("; "), reason) if x))
+
+
+def _censored(base: CheckResult, values: np.ndarray, level: float, label: str) -> CheckResult:
+    """A check on the log scale whose runs include values censored at an end (stats: ``+inf`` where the
+    numerator was positive and the denominator not, 0 where the numerator was 0): such a run is evidence on
+    its side, not an undefined value. It counts at the farther of the other runs' extreme and the threshold's
+    end on its side, and leaves the interval open there: a run above the band never lets it be reproduced,
+    and together with the others it can contradict it."""
+    check, threshold = base.check, base.threshold
+    above, below = int(np.isinf(values).sum()), int((values == 0).sum())
+    seen = "; ".join(
+        x
+        for x in (
+            f"{above} of {values.size} runs censored above (a numerator without a denominator)" if above else "",
+            f"{below} of {values.size} runs at 0" if below else "",
         )
-    return replace(out, verdict=verdict, reason=reason)
+        if x
+    )
+    if above and below:
+        return replace(base, reason=f"{seen}: the runs lie at both ends, no interval")
+    finite = values[np.isfinite(values) & (values > 0)]
+    if above:
+        fill = max([*finite, *threshold]) if threshold else (finite.max() if finite.size else math.nan)
+    else:
+        fill = min([*finite, *threshold]) if threshold else (finite.min() if finite.size else math.nan)
+    filled = np.where(np.isinf(values) | (values == 0), fill, values)
+    est = _quiet(lambda: stats.estimate(filled, log=True, level=level, label=label))
+    if above:
+        lo, hi = (est.lo if est.has_interval else fill), math.inf
+    else:
+        lo, hi = 0.0, (est.hi if est.has_interval else fill)
+    verdict = interval_verdict(lo, hi, check.relation, threshold, check.no_effect())
+    reason = _interval_reason(verdict, est.flag, lo, hi, check.relation, threshold, "the estimate", check.no_effect())
+    method = (
+        f"{est.method}, each censored run counted at {fill:.3g} and the interval left open on its side; "
+        f"{estimand(check)}"
+    )
+    return replace(
+        base,
+        effect=est.point,
+        lo=lo,
+        hi=hi,
+        verdict=verdict,
+        method=method,
+        reason="; ".join(x for x in (seen, reason) if x),
+    )
 
 
 def evaluate_agreement(base: CheckResult, evidence: Evidence, level: float | None = None) -> CheckResult:

@@ -42,7 +42,7 @@ class MetricSpec:
     #: for scale "logit": the metrics holding each run's events and trials (nr_throttled, nr_periods)
     counts: tuple[str, str] | None = None
     #: an exact counter (or one over a fixed number of rounds): identical runs decide by the tie rule
-    #: (stats.tied_counter, STATS.md §3) instead of being "degenerate"
+    #: (the engine's tie rule, stats.mean_tie_bound, STATS.md §3) instead of being "degenerate"
     exact: bool = False
 
 
