@@ -4,12 +4,14 @@ ours beyond the lab (docs/EXPERIMENTS.md), as the catalogue's ``ours`` column of
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
 from throttlelab.analysis.findings import engine, jobs_findings, services_findings, threshold_registry, weights_findings
 from throttlelab.analysis.findings.engine import Evidence, Finding
+from throttlelab.model.config import Design
+from throttlelab.model.placement import parse_cpuset
 
 FINDINGS: tuple[Finding, ...] = tuple(
     sorted(
@@ -69,3 +71,67 @@ def evaluate(evidence: Evidence, findings: Sequence[Finding] = FINDINGS) -> tupl
         verdict_all_runs=all_checks["verdict"].to_numpy(),
     )
     return rows.assign(verdict_all_runs=all_rows["verdict"].to_numpy()), checks
+
+
+#: The node each profile's thresholds are derived for (runtime.NumCPU() of a variant that names no CPUs): the
+#: 2-CPU development machine of ci and quick, the lab's 10-CPU node of paper and lab-node.
+PROFILE_NODE_CPUS: Mapping[str, int] = {"ci": 2, "quick": 2, "paper": 10, "lab-node": 10}
+#: The kernel's default CFS period, for a variant that sets none.
+DEFAULT_PERIOD_US = 100_000
+#: thresholds.csv's columns (tests/analysis/golden/thresholds.csv)
+THRESHOLD_COLUMNS = ["profile", "finding", "check", "role", "threshold", "registry", "derivation"]
+
+
+def design_evidence(design: Design, num_cpu: int) -> Evidence:
+    """The evidence a threshold needs and no measurement: every variant of the design with its parameters (one
+    run each, no metric), the CPUs its processes would see (its ``cpus`` or ``node_cpus``, else ``num_cpu``)
+    and its CFS period."""
+    runs, headers = [], []
+    for experiment in design.experiments.values():
+        for name, spec in experiment.variants.items():
+            key = {"experiment": experiment.name, "variant": name, "repeat": 0}
+            runs.append({**key, **spec.columns()})
+            cpus = spec.cpus or spec.node_cpus
+            headers.append(
+                {
+                    **key,
+                    "num_cpu": len(parse_cpuset(cpus)) if cpus else num_cpu,
+                    "cg_period_us": spec.period_us or DEFAULT_PERIOD_US,
+                }
+            )
+    return Evidence(
+        metrics=pd.DataFrame(columns=["experiment", "variant", "repeat", "metric", "value"]),
+        runs=pd.DataFrame(runs),
+        headers=pd.DataFrame(headers),
+        profile_experiments=frozenset(design.experiments),
+    )
+
+
+def threshold_table(design: Design, num_cpu: int, findings: Sequence[Finding] = FINDINGS) -> pd.DataFrame:
+    """Every check's threshold as the design derives it, before any data (thresholds.csv): its value, the
+    registry row it belongs to, and the derivation that names the constants and parameters it comes from. A
+    check whose variants the profile leaves out, or whose model predicts nothing here, says why instead."""
+    evidence = design_evidence(design, num_cpu)
+    rows = []
+    for finding in findings:
+        for check in finding.checks:
+            fixed = threshold_registry.revision(finding.id, check.label)
+            if check.kind == "agreement":
+                value, why = f"{check.metric} = {check.baseline}", check.why
+            else:
+                r = engine.evaluate_check(finding.id, check, evidence)
+                needs = [p for p in r.reason.split("; ") if p.startswith("needs ") and "runs" not in p]
+                value = r.expected if r.threshold else "not derived: " + ("; ".join(needs) or r.reason)
+                why = r.why
+            rows.append(
+                (
+                    design.profile,
+                    finding.id,
+                    check.label,
+                    check.role,
+                    value,
+                    fixed.key if fixed else "",
+                    " ".join(why.split()),
+                )
+            )
+    return pd.DataFrame.from_records(rows, columns=THRESHOLD_COLUMNS)

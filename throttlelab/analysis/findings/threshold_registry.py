@@ -1,12 +1,18 @@
-"""The threshold registry (shared/STATS.md §5): every check's threshold with the commit that fixed it.
+"""The threshold registry (shared/STATS.md §5): every check's threshold, its value per profile and the revision
+of its derivation.
 
-One row per check (finding id, label as written, "{q}" included). ``commit`` is the commit whose
-derivation (or fixed number) the check's threshold comes from; ``date`` is that commit's
-committer date (UTC; tests/analysis/test_threshold_registry.py holds it against git); ``after_data`` says
-whether that revision was made after this project had measured the check. A check revised after data is
-judged only on the runs made at or after its revision's date (a run's meta ``start``), and the findings
-show its verdict on all runs beside (finding_catalogue.py, STATS.md §5). Revising a threshold means a new
-row here in the same commit, dated; tests/analysis/test_findings.py fails on a check without one.
+One row per check (finding id, label as written, "{q}" included). The values live beside it, in
+tests/analysis/golden/thresholds.csv: every check's threshold as each profile derives it before any data
+(finding_catalogue.threshold_table), with the row's ``key`` and the derivation that names the constants and
+parameters it comes from; tests/analysis/test_threshold_registry.py fails when a derived value differs from
+that file, and the file is rewritten only where the check's registry row changed too, so a constant or a
+profile that moves a threshold shows as a new row here and a visible diff there.
+
+``commit`` is the commit whose derivation (or fixed number) the check's threshold comes from; ``date`` is that
+commit's committer date (UTC; the test holds it against git); ``after_data`` says whether that revision was
+made after this project had measured the check. A check revised after data is judged only on the runs made at
+or after its revision's date (a run's meta ``start``), and the findings show its verdict on all runs beside
+(finding_catalogue.py, STATS.md §5). tests/analysis/test_findings.py fails on a check without a row.
 
 Where the history before the ruff-format rewrite (ba0eae9) was not traced, the row names the main
 commit the threshold stood at before the per-finding verdict rules (531138e) and says "at or before".
@@ -40,11 +46,14 @@ class Revision:
     def when(self) -> datetime:
         return datetime.fromisoformat(self.date)
 
+    @property
+    def key(self) -> str:
+        """The row as thresholds.csv names it: its commit, and the note that says what it fixed."""
+        return f"{self.commit}: {self.note}"
+
 
 #: main before the per-finding verdict rules: thresholds not revised since stand "at or before" it
-BASE = Revision(
-    "531138e", False, "at or before main 531138e (derivation unchanged by issue 24)", "2026-12-02T11:27:47+00:00"
-)
+BASE = Revision("531138e", False, "at or before main 531138e (derivation unchanged since)", "2026-12-02T11:27:47+00:00")
 #: ours (X1-X6): docs/EXPERIMENTS.md wrote every threshold before any run
 OURS = Revision("a14257a", False, "docs/EXPERIMENTS.md, written before any X1-X6 run", "2026-12-01T05:15:31+00:00")
 
@@ -55,7 +64,7 @@ REGISTRY: dict[tuple[str, str], Revision] = {
     ("F2", "throttled_ms_per_round / extra wall limit500m"): Revision(
         "6c343fc",
         True,
-        "band [1, p] of SPEC §1 after the quick runs of 2026-11-30; supporting since issue 24",
+        "band [1, p] of SPEC §1 after the quick runs of 2026-11-30; supporting",
         date="2026-12-01T04:36:25+00:00",
     ),
     ("F2", "throttled_ms_per_round / mean_wall_ms limit500m"): BASE,
@@ -63,7 +72,7 @@ REGISTRY: dict[tuple[str, str], Revision] = {
     ("F4", "throttled_ms limit1-2threads / limit1"): Revision(
         "a5a8721",
         True,
-        "issue 24: the least favourable end (0.878 -> 0.937 on quick; was sqrt of 0.439 = 0.663)",
+        "the least favourable end (0.878 -> 0.937 on quick; was sqrt of 0.439 = 0.663)",
         date="2026-12-02T12:29:26+00:00",
     ),
     ("F4", "p50_wall_ms limit1-2threads / limit1"): BASE,
@@ -118,7 +127,7 @@ REGISTRY: dict[tuple[str, str], Revision] = {
     ("F16", "avg_cores use90"): Revision(
         "a5a8721",
         True,
-        "issue 24: one-sided [0.8, 1.0) of the limit (was 0.9 x/÷ 1.5), and a premise that gates",
+        "one-sided [0.8, 1.0) of the limit (was 0.9 x/÷ 1.5), and a premise that gates",
         date="2026-12-02T12:29:26+00:00",
     ),
     ("F16", "throttled_ratio use30"): OURS,
@@ -127,23 +136,23 @@ REGISTRY: dict[tuple[str, str], Revision] = {
     ("F17", "work {q} clumped-500m-g2 / clumped-500m-g1"): Revision(
         "ceccf75",
         True,
-        "issue 24: non-inferiority, at most 10% slower (replaces g1 / g2 > the model's rise)",
+        "non-inferiority, at most 10% slower (replaces g1 / g2 > the model's rise)",
         date="2026-12-02T12:33:14+00:00",
     ),
     ("F17", "throughput_rps closed-500m-g2 / closed-500m-g1"): Revision(
         "ceccf75",
         True,
-        "issue 24: non-inferiority, at least 1/1.1 (replaces the x/÷ 1.25 band as decisive)",
+        "non-inferiority, at least 1/1.1 (replaces the x/÷ 1.25 band as decisive)",
         date="2026-12-02T12:33:14+00:00",
     ),
     ("F17", "work {q} clumped-500m-g1 / clumped-500m-g2"): Revision(
         "ceccf75",
         True,
-        "issue 24: supporting magnitude with the load generator on the second CPU",
+        "supporting magnitude with the load generator on the second CPU",
         date="2026-12-02T12:33:14+00:00",
     ),
     ("F17", "throughput_rps closed-500m-g2 / closed-500m-g1 (same)"): Revision(
-        "ceccf75", True, "issue 24: the x/÷ 1.25 band kept as a supporting check", date="2026-12-02T12:33:14+00:00"
+        "ceccf75", True, "the x/÷ 1.25 band kept as a supporting check", date="2026-12-02T12:33:14+00:00"
     ),
 }
 
