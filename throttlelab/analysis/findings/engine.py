@@ -93,10 +93,8 @@ CheckKind = Literal["ratio", "level", "agreement"]
 CheckScale = Literal["log", "linear", "logit", "mean-ratio"]
 Estimand = Literal["mean", "median run"]
 
-FINDINGS_COLUMNS = [
-    "id",
-    "claim",
-    "experiments",
+#: the columns a finding's row and a check's row share, in order: what was measured and the verdict on it
+_MEASURED_COLUMNS = [
     "metric",
     "expected",
     "effect",
@@ -109,6 +107,12 @@ FINDINGS_COLUMNS = [
     "verdict",
     "reason",
     "method",
+]
+FINDINGS_COLUMNS = [
+    "id",
+    "claim",
+    "experiments",
+    *_MEASURED_COLUMNS,
     #: filled by the catalogue (finding_catalogue.py): the finding's verdict on every run, beside the verdict
     #: above, which judges a check revised after data only on the runs made after its revision
     "verdict_all_runs",
@@ -117,18 +121,7 @@ CHECKS_COLUMNS = [
     "id",
     "check",
     "experiment",
-    "metric",
-    "expected",
-    "effect",
-    "lo",
-    "hi",
-    "p",
-    "p_holm",
-    "a12",
-    "reference",
-    "verdict",
-    "reason",
-    "method",
+    *_MEASURED_COLUMNS,
     "why",
     "decisive",
     "requirement",

@@ -15,6 +15,7 @@ figures, :mod:`throttlelab.model.reference`, or that it is ours) is filled in by
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -519,45 +520,58 @@ def slower_with_shorter_period(variant: str, baseline: str):
     return derive
 
 
-def more_throttles(variant: str, baseline: str):
+def _half_the_model_ratio(
+    variant: str,
+    baseline: str,
+    per_arm: Callable[[predictions.BurstArm], float],
+    explain: Callable[[predictions.BurstArm, predictions.BurstArm, float, float, float, float], str],
+    end: str,
+    throttled_arms: tuple[str, ...],
+):
+    """X2: the model's ratio r of a per-arm quantity (``per_arm``) between two periods, threshold sqrt(r), half the
+    predicted effect on the log scale; ``throttled_arms`` must throttle past their budget for r to exist."""
+
     def derive(evidence: Evidence, check: Check) -> Derivation:
         a, b = arm(evidence, variant, X2), arm(evidence, baseline, X2)
-        _throttles_past_budget(b, baseline)
-        mine, theirs = (float(np.mean(x.burst().throttled_periods)) for x in (a, b))
+        for name, x in ((variant, a), (baseline, b)):
+            if name in throttled_arms:
+                _throttles_past_budget(x, name)
+        mine, theirs = per_arm(a), per_arm(b)
         ratio = mine / theirs
         threshold = predictions.rate_threshold(ratio)
-        return Derivation(
-            (round(threshold, 3),),
-            (
-                f"Model: {mine:.3g} throttled periods per round at {a.period_ms:g} ms ({variant}) against {theirs:.3g} "
-                f"at {b.period_ms:g} ms ({baseline}); r = {ratio:.3g} (about cpu / quota - 1 each). Threshold sqrt(r) = "
-                f"{threshold:.3g}: half the effect on the log scale. A ratio of means (Fieller): a run may count 0."
-            ),
-            end="no free parameter (counts of periods); sqrt(r), half the predicted effect on the log scale",
-        )
+        return Derivation((round(threshold, 3),), explain(a, b, mine, theirs, ratio, threshold), end=end)
 
     return derive
+
+
+def more_throttles(variant: str, baseline: str):
+    return _half_the_model_ratio(
+        variant,
+        baseline,
+        lambda x: float(np.mean(x.burst().throttled_periods)),
+        lambda a, b, mine, theirs, ratio, threshold: (
+            f"Model: {mine:.3g} throttled periods per round at {a.period_ms:g} ms ({variant}) against {theirs:.3g} "
+            f"at {b.period_ms:g} ms ({baseline}); r = {ratio:.3g} (about cpu / quota - 1 each). Threshold sqrt(r) = "
+            f"{threshold:.3g}: half the effect on the log scale. A ratio of means (Fieller): a run may count 0."
+        ),
+        "no free parameter (counts of periods); sqrt(r), half the predicted effect on the log scale",
+        (baseline,),
+    )
 
 
 def shorter_pauses(variant: str, baseline: str):
-    def derive(evidence: Evidence, check: Check) -> Derivation:
-        a, b = arm(evidence, variant, X2), arm(evidence, baseline, X2)
-        _throttles_past_budget(a, variant)
-        _throttles_past_budget(b, baseline)
-        mine, theirs = (_pause_per_throttle(x) for x in (a, b))
-        ratio = mine / theirs
-        threshold = predictions.rate_threshold(ratio)
-        return Derivation(
-            (round(threshold, 3),),
-            (
-                f"Model: the wait per throttled period is {mine:.3g} ms at {a.period_ms:g} ms ({variant}) and "
-                f"{theirs:.3g} ms at {b.period_ms:g} ms ({baseline}): r = {ratio:.3g} (about period - quota / run "
-                f"queues). Threshold sqrt(r) = {threshold:.3g}."
-            ),
-            end="no free parameter; sqrt(r), half the predicted effect on the log scale",
-        )
-
-    return derive
+    return _half_the_model_ratio(
+        variant,
+        baseline,
+        _pause_per_throttle,
+        lambda a, b, mine, theirs, ratio, threshold: (
+            f"Model: the wait per throttled period is {mine:.3g} ms at {a.period_ms:g} ms ({variant}) and "
+            f"{theirs:.3g} ms at {b.period_ms:g} ms ({baseline}): r = {ratio:.3g} (about period - quota / run "
+            f"queues). Threshold sqrt(r) = {threshold:.3g}."
+        ),
+        "no free parameter; sqrt(r), half the predicted effect on the log scale",
+        (variant, baseline),
+    )
 
 
 def _pause_per_throttle(a: predictions.BurstArm) -> float:

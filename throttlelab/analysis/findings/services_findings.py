@@ -24,6 +24,7 @@ from throttlelab.analysis.findings.engine import (
     Derivation,
     Evidence,
     Finding,
+    Relation,
     Requirement,
     Unmet,
     check_quantile,
@@ -561,6 +562,41 @@ _LATENCY = "Latency from the scheduled send, failed requests at the client timeo
 #: The same as :data:`_LATENCY`, in the words the claims of ours were written with (checks.csv keeps each as written).
 _LATENCY_OURS = "Latency from the scheduled send; failed and timed-out requests count at the client timeout."
 
+
+def not_throttled_check(experiment: str, variant: str, clumped: str, why: str) -> Check:
+    """An absolute "not throttled" bound on the variant's throttled share (:func:`unthrottled_bound`): on the
+    mean share over runs, so identical zero runs decide only where their bound reaches the level."""
+    return Check(
+        label=f"throttled_ratio {variant}",
+        kind="level",
+        experiment=experiment,
+        metric="throttled_ratio",
+        variant=variant,
+        baseline=None,
+        relation="<",
+        scale="logit",
+        derive=unthrottled_bound(experiment, variant, clumped=clumped),
+        why=why,
+    )
+
+
+def latency_rise_check(experiment: str, variant: str, baseline: str, relation: Relation, why: str) -> Check:
+    """The model's change of the work latency quantile between two arms (:func:`latency_rise`)."""
+    return Check(
+        label=f"work {{q}} {variant} / {baseline}",
+        kind="ratio",
+        experiment=experiment,
+        metric="work_{q}_ms",
+        variant=variant,
+        baseline=baseline,
+        relation=relation,
+        scale="log",
+        quantile_of="work",
+        derive=latency_rise(experiment, variant, baseline),
+        why=why,
+    )
+
+
 F6 = cite(
     Finding(
         id="F6",
@@ -579,31 +615,8 @@ F6 = cite(
                 derive=throttled_share("E2b", E2B_CLUMPED_LIMIT),
                 why="Clumps larger than the quota.",
             ),
-            Check(
-                label="throttled_ratio steady-limit",
-                kind="level",
-                experiment="E2b",
-                metric="throttled_ratio",
-                variant=E2B_STEADY_LIMIT,
-                baseline=None,
-                relation="<",
-                scale="logit",
-                derive=unthrottled_bound("E2b", E2B_STEADY_LIMIT, clumped=E2B_CLUMPED_LIMIT),
-                why="Steady arrivals are not throttled.",
-            ),
-            Check(
-                label="work {q} clumped-limit / clumped-nolimit",
-                kind="ratio",
-                experiment="E2b",
-                metric="work_{q}_ms",
-                variant=E2B_CLUMPED_LIMIT,
-                baseline=E2B_CLUMPED_NOLIMIT,
-                relation=">",
-                scale="log",
-                quantile_of="work",
-                derive=latency_rise("E2b", E2B_CLUMPED_LIMIT, E2B_CLUMPED_NOLIMIT),
-                why=_LATENCY,
-            ),
+            not_throttled_check("E2b", E2B_STEADY_LIMIT, E2B_CLUMPED_LIMIT, "Steady arrivals are not throttled."),
+            latency_rise_check("E2b", E2B_CLUMPED_LIMIT, E2B_CLUMPED_NOLIMIT, ">", _LATENCY),
             Check(
                 label="avg_cores clumped-limit",
                 kind="level",
@@ -668,31 +681,13 @@ F9 = cite(
         claim="On a busy node the service gets its request's share of the CPU, not its limit: throttling metrics "
         "look fine while latency explodes, raising the limit does not help, raising the request does.",
         checks=(
-            Check(
-                label="throttled_ratio busy-lim2x",
-                kind="level",
-                experiment="E8",
-                metric="throttled_ratio",
-                variant=E8_BUSY_LIM2X,
-                baseline=None,
-                relation="<",
-                scale="logit",
-                derive=unthrottled_bound("E8", E8_BUSY_LIM2X, clumped=E8_IDLE_LIM2X),
-                why="'Throttling looks fine' on the busy node (the lab: 'throttled ratio 0!').",
+            not_throttled_check(
+                "E8",
+                E8_BUSY_LIM2X,
+                E8_IDLE_LIM2X,
+                "'Throttling looks fine' on the busy node (the lab: 'throttled ratio 0!').",
             ),
-            Check(
-                label="work {q} busy-lim2x / idle-lim2x",
-                kind="ratio",
-                experiment="E8",
-                metric="work_{q}_ms",
-                variant=E8_BUSY_LIM2X,
-                baseline=E8_IDLE_LIM2X,
-                relation=">",
-                scale="log",
-                quantile_of="work",
-                derive=latency_rise("E8", E8_BUSY_LIM2X, E8_IDLE_LIM2X),
-                why=f"While latency explodes. {_LATENCY}",
-            ),
+            latency_rise_check("E8", E8_BUSY_LIM2X, E8_IDLE_LIM2X, ">", f"While latency explodes. {_LATENCY}"),
             Check(
                 label="busy_cores busy-lim2x / busy-lim",
                 kind="ratio",
@@ -706,18 +701,8 @@ F9 = cite(
                 why="Raising the limit does not help: the CPU the service got while its requests waited (pod "
                 "counters read every few ms).",
             ),
-            Check(
-                label="work {q} busy-lim2x-req-full / busy-lim2x",
-                kind="ratio",
-                experiment="E8",
-                metric="work_{q}_ms",
-                variant=E8_BUSY_LIM2X_REQ_FULL,
-                baseline=E8_BUSY_LIM2X,
-                relation="<",
-                scale="log",
-                quantile_of="work",
-                derive=latency_rise("E8", E8_BUSY_LIM2X_REQ_FULL, E8_BUSY_LIM2X),
-                why=f"Raising the request does. {_LATENCY}",
+            latency_rise_check(
+                "E8", E8_BUSY_LIM2X_REQ_FULL, E8_BUSY_LIM2X, "<", f"Raising the request does. {_LATENCY}"
             ),
             Check(
                 label="busy_cores busy-lim2x-req-full / busy-lim2x",

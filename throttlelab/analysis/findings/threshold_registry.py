@@ -57,6 +57,24 @@ BASE = Revision("531138e", False, "at or before main 531138e (derivation unchang
 #: ours (X1-X6): docs/EXPERIMENTS.md wrote every threshold before any run
 OURS = Revision("a14257a", False, "docs/EXPERIMENTS.md, written before any X1-X6 run", "2026-12-01T05:15:31+00:00")
 
+
+def _revision_of(commit: str, date: str, after_data: bool = True):
+    """The rows one commit revised, each with its own note."""
+    return lambda note: Revision(commit, after_data, note, date)
+
+
+#: the least favourable ends and F16's one-sided premise, after the quick runs
+_LEAST_FAVOURABLE = _revision_of("a5a8721", "2026-12-02T12:29:26+00:00")
+#: F17 as non-inferiority, after the quick runs
+_NON_INFERIORITY = _revision_of("ceccf75", "2026-12-02T12:33:14+00:00")
+#: F14's lower band ends, amended before any X3 data
+_F14_LOWER_ENDS = Revision(
+    "a14257a",
+    False,
+    "lower band ends amended before any X3 data (docs/EXPERIMENTS.md)",
+    date="2026-12-01T05:15:31+00:00",
+)
+
 REGISTRY: dict[tuple[str, str], Revision] = {
     ("F1", "p50_wall_ms limit1 / nolimit"): BASE,
     ("F1", "p50_wall_ms limit500m / nolimit"): BASE,
@@ -69,11 +87,8 @@ REGISTRY: dict[tuple[str, str], Revision] = {
     ),
     ("F2", "throttled_ms_per_round / mean_wall_ms limit500m"): BASE,
     ("F3", "periods_per_round limit2"): BASE,
-    ("F4", "throttled_ms limit1-2threads / limit1"): Revision(
-        "a5a8721",
-        True,
-        "the least favourable end (0.878 -> 0.937 on quick; was sqrt of 0.439 = 0.663)",
-        date="2026-12-02T12:29:26+00:00",
+    ("F4", "throttled_ms limit1-2threads / limit1"): _LEAST_FAVOURABLE(
+        "the least favourable end (0.878 -> 0.937 on quick; was sqrt of 0.439 = 0.663)"
     ),
     ("F4", "p50_wall_ms limit1-2threads / limit1"): BASE,
     ("F5", "gomaxprocs = rule"): BASE,
@@ -109,50 +124,28 @@ REGISTRY: dict[tuple[str, str], Revision] = {
     ("F13", "p50_wall_ms period5 / period100"): OURS,
     ("F13", "throttled_per_round period5 / period100"): OURS,
     ("F13", "pause per throttle period5 / period100"): OURS,
-    ("F14", "throttled_ms_per_round / extra wall cpus1"): Revision(
-        "a14257a",
-        False,
-        "lower band ends amended before any X3 data (docs/EXPERIMENTS.md)",
-        date="2026-12-01T05:15:31+00:00",
-    ),
-    ("F14", "throttled_ms_per_round / extra wall cpus2"): Revision(
-        "a14257a",
-        False,
-        "lower band ends amended before any X3 data (docs/EXPERIMENTS.md)",
-        date="2026-12-01T05:15:31+00:00",
-    ),
+    ("F14", "throttled_ms_per_round / extra wall cpus1"): _F14_LOWER_ENDS,
+    ("F14", "throttled_ms_per_round / extra wall cpus2"): _F14_LOWER_ENDS,
     ("F15", "p50_wall_ms synchronized / staggered"): OURS,
     ("F15", "throttled_per_round synchronized"): OURS,
     ("F16", "avg_cores use30"): OURS,
-    ("F16", "avg_cores use90"): Revision(
-        "a5a8721",
-        True,
-        "one-sided [0.8, 1.0) of the limit (was 0.9 x/÷ 1.5), and a premise that gates",
-        date="2026-12-02T12:29:26+00:00",
+    ("F16", "avg_cores use90"): _LEAST_FAVOURABLE(
+        "one-sided [0.8, 1.0) of the limit (was 0.9 x/÷ 1.5), and a premise that gates"
     ),
     ("F16", "throttled_ratio use30"): OURS,
     ("F16", "throttled_ratio use90"): OURS,
     ("F16", "work {q} use90 / use30"): OURS,
-    ("F17", "work {q} clumped-500m-g2 / clumped-500m-g1"): Revision(
-        "ceccf75",
-        True,
-        "non-inferiority, at most 10% slower (replaces g1 / g2 > the model's rise)",
-        date="2026-12-02T12:33:14+00:00",
+    ("F17", "work {q} clumped-500m-g2 / clumped-500m-g1"): _NON_INFERIORITY(
+        "non-inferiority, at most 10% slower (replaces g1 / g2 > the model's rise)"
     ),
-    ("F17", "throughput_rps closed-500m-g2 / closed-500m-g1"): Revision(
-        "ceccf75",
-        True,
-        "non-inferiority, at least 1/1.1 (replaces the x/÷ 1.25 band as decisive)",
-        date="2026-12-02T12:33:14+00:00",
+    ("F17", "throughput_rps closed-500m-g2 / closed-500m-g1"): _NON_INFERIORITY(
+        "non-inferiority, at least 1/1.1 (replaces the x/÷ 1.25 band as decisive)"
     ),
-    ("F17", "work {q} clumped-500m-g1 / clumped-500m-g2"): Revision(
-        "ceccf75",
-        True,
-        "supporting magnitude with the load generator on the second CPU",
-        date="2026-12-02T12:33:14+00:00",
+    ("F17", "work {q} clumped-500m-g1 / clumped-500m-g2"): _NON_INFERIORITY(
+        "supporting magnitude with the load generator on the second CPU"
     ),
-    ("F17", "throughput_rps closed-500m-g2 / closed-500m-g1 (same)"): Revision(
-        "ceccf75", True, "the x/÷ 1.25 band kept as a supporting check", date="2026-12-02T12:33:14+00:00"
+    ("F17", "throughput_rps closed-500m-g2 / closed-500m-g1 (same)"): _NON_INFERIORITY(
+        "the x/÷ 1.25 band kept as a supporting check"
     ),
 }
 
