@@ -1078,23 +1078,28 @@ def _resolve_quantile(check: Check, evidence: Evidence) -> tuple[Check, str]:
 # findings -> tables
 
 
+def _unmet_before_measuring(finding: str, check: Check, unmet: Unmet) -> CheckResult:
+    """A check not testable here before anything is measured: its requirement and the numeric reason."""
+    return CheckResult(
+        finding,
+        check,
+        label=check.label,
+        metric=check.metric,
+        threshold=check.threshold,
+        why=check.why,
+        verdict=NOT_TESTABLE,
+        requirement=unmet.name,
+        reason=f"needs {unmet.name}: {unmet.reason}",
+    )
+
+
 def evaluate_check(finding: str, check: Check, evidence: Evidence, level: float | None = None) -> CheckResult:
     """One check: its requirements, its threshold, its measurement and its verdict (its interval at
     ``level``, the evidence's confidence unless told otherwise)."""
     unmet: list[Unmet] = []
     absent = _presence(check, evidence)
     if absent:
-        return CheckResult(
-            finding,
-            check,
-            label=check.label,
-            metric=check.metric,
-            threshold=check.threshold,
-            why=check.why,
-            verdict=NOT_TESTABLE,
-            requirement=absent.name,
-            reason=f"needs {absent.name}: {absent.reason}",
-        )
+        return _unmet_before_measuring(finding, check, absent)
     resolved, why = check, check.why
     timing = _real_time(check, evidence)
     if timing:
@@ -1224,21 +1229,14 @@ def _evaluate_since(
         else f"the runs made at or after its threshold's revision ({since.revision}): none of its variants ran"
     )
     if total and not kept:
-        return CheckResult(
-            finding,
-            check,
-            label=check.label,
-            metric=check.metric,
-            threshold=check.threshold,
-            why=check.why,
-            verdict=NOT_TESTABLE,
-            requirement=RUNS_AFTER_REVISION,
-            reason=f"needs {RUNS_AFTER_REVISION}: none of the {total} runs of {check.experiment}"
+        none = Unmet(
+            RUNS_AFTER_REVISION,
+            f"none of the {total} runs of {check.experiment}"
             + "".join(f" {v}" if k == 0 else f" and {v}" for k, v in enumerate(variants))
             + f" was made at or after {since.revision} (a threshold revised after data is judged only on runs "
             "made after it; the verdict on all runs is shown beside)",
-            judged_on=judged,
         )
+        return replace(_unmet_before_measuring(finding, check, none), judged_on=judged)
     result = evaluate_check(finding, check, later)
     if not total:
         return replace(result, judged_on=judged)
