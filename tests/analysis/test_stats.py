@@ -1024,3 +1024,22 @@ def test_timed_out_requests_stay_in_the_tail():
     assert dropped["p99"] < 100  # dropping failures loses the tail
     with pytest.raises(ValueError, match="timeout_ms"):
         run_latency_summary(lat, ok=ok)
+
+
+def test_the_median_run_interval_at_its_level():
+    # R = 6 reaches a one-sided 0.025 ([x(1), x(6)]), R = 5 does not and says how many it needs
+    x = [3.0, 1.0, 2.0, 5.0, 4.0, 6.0]
+    est = stats.median_run_interval(x)
+    assert (est.lo, est.hi, est.point) == (1.0, 6.0, 3.5)
+    assert stats.median_run_interval([2.0] * 6).lo == stats.median_run_interval([2.0] * 6).hi == 2.0
+    short = stats.median_run_interval(x[:5])
+    assert not short.has_interval and short.flag == "5 runs cannot reach level 0.025 (needs R >= 6)"
+    assert stats.cannot_reach(5, 0.95, 0) == "5 runs cannot reach level 0.025 (no number of runs can)"
+
+
+def test_u_alone_is_the_mann_whitney_statistic():
+    rng = np.random.default_rng(9)
+    a, b = rng.integers(0, 4, 7).astype(float), rng.integers(0, 4, 5).astype(float)
+    assert stats.mann_whitney_u(a, b) == pytest.approx(sps.mannwhitneyu(a, b).statistic)
+    plain = stats.compare(a + 1, b + 1, log=True, test=False)
+    assert math.isnan(plain.p_value) and plain.a12 == stats.compare(a + 1, b + 1, log=True).a12

@@ -56,7 +56,7 @@ __all__ = [
     "cannot_reach",
     "mean_tie_bound",
     "tied",
-    "tied_mean",
+    "mann_whitney_u",
     "MIN_EVENTS_PER_RUN",
     "MIN_RUNS_INTERVAL",
     "MIN_RUNS_TRUSTED",
@@ -524,26 +524,6 @@ def tied(values) -> float | None:
     if x.size == 0 or np.ptp(x) != 0:
         return None
     return float(x[0])
-
-
-def tied_mean(
-    values, *, level: float = 0.95, low: float = 0.0, high: float = math.inf, label: str = "per-run values"
-) -> Estimate | None:
-    """The tie rule for the mean of an exact counter (throttled periods, bursts, periods per round): every run
-    at v. None when the runs differ. Otherwise v with the bound on the mean at ``level``
-    (:func:`mean_tie_bound`), whose upper end is infinite for a counter without an upper end."""
-    v = tied(values)
-    if v is None:
-        return None
-    n = int(np.asarray(values).size)
-    lo, hi = mean_tie_bound(v, n, low, high, level)
-    a = one_sided_level(level)
-    method = (
-        f"tie rule for the mean of an exact counter: {v:g} in all {n} runs of {label}; a run differs with "
-        f"probability at most 1 - {a:.3g}^(1/{n}) = {1 - a ** (1 / n):.3g}, so the mean lies in "
-        f"[{lo:.3g}, {hi:.3g}] (range of the counter [{low:g}, {high:g}])"
-    )
-    return Estimate(v, lo, hi, n, level, "linear", method, f"tied: {v:g} in all {n} runs")
 
 
 def zeros_flag(n: int) -> str:
