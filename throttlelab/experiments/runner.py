@@ -37,6 +37,7 @@ from throttlelab.host.facts import code_version
 from throttlelab.experiments import REGISTRY, Context
 from throttlelab.host.interference import InterferenceMeter, orchestrator_from_env, wait_for_quiet
 from throttlelab.model import calibration, records, seeds
+from throttlelab.model import results_layout as layout
 from throttlelab.model.digest import sha256_file
 from throttlelab.model.placement import parse_cpuset
 from throttlelab.model.quantities import QuantityError
@@ -272,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
         # a wait for quiet CPUs timed out in an earlier job: this one checks them once between attempts
         busy_since = host_busy_since()
         for attempt in range(args.retries + 1):
-            attempt_run = measure(args, spec, ctx, attempt, quiet)
+            attempt_run = measure_or_keep_evidence(args, spec, ctx, attempt, quiet, out)
             environment = environment or {**backend.environment(), **calibration_environment(args)}
             seen = attempt_run["interference"]
             if not seen["disturbed"] or attempt == args.retries:
@@ -323,6 +324,26 @@ def run(args: argparse.Namespace) -> int:
         f"{args.experiment}/{args.variant} repeat {args.repeat}: done in {attempt_run['wall']:.1f} s{state} -> {out}"
     )
     return 0
+
+
+def measure_or_keep_evidence(
+    args: argparse.Namespace, spec: Any, ctx: Context, attempt: int, quiet: dict[str, Any] | None, out: Path
+) -> dict[str, Any]:
+    """One attempt; when the backend fails it, what the backend can tell about why (the pods' events, the
+    real node's logs) is kept beside the job's log, and the error names that folder."""
+    try:
+        return measure(args, spec, ctx, attempt, quiet)
+    except BackendError as exc:
+        folder = Path(layout.failure_evidence(out))
+        kept = ctx.backend.keep_failure_evidence(folder)
+        if not kept:
+            raise
+        said = f"{exc} (kept for a look: {', '.join(kept)})"
+        try:
+            wrapped = type(exc)(said)  # the same kind of error (a DesignMismatch stays one)
+        except TypeError:
+            wrapped = BackendError(said)
+        raise wrapped from exc
 
 
 def read_calibration(path: str, kind: str) -> dict[str, Any]:
