@@ -48,7 +48,7 @@ from throttlelab.host import cgroupfs
 from throttlelab.host.docker_engine import connect, docker_errors, engine_error, engine_host
 from throttlelab.host.mounts import cgroup_hierarchies
 from throttlelab.host.facts import host_facts
-from throttlelab.host.processes import pid_alive, spawn_guardian
+from throttlelab.host.processes import outlive_runner, pid_alive, spawn_guardian
 from throttlelab.host.reaper import Guardian, kill_and_remove, run_name, sweep_stale
 from throttlelab.model import node_levels as design
 from throttlelab.model import quantities as q
@@ -694,9 +694,7 @@ class DockerDeployment(Deployment):
 
 def guard(desc: dict, rel: str) -> int:
     """Wait until the runner's pipe closes, then remove the run's containers and cgroups."""
-    for sig in _HELD_SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)  # our job is to outlive the runner
-    sys.stdin.buffer.read()  # returns at EOF: the runner is gone or done
+    outlive_runner()
     status = 0
     try:
         client = connect(timeout_s=30)

@@ -129,6 +129,14 @@ def guardians_cpu_s() -> float:
     return _guardians_cpu_s
 
 
+def outlive_runner() -> bytes:
+    """In a guardian: ignore the signals that would stop the runner (a Ctrl-C, a kill, a closed terminal),
+    then wait until the runner's pipe closes, whether it is gone or done; returns what it wrote there."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    return sys.stdin.buffer.read()
+
+
 def wait_guardian(proc: subprocess.Popen, timeout_s: float) -> None:
     """Wait for a guardian to end (subprocess.TimeoutExpired after ``timeout_s``), then add its CPU
     time, read from /proc while it is a zombie, to :func:`guardians_cpu_s` before reaping it."""

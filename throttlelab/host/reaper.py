@@ -14,13 +14,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
 
 from throttlelab.host.cgroupfs import CgroupError, CgroupFS, from_description
-from throttlelab.host.processes import kill_all, pid_alive, spawn_guardian, wait_guardian
+from throttlelab.host.processes import kill_all, outlive_runner, pid_alive, spawn_guardian, wait_guardian
 
 RUN_PREFIX = "throttlelab-"
 RUN_NAME = re.compile(r"^throttlelab-(?P<pid>\d+)-\d+$")
@@ -87,10 +86,7 @@ class Guardian:
 
 def main(argv: list[str]) -> int:
     desc, rel = json.loads(argv[0]), argv[1]
-    # Ignore the signals that would stop the runner: our job is to outlive it.
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
-    sys.stdin.buffer.read()  # returns at EOF: the runner is gone or done
+    outlive_runner()
     fs = from_description(desc)
     try:
         killed = kill_and_remove(fs, rel)

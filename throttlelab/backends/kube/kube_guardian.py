@@ -18,13 +18,13 @@ restores the node cpusets it pinned, throttlelab.backends.kind.kind_guardian).
 from __future__ import annotations
 
 import json
-import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from throttlelab.errors import BackendError, every_step
+from throttlelab.host.processes import outlive_runner
 
 #: Undoes what a backend did beyond the pods; returns what it did, raises BackendError on a problem.
 Also = Callable[[dict[str, Any]], list[str]]
@@ -46,10 +46,7 @@ def clean_up(desc: dict[str, Any], also: Also | None = None) -> list[str]:
 
 def main(argv: list[str], also: Also | None = None) -> int:
     desc = json.loads(argv[0])
-    # Ignore the signals that would stop the runner: our job is to outlive it.
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
-    said = sys.stdin.buffer.read()  # returns at EOF: the runner is gone or done
+    said = outlive_runner()
     if said.strip() == b"cleaned":  # a clean exit that removed everything itself
         return 0
     try:
