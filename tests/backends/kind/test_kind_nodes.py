@@ -241,29 +241,12 @@ def test_records_and_stderr_are_split_from_a_container_log():
     assert stderr == 'GOMAXPROCS=2\n{"not":"a record"}\n{broken\n'
 
 
-def test_podgate_go_vet_gofmt_and_go_test_pass():
+@pytest.mark.parametrize("module", ["podgate", "podnet"])
+def test_go_vet_gofmt_and_go_test_pass_in_the_node_modules(module):
     from throttlelab.host.gobuild import find_go, go_environment
 
     go, env = find_go(), go_environment()
-    source = PROJECT / "workload" / "podgate"
-    vet = subprocess.run([go, "vet", "./..."], cwd=source, env=env, capture_output=True, text=True)
-    assert vet.returncode == 0, vet.stderr
-    goroot = subprocess.run([go, "env", "GOROOT"], env=env, capture_output=True, text=True, check=True)
-    fmt = subprocess.run(
-        [str(Path(goroot.stdout.strip()) / "bin" / "gofmt"), "-l", "."], cwd=source, capture_output=True, text=True
-    )
-    assert fmt.returncode == 0 and fmt.stdout == "", f"not gofmt-clean: {fmt.stdout}{fmt.stderr}"
-    tests = subprocess.run(
-        [go, "test", "-count=1", "./..."], cwd=source, env=env, capture_output=True, text=True, timeout=240
-    )
-    assert tests.returncode == 0, tests.stdout + tests.stderr
-
-
-def test_podnet_go_vet_gofmt_and_go_test_pass():
-    from throttlelab.host.gobuild import find_go, go_environment
-
-    go, env = find_go(), go_environment()
-    source = PROJECT / "workload" / "podnet"
+    source = PROJECT / "workload" / module
     vet = subprocess.run([go, "vet", "./..."], cwd=source, env=env, capture_output=True, text=True)
     assert vet.returncode == 0, vet.stderr
     goroot = subprocess.run([go, "env", "GOROOT"], env=env, capture_output=True, text=True, check=True)
