@@ -108,25 +108,30 @@ def test_image_context_is_the_binary_alone(tmp_path):
 # clear errors
 
 
-def _runner(env: dict[str, str], tmp_path: Path, binaries: dict[str, Path]) -> subprocess.CompletedProcess:
-    cmd = [
+def _runner_command(experiment: str, variant: str, spec: dict, binaries: dict[str, Path], out: Path) -> list[str]:
+    """The runner's command line for one docker job (repeat 0)."""
+    return [
         sys.executable,
         "-m",
         "throttlelab.experiments.runner",
         "--backend",
         "docker",
         "--experiment",
-        "E3",
+        experiment,
         "--variant",
-        "go125mod-none",
+        variant,
         "--repeat",
         "0",
         "--spec",
-        '{"build": "go125mod", "limit": null}',
+        json.dumps(spec),
         *(f"--binary={v}={p}" for v, p in binaries.items()),
         "--out",
-        str(tmp_path / "out.jsonl"),
+        str(out),
     ]
+
+
+def _runner(env: dict[str, str], tmp_path: Path, binaries: dict[str, Path]) -> subprocess.CompletedProcess:
+    cmd = _runner_command("E3", "go125mod-none", {"build": "go125mod", "limit": None}, binaries, tmp_path / "out.jsonl")
     return subprocess.run(
         cmd,
         capture_output=True,
@@ -433,34 +438,17 @@ def test_ctrl_c_to_snakemake_leaves_no_container(docker_run, engine, tmp_path, n
 
 def test_sigkill_of_the_runner_is_cleaned_up_by_the_guardian(docker_run, engine, tmp_path, no_leftovers):
     workdir, _ = docker_run
-    cmd = [
-        sys.executable,
-        "-m",
-        "throttlelab.experiments.runner",
-        "--backend",
-        "docker",
-        "--experiment",
-        "E2a",
-        "--variant",
-        "long",
-        "--repeat",
-        "0",
-        "--spec",
-        json.dumps(
-            {
-                "build": "go124mod",
-                "threads": 4,
-                "work_ms": 40,
-                "interval_ms": 500,
-                "rounds": 40,
-                "request": "100m",
-                "limit": "500m",
-            }
-        ),
-        *(f"--binary={v}={workdir}/results/build/{v}/cpulab" for v in GO_LINES),
-        "--out",
-        str(tmp_path / "x.jsonl"),
-    ]
+    spec = {
+        "build": "go124mod",
+        "threads": 4,
+        "work_ms": 40,
+        "interval_ms": 500,
+        "rounds": 40,
+        "request": "100m",
+        "limit": "500m",
+    }
+    binaries = {v: workdir / "results" / "build" / v / "cpulab" for v in GO_LINES}
+    cmd = _runner_command("E2a", "long", spec, binaries, tmp_path / "x.jsonl")
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,
