@@ -7,9 +7,11 @@ workload or starts the loopback API server leaves the inner loop by itself."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -49,6 +51,29 @@ E1_NODE = Node(
         ),
     ),
 )
+
+
+def runner_arguments(
+    backend: str, experiment: str, variant: str, spec: dict, binaries: Mapping[str, Path], out: Path, *options: str
+) -> list[str]:
+    """The runner's arguments for repeat 0 of one job: the variant's spec as JSON, every workload build,
+    ``options`` (the runner's other flags) and the raw log ``out``."""
+    return [
+        "--backend",
+        backend,
+        "--experiment",
+        experiment,
+        "--variant",
+        variant,
+        "--repeat",
+        "0",
+        "--spec",
+        json.dumps(spec),
+        *(word for build, path in binaries.items() for word in ("--binary", f"{build}={path}")),
+        *options,
+        "--out",
+        str(out),
+    ]
 
 
 def snakemake_command(workdir: Path, *args: str) -> list[str]:

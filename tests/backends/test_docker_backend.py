@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import lab_cgroups, PROJECT, snakemake as run_snakemake, snakemake_command
+from conftest import lab_cgroups, PROJECT, runner_arguments, snakemake as run_snakemake, snakemake_command
 from throttlelab.backends import workload_images as images
 from throttlelab.backends.base import BackendError
 from throttlelab.backends.docker import DockerBackend, lab_containers
@@ -108,30 +108,14 @@ def test_image_context_is_the_binary_alone(tmp_path):
 # clear errors
 
 
-def _runner_command(experiment: str, variant: str, spec: dict, binaries: dict[str, Path], out: Path) -> list[str]:
-    """The runner's command line for one docker job (repeat 0)."""
-    return [
+def _runner(env: dict[str, str], tmp_path: Path, binaries: dict[str, Path]) -> subprocess.CompletedProcess:
+    spec = {"build": "go125mod", "limit": None}
+    cmd = [
         sys.executable,
         "-m",
         "throttlelab.experiments.runner",
-        "--backend",
-        "docker",
-        "--experiment",
-        experiment,
-        "--variant",
-        variant,
-        "--repeat",
-        "0",
-        "--spec",
-        json.dumps(spec),
-        *(f"--binary={v}={p}" for v, p in binaries.items()),
-        "--out",
-        str(out),
+        *runner_arguments("docker", "E3", "go125mod-none", spec, binaries, tmp_path / "out.jsonl"),
     ]
-
-
-def _runner(env: dict[str, str], tmp_path: Path, binaries: dict[str, Path]) -> subprocess.CompletedProcess:
-    cmd = _runner_command("E3", "go125mod-none", {"build": "go125mod", "limit": None}, binaries, tmp_path / "out.jsonl")
     return subprocess.run(
         cmd,
         capture_output=True,
@@ -448,7 +432,12 @@ def test_sigkill_of_the_runner_is_cleaned_up_by_the_guardian(docker_run, engine,
         "limit": "500m",
     }
     binaries = {v: workdir / "results" / "build" / v / "cpulab" for v in GO_LINES}
-    cmd = _runner_command("E2a", "long", spec, binaries, tmp_path / "x.jsonl")
+    cmd = [
+        sys.executable,
+        "-m",
+        "throttlelab.experiments.runner",
+        *runner_arguments("docker", "E2a", "long", spec, binaries, tmp_path / "x.jsonl"),
+    ]
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import PROJECT
+from conftest import PROJECT, runner_arguments
 
 
 def _hogs(cpus: list[int]) -> list[subprocess.Popen]:
@@ -37,32 +37,14 @@ def _run_under_busy_loops(
 ) -> subprocess.CompletedProcess:
     """`throttlelab run` of one job while a busy loop spins on every CPU the runner may use; the loops
     stop when the runner prints ``stop_hogs_on`` (a passing disturbance), else when it ends."""
+    options = ("--max-other-share", max_other_share, "--retries", str(retries), "--quiet-wait-s", str(quiet_wait_s))
     cmd = [
         sys.executable,
         "-m",
         "throttlelab",
         "run",
-        "--backend",
-        "local",
-        "--experiment",
-        experiment,
-        "--variant",
-        variant,
-        "--repeat",
-        "0",
-        "--spec",
-        json.dumps(spec),
-        "--max-other-share",
-        max_other_share,
-        "--retries",
-        str(retries),
-        "--quiet-wait-s",
-        str(quiet_wait_s),
-        "--out",
-        str(out),
+        *runner_arguments("local", experiment, variant, spec, binaries, out, *options),
     ]
-    for build, path in binaries.items():
-        cmd += ["--binary", f"{build}={path}"]
     hogs = _hogs(sorted(os.sched_getaffinity(0)))
     stderr: list[str] = []
     try:
