@@ -474,26 +474,38 @@ def test_the_kind_image_holds_cpulab_behind_podgate(engine, kind_image):
         container.remove(force=True)
 
 
-@pytest.mark.docker
-def test_podgate_stops_cpulab_as_the_containers_pid_1(engine, kind_image):
-    """`podgate signal TERM` from an exec reaches the container's main process: cpulab, after the gate."""
-    container = engine.containers.run(
+def _gated_spin(engine, kind_image, gate_tmpfs: str = "", **run_options):
+    """A container of the kind image running cpulab spin (one thread, a report every 100 ms) behind
+    podgate's gate /g/spin, on a tmpfs mounted with ``gate_tmpfs``."""
+    return engine.containers.run(
         kind_image["tag"],
         ["/podgate", "run", "-gate", "/g/spin", "--", "/cpulab", "spin", "-threads=1", "-report=100ms"],
         detach=True,
         labels=TEST_LABEL,
         network_mode="none",
-        tmpfs={"/g": ""},
+        tmpfs={"/g": gate_tmpfs},
         entrypoint=[],
         nano_cpus=200_000_000,
+        **run_options,
     )
+
+
+def _wait_for_a_report(container) -> None:
+    """Until cpulab, past its gate, has reported once: a signal before then would find podgate or a starting
+    cpulab (a fixed second was too short on a loaded host)."""
+    deadline = time.monotonic() + 30
+    while '"type":"report"' not in container.logs(stdout=True, stderr=True).decode().replace(" ", ""):
+        assert time.monotonic() < deadline, "cpulab never reported after the gate opened"
+        time.sleep(0.1)
+
+
+@pytest.mark.docker
+def test_podgate_stops_cpulab_as_the_containers_pid_1(engine, kind_image):
+    """`podgate signal TERM` from an exec reaches the container's main process: cpulab, after the gate."""
+    container = _gated_spin(engine, kind_image)
     try:
         assert container.exec_run(["/podgate", "open", "/g/spin"]).exit_code == 0
-        # signal only once cpulab runs and has reported (a fixed second was too short on a loaded host)
-        deadline = time.monotonic() + 30
-        while '"type":"report"' not in container.logs(stdout=True, stderr=True).decode().replace(" ", ""):
-            assert time.monotonic() < deadline, "cpulab never reported after the gate opened"
-            time.sleep(0.1)
+        _wait_for_a_report(container)
         # the exec itself may be killed (137) when cpulab, PID 1, exits before it does (seen under load);
         # the backends ignore the exec's exit code too: what counts is cpulab's clean end below
         assert container.exec_run(["/podgate", "signal", "TERM"]).exit_code in (0, 137)
@@ -514,18 +526,8 @@ def test_podgate_and_cpulab_run_as_the_restricted_pods_do_under_dockers_default_
     and stops it with SIGTERM from an exec as the same user. (Docker's profile, not a cluster
     runtime's: containerd's and CRI-O's defaults have not been run here.)"""
     user = f"{mf.RUN_AS_USER}:{mf.RUN_AS_USER}"
-    container = engine.containers.run(
-        kind_image["tag"],
-        ["/podgate", "run", "-gate", "/g/spin", "--", "/cpulab", "spin", "-threads=1", "-report=100ms"],
-        detach=True,
-        labels=TEST_LABEL,
-        network_mode="none",
-        tmpfs={"/g": "mode=1777"},
-        entrypoint=[],
-        nano_cpus=200_000_000,
-        user=user,
-        cap_drop=["ALL"],
-        security_opt=["no-new-privileges"],
+    container = _gated_spin(
+        engine, kind_image, "mode=1777", user=user, cap_drop=["ALL"], security_opt=["no-new-privileges"]
     )
     try:
         assert "seccomp" in " ".join(engine.info().get("SecurityOptions") or [])  # the engine applies its profile
@@ -533,10 +535,7 @@ def test_podgate_and_cpulab_run_as_the_restricted_pods_do_under_dockers_default_
         container.reload()
         assert container.status == "running" and container.logs() == b""  # waiting at its gate, on inotify
         assert container.exec_run(["/podgate", "open", "/g/spin"], user=user).exit_code == 0
-        deadline = time.monotonic() + 30
-        while '"type":"report"' not in container.logs(stdout=True, stderr=True).decode().replace(" ", ""):
-            assert time.monotonic() < deadline, "cpulab never reported after the gate opened"
-            time.sleep(0.1)
+        _wait_for_a_report(container)
         # the exec may be killed (137) when cpulab, the container's PID 1, exits before it does: what
         # counts is that cpulab got the signal and ended cleanly
         assert container.exec_run(["/podgate", "signal", "TERM"], user=user).exit_code in (0, 137)
