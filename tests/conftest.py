@@ -7,6 +7,7 @@ workload or starts the loopback API server leaves the inner loop by itself."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -74,6 +75,14 @@ def runner_arguments(
         "--out",
         str(out),
     ]
+
+
+def assert_workload_copy_current(module: str, writer: str, path: str) -> None:
+    """A file the Go workload's tests read (``path``), written by ``throttlelab.model.<module>.<writer>()``:
+    the committed copy is what the package writes now."""
+    fresh = getattr(importlib.import_module(f"throttlelab.model.{module}"), writer)()
+    regenerate = f"from throttlelab.model import {module}; open('{path}', 'w').write({module}.{writer}())"
+    assert (PROJECT / path).read_text() == fresh, f'{path} is stale: regenerate it: .venv/bin/python -c "{regenerate}"'
 
 
 def snakemake_command(workdir: Path, *args: str) -> list[str]:
