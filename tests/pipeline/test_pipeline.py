@@ -186,17 +186,24 @@ def _planned(proc: subprocess.CompletedProcess) -> dict[str, list[str]]:
     return plan
 
 
-ANALYSIS_AND_REPORT = {"parse_runs", "compute_stats", "evaluate_findings", "render_report", "all"}
-
-
-def test_changing_one_variant_reruns_only_it(ci_run, tmp_path):
+def _plan_after_editing(
+    ci_run: Path, tmp_path: Path, experiment: str, variant: str, key: str, value: object
+) -> dict[str, list[str]]:
+    """The dry run's plan in ``ci_run`` once one parameter of one variant of the ci profile is changed."""
     profile = yaml.safe_load((PROJECT / "config/profiles/ci.yaml").read_text())
-    profile["experiments"]["E2a"]["variants"]["limit1"]["rounds"] = 7
+    profile["experiments"][experiment]["variants"][variant][key] = value
     custom = tmp_path / "edited.yaml"
     custom.write_text(yaml.safe_dump(profile))
     proc = snakemake(ci_run, "-n", "--config", f"profile={custom}")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    plan = _planned(proc)
+    return _planned(proc)
+
+
+ANALYSIS_AND_REPORT = {"parse_runs", "compute_stats", "evaluate_findings", "render_report", "all"}
+
+
+def test_changing_one_variant_reruns_only_it(ci_run, tmp_path):
+    plan = _plan_after_editing(ci_run, tmp_path, "E2a", "limit1", "rounds", 7)
     assert sorted(plan.pop("run_experiment")) == [f"results/local/raw/E2a/limit1/rep{k}.jsonl" for k in range(3)]
     assert "build_workload" not in plan
     # only the aggregation downstream of the raw logs follows
@@ -204,13 +211,7 @@ def test_changing_one_variant_reruns_only_it(ci_run, tmp_path):
 
 
 def test_editing_one_calibrated_arm_reruns_only_it_not_the_pilots(ci_run, tmp_path):
-    profile = yaml.safe_load((PROJECT / "config/profiles/ci.yaml").read_text())
-    profile["experiments"]["X5"]["variants"]["use90"]["target_use"] = 0.85
-    custom = tmp_path / "edited.yaml"
-    custom.write_text(yaml.safe_dump(profile))
-    proc = snakemake(ci_run, "-n", "--config", f"profile={custom}")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    plan = _planned(proc)
+    plan = _plan_after_editing(ci_run, tmp_path, "X5", "use90", "target_use", 0.85)
     assert sorted(plan.pop("run_experiment")) == [f"results/local/raw/X5/use90/rep{k}.jsonl" for k in range(3)]
     assert "calibrate_service" not in plan and "calibrate_host" not in plan
 
