@@ -137,6 +137,21 @@ def outlive_runner() -> bytes:
     return sys.stdin.buffer.read()
 
 
+def guardian_main(clean_up: Callable[[bytes], str], errors: type[Exception] | tuple[type[Exception], ...]) -> int:
+    """A guardian's life: outlive the runner, then undo what it left. ``clean_up`` gets what the runner wrote
+    into the pipe and returns what it undid ("" for nothing), which goes to stderr; the exit status is 1 when
+    it raises one of ``errors`` (said on stderr too), else 0."""
+    said = outlive_runner()
+    try:
+        done = clean_up(said)
+    except errors as exc:
+        print(f"throttlelab guardian: {exc}", file=sys.stderr)
+        return 1
+    if done:
+        print(f"throttlelab guardian: runner gone; {done}", file=sys.stderr)
+    return 0
+
+
 def wait_guardian(proc: subprocess.Popen, timeout_s: float) -> None:
     """Wait for a guardian to end (subprocess.TimeoutExpired after ``timeout_s``), then add its CPU
     time, read from /proc while it is a zombie, to :func:`guardians_cpu_s` before reaping it."""
