@@ -292,16 +292,23 @@ def _fake_host_meter(tmp_path: Path, cpus: list[int], interval_s: float) -> tupl
     return meter, stat
 
 
+def _fake_cgroup(tmp_path: Path, name: str, usage_percpu: str) -> Path:
+    """A cgroup in the fake host's cpuacct hierarchy with its per-CPU usage (ns); returns that usage file."""
+    cgroup = tmp_path / "cpuacct" / name
+    cgroup.mkdir()
+    usage = cgroup / "cpuacct.usage_percpu"
+    usage.write_text(usage_percpu)
+    return usage
+
+
 def test_the_labs_own_cgroups_are_not_counted_as_other(tmp_path):
     """On a file tree laid out as the kernel's: the lab's run cgroup used 1 s on CPU 0 in the window,
     CPU 0 was busy 3 s in all: 2 s belong to someone else (less what the runner itself used)."""
     ticks = os.sysconf("SC_CLK_TCK")
     meter, stat = _fake_host_meter(tmp_path, [0], 0.01)
-    run = tmp_path / "cpuacct" / "throttlelab-4242-0"
-    run.mkdir()
-    (run / "cpuacct.usage_percpu").write_text("0 0\n")
+    usage = _fake_cgroup(tmp_path, "throttlelab-4242-0", "0 0\n")
     meter.start()
-    (run / "cpuacct.usage_percpu").write_text(f"{1_000_000_000} {5_000_000_000}\n")  # CPU 1 is not the run's
+    usage.write_text(f"{1_000_000_000} {5_000_000_000}\n")  # CPU 1 is not the run's
     stat.write_text(_proc_stat(3 * ticks, 9 * ticks))
     time.sleep(0.05)
     seen = meter.stop()
@@ -314,11 +321,9 @@ def test_the_labs_own_cgroups_are_not_counted_as_other(tmp_path):
 def test_another_runners_cgroups_count_as_other(tmp_path):
     ticks = os.sysconf("SC_CLK_TCK")
     meter, stat = _fake_host_meter(tmp_path, [0], 0.01)
-    theirs = tmp_path / "cpuacct" / "throttlelab-1111-0"
-    theirs.mkdir()
-    (theirs / "cpuacct.usage_percpu").write_text("0\n")
+    usage = _fake_cgroup(tmp_path, "throttlelab-1111-0", "0\n")  # another runner's
     meter.start()
-    (theirs / "cpuacct.usage_percpu").write_text(f"{2_000_000_000}\n")
+    usage.write_text(f"{2_000_000_000}\n")
     stat.write_text(_proc_stat(2 * ticks))
     seen = meter.stop()
     assert seen.lab_s == 0 and seen.other_s == pytest.approx(2.0 - seen.runner_s)
@@ -366,9 +371,7 @@ def test_a_cgroup_made_inside_the_window_counts_from_its_creation(tmp_path):
     ticks = os.sysconf("SC_CLK_TCK")
     meter, stat = _fake_host_meter(tmp_path, [0, 1], 10.0)
     meter.start()
-    run = tmp_path / "cpuacct" / "throttlelab-4242-0"
-    run.mkdir()
-    (run / "cpuacct.usage_percpu").write_text(f"{1_500_000_000} {1_500_000_000}\n")
+    _fake_cgroup(tmp_path, "throttlelab-4242-0", f"{1_500_000_000} {1_500_000_000}\n")
     stat.write_text(_proc_stat(int(1.5 * ticks), int(1.5 * ticks)))
     seen = meter.stop()  # the only sample of the new cgroup is the last one
     assert seen.lab_s == pytest.approx(3.0)
@@ -425,9 +428,7 @@ def test_a_cgroup_removed_inside_the_window_is_read_just_before(tmp_path):
     ticks = os.sysconf("SC_CLK_TCK")
     meter, stat = _fake_host_meter(tmp_path, [0], 60.0)
     meter.start()
-    run = tmp_path / "cpuacct" / "throttlelab-4242-0"
-    run.mkdir()
-    (run / "cpuacct.usage_percpu").write_text(f"{800_000_000}\n")
+    run = _fake_cgroup(tmp_path, "throttlelab-4242-0", f"{800_000_000}\n").parent
     stat.write_text(_proc_stat(ticks))
 
     class Removed(cgroupfs.CgroupFS):  # the real remove_tree, over a tree the test removes itself
