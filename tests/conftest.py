@@ -54,6 +54,21 @@ E1_NODE = Node(
 )
 
 
+#: An X5 arm as the calibration's tests give it (a service limited to 200m, 2 ms of work per request, steady
+#: arrivals and pings, the CPU per request the profile states); each test adds its window and placement.
+X5_ARM = {
+    "request": "500m",
+    "limit": "200m",
+    "work_us": 2000,
+    "alloc_bytes": 0,
+    "live_mb": 0,
+    "clump": 1,
+    "ping_rps": 4,
+    "warmup_ms": 200,
+    "request_cpu_us": 4000,
+}
+
+
 def runner_arguments(
     backend: str, experiment: str, variant: str, spec: dict, binaries: Mapping[str, Path], out: Path, *options: str
 ) -> list[str]:

@@ -12,25 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROJECT, left_behind, runner_arguments, workload_pids_of
+from conftest import PROJECT, X5_ARM, left_behind, runner_arguments, workload_pids_of
 from throttlelab.model import calibration
 from throttlelab.model.variants import VariantSpec
 
-X5 = {
-    "build": "go124mod",
-    "request": "500m",
-    "limit": "200m",
-    "work_us": 2000,
-    "alloc_bytes": 0,
-    "live_mb": 0,
-    "clump": 1,
-    "ping_rps": 4,
-    "warmup_ms": 200,
-    "duration_ms": 1000,
-    "node_cpus": "0",
-    "load_cpus": "1",
-    "request_cpu_us": 4000,
-}
+X5 = {"build": "go124mod", **X5_ARM, "duration_ms": 1000, "node_cpus": "0", "load_cpus": "1"}
 
 
 def _throttlelab(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
