@@ -41,6 +41,7 @@ from throttlelab.figures.style import (
     model_legend_handles,
     model_values,
     new_figure,
+    ours_caption,
     paper_style,
     per_run,
     plain_log_axis,
@@ -482,29 +483,28 @@ def x3_queues_figure(
 
 
 def x1_budget_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
-    return (
-        "Ours (docs/EXPERIMENTS.md). (a) Completion time of every round (grey dots), each run's median round "
-        "(open circles) and the estimate with its interval (diamond), by burst budget; dotted grey: the CFS "
-        "model's median with the budget's refill, written before the data. (b) Throttled periods per round after "
-        "the first, with the model's count. Intervals: "
-        f"{method_sentence(estimates_of(estimates, 'X1', 'p50_wall_ms'))}."
+    return ours_caption(
+        "(a) Completion time of every round (grey dots), each run's median round (open circles) and the estimate "
+        "with its interval (diamond), by burst budget; dotted grey: the CFS model's median with the budget's "
+        "refill, written before the data. (b) Throttled periods per round after the first, with the model's count.",
+        estimates_of(estimates, "X1", "p50_wall_ms"),
     )
 
 
 def x2_period_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
-    return (
-        "Ours (docs/EXPERIMENTS.md). (a) Completion time by CFS period (the quota follows the period); dotted "
-        "grey: the model's median, which rises towards CPU / limit as the period shrinks. (b) Throttled periods per "
-        f"round with the model's count. Intervals: {method_sentence(estimates_of(estimates, 'X2', 'p50_wall_ms'))}."
+    return ours_caption(
+        "(a) Completion time by CFS period (the quota follows the period); dotted grey: the model's median, which "
+        "rises towards CPU / limit as the period shrinks. (b) Throttled periods per round with the model's count.",
+        estimates_of(estimates, "X2", "p50_wall_ms"),
     )
 
 
 def x3_queues_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
-    return (
-        "Ours (docs/EXPERIMENTS.md). Each throttled round's throttled time over its extra wall time (wall minus "
-        "the model's unthrottled burst; rounds after the first). Shaded: what a sum over the run queues that were "
-        "throttled allows (1 to min(threads, CPUs)); dashed: what a sum over threads would give. The verdict "
-        "uses each run's mean round (F14 in the findings table)."
+    return ours_caption(
+        "Each throttled round's throttled time over its extra wall time (wall minus the model's unthrottled burst; "
+        "rounds after the first). Shaded: what a sum over the run queues that were throttled allows (1 to "
+        "min(threads, CPUs)); dashed: what a sum over threads would give. The verdict uses each run's mean round "
+        "(F14 in the findings table)."
     )
 
 
@@ -544,9 +544,9 @@ def x4_overlap_figure(
 
 
 def x4_overlap_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
-    return (
-        "Ours (docs/EXPERIMENTS.md). Each pod's rounds after the first (grey dots; every pod of a run), each run's "
-        "mean over its pods of their median round (open circles) and the estimate (diamond); dotted grey: the "
-        "model's median, each pod's burst on the CPUs it gets (alone: min(threads, CPUs); together: the node's "
-        f"CPUs shared by all busy threads). Intervals: {method_sentence(estimates_of(estimates, 'X4', 'p50_wall_ms'))}."
+    return ours_caption(
+        "Each pod's rounds after the first (grey dots; every pod of a run), each run's mean over its pods of their "
+        "median round (open circles) and the estimate (diamond); dotted grey: the model's median, each pod's burst "
+        "on the CPUs it gets (alone: min(threads, CPUs); together: the node's CPUs shared by all busy threads).",
+        estimates_of(estimates, "X4", "p50_wall_ms"),
     )

@@ -36,6 +36,7 @@ from throttlelab.figures.style import (
     model_legend_handles,
     model_values,
     new_figure,
+    ours_caption,
     ordered,
     paper_style,
     per_run,
@@ -509,19 +510,19 @@ def _quantile_text(metric: str) -> str:
 
 
 def x5_near_limit_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
-    return (
-        "Ours (docs/EXPERIMENTS.md). Steady arrivals (clump 1) at three shares of the limit, by the CPU per request "
-        "the profile states. (a) Throttled periods / active periods per run (open circles) with the estimate "
-        "(diamond); dotted grey: the share of periods whose Poisson arrivals need more than the quota, written "
-        "before the data. (b) /work latency at the highest quantile the runs support. Intervals: "
-        f"{method_sentence(estimates_of(estimates, 'X5', 'throttled_ratio'))}."
+    return ours_caption(
+        "Steady arrivals (clump 1) at three shares of the limit, by the CPU per request the profile states. (a) "
+        "Throttled periods / active periods per run (open circles) with the estimate (diamond); dotted grey: the "
+        "share of periods whose Poisson arrivals need more than the quota, written before the data. (b) /work "
+        "latency at the highest quantile the runs support.",
+        estimates_of(estimates, "X5", "throttled_ratio"),
     )
 
 
 def x6_threads_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
-    return (
-        "Ours (docs/EXPERIMENTS.md). GOMAXPROCS 2 (Go 1.25's default at limits up to 1.5 CPUs) against 1 on a "
-        "2-CPU node. (a) Clumped open loop: /work latency at the highest quantile the runs support, per run and "
-        "the estimate. (b) Closed loop: successful requests per second. Intervals: "
-        f"{method_sentence(estimates_of(estimates, 'X6', 'throughput_rps'))}."
+    return ours_caption(
+        "GOMAXPROCS 2 (Go 1.25's default at limits up to 1.5 CPUs) against 1 on a 2-CPU node. (a) Clumped open "
+        "loop: /work latency at the highest quantile the runs support, per run and the estimate. (b) Closed loop: "
+        "successful requests per second.",
+        estimates_of(estimates, "X6", "throughput_rps"),
     )
