@@ -662,6 +662,14 @@ def mann_whitney_exact(a, b) -> tuple[float, float]:
     return float(res.statistic), p_value
 
 
+def _unreachable_significance_note(na: int, nb: int, min_p: float, level: float) -> str:
+    """The note of a comparison whose run counts cannot give a p below 1 - level; empty when they can."""
+    if min_p <= 1 - level:
+        return ""
+    runs = f"R = {na}" if na == nb else f"R = {na} vs {nb}"
+    return f"cannot reach significance with {runs}: the smallest exact Mann-Whitney p is {min_p:.3g} > {1 - level:.3g}"
+
+
 def compare(a, b, *, log: bool = True, level: float = 0.95, label: str = "per-run values") -> Comparison:
     """Compare configuration A with configuration B using one value per run.
 
@@ -694,12 +702,7 @@ def compare(a, b, *, log: bool = True, level: float = 0.95, label: str = "per-ru
     u, p_value = mann_whitney_exact(xa, xb)
     a12 = u / (na * nb)
     min_p = min_mwu_p(na, nb)
-    note = ""
-    if min_p > 1 - level:
-        runs = f"R = {na}" if na == nb else f"R = {na} vs {nb}"
-        note = (
-            f"cannot reach significance with {runs}: the smallest exact Mann-Whitney p is {min_p:.3g} > {1 - level:.3g}"
-        )
+    note = _unreachable_significance_note(na, nb, min_p, level)
 
     if log:
         method = f"ratio of geometric means, Welch t on log {label}"
@@ -766,12 +769,7 @@ def ratio_of_means(a, b, *, level: float = 0.95, label: str = "per-run values") 
     na, nb = int(xa.size), int(xb.size)
     u, p_value = mann_whitney_exact(xa, xb)
     min_p = min_mwu_p(na, nb)
-    note = ""
-    if min_p > 1 - level:
-        runs = f"R = {na}" if na == nb else f"R = {na} vs {nb}"
-        note = (
-            f"cannot reach significance with {runs}: the smallest exact Mann-Whitney p is {min_p:.3g} > {1 - level:.3g}"
-        )
+    note = _unreachable_significance_note(na, nb, min_p, level)
     method = f"ratio of means, Fieller interval (Welch) on {label}; exact Mann-Whitney U; R = {na} vs {nb}"
     ma, mb = float(xa.mean()), float(xb.mean())
     base = dict(

@@ -247,10 +247,7 @@ def disturbed_path(out: Path, attempt: int) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    binaries = {}
-    for item in args.binary:
-        variant, _, path = item.partition("=")
-        binaries[variant] = Path(path)
+    binaries = job_binaries(args)
     spec = VariantSpec.from_dict(args.experiment, args.variant, json.loads(args.spec))
     # the calibration step (model/calibration.py): a calibrated arm's rate from its experiment's pilot, and a
     # quiet host's floor for the disturbance threshold; both made before the measured runs, both recorded
@@ -447,6 +444,23 @@ def note_host_busy(since: float | None) -> None:
     write_state(host_busy_path(), f"{since if since is not None else time.time():.3f}\n")
 
 
+def add_job_arguments(p: argparse.ArgumentParser) -> None:
+    """The options a measuring job shares with the calibration's pilots: the runtime conversion, the
+    profile's seed, the node's CPUs, the backend's settings and the workload builds."""
+    p.add_argument("--runtime", default="runc-new")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--node-cpus", default=None)
+    p.add_argument(
+        "--backend-settings", default="{}", help="the backend's section of config.yaml as JSON (kind, kubernetes)"
+    )
+    p.add_argument("--binary", action="append", default=[], help="BUILD=PATH of a workload build")
+
+
+def job_binaries(args: argparse.Namespace) -> dict[str, Path]:
+    """The workload builds the --binary options name, build -> path."""
+    return {build: Path(path) for build, _, path in (item.partition("=") for item in args.binary)}
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m throttlelab.experiments.runner", description=__doc__.splitlines()[0])
     p.add_argument("--backend", required=True)
@@ -454,13 +468,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", required=True)
     p.add_argument("--repeat", type=int, required=True)
     p.add_argument("--spec", required=True, help="the variant's parameters as JSON")
-    p.add_argument("--runtime", default="runc-new")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--node-cpus", default=None)
-    p.add_argument(
-        "--backend-settings", default="{}", help="the backend's section of config.yaml as JSON (kind, kubernetes)"
-    )
-    p.add_argument("--binary", action="append", default=[], help="VARIANT=PATH of a workload build")
+    add_job_arguments(p)
     p.add_argument(
         "--max-other-share",
         type=float,
