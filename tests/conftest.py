@@ -7,9 +7,12 @@ workload or starts the loopback API server leaves the inner loop by itself."""
 
 from __future__ import annotations
 
+import importlib
+import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -49,6 +52,52 @@ E1_NODE = Node(
         ),
     ),
 )
+
+
+#: An X5 arm as the calibration's tests give it (a service limited to 200m, 2 ms of work per request, steady
+#: arrivals and pings, the CPU per request the profile states); each test adds its window and placement.
+X5_ARM = {
+    "request": "500m",
+    "limit": "200m",
+    "work_us": 2000,
+    "alloc_bytes": 0,
+    "live_mb": 0,
+    "clump": 1,
+    "ping_rps": 4,
+    "warmup_ms": 200,
+    "request_cpu_us": 4000,
+}
+
+
+def runner_arguments(
+    backend: str, experiment: str, variant: str, spec: dict, binaries: Mapping[str, Path], out: Path, *options: str
+) -> list[str]:
+    """The runner's arguments for repeat 0 of one job: the variant's spec as JSON, every workload build,
+    ``options`` (the runner's other flags) and the raw log ``out``."""
+    return [
+        "--backend",
+        backend,
+        "--experiment",
+        experiment,
+        "--variant",
+        variant,
+        "--repeat",
+        "0",
+        "--spec",
+        json.dumps(spec),
+        *(word for build, path in binaries.items() for word in ("--binary", f"{build}={path}")),
+        *options,
+        "--out",
+        str(out),
+    ]
+
+
+def assert_workload_copy_current(module: str, writer: str, path: str) -> None:
+    """A file the Go workload's tests read (``path``), written by ``throttlelab.model.<module>.<writer>()``:
+    the committed copy is what the package writes now."""
+    fresh = getattr(importlib.import_module(f"throttlelab.model.{module}"), writer)()
+    regenerate = f"from throttlelab.model import {module}; open('{path}', 'w').write({module}.{writer}())"
+    assert (PROJECT / path).read_text() == fresh, f'{path} is stale: regenerate it: .venv/bin/python -c "{regenerate}"'
 
 
 def snakemake_command(workdir: Path, *args: str) -> list[str]:

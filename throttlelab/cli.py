@@ -71,6 +71,12 @@ COMMANDS: dict[str, Command] = {
     "vm-batch": Command(
         "throttlelab.experiments.batch", (), "run one experiment's jobs in ONE guest (vm backend)", "measure"
     ),
+    "node-up": Command(
+        "throttlelab.platform.real_node",
+        ("up",),
+        "start the real node for a person: prints its kubeconfig, Ctrl-C takes it down",
+        "measure",
+    ),
     "node-sweep": Command(
         "throttlelab.platform.real_node",
         ("sweep",),

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"cpulab/internal/cgroup"
+	"cpulab/internal/pacer"
 	"cpulab/internal/record"
 	"cpulab/internal/stats"
 	"cpulab/internal/threadcpu"
@@ -87,14 +88,14 @@ func burst(ctx context.Context, o burstOptions, out *record.Writer) (burstSummar
 	start := time.Now()
 	if o.align {
 		start = alignedStart(start, o.interval, o.offset)
-		if sleepCtx(ctx, time.Until(start)) != nil {
+		if pacer.WaitUntil(ctx, start) != nil {
 			return burstSummary{}, ctx.Err()
 		}
 	}
 	first := cgroup.Read().Counters
 	var walls []float64
 	for round := 0; round < o.rounds; round++ {
-		if sleepCtx(ctx, time.Until(start.Add(time.Duration(round)*o.interval))) != nil {
+		if pacer.WaitUntil(ctx, start.Add(time.Duration(round)*o.interval)) != nil {
 			break
 		}
 		before := cgroup.Read().Counters
@@ -115,7 +116,7 @@ func burst(ctx context.Context, o burstOptions, out *record.Writer) (burstSummar
 		}
 		walls = append(walls, rec.WallMs) // as written, so the summary matches the records
 	}
-	_ = sleepCtx(ctx, time.Until(start.Add(time.Duration(len(walls))*o.interval)))
+	_ = pacer.WaitUntil(ctx, start.Add(time.Duration(len(walls))*o.interval))
 	elapsed := time.Since(start)
 	total := cgroup.Read().Counters.Sub(first)
 
@@ -196,21 +197,6 @@ func (p *burnerPool) burnAll(work time.Duration) (time.Duration, error) {
 func (p *burnerPool) close() {
 	for _, start := range p.starts {
 		close(start)
-	}
-}
-
-// sleepCtx sleeps for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import lab_cgroups, PROJECT, snakemake as run_snakemake, snakemake_command
+from conftest import lab_cgroups, PROJECT, runner_arguments, snakemake as run_snakemake, snakemake_command
 from throttlelab.backends import workload_images as images
 from throttlelab.backends.base import BackendError
 from throttlelab.backends.docker import DockerBackend, lab_containers
@@ -109,23 +109,12 @@ def test_image_context_is_the_binary_alone(tmp_path):
 
 
 def _runner(env: dict[str, str], tmp_path: Path, binaries: dict[str, Path]) -> subprocess.CompletedProcess:
+    spec = {"build": "go125mod", "limit": None}
     cmd = [
         sys.executable,
         "-m",
         "throttlelab.experiments.runner",
-        "--backend",
-        "docker",
-        "--experiment",
-        "E3",
-        "--variant",
-        "go125mod-none",
-        "--repeat",
-        "0",
-        "--spec",
-        '{"build": "go125mod", "limit": null}',
-        *(f"--binary={v}={p}" for v, p in binaries.items()),
-        "--out",
-        str(tmp_path / "out.jsonl"),
+        *runner_arguments("docker", "E3", "go125mod-none", spec, binaries, tmp_path / "out.jsonl"),
     ]
     return subprocess.run(
         cmd,
@@ -433,33 +422,21 @@ def test_ctrl_c_to_snakemake_leaves_no_container(docker_run, engine, tmp_path, n
 
 def test_sigkill_of_the_runner_is_cleaned_up_by_the_guardian(docker_run, engine, tmp_path, no_leftovers):
     workdir, _ = docker_run
+    spec = {
+        "build": "go124mod",
+        "threads": 4,
+        "work_ms": 40,
+        "interval_ms": 500,
+        "rounds": 40,
+        "request": "100m",
+        "limit": "500m",
+    }
+    binaries = {v: workdir / "results" / "build" / v / "cpulab" for v in GO_LINES}
     cmd = [
         sys.executable,
         "-m",
         "throttlelab.experiments.runner",
-        "--backend",
-        "docker",
-        "--experiment",
-        "E2a",
-        "--variant",
-        "long",
-        "--repeat",
-        "0",
-        "--spec",
-        json.dumps(
-            {
-                "build": "go124mod",
-                "threads": 4,
-                "work_ms": 40,
-                "interval_ms": 500,
-                "rounds": 40,
-                "request": "100m",
-                "limit": "500m",
-            }
-        ),
-        *(f"--binary={v}={workdir}/results/build/{v}/cpulab" for v in GO_LINES),
-        "--out",
-        str(tmp_path / "x.jsonl"),
+        *runner_arguments("docker", "E2a", "long", spec, binaries, tmp_path / "x.jsonl"),
     ]
     proc = subprocess.Popen(
         cmd,

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 from conftest import lab_cgroups, workload_pids
-from load_records import header
+from load_records import META, header
 from throttlelab.analysis import metrics, tidy
 from throttlelab.analysis.metrics.services_metrics import monitoring_metrics
 from throttlelab.backends.base import Backend, BackendError, Capabilities, Deployment, Output
@@ -235,19 +235,12 @@ def podstats(result, when: str) -> list[dict[str, Any]]:
 def analysed(result, variant: VariantSpec, backend: str, tmp_path) -> dict[str, float]:
     """The run's log as the runner writes it, through tidy and the per-run metrics."""
     meta = {
-        "type": "meta",
-        "schema": 1,
+        **META,
         "experiment": "E6",
         "variant": "limit",
-        "repeat": 0,
         "backend": backend,
         "spec": variant.to_dict(),
-        "runtime": "runc-new",
-        "environment": {"kernel": "test"},
         "capabilities": {"cpus": 2, "cgroup_version": 2},
-        "start": "2026-01-01T00:00:00+00:00",
-        "end": "2026-01-01T00:00:05+00:00",
-        "wall_s": 5.0,
         "window_s": result.window_s,
         "notes": result.notes,
     }

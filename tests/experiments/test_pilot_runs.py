@@ -12,25 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROJECT, left_behind, workload_pids_of
+from conftest import PROJECT, X5_ARM, left_behind, runner_arguments, workload_pids_of
 from throttlelab.model import calibration
 from throttlelab.model.variants import VariantSpec
 
-X5 = {
-    "build": "go124mod",
-    "request": "500m",
-    "limit": "200m",
-    "work_us": 2000,
-    "alloc_bytes": 0,
-    "live_mb": 0,
-    "clump": 1,
-    "ping_rps": 4,
-    "warmup_ms": 200,
-    "duration_ms": 1000,
-    "node_cpus": "0",
-    "load_cpus": "1",
-    "request_cpu_us": 4000,
-}
+X5 = {"build": "go124mod", **X5_ARM, "duration_ms": 1000, "node_cpus": "0", "load_cpus": "1"}
 
 
 def _throttlelab(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
@@ -117,29 +103,12 @@ def test_a_calibrated_arm_runs_at_the_rate_its_pilot_measured(real_cgroups, bina
     )
 
     out = tmp_path / "rep0.jsonl"
+    calibrations = ("--calibration", str(pilot_file), "--host-calibration", str(host_file))
     proc = _throttlelab(
         "run",
-        "--backend",
-        "local",
-        "--experiment",
-        "X5",
-        "--variant",
-        "use90",
-        "--repeat",
-        "0",
-        "--spec",
-        json.dumps(arm),
-        *_binary_args(binaries),
-        "--calibration",
-        str(pilot_file),
-        "--host-calibration",
-        str(host_file),
-        "--max-other-share",
-        "1.0",
-        "--retries",
-        "0",
-        "--out",
-        str(out),
+        *runner_arguments(
+            "local", "X5", "use90", arm, binaries, out, *calibrations, "--max-other-share", "1.0", "--retries", "0"
+        ),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     meta = json.loads(out.read_text().splitlines()[0])

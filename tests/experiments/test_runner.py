@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import PROJECT
+from conftest import PROJECT, runner_arguments
 
 
 def _hogs(cpus: list[int]) -> list[subprocess.Popen]:
@@ -28,33 +28,23 @@ def _run_under_busy_loops(
     spec: dict,
     binaries: dict,
     out,
-    *options: str,
+    *,
+    max_other_share: str,
+    retries: int,
+    quiet_wait_s: int,
     timeout: float = 180,
     stop_hogs_on: str | None = None,
 ) -> subprocess.CompletedProcess:
     """`throttlelab run` of one job while a busy loop spins on every CPU the runner may use; the loops
     stop when the runner prints ``stop_hogs_on`` (a passing disturbance), else when it ends."""
+    options = ("--max-other-share", max_other_share, "--retries", str(retries), "--quiet-wait-s", str(quiet_wait_s))
     cmd = [
         sys.executable,
         "-m",
         "throttlelab",
         "run",
-        "--backend",
-        "local",
-        "--experiment",
-        experiment,
-        "--variant",
-        variant,
-        "--repeat",
-        "0",
-        "--spec",
-        json.dumps(spec),
-        *options,
-        "--out",
-        str(out),
+        *runner_arguments("local", experiment, variant, spec, binaries, out, *options),
     ]
-    for build, path in binaries.items():
-        cmd += ["--binary", f"{build}={path}"]
     hogs = _hogs(sorted(os.sched_getaffinity(0)))
     stderr: list[str] = []
     try:
@@ -133,12 +123,9 @@ def test_a_disturbed_run_is_kept_listed_and_measured_again(real_cgroups, binarie
         E2A_SHORT,
         binaries,
         out,
-        "--max-other-share",
-        _threshold(),
-        "--retries",
-        "2",
-        "--quiet-wait-s",
-        "60",
+        max_other_share=_threshold(),
+        retries=2,
+        quiet_wait_s=60,
         stop_hogs_on="waiting for the CPUs",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -160,17 +147,7 @@ def test_a_persistently_busy_host_marks_the_run_and_the_next_jobs_do_not_wait(
 ):
     out = tmp_path / "first" / "rep0.jsonl"
     proc = _run_under_busy_loops(
-        "E2a",
-        "limit1",
-        E2A_SHORT,
-        binaries,
-        out,
-        "--max-other-share",
-        _threshold(),
-        "--retries",
-        "1",
-        "--quiet-wait-s",
-        "3",
+        "E2a", "limit1", E2A_SHORT, binaries, out, max_other_share=_threshold(), retries=1, quiet_wait_s=3
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     meta = json.loads(out.read_text().splitlines()[0])
@@ -182,17 +159,7 @@ def test_a_persistently_busy_host_marks_the_run_and_the_next_jobs_do_not_wait(
     # a job that starts on the still busy host checks the CPUs once instead of waiting the whole time
     out = tmp_path / "second" / "rep0.jsonl"
     proc = _run_under_busy_loops(
-        "E2a",
-        "limit1",
-        E2A_SHORT,
-        binaries,
-        out,
-        "--max-other-share",
-        _threshold(),
-        "--retries",
-        "1",
-        "--quiet-wait-s",
-        "30",
+        "E2a", "limit1", E2A_SHORT, binaries, out, max_other_share=_threshold(), retries=1, quiet_wait_s=30
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "the host has been busy since" in proc.stderr and "at most 30 s" not in proc.stderr
@@ -208,18 +175,7 @@ def test_a_read_out_is_metered_but_never_judged_disturbed(real_cgroups, binaries
     spec = {"build": "go124mod", "request": "100m", "limit": "500m"}  # E3: values read back, nothing timed
     out = tmp_path / "rep0.jsonl"
     proc = _run_under_busy_loops(
-        "E3",
-        "go124mod-500m",
-        spec,
-        binaries,
-        out,
-        "--max-other-share",
-        "0.0",
-        "--retries",
-        "1",
-        "--quiet-wait-s",
-        "1",
-        timeout=120,
+        "E3", "go124mod-500m", spec, binaries, out, max_other_share="0.0", retries=1, quiet_wait_s=1, timeout=120
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     meta = json.loads(out.read_text().splitlines()[0])
@@ -238,12 +194,9 @@ def test_a_read_out_on_a_busy_host_keeps_the_note_that_it_is_busy(real_cgroups, 
         spec,
         binaries,
         tmp_path / "rep0.jsonl",
-        "--max-other-share",
-        _threshold(),
-        "--retries",
-        "1",
-        "--quiet-wait-s",
-        "1",
+        max_other_share=_threshold(),
+        retries=1,
+        quiet_wait_s=1,
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

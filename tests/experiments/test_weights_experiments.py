@@ -3,7 +3,6 @@ metric, and cleanup of a pinned node after SIGKILL of the runner mid-phase."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -14,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import PROJECT, lab_cgroups, workload_pids
+from conftest import PROJECT, lab_cgroups, runner_arguments, workload_pids
 from throttlelab.model.weight_pods import E4_PODS, PHASES, expected_shares, lab_pods
 from throttlelab.analysis.findings.weights_findings import F8, SHARE_BAND
 from throttlelab.analysis.metrics import share_metrics
@@ -85,19 +84,7 @@ def test_sigkill_of_the_runner_mid_phase_restores_everything(binaries, tmp_path)
         sys.executable,
         "-m",
         "throttlelab.experiments.runner",
-        "--backend",
-        "local",
-        "--experiment",
-        "E5",
-        "--variant",
-        "pods",
-        "--repeat",
-        "0",
-        "--spec",
-        json.dumps(spec),
-        *sum((["--binary", f"{v}={p}"] for v, p in binaries.items()), []),
-        "--out",
-        str(tmp_path / "rep0.jsonl"),
+        *runner_arguments("local", "E5", "pods", spec, binaries, tmp_path / "rep0.jsonl"),
     ]
     runner = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(PROJECT)}, stderr=subprocess.PIPE, text=True)
     mine = f"throttlelab-{runner.pid}-"

@@ -116,41 +116,39 @@ def test_detect_reads_mountinfo(tmp_path):
         cgroupfs.detect(root=tmp_path / "none", mountinfo=info)
 
 
-def test_v1_real_create_write_read_remove(real_cgroups):
+@pytest.fixture
+def v1_run(real_cgroups):
+    """A run's cgroup of this process on this host's cgroup v1, created for the test and removed after it,
+    which must leave nothing; skips where the cpu controller is v2, tested against the fixture tree."""
     fs = real_cgroups
     if fs.version != 1:
         pytest.skip("this host's cpu controller is v2; v2 is tested against the fixture tree")
     rel = f"throttlelab-{os.getpid()}-900"
-    try:
-        fs.create(rel)
-        fs.create(f"{rel}/pod", cpus="0")
-        fs.write_cpu(rel, 250_000, 100_000, 24)
-        fs.write_cpu(f"{rel}/pod", 200_000, 100_000, 59)
-        got = fs.read_settings(f"{rel}/pod")
-        assert (got.quota_us, got.period_us, got.shares, got.cpus) == (200_000, 100_000, 604, "0")
-        assert fs.read_stat(f"{rel}/pod")["nr_periods"] == 0
-    finally:
-        fs.remove_tree(rel)
+    fs.create(rel)
+    yield fs, rel
+    fs.remove_tree(rel)
     assert not fs.exists(rel)
 
 
-def test_v1_real_period_and_burst_budget_read_back(real_cgroups):
-    fs = real_cgroups
-    if fs.version != 1:
-        pytest.skip("this host's cpu controller is v2; v2 is tested against the fixture tree")
-    rel = f"throttlelab-{os.getpid()}-901"
-    try:
-        fs.create(rel)
-        fs.write_cpu(rel, 5_000, 20_000, 39, burst_us=2_500)  # X2's 20 ms period, X1's half-quota budget
-        got = fs.read_settings(rel)
-        assert (got.quota_us, got.period_us, got.burst_us) == (5_000, 20_000, 2_500)
-        stat = fs.read_stat(rel)
-        assert (stat["nr_bursts"], stat["burst_usec"]) == (0, 0)
-        with pytest.raises(cgroupfs.CgroupError, match="cpu.cfs_burst_us"):
-            fs.write_cpu(rel, 5_000, 20_000, 39, burst_us=6_000)  # more than the quota: the kernel refuses
-    finally:
-        fs.remove_tree(rel)
-    assert not fs.exists(rel)
+def test_v1_real_create_write_read_remove(v1_run):
+    fs, rel = v1_run
+    fs.create(f"{rel}/pod", cpus="0")
+    fs.write_cpu(rel, 250_000, 100_000, 24)
+    fs.write_cpu(f"{rel}/pod", 200_000, 100_000, 59)
+    got = fs.read_settings(f"{rel}/pod")
+    assert (got.quota_us, got.period_us, got.shares, got.cpus) == (200_000, 100_000, 604, "0")
+    assert fs.read_stat(f"{rel}/pod")["nr_periods"] == 0
+
+
+def test_v1_real_period_and_burst_budget_read_back(v1_run):
+    fs, rel = v1_run
+    fs.write_cpu(rel, 5_000, 20_000, 39, burst_us=2_500)  # X2's 20 ms period, X1's half-quota budget
+    got = fs.read_settings(rel)
+    assert (got.quota_us, got.period_us, got.burst_us) == (5_000, 20_000, 2_500)
+    stat = fs.read_stat(rel)
+    assert (stat["nr_bursts"], stat["burst_usec"]) == (0, 0)
+    with pytest.raises(cgroupfs.CgroupError, match="cpu.cfs_burst_us"):
+        fs.write_cpu(rel, 5_000, 20_000, 39, burst_us=6_000)  # more than the quota: the kernel refuses
 
 
 def test_guardian_cleans_up_after_sigkill_of_its_owner(real_cgroups, tmp_path):

@@ -270,30 +270,46 @@ def test_a_busy_orchestrator_is_metered_apart_with_its_children_and_not_the_runn
     assert seen.other_s == pytest.approx(max(0.0, seen.outside_s - seen.orchestrator_s))
 
 
-def _fake_host(tmp_path: Path, busy0: int, busy1: int) -> tuple[Path, Path]:
+def _stat_line(cpu: int, user: int, irq: int = 0, softirq: int = 0) -> str:
+    return f"cpu{cpu} {user} 0 0 0 0 {irq} {softirq} 0 0 0\n"
+
+
+def _proc_stat(*user: int) -> str:
+    """/proc/stat's text with each CPU's user ticks, in CPU order."""
+    return "cpu  0 0 0 0 0 0 0 0 0 0\n" + "".join(_stat_line(cpu, ticks) for cpu, ticks in enumerate(user))
+
+
+def _fake_host_meter(tmp_path: Path, cpus: list[int], interval_s: float) -> tuple[InterferenceMeter, Path]:
+    """A meter (not started) of ``cpus`` for runner 4242 on a fake host: a cpuacct hierarchy at
+    tmp_path/cpuacct and two idle CPUs; returned with the host's /proc/stat, for the test to write."""
     mountinfo = tmp_path / "mountinfo"
     acct = tmp_path / "cpuacct"
     acct.mkdir(exist_ok=True)
     mountinfo.write_text(f"33 31 0:30 / {acct} rw,relatime - cgroup cgroup rw,cpuacct\n")
     stat = tmp_path / "stat"
-    stat.write_text(f"cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 {busy0} 0 0 0 0 0 0 0 0 0\ncpu1 {busy1} 0 0 0 0 0 0 0 0 0\n")
-    return mountinfo, stat
+    stat.write_text(_proc_stat(0, 0))
+    meter = InterferenceMeter(cpus, runner_pid=4242, interval_s=interval_s, proc_stat=stat, mountinfo=mountinfo)
+    return meter, stat
+
+
+def _fake_cgroup(tmp_path: Path, name: str, usage_percpu: str) -> Path:
+    """A cgroup in the fake host's cpuacct hierarchy with its per-CPU usage (ns); returns that usage file."""
+    cgroup = tmp_path / "cpuacct" / name
+    cgroup.mkdir()
+    usage = cgroup / "cpuacct.usage_percpu"
+    usage.write_text(usage_percpu)
+    return usage
 
 
 def test_the_labs_own_cgroups_are_not_counted_as_other(tmp_path):
     """On a file tree laid out as the kernel's: the lab's run cgroup used 1 s on CPU 0 in the window,
     CPU 0 was busy 3 s in all: 2 s belong to someone else (less what the runner itself used)."""
     ticks = os.sysconf("SC_CLK_TCK")
-    mountinfo, stat = _fake_host(tmp_path, 0, 0)
-    run = tmp_path / "cpuacct" / "throttlelab-4242-0"
-    run.mkdir()
-    (run / "cpuacct.usage_percpu").write_text("0 0\n")
-    meter = InterferenceMeter([0], runner_pid=4242, interval_s=0.01, proc_stat=stat, mountinfo=mountinfo)
+    meter, stat = _fake_host_meter(tmp_path, [0], 0.01)
+    usage = _fake_cgroup(tmp_path, "throttlelab-4242-0", "0 0\n")
     meter.start()
-    (run / "cpuacct.usage_percpu").write_text(f"{1_000_000_000} {5_000_000_000}\n")  # CPU 1 is not the run's
-    stat.write_text(
-        f"cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 {3 * ticks} 0 0 0 0 0 0 0 0 0\ncpu1 {9 * ticks} 0 0 0 0 0 0 0 0 0\n"
-    )
+    usage.write_text(f"{1_000_000_000} {5_000_000_000}\n")  # CPU 1 is not the run's
+    stat.write_text(_proc_stat(3 * ticks, 9 * ticks))
     time.sleep(0.05)
     seen = meter.stop()
     assert seen.cpus == (0,) and seen.lab_scope == "per-cpu"
@@ -304,14 +320,11 @@ def test_the_labs_own_cgroups_are_not_counted_as_other(tmp_path):
 
 def test_another_runners_cgroups_count_as_other(tmp_path):
     ticks = os.sysconf("SC_CLK_TCK")
-    mountinfo, stat = _fake_host(tmp_path, 0, 0)
-    theirs = tmp_path / "cpuacct" / "throttlelab-1111-0"
-    theirs.mkdir()
-    (theirs / "cpuacct.usage_percpu").write_text("0\n")
-    meter = InterferenceMeter([0], runner_pid=4242, interval_s=0.01, proc_stat=stat, mountinfo=mountinfo)
+    meter, stat = _fake_host_meter(tmp_path, [0], 0.01)
+    usage = _fake_cgroup(tmp_path, "throttlelab-1111-0", "0\n")  # another runner's
     meter.start()
-    (theirs / "cpuacct.usage_percpu").write_text(f"{2_000_000_000}\n")
-    stat.write_text(f"cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 {2 * ticks} 0 0 0 0 0 0 0 0 0\n")
+    usage.write_text(f"{2_000_000_000}\n")
+    stat.write_text(_proc_stat(2 * ticks))
     seen = meter.stop()
     assert seen.lab_s == 0 and seen.other_s == pytest.approx(2.0 - seen.runner_s)
 
@@ -356,16 +369,10 @@ def test_a_cgroup_made_inside_the_window_counts_from_its_creation(tmp_path):
     """The run's cgroups are made after the meter starts: their whole usage is the lab's, even
     when the first sample sees them already busy (a spin on every CPU from the first instant)."""
     ticks = os.sysconf("SC_CLK_TCK")
-    mountinfo, stat = _fake_host(tmp_path, 0, 0)
-    meter = InterferenceMeter([0, 1], runner_pid=4242, interval_s=10.0, proc_stat=stat, mountinfo=mountinfo)
+    meter, stat = _fake_host_meter(tmp_path, [0, 1], 10.0)
     meter.start()
-    run = tmp_path / "cpuacct" / "throttlelab-4242-0"
-    run.mkdir()
-    (run / "cpuacct.usage_percpu").write_text(f"{1_500_000_000} {1_500_000_000}\n")
-    stat.write_text(
-        f"cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 {int(1.5 * ticks)} 0 0 0 0 0 0 0 0 0\n"
-        f"cpu1 {int(1.5 * ticks)} 0 0 0 0 0 0 0 0 0\n"
-    )
+    _fake_cgroup(tmp_path, "throttlelab-4242-0", f"{1_500_000_000} {1_500_000_000}\n")
+    stat.write_text(_proc_stat(int(1.5 * ticks), int(1.5 * ticks)))
     seen = meter.stop()  # the only sample of the new cgroup is the last one
     assert seen.lab_s == pytest.approx(3.0)
     assert seen.other_s == pytest.approx(0.0, abs=seen.runner_s + 1e-9)
@@ -419,13 +426,10 @@ def test_a_cgroup_removed_inside_the_window_is_read_just_before(tmp_path):
     from throttlelab.host import cgroupfs
 
     ticks = os.sysconf("SC_CLK_TCK")
-    mountinfo, stat = _fake_host(tmp_path, 0, 0)
-    meter = InterferenceMeter([0], runner_pid=4242, interval_s=60.0, proc_stat=stat, mountinfo=mountinfo)
+    meter, stat = _fake_host_meter(tmp_path, [0], 60.0)
     meter.start()
-    run = tmp_path / "cpuacct" / "throttlelab-4242-0"
-    run.mkdir()
-    (run / "cpuacct.usage_percpu").write_text(f"{800_000_000}\n")
-    stat.write_text(f"cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 {ticks} 0 0 0 0 0 0 0 0 0\n")
+    run = _fake_cgroup(tmp_path, "throttlelab-4242-0", f"{800_000_000}\n").parent
+    stat.write_text(_proc_stat(ticks))
 
     class Removed(cgroupfs.CgroupFS):  # the real remove_tree, over a tree the test removes itself
         def dirs(self, rel):
@@ -440,17 +444,12 @@ def test_a_cgroup_removed_inside_the_window_is_read_just_before(tmp_path):
     assert meter._sample not in cgroupfs._before_remove  # the listener goes with the meter
 
 
-def _stat_line(cpu: int, user: int, irq: int = 0, softirq: int = 0) -> str:
-    return f"cpu{cpu} {user} 0 0 0 0 {irq} {softirq} 0 0 0\n"
-
-
 def test_interrupt_and_softirq_work_on_the_runs_cpus_is_the_labs_not_other(tmp_path):
     """The lab's loopback traffic is softirq work no cgroup is charged with: 0.5 s of irq and softirq on
     CPU 0 counts with the lab (irq_s), so only the 1 s of user time nobody of the lab used is outside."""
     ticks = os.sysconf("SC_CLK_TCK")
     assert parse_proc_irq(STAT) == {0: 0 + 2, 1: 0 + 1}  # irq + softirq
-    mountinfo, stat = _fake_host(tmp_path, 0, 0)
-    meter = InterferenceMeter([0], runner_pid=4242, interval_s=10.0, proc_stat=stat, mountinfo=mountinfo)
+    meter, stat = _fake_host_meter(tmp_path, [0], 10.0)
     meter.start()
     stat.write_text("cpu  0 0 0 0 0 0 0 0 0 0\n" + _stat_line(0, ticks, ticks // 4, ticks // 4) + _stat_line(1, 0))
     seen = meter.stop()
@@ -464,16 +463,15 @@ def test_only_the_workloads_busy_intervals_are_judged(tmp_path):
     """Another process's 2 s on CPU 0 while the run deploys (before its busy interval) is metered over the
     attempt, not judged; the 0.3 s inside the busy interval is what the run is judged by."""
     ticks = os.sysconf("SC_CLK_TCK")
-    mountinfo, stat = _fake_host(tmp_path, 0, 0)
-    meter = InterferenceMeter([0], runner_pid=4242, interval_s=10.0, proc_stat=stat, mountinfo=mountinfo)
+    meter, stat = _fake_host_meter(tmp_path, [0], 10.0)
     meter.start()
-    stat.write_text("cpu  0 0 0 0 0 0 0 0 0 0\n" + _stat_line(0, 2 * ticks))  # deploying
+    stat.write_text(_proc_stat(2 * ticks))  # deploying
     with meter.busy():
         time.sleep(0.2)
-        stat.write_text("cpu  0 0 0 0 0 0 0 0 0 0\n" + _stat_line(0, 2 * ticks + int(0.3 * ticks)))
+        stat.write_text(_proc_stat(2 * ticks + int(0.3 * ticks)))
         with meter.busy():  # a nested mark adds nothing
             pass
-    stat.write_text("cpu  0 0 0 0 0 0 0 0 0 0\n" + _stat_line(0, 5 * ticks))  # tearing down
+    stat.write_text(_proc_stat(5 * ticks))  # tearing down
     seen = meter.stop()
     assert seen.judged == "busy intervals" and seen.intervals == 1
     assert seen.busy_s == pytest.approx(0.3) and 0.2 <= seen.window_s < 1.0
@@ -485,7 +483,7 @@ def test_only_the_workloads_busy_intervals_are_judged(tmp_path):
 
 def test_a_quiet_host_is_sampled_per_cpu_and_step(tmp_path):
     stat = tmp_path / "stat"
-    stat.write_text("cpu  0 0 0 0 0 0 0 0 0 0\n" + _stat_line(0, 10) + _stat_line(1, 3))
+    stat.write_text(_proc_stat(10, 3))
     got = quiet_ticks(0.2, step_s=0.05, proc_stat=stat)
     assert got["step_s"] == 0.05 and got["hz"] == os.sysconf("SC_CLK_TCK")
     assert got["ticks"] == [[0, 0]] * 4  # nothing changed between samples: perfectly quiet

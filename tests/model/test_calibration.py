@@ -8,24 +8,13 @@ import random
 
 import pytest
 
-from conftest import PROJECT
+from conftest import PROJECT, X5_ARM
 from throttlelab.errors import SpecError
 from throttlelab.model import calibration
 from throttlelab.model.config import ConfigError, load_design
 from throttlelab.model.variants import VariantSpec
 
-X5 = {
-    "request": "500m",
-    "limit": "200m",
-    "work_us": 2000,
-    "alloc_bytes": 0,
-    "live_mb": 0,
-    "clump": 1,
-    "ping_rps": 4,
-    "warmup_ms": 200,
-    "duration_ms": 3000,
-    "request_cpu_us": 4000,
-}
+X5 = {**X5_ARM, "duration_ms": 3000}
 
 
 def _arm(name: str, use: float | None, **extra) -> VariantSpec:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROJECT
+from conftest import PROJECT, assert_workload_copy_current
 from throttlelab.analysis import tidy
 from throttlelab.analysis.metrics import common
 from throttlelab.backends.base import Capabilities, Output, Readback
@@ -24,15 +24,9 @@ from throttlelab.host.interference import Interference
 from throttlelab.model import records, seeds
 from throttlelab.model.variants import VariantSpec
 
-REGENERATE = (
-    'regenerate it: .venv/bin/python -c "from throttlelab.model import records; '
-    "open('workload/testdata/records.json', 'w').write(records.workload_contract_json())\""
-)
-
 
 def test_the_workloads_copy_of_the_contract_is_current():
-    committed = (PROJECT / records.WORKLOAD_CONTRACT).read_text()
-    assert committed == records.workload_contract_json(), f"{records.WORKLOAD_CONTRACT} is stale: {REGENERATE}"
+    assert_workload_copy_current("records", "workload_contract_json", records.WORKLOAD_CONTRACT)
 
 
 def test_the_reader_requires_what_the_contract_requires():

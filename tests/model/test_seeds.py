@@ -5,21 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from conftest import PROJECT
+from conftest import assert_workload_copy_current
 from throttlelab.analysis.metrics import estimates
 from throttlelab.experiments.services_experiments import load_args
 from throttlelab.model import seeds
 from throttlelab.model.variants import VariantSpec
 
-REGENERATE = (
-    'regenerate it: .venv/bin/python -c "from throttlelab.model import seeds; '
-    "open('workload/testdata/seeds.json', 'w').write(seeds.workload_seeds_json())\""
-)
-
 
 def test_the_workloads_copy_of_the_streams_is_current():
-    committed = (PROJECT / seeds.WORKLOAD_SEEDS).read_text()
-    assert committed == seeds.workload_seeds_json(), f"{seeds.WORKLOAD_SEEDS} is stale: {REGENERATE}"
+    assert_workload_copy_current("seeds", "workload_seeds_json", seeds.WORKLOAD_SEEDS)
 
 
 def test_a_jobs_seed_is_the_one_its_raw_log_recorded():

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -186,17 +187,24 @@ def _planned(proc: subprocess.CompletedProcess) -> dict[str, list[str]]:
     return plan
 
 
-ANALYSIS_AND_REPORT = {"parse_runs", "compute_stats", "evaluate_findings", "render_report", "all"}
-
-
-def test_changing_one_variant_reruns_only_it(ci_run, tmp_path):
+def _plan_after_editing(
+    ci_run: Path, tmp_path: Path, experiment: str, variant: str, key: str, value: object
+) -> dict[str, list[str]]:
+    """The dry run's plan in ``ci_run`` once one parameter of one variant of the ci profile is changed."""
     profile = yaml.safe_load((PROJECT / "config/profiles/ci.yaml").read_text())
-    profile["experiments"]["E2a"]["variants"]["limit1"]["rounds"] = 7
+    profile["experiments"][experiment]["variants"][variant][key] = value
     custom = tmp_path / "edited.yaml"
     custom.write_text(yaml.safe_dump(profile))
     proc = snakemake(ci_run, "-n", "--config", f"profile={custom}")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    plan = _planned(proc)
+    return _planned(proc)
+
+
+ANALYSIS_AND_REPORT = {"parse_runs", "compute_stats", "evaluate_findings", "render_report", "all"}
+
+
+def test_changing_one_variant_reruns_only_it(ci_run, tmp_path):
+    plan = _plan_after_editing(ci_run, tmp_path, "E2a", "limit1", "rounds", 7)
     assert sorted(plan.pop("run_experiment")) == [f"results/local/raw/E2a/limit1/rep{k}.jsonl" for k in range(3)]
     assert "build_workload" not in plan
     # only the aggregation downstream of the raw logs follows
@@ -204,13 +212,7 @@ def test_changing_one_variant_reruns_only_it(ci_run, tmp_path):
 
 
 def test_editing_one_calibrated_arm_reruns_only_it_not_the_pilots(ci_run, tmp_path):
-    profile = yaml.safe_load((PROJECT / "config/profiles/ci.yaml").read_text())
-    profile["experiments"]["X5"]["variants"]["use90"]["target_use"] = 0.85
-    custom = tmp_path / "edited.yaml"
-    custom.write_text(yaml.safe_dump(profile))
-    proc = snakemake(ci_run, "-n", "--config", f"profile={custom}")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    plan = _planned(proc)
+    plan = _plan_after_editing(ci_run, tmp_path, "X5", "use90", "target_use", 0.85)
     assert sorted(plan.pop("run_experiment")) == [f"results/local/raw/X5/use90/rep{k}.jsonl" for k in range(3)]
     assert "calibrate_service" not in plan and "calibrate_host" not in plan
 
@@ -314,17 +316,38 @@ def _assert_clean(cpuset_before: str, workdir: Path) -> None:
     assert cpuset_state() == cpuset_before
 
 
-def test_ctrl_c_to_snakemake_leaves_nothing_behind(ci_run, tmp_path):
-    before = cpuset_state()
+def _interrupted_long_run(
+    ci_run: Path, tmp_path: Path, interrupt: Callable[[subprocess.Popen, int], None], timeout: float
+) -> tuple[Path, subprocess.Popen, str]:
+    """The long E2a job started with Snakemake and, once its workload runs, ``interrupt``ed (given Snakemake's
+    process and the workload's pid); returns the workdir, the ended Snakemake and its output. Snakemake's
+    group is killed if it outlives ``timeout``."""
     workdir, profile = _long_run_workdir(ci_run, tmp_path)
     proc = _start(workdir, profile)
     try:
-        _wait_for_workload(proc, workdir)
-        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
-        output, _ = proc.communicate(timeout=60)
+        interrupt(proc, _wait_for_workload(proc, workdir))
+        output, _ = proc.communicate(timeout=timeout)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+    return workdir, proc, output
+
+
+def _ctrl_c(proc: subprocess.Popen, _workload: int) -> None:
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
+
+
+def _sigterm_to_snakemake(proc: subprocess.Popen, _workload: int) -> None:
+    proc.send_signal(signal.SIGTERM)
+
+
+def _kill_the_workload(_proc: subprocess.Popen, workload: int) -> None:
+    os.kill(workload, signal.SIGKILL)
+
+
+def test_ctrl_c_to_snakemake_leaves_nothing_behind(ci_run, tmp_path):
+    before = cpuset_state()
+    workdir, proc, _ = _interrupted_long_run(ci_run, tmp_path, _ctrl_c, timeout=60)
     assert proc.returncode != 0
     _assert_clean(before, workdir)
     assert not (workdir / "results/local/raw/E2a/long/rep0.jsonl").exists()
@@ -332,29 +355,13 @@ def test_ctrl_c_to_snakemake_leaves_nothing_behind(ci_run, tmp_path):
 
 def test_sigterm_to_snakemake_alone_leaves_nothing_behind(ci_run, tmp_path):
     before = cpuset_state()
-    workdir, profile = _long_run_workdir(ci_run, tmp_path)
-    proc = _start(workdir, profile)
-    try:
-        _wait_for_workload(proc, workdir)
-        proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    workdir, _, _ = _interrupted_long_run(ci_run, tmp_path, _sigterm_to_snakemake, timeout=90)
     _assert_clean(before, workdir)
 
 
 def test_workload_killed_mid_run_fails_the_job_and_cleans_up(ci_run, tmp_path):
     before = cpuset_state()
-    workdir, profile = _long_run_workdir(ci_run, tmp_path)
-    proc = _start(workdir, profile)
-    try:
-        pid = _wait_for_workload(proc, workdir)
-        os.kill(pid, signal.SIGKILL)
-        output, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    workdir, proc, output = _interrupted_long_run(ci_run, tmp_path, _kill_the_workload, timeout=60)
     assert proc.returncode != 0
     assert "killed by a signal" in output
     _assert_clean(before, workdir)

@@ -226,6 +226,37 @@ def test_service_figures_show_the_quantile_the_runs_support():
     assert "one run's p90" in caption and "too short for a per-run p99" in caption
 
 
+def _metric_row(experiment: str, variant: str, rep: int, metric: str, value: float) -> dict:
+    """metrics.csv's row of one run's metric: each repeat 1 % above the one before."""
+    return {
+        "backend": "local",
+        "experiment": experiment,
+        "variant": variant,
+        "repeat": rep,
+        "metric": metric,
+        "value": value * (1 + 0.01 * rep),
+    }
+
+
+def _estimate_row(experiment: str, variant: str, metric: str, value: float, interval: tuple[float, float]) -> dict:
+    """estimates.csv's row of a metric over 3 runs: the value, its interval as factors of it."""
+    return {
+        "backend": "local",
+        "experiment": experiment,
+        "variant": variant,
+        "metric": metric,
+        "unit": "",
+        "point": value,
+        "lo": value * interval[0],
+        "hi": value * interval[1],
+        "n": 3,
+        "level": 0.95,
+        "scale": "log",
+        "method": "Student t",
+        "flag": "low n",
+    }
+
+
 def _beyond_tables(experiment: str, arms: dict[str, dict]) -> dict[str, pd.DataFrame]:
     """Tidy tables of X1-X3 made from the model (3 runs x 4 rounds per arm), as parse_runs and compute_stats write them."""
     import numpy as np
@@ -263,34 +294,9 @@ def _beyond_tables(experiment: str, arms: dict[str, dict]) -> dict[str, pd.DataF
                     }
                 )
             for metric, value in (("p50_wall_ms", wall), ("throttled_per_round", throttled)):
-                metrics.append(
-                    {
-                        "backend": "local",
-                        "experiment": experiment,
-                        "variant": variant,
-                        "repeat": rep,
-                        "metric": metric,
-                        "value": value * (1 + 0.01 * rep),
-                    }
-                )
+                metrics.append(_metric_row(experiment, variant, rep, metric, value))
         for metric, value in (("p50_wall_ms", wall), ("throttled_per_round", throttled)):
-            estimates.append(
-                {
-                    "backend": "local",
-                    "experiment": experiment,
-                    "variant": variant,
-                    "metric": metric,
-                    "unit": "",
-                    "point": value,
-                    "lo": value * 0.95,
-                    "hi": value * 1.05,
-                    "n": 3,
-                    "level": 0.95,
-                    "scale": "log",
-                    "method": "Student t",
-                    "flag": "low n",
-                }
-            )
+            estimates.append(_estimate_row(experiment, variant, metric, value, (0.95, 1.05)))
     tables = {
         "runs": pd.DataFrame(runs),
         "rounds": pd.DataFrame(rounds),
@@ -383,34 +389,9 @@ def _service_tables(experiment: str, arms: dict[str, dict], values: dict[str, fl
                 {"backend": "local", "experiment": experiment, "variant": variant, "repeat": rep, **spec.columns()}
             )
             for metric, value in {**values, "work_requests": 60}.items():
-                metrics.append(
-                    {
-                        "backend": "local",
-                        "experiment": experiment,
-                        "variant": variant,
-                        "repeat": rep,
-                        "metric": metric,
-                        "value": value * (1 + 0.01 * rep),
-                    }
-                )
+                metrics.append(_metric_row(experiment, variant, rep, metric, value))
         for metric, value in values.items():
-            estimates.append(
-                {
-                    "backend": "local",
-                    "experiment": experiment,
-                    "variant": variant,
-                    "metric": metric,
-                    "unit": "",
-                    "point": value,
-                    "lo": value * 0.9,
-                    "hi": value * 1.1,
-                    "n": 3,
-                    "level": 0.95,
-                    "scale": "log",
-                    "method": "Student t",
-                    "flag": "low n",
-                }
-            )
+            estimates.append(_estimate_row(experiment, variant, metric, value, (0.9, 1.1)))
     tables = {"runs": pd.DataFrame(runs), "metrics": pd.DataFrame(metrics), "estimates": pd.DataFrame(estimates)}
     return {**tables, "predictions": _predictions(tables["runs"], tables["metrics"])}
 

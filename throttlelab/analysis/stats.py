@@ -685,6 +685,14 @@ def mann_whitney_exact(a, b) -> tuple[float, float]:
     return float(res.statistic), p_value
 
 
+def _unreachable_significance_note(na: int, nb: int, min_p: float, level: float) -> str:
+    """The note of a comparison whose run counts cannot give a p below 1 - level; empty when they can."""
+    if min_p <= 1 - level:
+        return ""
+    runs = f"R = {na}" if na == nb else f"R = {na} vs {nb}"
+    return f"cannot reach significance with {runs}: the smallest exact Mann-Whitney p is {min_p:.3g} > {1 - level:.3g}"
+
+
 def compare(
     a, b, *, log: bool = True, level: float = 0.95, label: str = "per-run values", test: bool = True
 ) -> Comparison:
@@ -720,12 +728,7 @@ def compare(
     u, p_value = mann_whitney_exact(xa, xb) if test else (mann_whitney_u(xa, xb), math.nan)
     a12 = u / (na * nb)
     min_p = min_mwu_p(na, nb)
-    note = ""
-    if min_p > 1 - level:
-        runs = f"R = {na}" if na == nb else f"R = {na} vs {nb}"
-        note = (
-            f"cannot reach significance with {runs}: the smallest exact Mann-Whitney p is {min_p:.3g} > {1 - level:.3g}"
-        )
+    note = _unreachable_significance_note(na, nb, min_p, level)
 
     if log:
         method = f"ratio of geometric means, Welch t on log {label}"
@@ -794,12 +797,7 @@ def ratio_of_means(a, b, *, level: float = 0.95, label: str = "per-run values", 
     na, nb = int(xa.size), int(xb.size)
     u, p_value = mann_whitney_exact(xa, xb) if test else (mann_whitney_u(xa, xb), math.nan)
     min_p = min_mwu_p(na, nb)
-    note = ""
-    if min_p > 1 - level:
-        runs = f"R = {na}" if na == nb else f"R = {na} vs {nb}"
-        note = (
-            f"cannot reach significance with {runs}: the smallest exact Mann-Whitney p is {min_p:.3g} > {1 - level:.3g}"
-        )
+    note = _unreachable_significance_note(na, nb, min_p, level)
     method = f"ratio of means, Fieller interval (Welch) on {label}; " + (
         f"exact Mann-Whitney U; R = {na} vs {nb}" if test else f"R = {na} vs {nb}"
     )

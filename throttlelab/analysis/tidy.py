@@ -572,36 +572,33 @@ class _LogReader:
         self.rows["environment"].append((*self.run, environment_record(meta)))
 
     def read_readback(self, number: int, record: dict[str, Any]) -> None:
-        design, actual = record["design"], record["actual"]
-        self.rows["readback"].append(
-            (
-                *self.run,
-                record["level"],
-                record["path"],
-                *(_int_or_none(design.get(k)) for k in ("quota_us", "period_us", "weight", "shares")),
-                *(_int_or_none(actual.get(k)) for k in ("quota_us", "period_us", "weight", "shares")),
-                actual.get("cpus"),
-                design.get("formula"),
-                "; ".join(map(str, record["mismatches"])),
-                None,
-            )
-        )
+        mismatches = "; ".join(map(str, record["mismatches"]))
+        self._add_readback(record, record["design"], record["actual"], mismatches, None)
 
     def read_ancestor(self, number: int, record: dict[str, Any]) -> None:
+        self._add_readback(record, {}, record, "", record.get("error"))  # nothing designed above the node
+
+    def _add_readback(
+        self,
+        record: dict[str, Any],
+        design: Mapping[str, Any],
+        actual: Mapping[str, Any],
+        mismatches: str,
+        error: str | None,
+    ) -> None:
+        """One row of readback.csv: a level's designed settings against the ones read back."""
+        settings = ("quota_us", "period_us", "weight", "shares")
         self.rows["readback"].append(
             (
                 *self.run,
                 record["level"],
                 record["path"],
-                None,
-                None,
-                None,
-                None,
-                *(_int_or_none(record.get(k)) for k in ("quota_us", "period_us", "weight", "shares")),
-                record.get("cpus"),
-                None,
-                "",
-                record.get("error"),
+                *(_int_or_none(design.get(k)) for k in settings),
+                *(_int_or_none(actual.get(k)) for k in settings),
+                actual.get("cpus"),
+                design.get("formula"),
+                mismatches,
+                error,
             )
         )
 

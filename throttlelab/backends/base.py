@@ -174,6 +174,12 @@ class Backend(ABC):
     @abstractmethod
     def deploy(self, node: Node, load: LoadPlacement | None = None) -> Deployment: ...
 
+    def keep_failure_evidence(self, folder: Path) -> list[str]:
+        """After a failed run: write into ``folder`` what explains it on this backend (the pods' events, a
+        node's component logs) and return the files written; [] where the backend has nothing to add.
+        Never raises: the run's own error is the news."""
+        return []
+
     def leftovers(self) -> list[str]:
         """What the lab's deployments left on this backend's nodes (pods, pinned or paused nodes), one
         line each; [] when nothing is left, or where the backend has no way to look (the smoke test

@@ -10,6 +10,8 @@ design the same way.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from throttlelab.errors import BackendError, DesignMismatch
@@ -17,7 +19,7 @@ from throttlelab.host import cgroupfs
 from throttlelab.model.node_levels import LevelDesign
 from throttlelab.model.placement import LoadPlacement, Node, format_cpuset, parse_cpuset
 from throttlelab.model.quantities import weight_to_v1_shares
-from throttlelab.backends.base import Readback
+from throttlelab.backends.base import Backend, Readback
 
 SETTINGS = ("quota_us", "period_us", "burst_us", "weight", "shares", "cpus")
 
@@ -28,6 +30,29 @@ def detect_fs() -> cgroupfs.CgroupFS:
         return cgroupfs.detect()
     except cgroupfs.CgroupError as exc:
         raise BackendError(str(exc)) from None
+
+
+class CgroupTreeBackend(Backend):
+    """A backend that writes its nodes' cgroup trees on this host itself (local, docker): the workload
+    builds it runs, the runtime conversion it was asked for, and this host's cgroups, found on first use."""
+
+    def __init__(
+        self,
+        binaries: dict[str, Path],
+        runtime: str = "runc-new",
+        fs: cgroupfs.CgroupFS | None = None,
+        progress: Callable[[str], None] = lambda message: None,
+    ):
+        self.binaries = {k: Path(v) for k, v in binaries.items()}
+        self.runtime = runtime
+        self.progress = progress
+        self._fs = fs
+
+    @property
+    def fs(self) -> cgroupfs.CgroupFS:
+        if self._fs is None:
+            self._fs = detect_fs()
+        return self._fs
 
 
 def host_cpu_count(fs: cgroupfs.CgroupFS) -> int:

@@ -48,7 +48,7 @@ from throttlelab.host import cgroupfs
 from throttlelab.host.docker_engine import connect, docker_errors, engine_error, engine_host
 from throttlelab.host.mounts import cgroup_hierarchies
 from throttlelab.host.facts import host_facts
-from throttlelab.host.processes import pid_alive, spawn_guardian
+from throttlelab.host.processes import outlive_runner, pid_alive, spawn_guardian
 from throttlelab.host.reaper import Guardian, kill_and_remove, run_name, sweep_stale
 from throttlelab.model import node_levels as design
 from throttlelab.model import quantities as q
@@ -58,7 +58,6 @@ from throttlelab.model.runtime import runc_conversion
 from throttlelab.backends import cgroup_tree
 from throttlelab.backends import workload_images as images
 from throttlelab.backends.base import (
-    Backend,
     BackendError,
     Capabilities,
     Deployment,
@@ -173,7 +172,7 @@ class DockerGuardian(Guardian):
 # -- the backend ------------------------------------------------------------------
 
 
-class DockerBackend(Backend):
+class DockerBackend(cgroup_tree.CgroupTreeBackend):
     name = "docker"
 
     def __init__(
@@ -184,10 +183,7 @@ class DockerBackend(Backend):
         client: docker.DockerClient | None = None,
         progress: Callable[[str], None] = lambda message: None,
     ):
-        self.binaries = {k: Path(v) for k, v in binaries.items()}
-        self.requested_runtime = runtime
-        self.progress = progress
-        self._fs = fs
+        super().__init__(binaries, runtime, fs, progress)
         self._client = client
         self._version: dict[str, Any] | None = None
         self._info: dict[str, Any] | None = None
@@ -226,7 +222,7 @@ class DockerBackend(Backend):
     def conversion(self) -> str:
         """The container-level shares -> weight conversion this engine's runc applies (cgroup v2)."""
         # a runc version that cannot be read: the runtime the design was asked for
-        return runc_conversion(self.versions["runc"]) or self.requested_runtime
+        return runc_conversion(self.versions["runc"]) or self.runtime
 
     def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
@@ -235,12 +231,6 @@ class DockerBackend(Backend):
             raise BackendError(f"docker backend: the engine refused: {exc.explanation or exc}") from None
         except docker_errors() as exc:
             raise engine_error(exc, engine_host()) from None
-
-    @property
-    def fs(self) -> cgroupfs.CgroupFS:
-        if self._fs is None:
-            self._fs = cgroup_tree.detect_fs()
-        return self._fs
 
     # -- the interface ----------------------------------------------------------------
     def preflight(self) -> None:
@@ -286,9 +276,9 @@ class DockerBackend(Backend):
                 "cgroup v1: Docker writes each container's --cpu-shares (kubelet's shares) as is; "
                 "the levels above are written by the lab as on the local backend"
             )
-        elif self.conversion != self.requested_runtime:
+        elif self.conversion != self.runtime:
             notes.append(
-                f"runtime={self.requested_runtime} was asked, but this engine's runc "
+                f"runtime={self.runtime} was asked, but this engine's runc "
                 f"{self.versions['runc']} converts shares as {self.conversion}; the readback expects "
                 "what runc does"
             )
@@ -694,9 +684,7 @@ class DockerDeployment(Deployment):
 
 def guard(desc: dict, rel: str) -> int:
     """Wait until the runner's pipe closes, then remove the run's containers and cgroups."""
-    for sig in _HELD_SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)  # our job is to outlive the runner
-    sys.stdin.buffer.read()  # returns at EOF: the runner is gone or done
+    outlive_runner()
     status = 0
     try:
         client = connect(timeout_s=30)

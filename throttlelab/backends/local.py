@@ -18,13 +18,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from throttlelab.host import cgroupfs
 from throttlelab.host.facts import host_facts
 from throttlelab.host.reaper import Guardian, kill_and_remove, run_name, sweep_stale
 from throttlelab.model import node_levels as design
 from throttlelab.model.placement import LoadPlacement, Node
 from throttlelab.backends import cgroup_tree
-from throttlelab.backends.base import Backend, BackendError, Capabilities, Deployment, Output, Readback, parse_records
+from throttlelab.backends.base import BackendError, Capabilities, Deployment, Output, Readback, parse_records
 
 _PR_SET_PDEATHSIG = 1
 _counter = itertools.count()
@@ -49,26 +48,8 @@ def _enter_cgroup(proc_files: list[str]):
     return enter
 
 
-class LocalBackend(Backend):
+class LocalBackend(cgroup_tree.CgroupTreeBackend):
     name = "local"
-
-    def __init__(
-        self,
-        binaries: dict[str, Path],
-        runtime: str = "runc-new",
-        fs: cgroupfs.CgroupFS | None = None,
-        progress: Callable[[str], None] = lambda message: None,
-    ):
-        self.binaries = {k: Path(v) for k, v in binaries.items()}
-        self.runtime = runtime
-        self.progress = progress
-        self._fs = fs
-
-    @property
-    def fs(self) -> cgroupfs.CgroupFS:
-        if self._fs is None:
-            self._fs = cgroup_tree.detect_fs()
-        return self._fs
 
     def preflight(self) -> None:
         fs = self.fs

@@ -72,8 +72,9 @@ def guest_facts() -> dict[str, Any]:
     }
 
 
-class VmBackend(LocalBackend):
-    name = "vm"
+class InGuest:
+    """What running in the guest adds to the backend it is mixed into (listed before it): the check that
+    this is the lab's guest, the guest's note among the capabilities, and its facts in the environment."""
 
     def preflight(self) -> None:
         _require_guest()
@@ -84,6 +85,12 @@ class VmBackend(LocalBackend):
 
     def environment(self) -> dict[str, Any]:
         return {**super().environment(), "vm": guest_facts()}
+
+
+class VmBackend(InGuest, LocalBackend):
+    """``vm`` (the default): the local backend on the guest's own cgroup v2 tree and vCPUs."""
+
+    name = "vm"
 
 
 # An emulated guest's node starts far slower than one on this host's CPUs: a 2-vCPU TCG guest's was ready
@@ -97,20 +104,10 @@ def node_patience(accel: str | None) -> float:
     return EMULATED_PATIENCE if accel == TCG else 1.0
 
 
-class VmNodeBackend(NodeBackend):
+class VmNodeBackend(InGuest, NodeBackend):
     """``vm: {node: kubernetes}``: the lab's real node, run in the guest (its cgroup v2, its vCPUs)."""
 
     name = "vm"
-
-    def preflight(self) -> None:
-        _require_guest()
-        super().preflight()
-
-    def capabilities(self) -> Capabilities:
-        return _with_note(super().capabilities())
-
-    def environment(self) -> dict[str, Any]:
-        return {**super().environment(), "vm": guest_facts()}
 
 
 def from_config(

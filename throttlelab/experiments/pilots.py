@@ -32,7 +32,9 @@ from typing import Any
 from throttlelab.backends.base import BackendError, make_backend
 from throttlelab.experiments import REGISTRY, Context
 from throttlelab.experiments.runner import (
+    add_job_arguments,
     experiment_lock,
+    job_binaries,
     progress,
     run_to_exit_status,
     write_json_atomically,
@@ -48,10 +50,7 @@ def now() -> str:
 
 def pilot(args: argparse.Namespace) -> dict[str, Any]:
     """The pilots of an experiment's service, one per rate: its CPU against its rate, as a line."""
-    binaries = {}
-    for item in args.binary:
-        build, _, path = item.partition("=")
-        binaries[build] = Path(path)
+    binaries = job_binaries(args)
     given = json.loads(args.spec)
     specs = [VariantSpec.from_dict(args.experiment, f"pilot{k}", data) for k, data in enumerate(given)]
     backend = make_backend(args.backend, binaries, args.runtime, json.loads(args.backend_settings), progress)
@@ -142,11 +141,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", default="local")
     p.add_argument("--experiment", choices=sorted(REGISTRY))
     p.add_argument("--spec", default="{}", help="the pilots' parameters, a JSON list (model/plan.py: pilot_spec)")
-    p.add_argument("--runtime", default="runc-new")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--node-cpus", default=None)
-    p.add_argument("--backend-settings", default="{}")
-    p.add_argument("--binary", action="append", default=[], help="BUILD=PATH of a workload build")
+    add_job_arguments(p)
     p.add_argument("--duration-s", type=float, default=20.0, help="host: how long the quiet host is sampled")
     p.add_argument("--step-s", type=float, default=0.1, help="host: one sample every so often")
     p.add_argument(

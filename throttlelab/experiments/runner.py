@@ -37,6 +37,7 @@ from throttlelab.host.facts import code_version
 from throttlelab.experiments import REGISTRY, Context
 from throttlelab.host.interference import InterferenceMeter, orchestrator_from_env, wait_for_quiet
 from throttlelab.model import calibration, records, seeds
+from throttlelab.model import results_layout as layout
 from throttlelab.model.digest import sha256_file
 from throttlelab.model.placement import parse_cpuset
 from throttlelab.model.quantities import QuantityError
@@ -246,10 +247,7 @@ def disturbed_path(out: Path, attempt: int) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    binaries = {}
-    for item in args.binary:
-        variant, _, path = item.partition("=")
-        binaries[variant] = Path(path)
+    binaries = job_binaries(args)
     spec = VariantSpec.from_dict(args.experiment, args.variant, json.loads(args.spec))
     # the calibration step (model/calibration.py): a calibrated arm's rate from its experiment's pilot, and a
     # quiet host's floor for the disturbance threshold; both made before the measured runs, both recorded
@@ -272,7 +270,7 @@ def run(args: argparse.Namespace) -> int:
         # a wait for quiet CPUs timed out in an earlier job: this one checks them once between attempts
         busy_since = host_busy_since()
         for attempt in range(args.retries + 1):
-            attempt_run = measure(args, spec, ctx, attempt, quiet)
+            attempt_run = measure_or_keep_evidence(args, spec, ctx, attempt, quiet, out)
             environment = environment or {**backend.environment(), **calibration_environment(args)}
             seen = attempt_run["interference"]
             if not seen["disturbed"] or attempt == args.retries:
@@ -323,6 +321,26 @@ def run(args: argparse.Namespace) -> int:
         f"{args.experiment}/{args.variant} repeat {args.repeat}: done in {attempt_run['wall']:.1f} s{state} -> {out}"
     )
     return 0
+
+
+def measure_or_keep_evidence(
+    args: argparse.Namespace, spec: Any, ctx: Context, attempt: int, quiet: dict[str, Any] | None, out: Path
+) -> dict[str, Any]:
+    """One attempt; when the backend fails it, what the backend can tell about why (the pods' events, the
+    real node's logs) is kept beside the job's log, and the error names that folder."""
+    try:
+        return measure(args, spec, ctx, attempt, quiet)
+    except BackendError as exc:
+        folder = Path(layout.failure_evidence(out))
+        kept = ctx.backend.keep_failure_evidence(folder)
+        if not kept:
+            raise
+        said = f"{exc} (kept for a look: {', '.join(kept)})"
+        try:
+            wrapped = type(exc)(said)  # the same kind of error (a DesignMismatch stays one)
+        except TypeError:
+            wrapped = BackendError(said)
+        raise wrapped from exc
 
 
 def read_calibration(path: str, kind: str) -> dict[str, Any]:
@@ -426,6 +444,23 @@ def note_host_busy(since: float | None) -> None:
     write_state(host_busy_path(), f"{since if since is not None else time.time():.3f}\n")
 
 
+def add_job_arguments(p: argparse.ArgumentParser) -> None:
+    """The options a measuring job shares with the calibration's pilots: the runtime conversion, the
+    profile's seed, the node's CPUs, the backend's settings and the workload builds."""
+    p.add_argument("--runtime", default="runc-new")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--node-cpus", default=None)
+    p.add_argument(
+        "--backend-settings", default="{}", help="the backend's section of config.yaml as JSON (kind, kubernetes)"
+    )
+    p.add_argument("--binary", action="append", default=[], help="BUILD=PATH of a workload build")
+
+
+def job_binaries(args: argparse.Namespace) -> dict[str, Path]:
+    """The workload builds the --binary options name, build -> path."""
+    return {build: Path(path) for build, _, path in (item.partition("=") for item in args.binary)}
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m throttlelab.experiments.runner", description=__doc__.splitlines()[0])
     p.add_argument("--backend", required=True)
@@ -433,13 +468,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", required=True)
     p.add_argument("--repeat", type=int, required=True)
     p.add_argument("--spec", required=True, help="the variant's parameters as JSON")
-    p.add_argument("--runtime", default="runc-new")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--node-cpus", default=None)
-    p.add_argument(
-        "--backend-settings", default="{}", help="the backend's section of config.yaml as JSON (kind, kubernetes)"
-    )
-    p.add_argument("--binary", action="append", default=[], help="VARIANT=PATH of a workload build")
+    add_job_arguments(p)
     p.add_argument(
         "--max-other-share",
         type=float,

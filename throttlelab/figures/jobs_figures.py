@@ -41,6 +41,7 @@ from throttlelab.figures.style import (
     model_legend_handles,
     model_values,
     new_figure,
+    ours_caption,
     paper_style,
     per_run,
     plain_log_axis,
@@ -359,6 +360,32 @@ def _wall_panel(
     ax.set_ylabel("completion of a round (ms, log)")
 
 
+def _throttled_panel(
+    ax: Axes,
+    experiment: str,
+    metrics: pd.DataFrame,
+    estimates: pd.DataFrame,
+    predictions: pd.DataFrame,
+    order: list[str],
+    labels: list[str],
+    *,
+    log: bool = False,
+) -> None:
+    """Panel (b): throttled periods per round by variant, with the model's count."""
+    predicted = model_values(predictions, experiment, "throttled_per_round", order)
+    level_panel(ax, experiment, "throttled_per_round", metrics, estimates, order, labels, predicted)
+    if log:
+        ax.set_yscale("log")
+    ax.set_ylabel("throttled periods per round" + (" (log)" if log else ""))
+    ax.set_title("(b) throttled periods per round", loc="left")
+
+
+def _wall_legend(fig: Figure, estimates: pd.DataFrame, experiment: str) -> None:
+    """The legend of a figure around completion times: rounds, runs, the estimate and the model."""
+    level = confidence_level(estimates_of(estimates, experiment, "p50_wall_ms"))
+    fig.legend(handles=model_legend_handles(level), loc="outside upper center", ncol=4, frameon=False)
+
+
 def _budget_label(spec: VariantSpec) -> str:
     if spec.limit is None:
         return "no limit"
@@ -377,24 +404,10 @@ def x1_budget_figure(
         _wall_panel(left, "X1", rounds, metrics, estimates, predictions, order, labels)
         left.set_title("(a) completion time (+ burst budget)", loc="left")
         limited = [v for v in order if specs[v].limit is not None]
-        level_panel(
-            right,
-            "X1",
-            "throttled_per_round",
-            metrics,
-            estimates,
-            limited,
-            [_budget_label(specs[v]) for v in limited],
-            model_values(predictions, "X1", "throttled_per_round", limited),
+        _throttled_panel(
+            right, "X1", metrics, estimates, predictions, limited, [_budget_label(specs[v]) for v in limited]
         )
-        right.set_ylabel("throttled periods per round")
-        right.set_title("(b) throttled periods per round", loc="left")
-        fig.legend(
-            handles=model_legend_handles(confidence_level(estimates_of(estimates, "X1", "p50_wall_ms"))),
-            loc="outside upper center",
-            ncol=4,
-            frameon=False,
-        )
+        _wall_legend(fig, estimates, "X1")
     return fig
 
 
@@ -412,25 +425,8 @@ def x2_period_figure(
         fig, (left, right) = new_figure(4.0, 2)
         _wall_panel(left, "X2", rounds, metrics, estimates, predictions, order, labels)
         left.set_title("(a) completion time", loc="left")
-        level_panel(
-            right,
-            "X2",
-            "throttled_per_round",
-            metrics,
-            estimates,
-            order,
-            labels,
-            model_values(predictions, "X2", "throttled_per_round", order),
-        )
-        right.set_yscale("log")
-        right.set_ylabel("throttled periods per round (log)")
-        right.set_title("(b) throttled periods per round", loc="left")
-        fig.legend(
-            handles=model_legend_handles(confidence_level(estimates_of(estimates, "X2", "p50_wall_ms"))),
-            loc="outside upper center",
-            ncol=4,
-            frameon=False,
-        )
+        _throttled_panel(right, "X2", metrics, estimates, predictions, order, labels, log=True)
+        _wall_legend(fig, estimates, "X2")
     return fig
 
 
@@ -487,29 +483,28 @@ def x3_queues_figure(
 
 
 def x1_budget_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
-    return (
-        "Ours (docs/EXPERIMENTS.md). (a) Completion time of every round (grey dots), each run's median round "
-        "(open circles) and the estimate with its interval (diamond), by burst budget; dotted grey: the CFS "
-        "model's median with the budget's refill, written before the data. (b) Throttled periods per round after "
-        "the first, with the model's count. Intervals: "
-        f"{method_sentence(estimates_of(estimates, 'X1', 'p50_wall_ms'))}."
+    return ours_caption(
+        "(a) Completion time of every round (grey dots), each run's median round (open circles) and the estimate "
+        "with its interval (diamond), by burst budget; dotted grey: the CFS model's median with the budget's "
+        "refill, written before the data. (b) Throttled periods per round after the first, with the model's count.",
+        estimates_of(estimates, "X1", "p50_wall_ms"),
     )
 
 
 def x2_period_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
-    return (
-        "Ours (docs/EXPERIMENTS.md). (a) Completion time by CFS period (the quota follows the period); dotted "
-        "grey: the model's median, which rises towards CPU / limit as the period shrinks. (b) Throttled periods per "
-        f"round with the model's count. Intervals: {method_sentence(estimates_of(estimates, 'X2', 'p50_wall_ms'))}."
+    return ours_caption(
+        "(a) Completion time by CFS period (the quota follows the period); dotted grey: the model's median, which "
+        "rises towards CPU / limit as the period shrinks. (b) Throttled periods per round with the model's count.",
+        estimates_of(estimates, "X2", "p50_wall_ms"),
     )
 
 
 def x3_queues_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
-    return (
-        "Ours (docs/EXPERIMENTS.md). Each throttled round's throttled time over its extra wall time (wall minus "
-        "the model's unthrottled burst; rounds after the first). Shaded: what a sum over the run queues that were "
-        "throttled allows (1 to min(threads, CPUs)); dashed: what a sum over threads would give. The verdict "
-        "uses each run's mean round (F14 in the findings table)."
+    return ours_caption(
+        "Each throttled round's throttled time over its extra wall time (wall minus the model's unthrottled burst; "
+        "rounds after the first). Shaded: what a sum over the run queues that were throttled allows (1 to "
+        "min(threads, CPUs)); dashed: what a sum over threads would give. The verdict uses each run's mean round "
+        "(F14 in the findings table)."
     )
 
 
@@ -544,19 +539,14 @@ def x4_overlap_figure(
         ax.tick_params(axis="x", labelsize=8)
         plain_log_axis(ax)
         ax.set_ylabel("completion of a round (ms, log)")
-        fig.legend(
-            handles=model_legend_handles(confidence_level(estimates_of(estimates, "X4", "p50_wall_ms"))),
-            loc="outside upper center",
-            ncol=4,
-            frameon=False,
-        )
+        _wall_legend(fig, estimates, "X4")
     return fig
 
 
 def x4_overlap_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
-    return (
-        "Ours (docs/EXPERIMENTS.md). Each pod's rounds after the first (grey dots; every pod of a run), each run's "
-        "mean over its pods of their median round (open circles) and the estimate (diamond); dotted grey: the "
-        "model's median, each pod's burst on the CPUs it gets (alone: min(threads, CPUs); together: the node's "
-        f"CPUs shared by all busy threads). Intervals: {method_sentence(estimates_of(estimates, 'X4', 'p50_wall_ms'))}."
+    return ours_caption(
+        "Each pod's rounds after the first (grey dots; every pod of a run), each run's mean over its pods of their "
+        "median round (open circles) and the estimate (diamond); dotted grey: the model's median, each pod's burst "
+        "on the CPUs it gets (alone: min(threads, CPUs); together: the node's CPUs shared by all busy threads).",
+        estimates_of(estimates, "X4", "p50_wall_ms"),
     )

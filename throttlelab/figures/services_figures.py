@@ -36,6 +36,7 @@ from throttlelab.figures.style import (
     model_legend_handles,
     model_values,
     new_figure,
+    ours_caption,
     ordered,
     paper_style,
     per_run,
@@ -47,24 +48,8 @@ from throttlelab.model.placement import parse_cpuset
 from throttlelab.model.quantities import format_cpu, milli_to_shares, shares_to_weight_linear
 from throttlelab.model.reference import LAB, lab_values
 from throttlelab.model.variants import (
-    E2B_CLUMPED_LIMIT,
-    E2B_CLUMPED_LIMIT_GO125,
-    E2B_CLUMPED_NOLIMIT,
-    E2B_STEADY_LIMIT,
-    E2B_STEADY_LIMIT_GO125,
-    E2B_STEADY_NOLIMIT,
     E6_LIMIT,
-    E7_ONE_DOUBLE,
-    E7_ONE_LIMIT,
-    E7_ONE_NOLIMIT,
-    E7_TWO_HALF,
-    E7_TWO_LIMIT,
-    E8_BUSY_LIM,
-    E8_BUSY_LIM2X,
-    E8_BUSY_LIM2X_REQ_FULL,
-    E8_BUSY_LIM2X_REQ_HALF,
-    E8_IDLE_LIM,
-    E8_IDLE_LIM2X,
+    NAMED_VARIANTS,
     S2_CASCADE_LIMITED,
     S2_CASCADE_UNLIMITED,
     S2_THREADS_NODE,
@@ -72,16 +57,6 @@ from throttlelab.model.variants import (
     VariantSpec,
 )
 
-E2B_ORDER = (
-    E2B_STEADY_NOLIMIT,
-    E2B_STEADY_LIMIT,
-    E2B_STEADY_LIMIT_GO125,
-    E2B_CLUMPED_NOLIMIT,
-    E2B_CLUMPED_LIMIT,
-    E2B_CLUMPED_LIMIT_GO125,
-)
-E7_ORDER = (E7_ONE_NOLIMIT, E7_ONE_LIMIT, E7_TWO_HALF, E7_TWO_LIMIT, E7_ONE_DOUBLE)
-E8_ORDER = (E8_IDLE_LIM, E8_IDLE_LIM2X, E8_BUSY_LIM, E8_BUSY_LIM2X, E8_BUSY_LIM2X_REQ_HALF, E8_BUSY_LIM2X_REQ_FULL)
 S2_THREADS = (S2_THREADS_NODE, S2_THREADS_ONE)
 S2_CASCADE = (S2_CASCADE_UNLIMITED, S2_CASCADE_LIMITED)
 E6_RATES = (
@@ -166,7 +141,7 @@ def e2b_labels(order: list[str], specs: Mapping[str, VariantSpec], procs: Mappin
 def e2b_latency_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame) -> Figure:
     """E2b: (a) /work p99 by arrival shape and setting; (b) share of periods throttled."""
     specs = variant_specs(runs, "E2b")
-    order = ordered(specs, E2B_ORDER)
+    order = ordered(specs, NAMED_VARIANTS["E2b"])
     labels = e2b_labels(order, specs, _procs(metrics, "E2b"))
     metric, name = latency_metric(estimates, "E2b")
     with paper_style(1.05):
@@ -214,7 +189,7 @@ def e7_labels(order: list[str], specs: Mapping[str, VariantSpec]) -> list[str]:
 def e7_replicas_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame) -> Figure:
     """E7: (a) /work p99 by replicas x limit; (b) the busiest replica's share of the requests."""
     specs = variant_specs(runs, "E7")
-    order = ordered(specs, E7_ORDER)
+    order = ordered(specs, NAMED_VARIANTS["E7"])
     labels = e7_labels(order, specs)
     metric, name = latency_metric(estimates, "E7")
     with paper_style(1.05):
@@ -277,7 +252,7 @@ def e8_labels(order: list[str], specs: Mapping[str, VariantSpec]) -> list[str]:
 def e8_neighbor_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame) -> Figure:
     """E8: (a) /work p99 by node state, request and limit; (b) the CPU the service got while requests waited."""
     specs = variant_specs(runs, "E8")
-    order = ordered(specs, E8_ORDER)
+    order = ordered(specs, NAMED_VARIANTS["E8"])
     labels = e8_labels(order, specs)
     cpus = runs.loc[runs["experiment"] == "E8", "cpus"].dropna()
     host = int(cpus.iloc[0]) if len(cpus) else 1
@@ -535,19 +510,19 @@ def _quantile_text(metric: str) -> str:
 
 
 def x5_near_limit_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
-    return (
-        "Ours (docs/EXPERIMENTS.md). Steady arrivals (clump 1) at three shares of the limit, by the CPU per request "
-        "the profile states. (a) Throttled periods / active periods per run (open circles) with the estimate "
-        "(diamond); dotted grey: the share of periods whose Poisson arrivals need more than the quota, written "
-        "before the data. (b) /work latency at the highest quantile the runs support. Intervals: "
-        f"{method_sentence(estimates_of(estimates, 'X5', 'throttled_ratio'))}."
+    return ours_caption(
+        "Steady arrivals (clump 1) at three shares of the limit, by the CPU per request the profile states. (a) "
+        "Throttled periods / active periods per run (open circles) with the estimate (diamond); dotted grey: the "
+        "share of periods whose Poisson arrivals need more than the quota, written before the data. (b) /work "
+        "latency at the highest quantile the runs support.",
+        estimates_of(estimates, "X5", "throttled_ratio"),
     )
 
 
 def x6_threads_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
-    return (
-        "Ours (docs/EXPERIMENTS.md). GOMAXPROCS 2 (Go 1.25's default at limits up to 1.5 CPUs) against 1 on a "
-        "2-CPU node. (a) Clumped open loop: /work latency at the highest quantile the runs support, per run and "
-        "the estimate. (b) Closed loop: successful requests per second. Intervals: "
-        f"{method_sentence(estimates_of(estimates, 'X6', 'throughput_rps'))}."
+    return ours_caption(
+        "GOMAXPROCS 2 (Go 1.25's default at limits up to 1.5 CPUs) against 1 on a 2-CPU node. (a) Clumped open "
+        "loop: /work latency at the highest quantile the runs support, per run and the estimate. (b) Closed loop: "
+        "successful requests per second.",
+        estimates_of(estimates, "X6", "throughput_rps"),
     )

@@ -252,3 +252,10 @@ def method_sentence(est: pd.DataFrame) -> str:
             text += f" ({', '.join(group['variant'])})"
         parts.append(text)
     return "; ".join(parts) if parts else "no estimates in estimates.csv"
+
+
+def ours_caption(text: str, est: pd.DataFrame | None = None) -> str:
+    """The caption of one of our figures beyond the lab: where its design is written, ``text``, and the
+    method of the intervals of ``est`` (the figure's estimates; None where it draws none)."""
+    intervals = "" if est is None else f" Intervals: {method_sentence(est)}."
+    return f"Ours (docs/EXPERIMENTS.md). {text}{intervals}"

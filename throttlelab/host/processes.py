@@ -129,6 +129,29 @@ def guardians_cpu_s() -> float:
     return _guardians_cpu_s
 
 
+def outlive_runner() -> bytes:
+    """In a guardian: ignore the signals that would stop the runner (a Ctrl-C, a kill, a closed terminal),
+    then wait until the runner's pipe closes, whether it is gone or done; returns what it wrote there."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    return sys.stdin.buffer.read()
+
+
+def guardian_main(clean_up: Callable[[bytes], str], errors: type[Exception] | tuple[type[Exception], ...]) -> int:
+    """A guardian's life: outlive the runner, then undo what it left. ``clean_up`` gets what the runner wrote
+    into the pipe and returns what it undid ("" for nothing), which goes to stderr; the exit status is 1 when
+    it raises one of ``errors`` (said on stderr too), else 0."""
+    said = outlive_runner()
+    try:
+        done = clean_up(said)
+    except errors as exc:
+        print(f"throttlelab guardian: {exc}", file=sys.stderr)
+        return 1
+    if done:
+        print(f"throttlelab guardian: runner gone; {done}", file=sys.stderr)
+    return 0
+
+
 def wait_guardian(proc: subprocess.Popen, timeout_s: float) -> None:
     """Wait for a guardian to end (subprocess.TimeoutExpired after ``timeout_s``), then add its CPU
     time, read from /proc while it is a zombie, to :func:`guardians_cpu_s` before reaping it."""

@@ -14,13 +14,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
 
 from throttlelab.host.cgroupfs import CgroupError, CgroupFS, from_description
-from throttlelab.host.processes import kill_all, pid_alive, spawn_guardian, wait_guardian
+from throttlelab.host.processes import guardian_main, kill_all, pid_alive, spawn_guardian, wait_guardian
 
 RUN_PREFIX = "throttlelab-"
 RUN_NAME = re.compile(r"^throttlelab-(?P<pid>\d+)-\d+$")
@@ -87,19 +86,12 @@ class Guardian:
 
 def main(argv: list[str]) -> int:
     desc, rel = json.loads(argv[0]), argv[1]
-    # Ignore the signals that would stop the runner: our job is to outlive it.
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
-    sys.stdin.buffer.read()  # returns at EOF: the runner is gone or done
-    fs = from_description(desc)
-    try:
-        killed = kill_and_remove(fs, rel)
-    except CgroupError as exc:
-        print(f"throttlelab guardian: {exc}", file=sys.stderr)
-        return 1
-    if killed:
-        print(f"throttlelab guardian: runner gone; killed {len(killed)} process(es) and removed {rel}", file=sys.stderr)
-    return 0
+
+    def kill_and_remove_run(_said: bytes) -> str:
+        killed = kill_and_remove(from_description(desc), rel)
+        return f"killed {len(killed)} process(es) and removed {rel}" if killed else ""
+
+    return guardian_main(kill_and_remove_run, CgroupError)
 
 
 if __name__ == "__main__":

@@ -174,6 +174,17 @@ def _weight_fit(experiment: str, spec: VariantSpec, a_few_at_a_time: bool) -> _W
     return None
 
 
+def _refused_for_cpu(fit: _WeightFit | None, node: str, node_cpus: int | None) -> str | None:
+    """Why the scheduler refuses the weight pods of ``fit`` on ``node`` of ``node_cpus`` CPUs: they request
+    more than it has; None where they fit (or the node's size is not known)."""
+    if not (node_cpus and fit and fit.milli > node_cpus * 1000):
+        return None
+    return (
+        f"{fit.what} and {node} has {node_cpus} (the lab's nodes had more): the scheduler refuses {fit.refused} "
+        "(Insufficient cpu)"
+    )
+
+
 def _placement_reasons(
     backend: str,
     experiments: Mapping[str, Mapping[str, VariantSpec]],
@@ -201,12 +212,9 @@ def _placement_reasons(
                     out[(experiment, variant)] = (
                         f"not testable on the kind backend on this cgroup v1 host: {V1_PIN_REASON}"
                     )
-                elif node_cpus and fit and fit.milli > node_cpus * 1000:
-                    # a kind node is a container of this host: its kubelet counts the host's CPUs
-                    out[(experiment, variant)] = (
-                        f"not testable on the kind backend here: {fit.what} and a kind worker of this host has "
-                        f"{node_cpus} (the lab's nodes had more): the scheduler refuses {fit.refused} (Insufficient cpu)"
-                    )
+                # a kind node is a container of this host: its kubelet counts the host's CPUs
+                elif refused := _refused_for_cpu(fit, "a kind worker of this host", node_cpus):
+                    out[(experiment, variant)] = f"not testable on the kind backend here: {refused}"
                 elif reason := _cadvisor_reason(backend, spec):
                     out[(experiment, variant)] = f"not testable on the kind backend: {reason}"
                 continue
@@ -217,12 +225,8 @@ def _placement_reasons(
                 # deploys them a few at a time (weight_pods.deployment_waves): only a pod larger than the
                 # node leaves it out; E5/E10 compare their pods running together
                 fit = _weight_fit(experiment, spec, a_few_at_a_time=True)
-                if node_cpus and fit and fit.milli > node_cpus * 1000:
-                    reason = (
-                        f"{fit.what} and the real node has {node_cpus} (the lab's nodes had more): the scheduler "
-                        f"refuses {fit.refused} (Insufficient cpu)"
-                    )
-                elif not (reason := _cadvisor_reason(backend, spec)):
+                reason = _refused_for_cpu(fit, "the real node", node_cpus) or _cadvisor_reason(backend, spec)
+                if not reason:
                     continue
                 out[(experiment, variant)] = f"not testable on the real node: {reason}"
                 continue

@@ -45,6 +45,8 @@ SMOKE_REPORT = f"{BACKEND_DIR}/smoke/smoke.json"
 SMOKE_LOG = f"{BACKEND_LOGS}/smoke.log"
 #: The vm guest's real node leaves its logs here (the guest's writable folder is the vm backend's)
 GUEST_NODE_LOGS = f"{RESULTS}/vm/node-logs"
+#: the real node's component logs (etcd, the control plane, containerd, kubelet), copied when it goes
+NODE_LOGS = f"{RESULTS}/kubernetes/logs/node"
 
 # -- the report (rules/report.smk): one per (backend, profile), and the page a user opens first
 REPORT_ROOT = f"{RESULTS}/report"
@@ -117,6 +119,14 @@ def raw_log_in_root(experiment: str, variant: str, rep: int) -> str:
 
 
 _RAW_LOG_NAME = re.compile(re.escape(RAW_LOG_NAME).replace(re.escape("{rep}"), r"(\d+)"))
+
+
+def failure_evidence(raw_log_path: PurePath) -> PurePath:
+    """Where a failed run's evidence goes (the pods' events, the node's logs): beside its job log,
+    results/<backend>/logs/<experiment>/<variant>/rep<N>.failure/, found from its raw log's path."""
+    raw = PurePath(raw_log_path)
+    backend_dir, experiment, variant = raw.parents[3], raw.parents[1].name, raw.parent.name
+    return backend_dir / "logs" / experiment / variant / f"{raw.stem}.failure"
 
 
 def raw_log_job(path: PurePath) -> tuple[str, str, int] | None:

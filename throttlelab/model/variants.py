@@ -371,7 +371,8 @@ X6_CLUMPED_500M_G2 = "clumped-500m-g2"
 X6_CLOSED_500M_G1 = "closed-500m-g1"
 X6_CLOSED_500M_G2 = "closed-500m-g2"
 
-#: every name above, by experiment: what tests/model/test_variants.py holds to the profiles
+#: every name above, by experiment, in the order the figures show them (tests/model/test_variants.py holds
+#: them to the profiles)
 NAMED_VARIANTS: dict[str, tuple[str, ...]] = {
     "E2a": (E2A_NOLIMIT, E2A_LIMIT2, E2A_LIMIT1, E2A_LIMIT500M, E2A_LIMIT1_2THREADS),
     "E3": (E3_GO125_NONE, E3_GO125_2500M, E3_GO125_2_ENV6, E3_GO125_2_GODEBUG),

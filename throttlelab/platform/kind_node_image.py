@@ -117,6 +117,10 @@ def base_recipe(module: KindModule) -> kn.BaseRecipe:
 # -- step 1: the debootstrap base --------------------------------------------------------------------
 
 
+#: Debian's archive signing keys (package debian-archive-keyring): the base's Release file must verify
+ARCHIVE_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+
+
 def node_cache(settings: ToolsSettings) -> Path:
     return settings.cache / "kind-node"
 
@@ -134,6 +138,11 @@ def build_base(base: kn.BaseRecipe, settings: ToolsSettings, mirror: str = DEFAU
             return {**stamp, "built_now": False}
         if shutil.which("debootstrap") is None:
             raise BuildError("the kind node base needs debootstrap (Debian: apt-get install debootstrap)")
+        if not Path(ARCHIVE_KEYRING).is_file() or shutil.which("gpgv") is None:
+            raise BuildError(
+                f"the kind node base is verified against Debian's archive keys ({ARCHIVE_KEYRING}, with gpgv): "
+                "apt-get install debian-archive-keyring gpgv"
+            )
         partial = folder / "rootfs.partial"
         if partial.exists():
             _remove_tree(partial)
@@ -142,7 +151,17 @@ def build_base(base: kn.BaseRecipe, settings: ToolsSettings, mirror: str = DEFAU
         start = time.monotonic()
         try:
             _run(
-                ["debootstrap", "--variant=minbase", f"--include={packages}", base.suite, str(partial), mirror],
+                # an explicit keyring makes debootstrap refuse a Release file it cannot verify (without one
+                # it warns and goes on when no keyring is found)
+                [
+                    "debootstrap",
+                    f"--keyring={ARCHIVE_KEYRING}",
+                    "--variant=minbase",
+                    f"--include={packages}",
+                    base.suite,
+                    str(partial),
+                    mirror,
+                ],
                 f"debootstrap {base.suite}",
                 DEBOOTSTRAP_TIMEOUT_S,
             )
@@ -164,6 +183,7 @@ def build_base(base: kn.BaseRecipe, settings: ToolsSettings, mirror: str = DEFAU
         stamp = {
             "suite": base.suite,
             "mirror": mirror,
+            "verified_with": ARCHIVE_KEYRING,
             "packages": list(base.packages + kn.EXTRA_PACKAGES),
             "rootfs": str(rootfs),
             "installed": sorted(versions.split()),

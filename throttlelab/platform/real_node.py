@@ -48,6 +48,7 @@ from throttlelab.platform import pki
 from throttlelab.host.mounts import cgroup_hierarchies, mounts_under
 from throttlelab.host.processes import die_with_parent, kill_all, running, spawn_guardian
 from throttlelab.host.state_dir import open_new, read_state, state_dir, state_root
+from throttlelab.model.results_layout import TOOLS_MANIFEST
 from throttlelab.platform import real_node_layout as kn
 
 #: Parent of every node's folder (one per supervisor, named by its pid), in the lab's private state folder
@@ -71,6 +72,27 @@ NODE_BINARIES = (
     "ctr",
     "crictl",
 )
+
+
+def tools_from_manifest(manifest_path: Path) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """binary -> path, RuntimeClass -> runc, binary -> version line, from the cluster tools manifest
+    (results/cluster-tools/tools.json)."""
+    try:
+        manifest = json.loads(Path(manifest_path).read_text())
+    except (OSError, ValueError):
+        raise BackendError(
+            f"the real node's tools are not built (no {manifest_path}): "
+            'snakemake --cores 2 cluster_tools (docs/PLATFORM.md, "Cluster tools")'
+        ) from None
+    rows, versions = [], {}
+    for project, entry in manifest.get("projects", {}).items():
+        for binary in entry.get("binaries", []):
+            rows.append((project, binary["name"], binary["path"]))
+            versions[f"runc {project.split('-', 1)[-1]}" if binary["name"] == "runc" else binary["name"]] = binary.get(
+                "version_line", ""
+            )
+    tools, runc = split_tools(rows)
+    return tools, runc, versions
 
 
 def node_needs(row: dict[str, Any]) -> bool:
@@ -601,15 +623,30 @@ def pin_cgroup_root(root: str, cpus: str | None) -> str:
     raise BackendError(f"the node's cgroup root {root} has no cpuset to pin")
 
 
+def names_folder(cmdline: bytes, folder: Path) -> bool:
+    """Whether a command line (/proc/<pid>/cmdline: NUL-separated arguments) names ``folder`` or a path
+    in it, as an argument or an argument's value (``--config=<folder>/...``); ``<folder>0`` is another
+    node's folder, not a path in this one."""
+    mark = str(folder).encode()
+    for arg in cmdline.split(b"\0"):
+        at = arg.find(mark)
+        while at != -1:
+            end = at + len(mark)
+            starts = at == 0 or arg[at - 1 : at] in (b"=", b":", b" ", b'"')
+            if starts and (end == len(arg) or arg[end : end + 1] in (b"/", b'"', b" ", b"\n")):
+                return True
+            at = arg.find(mark, at + 1)
+    return False
+
+
 def kill_node_processes(folder: Path, cgroup_root: str) -> list[str]:
     """SIGKILL every process under the node's cgroup root (pods) and every one whose command line names
     the node's folder (containerd's shims outlive containerd by design), then wait until they are gone."""
     pids = set(cgroup_root_pids(cgroup_root))
-    mark = str(folder).encode()
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
-                if mark in (proc / "cmdline").read_bytes():
+                if names_folder((proc / "cmdline").read_bytes(), folder):
                     pids.add(int(proc.name))
             except OSError:
                 continue
@@ -894,7 +931,9 @@ class LocalNode:
         except ValueError:
             said = {"failed": f"the node's supervisor said {line!r}"}
         if "ready" not in said:
-            why = f"the real node did not start: {said.get('failed')}"
+            why = f"the real node did not start: {said.get('failed')}" + (
+                f"; its components' logs: {self.desc['keep_logs']}" if self.desc.get("keep_logs") else ""
+            )
             try:
                 self._close()
             except BackendError as exc:  # the start's reason first: the take-down's failure follows from it
@@ -935,14 +974,56 @@ class LocalNode:
         self._close()
 
 
+def node_up(manifest_path: Path, keep_logs: Path | None) -> int:
+    """Start a node for a person to look at (`throttlelab node-up`): print how to reach it, keep it until
+    Ctrl-C (or SIGTERM), then take it down."""
+    tools, runc, _versions = tools_from_manifest(manifest_path)
+    stop = {"asked": False}
+
+    def ask_to_stop(*_: object) -> None:
+        stop["asked"] = True
+
+    with LocalNode(tools, runc, keep_logs=keep_logs) as facts:
+        kubectl = Path(tools["kube-apiserver"]).with_name("kubectl")
+        print(
+            f"the real node is up (supervisor {facts['supervisor']}, folder {facts['root']}):\n"
+            f"  export KUBECONFIG={facts['kubeconfig']}\n"
+            f"  {kubectl} get nodes,pods -A\n"
+            f"its components' logs: {facts['root']}/logs"
+            + (f" (copied to {keep_logs} when it goes)" if keep_logs else "")
+            + "\nCtrl-C takes it down (so does the end of this command, however it ends).",
+            flush=True,
+        )
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, ask_to_stop)
+        while not stop["asked"]:
+            signal.pause()
+        _say("taking the node down")
+    _say("down")
+    return 0
+
+
 def main(argv: list[str]) -> int:
-    """``sweep``: take down what dead nodes left (`throttlelab node-sweep`, `snakemake clean`); otherwise
-    ``argv[0]`` is a node's description and this process becomes its supervisor."""
+    """``sweep``: take down what dead nodes left (`throttlelab node-sweep`, `snakemake clean`); ``up``:
+    start one until Ctrl-C (`throttlelab node-up`); otherwise ``argv[0]`` is a node's description and this
+    process becomes its supervisor."""
     if argv == ["sweep"]:
         for line in sweep_stale():
             _say(line)
         _say("no node's leftovers remain")
         return 0
+    if argv[:1] == ["up"]:
+        import argparse
+
+        parser = argparse.ArgumentParser(prog="throttlelab node-up", description=node_up.__doc__.splitlines()[0])
+        parser.add_argument("--tools", type=Path, default=Path(TOOLS_MANIFEST), help="the cluster tools manifest")
+        parser.add_argument("--keep-logs", type=Path, default=None, help="copy the components' logs here at the end")
+        args = parser.parse_args(argv[1:])
+        try:
+            return node_up(args.tools, args.keep_logs)
+        except ThrottlelabError as exc:
+            print(f"node-up: {exc}", file=sys.stderr)
+            return 1
     return supervise(json.loads(argv[0]))
 
 

@@ -120,6 +120,22 @@ _CONTAINERD_SYMBOLS = (
     (f"{CONTAINERD_VERSION}.Package", "github.com/containerd/containerd/v2"),
 )
 
+
+def _containerd_pie(name: str) -> Binary:
+    """containerd or ctr: cgo and PIE; `--version` prints "<name> <module> v<version> ..."."""
+    return Binary(
+        name,
+        f"github.com/containerd/containerd/v2/cmd/{name}",
+        ("--version",),
+        rf"^{name} \S+ (v\S+)",
+        cgo=True,
+        tags=("urfave_cli_no_docs", "no_btrfs"),
+        buildmode="pie",
+        extra_ldflags=("-s", "-w"),
+        symbols=_CONTAINERD_SYMBOLS,
+    )
+
+
 PROJECTS: tuple[Project, ...] = (
     Project("runc-1.3.0", "runc-1.3.0", "github.com/opencontainers/runc", "runc", (_runc(),)),
     Project("runc-1.4.3", "runc-1.4.3", "github.com/opencontainers/runc", "runc", (_runc(),)),
@@ -178,17 +194,7 @@ PROJECTS: tuple[Project, ...] = (
         "github.com/containerd/containerd/v2",
         "containerd",
         (
-            Binary(
-                "containerd",
-                "github.com/containerd/containerd/v2/cmd/containerd",
-                ("--version",),
-                r"^containerd \S+ (v\S+)",
-                cgo=True,
-                tags=("urfave_cli_no_docs", "no_btrfs"),
-                buildmode="pie",
-                extra_ldflags=("-s", "-w"),
-                symbols=_CONTAINERD_SYMBOLS,
-            ),
+            _containerd_pie("containerd"),
             Binary(
                 "containerd-shim-runc-v2",
                 "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2",
@@ -198,17 +204,7 @@ PROJECTS: tuple[Project, ...] = (
                 extra_ldflags=("-extldflags", "-static", "-s", "-w"),
                 symbols=_CONTAINERD_SYMBOLS,
             ),
-            Binary(
-                "ctr",
-                "github.com/containerd/containerd/v2/cmd/ctr",
-                ("--version",),
-                r"^ctr \S+ (v\S+)",
-                cgo=True,
-                tags=("urfave_cli_no_docs", "no_btrfs"),
-                buildmode="pie",
-                extra_ldflags=("-s", "-w"),
-                symbols=_CONTAINERD_SYMBOLS,
-            ),
+            _containerd_pie("ctr"),
         ),
     ),
     Project(

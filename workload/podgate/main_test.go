@@ -38,6 +38,27 @@ func recorder(into *recorded) execFunc {
 	}
 }
 
+// runInBackground dispatches args in a goroutine, recording what it would exec; the channel
+// receives its exit code.
+func runInBackground(ctx context.Context, args []string, rec *recorded) <-chan int {
+	done := make(chan int, 1)
+	go func() { done <- dispatch(ctx, args, &bytes.Buffer{}, &bytes.Buffer{}, recorder(rec)) }()
+	return done
+}
+
+// exitWithin3s is the exit code a background run sends within 3 s; the test fails with why when
+// none comes.
+func exitWithin3s(t *testing.T, done <-chan int, why string) int {
+	t.Helper()
+	select {
+	case code := <-done:
+		return code
+	case <-time.After(3 * time.Second):
+		t.Fatal(why)
+		return 0
+	}
+}
+
 func TestUsage(t *testing.T) {
 	cases := []struct {
 		name string
@@ -71,11 +92,7 @@ func TestRunWaitsForTheGateThenExecs(t *testing.T) {
 	dir := t.TempDir()
 	gate := filepath.Join(dir, "app")
 	var rec recorded
-	done := make(chan int, 1)
-	go func() {
-		done <- dispatch(context.Background(), []string{"run", "-gate", gate, "--", "/cpulab", "burst", "-threads=8"},
-			&bytes.Buffer{}, &bytes.Buffer{}, recorder(&rec))
-	}()
+	done := runInBackground(context.Background(), []string{"run", "-gate", gate, "--", "/cpulab", "burst", "-threads=8"}, &rec)
 	select {
 	case code := <-done:
 		t.Fatalf("returned %d before the gate opened", code)
@@ -84,13 +101,8 @@ func TestRunWaitsForTheGateThenExecs(t *testing.T) {
 	if code := dispatch(context.Background(), []string{"open", gate}, &bytes.Buffer{}, &bytes.Buffer{}, nil); code != 0 {
 		t.Fatalf("open: exit %d", code)
 	}
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("run: exit %d", code)
-		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("the gate opened but run did not exec within 3 s")
+	if code := exitWithin3s(t, done, "the gate opened but run did not exec within 3 s"); code != 0 {
+		t.Fatalf("run: exit %d", code)
 	}
 	if rec.argv0 != "/cpulab" || strings.Join(rec.argv, " ") != "/cpulab burst -threads=8" {
 		t.Fatalf("exec'd %q %q", rec.argv0, rec.argv)
@@ -100,20 +112,11 @@ func TestRunWaitsForTheGateThenExecs(t *testing.T) {
 func TestRunStopsOnSignalBeforeTheGate(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var rec recorded
-	done := make(chan int, 1)
-	go func() {
-		done <- dispatch(ctx, []string{"run", "-gate", filepath.Join(t.TempDir(), "never"), "--", "/cpulab"},
-			&bytes.Buffer{}, &bytes.Buffer{}, recorder(&rec))
-	}()
+	done := runInBackground(ctx, []string{"run", "-gate", filepath.Join(t.TempDir(), "never"), "--", "/cpulab"}, &rec)
 	time.Sleep(50 * time.Millisecond)
 	cancel()
-	select {
-	case code := <-done:
-		if code != 0 || rec.argv0 != "" {
-			t.Fatalf("exit %d, exec'd %q; want a clean stop without exec", code, rec.argv0)
-		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("run ignored the stop")
+	if code := exitWithin3s(t, done, "run ignored the stop"); code != 0 || rec.argv0 != "" {
+		t.Fatalf("exit %d, exec'd %q; want a clean stop without exec", code, rec.argv0)
 	}
 }
 
@@ -141,23 +144,15 @@ func TestCat(t *testing.T) {
 func TestRunBindsValuesGivenWhenTheGateOpens(t *testing.T) {
 	gate := filepath.Join(t.TempDir(), "server")
 	var rec recorded
-	done := make(chan int, 1)
-	go func() {
-		done <- dispatch(context.Background(), []string{"run", "-gate", gate, "--", "/cpulab", "serve",
-			"-upstream=http://{{serve:9000}}", "-work=5ms"}, &bytes.Buffer{}, &bytes.Buffer{}, recorder(&rec))
-	}()
+	done := runInBackground(context.Background(), []string{"run", "-gate", gate, "--", "/cpulab", "serve",
+		"-upstream=http://{{serve:9000}}", "-work=5ms"}, &rec)
 	time.Sleep(50 * time.Millisecond)
 	if code := dispatch(context.Background(), []string{"open", gate, "serve:9000=10.244.1.7:9000"},
 		&bytes.Buffer{}, &bytes.Buffer{}, nil); code != 0 {
 		t.Fatalf("open: exit %d", code)
 	}
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("run: exit %d", code)
-		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("run did not exec")
+	if code := exitWithin3s(t, done, "run did not exec"); code != 0 {
+		t.Fatalf("run: exit %d", code)
 	}
 	if got := strings.Join(rec.argv, " "); got != "/cpulab serve -upstream=http://10.244.1.7:9000 -work=5ms" {
 		t.Fatalf("exec'd %q", got)

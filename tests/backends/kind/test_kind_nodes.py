@@ -241,29 +241,12 @@ def test_records_and_stderr_are_split_from_a_container_log():
     assert stderr == 'GOMAXPROCS=2\n{"not":"a record"}\n{broken\n'
 
 
-def test_podgate_go_vet_gofmt_and_go_test_pass():
+@pytest.mark.parametrize("module", ["podgate", "podnet"])
+def test_go_vet_gofmt_and_go_test_pass_in_the_node_modules(module):
     from throttlelab.host.gobuild import find_go, go_environment
 
     go, env = find_go(), go_environment()
-    source = PROJECT / "workload" / "podgate"
-    vet = subprocess.run([go, "vet", "./..."], cwd=source, env=env, capture_output=True, text=True)
-    assert vet.returncode == 0, vet.stderr
-    goroot = subprocess.run([go, "env", "GOROOT"], env=env, capture_output=True, text=True, check=True)
-    fmt = subprocess.run(
-        [str(Path(goroot.stdout.strip()) / "bin" / "gofmt"), "-l", "."], cwd=source, capture_output=True, text=True
-    )
-    assert fmt.returncode == 0 and fmt.stdout == "", f"not gofmt-clean: {fmt.stdout}{fmt.stderr}"
-    tests = subprocess.run(
-        [go, "test", "-count=1", "./..."], cwd=source, env=env, capture_output=True, text=True, timeout=240
-    )
-    assert tests.returncode == 0, tests.stdout + tests.stderr
-
-
-def test_podnet_go_vet_gofmt_and_go_test_pass():
-    from throttlelab.host.gobuild import find_go, go_environment
-
-    go, env = find_go(), go_environment()
-    source = PROJECT / "workload" / "podnet"
+    source = PROJECT / "workload" / module
     vet = subprocess.run([go, "vet", "./..."], cwd=source, env=env, capture_output=True, text=True)
     assert vet.returncode == 0, vet.stderr
     goroot = subprocess.run([go, "env", "GOROOT"], env=env, capture_output=True, text=True, check=True)
@@ -491,26 +474,38 @@ def test_the_kind_image_holds_cpulab_behind_podgate(engine, kind_image):
         container.remove(force=True)
 
 
-@pytest.mark.docker
-def test_podgate_stops_cpulab_as_the_containers_pid_1(engine, kind_image):
-    """`podgate signal TERM` from an exec reaches the container's main process: cpulab, after the gate."""
-    container = engine.containers.run(
+def _gated_spin(engine, kind_image, gate_tmpfs: str = "", **run_options):
+    """A container of the kind image running cpulab spin (one thread, a report every 100 ms) behind
+    podgate's gate /g/spin, on a tmpfs mounted with ``gate_tmpfs``."""
+    return engine.containers.run(
         kind_image["tag"],
         ["/podgate", "run", "-gate", "/g/spin", "--", "/cpulab", "spin", "-threads=1", "-report=100ms"],
         detach=True,
         labels=TEST_LABEL,
         network_mode="none",
-        tmpfs={"/g": ""},
+        tmpfs={"/g": gate_tmpfs},
         entrypoint=[],
         nano_cpus=200_000_000,
+        **run_options,
     )
+
+
+def _wait_for_a_report(container) -> None:
+    """Until cpulab, past its gate, has reported once: a signal before then would find podgate or a starting
+    cpulab (a fixed second was too short on a loaded host)."""
+    deadline = time.monotonic() + 30
+    while '"type":"report"' not in container.logs(stdout=True, stderr=True).decode().replace(" ", ""):
+        assert time.monotonic() < deadline, "cpulab never reported after the gate opened"
+        time.sleep(0.1)
+
+
+@pytest.mark.docker
+def test_podgate_stops_cpulab_as_the_containers_pid_1(engine, kind_image):
+    """`podgate signal TERM` from an exec reaches the container's main process: cpulab, after the gate."""
+    container = _gated_spin(engine, kind_image)
     try:
         assert container.exec_run(["/podgate", "open", "/g/spin"]).exit_code == 0
-        # signal only once cpulab runs and has reported (a fixed second was too short on a loaded host)
-        deadline = time.monotonic() + 30
-        while '"type":"report"' not in container.logs(stdout=True, stderr=True).decode().replace(" ", ""):
-            assert time.monotonic() < deadline, "cpulab never reported after the gate opened"
-            time.sleep(0.1)
+        _wait_for_a_report(container)
         # the exec itself may be killed (137) when cpulab, PID 1, exits before it does (seen under load);
         # the backends ignore the exec's exit code too: what counts is cpulab's clean end below
         assert container.exec_run(["/podgate", "signal", "TERM"]).exit_code in (0, 137)
@@ -531,18 +526,8 @@ def test_podgate_and_cpulab_run_as_the_restricted_pods_do_under_dockers_default_
     and stops it with SIGTERM from an exec as the same user. (Docker's profile, not a cluster
     runtime's: containerd's and CRI-O's defaults have not been run here.)"""
     user = f"{mf.RUN_AS_USER}:{mf.RUN_AS_USER}"
-    container = engine.containers.run(
-        kind_image["tag"],
-        ["/podgate", "run", "-gate", "/g/spin", "--", "/cpulab", "spin", "-threads=1", "-report=100ms"],
-        detach=True,
-        labels=TEST_LABEL,
-        network_mode="none",
-        tmpfs={"/g": "mode=1777"},
-        entrypoint=[],
-        nano_cpus=200_000_000,
-        user=user,
-        cap_drop=["ALL"],
-        security_opt=["no-new-privileges"],
+    container = _gated_spin(
+        engine, kind_image, "mode=1777", user=user, cap_drop=["ALL"], security_opt=["no-new-privileges"]
     )
     try:
         assert "seccomp" in " ".join(engine.info().get("SecurityOptions") or [])  # the engine applies its profile
@@ -550,10 +535,7 @@ def test_podgate_and_cpulab_run_as_the_restricted_pods_do_under_dockers_default_
         container.reload()
         assert container.status == "running" and container.logs() == b""  # waiting at its gate, on inotify
         assert container.exec_run(["/podgate", "open", "/g/spin"], user=user).exit_code == 0
-        deadline = time.monotonic() + 30
-        while '"type":"report"' not in container.logs(stdout=True, stderr=True).decode().replace(" ", ""):
-            assert time.monotonic() < deadline, "cpulab never reported after the gate opened"
-            time.sleep(0.1)
+        _wait_for_a_report(container)
         # the exec may be killed (137) when cpulab, the container's PID 1, exits before it does: what
         # counts is that cpulab got the signal and ended cleanly
         assert container.exec_run(["/podgate", "signal", "TERM"], user=user).exit_code in (0, 137)

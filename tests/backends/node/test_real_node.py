@@ -337,6 +337,47 @@ def test_volumes_kubelet_mounts_reach_the_containers(node_tools):
     assert host_state() == before
 
 
+def test_node_up_prints_how_to_reach_the_node_and_ctrl_c_takes_it_down(node_tools, tmp_path):
+    """`throttlelab node-up`: a node a person can look at with kubectl, gone after Ctrl-C."""
+    tools, runc = node_tools
+    before = host_state()
+    manifest = tmp_path / "tools.json"
+    projects: dict = {}
+    for name, path in tools.items():
+        projects.setdefault("tools", {"binaries": []})["binaries"].append({"name": name, "path": path})
+    for handler, path in runc.items():
+        projects[kn.RUNTIME_HANDLERS[handler]] = {"binaries": [{"name": "runc", "path": path}]}
+    manifest.write_text(json.dumps({"projects": projects}))
+    up = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "throttlelab",
+            "node-up",
+            "--tools",
+            str(manifest),
+            "--keep-logs",
+            str(tmp_path / "logs"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(PROJECT)},
+    )
+    try:
+        said = [up.stdout.readline() for _ in range(5)]
+        kubeconfig = next(line.split("=", 1)[1].strip() for line in said if "export KUBECONFIG=" in line)
+        facts = {"kubeconfig": kubeconfig}
+        nodes = json.loads(kubectl(facts, tools, "get", "nodes", "-o", "json"))["items"]
+        assert [n["metadata"]["name"] for n in nodes] == [kn.NODE_NAME]
+        assert "Ctrl-C takes it down" in said[-1]
+    finally:
+        up.send_signal(signal.SIGINT)
+        assert up.wait(timeout=nc.STOP_TIMEOUT_S) == 0
+    assert (tmp_path / "logs" / "kubelet.log").is_file()
+    assert host_state() == before
+
+
 def test_a_supervisor_killed_with_sigkill_is_swept_by_clean(node_tools, tmp_path):
     """With the supervisor itself gone, nothing takes the node down by itself: `throttlelab node-sweep` (what
     `snakemake clean` runs first) removes its processes, cgroups, bridge, mounts and folder."""
@@ -380,6 +421,29 @@ def test_a_node_that_does_not_start_says_why_and_leaves_nothing(node_tools):
     assert host_state() == before
 
 
+def test_a_node_whose_kubelet_never_gets_ready_fails_in_time_and_keeps_its_logs(node_tools, tmp_path):
+    """A kubelet that runs but never registers: the start fails within its (scaled) limit, the error names
+    the step and where the components' logs were kept, and those logs are there."""
+    tools, runc = node_tools
+    stuck = tmp_path / "kubelet"
+    stuck.write_text('#!/bin/sh\necho "a kubelet that never registers"\nexec sleep 3600\n')
+    stuck.chmod(0o755)
+    before = host_state()
+    patience = 0.25  # the node-Ready step's 120 s become 30 s; etcd's and the API server's still 15 and 30 s
+    started = time.monotonic()
+    with pytest.raises(BackendError) as failed:
+        with nc.LocalNode({**tools, "kubelet": str(stuck)}, runc, keep_logs=tmp_path / "logs", patience=patience):
+            pytest.fail("a node without a working kubelet started")
+    took = time.monotonic() - started
+    said = str(failed.value)
+    assert "the node Ready: not within 30 s" in said and "a kubelet that never registers" in said, said
+    assert said.endswith(f"its components' logs: {tmp_path / 'logs'}"), said
+    assert "a kubelet that never registers" in (tmp_path / "logs" / "kubelet.log").read_text()
+    assert (tmp_path / "logs" / "kube-apiserver.log").is_file()
+    assert took < 30 + 60, took  # its own limit, plus the steps before it and the take-down
+    assert host_state() == before
+
+
 @pytest.fixture(scope="module")
 def node_inputs(node_tools, binaries, tmp_path_factory):
     """A working directory as the rules leave it for the real node: the workload images (the session's
@@ -413,7 +477,12 @@ def node_backend(node_inputs, binaries, monkeypatch):
     from throttlelab.backends.node.node_backend import NodeBackend
 
     monkeypatch.delenv("THROTTLELAB_ORCHESTRATOR_PID", raising=False)
-    backend = NodeBackend(node_inputs / layout.TOOLS_MANIFEST, node_inputs / layout.NODE_IMAGE_DIR, binaries=binaries)
+    backend = NodeBackend(
+        node_inputs / layout.TOOLS_MANIFEST,
+        node_inputs / layout.NODE_IMAGE_DIR,
+        binaries=binaries,
+        node_logs=node_inputs / layout.NODE_LOGS,
+    )
     before = host_state()
     backend.preflight()
     yield backend
@@ -509,4 +578,35 @@ def test_the_runner_killed_mid_e2b_leaves_nothing_and_the_sysctls_unchanged(node
     deadline = time.monotonic() + nc.STOP_TIMEOUT_S
     while time.monotonic() < deadline and any(running(s) for s in supervisors):
         time.sleep(0.2)
+    assert host_state() == before
+
+
+def test_a_failed_run_keeps_the_pods_events_and_the_nodes_logs(node_inputs, binaries, tmp_path, monkeypatch):
+    """A pod the scheduler cannot place (it asks for 64 CPUs) fails the deployment; what the backend keeps
+    for a look says why: the scheduler's event, and the node's component logs as they stood."""
+    from throttlelab.backends.node.node_backend import NodeBackend
+    from throttlelab.model.placement import Container, Node, Pod
+
+    monkeypatch.delenv("THROTTLELAB_ORCHESTRATOR_PID", raising=False)
+    backend = NodeBackend(
+        node_inputs / layout.TOOLS_MANIFEST,
+        node_inputs / layout.NODE_IMAGE_DIR,
+        binaries=binaries,
+        pod_start_timeout_s=8,
+        node_logs=tmp_path / "node-logs-at-end",
+    )
+    before = host_state()
+    backend.preflight()
+    try:
+        huge = Node("node", (Pod("huge", (Container("app", ("info",), request_milli=64000),)),))
+        with pytest.raises(BackendError):
+            with backend.deploy(huge):
+                pytest.fail("a pod asking for 64 CPUs was placed on a node of this host")
+        kept = backend.keep_failure_evidence(tmp_path / "failure")
+        assert kept == [str(tmp_path / "failure" / "events.json"), str(tmp_path / "failure" / "node-logs")]
+        events = json.loads((tmp_path / "failure" / "events.json").read_text())
+        assert any(e.get("reason") == "FailedScheduling" and "cpu" in e.get("message", "") for e in events), events
+        assert (tmp_path / "failure" / "node-logs" / "kubelet.log").is_file()
+    finally:
+        backend.close()
     assert host_state() == before

@@ -81,6 +81,12 @@ def _too_small(notes: list[str], n: int) -> str | None:
     return f"not computed in {len(small)} of {n} runs: {text}"
 
 
+def _median_and_range(values: np.ndarray, method: str, flag: str) -> Summarised:
+    """The per-run values' median with their range instead of an interval, on a linear scale."""
+    median = float(stats.quantile(values, 0.5))
+    return Summarised(median, float(values.min()), float(values.max()), int(values.size), "linear", method, flag)
+
+
 def summarise(
     values: np.ndarray,
     spec: MetricSpec,
@@ -111,28 +117,14 @@ def summarise(
             FLAG_UNDEFINED,
         )
     if spec.summary == "range":
-        return Summarised(
-            float(stats.quantile(values, 0.5)),
-            float(values.min()),
-            float(values.max()),
-            n,
-            "linear",
-            f"median and range of per-run {spec.name}, R = {n} (a maximum gets no CI)",
-            FLAG_RANGE,
+        return _median_and_range(
+            values, f"median and range of per-run {spec.name}, R = {n} (a maximum gets no CI)", FLAG_RANGE
         )
     if spec.summary == "setting":
         if np.ptp(values) == 0:
             runs = "the one run" if n == 1 else f"all {n} runs"
             return Summarised(float(values[0]), math.nan, math.nan, n, "linear", f"read back, identical in {runs}", "")
-        return Summarised(
-            float(stats.quantile(values, 0.5)),
-            float(values.min()),
-            float(values.max()),
-            n,
-            "linear",
-            f"read back; median and range over {n} runs",
-            FLAG_SETTING_VARIES,
-        )
+        return _median_and_range(values, f"read back; median and range over {n} runs", FLAG_SETTING_VARIES)
     if spec.scale == "logit" and counts is not None and not (np.isnan(counts[0]).any() or np.isnan(counts[1]).any()):
         est = _quietly(
             lambda: stats.estimate_proportion(counts[0], counts[1], level=level, label=f"per-run {spec.name}")

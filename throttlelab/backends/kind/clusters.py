@@ -318,6 +318,7 @@ def _create_cluster(cluster: KindCluster, kubeconfig: Path, stamp: Path) -> dict
         "cluster": cluster.name,
         "role": cluster.role,
         "kind": kind_version(binary),
+        "kind_binary": str(binary),  # what `clean` deletes it with, whatever kind.node_images says then
         "node_image": sorted(wanted),
         "nodes": sorted(names),
         "server": kc.server,
@@ -454,14 +455,29 @@ def delete_clusters(clusters: dict[str, KindCluster]) -> list[str]:
         return _delete_clusters(clusters)
 
 
+def deleting_kind(cluster: KindCluster) -> str | None:
+    """A kind binary that can delete the cluster: any release deletes one by name, so the configured one,
+    else the one its stamp says made it, else a kind the tool cache holds, else one on PATH (a cluster made
+    with kind.node_images local is deleted by a plain `snakemake --cores 1 clean`)."""
+    candidates = [cluster.binary]
+    try:
+        candidates.append(json.loads(cluster.stamp.read_text()).get("kind_binary") or "")
+    except (OSError, ValueError, AttributeError):
+        pass
+    cache = ToolsSettings.from_mapping(None).cache
+    candidates += [str(p) for p in sorted(cache.glob("kind-*/bin/kind"), reverse=True)]
+    candidates.append("kind")
+    return next((found for c in candidates if c and (found := find_binary(c))), None)
+
+
 def _delete_clusters(clusters: dict[str, KindCluster]) -> list[str]:
     deleted = []
     for cluster in clusters.values():
-        binary = find_binary(cluster.binary)
+        binary = deleting_kind(cluster)
         if binary is None:
             raise BackendError(
-                f"kind backend: cannot delete cluster {cluster.name}: kind binary {cluster.binary!r} "
-                "not found (set kind.binary / kind.old_binary)"
+                f"kind backend: cannot delete cluster {cluster.name}: no kind binary found ({cluster.binary!r}, "
+                "the tool cache, PATH); set kind.binary to one"
             )
         if cluster.name in existing_clusters(binary):
             _run(

@@ -239,6 +239,10 @@ class KubeClient:
             f"pods {selector} in {namespace}", self.core.list_namespaced_pod, namespace, label_selector=selector
         )["items"]
 
+    def events(self, namespace: str) -> list[dict[str, Any]]:
+        """The namespace's events (what the scheduler, kubelet and the runtime said about its objects)."""
+        return self._json(f"events in {namespace}", self.core.list_namespaced_event, namespace)["items"]
+
     def create_pod(self, namespace: str, manifest: dict[str, Any]) -> dict[str, Any]:
         name = manifest["metadata"]["name"]
         return self._json(f"create pod {namespace}/{name}", self.core.create_namespaced_pod, namespace, manifest)

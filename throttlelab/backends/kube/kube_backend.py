@@ -34,6 +34,7 @@ burstable QoS level's other requests, is for a level it cannot read back here.
 from __future__ import annotations
 
 import sys
+import json
 from pathlib import Path
 from typing import Any, Callable
 
@@ -248,6 +249,18 @@ class KubeBackend(Backend):
             ) from None
         except Forbidden:
             pass  # a namespaced user may not read its namespace; creating the first pod says if it is missing
+
+    def keep_failure_evidence(self, folder: Path) -> list[str]:
+        """The events of the run's namespace (the scheduler's, kubelet's and the runtime's word on each pod)."""
+        try:
+            events = self.client.events(self.settings.namespace)
+        except Exception as exc:  # noqa: BLE001 - evidence of a failure never hides the failure
+            return [f"(the namespace's events could not be read: {exc})"]
+        events.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / "events.json"
+        path.write_text(json.dumps(events, indent=1, default=str) + "\n")
+        return [str(path)]
 
     def untestable(self, node: Node, load: LoadPlacement | None) -> str | None:
         """Why this backend cannot run this placement, or None."""

@@ -18,13 +18,13 @@ restores the node cpusets it pinned, throttlelab.backends.kind.kind_guardian).
 from __future__ import annotations
 
 import json
-import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from throttlelab.errors import BackendError, every_step
+from throttlelab.host.processes import guardian_main
 
 #: Undoes what a backend did beyond the pods; returns what it did, raises BackendError on a problem.
 Also = Callable[[dict[str, Any]], list[str]]
@@ -46,20 +46,13 @@ def clean_up(desc: dict[str, Any], also: Also | None = None) -> list[str]:
 
 def main(argv: list[str], also: Also | None = None) -> int:
     desc = json.loads(argv[0])
-    # Ignore the signals that would stop the runner: our job is to outlive it.
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
-    said = sys.stdin.buffer.read()  # returns at EOF: the runner is gone or done
-    if said.strip() == b"cleaned":  # a clean exit that removed everything itself
-        return 0
-    try:
-        done = clean_up(desc, also)
-    except BackendError as exc:
-        print(f"throttlelab guardian: {exc}", file=sys.stderr)
-        return 1
-    if done:
-        print("throttlelab guardian: runner gone; " + "; ".join(done), file=sys.stderr)
-    return 0
+
+    def clean_up_unless_cleaned(said: bytes) -> str:
+        if said.strip() == b"cleaned":  # a clean exit that removed everything itself
+            return ""
+        return "; ".join(clean_up(desc, also))
+
+    return guardian_main(clean_up_unless_cleaned, BackendError)
 
 
 if __name__ == "__main__":

@@ -23,8 +23,8 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import fcntl
-import json
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -195,7 +195,7 @@ class NodeBackend(KubeBackend):
         # the node's start, each pod's start and every wait on it may take this many times longer
         self.patience = patience
         # where the node's own logs (etcd, the control plane, containerd, kubelet) are copied when it stops
-        self.node_logs = node_logs
+        self.node_logs = node_logs if node_logs is not None else Path.cwd() / layout.NODE_LOGS
         pod_start_timeout_s *= patience
         self._pod_start_timeout_s = pod_start_timeout_s
         settings = KubeSettings(
@@ -211,25 +211,26 @@ class NodeBackend(KubeBackend):
         )
         super().__init__(settings, runtime, progress)
 
+    def keep_failure_evidence(self, folder: Path) -> list[str]:
+        """The pods' events, and a copy of the node's component logs as they stand (the node itself keeps
+        running for the next job, or goes with its orchestrator)."""
+        kept = super().keep_failure_evidence(folder) if self.node_facts is not None else []
+        logs = Path(self.node_facts["root"]) / "logs" if self.node_facts else None
+        if logs is not None and logs.is_dir():
+            target = folder / "node-logs"
+            target.mkdir(parents=True, exist_ok=True)
+            for log in sorted(logs.iterdir()):
+                try:
+                    shutil.copyfile(log, target / log.name)
+                except OSError:
+                    continue
+            kept.append(str(target))
+        return kept
+
     # -- the node ---------------------------------------------------------------------------------------
     def _tools(self) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
         """binary -> path, RuntimeClass -> runc, binary -> version line, from the cluster tools manifest."""
-        try:
-            manifest = json.loads(self.tools_manifest.read_text())
-        except (OSError, ValueError):
-            raise BackendError(
-                f"the real node's tools are not built (no {self.tools_manifest}): "
-                'snakemake --cores 2 cluster_tools (docs/PLATFORM.md, "Cluster tools")'
-            ) from None
-        rows, versions = [], {}
-        for project, entry in manifest.get("projects", {}).items():
-            for binary in entry.get("binaries", []):
-                rows.append((project, binary["name"], binary["path"]))
-                versions[f"runc {project.split('-', 1)[-1]}" if binary["name"] == "runc" else binary["name"]] = (
-                    binary.get("version_line", "")
-                )
-        tools, runc = nc.split_tools(rows)
-        return tools, runc, versions
+        return nc.tools_from_manifest(self.tools_manifest)
 
     def _images(self) -> list[dict[str, str]]:
         found = []

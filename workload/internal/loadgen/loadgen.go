@@ -176,7 +176,7 @@ func (g *generator) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
 				if !g.send(epWork, time.Time{}) {
 					// Back off after a failure, so a refusing target is not
 					// hammered in a hot loop that floods the records.
-					_ = waitUntil(ctx, time.Now().Add(closedLoopBackoff))
+					_ = pacer.WaitUntil(ctx, time.Now().Add(closedLoopBackoff))
 				}
 			}
 		}()
@@ -216,16 +216,4 @@ func (g *generator) send(ep string, sched time.Time) bool {
 		g.coll.add(res)
 	}
 	return res.ok()
-}
-
-// waitUntil sleeps until t or until ctx ends.
-func waitUntil(ctx context.Context, t time.Time) error {
-	timer := time.NewTimer(time.Until(t))
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

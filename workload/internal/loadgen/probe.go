@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"cpulab/internal/pacer"
 	"cpulab/internal/record"
 )
 
@@ -44,7 +45,7 @@ func (p *statsProbe) readAllAt(ctx context.Context, t time.Time, when string) (w
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if waitUntil(ctx, t) == nil {
+		if pacer.WaitUntil(ctx, t) == nil {
 			p.readAll(when)
 		}
 	}()

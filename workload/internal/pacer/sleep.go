@@ -52,3 +52,21 @@ func SleepUntil(ctx context.Context, due time.Time) error {
 		}
 	}
 }
+
+// WaitUntil blocks on a Go timer until due or until ctx is done (then it
+// returns ctx's error); a due time already past returns at once. Coarser than
+// SleepUntil (about a millisecond late), it needs no prepared thread.
+func WaitUntil(ctx context.Context, due time.Time) error {
+	d := time.Until(due)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
