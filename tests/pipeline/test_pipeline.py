@@ -18,7 +18,7 @@ from conftest import left_behind, PROJECT, snakemake, snakemake_command, workloa
 
 from throttlelab.model.variants import VariantSpec
 
-pytestmark = [pytest.mark.root, pytest.mark.slow]
+pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.full]  # the whole `ci` profile: about 5 minutes
 
 
 def _require_root():
