@@ -164,8 +164,10 @@ def lab_cgroups() -> list[str]:
 
 
 def _owner(name: str) -> int | None:
-    """The runner pid in a lab cgroup's name (throttlelab-<pid>-<n>)."""
+    """The pid in a lab cgroup's name: a runner's (throttlelab-<pid>-<n>) or a real node's (throttlelab-node-<pid>)."""
     parts = Path(name).name.split("-")
+    if len(parts) == 3 and parts[1] == "node" and parts[2].isdigit():
+        return int(parts[2])
     return int(parts[1]) if len(parts) >= 3 and parts[1].isdigit() else None
 
 
