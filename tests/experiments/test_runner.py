@@ -99,16 +99,12 @@ def no_busy_note():
     path.unlink(missing_ok=True)
 
 
-def _threshold() -> str:
-    """The busy loops take every CPU (other share ~1). The host's own background (up to ~0.1 of
-    unattributed kernel work when idle, ~0.5 with a busy loop on one of two CPUs) must not decide an
-    attempt, so the tests judge at that background + 0.25, measured over a second before the job."""
-    from throttlelab.host.interference import busy_share
-
-    background = busy_share(sorted(os.sched_getaffinity(0)))
-    if background > 0.6:
-        pytest.skip(f"the host's CPUs are {background:.0%} busy before the job: a disturbance cannot be told apart")
-    return f"{background + 0.25:.2f}"
+#: The disturbance threshold the tests judge at: a busy loop on every CPU the runner may use is other work on
+#: nearly all of them (the job's E2a arm takes at most 1/8 of two CPUs), a host without them far less; half the
+#: CPUs lies between the two, fixed so that what one test judges does not move with the host's noise.
+THRESHOLD = "0.5"
+#: What the busy loops must show as other work in a disturbed attempt: they take the CPUs the job leaves.
+HOGS_SEEN = 0.75
 
 
 E2A_SHORT = {
@@ -134,7 +130,7 @@ def test_a_disturbed_run_is_kept_listed_and_measured_again(real_cgroups, binarie
         binaries,
         out,
         "--max-other-share",
-        _threshold(),
+        THRESHOLD,
         "--retries",
         "2",
         "--quiet-wait-s",
@@ -142,14 +138,19 @@ def test_a_disturbed_run_is_kept_listed_and_measured_again(real_cgroups, binarie
         stop_hogs_on="waiting for the CPUs",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "quiet after" in proc.stderr, (
+        f"the CPUs were not below {THRESHOLD} of other work within 60 s of the busy loops' end: something else "
+        f"on this host keeps them busy (the runner's lines say how busy), and the retry cannot be tested\n"
+        + proc.stderr[-3000:]
+    )
     meta = json.loads(out.read_text().splitlines()[0])
     assert meta["attempt"] == 1 and meta["interference"]["disturbed"] is False, proc.stderr[-3000:]
     (earlier,) = meta["disturbed_attempts"]
-    assert earlier["disturbed"] and earlier["other_share"] > earlier["threshold"]
+    assert earlier["disturbed"] and earlier["other_share"] >= HOGS_SEEN and earlier["threshold"] == float(THRESHOLD)
     kept = out.with_name(earlier["log"])
     assert kept.name == "rep0.disturbed-1.jsonl" and kept.is_file()
     assert json.loads(kept.read_text().splitlines()[0])["interference"]["disturbed"] is True
-    assert "quiet after" in proc.stderr and "measuring again" in proc.stderr
+    assert "measuring again" in proc.stderr
     assert not no_busy_note.exists()
 
 
@@ -166,7 +167,7 @@ def test_a_persistently_busy_host_marks_the_run_and_the_next_jobs_do_not_wait(
         binaries,
         out,
         "--max-other-share",
-        _threshold(),
+        THRESHOLD,
         "--retries",
         "1",
         "--quiet-wait-s",
@@ -176,6 +177,7 @@ def test_a_persistently_busy_host_marks_the_run_and_the_next_jobs_do_not_wait(
     meta = json.loads(out.read_text().splitlines()[0])
     # the loops outlast the wait and the retry: the last attempt is kept and marked, the first beside it
     assert meta["attempt"] == 1 and meta["interference"]["disturbed"] is True
+    assert meta["interference"]["other_share"] >= HOGS_SEEN
     assert [a["log"] for a in meta["disturbed_attempts"]] == ["rep0.disturbed-1.jsonl"]
     assert meta["disturbed_attempts"][0]["waited_s"] >= 3
     assert "still busy after" in proc.stderr and no_busy_note.exists()
@@ -188,7 +190,7 @@ def test_a_persistently_busy_host_marks_the_run_and_the_next_jobs_do_not_wait(
         binaries,
         out,
         "--max-other-share",
-        _threshold(),
+        THRESHOLD,
         "--retries",
         "1",
         "--quiet-wait-s",
@@ -239,7 +241,7 @@ def test_a_read_out_on_a_busy_host_keeps_the_note_that_it_is_busy(real_cgroups, 
         binaries,
         tmp_path / "rep0.jsonl",
         "--max-other-share",
-        _threshold(),
+        THRESHOLD,
         "--retries",
         "1",
         "--quiet-wait-s",
