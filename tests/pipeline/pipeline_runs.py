@@ -105,17 +105,22 @@ def rounds(records: list[dict]) -> list[dict]:
 
 
 def assert_the_quota_decides_throttling(runs: dict[str, list[list[dict]]]) -> None:
-    """E2a's unlimited arm and its 125m arm, every run judged, disturbed or not: the `ci` profile's burst is
-    2 threads x 20 ms of CPU, and 125m grants 12.5 ms of it per 100 ms period. Without a quota no round is
-    throttled; with it every round is, since other work on the CPUs spreads a burst over more periods but
-    takes it below its quota in every one of them only when it leaves the burst less than 1/16 of the CPUs."""
+    """E2a's unlimited arm and its 125m arm: the `ci` profile's burst is 2 threads x 20 ms of CPU, and 125m grants
+    12.5 ms of it per 100 ms period. Without a quota no round of any run is throttled. With it every round of a
+    run the meter saw undisturbed is; other work on the CPUs spreads a burst over more periods, and one starved
+    below 12.5 ms in each of them escapes (seen with 91% of both CPUs taken by other work), so over every run,
+    disturbed ones included, most rounds still are."""
     assert runs["nolimit"] and runs["limit500m"], sorted(runs)
     for records in runs["nolimit"]:
         assert rounds(records) and all(r["d_nr_throttled"] == 0 for r in rounds(records)), "nolimit was throttled"
+    every = []
     for records in runs["limit500m"]:
         throttled = [r["d_nr_throttled"] for r in rounds(records)]
-        assert throttled and all(n > 0 for n in throttled), f"limit500m must throttle every round: {throttled}"
-        assert all(r["d_throttled_usec"] > 0 for r in rounds(records))
+        assert throttled, "limit500m ran no round"
+        if not records[0]["interference"].get("disturbed"):
+            assert all(n > 0 for n in throttled), f"limit500m must throttle every round of a quiet run: {throttled}"
+        every += throttled
+    assert sum(n > 0 for n in every) > len(every) / 2, f"limit500m's rounds were mostly not throttled: {every}"
 
 
 def assert_e1_reads_back_the_design(runs: dict[str, list[list[dict]]]) -> None:
