@@ -170,6 +170,10 @@ def test_a_calibrated_arm_runs_at_the_rate_its_pilot_measured(real_cgroups, bina
     assert seen["judged"] == "busy intervals" and seen["intervals"] == 1
     assert seen["window_s"] < seen["attempt_window_s"]  # deploying and tearing down are not judged
     rule = seen["threshold_rule"]
+    # its floor and SD are the host calibration's, over the run's CPUs and the window it judged: not a reading
+    # taken at run time, and not another CPU's
+    quiet = calibration.quiet_threshold(json.loads(host_file.read_text())["host"], seen["cpus"], seen["window_s"])
+    assert (rule["floor"], rule["sd"]) == pytest.approx((quiet["floor"], quiet["sd"]), abs=1e-4), (rule, quiet)
     assert rule["resolution"] == pytest.approx(
         calibration.tick_resolution(seen["window_s"], len(seen["cpus"]), meta["calibration"]["host"]["hz"]), rel=1e-3
     )  # the record's window is rounded to the millisecond

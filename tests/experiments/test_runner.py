@@ -144,12 +144,16 @@ def test_a_disturbed_run_is_kept_listed_and_measured_again(real_cgroups, binarie
         + proc.stderr[-3000:]
     )
     meta = json.loads(out.read_text().splitlines()[0])
-    assert meta["attempt"] == 1 and meta["interference"]["disturbed"] is False, proc.stderr[-3000:]
-    (earlier,) = meta["disturbed_attempts"]
-    assert earlier["disturbed"] and earlier["other_share"] >= HOGS_SEEN and earlier["threshold"] == float(THRESHOLD)
-    kept = out.with_name(earlier["log"])
-    assert kept.name == "rep0.disturbed-1.jsonl" and kept.is_file()
-    assert json.loads(kept.read_text().splitlines()[0])["interference"]["disturbed"] is True
+    assert meta["interference"]["disturbed"] is False, proc.stderr[-3000:]
+    # the first attempt is the busy loops'; other work on this host may disturb a retry too (up to two here),
+    # and every disturbed attempt is kept beside the log, in order, and listed in it
+    earlier = meta["disturbed_attempts"]
+    assert meta["attempt"] == len(earlier) >= 1, proc.stderr[-3000:]
+    assert earlier[0]["other_share"] >= HOGS_SEEN and earlier[0]["threshold"] == float(THRESHOLD), earlier[0]
+    for k, attempt in enumerate(earlier, 1):
+        kept = out.with_name(attempt["log"])
+        assert attempt["disturbed"] and kept.name == f"rep0.disturbed-{k}.jsonl" and kept.is_file()
+        assert json.loads(kept.read_text().splitlines()[0])["interference"]["disturbed"] is True
     assert "measuring again" in proc.stderr
     assert not no_busy_note.exists()
 
