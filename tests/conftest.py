@@ -1,9 +1,13 @@
-"""Shared fixtures (real-cgroup guards, the workload binaries) and the inner loop's selection.
+"""Shared fixtures (real-cgroup guards, the workload binaries), the inner loop's selection and the `--full` switch.
 
 ``-m fast`` is the contributors' inner loop (docs/DEVELOPMENT.md): every test that needs none of
 what :data:`OUTER_MARKERS` name and lives outside :data:`OUTER_FOLDERS`. A test's markers come from
 its module and from the fixtures it uses (:data:`FIXTURE_MARKERS`), so a new test that builds the
-workload or starts the loopback API server leaves the inner loop by itself."""
+workload or starts the loopback API server leaves the inner loop by itself.
+
+Without ``--full`` (the README's test command) the tests of :data:`FULL_MARKERS` and
+:data:`FULL_FOLDERS` are deselected, and the run's summary says how many and what ``--full`` adds;
+CI (.ci/run) passes ``--full``."""
 
 from __future__ import annotations
 
@@ -37,6 +41,17 @@ OUTER_MARKERS = ("slow", "root", "docker", "vm", "cgroup_v2_kernel", "workload",
 #: Folders out of the inner loop whatever their tests' markers: the workflow end to end (Snakemake's plans and
 #: runs) and the kind backend on real processes and containers standing in for its nodes (podgate's Go build).
 OUTER_FOLDERS = ("pipeline", "backends/kind")
+#: What only ``--full`` runs: QEMU guests (`vm`, and `cgroup_v2_kernel`, which CI runs inside a guest), the lab's
+#: real node, Docker, and what `full` marks (the `ci` profile end to end, the kind backend's pipeline).
+FULL_MARKERS = ("vm", "cgroup_v2_kernel", "real_node", "docker", "full")
+#: Folders whose tests only ``--full`` runs, but for those of the inner loop: kind on its stand-ins (Docker
+#: containers as nodes, podgate's Go build) and on real clusters.
+FULL_FOLDERS = ("backends/kind",)
+#: What ``--full`` adds and needs, for the run's summary line.
+FULL_ADDS = (
+    "QEMU guests (qemu-system-x86, a kernel, busybox-static), the real node (the cluster tools built), "
+    "Docker and kind (an engine), the `ci` profile end to end"
+)
 
 
 #: E1's node as the kube and kind backends' tests deploy it: an app and a sidecar in one pod, both limited.
@@ -122,16 +137,69 @@ def snakemake(workdir: Path, *args: str, timeout: float = 600, **popen) -> subpr
     return subprocess.run(snakemake_command(workdir, *args), capture_output=True, text=True, timeout=timeout, **popen)
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--full",
+        action="store_true",
+        help=f"also run what CI runs beyond the README's test command: {FULL_ADDS}",
+    )
+
+
+def _in(item, folders: tuple[str, ...]) -> bool:
+    folder = item.path.parent.relative_to(TESTS).as_posix() if item.path.is_relative_to(TESTS) else ""
+    return any(folder == f or folder.startswith(f"{f}/") for f in folders)
+
+
+def _full_only(item) -> bool:
+    if any(item.get_closest_marker(m) for m in FULL_MARKERS):
+        return True
+    return _in(item, FULL_FOLDERS) and not item.get_closest_marker("fast")
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(config, items):
+    wrong = []
     for item in items:
         for fixture, marker in FIXTURE_MARKERS.items():
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(marker)
-        folder = item.path.parent.relative_to(TESTS).as_posix() if item.path.is_relative_to(TESTS) else ""
-        outside = any(folder == f or folder.startswith(f"{f}/") for f in OUTER_FOLDERS)
-        if not outside and not any(item.get_closest_marker(m) for m in OUTER_MARKERS):
+        outer = [m for m in OUTER_MARKERS if item.get_closest_marker(m)]
+        if item.get_closest_marker("fast"):
+            if outer:  # a module marked fast as a whole holds a test that needs more than Python
+                wrong.append(f"{item.nodeid}: marked fast but also {', '.join(outer)}")
+        elif not _in(item, OUTER_FOLDERS) and not outer:
             item.add_marker("fast")
+    if wrong:
+        raise pytest.UsageError("the inner loop (-m fast) would run tests it must not:\n" + "\n".join(wrong))
+
+
+class FullSwitch:
+    """Deselects the tests only ``--full`` runs, after ``-m`` and ``-k`` have chosen theirs (so the count is what
+    the switch alone left out), and says so in one line at the end of the run."""
+
+    def __init__(self) -> None:
+        self.left_out = 0
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config, items):
+        kept, left = [], []
+        for item in items:
+            (left if _full_only(item) else kept).append(item)
+        if left:
+            items[:] = kept
+            config.hook.pytest_deselected(items=left)
+            self.left_out = len(left)
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if self.left_out:
+            terminalreporter.write_line(
+                f"{self.left_out} tests left out, they run with --full: {FULL_ADDS}", yellow=True, bold=True
+            )
+
+
+def pytest_configure(config):
+    if not config.getoption("full"):
+        config.pluginmanager.register(FullSwitch(), "throttlelab-full-switch")
 
 
 def lab_cgroups() -> list[str]:
@@ -145,8 +213,10 @@ def lab_cgroups() -> list[str]:
 
 
 def _owner(name: str) -> int | None:
-    """The runner pid in a lab cgroup's name (throttlelab-<pid>-<n>)."""
+    """The pid in a lab cgroup's name: a runner's (throttlelab-<pid>-<n>) or a real node's (throttlelab-node-<pid>)."""
     parts = Path(name).name.split("-")
+    if len(parts) == 3 and parts[1] == "node" and parts[2].isdigit():
+        return int(parts[2])
     return int(parts[1]) if len(parts) >= 3 and parts[1].isdigit() else None
 
 

@@ -35,27 +35,45 @@ def _binary_args(binaries: dict[str, Path]) -> list[str]:
 
 @pytest.mark.slow  # it holds the machine-wide experiment lock, so it waits for any measurement on this host
 def test_a_quiet_host_calibration_samples_every_cpu(tmp_path):
+    """Sampled while a busy loop holds the last CPU: every sample shows that CPU busy, and a threshold over it
+    is the ceiling given, where one over the first CPU follows that CPU's own floor."""
     out = tmp_path / "host.json"
-    proc = _throttlelab("calibrate", "host", "--duration-s", "0.5", "--quiet-wait-s", "1", "--out", str(out))
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2 or cpus[-1] != os.cpu_count() - 1:
+        pytest.skip(f"needs two CPUs or more, the last of them this test's to pin a busy loop on: {cpus}")
+    hog = subprocess.Popen(
+        [sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpus[-1]}}})\nwhile True: pass"]
+    )
+    try:
+        proc = _throttlelab("calibrate", "host", "--duration-s", "0.5", "--quiet-wait-s", "1", "--out", str(out))
+    finally:
+        hog.kill()
+        hog.wait()
     assert proc.returncode == 0, proc.stderr
     host = json.loads(out.read_text())["host"]
     assert host["duration_s"] == 0.5 and len(host["ticks"]) == 5
-    assert isinstance(host["quiet_before"], bool) and host["waited_s"] >= 0
+    assert host["quiet_before"] is False and host["waited_s"] >= 1  # the busy loop was there all along
     assert {len(row) for row in host["ticks"]} == {os.cpu_count()}
+    # the busy loop's CPU is busy all along: its ticks over the samples are those of the whole duration (a
+    # sample read late on a loaded host holds more, the next one fewer)
+    per_sample = 0.1 * host["hz"]
+    assert sum(row[cpus[-1]] for row in host["ticks"]) >= 0.8 * 0.5 * host["hz"], host["ticks"]
     # started by hand on the local backend: no orchestrator, no runtime processes to take idle levels of; the
     # kernel's threads idle at a small share of a CPU
     own = host["own"]
     assert own["orchestrator_cpu"] is None and own["runtime_cpu"] is None and 0 <= own["kernel_cpu"] < 0.5
+    # over the busy CPU the floor is about a whole CPU: the threshold is the ceiling, said so
+    busy = calibration.threshold_of(host, [cpus[-1]], 0.3, ceiling=0.5)
+    assert busy["floor"] >= 0.8 and busy["threshold"] == 0.5 and "capped at max_other_share 0.5" in busy["rule"], busy
     rule = calibration.threshold_of(host, [0], 0.3, ceiling=1.0)
     # 5 samples hold 5 disjoint windows of one sample (calibration.QUIET_DISJOINT_WINDOWS), so 0.1 s, not 0.3
     assert rule["window_s"] == pytest.approx(0.1) and rule["windows"] == 5
-    shares = [row[0] / (0.1 * host["hz"]) for row in host["ticks"]]
+    shares = [row[0] / per_sample for row in host["ticks"]]
     floor = sum(shares) / 5
     sd = (sum((x - floor) ** 2 for x in shares) / 4) ** 0.5
     assert rule["floor"] == pytest.approx(floor, abs=1e-5) and rule["sd"] == pytest.approx(sd, abs=1e-5)
     # never below what 0.3 s of one CPU's ticks can tell from zero: 9 of its 30 ticks at 100 Hz
     resolution = calibration.tick_resolution(0.3, 1, host["hz"])
-    # a host busy with other work may show a floor of a whole CPU (ticks land unevenly): capped at the ceiling
     assert rule["threshold"] == pytest.approx(min(max(floor + 3 * sd, resolution), 1.0), abs=1e-5)
 
 
@@ -121,6 +139,10 @@ def test_a_calibrated_arm_runs_at_the_rate_its_pilot_measured(real_cgroups, bina
     assert seen["judged"] == "busy intervals" and seen["intervals"] == 1
     assert seen["window_s"] < seen["attempt_window_s"]  # deploying and tearing down are not judged
     rule = seen["threshold_rule"]
+    # its floor and SD are the host calibration's, over the run's CPUs and the window it judged: not a reading
+    # taken at run time, and not another CPU's
+    quiet = calibration.quiet_threshold(json.loads(host_file.read_text())["host"], seen["cpus"], seen["window_s"])
+    assert (rule["floor"], rule["sd"]) == pytest.approx((quiet["floor"], quiet["sd"]), abs=1e-4), (rule, quiet)
     assert rule["resolution"] == pytest.approx(
         calibration.tick_resolution(seen["window_s"], len(seen["cpus"]), meta["calibration"]["host"]["hz"]), rel=1e-3
     )  # the record's window is rounded to the millisecond

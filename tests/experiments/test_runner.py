@@ -89,16 +89,12 @@ def no_busy_note():
     path.unlink(missing_ok=True)
 
 
-def _threshold() -> str:
-    """The busy loops take every CPU (other share ~1). The host's own background (up to ~0.1 of
-    unattributed kernel work when idle, ~0.5 with a busy loop on one of two CPUs) must not decide an
-    attempt, so the tests judge at that background + 0.25, measured over a second before the job."""
-    from throttlelab.host.interference import busy_share
-
-    background = busy_share(sorted(os.sched_getaffinity(0)))
-    if background > 0.6:
-        pytest.skip(f"the host's CPUs are {background:.0%} busy before the job: a disturbance cannot be told apart")
-    return f"{background + 0.25:.2f}"
+#: The disturbance threshold the tests judge at: a busy loop on every CPU the runner may use is other work on
+#: nearly all of them (the job's E2a arm takes at most 1/8 of two CPUs), a host without them far less; half the
+#: CPUs lies between the two, fixed so that what one test judges does not move with the host's noise.
+THRESHOLD = "0.5"
+#: What the busy loops must show as other work in a disturbed attempt: they take the CPUs the job leaves.
+HOGS_SEEN = 0.75
 
 
 E2A_SHORT = {
@@ -123,20 +119,29 @@ def test_a_disturbed_run_is_kept_listed_and_measured_again(real_cgroups, binarie
         E2A_SHORT,
         binaries,
         out,
-        max_other_share=_threshold(),
+        max_other_share=THRESHOLD,
         retries=2,
         quiet_wait_s=60,
         stop_hogs_on="waiting for the CPUs",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "quiet after" in proc.stderr, (
+        f"the CPUs were not below {THRESHOLD} of other work within 60 s of the busy loops' end: something else "
+        f"on this host keeps them busy (the runner's lines say how busy), and the retry cannot be tested\n"
+        + proc.stderr[-3000:]
+    )
     meta = json.loads(out.read_text().splitlines()[0])
-    assert meta["attempt"] == 1 and meta["interference"]["disturbed"] is False, proc.stderr[-3000:]
-    (earlier,) = meta["disturbed_attempts"]
-    assert earlier["disturbed"] and earlier["other_share"] > earlier["threshold"]
-    kept = out.with_name(earlier["log"])
-    assert kept.name == "rep0.disturbed-1.jsonl" and kept.is_file()
-    assert json.loads(kept.read_text().splitlines()[0])["interference"]["disturbed"] is True
-    assert "quiet after" in proc.stderr and "measuring again" in proc.stderr
+    assert meta["interference"]["disturbed"] is False, proc.stderr[-3000:]
+    # the first attempt is the busy loops'; other work on this host may disturb a retry too (up to two here),
+    # and every disturbed attempt is kept beside the log, in order, and listed in it
+    earlier = meta["disturbed_attempts"]
+    assert meta["attempt"] == len(earlier) >= 1, proc.stderr[-3000:]
+    assert earlier[0]["other_share"] >= HOGS_SEEN and earlier[0]["threshold"] == float(THRESHOLD), earlier[0]
+    for k, attempt in enumerate(earlier, 1):
+        kept = out.with_name(attempt["log"])
+        assert attempt["disturbed"] and kept.name == f"rep0.disturbed-{k}.jsonl" and kept.is_file()
+        assert json.loads(kept.read_text().splitlines()[0])["interference"]["disturbed"] is True
+    assert "measuring again" in proc.stderr
     assert not no_busy_note.exists()
 
 
@@ -147,19 +152,20 @@ def test_a_persistently_busy_host_marks_the_run_and_the_next_jobs_do_not_wait(
 ):
     out = tmp_path / "first" / "rep0.jsonl"
     proc = _run_under_busy_loops(
-        "E2a", "limit1", E2A_SHORT, binaries, out, max_other_share=_threshold(), retries=1, quiet_wait_s=3
+        "E2a", "limit1", E2A_SHORT, binaries, out, max_other_share=THRESHOLD, retries=1, quiet_wait_s=3
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     meta = json.loads(out.read_text().splitlines()[0])
     # the loops outlast the wait and the retry: the last attempt is kept and marked, the first beside it
     assert meta["attempt"] == 1 and meta["interference"]["disturbed"] is True
+    assert meta["interference"]["other_share"] >= HOGS_SEEN
     assert [a["log"] for a in meta["disturbed_attempts"]] == ["rep0.disturbed-1.jsonl"]
     assert meta["disturbed_attempts"][0]["waited_s"] >= 3
     assert "still busy after" in proc.stderr and no_busy_note.exists()
     # a job that starts on the still busy host checks the CPUs once instead of waiting the whole time
     out = tmp_path / "second" / "rep0.jsonl"
     proc = _run_under_busy_loops(
-        "E2a", "limit1", E2A_SHORT, binaries, out, max_other_share=_threshold(), retries=1, quiet_wait_s=30
+        "E2a", "limit1", E2A_SHORT, binaries, out, max_other_share=THRESHOLD, retries=1, quiet_wait_s=30
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "the host has been busy since" in proc.stderr and "at most 30 s" not in proc.stderr
@@ -194,7 +200,7 @@ def test_a_read_out_on_a_busy_host_keeps_the_note_that_it_is_busy(real_cgroups, 
         spec,
         binaries,
         tmp_path / "rep0.jsonl",
-        max_other_share=_threshold(),
+        max_other_share=THRESHOLD,
         retries=1,
         quiet_wait_s=1,
         timeout=120,

@@ -20,6 +20,8 @@ from throttlelab.model.coverage import untestable_variants
 from throttlelab.model.plan import make_plan
 from throttlelab.platform.platform_jobs import PlatformPlan
 
+pytestmark = pytest.mark.full  # the kind backend: CI runs it (--full)
+
 NO_KIND = "kind={binary: /nonexistent/kind, old_binary: /nonexistent/kind-v0.30.0}"
 
 

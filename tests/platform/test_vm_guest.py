@@ -280,6 +280,7 @@ def test_cgroup_v2_kernel_tests_pass_in_a_v2_guest(binaries, tmp_path):
         "no:cacheprovider",
         "-o",
         "addopts=-rs",
+        "--full",  # the cgroup_v2_kernel tests are of the full tier
         *(str(PROJECT / t) for t in tests),
     ]
     env = {"PYTHONPATH": str(PROJECT), "PYTHONDONTWRITEBYTECODE": "1", "THROTTLELAB_TEST_BINARIES": str(folder)}

@@ -21,6 +21,7 @@ import pytest
 from kind_standins import FastKind, build_node_image, engine_or_skip, lab_clusters, stand_in
 from conftest import E1_NODE as E1
 from throttlelab.backends.kind import pauses, pins
+from throttlelab.backends.kind import clusters
 from throttlelab.backends.base import BackendError
 from throttlelab.backends.kube.run_pods import NotTestable
 from throttlelab.model.placement import LoadPlacement, Node, parse_cpuset
@@ -217,3 +218,20 @@ def test_a_node_whose_process_is_not_the_container_is_refused(engine, cluster, m
     monkeypatch.setattr(nodes, "node_container", lying)
     with pytest.raises(BackendError, match=rf"process {os.getpid()}.*node container {worker.name}.*not that container"):
         nodes.node_pid(engine, worker.name)
+
+
+def test_clean_removes_the_labs_network_and_only_that_one():
+    try:
+        client = clusters.kind_engine_client()
+    except BackendError as exc:
+        pytest.skip(f"no Docker engine: {exc}")
+    name = f"{clusters.KIND_NETWORK}-test-{os.getpid()}"
+    other = client.networks.create(f"{name}-other", driver="bridge")
+    try:
+        client.networks.create(name, driver="bridge")
+        assert clusters.remove_network(client, name) is True
+        names = {n.name for n in client.networks.list()}
+        assert name not in names and f"{name}-other" in names
+        assert clusters.remove_network(client, name) is False  # gone already: nothing to do
+    finally:
+        other.remove()

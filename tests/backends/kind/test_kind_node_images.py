@@ -7,7 +7,6 @@ naming the setting that works."""
 from __future__ import annotations
 
 import json
-import os
 import re
 
 import pytest
@@ -104,24 +103,6 @@ def test_a_registry_that_does_not_resolve_is_unreachable():
 def test_kind_commands_put_the_nodes_on_the_labs_own_network():
     env = clusters.kind_environment({"PATH": "/bin"})
     assert env == {"PATH": "/bin", "KIND_EXPERIMENTAL_DOCKER_NETWORK": clusters.KIND_NETWORK}
-
-
-@pytest.mark.docker
-def test_clean_removes_the_labs_network_and_only_that_one():
-    try:
-        client = clusters.kind_engine_client()
-    except BackendError as exc:
-        pytest.skip(f"no Docker engine: {exc}")
-    name = f"{clusters.KIND_NETWORK}-test-{os.getpid()}"
-    other = client.networks.create(f"{name}-other", driver="bridge")
-    try:
-        client.networks.create(name, driver="bridge")
-        assert clusters.remove_network(client, name) is True
-        names = {n.name for n in client.networks.list()}
-        assert name not in names and f"{name}-other" in names
-        assert clusters.remove_network(client, name) is False  # gone already: nothing to do
-    finally:
-        other.remove()
 
 
 def test_a_stock_engine_on_a_root_without_every_capability_is_refused_naming_the_labs_engine():

@@ -1,0 +1,133 @@
+"""A short real pipeline on the local backend, the one the README's test command runs: E1's readback and E2a's
+burst with no limit and at 125m, through Snakemake to the report, on real cgroups; a rerun with nothing changed
+does nothing; Ctrl-C and a killed workload leave nothing. The `ci` profile end to end is test_pipeline.py's,
+under --full. Needs root."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import left_behind, snakemake, workload_pids_of
+from pipeline_runs import (
+    LONG_LOG,
+    assert_clean,
+    assert_e1_reads_back_the_design,
+    assert_the_quota_decides_throttling,
+    ci_profile,
+    cpuset_state,
+    long_run_workdir,
+    raw_runs,
+    read_log,
+    start_long_run,
+    wait_for_workload,
+)
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+#: The quiet host's floor sampled for 2 s instead of 20, and a disturbed run kept and marked rather than measured
+#: again after a wait of up to a minute: what these tests read (the readback, the throttling counters) does not
+#: depend on other work; the waits and retries are test_runner.py's.
+QUICK_DISTURBANCE = "disturbance:\n  quiet_calibration_s: 2\n  retries: 0\n"
+
+
+@pytest.fixture(scope="module")
+def short_run(binaries, tmp_path_factory) -> tuple[Path, list[str]]:
+    """The `ci` profile's E1 (both variants) and E2a's nolimit and limit500m arms, twice each, to the report;
+    the workload builds taken from the test session's. Returns the workdir and the Snakemake arguments."""
+    if os.geteuid() != 0:
+        pytest.skip("the local backend needs root (or a delegated cgroup) to create cgroups")
+    folder = tmp_path_factory.mktemp("short-profile")
+    profile = ci_profile()
+    e2a = profile["experiments"]["E2a"]
+    e2a["variants"] = {k: e2a["variants"][k] for k in ("nolimit", "limit500m")}
+    profile["experiments"] = {"E1": profile["experiments"]["E1"], "E2a": e2a}
+    profile["repeats"] = 2
+    (folder / "short.yaml").write_text(yaml.safe_dump(profile))
+    (folder / "disturbance.yaml").write_text(QUICK_DISTURBANCE)
+    args = ["--configfile", str(folder / "disturbance.yaml"), "--config", f"profile={folder / 'short.yaml'}"]
+    workdir = tmp_path_factory.mktemp("short-run")
+    for build, path in binaries.items():
+        (workdir / f"results/build/{build}").mkdir(parents=True)
+        shutil.copy(path, workdir / f"results/build/{build}/cpulab")
+    before = cpuset_state()
+    proc = snakemake(workdir, "report", *args)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert cpuset_state() == before
+    return workdir, args
+
+
+def test_every_run_wrote_its_raw_log_and_nothing_is_left(short_run):
+    workdir, _ = short_run
+    logs = sorted(
+        p.relative_to(workdir / "results/local/raw").as_posix()
+        for p in workdir.glob("results/local/raw/*/*/rep*.jsonl")
+        if ".disturbed-" not in p.name
+    )
+    assert logs == [
+        "E1/all-limits/rep0.jsonl",
+        "E1/partial/rep0.jsonl",
+        "E2a/limit500m/rep0.jsonl",
+        "E2a/limit500m/rep1.jsonl",
+        "E2a/nolimit/rep0.jsonl",
+        "E2a/nolimit/rep1.jsonl",
+    ]
+    for log in logs:
+        meta = read_log(workdir / "results/local/raw" / log)[0]
+        assert meta["type"] == "meta" and meta["backend"] == "local" and meta["start"] <= meta["end"]
+    assert left_behind(workdir) == [] and workload_pids_of(workdir) == []
+    assert (workdir / "results/report/index.html").is_file()
+
+
+def test_e1_reads_back_every_level(short_run):
+    assert_e1_reads_back_the_design(raw_runs(short_run[0], "E1"))
+
+
+def test_e2a_is_throttled_by_its_quota_and_only_then(short_run):
+    assert_the_quota_decides_throttling(raw_runs(short_run[0], "E2a"))
+
+
+def test_a_rerun_with_nothing_changed_does_nothing(short_run):
+    workdir, args = short_run
+    outputs = {p: p.stat().st_mtime_ns for p in (workdir / "results").rglob("*") if p.is_file()}
+    proc = snakemake(workdir, "report", *args)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+    assert {p: p.stat().st_mtime_ns for p in outputs} == outputs
+
+
+def test_ctrl_c_to_snakemake_leaves_nothing_behind(short_run, tmp_path):
+    before = cpuset_state()
+    workdir, profile = long_run_workdir(short_run[0], tmp_path)
+    proc = start_long_run(workdir, profile)
+    try:
+        wait_for_workload(proc, workdir)
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode != 0
+    assert_clean(before, workdir)
+    assert not (workdir / LONG_LOG).exists()
+
+
+def test_a_killed_workload_fails_its_job_and_leaves_nothing(short_run, tmp_path):
+    before = cpuset_state()
+    workdir, profile = long_run_workdir(short_run[0], tmp_path)
+    proc = start_long_run(workdir, profile)
+    try:
+        os.kill(wait_for_workload(proc, workdir), signal.SIGKILL)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode != 0
+    assert "killed by a signal" in output
+    assert_clean(before, workdir)
+    assert not (workdir / LONG_LOG).exists()
