@@ -1,5 +1,5 @@
 # Stage 1b, kind and kubernetes backends: the clusters, the images in them, and `clean`.
-# kind: the lab's two clusters (config/kind/new.yaml, old.yaml; SPEC §4), each created once
+# kind: the lab's two clusters (config/kind/new.yaml, old.yaml; docs/LAB.md §4), each created once
 # by a rule of its own (its kubeconfig is the output, so a rerun reuses it), the kind image
 # (the docker backend's cpulab:<build> plus podgate) loaded into each, and deleted by `clean`.
 # These rules drive the host's Docker engine and kind binaries: they cannot have a conda env.

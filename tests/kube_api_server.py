@@ -90,7 +90,7 @@ DEFAULT_GRACE_S = 30
 
 def recorded_cadvisor() -> list[str]:
     """Two scrapes of a kind worker's /metrics/cadvisor recorded 20 s apart (pod tl-e6-abc123), for
-    FakeKubeAPI.recorded_cadvisor: cAdvisor's own sample times in them are 12.149 s apart (SPEC E6)."""
+    FakeKubeAPI.recorded_cadvisor: cAdvisor's own sample times in them are 12.149 s apart (docs/LAB.md §4, E6)."""
     return [(FIXTURES / "cadvisor-1.txt").read_text(), (FIXTURES / "cadvisor-2.txt").read_text()]
 
 
@@ -195,7 +195,7 @@ class FakeKubeAPI:
         self.force_linger_s = force_linger_s  # how long a force-deleted pod's containers run on (>= kubelet's 2 s)
         self.exec_latency_s = exec_latency_s  # an exec's round trip (API server, kubelet, runc exec)
         self.exec_cpu_us = exec_cpu_us  # CPU one exec costs the container (runc init and the command)
-        self.runc = "new"  # which conversion the fake node's runc applies (SPEC §2)
+        self.runc = "new"  # which conversion the fake node's runc applies (docs/LAB.md §2)
         self.qos_rule: Callable[[list[dict[str, Any]]], str] = _qos  # the API server's (and kubelet's) QoS rule
         # kubelet's side, for a stand-in kind node: when set, every pod scheduled to `cgroup_node` gets
         # its cgroup directories written under `cgroup_dir`, laid out as kubelet (systemd driver,
@@ -885,7 +885,7 @@ class FakeKubeAPI:
             shutil.rmtree(self._pod_dir(pod), ignore_errors=True)
 
     def _write_cgroups(self) -> None:
-        """kubelet's and runc's files for every live pod on the node (SPEC §2), written anew."""
+        """kubelet's and runc's files for every live pod on the node (docs/LAB.md §2), written anew."""
         assert self.cgroup_dir is not None
         node = next(n for n in self.nodes if n["metadata"]["name"] == self.cgroup_node)
         allocatable = _milli(node["status"]["allocatable"]["cpu"])
@@ -921,7 +921,7 @@ class FakeKubeAPI:
         return max(0.0, (c.ended_at if c.ended_at is not None else time.monotonic()) - c.opened_at)
 
     def container_cgroup(self, pod: _Pod, c: _Container) -> dict[str, str]:
-        """What runc writes for the container on a cgroup v2 node (SPEC §2), and a cpu.stat that
+        """What runc writes for the container on a cgroup v2 node (docs/LAB.md §2), and a cpu.stat that
         includes the CPU its execs cost and, once its gate is open, what its workload ran: a
         container with a CPU limit uses the limit in full and is throttled for half of each 100 ms
         period it runs (a scripted workload, not a scheduler); without a limit no period is counted."""

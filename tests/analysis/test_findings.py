@@ -1,5 +1,5 @@
 """Findings F1-F11 (the lab's) and F12-F17 (ours, docs/EXPERIMENTS.md) on synthetic per-run data: every finding can come out reproduced, contradicted and
-inconclusive, and "not testable here" only through a named requirement of a check (STATS.md §8);
+inconclusive, and "not testable here" only through a named requirement of a check (docs/STATISTICS.md §8);
 the intersection-union verdict, exact zeros, Holm over the decisive comparisons only, thresholds
 derived from the model and the profile's parameters; and the analysis CLI end to end on the fixtures."""
 
@@ -30,7 +30,7 @@ R = 5
 
 
 #: When the made-up lab's runs were made: after every revision of the threshold registry, so that every check
-#: judges them (a check revised after data is judged only on runs made after its revision, STATS.md §5)
+#: judges them (a check revised after data is judged only on runs made after its revision, docs/STATISTICS.md §5)
 AFTER_EVERY_REVISION = "2026-12-03T00:00:00+00:00"
 
 
@@ -735,7 +735,7 @@ def test_every_finding_can_come_out_every_way(faithful, fid, verdict):
     mine = checks[checks["id"] == fid]
     # "not testable" comes only through a named requirement of a check, in every scenario
     untestable = checks[checks["verdict"] == NOT_TESTABLE]
-    # (or through a premise that failed, STATS.md §5: "not testable here: premise failed" with the numbers)
+    # (or through a premise that failed, docs/STATISTICS.md §5: "not testable here: premise failed" with the numbers)
     assert (untestable["requirement"].str.len() > 0).all()
     assert (untestable["reason"].str.startswith("needs ") | untestable["reason"].str.startswith("premise failed")).all()
     assert row["verdict"] == verdict, (row["reason"], mine[["check", "verdict", "reason"]].to_string())
@@ -993,7 +993,7 @@ def test_disturbed_runs_are_named_beside_the_verdict():
 
 
 def test_a_verdict_that_hangs_on_disturbed_runs_is_not_trusted():
-    """STATS.md §6: with the two disturbed runs the interval clears the threshold, without them (R = 3)
+    """docs/STATISTICS.md §6: with the two disturbed runs the interval clears the threshold, without them (R = 3)
     it does not: the verdict hangs on them, so it is inconclusive; the runs stay in the tables, marked."""
     lab = Lab()
     nolimit = {**E2A_BASE, **E2A_ARMS["nolimit"]}
@@ -1010,7 +1010,7 @@ def test_a_verdict_that_hangs_on_disturbed_runs_is_not_trusted():
 
 
 def test_a_share_ratio_tolerates_disturbed_runs_a_tail_does_not():
-    """STATS.md §2: share ratios are insensitive to other work on their CPU (it takes from every member in
+    """docs/STATISTICS.md §2: share ratios are insensitive to other work on their CPU (it takes from every member in
     proportion), so E5's runs disturbed after their retries count as any other: no verdict capped for them.
     The same runs marked disturbed under a latency check would (test above)."""
     lab = weights(Lab())
@@ -1349,7 +1349,7 @@ def test_a_variant_the_backend_left_out_names_the_backends_reason():
 
 def test_a_check_whose_variants_the_profile_leaves_out_is_set_aside_not_the_whole_finding():
     """The quick profile leaves E7's two-limit and one-double to the paper profile (54+ repeats per arm): F7 is
-    judged on two-half / one-limit alone and says so (STATS.md §5: a requirement belongs to the checks that
+    judged on two-half / one-limit alone and says so (docs/STATISTICS.md §5: a requirement belongs to the checks that
     need it). With every decisive check's variants left out it is not testable; what this machine cannot
     express (a backend's reason) still makes the finding not testable."""
     lab = full_lab()
@@ -1576,7 +1576,7 @@ def test_the_runtime_conversion_is_applied_where_the_backend_writes_it(backend, 
 
 
 # --------------------------------------------------------------------------
-# the threshold registry's rule (STATS.md §5, issue 24 item 7): a check revised after data is judged only on
+# the threshold registry's rule (docs/STATISTICS.md §5, issue 24 item 7): a check revised after data is judged only on
 # the runs made after its revision, and the tables show its verdict on all runs beside
 
 BEFORE_F4_REVISION = "2026-12-01T12:00:00+00:00"  # a5a8721 revised F4's throttled-time threshold on 2026-12-02

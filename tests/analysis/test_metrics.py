@@ -282,7 +282,7 @@ def test_a_burst_run_without_its_process_names_the_run(tables):
 
 
 def test_periods_per_round_counts_the_whole_runs_periods_not_only_the_bursts():
-    """The kernel also counts the idle period after each burst (SPEC §1, F3): the rounds' own deltas
+    """The kernel also counts the idle period after each burst (docs/LAB.md §1, F3): the rounds' own deltas
     end with the burst, the summary's span the run. 27 periods over 12 rounds (a quick-profile run)."""
     from throttlelab.analysis.metrics.jobs_metrics import burst_metrics
 

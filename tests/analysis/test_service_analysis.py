@@ -139,7 +139,7 @@ def test_load_records_become_latencies_and_window_counters(tmp_path):
     # counts at the client timeout (the header predates params.timeout: cpulab's default 10 s)
     every = np.array([*WORK_LAT, metrics.DEFAULT_LOAD_TIMEOUT_MS])
     assert got["work_p50_ms"] == pytest.approx(np.quantile(every, 0.5))
-    # 7 requests: p50 needs 6, p99 needs 368 (STATS.md §2): not computed, and the note says why
+    # 7 requests: p50 needs 6, p99 needs 368 (docs/STATISTICS.md §2): not computed, and the note says why
     assert math.isnan(got["work_p99_ms"]) and math.isnan(got["work_p90_ms"])
     notes = dict(zip(per_run["metric"], per_run["note"]))
     assert notes["work_p99_ms"] == "/work: n too small for p99: 7 requests (needs 368)"

@@ -1,4 +1,4 @@
-"""Tests of throttlelab.analysis.stats: the checks of STATS.md section 8, plus known answers.
+"""Tests of throttlelab.analysis.stats: the checks of docs/STATISTICS.md §8, plus known answers.
 
 Everything random is drawn from seeded numpy Generators, so every number
 below is the same on every run. The simulations are vectorised (trials x runs
@@ -41,7 +41,7 @@ T975_DF4 = 2.776445
 
 
 # ==========================================================================
-# The two-level lognormal model of STATS.md section 8
+# The two-level lognormal model of docs/STATISTICS.md §8
 #
 #   latency of request j in run r of a trial = exp(MU + sigma * u_r + S_REQ * e_rj)
 #
@@ -55,7 +55,7 @@ Q = 0.99
 R_MAX = 20
 RS = (5, 10, 20)
 SIGMAS = (0.0, 0.1)
-N_TRIALS = 1000  # simulated experiments per (sigma, R) cell; STATS.md asks >= 400
+N_TRIALS = 1000  # simulated experiments per (sigma, R) cell; docs/STATISTICS.md asks >= 400
 CHUNK = 50  # trials generated at once: 50 x 20 x 2000 doubles = 16 MB
 POOLED_CELLS = ((0.1, 5), (0.1, 10), (0.1, 20), (0.0, 10))
 
@@ -278,7 +278,7 @@ def test_run_latency_summary_known_values():
     [("p50", 0.5, 6), ("p90", 0.9, 36), ("p95", 0.95, 72), ("p99", 0.99, 368), ("p99_9", 0.999, 3688)],
 )
 def test_minimum_samples_per_quantile(name, q, need):
-    """STATS.md §2: n >= ln 0.025 / ln q, so that the run's maximum lies above the true quantile
+    """docs/STATISTICS.md §2: n >= ln 0.025 / ln q, so that the run's maximum lies above the true quantile
     with probability 97.5%."""
     assert stats.min_samples(q) == need and stats.QUANTILES[name] == q
     assert 1 - q**need >= 0.975 > 1 - q ** (need - 1)
@@ -697,7 +697,7 @@ def test_cluster_bootstrap_flags_and_is_wider_than_pooled_iid():
 
 @pytest.mark.parametrize("r", [2, 3, 5, 10, 19])
 def test_no_bootstrap_below_20_runs(r):
-    """STATS.md §3: a cluster bootstrap of a pooled p99.9 covers 0.26-0.82 at R = 3-5. No exceptions."""
+    """docs/STATISTICS.md §3: a cluster bootstrap of a pooled p99.9 covers 0.26-0.82 at R = 3-5. No exceptions."""
     rng = np.random.default_rng(6)
     few = [np.exp(S_REQ * rng.standard_normal(500)) for _ in range(r)]
     est = cluster_bootstrap_quantile(few, 0.999, rng=np.random.default_rng(7))
@@ -745,7 +745,7 @@ def test_public_names():
 
 
 # ==========================================================================
-# STATS.md §8 as now written: the profiles' samples per run (60 to 6,000), R in {3, 5, 8, 10, 20},
+# docs/STATISTICS.md §8 as now written: the profiles' samples per run (60 to 6,000), R in {3, 5, 8, 10, 20},
 # run effects sigma 0 and 0.1 (normal) and a heavy-tailed t3 run effect; each cell >= 400 trials,
 # vectorised (trials x runs arrays) so the whole grid takes seconds. The per-run quantile is the one
 # the samples support (stats.supported_quantile: 60 -> p90, 600 and 6,000 -> p99), drawn exactly
@@ -937,7 +937,7 @@ def test_estimate_proportion_known_answers():
     sparse = stats.estimate_proportion([1, 0, 2, 1, 0], [40] * 5)
     exact = sps.binomtest(4, 200).proportion_ci(0.95, method="exact")
     logit = stats.estimate(stats.empirical_logit([1, 0, 2, 1, 0], [40] * 5), log=False)
-    # the point is the pooled ratio (STATS.md §3, issue 24: the back-transformed mean logit is biased high)
+    # the point is the pooled ratio (docs/STATISTICS.md §3, issue 24: the back-transformed mean logit is biased high)
     assert sparse.flag == "sparse counts" and sparse.point == pytest.approx(4 / 200)
     assert sparse.lo == pytest.approx(min(exact.low, special.expit(logit.lo)))
     assert sparse.hi == pytest.approx(max(exact.high, special.expit(logit.hi)))

@@ -1,4 +1,4 @@
-"""The threshold registry (STATS.md §5): each revision dated by its commit, so that runs made before it can be
+"""The threshold registry (docs/STATISTICS.md §5): each revision dated by its commit, so that runs made before it can be
 told from runs made after; and every derived threshold's value per profile, held against the golden file."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Operating characteristics of the verdict rule itself (shared/STATS.md §8).
+"""Operating characteristics of the verdict rule itself (docs/STATISTICS.md §8).
 
 Coverage under the interval's own model can hardly fail; these simulations ask what the RULE does where it
 matters: a true effect exactly at the threshold, a contaminated run in the arm that would make a false claim
@@ -180,7 +180,7 @@ def contaminated_verdicts(marked: bool) -> pd.Series:
 
 
 def test_a_disturbed_run_cannot_make_a_false_claim_reproduced():
-    # the run is marked disturbed (runs.csv): a verdict that hangs on it is inconclusive (STATS.md §6)
+    # the run is marked disturbed (runs.csv): a verdict that hangs on it is inconclusive (docs/STATISTICS.md §6)
     got = contaminated_verdicts(marked=True)
     assert within_level(int(got.get(REPRODUCED, 0)), ONE_SIDED), got
 

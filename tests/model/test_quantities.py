@@ -1,4 +1,4 @@
-"""SPEC §2 conversions, checked against the SPEC's own examples."""
+"""docs/LAB.md §2 conversions, checked against the examples of docs/LAB.md §2."""
 
 import pytest
 
@@ -51,7 +51,7 @@ def test_a_systemd_driver_rounds_a_quota_up_to_whole_10_ms_per_second(milli, per
 
 @pytest.mark.parametrize(
     "milli, weight",
-    # SPEC: 100m -> 4, a 600m pod -> 24, 1 CPU -> 39, a 1.1 CPU pod -> 43, kubepods 10 CPUs -> 391
+    # docs/LAB.md §2.4: 100m -> 4, a 600m pod -> 24, 1 CPU -> 39, a 1.1 CPU pod -> 43, kubepods 10 CPUs -> 391
     [(100, 4), (600, 24), (1000, 39), (1100, 43), (10_000, 391)],
 )
 def test_linear_weight(milli, weight):
@@ -85,7 +85,7 @@ def test_pod_limit_only_when_every_container_has_one():
 
 @pytest.mark.parametrize(
     "line, limit, cpus, expected",
-    # SPEC E3 (10 CPUs): go124mod always 10; go125mod none->10, 500m..2->2, 2500m->3
+    # docs/LAB.md §4, E3 (10 CPUs): go124mod always 10; go125mod none->10, 500m..2->2, 2500m->3
     [
         ("1.24", 500, 10, 10),
         ("1.24", None, 10, 10),
@@ -103,7 +103,7 @@ def test_go_default_gomaxprocs(line, limit, cpus, expected):
 
 
 def test_exhaust_time():
-    # SPEC: 250m limit, 16 threads: 25 ms / 16 = 1.5625 ms
+    # docs/LAB.md §2.7: 250m limit, 16 threads: 25 ms / 16 = 1.5625 ms
     assert q.exhaust_time_ms(250, 16) == pytest.approx(1.5625)
 
 

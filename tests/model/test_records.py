@@ -107,7 +107,7 @@ def test_the_meta_record_the_runner_writes_fits_the_contract(orchestrator_s):
 
 
 def test_the_meta_record_says_which_code_made_the_run():
-    # the threshold registry's rule (STATS.md §5) compares a run's start with a revision's date; the meta
+    # the threshold registry's rule (docs/STATISTICS.md §5) compares a run's start with a revision's date; the meta
     # record also names the commit of the code that made the run (null where no git checkout was there)
     meta = _meta({"disturbed": False, "note": "n"})
     assert meta["code"] == {"commit": None, "dirty": None} and checked([meta]) == [meta]

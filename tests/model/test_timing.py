@@ -1,5 +1,5 @@
 """The planning-side time estimate (model/timing.py) and the repeats planned from the per-run spread
-(STATS.md §6; docs/EXPERIMENTS.md "## Time" and "Repeats planned from the spread")."""
+(docs/STATISTICS.md §6; docs/EXPERIMENTS.md "## Time" and "Repeats planned from the spread")."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def test_a_runs_measuring_time_comes_from_its_parameters():
 
 
 # --------------------------------------------------------------------------
-# repeats planned from the per-run spread (power >= 80%, STATS.md §6)
+# repeats planned from the per-run spread (power >= 80%, docs/STATISTICS.md §6)
 
 #: experiment -> (per-run SD on the check's log scale, the effect the check must see on it, two arms?),
 #: as docs/EXPERIMENTS.md "Repeats planned from the spread" derives them

@@ -267,7 +267,7 @@ def test_the_checks_table_shows_requirements_and_derivations(page):
 
 
 def test_a_check_revised_after_data_shows_its_verdict_on_all_runs_beside():
-    # the threshold registry's rule (STATS.md §5): judged on the runs made after the revision, both shown
+    # the threshold registry's rule (docs/STATISTICS.md §5): judged on the runs made after the revision, both shown
     common = {"experiment": "E2a", "expected": "x < 0.937", "effect": 0.5, "lo": 0.4, "hi": 0.6, "p": 0.01}
     checks = pd.DataFrame(
         [

@@ -44,7 +44,7 @@ INTERFERENCE_COLUMNS = [
 LOAD_GENERATOR_COLUMNS = [
     "backend", "experiment", "variant", "repeat", "late_p99_ms", "work_errors", "suspect_above_ms", "suspect",
 ]  # fmt: skip
-#: E2b's tail: the highest quantile every run of both arms supports (STATS.md §2), else p99.
+#: E2b's tail: the highest quantile every run of both arms supports (docs/STATISTICS.md §2), else p99.
 SUPPORTED_LATENCY = "supported /work latency quantile"
 
 

@@ -1,4 +1,4 @@
-"""Statistics across repeated runs, as specified in ``shared/STATS.md``.
+"""Statistics across repeated runs, as specified in ``docs/STATISTICS.md``.
 
 The run is the unit of replication. Requests inside one run share that run's
 conditions, so every function here that draws an interval works on ONE value
@@ -105,7 +105,7 @@ QUANTILE_METHOD = "linear"
 QUANTILES: dict[str, float] = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p99_9": 0.999}
 #: A run's q-quantile is computed only when the run's maximum lies above the true
 #: q-quantile with probability 1 - TAIL_MISS: 1 - q**n >= 0.975, i.e.
-#: n >= ln 0.025 / ln q (STATS.md §2; :func:`min_samples`).
+#: n >= ln 0.025 / ln q (docs/STATISTICS.md §2; :func:`min_samples`).
 TAIL_MISS = 0.025
 
 #: A proportion gets the per-run empirical-logit t interval alone only when its
@@ -283,7 +283,7 @@ def quantile(values, q, *, axis: int | None = None):
 
 
 def min_samples(q: float) -> int:
-    """The fewest samples a run needs before its own q-quantile is computed (STATS.md §2).
+    """The fewest samples a run needs before its own q-quantile is computed (docs/STATISTICS.md §2).
 
     With n samples the run's maximum lies above the true q-quantile with
     probability 1 - q**n; we ask for 1 - :data:`TAIL_MISS` = 97.5%, so
@@ -345,7 +345,7 @@ class LatencySummary:
 
 
 def run_latency_summary(latencies_ms, *, ok=None, timeout_ms: float | None = None) -> LatencySummary:
-    """The per-run latency metrics of one run (STATS.md §2).
+    """The per-run latency metrics of one run (docs/STATISTICS.md §2).
 
     ``latencies_ms``: the run's latencies after the warmup prefix, each one
     measured from the SCHEDULED send time. ``ok``: which requests succeeded
@@ -504,7 +504,7 @@ def cannot_reach(runs: int, level: float, needed: int | None = None) -> str:
 def mean_tie_bound(
     v: float, n: int, low: float = 0.0, high: float = math.inf, level: float = 0.95
 ) -> tuple[float, float]:
-    """The bound on the mean when all ``n`` runs of an exact counter gave ``v`` (STATS.md §3).
+    """The bound on the mean when all ``n`` runs of an exact counter gave ``v`` (docs/STATISTICS.md §3).
 
     At the one-sided level a of ``level`` (:func:`one_sided_level`), the chance that a run differs from v
     is at most pi = 1 - a**(1/n) (Clopper-Pearson of 0 differing runs in n; 0.46 at n = 6 and a = 0.025),
@@ -541,7 +541,7 @@ def _counts(k, n) -> tuple[np.ndarray, np.ndarray]:
 
 
 def empirical_logit(k, n) -> np.ndarray:
-    """Per-run empirical logit log((k + 1/2) / (n - k + 1/2)) of k events in n trials (STATS.md §3)."""
+    """Per-run empirical logit log((k + 1/2) / (n - k + 1/2)) of k events in n trials (docs/STATISTICS.md §3)."""
     ks, ns = _counts(k, n)
     return np.log((ks + 0.5) / (ns - ks + 0.5))
 
@@ -560,7 +560,7 @@ def estimate_proportion(k, n, *, level: float = 0.95, label: str = "per-run thro
       that a check bounds by :func:`mean_tie_bound` (a share's range is [0, 1]);
     * at least :data:`MIN_EVENTS_PER_RUN` events and non-events per run on
       average: per-run empirical logit, Student t interval across runs,
-      back-transformed; the point is the pooled ratio sum(k) / sum(n) (STATS.md
+      back-transformed; the point is the pooled ratio sum(k) / sum(n) (docs/STATISTICS.md
       §3: the back-transformed mean logit is biased high at 25-30 counted
       periods per run);
     * sparser counts: the union of that interval and the exact (Clopper-Pearson)
@@ -861,7 +861,7 @@ def ratio_of_means(a, b, *, level: float = 0.95, label: str = "per-run values", 
 
 
 def threshold_p(a, b=None, *, threshold: float, relation: Literal[">", "<"], log: bool) -> float:
-    """One-sided p of a check against its own threshold, the same t as its interval (STATS.md §4).
+    """One-sided p of a check against its own threshold, the same t as its interval (docs/STATISTICS.md §4).
 
     H0: the effect lies on the wrong side of (or at) ``threshold``; a small p says the claim's side. With
     ``b`` the Welch t of mean(a) - mean(b) (on the logs for ``log``, against log(threshold)); without it the
@@ -900,7 +900,7 @@ def threshold_p(a, b=None, *, threshold: float, relation: Literal[">", "<"], log
 
 
 def t_power(runs: int, sd: float, effect: float, *, two_sample: bool, level: float = 0.95) -> float:
-    """Power of the one-sided t test the intervals decide by (STATS.md §6: plan R from the per-run spread):
+    """Power of the one-sided t test the intervals decide by (docs/STATISTICS.md §6: plan R from the per-run spread):
     the chance that the ``level`` interval clears a threshold lying ``effect`` away from the true value, with
     per-run values of standard deviation ``sd`` on the check's scale (the log for ratios), ``runs`` per arm;
     ``two_sample``: a ratio of two arms (Welch with equal spreads and runs, df 2R - 2), else one arm (df R - 1).
@@ -917,7 +917,7 @@ def t_power(runs: int, sd: float, effect: float, *, two_sample: bool, level: flo
 def repeats_for_power(
     sd: float, effect: float, *, two_sample: bool, power: float = 0.8, level: float = 0.95, most: int = 1000
 ) -> int:
-    """The fewest runs per arm whose :func:`t_power` reaches ``power`` (STATS.md §6: power >= 80% at the effect
+    """The fewest runs per arm whose :func:`t_power` reaches ``power`` (docs/STATISTICS.md §6: power >= 80% at the effect
     the check must see); ValueError past ``most``."""
     if not 0 < power < 1:
         raise ValueError(f"repeats_for_power: power {power} is not in (0, 1)")
@@ -1077,7 +1077,7 @@ def cluster_bootstrap_quantile(
     replacement, so run-to-run variation stays in the interval. Flagged
     "pooled, cluster bootstrap". Below :data:`MIN_RUNS_BOOTSTRAP` runs there
     is no interval (NaN bounds, "n too small"): with few runs a bootstrap
-    covers the truth far too rarely (STATS.md §3).
+    covers the truth far too rarely (docs/STATISTICS.md §3).
     """
     _check_level(level)
     sorted_runs = _canonical_runs(runs)
@@ -1092,7 +1092,7 @@ def cluster_bootstrap_quantile(
         f"(whole runs resampled, {n_boot} resamples), R = {n}"
     )
     if n < MIN_RUNS_BOOTSTRAP:
-        # STATS.md §3: no bootstrap below R = 20 (at R = 3-5 it covers 0.26-0.82). No exceptions.
+        # docs/STATISTICS.md §3: no bootstrap below R = 20 (at R = 3-5 it covers 0.26-0.82). No exceptions.
         return Estimate(
             point,
             math.nan,

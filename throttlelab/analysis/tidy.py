@@ -420,7 +420,7 @@ def cpu_accel(environment: Mapping[str, Any]) -> str | None:
 
 
 def interference_cells(meta: Mapping[str, Any]) -> tuple[Any, ...]:
-    """runs.csv's interference columns from a meta record (STATS.md §2, host interference).
+    """runs.csv's interference columns from a meta record (docs/STATISTICS.md §2, host interference).
 
     ``meta.interference`` is what the runner's meter saw over the analysed attempt
     ({cpus, window_s, busy_s, lab_s, runner_s, outside_s, outside_share, other_s, other_share,

@@ -160,7 +160,7 @@ def raise_on_mismatch(results: list[Readback], where: str = "") -> list[Readback
     bad = [r for r in results if r.mismatches]
     if bad:
         lines = [f"  {r.path}: " + "; ".join(r.mismatches) for r in bad]
-        raise DesignMismatch(f"cgroup readback differs from the SPEC §2 design{where}:\n" + "\n".join(lines))
+        raise DesignMismatch(f"cgroup readback differs from the docs/LAB.md §2 design{where}:\n" + "\n".join(lines))
     return results
 
 

@@ -1,4 +1,4 @@
-"""Experiments of SPEC §4: each turns one variant's parameters into records.
+"""Experiments of docs/LAB.md §4: each turns one variant's parameters into records.
 
 An experiment function takes the variant's spec (validated by the profile
 schema) and a Context, deploys a node through the backend interface, and

@@ -121,7 +121,7 @@ def run_x4(spec: VariantSpec, ctx: Context) -> ExperimentResult:
 
 
 def run_e3(spec: VariantSpec, ctx: Context) -> ExperimentResult:
-    """`info` of one build under one limit; records what Go picked and what the SPEC predicts."""
+    """`info` of one build under one limit; records what Go picked and what Go's rule predicts (docs/LAB.md §2.6)."""
     build = spec.build
     limit = spec.milli("limit")
     container = Container(

@@ -226,7 +226,7 @@ def meta_record(
         "interference": run["interference"],
         "attempt": run["attempt"],
         # which code made the run (host/facts.py code_version): its start time is what a revised threshold's
-        # date is compared with (the threshold registry, STATS.md §5); the commit says which code
+        # date is compared with (the threshold registry, docs/STATISTICS.md §5); the commit says which code
         "code": code if code is not None else {"commit": None, "dirty": None},
         **({"calibration": calibrated} if (calibrated := getattr(args, "calibration_record", None)) else {}),
     }

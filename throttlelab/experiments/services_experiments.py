@@ -1,4 +1,4 @@
-"""The service experiments (SPEC §4): a `cpulab serve` meets traffic from `cpulab load`.
+"""The service experiments (docs/LAB.md §4): a `cpulab serve` meets traffic from `cpulab load`.
 
 E2b  one service under open-loop load, steady or clumped arrivals, three settings;
 E7   replicas behind per-connection balancing versus one pod with a raised limit;
@@ -361,7 +361,7 @@ def free_port() -> int:
 
 # -- E6: what monitoring sees ----------------------------------------------------------------------
 #
-# E6 - what monitoring sees (SPEC §4): the E2a limit-1 burst job, scraped as a
+# E6 - what monitoring sees (docs/LAB.md §4): the E2a limit-1 burst job, scraped as a
 # metrics pipeline scrapes it.
 #
 # The lab scraped the kubelet's cAdvisor metrics twice, ~20 s apart, and divided

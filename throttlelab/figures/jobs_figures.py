@@ -184,7 +184,7 @@ def e3_setting(spec: VariantSpec) -> tuple[int, str]:
 
 
 def e3_gomaxprocs_figure(metrics: pd.DataFrame, runs: pd.DataFrame) -> Figure:
-    """E3: GOMAXPROCS by limit for each module line: measured, the SPEC rule here, the lab's 10-CPU value."""
+    """E3: GOMAXPROCS by limit for each module line: measured, Go's rule here (docs/LAB.md §2.6), the lab's 10-CPU value."""
     specs = variant_specs(runs, "E3")
     builds = sorted({spec.build for spec in specs.values()})
     measured = per_run(metrics, "E3", "gomaxprocs")
@@ -221,7 +221,7 @@ def e3_gomaxprocs_figure(metrics: pd.DataFrame, runs: pd.DataFrame) -> Figure:
         axes[0].set_ylabel("GOMAXPROCS")
         handles = [
             Line2D([], [], ls="", marker="o", ms=5, color=RUN_COLOR, label="measured, each run"),
-            Line2D([], [], ls="", marker="s", ms=8, mfc="none", mec=RULE_COLOR, mew=1.5, label="SPEC rule, this node"),
+            Line2D([], [], ls="", marker="s", ms=8, mfc="none", mec=RULE_COLOR, mew=1.5, label="Go's rule, this node"),
             Line2D([], [], ls="--", color=LAB_COLOR, label="lab (10 CPUs)"),
         ]
         fig.legend(handles=handles, loc="outside upper center", ncol=3, frameon=False)
@@ -309,7 +309,7 @@ def e3_gomaxprocs_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
     est = estimates_of(estimates, "E3", "gomaxprocs")
     runs = int(est["n"].max()) if len(est) else 0
     return (
-        "GOMAXPROCS each run reported (dots) for both go.mod lines, against the value the SPEC rule predicts "
+        "GOMAXPROCS each run reported (dots) for both go.mod lines, against the value Go's rule predicts (docs/LAB.md §2.6) "
         "for this node's CPUs (open squares) and the lab's measurement on its 10-CPU node (dashed red). "
         f"A deterministic readout with R = {runs} per variant: the dots are the data, there is no interval."
     )

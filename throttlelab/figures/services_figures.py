@@ -1,7 +1,7 @@
 """The service experiments' figures and their captions on the page: the lab's E2b, E7, E8, E6, S2, and
 ours (docs/EXPERIMENTS.md) X5 steady arrivals near the limit and X6 GOMAXPROCS 2 against 1.
 
-Same rules as every figure (shared/STATS.md §7, :mod:`.style`): one point per run,
+Same rules as every figure (docs/STATISTICS.md §7, :mod:`.style`): one point per run,
 the estimate and interval that estimates.csv holds (never recomputed here), the
 lab's figure (:mod:`throttlelab.model.reference`) in dashed red where the article
 gives one; for ours, the model's prediction written before the data in dotted grey (predictions.csv, as
@@ -69,7 +69,7 @@ E6_RATES = (
 def latency_metric(estimates: pd.DataFrame, experiment: str) -> tuple[str, str]:
     """The /work quantile the experiment's runs support (metric, name): p99, else p90, else p50.
 
-    A run too short for a quantile leaves it empty (STATS.md §2: p99 needs 368 requests per
+    A run too short for a quantile leaves it empty (docs/STATISTICS.md §2: p99 needs 368 requests per
     run); the figure shows the highest quantile every variant has, as the findings compare it.
     """
     mine = estimates[estimates["experiment"] == experiment]

@@ -1,6 +1,6 @@
 """What every figure shares: colours, the axes helpers, the data it selects, the method sentence.
 
-Every figure follows STATS.md §7: one point per run (the run is the unit of
+Every figure follows docs/STATISTICS.md §7: one point per run (the run is the unit of
 replication), the estimate with the interval that ``estimates.csv`` already
 holds (asymmetric on the log scale; never recomputed here), and the lab's own
 figure (:mod:`throttlelab.model.reference`) in dashed red where the article

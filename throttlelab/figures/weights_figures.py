@@ -28,7 +28,7 @@ from throttlelab.model.variants import (
 
 
 def lab_shares(experiment: str, phase: str) -> dict[str, float]:
-    """member -> the lab's measured share of the one CPU in this experiment's phase (SPEC §4)."""
+    """member -> the lab's measured share of the one CPU in this experiment's phase (docs/LAB.md §4)."""
     figures = LAB.get(experiment)
     values = figures.values.get(phase, {}) if figures else {}
     return {metric.removeprefix("share_"): v for metric, v in values.items() if metric.startswith("share_")}

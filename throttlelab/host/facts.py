@@ -34,7 +34,7 @@ def cgroup_version(root: Path = Path("/sys/fs/cgroup")) -> int:
 
 
 def code_version(root: Path | None = None) -> dict[str, Any]:
-    """The code a run is made with, for its meta record (``code``, STATS.md §5's registry rule): the git
+    """The code a run is made with, for its meta record (``code``, docs/STATISTICS.md §5's registry rule): the git
     commit of ``root`` (the runner's working directory unless told: Snakemake starts it in the project)
     and whether tracked files differ from it; both None where ``root`` is no git checkout or git is not
     installed (a vm guest's copy). The run's own start time (meta ``start``) is

@@ -3,7 +3,7 @@
 A run is measured on some CPUs (the node's cpuset and the load generator's, or
 every CPU the runner may use). Any CPU time spent on them by processes outside
 the lab during the run's window is interference: it delays the workload and the
-generator, and a verdict must not hang on such a run (shared/STATS.md §2, §6).
+generator, and a verdict must not hang on such a run (docs/STATISTICS.md §2, §6).
 
 The meter samples at start(), just before the runner removes a cgroup tree
 (``cgroupfs.add_removal_listener``: a removed cgroup's counters are gone), every
@@ -28,7 +28,7 @@ must not disturb what it measures) and at stop():
   (its loopback traffic between the load generator and the services is softirq work the kernel
   accounts to no cgroup), so it is counted with the lab (``irq_s``), not as interference.
 
-Only the workload's busy intervals weigh (STATS.md §2): an experiment marks them with
+Only the workload's busy intervals weigh (docs/STATISTICS.md §2): an experiment marks them with
 ``Context.busy`` (the load generator's run, a burst job's rounds), the meter takes a snapshot of
 every counter at each mark, and the judged figures are summed over the marked intervals; deploying,
 reading back and tearing down are metered over the whole attempt (``attempt_*``) but not judged. An

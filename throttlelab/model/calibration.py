@@ -1,4 +1,4 @@
-"""The calibration step (pure): what short pilot runs before the measured runs fix (STATS.md §2, §5).
+"""The calibration step (pure): what short pilot runs before the measured runs fix (docs/STATISTICS.md §2, §5).
 
 Two quantities depend on the machine and are measured, never assumed, before any measured run:
 
@@ -32,7 +32,7 @@ from throttlelab.model.variants import VariantSpec
 #: request cost ~2.9 ms at 30 req/s, a quick run's ~2.6 ms at 45); the line through both points is what the
 #: arms use.
 PILOT_USES = (0.3, 0.9)
-#: The rule for a disturbed run, written before any run (STATS.md §2): floor + 3 SD of the quiet share.
+#: The rule for a disturbed run, written before any run (docs/STATISTICS.md §2): floor + 3 SD of the quiet share.
 QUIET_SD = 3.0
 #: How many disjoint windows of a run's length the quiet sampling must hold for its SD to be one: a longer run
 #: window is judged by the SD of windows this many times shorter than the sampling (20 s: 4 s). Sliding

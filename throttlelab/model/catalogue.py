@@ -47,7 +47,7 @@ THIS_FILE = "throttlelab/model/catalogue.py"
 class Experiment:
     """One experiment: what it is called, how it runs, what its raw log must hold, how it is analysed."""
 
-    #: the lab's own id (E1-E10, S1, S2: shared/SPEC.md §4) or ours beyond it (X1..., docs/EXPERIMENTS.md)
+    #: the lab's own id (E1-E10, S1, S2: docs/LAB.md §4) or ours beyond it (X1..., docs/EXPERIMENTS.md)
     id: str
     #: a few words on what it measures; with the id, the section of Snakemake's report its figures go to
     title: str
@@ -96,7 +96,7 @@ _SHARES = ("share_expectation", "share_sample")
 # A table, one row per experiment: ruff format keeps its rows.
 # fmt: off
 CATALOGUE: tuple[Experiment, ...] = (
-    # ---- the lab's (shared/SPEC.md §4)
+    # ---- the lab's (docs/LAB.md §4)
     Experiment("E1", "where the limit is written", ours=False, family="jobs", runner="run_e1", command="info",
                metrics=None, shows_readback=True),
     Experiment("E2a", "burst job", ours=False, family="jobs", runner="run_e2a", command="burst", metrics="burst",

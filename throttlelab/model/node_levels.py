@@ -1,4 +1,4 @@
-"""What kubelet and the runtime would write for a node, level by level (SPEC §2).
+"""What kubelet and the runtime would write for a node, level by level (docs/LAB.md §2).
 
 The local backend writes exactly these values and then reads them back; the
 readback is compared with this design before anything is measured.

@@ -1,4 +1,4 @@
-"""The placement model every backend maps: node -> pod -> container (SPEC §6).
+"""The placement model every backend maps: node -> pod -> container (docs/LAB.md §6).
 
 Frozen dataclasses only; the expected cgroup values derived from them live in
 `design.py`, so this module stays a plain description of what is asked for.

@@ -1,4 +1,4 @@
-"""CPU quantities and the conversions of SPEC §2, as pure integer functions.
+"""CPU quantities and the conversions of docs/LAB.md §2, as pure integer functions.
 
 Everything here mirrors what kubelet and runc compute, so the numbers we write
 to cgroups (and read back) can be checked against the same formulas.

@@ -153,7 +153,7 @@ RECORDS: dict[str, Shape] = {
             "readback",
             "runner",
             {"level": "str", "path": "str", "design": "dict", "actual": "dict", "mismatches": "list"},
-            about="one level of the cgroup hierarchy: the SPEC §2 design against what was read back",
+            about="one level of the cgroup hierarchy: the docs/LAB.md §2 design against what was read back",
         ),
         Shape(
             "ancestor",

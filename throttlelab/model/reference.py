@@ -1,9 +1,9 @@
-"""The lab's own figures, typed once: what the article (SPEC §4), the talk and the book measured.
+"""The lab's own figures, typed once: what the article (docs/LAB.md §4), the talk and the book measured.
 
 Two kinds of data, side by side:
 
 * :data:`LAB`: per experiment, the numbers keyed like our tables (variant -> metric ->
-  value, run 1 of SPEC §4) with where they were measured. The figures draw them, the
+  value, run 1 of docs/LAB.md §4) with where they were measured. The figures draw them, the
   report's notes and captions cite them.
 * :data:`QUOTES`: per finding, the sentence the findings table prints as the lab's
   figure, and per check the figure that check is compared with (findings.csv and
@@ -75,7 +75,7 @@ def _frozen(values: dict[str, dict[str, float]]) -> Mapping[str, Mapping[str, fl
     return MappingProxyType({variant: MappingProxyType(dict(metrics)) for variant, metrics in values.items()})
 
 
-_LAB_RUN_1 = "the lab (SPEC §4, run 1)"
+_LAB_RUN_1 = "the lab (docs/LAB.md §4, run 1)"
 _GO124_LIMITS = ("none", "500m", "1", "1500m", "2", "2500m")
 
 LAB: Mapping[str, LabFigures] = MappingProxyType(
@@ -228,7 +228,7 @@ LAB: Mapping[str, LabFigures] = MappingProxyType(
 
 #: The talk's throughput with GOMAXPROCS 1 over GOMAXPROCS 16 (S2), as the talk states it.
 TALK_S2_GAIN = 21.7
-#: The talk's quota drain time: 250m on 16 threads = 25 ms / 16 = 1.56 ms of wall time (SPEC §2).
+#: The talk's quota drain time: 250m on 16 threads = 25 ms / 16 = 1.56 ms of wall time (docs/LAB.md §2).
 TALK_EXHAUST_MS = 25.0 / 16
 
 

@@ -1,4 +1,4 @@
-"""Which conversion of cgroup v1 shares to a v2 weight a runc release applies (SPEC §2).
+"""Which conversion of cgroup v1 shares to a v2 weight a runc release applies (docs/LAB.md §2).
 
 runc converts a container's shares to cpu.weight itself: linearly before 1.3.2,
 quadratically in log2(shares) from 1.3.2 on (runc pull request 4785). The names
@@ -12,7 +12,7 @@ import re
 
 RUNC_NEW_FROM = (1, 3, 2)  # runc pull request 4785: quadratic shares -> weight from this release on
 
-#: The kind backend's two clusters (config/kind/new.yaml, old.yaml; SPEC §4): each runs the runc of one
+#: The kind backend's two clusters (config/kind/new.yaml, old.yaml; docs/LAB.md §4): each runs the runc of one
 #: conversion, and a variant runs on the cluster of its runtime.
 RUNTIME_OF_KIND_ROLE = {"new": "runc-new", "old": "runc-old"}
 KIND_ROLE_OF_RUNTIME = {runtime: role for role, runtime in RUNTIME_OF_KIND_ROLE.items()}

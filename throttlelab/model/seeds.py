@@ -4,7 +4,7 @@ config.yaml's ``seed`` (the *config seed*; every raw log records it as ``meta.co
 as ``config_seed``) is the root of every random choice, each derived here once:
 
 * the measuring order: each experiment's jobs shuffled by ``random.Random("<seed>/<experiment>")``
-  (:func:`measuring_order`; rules/common.smk numbers the jobs from it, STATS.md §6);
+  (:func:`measuring_order`; rules/common.smk numbers the jobs from it, docs/STATISTICS.md §6);
 * each job's seed: the first 8 hex digits of ``sha256("<seed>/<experiment>/<variant>/<repeat>")``
   (:func:`job_seed`; the runner hands it to the experiment, ``meta.seed``, runs.csv ``job_seed``);
 * from the job's seed, the load schedules: ``cpulab load -seed`` is the job seed itself

@@ -1,5 +1,5 @@
 """The lab's weight experiments as a model: its pods (E4, E5, E10) and the shares of one
-contended CPU that kubelet's and runc's weights predict for them (SPEC §2, §4).
+contended CPU that kubelet's and runc's weights predict for them (docs/LAB.md §2, §4).
 
 Pure: the experiments build their nodes from it, and the findings derive F8's expected
 shares from the same function, so the prediction lives in one place.

@@ -52,7 +52,7 @@ def contrast(contrasts: pd.DataFrame | None, experiment: str, variant: str, base
 
 
 def s2_against_e2b(tables: Mapping[str, pd.DataFrame]) -> list[str]:
-    """Where S2 and E2b disagree on fewer threads, with this run's numbers (SPEC §4, S2): the contrasts
+    """Where S2 and E2b disagree on fewer threads, with this run's numbers (docs/LAB.md §4, S2): the contrasts
     of contrasts.csv (analysis/report_statistics.py)."""
     estimates, contrasts = tables["estimates"], tables.get("contrasts")
     procs = {}
@@ -65,7 +65,7 @@ def s2_against_e2b(tables: Mapping[str, pd.DataFrame]) -> list[str]:
         row = _estimate(estimates, experiment, v, "gomaxprocs")
         procs[v] = "?" if row is None or pd.isna(row["point"]) else f"{row['point']:g}"
     s2, _ = contrast(contrasts, "S2", S2_THREADS_ONE, S2_THREADS_NODE)
-    # the highest quantile every run of the two arms supports (STATS.md §2: p99 needs 368 requests per run)
+    # the highest quantile every run of the two arms supports (docs/STATISTICS.md §2: p99 needs 368 requests per run)
     e2b, latency = contrast(contrasts, "E2b", E2B_CLUMPED_LIMIT_GO125, E2B_CLUMPED_LIMIT)
     quantile = (latency or "work_p99_ms").removeprefix("work_").removesuffix("_ms").replace("_", ".")
     same = procs[E2B_CLUMPED_LIMIT] == procs[E2B_CLUMPED_LIMIT_GO125] != "?"

@@ -81,7 +81,7 @@ class Finding:
     #: a claim of ours beyond the lab (docs/EXPERIMENTS.md): the page marks it and calls its sentence a hypothesis
     ours: bool = False
     #: its verdict on every run where a check revised after data was judged on the later runs only and that
-    #: changed the verdict ("" otherwise: findings.csv verdict_all_runs, STATS.md §5)
+    #: changed the verdict ("" otherwise: findings.csv verdict_all_runs, docs/STATISTICS.md §5)
     all_runs: str = ""
 
 
@@ -310,7 +310,7 @@ def lab_cells_table(
     metrics: pd.DataFrame | None, runs: pd.DataFrame, experiment: str, order: list[str]
 ) -> Table | None:
     """The lab's read-out beside ours, cell by cell (E3: GOMAXPROCS per module line and limit):
-    every run's value, the SPEC rule on this node, and whether each run equals the lab's figure."""
+    every run's value, Go's rule on this node (docs/LAB.md §2.6), and whether each run equals the lab's figure."""
     metric = LAB_CELL_METRICS.get(experiment)
     lab = lab_values(experiment, metric) if metric else {}
     if metrics is None or not lab:
@@ -354,7 +354,7 @@ def lab_cells_table(
             "setting",
             f"lab {metric}",
             f"ours ({metric}, each run)",
-            "SPEC rule here",
+            "Go's rule here",
             "same as the lab",
         ],
         rows,
@@ -475,7 +475,7 @@ def environment_rows(
         *((name, distinct(env[f"{VERSION_PREFIX}{name}"])) for name in versions),
         (
             "Runtime conversion",
-            distinct(env["runtime_conversion"]) + " (how CPU shares become cgroup v2 weights, SPEC §2)",
+            distinct(env["runtime_conversion"]) + " (how CPU shares become cgroup v2 weights, docs/LAB.md §2)",
         ),
         ("Kernel", distinct(env["kernel"])),
         ("cgroup version", distinct(env["cgroup_version"])),
@@ -557,7 +557,7 @@ def interference_table(runs: pd.DataFrame, experiment: str, order: list[str]) ->
     still = int(mine["disturbed"].fillna(False).astype(bool).sum())
     earlier = int(mine["disturbed_attempts"].fillna(0).sum())
     note = (
-        f"CPU time outside the lab on the run's CPUs during its window (STATS.md §2): other processes', judged "
+        f"CPU time outside the lab on the run's CPUs during its window (docs/STATISTICS.md §2): other processes', judged "
         "against the threshold, and apart the lab's own system's (the orchestrator: Snakemake and its children "
         "but the runner; the runtime: the backend's engine and shims; the kernel's threads; in CPUs, on any "
         f"CPU), whose work above its idle level on the quiet host is not counted as interference. {still} of {len(mine)} "

@@ -1,7 +1,7 @@
 """Stand-ins for kind clusters, shared by the kind backend's tests (not a test module).
 
 A stand-in cluster is the loopback API server (tests/kube_api_server.py) playing the
-cluster and kubelet (it writes each pod's cgroup files with SPEC §2 values, laid out
+cluster and kubelet (it writes each pod's cgroup files with docs/LAB.md §2 values, laid out
 as kubelet and runc lay them out in a kind node), plus two REAL Docker containers
 playing its node containers, named as kind names them. Their image is built FROM
 scratch around this host's tools (sh, find, cat: what a kind node image offers, and
@@ -43,7 +43,7 @@ CRICTL = (
     '#!/bin/sh\necho \'{"images": [{"repoTags": ["docker.io/library/cpulab-kind:go124mod", '
     '"docker.io/library/cpulab-kind:go125mod"]}]}\'\n'
 )
-RUNC_OF_ROLE = {"new": "1.4.3", "old": "1.3.0"}  # SPEC §4: the node images' runc releases
+RUNC_OF_ROLE = {"new": "1.4.3", "old": "1.3.0"}  # docs/LAB.md §4: the node images' runc releases
 
 
 def engine_or_skip() -> Any:

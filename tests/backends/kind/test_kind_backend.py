@@ -1,5 +1,5 @@
 """The kind backend composed, as far as this machine allows: the loopback API server plays the
-cluster (and kubelet, writing each pod's cgroup files with SPEC §2 values as kubelet and runc
+cluster (and kubelet, writing each pod's cgroup files with docs/LAB.md §2 values as kubelet and runc
 lay them out in a kind node), and two REAL Docker containers play the kind node containers
 (kind_standins.py: a shell, find, cat, runc and crictl answering as a kind node's; the fixture
 tree mounted where the node's cgroups are found). Pinning goes through the real engine; each
@@ -76,7 +76,7 @@ def test_a_pinned_node_is_read_back_at_every_level_and_restored(engine, cluster)
         readback = {r.path: r for r in dep.verify()}
         got = {path: (r.actual.get("weight"), r.actual.get("quota_us")) for path, r in readback.items()}
         assert got == {
-            "node": (391, None),  # SPEC §2: kubepods for 10 allocatable CPUs
+            "node": (391, None),  # docs/LAB.md §2: kubepods for 10 allocatable CPUs
             "node/burstable": (28, None),  # ours 600m + coredns 100m
             "node/burstable/pod-e1": (24, 250_000),
             "node/burstable/pod-e1/app": (59, 200_000),

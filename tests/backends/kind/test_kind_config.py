@@ -1,6 +1,6 @@
 """The kind cluster configs kept in the project, checked against kind's config format
 (config/kind/cluster.schema.yaml: a JSON Schema written from kind's v1alpha4 Go types and its
-validation, strict like kind's decoder) and against the SPEC's clusters; and the kind /
+validation, strict like kind's decoder) and against the lab's clusters (docs/LAB.md); and the kind /
 kubernetes settings of config.yaml."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from throttlelab.model.config import ConfigError, load_design
 
 KIND_DIR = PROJECT / "config" / "kind"
 SCHEMA = yaml.safe_load((KIND_DIR / "cluster.schema.yaml").read_text())
-SPEC = PROJECT.parent / "shared" / "SPEC.md"
+LAB = PROJECT / "docs" / "LAB.md"
 
 
 def errors(config: dict) -> list[str]:
@@ -47,10 +47,8 @@ def test_each_cluster_is_the_labs_two_nodes_pinned_by_digest(role):
     assert config["name"] == defaults[f"{role}_cluster"]
 
 
-def test_the_pinned_images_are_the_specs():
-    if not SPEC.is_file():
-        pytest.skip(f"{SPEC} is not in this checkout (it lives in the project's workspace)")
-    text = SPEC.read_text()
+def test_the_pinned_images_are_the_labs():
+    text = LAB.read_text()
     for image in clusters.NODE_IMAGES.values():
         assert f"`{image}`" in text
     assert "kind v0.33.0" in text and "kind v0.30.0" in text

@@ -1,6 +1,6 @@
 """kind's node side: the script that finds each pod's cgroups in a node container (here: run by
 this host's sh on a fixture tree laid out as kubelet lays it out in a kind node), the files then
-read as the backend reads a node's (through /proc/<pid>/root), the SPEC §2 values they must find, runc's conversion by version, the kind binary checks, and, where a
+read as the backend reads a node's (through /proc/<pid>/root), the docs/LAB.md §2 values they must find, runc's conversion by version, the kind binary checks, and, where a
 Docker engine answers, cpuset pinning of a real container, always restored (finally, sweep,
 guardian after SIGKILL), and the kind image with podgate gating cpulab in a real container."""
 
@@ -58,7 +58,7 @@ def cg(d: Path, weight: int, quota: str, cpus: str | None = None) -> None:
 @pytest.fixture
 def kind_node_tree(tmp_path) -> Path:
     """/sys/fs/cgroup of a kind worker on cgroup v2 (systemd driver, cgroup root /kubelet) holding E1
-    all-limits on a 10-CPU node with the SPEC's values, next to kindnet (guaranteed) and coredns."""
+    all-limits on a 10-CPU node with the values of docs/LAB.md §2, next to kindnet (guaranteed) and coredns."""
     root = tmp_path / "cgroup"
     root.mkdir()
     (root / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
@@ -119,7 +119,7 @@ def test_the_node_scripts_find_and_read_every_level(kind_node_tree):
     read = {path: nodes.settings_of(d, files, 2) for path, d in dirs.items()}
     assert read["node"]["cpus"] == "0-9" and read["node/burstable/pod-e1/app"]["cpus"] is None
 
-    # the design for a real node (allocatable 10 CPUs, coredns beside us) gives the SPEC's numbers
+    # the design for a real node (allocatable 10 CPUs, coredns beside us) gives the lab's own numbers (docs/LAB.md §4)
     levels = kube_design(mf.kube_node(E1, 10_000), "runc-new", [CORE_DNS])
     for level in levels:
         d = level.design

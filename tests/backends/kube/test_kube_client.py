@@ -210,7 +210,9 @@ def test_cadvisor_through_the_node_proxy_keeps_its_own_timestamps(api, kc):
     a = one(first, "container_cpu_cfs_throttled_seconds_total")
     b = one(second, "container_cpu_cfs_throttled_seconds_total")
     assert a.labels["pod"] == "tl-e6-abc123" and a.labels["namespace"] == "default"
-    assert (b.timestamp_ms - a.timestamp_ms) / 1000 == pytest.approx(12.149)  # SPEC E6: not the 20 s between scrapes
+    assert (b.timestamp_ms - a.timestamp_ms) / 1000 == pytest.approx(
+        12.149
+    )  # docs/LAB.md §4, E6: not the 20 s between scrapes
     assert (b.value - a.value) / ((b.timestamp_ms - a.timestamp_ms) / 1000) == pytest.approx(0.4795, abs=1e-3)
     with pytest.raises(NotFound):
         kc.cadvisor("nope")

@@ -116,7 +116,7 @@ def test_the_burstable_level_counts_the_nodes_other_pods_where_it_is_read(api, b
     qos = levels["node/burstable"]
     assert "other burstable pods 100m" in qos.design.formula  # coredns on the worker (fixture)
     assert qos.design.weight == 1 + ((700 * 1024 // 1000 - 2) * 9999) // 262142
-    assert levels["node"].design.weight == 391  # SPEC §2: kubepods for 10 allocatable CPUs
+    assert levels["node"].design.weight == 391  # docs/LAB.md §2: kubepods for 10 allocatable CPUs
     assert ("GET", "/api/v1/pods") in {(m, p) for m, p, _q, _b in api.requests}  # every namespace's pods
 
 

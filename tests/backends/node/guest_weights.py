@@ -1,7 +1,7 @@
 """Run inside a vm guest (cgroup v2) by test_real_node_vm.py: start the real node, run one pod per
 RuntimeClass (runc-new = runc 1.4.3, runc-old = runc 1.3.0) with containers requesting 100m and 500m,
 read each container's and pod's cpu.weight from the guest's cgroupfs, take the node down, and write
-what was read to OUT/weights.json (the host's test judges it against SPEC §2).
+what was read to OUT/weights.json (the host's test judges it against docs/LAB.md §2).
 
     python tests/backends/node/guest_weights.py OUT
 """

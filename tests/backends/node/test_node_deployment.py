@@ -1,5 +1,5 @@
 """The real node's deployment with no real node: the loopback API server plays the node's API server
-and kubelet, and writes each pod's cgroup files (SPEC §2 values, laid out as kubelet lays them out)
+and kubelet, and writes each pod's cgroup files (docs/LAB.md §2 values, laid out as kubelet lays them out)
 into a fixture tree; the deployment finds them with the node-side script run on this host
 (CGROUP_ROOT points it at the tree) and reads them as this host's files, as it reads the real node's.
 The node's cgroup root is not pinned here: what the deployment asks of it is recorded instead."""

@@ -501,7 +501,7 @@ def test_readback_at_every_level_under_both_runtimes_and_a_pinned_node(node_back
             runtime=runtime,
         )
         with node_backend.deploy(node) as dep:
-            readback = dep.verify()  # DesignMismatch if any level differs from SPEC §2
+            readback = dep.verify()  # DesignMismatch if any level differs from docs/LAB.md §2
             levels = {r.level for r in readback}
             assert levels == {"node", "qos", "pod", "container", "pause"}
             upper = [r for r in readback if r.level != "container"]

@@ -1,6 +1,6 @@
 """The real node on cgroup v2: inside a vm backend guest (Debian's kernel, QEMU), the lab's node runs a
 pod under each RuntimeClass, and the container level's cpu.weight is what each runc writes: runc 1.4.3
-(runc-new) the quadratic conversion of SPEC §2, runc 1.3.0 (runc-old) the linear one. A cgroup v1 host
+(runc-new) the quadratic conversion of docs/LAB.md §2, runc 1.3.0 (runc-old) the linear one. A cgroup v1 host
 cannot show this (runc writes cpu.shares unchanged there).
 
 Needs root, the vm backend's tools (qemu-system-x86, linux-image-amd64, busybox-static, virtme-ng) and the
@@ -139,6 +139,6 @@ def test_the_container_weight_is_each_runcs_conversion_on_cgroup_v2(tmp_path):
         # the pod level is kubelet's (linear), the same under both runc releases: 600m -> 24
         assert read["pods"][runtime]["pod_weight"] == q.shares_to_weight_linear(q.milli_to_shares(600)) == 24
     new, old = read["pods"]["runc-new"]["containers"], read["pods"]["runc-old"]["containers"]
-    assert (new["small"]["weight"], new["big"]["weight"]) == (17, 59)  # SPEC §2's examples
+    assert (new["small"]["weight"], new["big"]["weight"]) == (17, 59)  # docs/LAB.md §2's examples
     assert (old["small"]["weight"], old["big"]["weight"]) == (4, 20)
     assert all(new[c]["weight"] != old[c]["weight"] for c in new)

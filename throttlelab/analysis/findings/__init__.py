@@ -1,7 +1,7 @@
 """The lab's claims as data, evaluated on the per-run metrics (findings.csv, checks.csv).
 
 :mod:`.engine` holds the machinery (Finding, Check, Requirement, Derivation, Evidence, the
-evaluation, Holm, the verdicts) and no claim; :mod:`.predictions` is SPEC's model of a
+evaluation, Holm, the verdicts) and no claim; :mod:`.predictions` is the model of docs/LAB.md §1 of a
 variant (the CFS bandwidth model of a burst, the service's clumps, the pods' weights) from
 which every threshold is derived; one module per family of experiments (model/catalogue.py's
 ``family``, as in experiments/ and metrics/) holds its claims, the lab's and ours alike (:mod:`.jobs_findings`

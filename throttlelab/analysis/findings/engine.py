@@ -3,9 +3,9 @@
 A :class:`Finding` is a sentence plus the :class:`Check` s that would show it. Each check
 names an experiment, a per-run metric (or a function of several, ``values``), the variants it
 compares, the expected relation with a threshold and the threshold's derivation (``why``):
-fixed, or derived by ``derive`` from SPEC's model and the variant's own parameters (never from
+fixed, or derived by ``derive`` from the model of docs/LAB.md §1 and the variant's own parameters (never from
 what a machine measured), the lab's figure beside it, and its own :class:`Requirement` s.
-Evaluation (shared/STATS.md §3-5):
+Evaluation (docs/STATISTICS.md §3-5):
 
 * a ratio check compares two variants: ratio of geometric means with a Welch interval on the
   logs (``scale="log"``), a difference of means (``"linear"``), or, for quantities that can be
@@ -70,20 +70,20 @@ REPRODUCED = "reproduced"
 CONTRADICTED = "contradicted"
 INCONCLUSIVE = "inconclusive"
 NOT_TESTABLE = "not testable here"
-#: The middle zone of a directional check (STATS.md §5): the interval excludes no effect but does not clear
+#: The middle zone of a directional check (docs/STATISTICS.md §5): the interval excludes no effect but does not clear
 #: the model's threshold. Shown, never counted as reproduced.
 WEAKER = "direction reproduced, weaker than modelled"
-#: The requirement a check gated by a premise names when the premise failed (STATS.md §5).
+#: The requirement a check gated by a premise names when the premise failed (docs/STATISTICS.md §5).
 PREMISE_HELD = "a premise that holds"
 #: The requirement of a check whose variants the profile leaves out (another profile runs them): the profile's
 #: scope, not this machine's. Such a check is set aside and the finding judged on its other decisive checks
-#: (STATS.md §5: a requirement belongs to the checks that need it, never to the whole finding), when it has one.
+#: (docs/STATISTICS.md §5: a requirement belongs to the checks that need it, never to the whole finding), when it has one.
 IN_THIS_PROFILE = "variants in this profile"
 #: runs.csv's cpu_accel of a CPU that QEMU emulates (TCG): its clock is not a real node's
 EMULATED_ACCEL = "tcg"
 #: The requirement every timed check (ratio, level) has: a CPU whose timing is real.
 REAL_TIME_CPU = "a CPU whose timing is real"
-#: The requirement of a check whose threshold was revised after data (STATS.md §5, the threshold registry).
+#: The requirement of a check whose threshold was revised after data (docs/STATISTICS.md §5, the threshold registry).
 RUNS_AFTER_REVISION = "runs made after its threshold's revision"
 #: checks.csv judged_on of a check that every run judges
 ALL_RUNS = "all runs"
@@ -131,7 +131,7 @@ CHECKS_COLUMNS = [
     #: filled by the catalogue from its threshold registry (finding_catalogue.py); "" from the engine alone
     "threshold_commit",
     "threshold_note",
-    #: which runs judged the check: "all runs", or those made at or after its threshold's revision (STATS.md §5)
+    #: which runs judged the check: "all runs", or those made at or after its threshold's revision (docs/STATISTICS.md §5)
     "judged_on",
     #: filled by the catalogue: the check's verdict on every run ("" from the engine alone)
     "verdict_all_runs",
@@ -152,7 +152,7 @@ class Unmet(Exception):
 
 @dataclass(frozen=True)
 class Since:
-    """A check revised after data is judged only on the runs made at or after its revision (STATS.md §5):
+    """A check revised after data is judged only on the runs made at or after its revision (docs/STATISTICS.md §5):
     ``when`` (aware), and the revision as the reasons name it ("a5a8721 of 2026-12-02T12:29:26+00:00")."""
 
     when: datetime
@@ -280,7 +280,7 @@ class Evidence:
         return int((mine["cpu_accel"].fillna("").astype(str) == EMULATED_ACCEL).sum())
 
     def disturbed(self, experiment: str, variant: str) -> int:
-        """Runs of the variant still disturbed after their retries (kept and marked, STATS.md §2)."""
+        """Runs of the variant still disturbed after their retries (kept and marked, docs/STATISTICS.md §2)."""
         return self._disturbed.get((experiment, variant), 0)
 
     def attempts(self, experiment: str, variant: str) -> int:
@@ -364,12 +364,12 @@ class Requirement:
 
 @dataclass(frozen=True)
 class Derivation:
-    """A threshold derived from SPEC's model and the variant's parameters, with its derivation."""
+    """A threshold derived from the model of docs/LAB.md §1 and the variant's parameters, with its derivation."""
 
     threshold: tuple[float, ...]
     why: str
     #: which end of the model's range the threshold took where a parameter is not pinned down, and why
-    #: (STATS.md §5, least-favourable end); "" where the model has no free parameter
+    #: (docs/STATISTICS.md §5, least-favourable end); "" where the model has no free parameter
     end: str = ""
     #: (divisor, name): the estimate is also shown as a share of it ("59% of the limit")
     share_of: tuple[float, str] | None = None
@@ -408,22 +408,22 @@ class Check:
     #: the lab's figure the check compares with; :func:`cite` fills it (model/reference.py, or ours)
     reference: str = ""
     #: a premise of the design (not decisive): when it fails, the checks it gates are "not testable here:
-    #: premise failed"; when it is undecided, they cannot decide (STATS.md §5)
+    #: premise failed"; when it is undecided, they cannot decide (docs/STATISTICS.md §5)
     premise: bool = False
     #: the labels (as written, "{q}" included) of the checks a premise gates; empty: every other check
     gates: tuple[str, ...] = ()
-    #: "no effect" for the three zones of a directional check (STATS.md §5); None: the default of its kind
+    #: "no effect" for the three zones of a directional check (docs/STATISTICS.md §5); None: the default of its kind
     #: (1 for a ratio on the log or mean-ratio scale, 0 for a difference; none for a level check)
     null: float | None = None
     #: for a fixed threshold: which end of the model it took (a derived one says it in its Derivation)
     end: str = ""
-    #: how a disturbed run can move the check's value (STATS.md §2: each finding may tolerate more or
+    #: how a disturbed run can move the check's value (docs/STATISTICS.md §2: each finding may tolerate more or
     #: less): "sensitive" (a tail, a time, a level: other work on the run's CPUs delays the workload, so
     #: a verdict that hangs on disturbed runs is inconclusive) or "insensitive" (a ratio of shares of one
     #: contended CPU measured in the same run: other work there takes from every member in proportion
     #: to its weight, so the ratio's expected value does not move, and disturbed runs count as any other)
     disturbance: Literal["sensitive", "insensitive"] = "sensitive"
-    #: what the check's interval estimates, fixed by its definition whatever the data (STATS.md §3): "mean"
+    #: what the check's interval estimates, fixed by its definition whatever the data (docs/STATISTICS.md §3): "mean"
     #: (the mean over runs, or a ratio of means or of geometric means: every t, Welch, Fieller and logit
     #: interval) or "median run" (the typical run's value, a claim about what each run counts: the
     #: order-statistic interval, ties or not)
@@ -536,7 +536,7 @@ class CheckResult:
 
     @property
     def zones(self) -> str:
-        """The zones of this check's verdict, in words (STATS.md §5)."""
+        """The zones of this check's verdict, in words (docs/STATISTICS.md §5)."""
         c, t = self.check, self.threshold
         if c.kind == "agreement":
             return "deterministic: every variant on the rule, or contradicted"
@@ -589,7 +589,7 @@ def interval_verdict(
     """stats.verdict for ">" and "<"; "within [a, b]" holds only when the whole interval lies inside
     the band (both one-sided relations hold: TOST), and is contradicted when it lies wholly outside.
 
-    With ``null`` (no effect) on the other side of a directional threshold, three zones (STATS.md §5):
+    With ``null`` (no effect) on the other side of a directional threshold, three zones (docs/STATISTICS.md §5):
     reproduced when the interval clears the threshold, :data:`WEAKER` when it lies wholly between
     no effect and the threshold, contradicted only when it excludes the claimed direction (wholly
     on the other side of no effect); inconclusive otherwise."""
@@ -649,7 +649,7 @@ def tie_verdict(
     null: float | None = None,
 ) -> tuple[str, float, float, str]:
     """The verdict of a mean whose every one of ``runs`` runs gave exactly ``v`` (an exact counter's tie, or
-    an exact zero), at the check's ``level`` (STATS.md §3): the bound on the mean (stats.mean_tie_bound)
+    an exact zero), at the check's ``level`` (docs/STATISTICS.md §3): the bound on the mean (stats.mean_tie_bound)
     judged as any interval; when it cannot decide, inconclusive, naming the runs the level needs. Returns
     (verdict, lo, hi, reason)."""
     lo, hi = stats.mean_tie_bound(v, runs, *value_range, level=level)
@@ -754,7 +754,7 @@ def evaluate_ratio(base: CheckResult, evidence: Evidence, level: float | None = 
     else:
         raise ValueError(f"a ratio check cannot use scale {check.scale!r}")
     shown_p = check.relation != "within" and not check.premise and check.scale in ("log", "linear")
-    # the p shown tests the check's own threshold, one-sided, with the interval's own Welch t (STATS.md §4);
+    # the p shown tests the check's own threshold, one-sided, with the interval's own Welch t (docs/STATISTICS.md §4);
     # a Mann-Whitney p of "equal distributions" decides nothing, so none is shown
     p = (
         stats.threshold_p(a, b, threshold=threshold[0], relation=check.relation, log=check.scale == "log")
@@ -819,7 +819,7 @@ _ESTIMAND_OF_SCALE = {
 
 
 def estimand(check: Check) -> str:
-    """What a check's interval estimates, fixed by its definition (STATS.md §3), as its method text says it."""
+    """What a check's interval estimates, fixed by its definition (docs/STATISTICS.md §3), as its method text says it."""
     return ESTIMAND_MEDIAN if check.estimand == "median run" else _ESTIMAND_OF_SCALE[check.scale]
 
 
@@ -874,7 +874,7 @@ def evaluate_level(base: CheckResult, evidence: Evidence, level: float | None = 
 
 
 def _exact(check: Check, metric: str) -> bool:
-    """An exact counter (metrics' catalogue), measured directly: the tie rule applies (STATS.md §3)."""
+    """An exact counter (metrics' catalogue), measured directly: the tie rule applies (docs/STATISTICS.md §3)."""
     return check.values is None and metric in CATALOGUE and CATALOGUE[metric].exact
 
 
@@ -1175,7 +1175,7 @@ def evaluate_check(finding: str, check: Check, evidence: Evidence, level: float 
         )
         return replace(result, reason="; ".join(r for r in (result.reason, note) if r))
     if disturbed:
-        # STATS.md §6: a verdict must not hang on a disturbed run. Kept and marked, never dropped; but
+        # docs/STATISTICS.md §6: a verdict must not hang on a disturbed run. Kept and marked, never dropped; but
         # when leaving them out changes the verdict, the verdict is not one to trust.
         without = evaluate_check(finding, check, evidence.without_disturbed(), level)
         note = f"{disturbed} disturbed run(s) kept and marked (runs.csv); without them: {without.verdict}"
@@ -1198,7 +1198,7 @@ def evaluate_checks(
 
     ``since``: (finding id, check label as written) -> :class:`Since` for the checks revised after data
     (the threshold registry): each is judged only on the runs made at or after its revision, and is not
-    testable here when there are none (STATS.md §5)."""
+    testable here when there are none (docs/STATISTICS.md §5)."""
     findings = list(findings)
     since = since or {}
     results = []
@@ -1252,7 +1252,7 @@ def decisive_count(finding: Finding) -> int:
 def _bonferroni(
     finding: Finding, mine: list[CheckResult], evidence: Evidence, evidence_of: Mapping[str, Evidence] | None = None
 ) -> list[CheckResult]:
-    """ "Contradicted" is a union over the finding's k decisive checks (STATS.md §4): a decisive check
+    """ "Contradicted" is a union over the finding's k decisive checks (docs/STATISTICS.md §4): a decisive check
     contradicted at the confidence level stays so only when its interval at 1 - alpha/k is wholly on the
     other side too; else it is inconclusive, and its reason gives both intervals."""
     k = decisive_count(finding)
@@ -1298,7 +1298,7 @@ def _shown(r: CheckResult) -> str:
 
 
 def _gate_premises(mine: list[CheckResult]) -> list[CheckResult]:
-    """Premises gate the checks that depend on them (STATS.md §5): a failed premise (its interval wholly
+    """Premises gate the checks that depend on them (docs/STATISTICS.md §5): a failed premise (its interval wholly
     outside its band) makes each gated check "not testable here: premise failed" with the numbers; an
     undecided one (inconclusive, or itself not testable) leaves them unable to decide (inconclusive).
     A failed premise never makes a claim false."""
@@ -1339,7 +1339,7 @@ def _gate_premises(mine: list[CheckResult]) -> list[CheckResult]:
 
 
 def finding_verdict(results: Sequence[CheckResult]) -> tuple[str, CheckResult]:
-    """The intersection-union verdict of a finding and the check that decides it (STATS.md §4-5).
+    """The intersection-union verdict of a finding and the check that decides it (docs/STATISTICS.md §4-5).
 
     Only decisive checks decide, less those set aside (:func:`set_aside`: variants the profile leaves out);
     premises gate them (:func:`_gate_premises`, already applied) and supporting checks are shown. Contradicted when a decisive check is (at the Bonferroni level,

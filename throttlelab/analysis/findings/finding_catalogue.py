@@ -57,7 +57,7 @@ def evaluate(evidence: Evidence, findings: Sequence[Finding] = FINDINGS) -> tupl
     """(findings.csv, checks.csv) for the given evidence: every claim of the catalogue unless told otherwise;
     checks.csv with the commit that fixed each threshold (:mod:`.threshold_registry`).
 
-    The registry's rule (STATS.md §5): a check revised after data is judged only on the runs made at or after
+    The registry's rule (docs/STATISTICS.md §5): a check revised after data is judged only on the runs made at or after
     its revision (the verdicts, and so the findings' verdicts), and both tables show the verdict on all runs
     beside (``verdict_all_runs``); checks.csv's ``judged_on`` says which runs judged each check."""
     rows, checks = engine.evaluate(evidence, findings, revision_since())

@@ -1,4 +1,4 @@
-"""The jobs' claims as data: the lab's F1-F5 (SPEC §5: E2a's burst under limits, E3's GOMAXPROCS) and ours
+"""The jobs' claims as data: the lab's F1-F5 (docs/LAB.md §5: E2a's burst under limits, E3's GOMAXPROCS) and ours
 F12-F15 (docs/EXPERIMENTS.md: E2a's burst with one more knob each, X1 burst budget, X2 CFS period, X3 run
 queues against threads, and several pods bursting together, X4).
 
@@ -139,7 +139,7 @@ def sums_run_queues(variant: str):
         return Derivation(
             (low, high),
             (
-                f"SPEC §1: the kernel adds throttled time per CPU run queue on which the group was throttled. Model: "
+                f"docs/LAB.md §1: the kernel adds throttled time per CPU run queue on which the group was throttled. Model: "
                 f"{variant} = {a.describe()}: its waits (mean wall {wall:.3g} ms against {a.free_wall_ms:g} ms "
                 f"unthrottled) are counted on each of the run queues that was throttled, at least {fewest} and at most "
                 f"min(threads, CPUs) = {most} (how many depends on where the scheduler placed the threads, which "
@@ -596,7 +596,7 @@ def per_run_queue(variant: str):
         return Derivation(
             (round(low, 3), round(most * SAME_BAND, 3)),
             (
-                f"SPEC §1: the kernel adds throttled time once per CPU run queue on which the group was throttled. "
+                f"docs/LAB.md §1: the kernel adds throttled time once per CPU run queue on which the group was throttled. "
                 f"Model: {variant} = {a.describe()}: each wait (mean pause {pause:.3g} ms per round) is counted on "
                 f"{fewest} to min(threads, CPUs) = {most} run queue(s), so the ratio lies in [{fewest}, {most}]; summed "
                 f"over threads it would be {a.threads}. Upper end {most} x {SAME_BAND:g} (F1's equivalence margin). "
@@ -694,7 +694,7 @@ def quota_alone(variant: str):
 
 
 # --------------------------------------------------------------------------
-# the claims: the lab's (SPEC §5), then ours (docs/EXPERIMENTS.md, as written before the data)
+# the claims: the lab's (docs/LAB.md §5), then ours (docs/EXPERIMENTS.md, as written before the data)
 
 FINDINGS: tuple[Finding, ...] = tuple(
     cite(finding)
@@ -759,7 +759,7 @@ FINDINGS: tuple[Finding, ...] = tuple(
                     derive=sums_run_queues(E2A_LIMIT500M),
                     values=throttled_per_extra_wall(E2A),
                     decisive=False,
-                    why="What the kernel sums (SPEC §1), per run: throttled ms per round (rounds after the first) "
+                    why="What the kernel sums (docs/LAB.md §1), per run: throttled ms per round (rounds after the first) "
                     "over the extra wall ms per round (mean wall minus the model's unthrottled wall): one "
                     "run queue's waiting counts 1, each further throttled run queue adds up to 1 more.",
                 ),

@@ -1,9 +1,9 @@
-"""What SPEC's model predicts for a variant's parameters: the numbers every threshold is derived from.
+"""What the model of docs/LAB.md §1 predicts for a variant's parameters: the numbers every threshold is derived from.
 
 Pure functions of a :class:`~throttlelab.model.variants.VariantSpec` and the node (CPUs, CFS
-period), never of a measurement (shared/STATS.md §5: thresholds are fixed before the data).
+period), never of a measurement (docs/STATISTICS.md §5: thresholds are fixed before the data).
 
-The CFS bandwidth model (SPEC §1): a limit L gives the group a quota of L x period of CPU time
+The CFS bandwidth model (docs/LAB.md §1): a limit L gives the group a quota of L x period of CPU time
 per period, shared by all its threads; a group idle before a burst starts it with the whole
 quota; once the quota is spent every thread waits for the next period. A burst of C ms of CPU
 on p = min(threads, CPUs) run queues starting at phase phi of the period (:func:`fluid_burst`)
@@ -12,7 +12,7 @@ or the period ends (then carries on with a fresh quota). Each throttled wait is 
 run queue on which the group was throttled (the kernel's throttled time is per cfs_rq): at least
 one, at most p, as the scheduler placed the threads (:attr:`BurstArm.counted_queues`); the
 model's throttled time (:meth:`BurstArm.throttled_ms`) is the upper end. Bursts start at
-every phase alike: a profile's round interval is never a multiple of the period (SPEC §6).
+every phase alike: a profile's round interval is never a multiple of the period (docs/LAB.md §6).
 
 The service model (E2b, E7, E8): a clump of c requests of s ms of CPU each is served as one
 burst of c x s ms; the k-th request is done when k x s ms of CPU are (:func:`clump_latencies`).
@@ -28,7 +28,7 @@ import numpy as np
 from throttlelab.model import quantities as q
 from throttlelab.model.variants import VariantSpec
 
-#: CPU per ms of /work: SPEC §4's E2b ran 100 req/s of 5 ms work at about 0.6 CPU (0.5 CPU of work),
+#: CPU per ms of /work: docs/LAB.md §4's E2b ran 100 req/s of 5 ms work at about 0.6 CPU (0.5 CPU of work),
 #: so a request costs 1.2x its work (HTTP, allocation, GC). The profiles state the same (paper: "~6 ms").
 CPU_PER_WORK = 0.6 / (100 * 5 / 1000)
 #: A latency or completion time on this machine carries a fixed overhead the model leaves out (thread
@@ -148,7 +148,7 @@ class BurstArm:
 
     @property
     def counted_queues(self) -> tuple[int, int]:
-        """How many run queues count each throttled wait (SPEC §1): at least 1, at most ``queues``;
+        """How many run queues count each throttled wait (docs/LAB.md §1): at least 1, at most ``queues``;
         where in between depends on the scheduler's placement, which the model does not fix."""
         return 1, self.queues
 
@@ -269,7 +269,7 @@ def clump_latencies(clump: int, cpu_ms: float, rate: float, quota: float | None,
 
 
 def pod_weight(request_milli: int | None) -> int:
-    """kubelet's pod-level weight of a pod's summed requests (SPEC §2, linear)."""
+    """kubelet's pod-level weight of a pod's summed requests (docs/LAB.md §2, linear)."""
     return q.shares_to_weight_linear(q.milli_to_shares(request_milli))
 
 

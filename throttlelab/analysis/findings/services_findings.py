@@ -1,4 +1,4 @@
-"""The service experiments' claims as data: the lab's F6, F7, F9, F10, F11 (SPEC §5) and ours F16 (X5,
+"""The service experiments' claims as data: the lab's F6, F7, F9, F10, F11 (docs/LAB.md §5) and ours F16 (X5,
 steady arrivals near the limit) and F17 (X6, GOMAXPROCS 2 against 1), each of ours the sentence written in
 docs/EXPERIMENTS.md before any run.
 
@@ -86,9 +86,7 @@ def _describe(name: str, a: predictions.ServiceArm) -> str:
     )
 
 
-_CPU_NOTE = (
-    f"A request costs {predictions.CPU_PER_WORK:g}x its work in CPU (SPEC §4: 100 req/s of 5 ms work used ~0.6 CPU)."
-)
+_CPU_NOTE = f"A request costs {predictions.CPU_PER_WORK:g}x its work in CPU (docs/LAB.md §4: 100 req/s of 5 ms work used ~0.6 CPU)."
 
 
 # --------------------------------------------------------------------------
@@ -251,7 +249,7 @@ def cpu_ratio(experiment: str, variant: str, baseline: str, same: bool = False):
             return Derivation(
                 (round(1 / SAME_BAND, 3), SAME_BAND),
                 (
-                    f"Model (kubelet's pod weights, SPEC §2; the neighbor keeps the node busy): {shares}; the limit "
+                    f"Model (kubelet's pod weights, docs/LAB.md §2; the neighbor keeps the node busy): {shares}; the limit "
                     f"changes nothing while the weight's share stays below it (ratio {ratio:.3g}). Band x/÷ "
                     f"{SAME_BAND:g}; the whole interval must lie inside it."
                 ),
@@ -261,7 +259,7 @@ def cpu_ratio(experiment: str, variant: str, baseline: str, same: bool = False):
         return Derivation(
             (round(threshold, 3),),
             (
-                f"Model (kubelet's pod weights, SPEC §2): {shares}: {ratio:.3g}x. Threshold sqrt(r) = {threshold:.3g}: "
+                f"Model (kubelet's pod weights, docs/LAB.md §2): {shares}: {ratio:.3g}x. Threshold sqrt(r) = {threshold:.3g}: "
                 "half the predicted change on the log scale."
             ),
             end="no free parameter (kubelet's weights); sqrt(r) or the equivalence margin",
@@ -288,7 +286,7 @@ def overstatement(experiment: str, variant: str):
         return Derivation(
             (float(fewest),),
             (
-                f"SPEC §1: the throttled time is added per run queue on which the group was throttled. Model: "
+                f"docs/LAB.md §1: the throttled time is added per run queue on which the group was throttled. Model: "
                 f"{a.describe()}: every pause is counted once per throttled run queue, at least {fewest} and at most "
                 f"min(threads, CPUs) = {most} (how many depends on where the scheduler put the threads, which the "
                 f"model does not fix; F2 measures it), so Δthrottled / the pause in the same window lies in "
@@ -350,7 +348,7 @@ def _cost_source(evidence: Evidence, variant: str) -> str:
     )
 
 
-#: "90% of the limit": the design's direction (STATS.md §5): at least 80% of the limit, and below it (a
+#: "90% of the limit": the design's direction (docs/STATISTICS.md §5): at least 80% of the limit, and below it (a
 #: service cannot use more than its limit on average).
 NEAR_LIMIT = (0.8, 1.0)
 
@@ -482,7 +480,7 @@ def no_cost(variant: str, baseline: str, what: str):
         return Derivation(
             (bound,),
             (
-                f"'Costs neither latency nor throughput' is a non-inferiority claim (STATS.md §5): {how}. Reproduced "
+                f"'Costs neither latency nor throughput' is a non-inferiority claim (docs/STATISTICS.md §5): {how}. Reproduced "
                 "when the whole interval lies on the no-cost side of the margin, contradicted when it lies wholly "
                 "beyond it; never a demand that two threads be faster (that is the supporting check's magnitude)."
             ),
@@ -556,7 +554,7 @@ def same_throughput(variant: str, baseline: str):
 
 
 # --------------------------------------------------------------------------
-# the claims: the lab's (SPEC §5), then ours (docs/EXPERIMENTS.md, as written before the data)
+# the claims: the lab's (docs/LAB.md §5), then ours (docs/EXPERIMENTS.md, as written before the data)
 
 _LATENCY = "Latency from the scheduled send, failed requests at the client timeout."
 #: The same as :data:`_LATENCY`, in the words the claims of ours were written with (checks.csv keeps each as written).
@@ -760,7 +758,7 @@ F11 = cite(
                 threshold=(1.2,),
                 scale="log",
                 requirements=(threads_drain_quota_fast("S2", S2_THREADS_NODE),),
-                why="SPEC §2's model says only when the effect can exist (many threads drain a small quota in "
+                why="docs/LAB.md §2's model says only when the effect can exist (many threads drain a small quota in "
                 "quota / threads of wall time, then all wait out the period; the requirement checks that the "
                 "drain is as fast as the talk's), not how large it is. 1.2 is the smallest gain the claim "
                 "can mean, far below the talk's 21.7x.",

@@ -1,4 +1,4 @@
-"""The threshold registry (shared/STATS.md §5): every check's threshold, its value per profile and the revision
+"""The threshold registry (docs/STATISTICS.md §5): every check's threshold, its value per profile and the revision
 of its derivation.
 
 One row per check (finding id, label as written, "{q}" included). The values live beside it, in
@@ -12,7 +12,7 @@ profile that moves a threshold shows as a new row here and a visible diff there.
 commit's committer date (UTC; the test holds it against git); ``after_data`` says whether that revision was
 made after this project had measured the check. A check revised after data is judged only on the runs made at
 or after its revision's date (a run's meta ``start``), and the findings show its verdict on all runs beside
-(finding_catalogue.py, STATS.md §5). tests/analysis/test_findings.py fails on a check without a row.
+(finding_catalogue.py, docs/STATISTICS.md §5). tests/analysis/test_findings.py fails on a check without a row.
 
 Where the history before the ruff-format rewrite (ba0eae9) was not traced, the row names the main
 commit the threshold stood at before the per-finding verdict rules (531138e) and says "at or before".
@@ -82,7 +82,7 @@ REGISTRY: dict[tuple[str, str], Revision] = {
     ("F2", "throttled_ms_per_round / extra wall limit500m"): Revision(
         "6c343fc",
         True,
-        "band [1, p] of SPEC §1 after the quick runs of 2026-11-30; supporting",
+        "band [1, p] of docs/LAB.md §1 after the quick runs of 2026-11-30; supporting",
         date="2026-12-01T04:36:25+00:00",
     ),
     ("F2", "throttled_ms_per_round / mean_wall_ms limit500m"): BASE,

@@ -1,6 +1,6 @@
-"""The weights' claim F8 (SPEC §5) as data: requests become weights (E4 read-back; E5/E10 shares of one CPU).
+"""The weights' claim F8 (docs/LAB.md §5) as data: requests become weights (E4 read-back; E5/E10 shares of one CPU).
 
-Shares of a CPU are compared as log-ratios (STATS.md §3): per run, member i's share over the
+Shares of a CPU are compared as log-ratios (docs/STATISTICS.md §3): per run, member i's share over the
 share of the phase's largest member, against w_i / w_ref of the weights the model predicts
 (:func:`throttlelab.model.weight_pods.expected_shares`, the same function the experiments build their
 pods with), with a RELATIVE band. The band is derived from the model: half the log distance
@@ -120,7 +120,7 @@ def runtime_conversion_applied(experiment: str) -> Requirement:
                 return (
                     f"{', '.join(sorted(set(real_v1['backend'])))} on cgroup v1: a real runc (both of the real "
                     "node's, 1.3.0 and 1.4.3) writes kubelet's shares as they are (100m -> 102, 1 CPU -> 1024); "
-                    "its conversions to v2 weights (SPEC §2) happen only on cgroup v2, so runc-new's and "
+                    "its conversions to v2 weights (docs/LAB.md §2) happen only on cgroup v2, so runc-new's and "
                     "runc-old's shares cannot differ here; the measured shares are in the tables"
                 )
         if backends <= {"local", "kind", "kubernetes", "vm"}:
@@ -180,7 +180,7 @@ def share_checks() -> tuple[Check, ...]:
                         disturbance="insensitive",
                         reference=lab[f"{experiment} {phase}"],
                         why=(
-                            f"{runtime}, {level} level ({'kubelet' if level == 'pod' else runtime}'s formula, SPEC "
+                            f"{runtime}, {level} level ({'kubelet' if level == 'pod' else runtime}'s formula, docs/LAB.md "
                             f"§2): weights {weight} : {weights[ref]}, so share_{member} / share_{ref} = {ratio:.4g} on "
                             f"one contended CPU (CFS gives busy siblings time in proportion to their weights). Compared "
                             f"as a log-ratio per run (Student t on the logs) with a relative band x/÷ {band:.3g}: half "
@@ -218,7 +218,7 @@ F8 = cite(
                 threshold=(1.0, 1.0),
                 scale="linear",
                 requirements=(levels_read_back("E4"),),
-                why="Weights and quotas are read back, not measured: one level off the SPEC §2 formulas "
+                why="Weights and quotas are read back, not measured: one level off the docs/LAB.md §2 formulas "
                 "contradicts the claim; a run that read back no level compared nothing. Both runtime "
                 "conversions are variants of E4.",
             ),

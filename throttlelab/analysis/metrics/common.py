@@ -21,7 +21,7 @@ from throttlelab.model import records
 #: per-run empirical logit, t interval, back-transformed (stats.estimate_proportion).
 Scale = Literal["log", "linear", "logit"]
 #: interval: a Student t interval across runs; range: min..max of the per-run
-#: values, never a CI (STATS.md §2 for maxima); setting: a value the run reads
+#: values, never a CI (docs/STATISTICS.md §2 for maxima); setting: a value the run reads
 #: back rather than measures (GOMAXPROCS), the same in every run or flagged.
 Summary = Literal["interval", "range", "setting"]
 
@@ -42,7 +42,7 @@ class MetricSpec:
     #: for scale "logit": the metrics holding each run's events and trials (nr_throttled, nr_periods)
     counts: tuple[str, str] | None = None
     #: an exact counter (or one over a fixed number of rounds): identical runs decide by the tie rule
-    #: (the engine's tie rule, stats.mean_tie_bound, STATS.md §3) instead of being "degenerate"
+    #: (the engine's tie rule, stats.mean_tie_bound, docs/STATISTICS.md §3) instead of being "degenerate"
     exact: bool = False
 
 

@@ -1,14 +1,14 @@
 """Across repeats -> estimates.csv: one row per (experiment, variant, metric).
 
 Estimates come from :mod:`throttlelab.analysis.stats` on the per-run values (the run
-is the unit of replication, shared/STATS.md §1), never from pooled rounds or requests.
+is the unit of replication, docs/STATISTICS.md §1), never from pooled rounds or requests.
 Latencies and completion times are estimated on the log scale (geometric mean,
 asymmetric interval); quantities that can be 0 (counts, throttled time) on the linear
 scale, where a metric that is 0 in every run is the result "0 in R of R runs";
 throttled ratios as proportions of their counts (per-run empirical logit,
 back-transformed; the pooled exact binomial interval when the counts are sparse); how
 each metric is summarised is its :data:`~throttlelab.analysis.metrics.metric_catalogue.CATALOGUE`
-entry. A quantile the runs are too short for stays empty with the reason (STATS.md §2);
+entry. A quantile the runs are too short for stays empty with the reason (docs/STATISTICS.md §2);
 a p99.9 of short runs is pooled with whole runs resampled only from R = 20 on (§3).
 """
 
@@ -147,7 +147,7 @@ def summarise(
 
 
 def pooled_p999(latency_runs: list[np.ndarray], level: float, rng: np.random.Generator) -> Summarised:
-    """p99.9 from runs too short for their own: pooled, with whole runs resampled (STATS.md §2),
+    """p99.9 from runs too short for their own: pooled, with whole runs resampled (docs/STATISTICS.md §2),
     only from stats.MIN_RUNS_BOOTSTRAP runs on; with fewer the point stands alone, flagged."""
     est = _quietly(lambda: stats.cluster_bootstrap_quantile(latency_runs, 0.999, rng=rng, level=level))
     return Summarised(est.point, est.lo, est.hi, est.n, est.scale, est.method, est.flag)
@@ -181,7 +181,7 @@ def estimates_table(
 
     A p99.9 that runs too short for their own leave empty is pooled with a cluster bootstrap only
     when the variant has at least stats.MIN_RUNS_BOOTSTRAP runs; with fewer it stays empty and the
-    method says why (STATS.md §3: no bootstrap below R = 20).
+    method says why (docs/STATISTICS.md §3: no bootstrap below R = 20).
     """
     requests_by_variant = {}
     if requests is not None and not requests.empty:
@@ -206,7 +206,7 @@ def estimates_table(
             ep = metric.split("_", 1)[0]
             runs = [] if variant_requests is None else _latency_runs(variant_requests, ep, timeout_ms)
         if runs and len(runs) == len(values):
-            # Runs too short for their own p99.9 (STATS.md §2); every run must contribute.
+            # Runs too short for their own p99.9 (docs/STATISTICS.md §2); every run must contribute.
             row = pooled_p999(runs, level, _group_seed(seed, key))
         else:
             row = summarise(values, spec, level, notes, counts)

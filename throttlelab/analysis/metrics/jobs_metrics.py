@@ -1,7 +1,7 @@
 """Per-run metrics of the jobs: E2a's burst rounds (and X1-X3's, E2a's burst with one more knob), X4's
 bursts of several pods, S1's spin, E3's GOMAXPROCS readout.
 
-Pure functions of one run's tidy rows (shared/STATS.md §1: one number per run).
+Pure functions of one run's tidy rows (docs/STATISTICS.md §1: one number per run).
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ SPECS: tuple[MetricSpec, ...] = (
         "nr_periods / (elapsed / period): 1 if every wall-clock period were counted",
     ),
     MetricSpec("gomaxprocs", "procs", "linear", "setting", "GOMAXPROCS the Go runtime chose"),
-    MetricSpec("expected_gomaxprocs", "procs", "linear", "setting", "GOMAXPROCS the SPEC rule predicts"),
+    MetricSpec("expected_gomaxprocs", "procs", "linear", "setting", "GOMAXPROCS Go's rule predicts (docs/LAB.md §2.6)"),
     MetricSpec("num_cpu", "cpus", "linear", "setting", "runtime.NumCPU(): CPUs the process may use"),
 )
 

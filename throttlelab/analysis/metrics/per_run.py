@@ -1,6 +1,6 @@
 """All runs -> metrics.csv: one row per (run, metric), in long form with the unit beside the value.
 
-The run is the unit of replication (shared/STATS.md §1): every metric is ONE number
+The run is the unit of replication (docs/STATISTICS.md §1): every metric is ONE number
 per run, computed by its experiment's family (:mod:`.jobs_metrics`, :mod:`.weights_metrics`,
 :mod:`.services_metrics`, as the experiment's catalogue row says: model/catalogue.py) from that
 run's rows of the tidy tables.

@@ -35,7 +35,7 @@ from throttlelab.model.catalogue import Experiment
 #: generator, not the service, may have set its latencies.
 LATENESS_SUSPECT_MS = 5.0
 #: The client timeout of `cpulab load` when its header does not say (its default -timeout=10s, and
-#: SPEC §3's "client timeout 10 s"); the runner passes it explicitly and the header's params record it.
+#: docs/LAB.md §3's "client timeout 10 s"); the runner passes it explicitly and the header's params record it.
 DEFAULT_LOAD_TIMEOUT_MS = 10_000.0
 #: The latency quantiles the service findings and figures may compare, highest first: the highest
 #: one every run supports (stats.min_samples) is used and named.
@@ -202,7 +202,7 @@ def latency_metrics(
     """Per-run latency metrics of one load run (RECORDS.md `req`), per endpoint, and why some are empty.
 
     A failed or timed-out request (``ok`` false) enters the quantiles at the
-    client timeout ``timeout_ms`` and is counted in ``<ep>_errors`` (STATS.md
+    client timeout ``timeout_ms`` and is counted in ``<ep>_errors`` (docs/STATISTICS.md
     §2: the worst arms keep their tail). A quantile is empty when the run
     holds too few requests for it (:func:`stats.min_samples`: p99 needs 368);
     the second dict says why, per metric ("n too small for p99: 60 requests

@@ -27,7 +27,11 @@ SHARE_SPECS: tuple[MetricSpec, ...] = tuple(
 READBACK_SPECS: tuple[MetricSpec, ...] = (
     MetricSpec("readback_levels", "levels", "linear", "setting", "cgroup levels the backend wrote and read back"),
     MetricSpec(
-        "readback_levels_ok", "levels", "linear", "setting", "levels whose read-back values equal the SPEC §2 design"
+        "readback_levels_ok",
+        "levels",
+        "linear",
+        "setting",
+        "levels whose read-back values equal the docs/LAB.md §2 design",
     ),
 )
 

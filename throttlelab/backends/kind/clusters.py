@@ -1,4 +1,4 @@
-"""kind's clusters (SPEC §4): two local kind clusters, the kind image, and the command line
+"""kind's clusters (docs/LAB.md §4): two local kind clusters, the kind image, and the command line
 the Snakemake rules call (rules/clusters.smk).
 
 * `new`: kind v0.33.0, node image kindest/node v1.34.11 (runc 1.4.3, containerd
@@ -49,7 +49,7 @@ from throttlelab.host.docker_engine import kind_engine_client
 from throttlelab.backends.kind.nodes import node_conversion, node_container, node_exec, runc_version
 from throttlelab.backends.kind.pauses import sweep_pauses, using
 
-#: SPEC §4's pinned node images and the kind release each is built for.
+#: docs/LAB.md §4's pinned node images and the kind release each is built for.
 NODE_IMAGES = {
     "new": "kindest/node:v1.34.11@sha256:44e222ee2132dab25ff87301682f89eb82c7880ea3a1bf543bfe9708fd08d67d",
     "old": "kindest/node:v1.34.0@sha256:7416a61b42b1662ca6ca89f02028ac133a309a2a30ba309614e8ec94d976dc5a",

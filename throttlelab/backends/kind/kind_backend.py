@@ -1,4 +1,4 @@
-"""The `kind` backend: the lab as published (SPEC §4), on two local kind clusters.
+"""The `kind` backend: the lab as published (docs/LAB.md §4), on two local kind clusters.
 
 The clusters (kind/clusters.py) are a control-plane and a worker each.
 Experiment pods run on the worker (nodeSelector), the load generator on the

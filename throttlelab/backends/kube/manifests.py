@@ -4,7 +4,7 @@ Pure functions, no API calls: tests validate every manifest built here against
 the Kubernetes 1.34 schemas (kubernetes-validate) and the "restricted" Pod
 Security Standard without a cluster.
 
-Mapping (SPEC §4, §6):
+Mapping (docs/LAB.md §4, §6):
 * a model Pod -> a v1 Pod bound to the worker node by its name (required node
   affinity, matchFields metadata.name: the node's name is what the backend is
   given, while its kubernetes.io/hostname label may differ), restartPolicy

@@ -147,7 +147,7 @@ class PodLifecycle:
 
     def check_qos_classes(self) -> None:
         """The QoS class the API server gave each pod (status.qosClass) must be the design's: it
-        decides the pod's parent cgroup and the burstable level's weight (SPEC §2)."""
+        decides the pod's parent cgroup and the burstable level's weight (docs/LAB.md §2)."""
         wrong = []
         for pod in self.pods.node.pods:
             live = self.pods.live[pod.name]

@@ -137,7 +137,7 @@ def container_counters(pods: RunPods, pod: str, container: str, cgroup_version: 
 
 
 class PodReadback:
-    """The run's levels as designed for the worker (SPEC §2 with what a real node adds: its allocatable
+    """The run's levels as designed for the worker (docs/LAB.md §2 with what a real node adds: its allocatable
     CPUs, the other pods' requests at the burstable level, a systemd driver's rounding), read back
     and compared; and the counters of a pod or container."""
 
@@ -236,7 +236,7 @@ class PodReadback:
                     "runc converts the other way, set runtime accordingly)"
                 )
             raise DesignMismatch(
-                f"cgroup readback on {self.pods.settings.worker_node} differs from the SPEC §2 design:\n"
+                f"cgroup readback on {self.pods.settings.worker_node} differs from the docs/LAB.md §2 design:\n"
                 + "\n".join(lines)
                 + hint
             )
