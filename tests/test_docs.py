@@ -1,0 +1,104 @@
+"""The repository's documents: the README stays short and renders every table whole, every citation of the
+method (docs/LAB.md §N, docs/STATISTICS.md §N) names a section that exists, and nothing refers to files
+outside the repository."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+PROJECT = Path(__file__).resolve().parents[1]
+CITATION = re.compile(r"docs/(LAB|STATISTICS)\.md §(\d+(?:\.\d+)?)")
+
+
+def tracked_text_files() -> list[Path]:
+    names = subprocess.run(["git", "ls-files"], cwd=PROJECT, capture_output=True, text=True, check=True).stdout
+    out = []
+    for name in names.split():
+        path = PROJECT / name
+        if (
+            path.suffix in {".py", ".smk", ".go", ".yaml", ".md", ".csv", ".toml", ".rst", ".j2"}
+            or name
+            in {
+                "Snakefile",
+            }
+            or name.startswith(".ci/")
+        ):
+            out.append(path)
+    return out
+
+
+def source_tables(text: str) -> list[int]:
+    """The number of body rows of each table as written: a run of lines starting with '|', less its
+    header and separator."""
+    tables, run = [], 0
+    for line in [*text.splitlines(), ""]:
+        if line.lstrip().startswith("|"):
+            run += 1
+        elif run:
+            tables.append(run - 2)
+            run = 0
+    return tables
+
+
+def rendered_tables(text: str) -> list[int]:
+    """The number of body rows of each table as a Markdown renderer sees them."""
+    tables, rows, in_body = [], 0, False
+    for token in MarkdownIt("commonmark").enable("table").parse(text):
+        if token.type == "table_open":
+            rows = 0
+        elif token.type in ("tbody_open", "tbody_close"):
+            in_body = token.type == "tbody_open"
+        elif token.type == "tr_open" and in_body:
+            rows += 1
+        elif token.type == "table_close":
+            tables.append(rows)
+    return tables
+
+
+def test_the_readme_is_short_and_every_table_renders_whole():
+    text = (PROJECT / "README.md").read_text()
+    assert len(text.splitlines()) <= 150
+    written = source_tables(text)
+    assert written, "the README has tables (targets, profiles, backends, outputs, docs)"
+    assert rendered_tables(text) == written  # a blank line inside a table would cut it in two
+
+
+def test_a_table_cut_by_a_blank_line_is_caught():
+    cut = "| a | b |\n|---|---|\n| 1 | 2 |\n\n| 3 | 4 |\n"
+    assert rendered_tables(cut) != source_tables(cut)
+
+
+def section_numbers(doc: Path) -> set[str]:
+    numbers = set()
+    for line in doc.read_text().splitlines():
+        match = re.match(r"#{2,4} (\d+(?:\.\d+)?)[. ]", line)
+        if match:
+            numbers.add(match.group(1))
+    return numbers
+
+
+def test_every_citation_of_the_method_names_a_section_that_exists():
+    sections = {name: section_numbers(PROJECT / "docs" / f"{name}.md") for name in ("LAB", "STATISTICS")}
+    assert {"1", "2", "2.6", "4", "5"} <= sections["LAB"] and {str(n) for n in range(1, 9)} <= sections["STATISTICS"]
+    unresolved = []
+    for path in tracked_text_files():
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            for doc, section in CITATION.findall(line):
+                if section not in sections[doc]:
+                    unresolved.append(f"{path.relative_to(PROJECT)}:{number}: docs/{doc}.md §{section}")
+    assert unresolved == []
+
+
+@pytest.mark.parametrize("outside", ["../shared", "shared/SPEC.md", "shared/STATS.md"])
+def test_nothing_refers_to_files_outside_the_repository(outside):
+    found = [
+        str(path.relative_to(PROJECT))
+        for path in tracked_text_files()
+        if path.name != "test_docs.py" and outside in path.read_text(errors="replace")
+    ]
+    assert found == []
