@@ -167,7 +167,7 @@ def test_the_conda_environment_mirrors_the_packages_dependencies():
 
 # -- docs/ARCHITECTURE.md, "How to add an experiment" ----------------------------------------------------
 
-CHECKLIST_LIMIT = 13  # issue 23: a new experiment on existing machinery touches at most ~13 files
+CHECKLIST_LIMIT = 13  # a new experiment on existing machinery touches at most ~13 files
 
 
 def _checklist() -> list[str]:

@@ -769,7 +769,7 @@ def test_requirements_belong_to_checks_and_a_contradiction_stays(faithful):
     assert f2["verdict"].tolist() == [REPRODUCED, NOT_TESTABLE]
     assert f2["requirement"].iloc[1] == "two or more run queues" and f2["requirement"].iloc[0] == ""
     assert got["F2"]["verdict"] == NOT_TESTABLE  # never contradicted on a 1-CPU node
-    # ... and the run-queue band is supporting (issue 24: it spans k in [1, p], X3/F14 decides threads against
+    # ... and the run-queue band is supporting (it spans k in [1, p], X3/F14 decides threads against
     # run queues): off its band it is shown contradicted but decides nothing; F2 rests on "exceeds wall time"
     got, checks = evaluate(full_lab(e2a={"cpus": 1, "change": _scale({"limit500m": {"throttled_ms_per_round": 0.4}})}))
     assert got["F2"]["verdict"] == NOT_TESTABLE
@@ -798,7 +798,7 @@ def test_f2_holds_between_one_and_all_run_queues(faithful):
     # between one and two queues' waiting, which is still the claim (a 2-CPU run read about 1.3 of one queue)
     got, checks = evaluate(full_lab(e2a={"change": _scale({"limit500m": {"throttled_ms_per_round": 0.66}})}))
     assert got["F2"]["verdict"] == REPRODUCED, checks[checks["id"] == "F2"].to_string()
-    # more than every run queue could have counted is off the model: the band (supporting, issue 24) says so,
+    # more than every run queue could have counted is off the model: the band (supporting) says so,
     # but F2's claim, throttled time above wall time, still holds
     got, checks = evaluate(full_lab(e2a={"change": _scale({"limit500m": {"throttled_ms_per_round": 1.6}})}))
     f2 = checks[checks["id"] == "F2"]
@@ -814,7 +814,7 @@ def test_f10_an_overstatement_short_of_every_run_queue_is_still_one():
 
 def test_a_premise_cannot_contradict(faithful):
     # F6's "~30% average use" is a premise: off its band the checks it gates are "not testable here: premise
-    # failed" with the numbers (issue 24; it used to leave F6 inconclusive); it contradicts nothing
+    # failed" with the numbers (it used to leave F6 inconclusive); it contradicts nothing
     lab = full_lab()
     lab.metric_rows = [
         (*r[:5], r[5] * 3 if r[1:3] == ("E2b", "clumped-limit") and r[4] == "avg_cores" else r[5], *r[6:])
@@ -954,7 +954,7 @@ def test_not_throttled_needs_an_absolute_bound_not_a_comparison():
 def test_sparse_throttle_counts_get_an_exact_interval():
     got, checks = evaluate(full_lab(e2b={"clumped_throttled": 0.05, "clumped_periods": 40}))
     row = checks[checks["check"] == "throttled_ratio clumped-limit"].iloc[0]
-    # below the bound at 95%, but not at F6's Bonferroni level over its 3 decisive checks (issue 24)
+    # below the bound at 95%, but not at F6's Bonferroni level over its 3 decisive checks
     assert "sparse counts" in row["method"] and row["hi"] < 0.1 and row["verdict"] == INCONCLUSIVE
     assert "not contradicted at the Bonferroni level 0.9833 over the finding's 3 decisive checks" in row["reason"]
     got, checks = evaluate(full_lab(e2b={"clumped_throttled": 0.02, "clumped_periods": 40}))
@@ -1028,7 +1028,7 @@ def test_a_share_ratio_tolerates_disturbed_runs_a_tail_does_not():
 
 
 # --------------------------------------------------------------------------
-# p-values: one-sided against each check's own threshold, agreeing with its interval (issue 24; they
+# p-values: one-sided against each check's own threshold, agreeing with its interval (they
 # replace the exact Mann-Whitney p of "equal distributions" and Holm's adjustment over them)
 
 
@@ -1286,7 +1286,7 @@ def test_f13_states_the_models_direction_not_the_first_guess():
 
 
 def test_f17_is_non_inferiority_not_a_demand_for_speed():
-    # issue 24: "costs neither latency nor throughput" is non-inferiority (g2 at most 10% worse than g1). The old
+    # "costs neither latency nor throughput" is non-inferiority (g2 at most 10% worse than g1). The old
     # check demanded g2 be faster by the model's ratio (and throughput the same either way): a gain for g2 was a
     # contradiction there; now it is no cost (the supporting "same" check shows it off the model)
     got, checks = evaluate(full_lab(x6={"gain": 1.6}))
@@ -1397,7 +1397,7 @@ def test_f8_shares_on_a_cgroup_v1_real_runc_are_not_testable():
 
 
 # --------------------------------------------------------------------------
-# issue 24: premises, least-favourable thresholds and three zones, ties, Bonferroni
+# premises, least-favourable thresholds and three zones, ties, Bonferroni
 
 
 def _with_metric(lab: Lab, experiment: str, variant: str, metric: str, values: list[float]) -> Lab:
@@ -1410,7 +1410,7 @@ def _with_metric(lab: Lab, experiment: str, variant: str, metric: str, values: l
 
 
 def test_f16_an_arm_at_59_percent_of_the_limit_is_not_testable_never_contradicted():
-    # the quick run of issue 24: use90 ran at 59% of the limit (a steady request cost ~2.6 ms, not 4), and
+    # the quick run of use90 ran at 59% of the limit (a steady request cost ~2.6 ms, not 4), and
     # its throttled share, 0.09, lay below the 0.15 threshold of the 90% design: the model at the load reached
     # predicts about that, so the data agree with it. It used to read "contradicted".
     cores = [0.2 * 0.59 * f for f in (0.99, 1.01, 1.0, 0.98, 1.02)]
@@ -1576,7 +1576,7 @@ def test_the_runtime_conversion_is_applied_where_the_backend_writes_it(backend, 
 
 
 # --------------------------------------------------------------------------
-# the threshold registry's rule (docs/STATISTICS.md §5, issue 24 item 7): a check revised after data is judged only on
+# the threshold registry's rule (docs/STATISTICS.md §5): a check revised after data is judged only on
 # the runs made after its revision, and the tables show its verdict on all runs beside
 
 BEFORE_F4_REVISION = "2026-12-01T12:00:00+00:00"  # a5a8721 revised F4's throttled-time threshold on 2026-12-02

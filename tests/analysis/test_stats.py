@@ -937,7 +937,7 @@ def test_estimate_proportion_known_answers():
     sparse = stats.estimate_proportion([1, 0, 2, 1, 0], [40] * 5)
     exact = sps.binomtest(4, 200).proportion_ci(0.95, method="exact")
     logit = stats.estimate(stats.empirical_logit([1, 0, 2, 1, 0], [40] * 5), log=False)
-    # the point is the pooled ratio (docs/STATISTICS.md §3, issue 24: the back-transformed mean logit is biased high)
+    # the point is the pooled ratio (docs/STATISTICS.md §3, the back-transformed mean logit is biased high)
     assert sparse.flag == "sparse counts" and sparse.point == pytest.approx(4 / 200)
     assert sparse.lo == pytest.approx(min(exact.low, special.expit(logit.lo)))
     assert sparse.hi == pytest.approx(max(exact.high, special.expit(logit.hi)))

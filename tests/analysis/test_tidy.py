@@ -89,7 +89,7 @@ def test_runs_carry_the_config_seed_and_each_jobs_seed_from_the_meta_record(tabl
 
 
 def test_runs_carry_the_commit_of_the_code_that_made_them(tables, tmp_path):
-    # meta.code (issue 24 item 7); a log that predates it leaves the column empty
+    # meta.code; a log that predates it leaves the column empty
     assert (tables["runs"]["code_commit"].fillna("") == "").all()
     path = _copy(tmp_path, LIMIT1)
     lines = _lines(path)

@@ -126,4 +126,4 @@ def test_the_quick_profile_has_the_repeats_its_power_plan_needs(experiment):
     sd, effect, two = PLANS[experiment]
     need = stats.repeats_for_power(sd, effect, two_sample=two)
     assert quick().experiments[experiment].repeats >= need
-    assert need >= 7  # issue 24: F10 needs R >= 7; F7 7 per arm over 10 s windows
+    assert need >= 7  # F10 needs R >= 7; F7 7 per arm over 10 s windows

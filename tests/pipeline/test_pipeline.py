@@ -81,7 +81,7 @@ def test_normal_run_leaves_nothing_behind(ci_run):
 
 def test_the_orchestrator_keeps_out_of_every_measuring_window(ci_run):
     """Snakemake and its children but the runner use at most 1% of a CPU in each timed window of the ci
-    profile, its disturbed attempts included (issue 21: its scheduler loop once took ~22%)."""
+    profile, its disturbed attempts included (its scheduler loop once took ~22%)."""
     windows = 0
     for path in sorted((ci_run / "results/local/raw").rglob("*.jsonl")):
         meta = read_log(path)[0]

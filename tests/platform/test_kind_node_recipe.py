@@ -1,4 +1,4 @@
-"""The kind node images made here (issue 25), pure parts: kind's base Dockerfile read for its
+"""The kind node images made here, pure parts: kind's base Dockerfile read for its
 Debian release, packages and files; the control plane's images named as kubeadm lists them; the
 runtime spec; the pod network; the sysctl guard; the settings' error."""
 

@@ -1,4 +1,4 @@
-"""kind.node_images (issue 25): published keeps the lab's kindest/node digests and the kind binaries
+"""kind.node_images: published keeps the lab's kindest/node digests and the kind binaries
 named in the settings; local creates the clusters from the node images built here, with the kind
 releases of the tool cache, and records each image's ID and versions in the cluster's stamp (which
 every raw log's environment carries). Under published with no registry the run stops before any job,

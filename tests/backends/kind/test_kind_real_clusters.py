@@ -1,4 +1,4 @@
-"""The runner killed on the lab's REAL kind clusters (issue 25 item 5): Ctrl-C and SIGKILL of a
+"""The runner killed on the lab's REAL kind clusters: Ctrl-C and SIGKILL of a
 runner that has deployed a pod on the new cluster (the old one paused meanwhile, as every job
 pauses the idle cluster) leave no pod of the lab's, no paused node, no pin or pause state file, no
 lock held, and the host's sysctls as they were (kubelet inside a privileged node would write them).

@@ -1,4 +1,4 @@
-"""A kind node's files, read from this host through /proc/<pid>/root (issue 13 item 5), against
+"""A kind node's files, read from this host through /proc/<pid>/root, against
 real processes in mount namespaces of their own: what such a process sees at a path is not what
 this host sees there, and it is what is read; a restarted process is located once more; a file
 missing in a running process is not taken for a restart; a read starts no process."""

@@ -529,7 +529,7 @@ def test_the_smoke_target_passes_every_step_on_the_real_node(node_backend):
 
 def test_the_runner_killed_mid_e2b_leaves_nothing_and_the_sysctls_unchanged(node_inputs, binaries):
     """`throttlelab run` of E2b on a real node of its own, SIGKILLed while its service is under load: the
-    node's supervisor notices the closed pipe and takes everything down (issue 22's SIGKILL test)."""
+    node's supervisor notices the closed pipe and takes everything down."""
     from throttlelab.model.config import load_design
 
     design = load_design({"profile": "ci", "backend": "kubernetes"}, PROJECT / "config")
