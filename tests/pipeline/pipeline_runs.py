@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -73,6 +75,35 @@ def wait_for_workload(proc: subprocess.Popen, workdir: Path, timeout: float = 12
         assert proc.poll() is None, proc.stdout.read()
         time.sleep(0.1)
     raise AssertionError("the workload never started")
+
+
+def interrupted_long_run(
+    done: Path, tmp_path: Path, interrupt: Callable[[subprocess.Popen, int], None], timeout: float = 60
+) -> tuple[Path, subprocess.Popen, str]:
+    """The long E2a job started with Snakemake in a fresh workdir (the built binaries of ``done``) and, once
+    its workload runs, ``interrupt``ed (given Snakemake's process and the workload's pid); returns the
+    workdir, the ended Snakemake and its output. Snakemake's group is killed if it outlives ``timeout``."""
+    workdir, profile = long_run_workdir(done, tmp_path)
+    proc = start_long_run(workdir, profile)
+    try:
+        interrupt(proc, wait_for_workload(proc, workdir))
+        output, _ = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    return workdir, proc, output
+
+
+def ctrl_c(proc: subprocess.Popen, _workload: int) -> None:
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
+
+
+def sigterm_to_snakemake(proc: subprocess.Popen, _workload: int) -> None:
+    proc.send_signal(signal.SIGTERM)
+
+
+def kill_the_workload(_proc: subprocess.Popen, workload: int) -> None:
+    os.kill(workload, signal.SIGKILL)
 
 
 def _in_workdir(pid: int, workdir: Path) -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import warnings
 
@@ -14,17 +13,15 @@ import yaml
 
 from conftest import left_behind, PROJECT, snakemake, workload_pids_of
 from pipeline_runs import (
-    LONG_LOG,
     assert_clean,
     assert_e1_reads_back_the_design,
     assert_the_quota_decides_throttling,
     cpuset_state,
-    long_run_workdir,
+    interrupted_long_run,
     raw_runs as _raw,
     read_log,
     rounds,
-    start_long_run,
-    wait_for_workload,
+    sigterm_to_snakemake,
 )
 
 from throttlelab.model.variants import VariantSpec
@@ -167,14 +164,19 @@ def _planned(proc: subprocess.CompletedProcess) -> dict[str, list[str]]:
 ANALYSIS_AND_REPORT = {"parse_runs", "compute_stats", "evaluate_findings", "render_report", "all"}
 
 
-def test_changing_one_variant_reruns_only_it(ci_run, tmp_path):
+def _plan_after_edit(ci_run, tmp_path, experiment: str, variant: str, key: str, value) -> dict[str, list[str]]:
+    """The dry run's jobs after one parameter of one variant of the ci profile changed."""
     profile = yaml.safe_load((PROJECT / "config/profiles/ci.yaml").read_text())
-    profile["experiments"]["E2a"]["variants"]["limit1"]["rounds"] = 7
+    profile["experiments"][experiment]["variants"][variant][key] = value
     custom = tmp_path / "edited.yaml"
     custom.write_text(yaml.safe_dump(profile))
     proc = snakemake(ci_run, "-n", "--config", f"profile={custom}")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    plan = _planned(proc)
+    return _planned(proc)
+
+
+def test_changing_one_variant_reruns_only_it(ci_run, tmp_path):
+    plan = _plan_after_edit(ci_run, tmp_path, "E2a", "limit1", "rounds", 7)
     assert sorted(plan.pop("run_experiment")) == [f"results/local/raw/E2a/limit1/rep{k}.jsonl" for k in range(3)]
     assert "build_workload" not in plan
     # only the aggregation downstream of the raw logs follows
@@ -182,13 +184,7 @@ def test_changing_one_variant_reruns_only_it(ci_run, tmp_path):
 
 
 def test_editing_one_calibrated_arm_reruns_only_it_not_the_pilots(ci_run, tmp_path):
-    profile = yaml.safe_load((PROJECT / "config/profiles/ci.yaml").read_text())
-    profile["experiments"]["X5"]["variants"]["use90"]["target_use"] = 0.85
-    custom = tmp_path / "edited.yaml"
-    custom.write_text(yaml.safe_dump(profile))
-    proc = snakemake(ci_run, "-n", "--config", f"profile={custom}")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    plan = _planned(proc)
+    plan = _plan_after_edit(ci_run, tmp_path, "X5", "use90", "target_use", 0.85)
     assert sorted(plan.pop("run_experiment")) == [f"results/local/raw/X5/use90/rep{k}.jsonl" for k in range(3)]
     assert "calibrate_service" not in plan and "calibrate_host" not in plan
 
@@ -238,51 +234,13 @@ def test_malformed_quantity_names_the_field(ci_run, tmp_path, bad):
     assert "Traceback" not in proc.stderr
 
 
-def test_ctrl_c_to_snakemake_leaves_nothing_behind(ci_run, tmp_path):
-    before = cpuset_state()
-    workdir, profile = long_run_workdir(ci_run, tmp_path)
-    proc = start_long_run(workdir, profile)
-    try:
-        wait_for_workload(proc, workdir)
-        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
-        output, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode != 0
-    assert_clean(before, workdir)
-    assert not (workdir / LONG_LOG).exists()
+# Ctrl-C and a killed workload: tests/pipeline/test_short_pipeline.py, in every tier of the test command
 
 
 def test_sigterm_to_snakemake_alone_leaves_nothing_behind(ci_run, tmp_path):
     before = cpuset_state()
-    workdir, profile = long_run_workdir(ci_run, tmp_path)
-    proc = start_long_run(workdir, profile)
-    try:
-        wait_for_workload(proc, workdir)
-        proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    workdir, _proc, _ = interrupted_long_run(ci_run, tmp_path, sigterm_to_snakemake, timeout=90)
     assert_clean(before, workdir)
-
-
-def test_workload_killed_mid_run_fails_the_job_and_cleans_up(ci_run, tmp_path):
-    before = cpuset_state()
-    workdir, profile = long_run_workdir(ci_run, tmp_path)
-    proc = start_long_run(workdir, profile)
-    try:
-        pid = wait_for_workload(proc, workdir)
-        os.kill(pid, signal.SIGKILL)
-        output, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode != 0
-    assert "killed by a signal" in output
-    assert_clean(before, workdir)
-    assert not (workdir / LONG_LOG).exists()
 
 
 def test_changed_confidence_reruns_only_analysis_and_report(ci_run, tmp_path):

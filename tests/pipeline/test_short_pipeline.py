@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 from pathlib import Path
 
 import pytest
@@ -21,11 +20,11 @@ from pipeline_runs import (
     assert_the_quota_decides_throttling,
     ci_profile,
     cpuset_state,
-    long_run_workdir,
+    ctrl_c,
+    interrupted_long_run,
+    kill_the_workload,
     raw_runs,
     read_log,
-    start_long_run,
-    wait_for_workload,
 )
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -103,15 +102,7 @@ def test_a_rerun_with_nothing_changed_does_nothing(short_run):
 
 def test_ctrl_c_to_snakemake_leaves_nothing_behind(short_run, tmp_path):
     before = cpuset_state()
-    workdir, profile = long_run_workdir(short_run[0], tmp_path)
-    proc = start_long_run(workdir, profile)
-    try:
-        wait_for_workload(proc, workdir)
-        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
-        proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    workdir, proc, _ = interrupted_long_run(short_run[0], tmp_path, ctrl_c)
     assert proc.returncode != 0
     assert_clean(before, workdir)
     assert not (workdir / LONG_LOG).exists()
@@ -119,14 +110,7 @@ def test_ctrl_c_to_snakemake_leaves_nothing_behind(short_run, tmp_path):
 
 def test_a_killed_workload_fails_its_job_and_leaves_nothing(short_run, tmp_path):
     before = cpuset_state()
-    workdir, profile = long_run_workdir(short_run[0], tmp_path)
-    proc = start_long_run(workdir, profile)
-    try:
-        os.kill(wait_for_workload(proc, workdir), signal.SIGKILL)
-        output, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    workdir, proc, output = interrupted_long_run(short_run[0], tmp_path, kill_the_workload)
     assert proc.returncode != 0
     assert "killed by a signal" in output
     assert_clean(before, workdir)
