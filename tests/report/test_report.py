@@ -190,10 +190,16 @@ def test_display_tables_match_the_page(results):
         (0, "0"),
         (float("nan"), "—"),
         (-0.6667, "-0.667"),
+        (float("inf"), "∞"),
+        (float("-inf"), "−∞"),
     ],
 )
 def test_numbers_get_three_significant_digits_without_exponents(value, text):
     assert fmt_number(value) == text
+
+
+def test_an_interval_no_number_of_runs_bounds_prints_its_open_end():
+    assert fmt_interval(0, 0, float("inf")) == "0 [0, ∞]"
 
 
 def test_interval_is_left_out_when_the_table_has_none():

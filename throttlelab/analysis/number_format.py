@@ -19,10 +19,13 @@ def is_missing(value: Any) -> bool:
 
 
 def fmt_number(value: Any) -> str:
-    """Three significant digits without scientific notation: 7052, 84.4, 0.312, 0.0451."""
+    """Three significant digits without scientific notation: 7052, 84.4, 0.312, 0.0451; an unbounded end
+    of an interval (no number of runs bounds it) as ∞ or −∞."""
     if is_missing(value):
         return "—"
     x = float(value)
+    if math.isinf(x):
+        return "∞" if x > 0 else "−∞"
     if x == 0:
         return "0"
     if x.is_integer() and abs(x) < 1e6:
