@@ -480,10 +480,7 @@ def median_run_interval(values, *, level: float = 0.95, label: str = "per-run va
     """The median run with its distribution-free interval [x(l), x(u)] (:func:`order_statistic_ranks`),
     valid for discrete data: identical runs give [v, v]. With fewer runs than :func:`median_runs_needed`
     the bounds are NaN and the flag says how many the level needs."""
-    x = np.sort(_values(values))
-    n = int(x.size)
-    point = float(quantile(x, 0.5))
-    ranks = order_statistic_ranks(n, 0.5, level)
+    x, n, point, ranks = _median_and_ranks(values, level)
     if ranks is None:
         method = f"the median run of {label}, order statistics, R = {n}"
         return Estimate(point, math.nan, math.nan, n, level, "linear", method, cannot_reach(n, level))
@@ -1010,6 +1007,14 @@ def order_statistic_ranks(n: int, q: float, level: float = 0.95) -> tuple[int, i
     return low, high
 
 
+def _median_and_ranks(values, level: float) -> tuple[np.ndarray, int, float, tuple[int, int] | None]:
+    """The sorted runs, their number, the median run and the ranks of its interval at ``level`` (None when
+    the runs are too few for it)."""
+    x = np.sort(_values(values))
+    n = int(x.size)
+    return x, n, float(quantile(x, 0.5)), order_statistic_ranks(n, 0.5, level)
+
+
 def median_ci(values, level: float = 0.95, *, label: str = "per-run values") -> Estimate:
     """Distribution-free confidence interval for the median run.
 
@@ -1021,10 +1026,7 @@ def median_ci(values, level: float = 0.95, *, label: str = "per-run values") -> 
     and the flag is "n too small". At R = 10 the interval is [x(2), x(9)].
     Bounds that coincide (heavy ties) count as degenerate.
     """
-    x = np.sort(_values(values))
-    n = int(x.size)
-    point = float(quantile(x, 0.5))
-    ranks = order_statistic_ranks(n, 0.5, level)
+    x, n, point, ranks = _median_and_ranks(values, level)
     if ranks is None:
         method = f"distribution-free median CI (order statistics) of {label}, R = {n}"
         return Estimate(point, math.nan, math.nan, n, level, "linear", method, FLAG_N_TOO_SMALL)

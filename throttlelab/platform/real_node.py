@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -625,18 +626,10 @@ def pin_cgroup_root(root: str, cpus: str | None) -> str:
 
 def names_folder(cmdline: bytes, folder: Path) -> bool:
     """Whether a command line (/proc/<pid>/cmdline: NUL-separated arguments) names ``folder`` or a path
-    in it, as an argument or an argument's value (``--config=<folder>/...``); ``<folder>0`` is another
-    node's folder, not a path in this one."""
-    mark = str(folder).encode()
-    for arg in cmdline.split(b"\0"):
-        at = arg.find(mark)
-        while at != -1:
-            end = at + len(mark)
-            starts = at == 0 or arg[at - 1 : at] in (b"=", b":", b" ", b'"')
-            if starts and (end == len(arg) or arg[end : end + 1] in (b"/", b'"', b" ", b"\n")):
-                return True
-            at = arg.find(mark, at + 1)
-    return False
+    in it, as an argument, an argument's value (``--config=<folder>/...``) or inside a quoted script;
+    ``<folder>0`` is another node's folder, not a path in this one."""
+    pattern = re.compile(rb'(?:^|[=: "])' + re.escape(str(folder).encode()) + rb'(?:$|[/" \n])', re.MULTILINE)
+    return any(pattern.search(arg) for arg in cmdline.split(b"\0"))
 
 
 def kill_node_processes(folder: Path, cgroup_root: str) -> list[str]:

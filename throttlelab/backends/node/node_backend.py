@@ -214,9 +214,11 @@ class NodeBackend(KubeBackend):
     def keep_failure_evidence(self, folder: Path) -> list[str]:
         """The pods' events, and a copy of the node's component logs as they stand (the node itself keeps
         running for the next job, or goes with its orchestrator)."""
-        kept = super().keep_failure_evidence(folder) if self.node_facts is not None else []
-        logs = Path(self.node_facts["root"]) / "logs" if self.node_facts else None
-        if logs is not None and logs.is_dir():
+        if self.node_facts is None:
+            return []  # no node was started: nothing of it to keep
+        kept = super().keep_failure_evidence(folder)
+        logs = Path(self.node_facts["root"]) / "logs"
+        if logs.is_dir():
             target = folder / "node-logs"
             target.mkdir(parents=True, exist_ok=True)
             for log in sorted(logs.iterdir()):
