@@ -119,6 +119,17 @@ class Deployment(ABC):
     def verify(self) -> list[Readback]:
         """Read every level back; raise DesignMismatch showing both when they differ."""
 
+    def verify_before_start(self) -> list[Readback]:
+        """What is read back before the experiment starts anything: every level by default. A backend whose
+        container cgroups exist only while a container runs reads those from the experiment's own
+        containers as they start instead, and hands them over in :meth:`readbacks_after`."""
+        return self.verify()
+
+    def readbacks_after(self) -> list[Readback]:
+        """The levels :meth:`verify_before_start` left to the containers' start, read back (a mismatch raises);
+        none by default."""
+        return []
+
     def ancestors(self) -> list[dict[str, Any]]:
         """Informational readings of the levels above the node (none by default)."""
         return []

@@ -22,7 +22,7 @@ Cleanup, in layers, as on the local backend: every container carries the labels
 `throttlelab=1`, `throttlelab.backend=docker`, `throttlelab.run=<run>` and the
 runner's pid; leaving a deployment removes the run's containers by label and
 then its cgroups (with termination signals held off meanwhile); a guardian
-process (`python -m throttlelab.backends.docker guard ...`) does the same when
+process (`python -m throttlelab.backends.docker_guardian ...`) does the same when
 the runner dies, even by SIGKILL; and every deployment starts by sweeping lab
 containers and run cgroups whose runner no longer exists.
 """
@@ -46,9 +46,8 @@ import requests
 
 from throttlelab.host import cgroupfs
 from throttlelab.host.docker_engine import connect, docker_errors, engine_error, engine_host
-from throttlelab.host.mounts import cgroup_hierarchies
 from throttlelab.host.facts import host_facts
-from throttlelab.host.processes import outlive_runner, pid_alive, spawn_guardian
+from throttlelab.host.processes import pid_alive, spawn_guardian
 from throttlelab.host.reaper import Guardian, kill_and_remove, run_name, sweep_stale
 from throttlelab.model import node_levels as design
 from throttlelab.model import quantities as q
@@ -84,35 +83,6 @@ PROBE_ARGS = ("serve", "-addr=127.0.0.1:0", "-live-mb=0")
 _counter = itertools.count(1000)
 _ZERO_STAT = dict.fromkeys(records.COUNTERS, 0)
 _HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
-
-
-# -- cgroups: every hierarchy runc touches ----------------------------------------
-
-
-def all_hierarchies(fs: cgroupfs.CgroupFS, mountinfo: Path = Path("/proc/self/mountinfo")) -> cgroupfs.CgroupFS:
-    """The lab's cgroup view plus every other hierarchy mounted here.
-
-    On cgroup v1, runc creates a container's parents in EVERY hierarchy (memory,
-    pids, the named systemd one, and the unified one of a hybrid setup), so
-    removing a run must walk them all. cgroup v2 is one tree already.
-    """
-    if not isinstance(fs, cgroupfs.CgroupV1):
-        return fs
-    full = cgroupfs.CgroupV1(fs.roots["cpu"], fs.roots.get("cpuacct"), fs.roots.get("cpuset"))
-    known = set(full.roots.values())
-    for point in cgroup_hierarchies(mountinfo):
-        if point not in known and point.is_dir():
-            full.roots[f"other:{point}"] = point
-            known.add(point)
-    return full
-
-
-def fs_from_description(desc: dict) -> cgroupfs.CgroupFS:
-    """Inverse of all_hierarchies(...).describe(), keeping the extra hierarchies."""
-    fs = cgroupfs.from_description(desc)
-    if isinstance(fs, cgroupfs.CgroupV1):
-        fs.roots.update({k: Path(v) for k, v in desc["roots"].items() if k not in fs.roots})
-    return fs
 
 
 def _cgroup_of(pid: int) -> str | None:
@@ -166,7 +136,7 @@ class DockerGuardian(Guardian):
     """The reaper's guardian for a docker run: removes the run's containers, then its cgroups."""
 
     def __init__(self, full: cgroupfs.CgroupFS, rel: str):
-        self.proc = spawn_guardian("throttlelab.backends.docker", "guard", json.dumps(full.describe()), rel)
+        self.proc = spawn_guardian("throttlelab.backends.docker_guardian", json.dumps(full.describe()), rel)
 
 
 # -- the backend ------------------------------------------------------------------
@@ -348,7 +318,7 @@ class DockerDeployment(Deployment):
     def __init__(self, backend: DockerBackend, node: Node, load: LoadPlacement | None):
         self.backend, self.node, self.load = backend, node, load
         self.fs = backend.fs
-        self.full = all_hierarchies(self.fs)
+        self.full = cgroupfs.all_hierarchies(self.fs)
         self.client = backend.client
         self.root = self._free_name()
         caps = backend.capabilities()
@@ -357,11 +327,15 @@ class DockerDeployment(Deployment):
         self.current: dict[tuple[str, str], _Run] = {}
         self.guardian: Guardian | None = None
         self._names = itertools.count()
+        #: container levels not read back yet: read from the container itself when it starts
+        #: (verify_before_start), else from a probe container once the experiment is done
+        self.unread: set[tuple[str, str]] = set()
+        self.read_at_start: list[Readback] = []
 
     def _free_name(self) -> str:
         while True:
             name = run_name(next(_counter))
-            if not any(d.exists() for d in all_hierarchies(self.fs).dirs(name)):
+            if not any(d.exists() for d in cgroupfs.all_hierarchies(self.fs).dirs(name)):
                 return name
 
     # -- lifecycle -------------------------------------------------------------------
@@ -371,7 +345,7 @@ class DockerDeployment(Deployment):
         self.guardian = DockerGuardian(self.full, self.root)  # first: it must exist before anything it guards
         try:
             cgroup_tree.check_cpus(self.fs, self.node, self.load)
-            # Docker makes the container cgroups; the probe in verify() reads them
+            # Docker makes the container cgroups; they are read back as the containers start
             cgroup_tree.create_tree(self.fs, self.root, self.levels, self.load, containers=False)
         except BaseException:
             self.__exit__(None, None, None)
@@ -380,11 +354,13 @@ class DockerDeployment(Deployment):
 
     def __exit__(self, *exc: object) -> None:
         held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)  # a second Ctrl-C waits for cleanup
+        cleaned = False
         try:
             try:
                 client = self.backend.fresh_client()
                 remove_containers(client, self.root)
                 client.close()
+                cleaned = True
             except docker_errors() as err:
                 print(
                     f"docker backend: could not remove the run's containers ({err}); the guardian retries",
@@ -393,7 +369,8 @@ class DockerDeployment(Deployment):
             kill_and_remove(self.full, self.root)
         finally:
             if self.guardian is not None:
-                self.guardian.close()
+                # told only when both steps above succeeded: the guardian then never connects to the engine
+                self.guardian.close(cleaned=cleaned and not any(d.exists() for d in self.full.dirs(self.root)))
                 self.guardian = None
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
@@ -468,7 +445,25 @@ class DockerDeployment(Deployment):
             self.container_settings(p, c),
         )
         self.current[(pod, container)] = run
+        if (pod, container) in self.unread:
+            self._read_back_started(run, p, c)
         return run
+
+    def _read_back_started(self, run: _Run, pod: Pod, c: Container) -> None:
+        """Read a just-started container's cgroup on the host and compare it with the design; a mismatch
+        stops the container and raises. One that has exited already (its cgroup gone with it) stays
+        unread: a probe container reads it back after the experiment."""
+        try:
+            rel = self.backend._call(self._container_rel, run)
+            got = cgroup_tree.read_level(self.fs, rel)
+        except (BackendError, cgroupfs.CgroupError, OSError):
+            return
+        got["read_from"] = f"/{rel} (the container itself, just started, read on the host)"
+        readback = self._container_readback(pod, c, got)
+        self.unread.discard((pod.name, c.name))
+        if readback.mismatches:
+            self._discard(run)
+        self.read_at_start.append(cgroup_tree.raise_on_mismatch([readback], " (docker backend)")[0])
 
     def _wait(self, run: _Run, timeout_s: float, every_s: float = 10.0) -> int | None:
         """Exit status, or None after timeout_s; says every few seconds that it is still going."""
@@ -549,7 +544,9 @@ class DockerDeployment(Deployment):
             run.ctr.reload()
             pid = run.ctr.attrs.get("State", {}).get("Pid") or 0
             rel = _cgroup_of(pid) if pid else None
-            if rel is None:
+            # an exited process that is not reaped yet shows the root cgroup ("/") on cgroup v1: a path
+            # outside the run's own tree is not the container's
+            if rel is None or not rel.startswith(f"{self.root}/"):
                 raise BackendError(f"{run.source}: not running, so it has no cgroup to read")
             run.cgroup_rel = rel
         return run.cgroup_rel
@@ -640,28 +637,53 @@ class DockerDeployment(Deployment):
         finally:
             self._discard(run)
 
+    def _container_readback(self, pod: Pod, c: Container, got: dict[str, Any]) -> Readback:
+        """One container's level: its design beside what was read from its cgroup."""
+        level = self._level(pod.name, c.name)
+        designed = self.expected_container(pod.name, c.name)
+        meta = {"formula": designed.pop("formula"), "pod": pod.name, "container": c.name}
+        return Readback(
+            level=level.level,
+            path=level.path,
+            design={**designed, **meta},
+            actual=got,
+            mismatches=cgroup_tree.compare(designed, got, self.fs.version),
+        )
+
+    def _probed(self, pod: Pod, c: Container) -> Readback:
+        got, rel = self._probe(pod, c)
+        got["read_from"] = f"/{rel} (a probe container with the same settings, read on the host)"
+        return self._container_readback(pod, c, got)
+
     def verify(self) -> list[Readback]:
+        """Every level: the lab's own read back, each container's from a probe container with its settings."""
         results = []
         for level in self.levels:
             if level.level != "container":
                 results.append(cgroup_tree.read_back(self.fs, self.root, level))  # written by the lab
                 continue
             p = self.node.pod(level.pod)
-            c = p.container(level.container)
-            designed = self.expected_container(p.name, c.name)
-            got, rel = self._probe(p, c)
-            got["read_from"] = f"/{rel} (a probe container with the same settings, read on the host)"
-            meta = {"formula": designed.pop("formula"), "pod": level.pod, "container": level.container}
-            results.append(
-                Readback(
-                    level=level.level,
-                    path=level.path,
-                    design={**designed, **meta},
-                    actual=got,
-                    mismatches=cgroup_tree.compare(designed, got, self.fs.version),
-                )
-            )
+            results.append(self._probed(p, p.container(level.container)))
         return cgroup_tree.raise_on_mismatch(results, " (docker backend)")
+
+    def verify_before_start(self) -> list[Readback]:
+        """The lab's levels now; each container's from the container itself as it starts
+        (:meth:`readbacks_after`), which spares a probe container per container and job."""
+        results = [cgroup_tree.read_back(self.fs, self.root, lv) for lv in self.levels if lv.level != "container"]
+        self.unread = {(lv.pod, lv.container) for lv in self.levels if lv.level == "container"}
+        self.read_at_start = []
+        return cgroup_tree.raise_on_mismatch(results, " (docker backend)")
+
+    def readbacks_after(self) -> list[Readback]:
+        """The containers read as they started, and a probe's reading of each that never started (or had
+        exited before it could be read), in the design's order."""
+        read = {(r.design["pod"], r.design["container"]): r for r in self.read_at_start}
+        for pod, container in sorted(self.unread):
+            p = self.node.pod(pod)
+            read[(pod, container)] = self._probed(p, p.container(container))
+        self.unread = set()
+        ordered = [read[(lv.pod, lv.container)] for lv in self.levels if (lv.pod, lv.container) in read]
+        return cgroup_tree.raise_on_mismatch(ordered, " (docker backend)")
 
     def _check_own_cgroup(self, out: Output) -> None:
         """The workload's header reads its own container's cgroup: it must agree with the design too."""
@@ -670,7 +692,7 @@ class DockerDeployment(Deployment):
             return
         designed = self.expected_container(out.pod, out.container)
         designed.pop("formula")
-        designed.pop("cpus", None)  # the header has no cpuset; the probe checked it
+        designed.pop("cpus", None)  # the header has no cpuset; the readback checked it
         mismatches = cgroup_tree.compare(designed, header["cgroup"], self.fs.version)
         if mismatches:
             raise DesignMismatch(
@@ -682,34 +704,11 @@ class DockerDeployment(Deployment):
 # -- command line: the guardian, and a manual sweep ---------------------------------
 
 
-def guard(desc: dict, rel: str) -> int:
-    """Wait until the runner's pipe closes, then remove the run's containers and cgroups."""
-    outlive_runner()
-    status = 0
-    try:
-        client = connect(timeout_s=30)
-        removed = remove_containers(client, rel)
-        client.close()
-    except (BackendError, *docker_errors()) as exc:
-        print(f"throttlelab docker guardian: cannot remove the containers of {rel}: {exc}", file=sys.stderr)
-        removed, status = [], 1
-    try:
-        killed = kill_and_remove(fs_from_description(desc), rel)
-    except cgroupfs.CgroupError as exc:
-        print(f"throttlelab docker guardian: {exc}", file=sys.stderr)
-        return 1
-    if removed or killed:
-        print(
-            f"throttlelab docker guardian: runner gone; removed {len(removed)} container(s) and {rel}", file=sys.stderr
-        )
-    return status
-
-
 def sweep() -> int:
     """Remove every lab container and run cgroup whose runner no longer exists."""
     try:
         removed = remove_containers(connect(), stale_only=True)
-        cgroups = sweep_stale(all_hierarchies(cgroupfs.detect()))
+        cgroups = sweep_stale(cgroupfs.all_hierarchies(cgroupfs.detect()))
     except (BackendError, cgroupfs.CgroupError) as exc:
         print(f"sweep: {exc}", file=sys.stderr)
         return 1
@@ -718,12 +717,10 @@ def sweep() -> int:
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["guard"] and len(argv) == 3:
-        return guard(json.loads(argv[1]), argv[2])
     if argv == ["sweep"]:
         return sweep()
     print(
-        "usage: python -m throttlelab.backends.docker sweep   (guard DESC RUN is started by the backend)",
+        "usage: python -m throttlelab.backends.docker sweep",
         file=sys.stderr,
     )
     return 2

@@ -48,9 +48,11 @@ class ExperimentResult:
 def deployed(
     ctx: Context, node: Node, result: ExperimentResult, load: LoadPlacement | None = None
 ) -> Iterator[Deployment]:
-    """Deploy, read every level back (a mismatch raises), and keep the readback in the log."""
+    """Deploy, read every level back (a mismatch raises), and keep the readback in the log: the levels read
+    before the experiment first, then any a backend read from the containers as they started."""
     with ctx.backend.deploy(node, load) as dep:
-        for readback in dep.verify():
+        for readback in dep.verify_before_start():
             result.records.append(readback.as_record())
         result.records.extend(dep.ancestors())
         yield dep
+        result.records.extend(readback.as_record() for readback in dep.readbacks_after())

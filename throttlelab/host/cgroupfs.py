@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from throttlelab.errors import CgroupError  # noqa: F401 (re-exported: callers import it from here too)
+from throttlelab.host.mounts import MOUNTINFO, cgroup_hierarchies
 from throttlelab.model.quantities import weight_to_v1_shares
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -357,3 +358,29 @@ def from_description(desc: dict) -> CgroupFS:
         return CgroupV2(Path(desc["root"]))
     roots = {k: Path(v) for k, v in desc["roots"].items()}
     return CgroupV1(roots["cpu"], roots.get("cpuacct"), roots.get("cpuset"))
+
+
+def all_hierarchies(fs: CgroupFS, mountinfo: Path = MOUNTINFO) -> CgroupFS:
+    """The lab's cgroup view plus every other hierarchy mounted here.
+
+    On cgroup v1, runc creates a container's parents in EVERY hierarchy (memory,
+    pids, the named systemd one, and the unified one of a hybrid setup), so
+    removing a run of the docker backend must walk them all. cgroup v2 is one tree already.
+    """
+    if not isinstance(fs, CgroupV1):
+        return fs
+    full = CgroupV1(fs.roots["cpu"], fs.roots.get("cpuacct"), fs.roots.get("cpuset"))
+    known = set(full.roots.values())
+    for point in cgroup_hierarchies(mountinfo):
+        if point not in known and point.is_dir():
+            full.roots[f"other:{point}"] = point
+            known.add(point)
+    return full
+
+
+def all_hierarchies_from_description(desc: dict) -> CgroupFS:
+    """Inverse of all_hierarchies(...).describe(), keeping the extra hierarchies."""
+    fs = from_description(desc)
+    if isinstance(fs, CgroupV1):
+        fs.roots.update({k: Path(v) for k, v in desc["roots"].items() if k not in fs.roots})
+    return fs

@@ -118,6 +118,11 @@ def spawn_guardian(
     )
 
 
+#: What a runner writes to its guardian's pipe when it has undone everything itself: a guardian that reads
+#: it can skip the checks it would make after a runner that died (the docker guardian then never connects
+#: to the engine).
+RUNNER_CLEANED = b"cleaned\n"
+
 #: CPU seconds of the guardians this process has waited for (their whole lives): the lab's own work,
 #: which the interference meter counts with the runner's (a guardian's start and clean-up fall inside
 #: the run's window: ~35 ms of Python, 3% of a one-second window on two CPUs).

@@ -19,7 +19,14 @@ import sys
 import time
 
 from throttlelab.host.cgroupfs import CgroupError, CgroupFS, from_description
-from throttlelab.host.processes import guardian_main, kill_all, pid_alive, spawn_guardian, wait_guardian
+from throttlelab.host.processes import (
+    RUNNER_CLEANED,
+    guardian_main,
+    kill_all,
+    pid_alive,
+    spawn_guardian,
+    wait_guardian,
+)
 
 RUN_PREFIX = "throttlelab-"
 RUN_NAME = re.compile(r"^throttlelab-(?P<pid>\d+)-\d+$")
@@ -74,9 +81,19 @@ class Guardian:
     def __init__(self, fs: CgroupFS, rel: str):
         self.proc = spawn_guardian("throttlelab.host.reaper", json.dumps(fs.describe()), rel)
 
-    def close(self, timeout_s: float = 15.0) -> None:
+    def close(self, timeout_s: float = 15.0, cleaned: bool = False) -> None:
+        """Close the pipe and wait for the guardian; ``cleaned``: tell it first that the runner has undone
+        everything (:data:`RUNNER_CLEANED`)."""
         if self.proc.stdin:
-            self.proc.stdin.close()
+            if cleaned:
+                try:
+                    self.proc.stdin.write(RUNNER_CLEANED)
+                except BrokenPipeError:  # the guardian is gone: nothing to tell
+                    pass
+            try:
+                self.proc.stdin.close()
+            except BrokenPipeError:
+                pass
         try:
             wait_guardian(self.proc, timeout_s)
         except subprocess.TimeoutExpired:
