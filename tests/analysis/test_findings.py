@@ -21,6 +21,7 @@ from throttlelab.analysis import commands as analysis, findings, stats, tidy
 from throttlelab.analysis.findings import CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE, REPRODUCED, WEAKER
 from throttlelab.analysis.findings import engine, finding_catalogue, jobs_findings, predictions
 from throttlelab.model import calibration, catalogue
+from throttlelab.model.config import load_design
 from throttlelab.model.quantities import go_default_gomaxprocs, parse_cpu
 from throttlelab.model.variants import VariantSpec
 
@@ -1024,6 +1025,21 @@ def test_a_run_without_a_counted_period_is_no_evidence():
     assert "1 of 6 runs counted no periods and are no evidence either way" in row["reason"]
 
 
+def test_the_quick_profile_runs_a_share_bound_often_enough_for_its_zeros():
+    # a decisive "not throttled" share is reproduced from zeros only from 0.5^R <= 0.025 on (R >= 6): every
+    # experiment holding one gets those runs in the quick profile
+    design = load_design({"profile": "quick"}, PROJECT / "config")
+    bounded = {
+        check.experiment
+        for finding in findings.FINDINGS
+        for check in finding.checks
+        if check.scale == "logit" and check.relation == "<" and check.decisive and not check.premise
+    }
+    assert bounded == {"E2b", "E8", "X5"}
+    for experiment in sorted(bounded):
+        assert design.experiments[experiment].repeats >= stats.median_runs_needed(0.95) == 6, experiment
+
+
 def test_sparse_throttle_counts_get_an_exact_interval():
     got, checks = evaluate(full_lab(e2b={"clumped_throttled": 0.05, "clumped_periods": 40}))
     row = checks[checks["check"] == "throttled_ratio clumped-limit"].iloc[0]
@@ -1278,7 +1294,6 @@ def test_cli_names_a_broken_log_in_one_line(tmp_path, capsys):
 )
 def test_thresholds_derive_from_each_profiles_parameters(profile, num_cpu, quantile):
     from conftest import PROJECT
-    from throttlelab.model.config import load_design
 
     design = load_design({"profile": profile}, PROJECT / "config")
     lab = Lab(num_cpu=num_cpu)
