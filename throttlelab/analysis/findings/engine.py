@@ -20,9 +20,10 @@ Evaluation (docs/STATISTICS.md §3-5):
   lies wholly on the other side, inconclusive otherwise; a "within" band holds only when the
   WHOLE interval lies inside it (TOST), and its p-value is not shown; each check estimates one
   thing fixed by its definition (``estimand``: the mean over runs, or the median run), ties or not:
-  identical runs of a mean ("0 in R of R runs" included) bound it by the chance that a run differs, at
-  the level the check is judged at (Bonferroni included), and a check whose runs cannot reach that
-  level is inconclusive, naming the runs it needs; "not testable here" only through a named
+  a share of counts with no event in any run is bounded by the exact bound of the periods pooled over
+  its runs, once 0.5^R reaches the level the check is judged at (Bonferroni included); identical runs of
+  any other mean bound it by the chance that a run differs, at that level; a check whose runs cannot
+  reach it is inconclusive, naming what it needs; "not testable here" only through a named
   requirement of the check (a variant absent from the profile, a node that cannot express it,
   a model that predicts nothing to see, too few samples per run for any quantile), and only for
   the checks that need it;
