@@ -21,6 +21,7 @@ from throttlelab.analysis import commands as analysis, findings, stats, tidy
 from throttlelab.analysis.findings import CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE, REPRODUCED, WEAKER
 from throttlelab.analysis.findings import engine, finding_catalogue, jobs_findings, predictions
 from throttlelab.model import calibration, catalogue
+from throttlelab.model.config import load_design
 from throttlelab.model.quantities import go_default_gomaxprocs, parse_cpu
 from throttlelab.model.variants import VariantSpec
 
@@ -751,9 +752,11 @@ def test_every_finding_can_come_out_every_way(faithful, fid, verdict):
 def test_the_faithful_lab_reproduces_everything_a_two_cpu_node_can_show(faithful):
     got, checks = faithful
     verdicts = {fid: row["verdict"] for fid, row in got.items()}
-    # the model's "not throttled" arms are exactly 0 in all 5 runs: a bound on the mean (one run in ten
-    # throttled heavily would hide in 5 runs 59% of the time) that 5 runs cannot reach
-    unreachable = {"F6": 72, "F9": 72, "F12": 0, "F16": 48}
+    # the model's "not throttled" arms are exactly 0 in all 5 runs: a share of counted periods decides from
+    # 0.5^R <= 0.025 (R >= 6) on, with the pooled periods' exact bound below its threshold; F12's throttled
+    # periods per round count no trials, so their tie is the bound on the mean, which no number of runs reaches
+    # (the counter has no upper end)
+    unreachable = {"F6": 6, "F9": 6, "F12": 0, "F16": 6}
     assert verdicts == {f"F{k}": INCONCLUSIVE if f"F{k}" in unreachable else REPRODUCED for k in range(1, 18)}, (
         checks.to_string()
     )
@@ -941,14 +944,100 @@ def test_not_throttled_needs_an_absolute_bound_not_a_comparison():
     row = checks[checks["check"] == "throttled_ratio busy-lim2x"].iloc[0]
     assert row["verdict"] == CONTRADICTED and row["lo"] > 0.05
     assert 0 <= row["lo"] <= row["effect"] <= row["hi"] <= 1  # a proportion's interval stays in [0, 1]
-    # no throttled period in any of 5 runs bounds the mean share only below 1 - 0.025^(1/5) = 0.52
+    # no throttled period in any of 5 runs: the 150 periods pooled bound the share below 0.024, but 5 runs do
+    # not reach the level (0.5^5 = 0.031 > 0.025)
     got, checks = evaluate(full_lab(e2b={"steady_throttled": 0.0}))
     row = checks[checks["check"] == "throttled_ratio steady-limit"].iloc[0]
-    assert (
-        row["verdict"] == INCONCLUSIVE
-        and "0 in all 5 runs: 5 runs cannot reach level 0.025 (needs R >= 72)" in (row["reason"])
+    assert row["verdict"] == INCONCLUSIVE and row["reason"] == (
+        "0 in all 5 runs (0 of 150 periods pooled; exact upper bound 0.0243 at one-sided level 0.025): "
+        "5 runs cannot reach level 0.025 (needs R >= 6)"
     )
-    assert row["hi"] == pytest.approx(1 - 0.025 ** (1 / 5))
+    assert row["hi"] == pytest.approx(1 - 0.025 ** (1 / 150))
+    # a sixth run decides it: both the runs and the pooled periods reach the level
+    lab = one_more_run(full_lab(e2b={"steady_throttled": 0.0}), "E2b", "steady-limit")
+    got, checks = evaluate(lab)
+    row = checks[checks["check"] == "throttled_ratio steady-limit"].iloc[0]
+    assert row["verdict"] == REPRODUCED and row["reason"] == (
+        "0 in all 6 runs (0 of 180 periods pooled; exact upper bound 0.0203 at one-sided level 0.025)"
+    )
+    assert row["lo"] == 0 and row["hi"] == pytest.approx(1 - 0.025 ** (1 / 180))
+    assert "Clopper-Pearson" in row["method"]
+
+
+def one_more_run(lab: Lab, experiment: str, variant: str) -> Lab:
+    """The lab with a run more of the variant, a copy of its first."""
+    first = {r[4]: [r[5]] for r in lab.metric_rows if r[1:4] == (experiment, variant, 0)}
+    repeats = {r[3] for r in lab.metric_rows if r[1:3] == (experiment, variant)}
+    return lab.add(experiment, variant, lab.specs[(experiment, variant)], first, first_repeat=max(repeats) + 1)
+
+
+def test_zeros_on_few_periods_stay_inconclusive_and_say_how_many_they_need():
+    # 6 runs of 10 periods: the runs reach the level, the 60 periods do not (1 - 0.025^(1/60) = 0.06 > 0.05)
+    verdict, lo, hi, reason = findings.zero_count_verdict(6, 60, "<", (0.05,), unit="periods")
+    assert (verdict, lo) == (INCONCLUSIVE, 0.0) and hi == pytest.approx(1 - 0.025 ** (1 / 60))
+    assert reason == (
+        "0 in all 6 runs (0 of 60 periods pooled; exact upper bound 0.0596 at one-sided level 0.025): the interval "
+        "[0, 0.0596] of the pooled share reaches 0.05 (0 events bound it below 0.05 only from 72 periods pooled)"
+    )
+    assert findings.zero_count_verdict(6, 72, "<", (0.05,))[0] == REPRODUCED
+    assert findings.zero_count_verdict(6, 71, "<", (0.05,))[0] == INCONCLUSIVE
+    # both short: both named
+    reason = findings.zero_count_verdict(5, 60, "<", (0.05,), unit="periods")[3]
+    assert "5 runs cannot reach level 0.025 (needs R >= 6); the interval [0, 0.0596]" in reason
+    # a claim of a share above a threshold: zeros contradict it at the check's level, which "contradicted"
+    # takes at Bonferroni (three decisive checks: one-sided 0.0083, R >= 7)
+    assert findings.zero_count_verdict(6, 320, ">", (0.1,), level=1 - 0.05 / 3)[0] == INCONCLUSIVE
+    assert findings.zero_count_verdict(7, 320, ">", (0.1,), level=1 - 0.05 / 3)[0] == CONTRADICTED
+
+
+def test_zeros_of_a_share_contradict_only_at_the_bonferroni_level():
+    # F6's clumped arm never throttled in 8 runs of 40 periods: contradicted at 1 - 0.05/3 (R >= 7 and
+    # 1 - 0.0083^(1/320) = 0.015 < 0.1); with 6 runs the tie does not reach that level
+    lab = full_lab(e2b={"clumped_throttled": 0.0, "clumped_periods": 40})
+    for _ in range(3):
+        lab = one_more_run(lab, "E2b", "clumped-limit")
+    got, checks = evaluate(lab)
+    row = checks[checks["check"] == "throttled_ratio clumped-limit"].iloc[0]
+    assert row["verdict"] == CONTRADICTED, row["reason"]
+    assert "0 in all 8 runs (0 of 320 periods pooled" in row["reason"]
+    assert "contradicted also at the Bonferroni level 0.9833" in row["reason"]
+    assert got["F6"]["verdict"] == CONTRADICTED
+    lab = one_more_run(full_lab(e2b={"clumped_throttled": 0.0, "clumped_periods": 40}), "E2b", "clumped-limit")
+    _, checks = evaluate(lab)
+    row = checks[checks["check"] == "throttled_ratio clumped-limit"].iloc[0]
+    assert row["verdict"] == INCONCLUSIVE
+    assert "not contradicted at the Bonferroni level 0.9833" in row["reason"], row["reason"]
+
+
+def test_a_run_without_a_counted_period_is_no_evidence():
+    verdict, *_ = findings.zero_count_verdict(5, 150, "<", (0.05,))
+    assert verdict == INCONCLUSIVE
+    lab = full_lab(e8={"busy_throttled": 0.0})
+    lab = one_more_run(lab, "E8", "busy-lim2x")
+    lab.metric_rows = [
+        (*r[:5], 0.0, *r[6:]) if r[1:4] == ("E8", "busy-lim2x", 5) and r[4] == "nr_periods" else r
+        for r in lab.metric_rows
+    ]
+    _, checks = evaluate(lab)
+    row = checks[checks["check"] == "throttled_ratio busy-lim2x"].iloc[0]
+    assert row["verdict"] == INCONCLUSIVE
+    assert "0 in all 5 runs (0 of 150 periods pooled" in row["reason"]
+    assert "1 of 6 runs counted no periods and are no evidence either way" in row["reason"]
+
+
+def test_the_quick_profile_runs_a_share_bound_often_enough_for_its_zeros():
+    # a decisive "not throttled" share is reproduced from zeros only from 0.5^R <= 0.025 on (R >= 6): every
+    # experiment holding one gets those runs in the quick profile
+    design = load_design({"profile": "quick"}, PROJECT / "config")
+    bounded = {
+        check.experiment
+        for finding in findings.FINDINGS
+        for check in finding.checks
+        if check.scale == "logit" and check.relation == "<" and check.decisive and not check.premise
+    }
+    assert bounded == {"E2b", "E8", "X5"}
+    for experiment in sorted(bounded):
+        assert design.experiments[experiment].repeats >= stats.median_runs_needed(0.95) == 6, experiment
 
 
 def test_sparse_throttle_counts_get_an_exact_interval():
@@ -1205,7 +1294,6 @@ def test_cli_names_a_broken_log_in_one_line(tmp_path, capsys):
 )
 def test_thresholds_derive_from_each_profiles_parameters(profile, num_cpu, quantile):
     from conftest import PROJECT
-    from throttlelab.model.config import load_design
 
     design = load_design({"profile": profile}, PROJECT / "config")
     lab = Lab(num_cpu=num_cpu)

@@ -3,19 +3,22 @@
 Coverage under the interval's own model can hardly fail; these simulations ask what the RULE does where it
 matters: a true effect exactly at the threshold, a contaminated run in the arm that would make a false claim
 read "reproduced", identical runs at R = 5 against a Bonferroni level, a "not throttled" bound when one run in
-ten throttles heavily, a union of decisive checks, two-humped runs and a failed premise. Every trial goes
+ten throttles heavily, a share of periods with no event in any run (the pooled periods' exact bound, and the
+runs that reach the level), a union of decisive checks, two-humped runs and a failed premise. Every trial goes
 through the engine (:func:`engine.evaluate_check`, :func:`engine.evaluate_checks`, :func:`engine.finding_verdict`).
 
 Each scenario runs :data:`TRIALS` seeded trials and asserts the count of wrong verdicts inside the exact binomial
 band of the level the rule states (:func:`within_level`: a count above the band's upper end has probability at
 most :data:`BAND` under the nominal level). Each rule also has a deliberately broken version (a 90% interval
-where 95% is stated, no Bonferroni level, ties decided at R = 5, the median run for a mean) that the same
-assertion must reject, so a wrong rule cannot pass. About 20 s on one CPU.
+where 95% is stated, no Bonferroni level, ties decided at R = 5, the median run for a mean, a pooled bound at
+90%, zeros of a share decided at R = 5) that the same assertion must reject, so a wrong rule cannot pass. About
+25 s on one CPU.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -317,6 +320,122 @@ def test_zeros_decided_as_the_median_run_would_fail(monkeypatch):
 
 
 # --------------------------------------------------------------------------
+# zeros of a count: a share of periods bounded by the pooled periods' exact bound, once the runs reach the level
+
+
+@dataclass(frozen=True)
+class CountEvidence(Evidence):
+    """An evidence whose counters (nr_throttled, nr_periods) every variant reads from ``read`` (metric -> the
+    current trial's per-run values): a share check reads them through :meth:`Evidence.values`, not ``values``."""
+
+    read: Callable[[str], np.ndarray] | None = None
+
+    def values(self, experiment: str, variant: str, metric: str) -> np.ndarray:
+        assert self.read is not None
+        return self.read(metric)
+
+
+def share_verdicts(throttled: np.ndarray, periods: np.ndarray, only_zeros: bool = False) -> pd.Series:
+    """The verdicts of "throttled_ratio a < 0.05" (a share of counts, docs/STATISTICS.md §3) on each trial's runs;
+    ``only_zeros``: only the trials whose every run counted 0 (those the zero rule judges; the rest are left
+    to the per-run logit, whose coverage test_stats.py holds)."""
+    data: dict[str, np.ndarray] = {}
+    evidence = CountEvidence(
+        metrics=pd.DataFrame(columns=["experiment", "variant", "repeat", "metric", "value"]),
+        runs=pd.DataFrame([{"experiment": EXP, "variant": "a", "repeat": r, "disturbed": False} for r in range(2)]),
+        headers=pd.DataFrame(columns=["experiment", "variant", "num_cpu"]),
+        profile_experiments=frozenset({EXP}),
+        read=lambda metric: data[metric],
+    )
+    check = Check(
+        label="throttled_ratio a",
+        kind="level",
+        experiment=EXP,
+        metric="throttled_ratio",
+        variant="a",
+        baseline=None,
+        relation="<",
+        scale="logit",
+        threshold=(SHARE_BOUND,),
+        why="simulation",
+        reference="none",
+    )
+    out = []
+    for k, n in zip(throttled, periods):
+        if only_zeros and k.any():
+            continue
+        data = {"nr_throttled": k, "nr_periods": n}
+        out.append(engine.evaluate_check("F0", check, evidence).verdict)
+    return pd.Series(out, dtype=object).value_counts()
+
+
+#: the "not throttled" bound of the share checks below (F6, F9's)
+SHARE_BOUND = 0.05
+#: the repeats a share's zeros need at 95%: 0.5^6 = 0.016 <= 0.025
+SHARE_RUNS = 6
+
+
+def periods_at_the_bound(periods_per_run: int) -> tuple[np.ndarray, np.ndarray]:
+    # every period throttled with probability 0.05, independently: the share sits on the bound, so "< 0.05" is
+    # false, and all 6 runs at 0 (0.95^(6m)) is the zero that would reproduce it
+    rng = np.random.default_rng(9 + periods_per_run)
+    periods = np.full((TRIALS, SHARE_RUNS), float(periods_per_run))
+    return rng.binomial(periods_per_run, SHARE_BOUND, (TRIALS, SHARE_RUNS)).astype(float), periods
+
+
+@pytest.mark.parametrize("periods_per_run", [10, 12])
+def test_zeros_of_a_share_reproduce_at_most_at_the_level(periods_per_run):
+    # 60 periods pooled: the exact bound 1 - 0.025^(1/60) = 0.06 never clears 0.05, nothing reproduces; 72: it
+    # does (0.0499), and the zeros come at 0.95^72 = 2.49%, the level itself (the exact bound is exact there)
+    got = share_verdicts(*periods_at_the_bound(periods_per_run))
+    wrong = int(got.get(REPRODUCED, 0))
+    assert within_level(wrong, ONE_SIDED, exact=periods_per_run == 12), got
+    if periods_per_run == 10:
+        assert wrong == 0, got
+
+
+def test_a_pooled_bound_at_90_percent_would_fail(monkeypatch):
+    # the broken bound 1 - 0.05^(1/N) clears 0.05 from 59 periods on: the 60 periods' zeros (0.95^60 = 4.6%)
+    monkeypatch.setattr(stats, "zero_events_bound", lambda trials, level=0.95: 1 - 0.05 ** (1 / trials))
+    got = share_verdicts(*periods_at_the_bound(10))
+    assert not within_level(int(got.get(REPRODUCED, 0)), ONE_SIDED), got
+
+
+#: the trials of the run-level scenario: its broken rule errs at 0.5^5 = 3.1% against the level's 2.5%, a gap
+#: that 3,000 trials cannot tell from chance (test_the_band_rejects_what_it_must); only its zeros go through the
+#: engine
+RUN_MODE_TRIALS = 40000
+
+
+def half_the_runs_throttled(runs: int) -> int:
+    # each run is, with probability 1/2, one that throttles 10% of its 200 periods (a run-level mode: its phase,
+    # its neighbour), else one that never throttles: the mean share is 0.05, so "< 0.05" is false, and the pooled
+    # periods of R unthrottled runs bound it far below (1,200 periods: 0.003); only the runs can tell, and
+    # all R runs unthrottled (0.5^R) is the zero that would reproduce it
+    rng = np.random.default_rng(10 + runs)
+    bad = rng.random((RUN_MODE_TRIALS, runs)) < 0.5
+    throttled = np.where(bad, rng.binomial(200, 0.1, (RUN_MODE_TRIALS, runs)), 0).astype(float)
+    got = share_verdicts(throttled, np.full((RUN_MODE_TRIALS, runs), 200.0), only_zeros=True)
+    return int(got.get(REPRODUCED, 0))
+
+
+@pytest.mark.parametrize("runs", [5, SHARE_RUNS])
+def test_zeros_of_a_share_need_the_runs_that_reach_the_level(runs):
+    # R = 5: 0.5^5 = 3.1% > 2.5%, the zeros decide nothing; R = 6: 1.6%, within the level
+    wrong = half_the_runs_throttled(runs)
+    assert within_level(wrong, ONE_SIDED, RUN_MODE_TRIALS), wrong
+    if runs == 5:
+        assert wrong == 0
+
+
+def test_zeros_of_a_share_decided_at_r_5_would_fail(monkeypatch):
+    # without the run-level guard (5 runs taken as enough) the pooled bound alone decides
+    monkeypatch.setattr(stats, "median_runs_needed", lambda level: 5)
+    wrong = half_the_runs_throttled(5)
+    assert not within_level(wrong, ONE_SIDED, RUN_MODE_TRIALS), wrong
+
+
+# --------------------------------------------------------------------------
 # two humps and a failed premise
 
 
@@ -367,3 +486,5 @@ def test_the_band_rejects_what_it_must():
     # Bonferroni level's 1.25% (ties at R = 5 err at 3.1%): each broken rule is rejected by a margin, not by luck
     assert band(TRIALS, ONE_SIDED)[1] / TRIALS < 0.035
     assert band(TRIALS, ONE_SIDED / 2)[1] / TRIALS < 0.021
+    # the run-level scenario's 40,000 trials: the upper end at 2.74% for 2.5% (zeros decided at R = 5 err at 3.1%)
+    assert band(RUN_MODE_TRIALS, ONE_SIDED)[1] / RUN_MODE_TRIALS < 0.0275

@@ -26,7 +26,9 @@ Vocabulary of ``flag`` (shown beside a number in tables and figures):
     from :data:`MIN_RUNS_BOOTSTRAP` runs on;
 ``"0 in R of R runs"`` (:func:`zeros_flag`)
     every run measured exactly zero (no throttled period): a result, not a
-    missing interval; a check bounds the mean from it (:func:`mean_tie_bound`) at its own level;
+    missing interval; a check bounds it at its own level: a count of events in trials by the
+    exact bound of the pooled trials (:func:`zero_events_bound`), any other value by the
+    bound on the mean (:func:`mean_tie_bound`);
 ``"sparse counts"``
     a proportion whose runs hold too few events for the per-run logit: the
     exact binomial interval of the pooled count instead.
@@ -55,6 +57,8 @@ __all__ = [
     "median_run_interval",
     "cannot_reach",
     "mean_tie_bound",
+    "zero_events_bound",
+    "trials_needed",
     "tied",
     "mann_whitney_u",
     "MIN_EVENTS_PER_RUN",
@@ -515,6 +519,29 @@ def mean_tie_bound(
     return lo, hi
 
 
+def zero_events_bound(trials: float, level: float = 0.95) -> float:
+    """The exact (Clopper-Pearson) upper bound on an event's rate when none occurred in ``trials`` trials, at the
+    one-sided level a of ``level`` (:func:`one_sided_level`): the rate p at which 0 of ``trials`` has probability a,
+    (1 - p)**trials = a, so p = 1 - a**(1/trials) (docs/STATISTICS.md §3: 0.024 for 150 periods at a = 0.025).
+    No trial at all bounds nothing: 1."""
+    if trials < 0:
+        raise ValueError(f"a count of trials cannot be negative, got {trials}")
+    if trials == 0:
+        return 1.0
+    return 1 - one_sided_level(level) ** (1 / trials)
+
+
+def trials_needed(threshold: float, level: float = 0.95) -> int:
+    """The fewest trials whose :func:`zero_events_bound` lies below ``threshold`` (a rate in (0, 1]):
+    ln a / ln(1 - threshold), and one more where that is whole (72 for 0.05 at a = 0.025)."""
+    if not 0 < threshold <= 1:
+        raise ValueError(f"a rate's bound must lie in (0, 1], got {threshold}")
+    if threshold == 1:
+        return 1
+    needed = math.log(one_sided_level(level)) / math.log(1 - threshold)
+    return math.floor(needed) + 1
+
+
 def tied(values) -> float | None:
     """The one value every run gave, or None when the runs differ (or there are none)."""
     x = _values(values)
@@ -554,7 +581,8 @@ def estimate_proportion(k, n, *, level: float = 0.95, label: str = "per-run thro
 
     * every run without an event (runs with n = 0, where no period was counted,
       included): point 0, no interval, flag ``"0 in R of R runs"``: a result
-      that a check bounds by :func:`mean_tie_bound` (a share's range is [0, 1]);
+      that a check bounds by the exact bound of the trials pooled over its runs
+      (:func:`zero_events_bound`), once its runs reach its level (:func:`tie_level`);
     * at least :data:`MIN_EVENTS_PER_RUN` events and non-events per run on
       average: per-run empirical logit, Student t interval across runs,
       back-transformed; the point is the pooled ratio sum(k) / sum(n) (docs/STATISTICS.md

@@ -30,6 +30,7 @@ from throttlelab.analysis.findings.engine import (
     finding_verdict,
     interval_verdict,
     tie_verdict,
+    zero_count_verdict,
 )
 
 __all__ = [
@@ -52,4 +53,5 @@ __all__ = [
     "finding_verdict",
     "interval_verdict",
     "tie_verdict",
+    "zero_count_verdict",
 ]

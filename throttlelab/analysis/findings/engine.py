@@ -20,9 +20,10 @@ Evaluation (docs/STATISTICS.md §3-5):
   lies wholly on the other side, inconclusive otherwise; a "within" band holds only when the
   WHOLE interval lies inside it (TOST), and its p-value is not shown; each check estimates one
   thing fixed by its definition (``estimand``: the mean over runs, or the median run), ties or not:
-  identical runs of a mean ("0 in R of R runs" included) bound it by the chance that a run differs, at
-  the level the check is judged at (Bonferroni included), and a check whose runs cannot reach that
-  level is inconclusive, naming the runs it needs; "not testable here" only through a named
+  a share of counts with no event in any run is bounded by the exact bound of the periods pooled over
+  its runs, once 0.5^R reaches the level the check is judged at (Bonferroni included); identical runs of
+  any other mean bound it by the chance that a run differs, at that level; a check whose runs cannot
+  reach it is inconclusive, naming what it needs; "not testable here" only through a named
   requirement of the check (a variant absent from the profile, a node that cannot express it,
   a model that predicts nothing to see, too few samples per run for any quantile), and only for
   the checks that need it;
@@ -814,7 +815,7 @@ _ESTIMAND_OF_SCALE = {
     "log": "estimand: the geometric mean over runs (a ratio of them for two arms)",
     "linear": ESTIMAND_MEAN,
     "mean-ratio": "estimand: the ratio of the arms' means over runs",
-    "logit": "estimand: the share over runs (per-run logit; no event in any run: the bound on the mean share)",
+    "logit": "estimand: the share over runs (per-run logit; no event in any run: the exact bound of the pooled share)",
 }
 
 
@@ -839,7 +840,7 @@ def evaluate_level(base: CheckResult, evidence: Evidence, level: float | None = 
             return replace(base, reason=problem)
         est = _quiet(lambda: stats.estimate_proportion(k, n, level=level, label=label))
         if est.flag.startswith("0 in "):
-            return _tie_result(base, 0.0, est.n, level, est.method)
+            return _zero_count_result(base, n, level, "periods" if counts[1] == "nr_periods" else "trials")
         values = np.empty(0)
     else:
         values = run_values(check, evidence, check.variant, metric)
@@ -889,6 +890,65 @@ def _tie_result(base: CheckResult, v: float, runs: int, level: float, what: str)
         f"1 - {stats.one_sided_level(level):.3g}^(1/{runs}); {ESTIMAND_MEAN}"
     )
     return replace(base, effect=v, lo=lo, hi=hi, verdict=verdict, reason=reason, method=method)
+
+
+def zero_count_verdict(
+    runs: int,
+    trials: float,
+    relation: Relation,
+    threshold: Sequence[float],
+    level: float = 0.95,
+    null: float | None = None,
+    unit: str = "trials",
+) -> tuple[str, float, float, str]:
+    """The verdict of a share of counts (events in trials) with no event in any of ``runs`` runs, ``trials`` pooled
+    over them, at the check's ``level`` (docs/STATISTICS.md §3). Two conditions, both at the one-sided level a of
+    ``level`` (Bonferroni included where the check is judged at it): the runs must reach a (0.5^R <= a, the median
+    run's level: all R runs at 0 is then no accident of a run-level mode that half the runs would show), and the
+    share's exact upper bound over the pooled trials (stats.zero_events_bound, [0, 1 - a^(1/N)]) is judged as any
+    interval. Short of either: inconclusive, naming what the level needs. Returns (verdict, lo, hi, reason)."""
+    a = stats.one_sided_level(level)
+    hi = stats.zero_events_bound(trials, level)
+    verdict = interval_verdict(0.0, hi, relation, threshold, null)
+    seen = (
+        f"0 in all {runs} runs (0 of {trials:g} {unit} pooled; exact upper bound {hi:.3g} at one-sided level {a:.3g})"
+    )
+    needed = stats.median_runs_needed(level)
+    short = []
+    if runs < needed:
+        short.append(stats.cannot_reach(runs, level, needed))
+    if verdict == INCONCLUSIVE:
+        bound = threshold[0]  # "within": its lower end, which 0 events can only fall short of
+        reason = _interval_reason(verdict, "", 0.0, hi, relation, threshold, "the pooled share", null)
+        if 0 < bound <= 1:
+            reason += (
+                f" (0 events bound it below {bound:.3g} only from {stats.trials_needed(bound, level):,} {unit} pooled)"
+            )
+        short.append(reason)
+    if short:
+        return INCONCLUSIVE, 0.0, hi, f"{seen}: " + "; ".join(short)
+    reason = _interval_reason(verdict, "", 0.0, hi, relation, threshold, "the pooled share", null)
+    return verdict, 0.0, hi, "; ".join(x for x in (seen, reason) if x)
+
+
+def _zero_count_result(base: CheckResult, trials: np.ndarray, level: float, unit: str) -> CheckResult:
+    """A share of counts with no event in any run: :func:`zero_count_verdict` on the runs that counted a trial and
+    the trials they pooled."""
+    check = base.check
+    counted = int((trials > 0).sum())
+    pooled = float(trials.sum())
+    verdict, lo, hi, reason = zero_count_verdict(
+        counted, pooled, check.relation, base.threshold, level, check.no_effect(), unit
+    )
+    if counted < trials.size:
+        reason += f"; {trials.size - counted} of {trials.size} runs counted no {unit} and are no evidence either way"
+    a = stats.one_sided_level(level)
+    method = (
+        f"exact bound of the pooled count: no event in any of {counted} runs, {pooled:g} {unit} pooled as trials; "
+        f"the share lies in [0, 1 - {a:.3g}^(1/{pooled:g})] (Clopper-Pearson), decided only from 0.5^R <= {a:.3g} "
+        f"(R >= {stats.median_runs_needed(level)}); {estimand(check)}"
+    )
+    return replace(base, effect=0.0, lo=lo, hi=hi, verdict=verdict, reason=reason, method=method)
 
 
 def _median_run(base: CheckResult, values: np.ndarray, level: float, label: str) -> CheckResult:
