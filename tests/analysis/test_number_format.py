@@ -68,3 +68,21 @@ def test_the_printed_interval_holds_the_computed_one(values):
     assert shown_lo <= lo and hi <= shown_hi
     assert text.startswith(fmt_number(point) + " [")
     assert math.isfinite(shown_lo) and math.isfinite(shown_hi)
+
+
+def test_levels_runs_and_ties_read_as_the_page_prints_them():
+    from throttlelab.analysis.number_format import fmt_level, fmt_runs, fmt_tie
+
+    assert (fmt_level(0.95), fmt_level(1 - 0.05 / 3), fmt_level(0.99), fmt_level(float("nan"))) == (
+        "95%",
+        "98.3%",
+        "99%",
+        "—",
+    )
+    assert (fmt_runs(3), fmt_runs(3.0, 5.0), fmt_runs(float("nan")), fmt_runs(5, float("nan"))) == (
+        "R = 3",
+        "R = 3 vs 5",
+        "—",
+        "R = 5",
+    )
+    assert fmt_tie(0.0, 5, 0.0, 1 - 0.025 ** (1 / 5), 0.95) == "0 in all 5 runs; the mean in [0, 0.522] at one-sided 97.5%"

@@ -68,3 +68,31 @@ def fmt_interval_outward(point: Any, lo: Any, hi: Any) -> str:
     if is_missing(lo) or is_missing(hi):
         return fmt_number(point)
     return f"{fmt_number(point)} [{fmt_bound(lo, 'lower')}, {fmt_bound(hi, 'upper')}]"
+
+
+def fmt_level(level: Any) -> str:
+    """A confidence level as a percentage with the digits it needs: 0.95 -> "95%", 1 - 0.05/3 -> "98.3%"."""
+    if is_missing(level):
+        return "—"
+    text = f"{float(level) * 100:.1f}".rstrip("0").rstrip(".")
+    return f"{text}%"
+
+
+def fmt_runs(runs: Any, runs_baseline: Any = None) -> str:
+    """The runs an estimate was made from: "R = 3", "R = 3 vs 3" for two arms, "—" when none."""
+    if is_missing(runs) or not float(runs):
+        return "—"
+    text = f"R = {int(float(runs))}"
+    if not is_missing(runs_baseline) and float(runs_baseline):
+        text += f" vs {int(float(runs_baseline))}"
+    return text
+
+
+def fmt_tie(value: Any, runs: Any, lo: Any, hi: Any, level: Any) -> str:
+    """A check whose every run gave the same value: "0 in all 5 runs; the mean in [0, 0.522] at one-sided
+    97.5%" (the bound on the mean, its ends rounded outward, at the one-sided level of the two-sided ``level``)."""
+    one_sided = 1 - (1 - float(level)) / 2
+    return (
+        f"{fmt_number(value)} in all {int(float(runs))} runs; the mean in [{fmt_bound(lo, 'lower')}, "
+        f"{fmt_bound(hi, 'upper')}] at one-sided {fmt_level(one_sided)}"
+    )
