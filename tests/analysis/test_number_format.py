@@ -85,4 +85,6 @@ def test_levels_runs_and_ties_read_as_the_page_prints_them():
         "—",
         "R = 5",
     )
-    assert fmt_tie(0.0, 5, 0.0, 1 - 0.025 ** (1 / 5), 0.95) == "0 in all 5 runs; the mean in [0, 0.522] at one-sided 97.5%"
+    assert (
+        fmt_tie(0.0, 5, 0.0, 1 - 0.025 ** (1 / 5), 0.95) == "0 in all 5 runs; the mean in [0, 0.522] at one-sided 97.5%"
+    )
