@@ -2,9 +2,10 @@
 
 ``render`` builds the page (results/report/index.html) from the tidy tables of
 docs/TABLES.md (the environment too: environment.csv, never the raw logs) and the
-figures' SVG files (inlined, no external resource). The findings table comes first,
-then one section per experiment, the environment, and relative links to the raw
-logs and tables. ``publish`` and ``verify`` (the archive) are :mod:`.publish`'s;
+figures' SVG files (inlined, no external resource). The first screen is the verdict
+summary beside the forest plot of every decisive check (figures/forest.py, drawn from
+checks.csv); the findings table follows, then one section per experiment, the
+environment, and relative links to the raw logs and tables. ``publish`` and ``verify`` (the archive) are :mod:`.publish`'s;
 :func:`main` takes all three, as the ``throttlelab`` command hands them over.
 
     throttlelab report --tables results/local/tables --raw-root results/local/raw \\
