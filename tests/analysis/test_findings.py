@@ -1043,12 +1043,17 @@ def test_the_quick_profile_runs_a_share_bound_often_enough_for_its_zeros():
 def test_sparse_throttle_counts_get_an_exact_interval():
     got, checks = evaluate(full_lab(e2b={"clumped_throttled": 0.05, "clumped_periods": 40}))
     row = checks[checks["check"] == "throttled_ratio clumped-limit"].iloc[0]
-    # below the bound at 95%, but not at F6's Bonferroni level over its 3 decisive checks
-    assert "sparse counts" in row["method"] and row["hi"] < 0.1 and row["verdict"] == INCONCLUSIVE
+    # below the bound at 95% (the reason keeps that interval), but not at F6's Bonferroni level over its 3
+    # decisive checks, which judged it: the row shows that level and its wider interval, which reaches 0.1
+    assert "sparse counts" in row["method"] and row["verdict"] == INCONCLUSIVE
     assert "not contradicted at the Bonferroni level 0.9833 over the finding's 3 decisive checks" in row["reason"]
+    assert row["level"] == pytest.approx(1 - 0.05 / 3) and row["lo"] < 0.1 < row["hi"]
+    assert "lies wholly on the other side" in row["reason"]  # the 95% interval, said in words
     got, checks = evaluate(full_lab(e2b={"clumped_throttled": 0.02, "clumped_periods": 40}))
     row = checks[checks["check"] == "throttled_ratio clumped-limit"].iloc[0]
     assert row["verdict"] == CONTRADICTED and "contradicted also at the Bonferroni level" in row["reason"]
+    assert row["level"] == pytest.approx(1 - 0.05 / 3) and row["hi"] < 0.1  # drawn at the level that judged it
+    assert row["lo"] <= row["effect"] <= row["hi"]
 
 
 def test_f8_band_says_whether_it_tells_the_rules_apart(faithful):
@@ -1324,7 +1329,7 @@ def test_thresholds_derive_from_each_profiles_parameters(profile, num_cpu, quant
     if profile == "ci":
         row = c.loc["work p50 clumped-limit / clumped-nolimit"]
         assert row["verdict"] == NOT_TESTABLE and row["requirement"] == "a predicted change at p50"
-        assert c.loc["work {q} two-limit / one-double", "requirement"] == "variants in this profile"
+        assert c.loc["work quantile two-limit / one-double", "requirement"] == "variants in this profile"
     if profile == "paper":
         # the lab's own parameters: thresholds below what the lab measured
         assert float(c.loc["p50_wall_ms limit1 / nolimit", "expected"].split("> ")[1]) < 84.4 / 34.3
@@ -1448,11 +1453,11 @@ def test_a_check_whose_variants_the_profile_leaves_out_is_set_aside_not_the_whol
     f7 = rows["F7"]
     assert f7["verdict"] == REPRODUCED, f7["reason"]
     assert (
-        "judged on the 1 decisive check this profile measures; set aside: work {q} two-limit / one-double"
+        "judged on the 1 decisive check this profile measures; set aside: work quantile two-limit / one-double"
         in (f7["reason"])
     )
     c = checks[checks["id"] == "F7"].set_index("check")
-    assert c.loc["work {q} two-limit / one-double", "verdict"] == NOT_TESTABLE
+    assert c.loc["work quantile two-limit / one-double", "verdict"] == NOT_TESTABLE
     # the judged check failing still decides: set aside is not a way around a failed check
     worse = full_lab(e7={"split_ratio": 0.5})
     worse.drop("E7", "two-limit").drop("E7", "one-double")
@@ -1877,3 +1882,50 @@ def test_a_not_throttled_bound_is_on_the_mean_so_one_heavy_run_in_ten_cannot_hid
         for x in per_run
     ]
     assert verdicts.count(REPRODUCED) == 0, pd.Series(verdicts).value_counts()
+
+
+# --------------------------------------------------------------------------
+# what the report draws of each check: its runs, its level, its threshold and zones, ties, no placeholder
+
+
+def test_every_check_row_says_its_runs_level_threshold_and_scale():
+    rows, checks = evaluate(full_lab())
+    measured = checks[checks["lo"].notna() & (checks["scale"] != "")]
+    assert len(measured) > 20
+    for row in measured.itertuples():
+        assert row.runs >= 3 and row.level >= 0.95, row.check
+        assert row.relation in (">", "<", "within") and row.scale in ("log", "linear", "logit", "mean-ratio")
+        bounds = (
+            f"[{row.threshold:.3g}, {row.threshold_hi:.3g}]" if row.relation == "within" else f"{row.threshold:.3g}"
+        )
+        assert row.expected.endswith(bounds), (row.expected, bounds)
+    ratio = checks.set_index("check").loc["p50_wall_ms limit1 / nolimit"]
+    assert ratio["runs"] == ratio["runs_baseline"] >= 3 and ratio["null"] == 1.0
+    assert rows["F1"]["level"] == 0.95 and rows["F1"]["headline"] == "3 of 3 decisive checks hold"
+
+
+def test_a_proportions_point_lies_inside_its_interval_with_the_pooled_count_beside():
+    for throttled, periods in ((0.3, 30), (0.05, 40), (0.25, 200)):
+        _, checks = evaluate(full_lab(e2b={"clumped_throttled": throttled, "clumped_periods": periods}))
+        logit = checks[(checks["scale"] == "logit") & checks["lo"].notna()]
+        assert len(logit)
+        for row in logit.itertuples():
+            assert row.lo <= row.effect <= row.hi, (row.check, row.effect, row.lo, row.hi)
+            assert math.isnan(row.pooled) or 0 <= row.pooled <= 1
+
+
+def test_a_tie_is_marked_and_judged_at_its_level():
+    _, checks = evaluate(full_lab(e2b={"steady_throttled": 0.0}))
+    row = checks.set_index("check").loc["throttled_ratio steady-limit"]
+    assert bool(row["tie"]) and row["effect"] == 0 and row["runs"] == 5 and row["level"] == 0.95
+
+
+def test_no_table_holds_the_quantile_slot_of_a_check_whose_quantile_was_not_chosen():
+    lab = full_lab()
+    lab.drop("E7", "two-limit").drop("E7", "one-double")
+    rows, checks = evaluate(lab)
+    frames = [pd.DataFrame(list(rows.values())), checks]
+    cells = [str(v) for frame in frames for column in frame.columns if column != "check" for v in frame[column]]
+    assert not [c for c in cells if "{" in c]
+    assert "work quantile two-limit / one-double" in set(checks["check"])
+    assert not [c for c in checks["check"] if "{" in c]

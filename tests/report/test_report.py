@@ -125,11 +125,13 @@ def parse(page: Path) -> PageParser:
 # the page, read as HTML
 
 
-def test_findings_table_comes_first_with_one_row_per_finding(page):
+def test_the_verdict_summary_comes_first_then_the_findings_table_with_one_row_per_finding(page):
     parsed = parse(page)
     findings = pd.read_csv(FIXTURES / "tables" / "findings.csv")
-    assert parsed.tables[0] == "findings-table"
+    assert parsed.tables[:2] == ["verdict-summary", "findings-table"]
     assert parsed.finding_rows == len(findings) == 17  # F1-F11 the lab's, F12-F17 ours
+    html = page.read_text()
+    assert html.index('id="verdict-summary"') < html.index('id="fig-forest"') < html.index('id="findings-table"')
 
 
 def test_page_is_self_contained(page):
@@ -170,7 +172,7 @@ def test_environment_comes_from_the_environment_table(page):
 def test_display_tables_match_the_page(results):
     shown = pd.read_csv(results / "report" / "findings_table.csv")
     assert list(shown["id"]) == [f"F{k}" for k in range(1, 18)]
-    assert shown.loc[0, "effect [CI]"] == "2.18 [1.97, 2.40]"
+    assert shown.loc[0, "effect [CI]"] == "2.18 [1.97, 2.41]"  # 1.9746 and 2.4013, rounded outward
     estimates = pd.read_csv(results / "report" / "estimates_table.csv")
     assert len(estimates) == len(pd.read_csv(FIXTURES / "tables" / "estimates.csv"))
 
@@ -718,9 +720,9 @@ def test_report_opens_in_headless_chromium(page, tmp_path, pytestconfig):
         shutil.rmtree(scratch, ignore_errors=True)
 
     assert errors == []
-    assert checks["firstTable"] == "findings-table"
+    assert checks["firstTable"] == "verdict-summary"
     assert checks["findingRows"] == len(pd.read_csv(FIXTURES / "tables" / "findings.csv"))
-    assert [f["id"] for f in checks["figures"]] == [f"fig-{name}" for name in drawn_figures()]
+    assert [f["id"] for f in checks["figures"]] == ["fig-forest"] + [f"fig-{name}" for name in drawn_figures()]
     for figure in checks["figures"]:
         assert min(figure["width"], figure["height"], figure["contentWidth"], figure["contentHeight"]) > 0, figure
     assert all(image["complete"] and image["width"] > 0 for image in checks["images"]), checks["images"]

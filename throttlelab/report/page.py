@@ -2,9 +2,10 @@
 
 ``render`` builds the page (results/report/index.html) from the tidy tables of
 docs/TABLES.md (the environment too: environment.csv, never the raw logs) and the
-figures' SVG files (inlined, no external resource). The findings table comes first,
-then one section per experiment, the environment, and relative links to the raw
-logs and tables. ``publish`` and ``verify`` (the archive) are :mod:`.publish`'s;
+figures' SVG files (inlined, no external resource). The first screen is the verdict
+summary beside the forest plot of every decisive check (figures/forest.py, drawn from
+checks.csv); the findings table follows, then one section per experiment, the
+environment, and relative links to the raw logs and tables. ``publish`` and ``verify`` (the archive) are :mod:`.publish`'s;
 :func:`main` takes all three, as the ``throttlelab`` command hands them over.
 
     throttlelab report --tables results/local/tables --raw-root results/local/raw \\
@@ -31,9 +32,18 @@ from typing import Any
 import jinja2
 import pandas as pd
 
-from throttlelab.analysis.number_format import fmt_interval, fmt_number
+from throttlelab.analysis.number_format import (
+    fmt_interval,
+    fmt_interval_outward,
+    fmt_level,
+    fmt_number,
+    fmt_runs,
+    fmt_tie,
+    is_missing,
+)
 from throttlelab.analysis.tidy import ENV_PREFIX, variant_specs
 from throttlelab.errors import ReportError
+from throttlelab.figures.forest import forest_caption, forest_rows, forest_svg
 from throttlelab.figures.registry import figures_for, resolve
 from throttlelab.model.config import ConfigError, Design, load_design
 from throttlelab.model.reference import LAB, lab_values
@@ -96,7 +106,7 @@ def findings_rows(findings: pd.DataFrame) -> list[Finding]:
                 experiments=experiments,
                 verdict=text(r.verdict),
                 verdict_class=VERDICT_CLASSES.get(text(r.verdict), "unknown"),
-                effect=fmt_interval(r.effect, r.lo, r.hi),
+                effect=fmt_interval_outward(r.effect, r.lo, r.hi),
                 reference=text(r.reference),
                 reason=text(r.reason),
                 p=fmt_number(getattr(r, "p", math.nan)),
@@ -107,6 +117,53 @@ def findings_rows(findings: pd.DataFrame) -> list[Finding]:
             )
         )
     return rows
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """A finding on the first screen: its verdict, the deciding estimate with its interval and level, one line."""
+
+    id: str
+    verdict: str
+    verdict_class: str
+    estimate: str
+    level: str
+    headline: str
+    ours: bool
+
+
+def summary_rows(findings: pd.DataFrame, rows: list[Finding]) -> list[SummaryRow]:
+    """The verdict summary (findings.csv's deciding estimate, its level and headline), one row per finding."""
+    out = []
+    for r, f in zip(findings.itertuples(), rows):
+        level = getattr(r, "level", math.nan)
+        has_interval = not (is_missing(r.lo) or is_missing(r.hi))
+        out.append(
+            SummaryRow(
+                id=f.id,
+                verdict=f.verdict,
+                verdict_class=f.verdict_class,
+                estimate=f.effect if not is_missing(r.effect) else "—",
+                level=fmt_level(level) if has_interval else "",
+                headline=text(getattr(r, "headline", "")) or f.reason,
+                ours=f.ours,
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class ForestView:
+    svg: str
+    caption: str
+
+
+def forest_view(checks: pd.DataFrame | None) -> ForestView | None:
+    """The forest plot of every decisive check (figures/forest.py), drawn from checks.csv."""
+    if checks is None or checks.empty:
+        return None
+    rows = forest_rows(checks)
+    return ForestView(forest_svg(rows), forest_caption(rows)) if rows else None
 
 
 def _all_runs(r: Any) -> str:
@@ -130,8 +187,24 @@ def _role_note(r: Any) -> str:
     return "" if role or _decisive(getattr(r, "decisive", True)) else " (premise: cannot contradict)"
 
 
+def check_estimate(r: Any) -> str:
+    """A check's estimate as the checks table prints it: "2.18 [1.97, 2.41]" (ends rounded outward); a tie as
+    "0 in all 5 runs; the mean in [0, 0.522] at one-sided 97.5%"; a proportion's pooled count beside the
+    per-run logit's point that its interval belongs to."""
+    level = getattr(r, "level", math.nan)
+    runs = getattr(r, "runs", math.nan)
+    if str(getattr(r, "tie", "")).strip().lower() in ("true", "1") and not is_missing(runs):
+        return fmt_tie(r.effect, runs, r.lo, r.hi, 0.95 if is_missing(level) else level)
+    shown = fmt_interval_outward(r.effect, r.lo, r.hi)
+    pooled = getattr(r, "pooled", math.nan)
+    if not is_missing(pooled):
+        shown = f"{shown} (mean per-run logit); pooled k/n {fmt_number(pooled)}"
+    return shown
+
+
 def checks_table(checks: pd.DataFrame | None) -> Table | None:
-    """Every check behind the findings (checks.csv): what was compared, against what, and why that threshold."""
+    """Every check behind the findings (checks.csv): what was compared, against what, at which level and on how
+    many runs, by which method, and why that threshold."""
     if checks is None or checks.empty:
         return None
     rows = [
@@ -139,10 +212,13 @@ def checks_table(checks: pd.DataFrame | None) -> Table | None:
             text(r.id),
             text(r.check) + _role_note(r),
             text(r.experiment),
-            text(r.expected),
-            fmt_interval(r.effect, r.lo, r.hi),
-            fmt_number(r.p),
             text(r.verdict) + (f" (on all runs: {_all_runs(r)})" if _all_runs(r) else ""),
+            text(r.expected),
+            check_estimate(r),
+            fmt_level(getattr(r, "level", math.nan)) if not (is_missing(r.lo) or is_missing(r.hi)) else "—",
+            fmt_runs(getattr(r, "runs", math.nan), getattr(r, "runs_baseline", math.nan)),
+            fmt_number(r.p),
+            text(getattr(r, "method", "")),
             text(getattr(r, "judged_on", "")) or "all runs",
             text(getattr(r, "requirement", "")),
             text(r.reason),
@@ -157,10 +233,13 @@ def checks_table(checks: pd.DataFrame | None) -> Table | None:
         "finding",
         "check",
         "experiment",
-        "expected",
-        "effect [CI]",
-        "p (one-sided, vs threshold)",
         "verdict",
+        "expected",
+        "estimate [interval]",
+        "level",
+        "runs (R)",
+        "p (one-sided, vs threshold)",
+        "method",
         "judged on",
         "unmet requirement",
         "reason",
@@ -177,7 +256,11 @@ def checks_table(checks: pd.DataFrame | None) -> Table | None:
         "no p-value. The p beside a check tests its own threshold, one-sided, with the interval's own t "
         "(below 0.025 exactly when the 95% interval clears the threshold). A check whose threshold was revised "
         "after data (the threshold registry) is judged only on the runs made after its revision; its verdict "
-        "on all runs is shown beside when it differs."
+        "on all runs is shown beside when it differs. Each interval is drawn at the level its check was judged at "
+        "(the level column: the confidence level, or the Bonferroni level where that decided 'contradicted'), its "
+        "ends rounded outward at the digits shown; runs that all gave one value are written as such, with the "
+        "bound on their mean at its one-sided level; a proportion's point is that of its per-run logit interval, "
+        "the pooled count beside it."
     ]
     return Table(columns, rows, notes)
 
@@ -769,6 +852,7 @@ def build_context(
         raise ReportError(f"{tables_dir / 'runs.csv'}: no runs to report")
     sections = experiment_sections(tables, design, figures_dir, raw_root, page_dir)
     findings = findings_rows(tables["findings"])
+    checks = tables.get("checks")
     effective_config, profile_yaml = config_text(config, design)
     backend = distinct(runs["backend"]) if "backend" in runs else design.backend
     return {
@@ -776,8 +860,10 @@ def build_context(
         "backend": backend,
         "design": design,
         "findings": findings,
+        "summary": summary_rows(tables["findings"], findings),
+        "forest": forest_view(checks),
         "verdict_counts": verdict_counts(findings),
-        "checks": checks_table(tables.get("checks")),
+        "checks": checks_table(checks),
         "sections": sections,
         "beyond": [s.name for s in sections if s.ours],
         "environment": environment_rows(

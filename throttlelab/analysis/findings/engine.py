@@ -117,6 +117,10 @@ FINDINGS_COLUMNS = [
     #: filled by the catalogue (finding_catalogue.py): the finding's verdict on every run, beside the verdict
     #: above, which judges a check revised after data only on the runs made after its revision
     "verdict_all_runs",
+    #: the level the deciding check's interval (lo, hi) was computed and judged at
+    "level",
+    #: one short line: how many decisive checks hold and, when not all, the check that decided otherwise
+    "headline",
 ]
 CHECKS_COLUMNS = [
     "id",
@@ -136,10 +140,40 @@ CHECKS_COLUMNS = [
     "judged_on",
     #: filled by the catalogue: the check's verdict on every run ("" from the engine alone)
     "verdict_all_runs",
+    #: the runs of the variant and of the baseline (empty for a level check) the estimate was made from
+    "runs",
+    "runs_baseline",
+    #: the level the verdict was judged at and lo, hi computed at: the confidence level, or the Bonferroni
+    #: level over the finding's decisive checks where that decided "contradicted"
+    "level",
+    #: the check's relation (">", "<", "within") and threshold (threshold_hi: the band's upper end)
+    "relation",
+    "threshold",
+    "threshold_hi",
+    #: "no effect", which separates "weaker than modelled" from "contradicted" (empty where there is none)
+    "null",
+    #: the scale of the estimate: log, linear, logit or mean-ratio (empty for an agreement count)
+    "scale",
+    #: every run gave the same value (effect): lo, hi are the bound on the mean at the one-sided level
+    "tie",
+    #: a proportion's count pooled over runs, sum(k) / sum(n), beside effect (the per-run logit's own point)
+    "pooled",
 ]
 #: The label and metric of a check comparing latency quantiles hold "{q}"; the highest quantile every run
 #: of its variants supports replaces it (p99, p90 or p50: stats.min_samples).
 QUANTILE_SLOT = "{q}"
+#: What stands in the slot of a check whose quantile could not be chosen (its experiment or variants absent,
+#: too few requests per run): the tables never carry the slot itself.
+UNCHOSEN_QUANTILE = "quantile"
+
+
+def unchosen(check: Check) -> Check:
+    """The check as the tables name it when its quantile was not chosen: "work quantile two-limit / one-double"."""
+    return replace(
+        check,
+        label=check.label.replace(QUANTILE_SLOT, UNCHOSEN_QUANTILE),
+        metric=check.metric.replace(QUANTILE_SLOT, UNCHOSEN_QUANTILE),
+    )
 
 
 class Unmet(Exception):
@@ -534,6 +568,15 @@ class CheckResult:
     share_of: tuple[float, str] | None = None
     #: which runs judged it: :data:`ALL_RUNS`, or those made after its threshold's revision
     judged_on: str = ALL_RUNS
+    #: the level lo, hi were computed and the verdict judged at (NaN where nothing was evaluated)
+    level: float = math.nan
+    #: the runs of the variant and of the baseline the estimate was made from (0: none, or no baseline)
+    runs: int = 0
+    runs_baseline: int = 0
+    #: every run gave ``effect``: lo, hi are the bound on the mean (stats.mean_tie_bound)
+    tie: bool = False
+    #: a proportion's pooled count sum(k) / sum(n), beside ``effect``, the per-run logit's own point
+    pooled: float = math.nan
 
     @property
     def zones(self) -> str:
@@ -764,6 +807,8 @@ def evaluate_ratio(base: CheckResult, evidence: Evidence, level: float | None = 
     )
     out = replace(
         base,
+        runs=a.size,
+        runs_baseline=b.size,
         effect=cmp.effect,
         lo=cmp.lo,
         hi=cmp.hi,
@@ -805,7 +850,7 @@ def _zero_ratio(out: CheckResult, runs: int, baseline: stats.Estimate, level: fl
         )
     else:
         reason = f"{seen}: the ratio lies in [0, {hi:.3g}] (the bound on the mean at level {level:.4g})"
-    return replace(out, lo=0.0, hi=hi, verdict=verdict, reason=reason)
+    return replace(out, lo=0.0, hi=hi, verdict=verdict, reason=reason, tie=True)
 
 
 #: the method text of each estimand (checks.csv ``method``): what the interval estimates, fixed by the check
@@ -841,12 +886,26 @@ def evaluate_level(base: CheckResult, evidence: Evidence, level: float | None = 
         est = _quiet(lambda: stats.estimate_proportion(k, n, level=level, label=label))
         if est.flag.startswith("0 in "):
             return _zero_count_result(base, n, level, "periods" if counts[1] == "nr_periods" else "trials")
+        base = replace(base, runs=k.size)
         values = np.empty(0)
+        counted = n > 0
+        centre = 1.0 / (1.0 + math.exp(-float(np.mean(stats.empirical_logit(k[counted], n[counted])))))
+        if est.has_interval and est.lo <= centre <= est.hi:
+            # the interval is the per-run logit's (or holds it): the point of that estimand is the back-transformed
+            # mean logit; the pooled count (est.point) estimates another quantity, may fall outside, and is kept
+            # beside it. Where only the pooled count's exact interval exists, its point stays.
+            base = replace(base, pooled=est.point)
+            est = replace(
+                est,
+                point=centre,
+                method=est.method + "; the check's point: the back-transformed mean logit (the pooled ratio beside it)",
+            )
     else:
         values = run_values(check, evidence, check.variant, metric)
         problem = _undefined(values, metric, check.variant)
         if problem:
             return replace(base, reason=problem)
+        base = replace(base, runs=values.size)
         if check.estimand == "median run":
             return _median_run(base, values, level, label)
         censored = np.isinf(values).any() or (check.scale == "log" and values.min() <= 0 and values.max() > 0)
@@ -889,7 +948,7 @@ def _tie_result(base: CheckResult, v: float, runs: int, level: float, what: str)
         f"tie rule for the mean: {v:g} in all {runs} runs of {what}; a run differs with probability at most "
         f"1 - {stats.one_sided_level(level):.3g}^(1/{runs}); {ESTIMAND_MEAN}"
     )
-    return replace(base, effect=v, lo=lo, hi=hi, verdict=verdict, reason=reason, method=method)
+    return replace(base, effect=v, lo=lo, hi=hi, verdict=verdict, reason=reason, method=method, tie=True, runs=runs)
 
 
 def zero_count_verdict(
@@ -948,7 +1007,9 @@ def _zero_count_result(base: CheckResult, trials: np.ndarray, level: float, unit
         f"the share lies in [0, 1 - {a:.3g}^(1/{pooled:g})] (Clopper-Pearson), decided only from 0.5^R <= {a:.3g} "
         f"(R >= {stats.median_runs_needed(level)}); {estimand(check)}"
     )
-    return replace(base, effect=0.0, lo=lo, hi=hi, verdict=verdict, reason=reason, method=method)
+    return replace(
+        base, effect=0.0, lo=lo, hi=hi, verdict=verdict, reason=reason, method=method, tie=True, runs=counted
+    )
 
 
 def _median_run(base: CheckResult, values: np.ndarray, level: float, label: str) -> CheckResult:
@@ -1140,11 +1201,12 @@ def _resolve_quantile(check: Check, evidence: Evidence) -> tuple[Check, str]:
 
 def _unmet_before_measuring(finding: str, check: Check, unmet: Unmet) -> CheckResult:
     """A check not testable here before anything is measured: its requirement and the numeric reason."""
+    shown = unchosen(check)
     return CheckResult(
         finding,
         check,
-        label=check.label,
-        metric=check.metric,
+        label=shown.label,
+        metric=shown.metric,
         threshold=check.threshold,
         why=check.why,
         verdict=NOT_TESTABLE,
@@ -1189,15 +1251,17 @@ def evaluate_check(finding: str, check: Check, evidence: Evidence, level: float 
             unmet.append(exc)
         except ValueError as exc:  # the model lacks a parameter it needs (a variant from an older profile)
             unmet.append(Unmet("the variant's parameters", str(exc)))
+    shown = unchosen(resolved)  # the check itself when its quantile was chosen (or it has none)
     base = CheckResult(
         finding,
         check,
-        label=resolved.label,
-        metric=resolved.metric,
+        label=shown.label,
+        metric=shown.metric,
         threshold=threshold,
         why=why,
         end=end,
         share_of=share_of,
+        level=evidence.level if level is None else level,
     )
     result = base
     if threshold or check.kind == "agreement":
@@ -1326,15 +1390,20 @@ def _bonferroni(
         if r.check.decisive and not r.check.premise and r.verdict == CONTRADICTED and r.check.kind != "agreement":
             again = evaluate_check(finding.id, r.check, evidence_of.get(r.check.label, evidence), strict)
             shown = f"[{again.lo:.3g}, {again.hi:.3g}]" if math.isfinite(again.lo) else "no interval"
+            # judged at the Bonferroni level, the check shows that level's interval (the confidence level's
+            # stays in the reason)
+            at_strict = {"effect": again.effect, "lo": again.lo, "hi": again.hi, "level": strict, "tie": again.tie}
             if again.verdict == CONTRADICTED:
                 r = replace(
                     r,
+                    **at_strict,
                     reason=f"{r.reason}; contradicted also at the Bonferroni level {strict:.4g} over the finding's "
                     f"{k} decisive checks ({shown})",
                 )
             else:
                 r = replace(
                     r,
+                    **at_strict,
                     verdict=INCONCLUSIVE,
                     reason=f"{r.reason}; not contradicted at the Bonferroni level {strict:.4g} over the finding's {k} "
                     f"decisive checks ({shown}: {again.verdict}), which 'contradicted' needs",
@@ -1481,6 +1550,19 @@ def _finding_reason(finding: Finding, verdict: str, decider: CheckResult, mine: 
     return "; ".join(p for p in parts if p)
 
 
+def headline(verdict: str, decider: CheckResult, mine: Sequence[CheckResult]) -> str:
+    """A finding's verdict in one short line: how many of the decisive checks it is judged on hold, and the
+    check that decided otherwise ("2 of 3 decisive checks hold; p50_wall_ms limit1 / nolimit: inconclusive")."""
+    judged = _judged(mine)
+    held = sum(r.verdict == REPRODUCED for r in judged)
+    line = f"{held} of {len(judged)} decisive " + ("check holds" if len(judged) == 1 else "checks hold")
+    if verdict == REPRODUCED:
+        return line
+    if verdict == NOT_TESTABLE and decider.requirement:
+        return f"{line}; {decider.label}: needs {decider.requirement.split('; ')[0]}"
+    return f"{line}; {decider.label}: {decider.verdict}"
+
+
 def check_rows(results: Sequence[CheckResult]) -> pd.DataFrame:
     """checks.csv: one row per check."""
     rows = [
@@ -1510,6 +1592,16 @@ def check_rows(results: Sequence[CheckResult]) -> pd.DataFrame:
             "",
             r.judged_on,
             "",
+            r.runs or math.nan,
+            r.runs_baseline or math.nan,
+            r.level if r.check.kind != "agreement" else math.nan,  # a count decides without a level
+            r.check.relation if r.check.kind != "agreement" else "",
+            r.threshold[0] if r.threshold and r.check.kind != "agreement" else math.nan,
+            r.threshold[1] if len(r.threshold) > 1 and r.check.kind != "agreement" else math.nan,
+            math.nan if r.check.no_effect() is None else r.check.no_effect(),
+            r.check.scale if r.check.kind != "agreement" else "",
+            r.tie,
+            r.pooled,
         )
         for r in results
     ]
@@ -1540,6 +1632,8 @@ def finding_rows(findings: Sequence[Finding], results: Sequence[CheckResult]) ->
                 _finding_reason(finding, verdict, decider, mine),
                 (f"[{decider.label}] " if len(mine) > 1 else "") + decider.method,
                 "",
+                decider.level,
+                headline(verdict, decider, mine),
             )
         )
     return pd.DataFrame.from_records(rows, columns=FINDINGS_COLUMNS)

@@ -1,0 +1,257 @@
+"""The report's first screen: the verdict summary, the forest plot of every decisive check, the checks table's
+columns, no unformatted placeholder on any profile's page, and the page at 1400 px in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import tempfile
+import urllib.request
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from throttlelab.figures import forest
+from throttlelab.report import page as report
+
+from conftest import PROJECT
+from test_report import (
+    CI_CONFIG,
+    FIXTURES,
+    DevTools,
+    chromium_binary,
+    console_errors,
+    start_chromium,
+    stop_chromium,
+    write_figures,
+)
+
+PROFILES = sorted(p.stem for p in (PROJECT / "config" / "profiles").glob("*.yaml"))
+
+
+def check_row(**changes) -> dict:
+    """One checks.csv row as the findings stage writes it, a ratio against 1.12 with no effect at 1."""
+    row = {
+        "id": "F1",
+        "check": "p50_wall_ms limit1 / nolimit",
+        "experiment": "E2a",
+        "metric": "p50_wall_ms",
+        "expected": "p50_wall_ms limit1 / nolimit > 1.12",
+        "effect": 2.1775,
+        "lo": 1.97461,
+        "hi": 2.40127,
+        "p": 0.001,
+        "p_holm": math.nan,
+        "a12": 1.0,
+        "reference": "",
+        "verdict": "reproduced",
+        "reason": "",
+        "method": "ratio of geometric means, Welch t on log per-run p50_wall_ms",
+        "why": "derived",
+        "decisive": True,
+        "requirement": "",
+        "role": "decisive",
+        "end": "",
+        "zones": "",
+        "threshold_commit": "",
+        "threshold_note": "",
+        "judged_on": "all runs",
+        "verdict_all_runs": "reproduced",
+        "runs": 3,
+        "runs_baseline": 3,
+        "level": 0.95,
+        "relation": ">",
+        "threshold": 1.125,
+        "threshold_hi": math.nan,
+        "null": 1.0,
+        "scale": "log",
+        "tie": False,
+        "pooled": math.nan,
+    }
+    return {**row, **changes}
+
+
+# --------------------------------------------------------------------------
+# the checks table
+
+
+def test_the_checks_table_shows_the_level_the_runs_and_the_method_with_ends_rounded_outward():
+    table = report.checks_table(pd.DataFrame([check_row()]))
+    row = dict(zip(table.columns, table.rows[0]))
+    assert row["estimate [interval]"] == "2.18 [1.97, 2.41]"
+    assert (row["level"], row["runs (R)"]) == ("95%", "R = 3 vs 3")
+    assert row["method"].startswith("ratio of geometric means")
+
+
+def test_a_contradiction_judged_at_the_bonferroni_level_shows_that_level():
+    contradicted = check_row(verdict="contradicted", effect=0.8, lo=0.61, hi=0.97, level=1 - 0.05 / 3)
+    row = dict(zip(*[(t := report.checks_table(pd.DataFrame([contradicted]))).columns, t.rows[0]]))
+    assert row["level"] == "98.3%" and row["estimate [interval]"] == "0.800 [0.610, 0.970]"
+
+
+def test_a_tie_is_written_as_the_value_in_all_runs_with_its_one_sided_level():
+    tie = check_row(scale="logit", relation="<", threshold=0.05, null=math.nan, effect=0.0, lo=0.0, hi=0.5218, tie=True)
+    table = report.checks_table(pd.DataFrame([{**tie, "runs": 5, "runs_baseline": math.nan}]))
+    row = dict(zip(table.columns, table.rows[0]))
+    assert row["estimate [interval]"] == "0 in all 5 runs; the mean in [0, 0.522] at one-sided 97.5%"
+    assert row["runs (R)"] == "R = 5"
+
+
+def test_a_proportion_shows_its_intervals_own_point_and_the_pooled_count_labelled():
+    share = check_row(scale="logit", effect=0.33, lo=0.301, hi=0.362, pooled=0.295, runs=5, runs_baseline=math.nan)
+    row = dict(zip(*[(t := report.checks_table(pd.DataFrame([share]))).columns, t.rows[0]]))
+    assert row["estimate [interval]"] == "0.330 [0.301, 0.362] (mean per-run logit); pooled k/n 0.295"
+
+
+# --------------------------------------------------------------------------
+# the forest plot
+
+
+def test_the_forest_plot_draws_every_decisive_check_of_the_fixture():
+    checks = pd.read_csv(FIXTURES / "tables" / "checks.csv")
+    rows = forest.forest_rows(checks)
+    assert len(rows) == int((checks["role"] == "decisive").sum())
+    svg = forest.forest_svg(rows)
+    assert svg.count('class="forest-row"') == len(rows)
+    measured = checks[(checks["role"] == "decisive") & checks["lo"].notna()]
+    assert svg.count('class="interval"') == len(measured)
+    assert "2.18 [1.97, 2.41] 95% R = 3 vs 3" in svg  # F1's first check: level and runs beside its interval
+    assert "{" not in svg
+
+
+def test_a_rows_zones_follow_its_relation_and_its_no_effect():
+    (row,) = forest.forest_rows(pd.DataFrame([check_row()]))
+    assert [z[0] for z in forest.zones(row)] == ["contradicted", "weaker", "reproduced"]
+    assert forest.zones(row)[1][1:] == (1.0, 1.125)
+    (band,) = forest.forest_rows(pd.DataFrame([check_row(relation="within", threshold=0.8, threshold_hi=1.25)]))
+    assert [z[0] for z in forest.zones(band)] == ["contradicted", "reproduced", "contradicted"]
+    (below,) = forest.forest_rows(pd.DataFrame([check_row(relation="<", threshold=0.05, null=math.nan)]))
+    assert [z[0] for z in forest.zones(below)] == ["reproduced", "contradicted"]
+
+
+def test_the_point_and_the_interval_lie_where_their_values_are():
+    (row,) = forest.forest_rows(pd.DataFrame([check_row()]))
+    svg = forest.forest_svg([row])
+    point = float(svg.split('class="point" cx="')[1].split('"')[0])
+    x1, x2 = (float(svg.split('class="interval" ')[1].split(f'{a}="')[1].split('"')[0]) for a in ("x1", "x2"))
+    threshold = float(svg.split('class="threshold" x1="')[1].split('"')[0])
+    assert x1 < point < x2 and threshold < x1  # the whole interval right of 1.12: reproduced
+
+
+# --------------------------------------------------------------------------
+# every profile's page
+
+
+class VisibleText(HTMLParser):
+    """The page's text as a reader sees it, less what it quotes verbatim: every text node but the style
+    sheet's and the config files' (<pre>, YAML whose flow mappings hold braces of their own)."""
+
+    def __init__(self):
+        super().__init__()
+        self.inside: list[str] = []
+        self.parts: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.inside.append(tag)
+
+    def handle_endtag(self, tag):
+        while self.inside and self.inside.pop() != tag:
+            pass
+
+    def handle_data(self, data):
+        if "style" not in self.inside and "pre" not in self.inside:
+            self.parts.append(data)
+
+
+@pytest.fixture(scope="module")
+def figures(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("figures")
+    write_figures(FIXTURES / "tables", out)
+    return out
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_no_placeholder_is_left_on_any_profiles_page(profile, figures, tmp_path):
+    out = tmp_path / "report" / "index.html"
+    report.render_report(FIXTURES / "tables", FIXTURES / "report_raw", figures, {"profile": profile}, out)
+    parser = VisibleText()
+    parser.feed(out.read_text())
+    text = " ".join(parser.parts)
+    left = sorted({text[max(0, i - 40) : i + 40] for i in range(len(text)) if text[i] == "{"})
+    assert left == [], left
+    assert "work quantile two-limit / one-double" in text  # the check whose quantile was not chosen, named
+
+
+# --------------------------------------------------------------------------
+# the first screen in a real browser
+
+
+FIRST_SCREEN = """
+(() => {
+  const box = e => { const r = e.getBoundingClientRect(); return {top: r.top, bottom: r.bottom, left: r.left, right: r.right}; };
+  const wide = [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > innerWidth + 0.5
+    && !e.closest('.scroll')).map(e => e.tagName + (e.id ? '#' + e.id : '') + (e.className && e.className.baseVal === undefined ? '.' + e.className : ''));
+  return {
+    width: innerWidth, height: innerHeight,
+    scrollWidth: document.documentElement.scrollWidth,
+    forest: box(document.querySelector('#fig-forest svg')),
+    figure: box(document.querySelector('#fig-forest')),
+    summary: box(document.querySelector('#verdict-summary')),
+    rows: document.querySelectorAll('#fig-forest .forest-row').length,
+    wide: wide.slice(0, 10),
+  };
+})()
+"""
+
+
+def test_the_forest_plot_is_on_the_first_screen_at_1400_px(tmp_path, pytestconfig):
+    binary = chromium_binary()
+    if binary is None:
+        reason = "chromium is not installed: the first screen's browser check is skipped (apt-get install chromium; .ci/run does)"
+        pytestconfig.pluginmanager.get_plugin("terminalreporter").write_line(f"SKIP: {reason}")
+        pytest.skip(reason)
+    tables = tmp_path / "results" / "local" / "tables"
+    shutil.copytree(FIXTURES / "tables", tables)
+    write_figures(tables, tmp_path / "results" / "report" / "figures")
+    page = tmp_path / "results" / "report" / "index.html"
+    report.render_report(tables, FIXTURES / "report_raw", page.parent / "figures", CI_CONFIG, page)
+    scratch = Path(tempfile.mkdtemp(prefix="tl-chromium-"))
+    proc, port = start_chromium(binary, tmp_path / "chromium-profile", scratch)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as answer:
+            target = next(t for t in json.load(answer) if t.get("type") == "page")
+        devtools = DevTools(target["webSocketDebuggerUrl"])
+        try:
+            for domain in ("Page", "Runtime", "Log"):
+                devtools.call(f"{domain}.enable")
+            devtools.call(
+                "Emulation.setDeviceMetricsOverride", width=1400, height=900, deviceScaleFactor=1, mobile=False
+            )
+            devtools.call("Page.navigate", url=page.resolve().as_uri())
+            devtools.wait_for("Page.loadEventFired")
+            screen = devtools.call("Runtime.evaluate", expression=FIRST_SCREEN, returnByValue=True)["result"]["value"]
+            shot = devtools.call("Page.captureScreenshot", format="png")
+            errors = console_errors(devtools.events)
+        finally:
+            devtools.close()
+    finally:
+        stop_chromium(proc)
+        shutil.rmtree(scratch, ignore_errors=True)
+    artifact = tmp_path / "first-screen-1400.png"
+    artifact.write_bytes(__import__("base64").b64decode(shot["data"]))
+    pytestconfig.pluginmanager.get_plugin("terminalreporter").write_line(f"first screen: {artifact}")
+
+    assert errors == []
+    assert (screen["width"], screen["height"]) == (1400, 900)
+    assert screen["rows"] == int((pd.read_csv(tables / "checks.csv")["role"] == "decisive").sum())
+    plot = screen["forest"]
+    assert 0 <= plot["top"] and plot["bottom"] <= screen["height"], plot  # the whole plot in the first viewport
+    assert 0 <= plot["left"] and plot["right"] <= screen["width"], plot
+    assert screen["figure"]["bottom"] <= screen["height"], screen["figure"]  # its caption too
+    assert screen["summary"]["top"] < screen["height"] / 3  # the summary starts near the top, beside it
+    assert screen["scrollWidth"] <= screen["width"], screen["wide"]  # nothing overflows the page's width
+    assert screen["wide"] == []
+    assert artifact.stat().st_size > 10_000
