@@ -406,6 +406,41 @@ def test_a_guardian_reaped_inside_the_window_is_the_labs_not_other():
     assert meter.stop().other_s >= 0.5
 
 
+def test_a_running_guardian_is_the_labs_from_its_start():
+    """A guardian starts beside the run and spends its first tenth of a second on Python's start inside the
+    first busy interval: counted from its start (not only once reaped) it is the runner's, and reaping it
+    moves its CPU to the reaped total without losing any."""
+    from throttlelab.host.processes import guardians_cpu_s, spawn_guardian, wait_guardian
+
+    before = guardians_cpu_s()
+    meter = InterferenceMeter([0])
+    meter.start()
+    # a "guardian" that burns 0.6 s of CPU, then waits for its pipe like any guardian
+    proc = spawn_guardian(
+        "timeit",
+        "-n",
+        "1",
+        "-r",
+        "1",
+        "import os, sys, time",
+        "end = time.process_time() + 0.6",
+        "while time.process_time() < end: pass",
+        "sys.stdin.read()",
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while guardians_cpu_s() - before < 0.55:
+            assert time.monotonic() < deadline, "the guardian's CPU never showed while it ran"
+            time.sleep(0.05)
+        seen = meter.stop()
+        live = guardians_cpu_s()
+    finally:
+        proc.stdin.close()
+        wait_guardian(proc, timeout_s=30)
+    assert seen.runner_s >= 0.55, seen
+    assert guardians_cpu_s() >= live - 1e-3
+
+
 def test_waiting_for_a_guardian_times_out_and_leaves_it_to_the_caller():
     from throttlelab.host.processes import wait_guardian
 

@@ -108,7 +108,7 @@ def spawn_guardian(
     package_root = package_parent()
     path = os.environ.get("PYTHONPATH")
     env = {**os.environ, "PYTHONPATH": f"{package_root}{os.pathsep}{path}" if path else package_root}
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [sys.executable, "-m", module, *args],
         stdin=subprocess.PIPE,
         env=env,
@@ -116,6 +116,8 @@ def spawn_guardian(
         pass_fds=pass_fds,
         stdout=stdout,
     )
+    _live_guardians.add(proc.pid)
+    return proc
 
 
 #: What a runner writes to its guardian's pipe when it has undone everything itself: a guardian that reads
@@ -123,15 +125,18 @@ def spawn_guardian(
 #: to the engine).
 RUNNER_CLEANED = b"cleaned\n"
 
-#: CPU seconds of the guardians this process has waited for (their whole lives): the lab's own work,
-#: which the interference meter counts with the runner's (a guardian's start and clean-up fall inside
-#: the run's window: ~35 ms of Python, 3% of a one-second window on two CPUs).
+#: CPU seconds of the guardians this process has waited for (their whole lives), and the guardians still
+#: running: the lab's own work, which the interference meter counts with the runner's (a guardian's start,
+#: some 50-150 ms of Python, falls inside the run's first busy interval, where it would read as another
+#: process's work).
 _guardians_cpu_s = 0.0
+_live_guardians: set[int] = set()
 
 
 def guardians_cpu_s() -> float:
-    """CPU time of every guardian :func:`wait_guardian` has reaped so far."""
-    return _guardians_cpu_s
+    """CPU time of every guardian this process started: those :func:`wait_guardian` has reaped, and the
+    running ones so far."""
+    return _guardians_cpu_s + sum(cpu_clock_s(pid) or 0.0 for pid in list(_live_guardians))
 
 
 def outlive_runner() -> bytes:
@@ -166,6 +171,7 @@ def wait_guardian(proc: subprocess.Popen, timeout_s: float) -> None:
         try:
             ended = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None
         except ChildProcessError:  # reaped already: nothing left to read
+            _live_guardians.discard(proc.pid)
             proc.wait()
             return
         if ended:
@@ -173,11 +179,15 @@ def wait_guardian(proc: subprocess.Popen, timeout_s: float) -> None:
         if time.monotonic() >= deadline:
             raise subprocess.TimeoutExpired(proc.args, timeout_s)
         time.sleep(0.01)
-    fields = _stat_fields(Path(f"/proc/{proc.pid}/stat"))
-    try:
-        _guardians_cpu_s += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
-    except (ValueError, IndexError):  # no fields: gone already
-        pass
+    final = cpu_clock_s(proc.pid)  # a zombie's clock holds its whole life, as the live readings did
+    if final is None:
+        fields = _stat_fields(Path(f"/proc/{proc.pid}/stat"))
+        try:
+            final = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+        except (ValueError, IndexError):  # no fields: gone already
+            final = 0.0
+    _live_guardians.discard(proc.pid)
+    _guardians_cpu_s += final
     proc.wait()
 
 
