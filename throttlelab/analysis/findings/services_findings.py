@@ -154,7 +154,9 @@ def unthrottled_bound(experiment: str, variant: str, clumped: str | None = None)
             (
                 f"Model: {_describe(variant, a)}; {why_zero}. An absolute bound, not a comparison with another arm: "
                 f"{UNTHROTTLED_FRACTION:g} x the {share:.3g} of periods a clumped load at this rate must throttle "
-                f"= {bound:.3g}. 0 throttled periods in every run (R >= 5) is a result. {_CPU_NOTE}"
+                f"= {bound:.3g}. 0 throttled periods in every run is a result once the runs reach the check's level "
+                "(0.5^R at most its one-sided level) and the periods they pooled bound the share below it "
+                f"(docs/STATISTICS.md §3). {_CPU_NOTE}"
             ),
             end="an absolute bound: a quarter of the share a clumped load at this rate must throttle at least",
         )
