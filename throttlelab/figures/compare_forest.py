@@ -67,15 +67,20 @@ def compare_forest_svg(finding: str, checks: Sequence[CheckAcrossRuns]) -> str:
         parts.append(svg_text(0, HEAD_H + 11, "no decisive check of this finding in any run", font_size="10.5"))
     y, index = float(HEAD_H), 0
     for check in checks:
-        first = check.rows[0][1]
-        heading = row_label(first).removeprefix(f"{first.finding} ")
+        # the check and what it is judged against; where runs judged it against different thresholds, each
+        # run's row says its own
+        against = {label: row_label(row).removeprefix(f"{row.finding} {row.label}") for label, row in check.rows}
+        shared = len(set(against.values())) == 1
+        heading = check.check + (next(iter(against.values())) if shared else " (threshold per run)")
         parts.append(f'<g class="check-heading" data-finding="{html.escape(finding)}">')
         parts.append(svg_text(0, y + ROW_H / 2 + 3.5, heading, font_size="10.5", font_weight="600"))
         parts.append("</g>")
         y += ROW_H
         span = _shared_span([row for _, row in check.rows])
         for label, row in check.rows:
-            parts += draw_row(row, y, index, span=span, label=label)
+            parts += draw_row(
+                row, y, index, span=span, label=label if shared else f"({against[label].strip()}) {label}"
+            )
             y += ROW_H
             index += 1
     parts.append("</svg>")
