@@ -87,6 +87,12 @@ def make_run(
         for column, value in changes.items():
             frame.loc[where, column] = value
     frame.to_csv(tables / "checks.csv", index=False)
+    for (finding, _check), changes in (checks or {}).items():
+        if finding in (verdicts or {}) and "effect" in changes:  # the check that now decides: its numbers
+            findings.loc[findings["id"] == finding, ["effect", "lo", "hi"]] = [
+                changes[k] for k in ("effect", "lo", "hi")
+            ]
+    findings.to_csv(tables / "findings.csv", index=False)
     runs = tidy.read_table(tables / "runs.csv", "runs")
     report_statistics.setup_table(environment, runs, profile, 0.95).to_csv(tables / "setup.csv", index=False)
     return results / backend
@@ -154,6 +160,7 @@ def test_the_matrix_has_a_row_per_finding_a_cell_per_run_and_the_labs_own_result
     assert f1.cells[0].estimate == "2.18 [1.97, 2.41]" and f1.cells[0].level == "95%"
     assert f1.lab.startswith("claimed; the lab measured p50 limit 1 / none = 84.4 / 34.3")
     assert f1.held == "held on docker · ci; not on local · ci (inconclusive), kind · quick (contradicted)"
+    assert f1.cells[2].estimate == "0.900 [0.800, 0.990]"  # the check that decides it there
     f12 = next(r for r in rows if r.finding == "F12")
     assert f12.ours and f12.lab.startswith("not a claim of the lab")
 
@@ -186,6 +193,8 @@ def test_runs_that_agree_are_no_disagreement_and_each_reason_names_both_runs(thr
     assert estimate.startswith("p50_wall_ms limit1 / nolimit: reproduced on docker · ci (2")
     assert "inconclusive on local · ci (2.18 [1.97, 2.41] 95% R = 3 vs 3, against > 1.1" in estimate
     assert estimate.endswith("the same threshold: the estimates differ")
+    assert [(a.run, a.reference) for a in f1.runs] == [("docker · ci", "local · ci"), ("kind · quick", "local · ci")]
+    assert "different CPUs: 10 on kind · quick, 2 on local · ci" not in [r.text for r in f1.runs[0].reasons]
     (threshold,) = [r.text for r in f1.reasons if r.kind == "threshold"]
     assert "contradicted on kind · quick" in threshold and "against > 1.38" in threshold
     assert threshold.endswith("the thresholds differ (each derived for its run's node)")

@@ -86,11 +86,28 @@ class Reason:
 
 
 @dataclass(frozen=True)
+class Against:
+    """One run off the most common verdict, set against the first run on it, and the reasons they differ."""
+
+    run: str
+    verdict: str
+    reference: str
+    reference_verdict: str
+    reasons: tuple[Reason, ...]
+
+
+@dataclass(frozen=True)
 class Disagreement:
     finding: str
     #: (verdict, the runs that gave it), the most common verdict first
     verdicts: tuple[tuple[str, tuple[str, ...]], ...]
-    reasons: tuple[Reason, ...] = field(default_factory=tuple)
+    #: each run off the most common verdict, with its reasons
+    runs: tuple[Against, ...] = field(default_factory=tuple)
+
+    @property
+    def reasons(self) -> tuple[Reason, ...]:
+        """Every reason given, each once."""
+        return tuple({r.text: r for against in self.runs for r in against.reasons}.values())
 
 
 def _by_id(frame: pd.DataFrame) -> dict[str, object]:
@@ -253,13 +270,19 @@ def disagreements(runs: Sequence[RunTables]) -> list[Disagreement]:
         ranked = sorted(counts, key=lambda v: (-counts[v], first_seen[v]))
         reference_verdict = ranked[0]
         reference = next(run for run, verdict in given if verdict == reference_verdict)
-        reasons: dict[str, Reason] = {}
-        for run, verdict in given:
-            if verdict != reference_verdict:
-                for reason in explain(finding, run, reference, verdict, reference_verdict):
-                    reasons.setdefault(reason.text, reason)
+        against = tuple(
+            Against(
+                run.label,
+                verdict,
+                reference.label,
+                reference_verdict,
+                tuple(explain(finding, run, reference, verdict, reference_verdict)),
+            )
+            for run, verdict in given
+            if verdict != reference_verdict
+        )
         grouped = tuple((v, tuple(run.label for run, verdict in given if verdict == v)) for v in ranked)
-        out.append(Disagreement(finding, grouped, tuple(reasons.values())))
+        out.append(Disagreement(finding, grouped, against))
     return out
 
 
