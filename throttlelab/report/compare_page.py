@@ -212,6 +212,7 @@ def write_archive_folder(archive: Archive, folder: Path) -> None:
     """Unpack a checked archive beside the page, replacing what an earlier comparison left there."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    staging.chmod(0o755)  # mkdtemp's folder is its owner's only; the unpacked report is for every reader
     try:
         unpack_members(archive, staging)
         if folder.exists():
