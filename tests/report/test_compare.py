@@ -26,10 +26,12 @@ import pytest
 from throttlelab.analysis import report_statistics, tidy
 from throttlelab.errors import ReportError
 from throttlelab.figures import compare_forest, forest, registry
+from throttlelab.model import results_layout as layout
 from throttlelab.report import compare_page, comparison, publish
 from throttlelab.report import page as report
 
 from conftest import PROJECT
+from conftest import snakemake as run_snakemake
 from test_report import (
     FIXTURES,
     DevTools,
@@ -500,3 +502,27 @@ def test_the_compare_page_renders_in_chromium_and_nothing_overflows_its_width(ch
     assert seen["wide"] == []
     assert seen["svg"] and all(0 < w <= 770 for w in seen["svg"])
     assert artifact.stat().st_size > 10_000
+
+
+# --------------------------------------------------------------------------
+# the rule: the runs are read as they are
+
+
+def test_by_default_every_backend_folder_with_findings_is_compared(tmp_path):
+    make_run(tmp_path, "local", "ci")
+    make_run(tmp_path, "docker", "ci")
+    (tmp_path / "report" / "tables").mkdir(parents=True)  # a folder without findings.csv is no run
+    assert layout.compare_runs(tmp_path) == [str(tmp_path / "docker"), str(tmp_path / "local")]
+    assert layout.compare_runs(tmp_path, ["vm"]) == [str(tmp_path / "vm")]
+
+
+def test_the_compare_target_plans_only_itself_whatever_the_config_would_measure(tmp_path, archive):
+    """The default config (the quick profile on the local backend) would measure every experiment to make
+    results/local/tables; compare reads the tables that are there and plans nothing but itself."""
+    make_run(tmp_path / "results", "local", "ci")
+    docker_run(tmp_path / "results")
+    done = run_snakemake(tmp_path, "-n", "compare", "--config", f"compare={{archives: [{archive}]}}", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    planned = [line.split()[1].rstrip(":") for line in done.stdout.splitlines() if line.startswith("rule ")]
+    assert planned == ["compare"], done.stdout
+    assert f"--archive {archive}" in done.stdout or str(archive) in done.stdout
