@@ -41,17 +41,20 @@ rule compute_stats:
         contrasts=f"{TABLES}/contrasts.csv",
         interference=f"{TABLES}/interference.csv",
         load_generator=f"{TABLES}/load_generator.csv",
+        # the run as a whole (backend, profile, runtime, kernel, CPUs): how `compare` heads its column
+        setup=f"{TABLES}/setup.csv",
     log:
         f"{ANALYSIS_LOGS}/compute_stats.log",
     params:
         tables_dir=input_folder("tables"),
         confidence=DESIGN.confidence,
         seed=DESIGN.seed,
+        profile=PROFILE_NAME,
     shell:
         "throttlelab stats --tables-dir {params.tables_dir}"
         " --metrics {output.metrics} --estimates {output.estimates}"
         " --contrasts {output.contrasts} --interference {output.interference}"
-        " --load-generator {output.load_generator}"
+        " --load-generator {output.load_generator} --setup {output.setup} --profile {params.profile}"
         " --confidence {params.confidence} --seed {params.seed} 2>&1 | tee {log} >&2"
 
 

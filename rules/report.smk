@@ -22,8 +22,9 @@ FIGURES_DIR = layout.figures_dir(BACKEND, PROFILE_NAME)
 # job draws them, and the page has none).
 PROFILE_FIGURES = [FIGURES_DIR] if profile_figures() else []
 # Snakemake's config (with --config overrides) as one shell word: the report and
-# the archive load the same design from it, and a changed setting reruns them.
-CONFIG_JSON = shlex.quote(json.dumps(config, sort_keys=True))
+# the archive load the same design from it, and a changed setting reruns them. The runs
+# a comparison reads are no setting of a run: changing them renders no report again.
+CONFIG_JSON = shlex.quote(json.dumps({k: v for k, v in config.items() if k != "compare"}, sort_keys=True))
 ARCHIVE = layout.archive(BACKEND, PROFILE_NAME)
 
 
@@ -132,3 +133,34 @@ rule report:
 rule publish:
     input:
         rules.pack_report.output,
+
+
+# Several runs on one page (throttlelab/report/compare_page.py): this checkout's run folders and published
+# archives (config `compare`). It reads each run's tables as they are: they are named by absolute path, which
+# no rule's output matches, so Snakemake never goes and remakes a run (nor measures one) to compare it; a
+# table rewritten since the page renders it again.
+COMPARE = config.get("compare") or {}
+COMPARE_RUNS = layout.compare_runs(Path(layout.RESULTS), COMPARE.get("runs"))
+COMPARE_ARCHIVES = [str(Path(p).resolve()) for p in COMPARE.get("archives") or []]
+
+
+rule compare:
+    input:
+        tables=[
+            str((Path(folder) / "tables" / name).resolve())
+            for folder in COMPARE_RUNS
+            for name in ("findings.csv", "checks.csv", "setup.csv")
+            if name == "findings.csv" or (Path(folder) / "tables" / name).is_file()
+        ],
+        archives=COMPARE_ARCHIVES,
+    output:
+        page=layout.COMPARE_PAGE,
+    log:
+        layout.job_log("compare"),
+    params:
+        runs=" ".join(f"--run {shlex.quote(folder)}" for folder in COMPARE_RUNS),
+        archives=" ".join(f"--archive {shlex.quote(path)}" for path in COMPARE_ARCHIVES),
+        reports=layout.REPORT_ROOT,
+    shell:
+        "throttlelab compare {params.runs} {params.archives} --out {output.page}"
+        ' --reports {params.reports} --project "$THROTTLELAB_PROJECT" 2>&1 | tee {log} >&2'

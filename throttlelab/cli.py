@@ -102,6 +102,12 @@ COMMANDS: dict[str, Command] = {
     "verify": Command(
         "throttlelab.report.page", ("verify",), "check an unpacked archive against its manifest", "report"
     ),
+    "compare": Command(
+        "throttlelab.report.compare_page",
+        (),
+        "one page comparing the findings of several runs and published archives",
+        "report",
+    ),
 }
 
 

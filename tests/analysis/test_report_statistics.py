@@ -4,11 +4,13 @@ the analysis so the page only renders."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from throttlelab.analysis import report_statistics, stats
+from throttlelab.analysis import report_statistics, stats, tidy
 
 
 def _metrics(rows):
@@ -75,3 +77,56 @@ def test_a_run_is_suspect_when_its_send_lateness_p99_is_above_the_bar():
     assert table["suspect"].tolist() == [False, True, False]  # no lateness measured is not suspect
     assert table["work_errors"].tolist() == [0.0, 3.0, 1.0] and set(table["experiment"]) == {"E7"}
     assert set(table["suspect_above_ms"]) == {5.0}
+
+
+# --------------------------------------------------------------------------
+# setup.csv: the run as a whole, as a comparison of runs heads its column
+
+FIXTURE_TABLES = Path(__file__).resolve().parents[1] / "fixtures" / "tables"
+
+
+def _environment():
+    return tidy.read_table(FIXTURE_TABLES / "environment.csv", "environment")
+
+
+def _runs():
+    return tidy.read_table(FIXTURE_TABLES / "runs.csv", "runs")
+
+
+def test_the_setup_row_names_backend_profile_runtime_kernel_and_cpus_of_the_fixture_run():
+    table = report_statistics.setup_table(_environment(), _runs(), "ci", 0.95)
+    assert list(table.columns) == report_statistics.SETUP_COLUMNS and len(table) == 1
+    row = table.iloc[0]
+    assert (row["backend"], row["profile"], row["cgroup_version"], row["cpus"]) == ("local", "ci", "1", "2")
+    assert row["kernel"] == "6.1.0-28-cloud-amd64"
+    assert row["runtime"] == "none (cgroups written by the lab)" and row["runtime_version"] == "as runc-new converts"
+    assert row["runs"] == len(_runs()) and row["confidence"] == 0.95
+
+
+def test_a_value_that_differs_between_runs_lists_each_once():
+    environment = _environment()
+    environment.loc[environment.index[-1], "kernel"] = "6.12.9"
+    row = report_statistics.setup_table(environment, _runs(), "ci", 0.95).iloc[0]
+    assert row["kernel"] == "6.1.0-28-cloud-amd64 / 6.12.9"
+
+
+@pytest.mark.parametrize(
+    ("facts", "expected"),
+    [
+        (
+            {
+                "env.versions.Docker engine": "27.3.1",
+                "env.versions.containerd": "1.7.22",
+                "env.versions.runc": "1.1.14",
+            },
+            ("docker", "Docker engine 27.3.1, containerd 1.7.22, runc 1.1.14"),
+        ),
+        (
+            {"env.container_runtime": "containerd://2.3.4", "env.runc": "1.4.3", "env.kubelet": "v1.34.11"},
+            ("containerd", "containerd 2.3.4, runc 1.4.3, kubelet v1.34.11"),
+        ),
+        ({"runtime_conversion": "runc-old"}, ("none (cgroups written by the lab)", "as runc-old converts")),
+    ],
+)
+def test_the_runtime_and_its_versions_come_from_what_each_backend_records(facts, expected):
+    assert report_statistics.runtime_of({"runtime_conversion": "runc-new", **facts}) == expected

@@ -64,11 +64,13 @@ def compute_stats(
     contrasts_path: str | Path | None = None,
     interference_path: str | Path | None = None,
     load_generator_path: str | Path | None = None,
+    setup_path: str | Path | None = None,
+    profile: str = "",
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The rule compute_stats: tidy tables -> metrics.csv (per run) and estimates.csv (across repeats),
     and when asked the statistics the report prints beside them (analysis/report_statistics.py):
     contrasts.csv and load_generator.csv, from metrics.csv as written (the numbers the findings read too),
-    and interference.csv."""
+    interference.csv, and setup.csv (the run as a whole: backend, ``profile``, runtime, kernel, CPUs)."""
     level = _check_confidence(confidence)
     tables = read_tables(
         tables_dir,
@@ -86,6 +88,9 @@ def compute_stats(
         _write_csv(report_statistics.interference_table(tables["runs"]), interference_path)
     if load_generator_path is not None:
         _write_csv(report_statistics.load_generator_table(pd.read_csv(metrics_path)), load_generator_path)
+    if setup_path is not None:
+        environment = tidy.read_table(Path(tables_dir) / "environment.csv", "environment")
+        _write_csv(report_statistics.setup_table(environment, tables["runs"], profile, level), setup_path)
     return per_run, across
 
 
@@ -140,6 +145,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--load-generator", help="load_generator.csv to write (each load-driven run's send lateness, suspect or not)"
     )
+    s.add_argument("--setup", help="setup.csv to write (the run as a whole: backend, profile, runtime, kernel, CPUs)")
+    s.add_argument("--profile", default="", help="the profile's name, as setup.csv records it")
 
     f = sub.add_parser("findings", help="evaluate every finding: the lab's F1-F11 and ours F12-F17")
     f.add_argument("--tables-dir", required=True)
@@ -174,6 +181,8 @@ def run(args: argparse.Namespace) -> str:
             contrasts_path=args.contrasts,
             interference_path=args.interference,
             load_generator_path=args.load_generator,
+            setup_path=args.setup,
+            profile=args.profile,
         )
         return f"{len(per_run)} per-run metrics, {len(across)} estimates at {args.confidence:g}"
     rows, checks = evaluate_findings(

@@ -1,6 +1,6 @@
 """The statistics the report prints that no other table holds, computed here so the page only renders.
 
-Three tables, written by `throttlelab stats` (the rule compute_stats) beside metrics.csv and
+Four tables, written by `throttlelab stats` (the rule compute_stats) beside metrics.csv and
 estimates.csv (docs/TABLES.md):
 
 * ``contrasts.csv``: the comparisons of two variants the report's notes print (:data:`CONTRASTS`:
@@ -12,12 +12,16 @@ estimates.csv (docs/TABLES.md):
   window: median, p95 and max);
 * ``load_generator.csv``: one row per run driven by the load generator, its send lateness p99 and /work
   errors from metrics.csv, and whether it is suspect (:func:`services_metrics.suspect`: the generator,
-  not the service, may have set its latencies), with the bar it was judged by.
+  not the service, may have set its latencies), with the bar it was judged by;
+* ``setup.csv``: one row naming the run as a whole, the way a comparison of several runs heads its column:
+  the backend and the profile, the runtime and its versions, the cgroup version, the kernel, the CPUs and
+  the confidence level (:func:`setup_table`, from environment.csv and runs.csv).
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +47,10 @@ INTERFERENCE_COLUMNS = [
 ]  # fmt: skip
 LOAD_GENERATOR_COLUMNS = [
     "backend", "experiment", "variant", "repeat", "late_p99_ms", "work_errors", "suspect_above_ms", "suspect",
+]  # fmt: skip
+SETUP_COLUMNS = [
+    "backend", "profile", "runtime", "runtime_version", "runtime_conversion", "cgroup_version", "kernel",
+    "cpus", "usable_cpus", "cpu_model", "confidence", "runs", "start", "end",
 ]  # fmt: skip
 #: E2b's tail: the highest quantile every run of both arms supports (docs/STATISTICS.md §2), else p99.
 SUPPORTED_LATENCY = "supported /work latency quantile"
@@ -151,3 +159,65 @@ def load_generator_table(metrics: pd.DataFrame) -> pd.DataFrame:
                 }
             )
     return pd.DataFrame.from_records(rows, columns=LOAD_GENERATOR_COLUMNS)
+
+
+def _cell(value: object) -> str:
+    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
+        return ""
+    return str(value).strip()
+
+
+def runtime_of(environment: dict[str, object]) -> tuple[str, str]:
+    """(runtime, its versions) of one run from its environment.csv row: a cluster node's container runtime
+    (``containerd://2.3.4``) with its runc and kubelet, the docker engine's versions, or, on the local and vm
+    backends, no runtime at all (the lab writes the cgroups itself, as the runtime conversion says runc would)."""
+    node_runtime = _cell(environment.get("env.container_runtime"))
+    if node_runtime:
+        name, _, version = node_runtime.partition("://")
+        parts = [f"{name} {version}".strip()]
+        parts += [
+            f"{label} {_cell(environment.get(key))}"
+            for key, label in (("env.runc", "runc"), ("env.kubelet", "kubelet"))
+            if _cell(environment.get(key))
+        ]
+        return name, ", ".join(parts)
+    versions = {
+        key.removeprefix("env.versions."): _cell(value)
+        for key, value in environment.items()
+        if key.startswith("env.versions.") and _cell(value)
+    }
+    if versions:
+        name = "docker" if "Docker engine" in versions else next(iter(versions))
+        return name, ", ".join(f"{key} {value}" for key, value in versions.items())
+    conversion = _cell(environment.get("runtime_conversion"))
+    return "none (cgroups written by the lab)", f"as {conversion} converts" if conversion else ""
+
+
+def _joined(values: Iterable[object]) -> str:
+    """One value, or every distinct value in order of appearance joined with ' / ' (runs that did not agree)."""
+    seen = list(dict.fromkeys(v for v in (_cell(v) for v in values) if v))
+    return " / ".join(seen)
+
+
+def setup_table(environment: pd.DataFrame, runs: pd.DataFrame, profile: str, confidence: float) -> pd.DataFrame:
+    """setup.csv: one row over every run of environment.csv (a value that differs between runs lists each)."""
+    rows = environment.to_dict("records")
+    runtimes = [runtime_of(row) for row in rows]
+    counts = environment["cpu_count"] if "cpu_count" in environment.columns else pd.Series(dtype=object)
+    row = {
+        "backend": _joined(environment.get("backend", runs.get("backend", pd.Series(dtype=object)))),
+        "profile": profile,
+        "runtime": _joined(r[0] for r in runtimes),
+        "runtime_version": _joined(r[1] for r in runtimes),
+        "runtime_conversion": _joined(environment.get("runtime_conversion", [])),
+        "cgroup_version": _joined(environment.get("cgroup_version", [])),
+        "kernel": _joined(environment.get("kernel", [])),
+        "cpus": _joined(counts),
+        "usable_cpus": _joined(environment.get("usable_cpus", [])),
+        "cpu_model": _joined(environment.get("cpu_model", [])),
+        "confidence": confidence,
+        "runs": len(runs),
+        "start": min(runs["start"].astype(str)) if len(runs) else "",
+        "end": max(runs["end"].astype(str)) if len(runs) else "",
+    }
+    return pd.DataFrame.from_records([row], columns=SETUP_COLUMNS)

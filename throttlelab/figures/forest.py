@@ -120,10 +120,16 @@ def _on_log(row: ForestRow) -> bool:
     return row.scale in ("log", "mean-ratio")
 
 
-def _axis(row: ForestRow) -> tuple[float, float] | None:
-    """The row's span on its own scale (log10 for ratios): every finite number it draws, padded."""
-    values = [v for v in (row.effect, row.lo, row.hi, row.threshold, row.threshold_hi, row.null) if math.isfinite(v)]
-    if _on_log(row):
+def axis_span(rows: list[ForestRow]) -> tuple[float, float] | None:
+    """The span the rows share on their scale (log10 for ratios, the first row's scale): every finite number
+    they draw, padded. One row alone is the first screen's plot; the same check over several runs shares one."""
+    values = [
+        v
+        for row in rows
+        for v in (row.effect, row.lo, row.hi, row.threshold, row.threshold_hi, row.null)
+        if math.isfinite(v)
+    ]
+    if rows and _on_log(rows[0]):
         values = [math.log10(v) for v in values if v > 0]
     if not values:
         return None
@@ -132,7 +138,7 @@ def _axis(row: ForestRow) -> tuple[float, float] | None:
     return low - pad, high + pad
 
 
-def _x(row: ForestRow, value: float, span: tuple[float, float]) -> float:
+def x_position(row: ForestRow, value: float, span: tuple[float, float]) -> float:
     """The value's position in the plot band, clamped to it (an end outside the band, or infinite, sits on the edge)."""
     if math.isinf(value):
         return PLOT_X + (PLOT_W if value > 0 else 0)
@@ -167,7 +173,7 @@ def zones(row: ForestRow) -> list[tuple[str, float, float]]:
     return []
 
 
-def _text(x: float, y: float, body: str, **attrs: str) -> str:
+def svg_text(x: float, y: float, body: str, **attrs: str) -> str:
     extra = "".join(f' {k.replace("_", "-")}="{v}"' for k, v in attrs.items())
     return f'<text x="{x:.1f}" y="{y:.1f}"{extra}>{html.escape(body, quote=False)}</text>'
 
@@ -176,21 +182,25 @@ def _short(text: str, limit: int = LABEL_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _row(row: ForestRow, y: float, index: int) -> list[str]:
+def draw_row(
+    row: ForestRow, y: float, index: int, span: tuple[float, float] | None = None, label: str | None = None
+) -> list[str]:
+    """One row of the plot: its label, zones, threshold, no effect, interval, point, numbers and verdict. ``span``:
+    an axis shared with other rows (the row's own when None); ``label``: what the row is called (its check)."""
     colour, tag = VERDICT_MARKS.get(row.verdict, ("#5b6470", row.verdict))
     mid = y + ROW_H / 2
-    label = row_label(row)
+    label = row_label(row) if label is None else label
     parts = [
         f'<g class="forest-row" data-finding="{html.escape(row.finding)}">',
         f"<title>{html.escape(label)}: {html.escape(row.verdict)}; {html.escape(row_numbers(row))}</title>",
     ]
     if index % 2:
         parts.append(f'<rect x="0" y="{y:.1f}" width="{WIDTH}" height="{ROW_H}" fill="#f6f7f9"/>')
-    parts.append(_text(0, mid + 3.5, _short(label), font_size="10"))
-    span = _axis(row)
+    parts.append(svg_text(0, mid + 3.5, _short(label), font_size="10"))
+    span = axis_span([row]) if span is None else span
     if span is not None:
         for name, start, end in zones(row):
-            x0, x1 = _x(row, start, span), _x(row, end, span)
+            x0, x1 = x_position(row, start, span), x_position(row, end, span)
             if x1 > x0:
                 parts.append(
                     f'<rect class="zone {name}" x="{x0:.1f}" y="{y + 2:.1f}" width="{x1 - x0:.1f}" '
@@ -198,19 +208,19 @@ def _row(row: ForestRow, y: float, index: int) -> list[str]:
                 )
         for edge in (row.threshold, row.threshold_hi):
             if math.isfinite(edge):
-                xt = _x(row, edge, span)
+                xt = x_position(row, edge, span)
                 parts.append(
                     f'<line class="threshold" x1="{xt:.1f}" x2="{xt:.1f}" y1="{y + 1:.1f}" y2="{y + ROW_H - 1:.1f}" '
                     'stroke="#1b1f24" stroke-width="1.2"/>'
                 )
         if math.isfinite(row.null) and row.null != row.threshold:
-            xn = _x(row, row.null, span)
+            xn = x_position(row, row.null, span)
             parts.append(
                 f'<line class="null" x1="{xn:.1f}" x2="{xn:.1f}" y1="{y + 2:.1f}" y2="{y + ROW_H - 2:.1f}" '
                 'stroke="#8a929c" stroke-width="1" stroke-dasharray="2 2"/>'
             )
         if not math.isnan(row.lo) and not math.isnan(row.hi):
-            x0, x1 = _x(row, row.lo, span), _x(row, row.hi, span)
+            x0, x1 = x_position(row, row.lo, span), x_position(row, row.hi, span)
             dash = ' stroke-dasharray="3 2"' if row.tie else ""
             parts.append(
                 f'<line class="interval" x1="{x0:.1f}" x2="{x1:.1f}" y1="{mid:.1f}" y2="{mid:.1f}" '
@@ -218,38 +228,51 @@ def _row(row: ForestRow, y: float, index: int) -> list[str]:
             )
         if math.isfinite(row.effect):
             parts.append(
-                f'<circle class="point" cx="{_x(row, row.effect, span):.1f}" cy="{mid:.1f}" r="3.2" fill="{colour}"/>'
+                f'<circle class="point" cx="{x_position(row, row.effect, span):.1f}" cy="{mid:.1f}" r="3.2" fill="{colour}"/>'
             )
-    parts.append(_text(NUMBERS_X, mid + 3.8, row_numbers(row), font_size="10.5", font_variant_numeric="tabular-nums"))
-    parts.append(_text(TAG_X, mid + 3.8, tag, font_size="10.5", fill=colour, font_weight="600"))
+    parts.append(
+        svg_text(NUMBERS_X, mid + 3.8, row_numbers(row), font_size="10.5", font_variant_numeric="tabular-nums")
+    )
+    parts.append(svg_text(TAG_X, mid + 3.8, tag, font_size="10.5", fill=colour, font_weight="600"))
     parts.append("</g>")
     return parts
 
 
-def forest_svg(rows: list[ForestRow], title: str = "Every decisive check against its threshold") -> str:
-    """The forest plot as an inline <svg> element (no script, no external resource)."""
-    height = HEAD_H + ROW_H * max(1, len(rows)) + 4
+def svg_head(
+    height: float,
+    title: str,
+    first_heading: str = "finding, check, threshold",
+    scale_heading: str = "each row on its own scale",
+) -> list[str]:
+    """The opening <svg> element, the column headings and the key of the zones and marks."""
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="forest" viewBox="0 0 {WIDTH} {height}" '
         f'width="{WIDTH}" height="{height}" role="img" font-family="system-ui, \'DejaVu Sans\', sans-serif" '
         f'fill="#1b1f24"><title>{html.escape(title)}</title>',
-        _text(0, 12, "finding, check, threshold", font_size="10.5", font_weight="600"),
-        _text(PLOT_X, 12, "each row on its own scale", font_size="10.5", font_weight="600"),
-        _text(NUMBERS_X, 12, "estimate [interval] level, runs", font_size="10.5", font_weight="600"),
-        _text(TAG_X, 12, "verdict", font_size="10.5", font_weight="600"),
+        svg_text(0, 12, first_heading, font_size="10.5", font_weight="600"),
+        svg_text(PLOT_X, 12, scale_heading, font_size="10.5", font_weight="600"),
+        svg_text(NUMBERS_X, 12, "estimate [interval] level, runs", font_size="10.5", font_weight="600"),
+        svg_text(TAG_X, 12, "verdict", font_size="10.5", font_weight="600"),
     ]
     key_x = 0.0
     for name in ("reproduced", "weaker", "contradicted"):
         parts.append(
             f'<rect x="{key_x:.1f}" y="19" width="10" height="9" fill="{ZONE_COLOURS[name]}" stroke="#c9ced6"/>'
         )
-        parts.append(_text(key_x + 13, 27, name, font_size="9.5", fill="#5b6470"))
+        parts.append(svg_text(key_x + 13, 27, name, font_size="9.5", fill="#5b6470"))
         key_x += 22 + 5.4 * len(name)
-    parts.append(_text(PLOT_X, 27, "| threshold  ┆ no effect  - - tie bound", font_size="9.5", fill="#5b6470"))
+    parts.append(svg_text(PLOT_X, 27, "| threshold  ┆ no effect  - - tie bound", font_size="9.5", fill="#5b6470"))
+    return parts
+
+
+def forest_svg(rows: list[ForestRow], title: str = "Every decisive check against its threshold") -> str:
+    """The forest plot as an inline <svg> element (no script, no external resource)."""
+    height = HEAD_H + ROW_H * max(1, len(rows)) + 4
+    parts = svg_head(height, title)
     if not rows:
-        parts.append(_text(0, HEAD_H + 11, "no decisive check in checks.csv", font_size="10.5"))
+        parts.append(svg_text(0, HEAD_H + 11, "no decisive check in checks.csv", font_size="10.5"))
     for i, row in enumerate(rows):
-        parts += _row(row, HEAD_H + i * ROW_H, i)
+        parts += draw_row(row, HEAD_H + i * ROW_H, i)
     parts.append("</svg>")
     return "".join(parts)
 

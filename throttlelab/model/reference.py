@@ -226,6 +226,20 @@ LAB: Mapping[str, LabFigures] = MappingProxyType(
     }
 )
 
+#: Where the lab's own result was measured (docs/LAB.md, "Where the lab's figures were measured"), said the way a
+#: comparison of runs heads each run's column: the keys of setup.csv that it shows.
+LAB_SETUP: Mapping[str, str] = MappingProxyType(
+    {
+        "backend": "kind: a control-plane node and a worker",
+        "runtime": "containerd",
+        "runtime_version": "containerd 2.3.4, runc 1.4.3, kubelet v1.34.11 (E10: containerd 2.1.3, runc 1.3.0, kubelet v1.34.0)",
+        "cgroup_version": "2",
+        "kernel": "7.0 (OrbStack on Apple Silicon)",
+        "cpus": "10 (the book's S1: a 14-CPU docker host; the talk's S2: a 16-CPU node)",
+        "profile": "the lab's own parameters (docs/LAB.md §4)",
+    }
+)
+
 #: The talk's throughput with GOMAXPROCS 1 over GOMAXPROCS 16 (S2), as the talk states it.
 TALK_S2_GAIN = 21.7
 #: The talk's quota drain time: 250m on 16 threads = 25 ms / 16 = 1.56 ms of wall time (docs/LAB.md §2).

@@ -10,7 +10,7 @@ root, the node's image folder) has the names inside it here too. rules/common.sm
 from __future__ import annotations
 
 import re
-from pathlib import PurePath
+from pathlib import Path, PurePath
 
 from throttlelab.model.builds import BUILDS
 
@@ -57,6 +57,8 @@ FIGURES_FOLDER = "figures"
 FIGURES_DIR = f"{REPORT_DIR}/{FIGURES_FOLDER}"
 REPORT_LOGS = f"{BACKEND_LOGS}/report"
 ARCHIVE = f"{RESULTS}/throttlelab-report-{{backend}}-{{profile}}.tar.gz"
+#: The page comparing several runs (rule compare); archives it reads are unpacked beside it
+COMPARE_PAGE = f"{RESULTS}/compare/index.html"
 
 # -- the platform (rules/platform/, rules/clusters.smk)
 KIND_IMAGE_STAMP = f"{RESULTS}/kind/images/{{build}}.json"
@@ -158,6 +160,14 @@ def figures_dir(backend: str, profile: str) -> str:
 
 def archive(backend: str, profile: str) -> str:
     return ARCHIVE.format(backend=backend, profile=profile)
+
+
+def compare_runs(results: Path, backends: list[str] | None = None) -> list[str]:
+    """The run folders the compare page reads: results/<backend> of each backend named, or, when none is named,
+    every results/<backend> that holds tables/findings.csv (sorted by name)."""
+    if backends is not None:
+        return [str(results / backend) for backend in backends]
+    return sorted(str(p.parent.parent) for p in results.glob("*/tables/findings.csv"))
 
 
 def kind_cluster_dir(role: str) -> str:
