@@ -175,9 +175,17 @@ def _plan_after_edit(ci_run, tmp_path, experiment: str, variant: str, key: str, 
     return _planned(proc)
 
 
+def _repeats(experiment: str) -> int:
+    """The ci profile's repeats of one experiment (its own, else the profile's)."""
+    profile = yaml.safe_load((PROJECT / "config/profiles/ci.yaml").read_text())
+    return profile["experiments"][experiment].get("repeats", profile["repeats"])
+
+
 def test_changing_one_variant_reruns_only_it(ci_run, tmp_path):
     plan = _plan_after_edit(ci_run, tmp_path, "E2a", "limit1", "rounds", 7)
-    assert sorted(plan.pop("run_experiment")) == [f"results/local/raw/E2a/limit1/rep{k}.jsonl" for k in range(3)]
+    assert sorted(plan.pop("run_experiment")) == [
+        f"results/local/raw/E2a/limit1/rep{k}.jsonl" for k in range(_repeats("E2a"))
+    ]
     assert "build_workload" not in plan
     # only the aggregation downstream of the raw logs follows
     assert set(plan) - {"draw_figures"} <= ANALYSIS_AND_REPORT
@@ -185,7 +193,9 @@ def test_changing_one_variant_reruns_only_it(ci_run, tmp_path):
 
 def test_editing_one_calibrated_arm_reruns_only_it_not_the_pilots(ci_run, tmp_path):
     plan = _plan_after_edit(ci_run, tmp_path, "X5", "use90", "target_use", 0.85)
-    assert sorted(plan.pop("run_experiment")) == [f"results/local/raw/X5/use90/rep{k}.jsonl" for k in range(3)]
+    assert sorted(plan.pop("run_experiment")) == [
+        f"results/local/raw/X5/use90/rep{k}.jsonl" for k in range(_repeats("X5"))
+    ]
     assert "calibrate_service" not in plan and "calibrate_host" not in plan
 
 
