@@ -7,7 +7,6 @@ kernel, other verdicts, another threshold; setup.csv is written by the analysis'
 
 from __future__ import annotations
 
-import base64
 import gzip
 import io
 import json
@@ -15,9 +14,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import pandas as pd
@@ -32,15 +29,7 @@ from throttlelab.report import page as report
 
 from conftest import PROJECT
 from conftest import snakemake as run_snakemake
-from test_report import (
-    FIXTURES,
-    DevTools,
-    chromium_binary,
-    console_errors,
-    drawn_figures,
-    start_chromium,
-    stop_chromium,
-)
+from test_report import FIXTURES, chromium_or_skip, drawn_figures, open_in_chromium
 
 DOCKER_VERSIONS = {
     "env.versions.Docker engine": "27.3.1",
@@ -463,37 +452,14 @@ PAGE_WIDTH = """
 
 @pytest.mark.parametrize("width", [1400, 900])
 def test_the_compare_page_renders_in_chromium_and_nothing_overflows_its_width(checkout, width, tmp_path, pytestconfig):
-    binary = chromium_binary()
-    if binary is None:
-        reason = "chromium is not installed: the compare page's browser check is skipped (apt-get install chromium)"
-        pytestconfig.pluginmanager.get_plugin("terminalreporter").write_line(f"SKIP: {reason}")
-        pytest.skip(reason)
+    binary = chromium_or_skip(pytestconfig, "the compare page's browser check")
     out = checkout["results"] / "compare" / "index.html"
     compare_page.compare(checkout["runs"], checkout["archives"], out, PROJECT, checkout["results"] / "report")
-    scratch = Path(tempfile.mkdtemp(prefix="tl-chromium-"))
-    proc, port = start_chromium(binary, tmp_path / "chromium-profile", scratch)
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as answer:
-            target = next(t for t in json.load(answer) if t.get("type") == "page")
-        devtools = DevTools(target["webSocketDebuggerUrl"])
-        try:
-            for domain in ("Page", "Runtime", "Log"):
-                devtools.call(f"{domain}.enable")
-            devtools.call(
-                "Emulation.setDeviceMetricsOverride", width=width, height=900, deviceScaleFactor=1, mobile=False
-            )
-            devtools.call("Page.navigate", url=out.resolve().as_uri())
-            devtools.wait_for("Page.loadEventFired")
-            seen = devtools.call("Runtime.evaluate", expression=PAGE_WIDTH, returnByValue=True)["result"]["value"]
-            shot = devtools.call("Page.captureScreenshot", format="png")
-            errors = console_errors(devtools.events)
-        finally:
-            devtools.close()
-    finally:
-        stop_chromium(proc)
-        shutil.rmtree(scratch, ignore_errors=True)
+    seen, errors, png = open_in_chromium(
+        binary, out, tmp_path / "chromium-profile", PAGE_WIDTH, viewport=(width, 900), screenshot=True
+    )
     artifact = tmp_path / f"compare-{width}.png"
-    artifact.write_bytes(base64.b64decode(shot["data"]))
+    artifact.write_bytes(png)
     pytestconfig.pluginmanager.get_plugin("terminalreporter").write_line(f"compare page: {artifact}")
 
     assert errors == []

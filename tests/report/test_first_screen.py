@@ -3,11 +3,8 @@ columns, no unformatted placeholder on any profile's page, and the page at 1400 
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
-import tempfile
-import urllib.request
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -18,16 +15,7 @@ from throttlelab.figures import forest
 from throttlelab.report import page as report
 
 from conftest import PROJECT
-from test_report import (
-    CI_CONFIG,
-    FIXTURES,
-    DevTools,
-    chromium_binary,
-    console_errors,
-    start_chromium,
-    stop_chromium,
-    write_figures,
-)
+from test_report import CI_CONFIG, FIXTURES, chromium_or_skip, open_in_chromium, write_figures
 
 PROFILES = sorted(p.stem for p in (PROJECT / "config" / "profiles").glob("*.yaml"))
 
@@ -208,40 +196,17 @@ FIRST_SCREEN = """
 
 
 def test_the_forest_plot_is_on_the_first_screen_at_1400_px(tmp_path, pytestconfig):
-    binary = chromium_binary()
-    if binary is None:
-        reason = "chromium is not installed: the first screen's browser check is skipped (apt-get install chromium; .ci/run does)"
-        pytestconfig.pluginmanager.get_plugin("terminalreporter").write_line(f"SKIP: {reason}")
-        pytest.skip(reason)
+    binary = chromium_or_skip(pytestconfig, "the first screen's browser check")
     tables = tmp_path / "results" / "local" / "tables"
     shutil.copytree(FIXTURES / "tables", tables)
     write_figures(tables, tmp_path / "results" / "report" / "figures")
     page = tmp_path / "results" / "report" / "index.html"
     report.render_report(tables, FIXTURES / "report_raw", page.parent / "figures", CI_CONFIG, page)
-    scratch = Path(tempfile.mkdtemp(prefix="tl-chromium-"))
-    proc, port = start_chromium(binary, tmp_path / "chromium-profile", scratch)
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as answer:
-            target = next(t for t in json.load(answer) if t.get("type") == "page")
-        devtools = DevTools(target["webSocketDebuggerUrl"])
-        try:
-            for domain in ("Page", "Runtime", "Log"):
-                devtools.call(f"{domain}.enable")
-            devtools.call(
-                "Emulation.setDeviceMetricsOverride", width=1400, height=900, deviceScaleFactor=1, mobile=False
-            )
-            devtools.call("Page.navigate", url=page.resolve().as_uri())
-            devtools.wait_for("Page.loadEventFired")
-            screen = devtools.call("Runtime.evaluate", expression=FIRST_SCREEN, returnByValue=True)["result"]["value"]
-            shot = devtools.call("Page.captureScreenshot", format="png")
-            errors = console_errors(devtools.events)
-        finally:
-            devtools.close()
-    finally:
-        stop_chromium(proc)
-        shutil.rmtree(scratch, ignore_errors=True)
+    screen, errors, png = open_in_chromium(
+        binary, page, tmp_path / "chromium-profile", FIRST_SCREEN, viewport=(1400, 900), screenshot=True
+    )
     artifact = tmp_path / "first-screen-1400.png"
-    artifact.write_bytes(__import__("base64").b64decode(shot["data"]))
+    artifact.write_bytes(png)
     pytestconfig.pluginmanager.get_plugin("terminalreporter").write_line(f"first screen: {artifact}")
 
     assert errors == []

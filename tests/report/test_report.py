@@ -691,33 +691,60 @@ def console_errors(events: list[dict]) -> list[str]:
     return errors
 
 
-def test_report_opens_in_headless_chromium(page, tmp_path, pytestconfig):
+def chromium_or_skip(pytestconfig, what: str) -> str:
+    """Chromium's binary, or a skip whose reason names what is left unchecked and how to install it."""
     binary = chromium_binary()
     if binary is None:
-        reason = "chromium is not installed: the browser check of the report is skipped (apt-get install chromium; .ci/run does)"
+        reason = f"chromium is not installed: {what} is skipped (apt-get install chromium; .ci/run does)"
         pytestconfig.pluginmanager.get_plugin("terminalreporter").write_line(f"SKIP: {reason}")
         pytest.skip(reason)
-    before = set(Path(tempfile.gettempdir()).glob("org.chromium.*"))
+    return binary
+
+
+def open_in_chromium(
+    binary: str,
+    page: Path,
+    profile_dir: Path,
+    expression: str,
+    *,
+    viewport: tuple[int, int] | None = None,
+    screenshot: bool = False,
+) -> tuple[object, list[str], bytes | None]:
+    """Load ``page`` in headless Chromium (at ``viewport``, width x height, when given), evaluate ``expression``
+    once it has loaded; returns its value, the console's errors and, with ``screenshot``, a PNG of the view."""
     scratch = Path(tempfile.mkdtemp(prefix="tl-chromium-"))
-    proc, port = start_chromium(binary, tmp_path / "chromium-profile", scratch)
+    proc, port = start_chromium(binary, profile_dir, scratch)
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as answer:
-            targets = json.load(answer)
-        target = next(t for t in targets if t.get("type") == "page")
+            target = next(t for t in json.load(answer) if t.get("type") == "page")
         devtools = DevTools(target["webSocketDebuggerUrl"])
         try:
             for domain in ("Page", "Runtime", "Log"):
                 devtools.call(f"{domain}.enable")
+            if viewport is not None:
+                width, height = viewport
+                devtools.call(
+                    "Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False
+                )
             devtools.call("Page.navigate", url=page.resolve().as_uri())
             devtools.wait_for("Page.loadEventFired")
-            result = devtools.call("Runtime.evaluate", expression=PAGE_CHECKS, returnByValue=True)
-            checks = result["result"]["value"]
+            value = devtools.call("Runtime.evaluate", expression=expression, returnByValue=True)["result"]["value"]
+            png = (
+                base64.b64decode(devtools.call("Page.captureScreenshot", format="png")["data"]) if screenshot else None
+            )
             errors = console_errors(devtools.events)
         finally:
             devtools.close()
     finally:
         stop_chromium(proc)
         shutil.rmtree(scratch, ignore_errors=True)
+    return value, errors, png
+
+
+def test_report_opens_in_headless_chromium(page, tmp_path, pytestconfig):
+    binary = chromium_or_skip(pytestconfig, "the browser check of the report")
+    before = set(Path(tempfile.gettempdir()).glob("org.chromium.*"))
+    checks, errors, _ = open_in_chromium(binary, page, tmp_path / "chromium-profile", PAGE_CHECKS)
 
     assert errors == []
     assert checks["firstTable"] == "verdict-summary"
