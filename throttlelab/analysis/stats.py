@@ -574,6 +574,14 @@ def _expit(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
 
 
+def mean_logit_share(k, n) -> float:
+    """The share at the runs' mean empirical logit (:func:`empirical_logit`), back-transformed: the point of the
+    per-run logit's interval in :func:`estimate_proportion` (runs that counted no trial left out)."""
+    ks, ns = _counts(k, n)
+    counted = ns > 0
+    return _expit(float(np.mean(empirical_logit(ks[counted], ns[counted]))))
+
+
 def estimate_proportion(k, n, *, level: float = 0.95, label: str = "per-run throttled ratio") -> Estimate:
     """A proportion (throttled periods / counted periods) across runs, its interval inside [0, 1].
 

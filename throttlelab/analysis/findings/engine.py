@@ -888,8 +888,7 @@ def evaluate_level(base: CheckResult, evidence: Evidence, level: float | None = 
             return _zero_count_result(base, n, level, "periods" if counts[1] == "nr_periods" else "trials")
         base = replace(base, runs=k.size)
         values = np.empty(0)
-        counted = n > 0
-        centre = 1.0 / (1.0 + math.exp(-float(np.mean(stats.empirical_logit(k[counted], n[counted])))))
+        centre = stats.mean_logit_share(k, n)
         if est.has_interval and est.lo <= centre <= est.hi:
             # the interval is the per-run logit's (or holds it): the point of that estimand is the back-transformed
             # mean logit; the pooled count (est.point) estimates another quantity, may fall outside, and is kept
