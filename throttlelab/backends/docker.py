@@ -354,23 +354,24 @@ class DockerDeployment(Deployment):
 
     def __exit__(self, *exc: object) -> None:
         held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)  # a second Ctrl-C waits for cleanup
-        cleaned = False
+        cleaned = False  # told to the guardian, which then never connects to the engine
         try:
+            containers_removed = False
             try:
                 client = self.backend.fresh_client()
                 remove_containers(client, self.root)
                 client.close()
-                cleaned = True
+                containers_removed = True
             except docker_errors() as err:
                 print(
                     f"docker backend: could not remove the run's containers ({err}); the guardian retries",
                     file=sys.stderr,
                 )
-            kill_and_remove(self.full, self.root)
+            kill_and_remove(self.full, self.root)  # raises when the tree stays
+            cleaned = containers_removed
         finally:
             if self.guardian is not None:
-                # told only when both steps above succeeded: the guardian then never connects to the engine
-                self.guardian.close(cleaned=cleaned and not any(d.exists() for d in self.full.dirs(self.root)))
+                self.guardian.close(cleaned=cleaned)
                 self.guardian = None
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
