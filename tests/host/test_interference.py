@@ -426,6 +426,7 @@ def test_a_running_guardian_is_the_labs_from_its_start():
         "end = time.process_time() + 0.6",
         "while time.process_time() < end: pass",
         "sys.stdin.read()",
+        reaped_here=True,
     )
     try:
         deadline = time.monotonic() + 30

@@ -136,7 +136,9 @@ class DockerGuardian(Guardian):
     """The reaper's guardian for a docker run: removes the run's containers, then its cgroups."""
 
     def __init__(self, full: cgroupfs.CgroupFS, rel: str):
-        self.proc = spawn_guardian("throttlelab.backends.docker_guardian", json.dumps(full.describe()), rel)
+        self.proc = spawn_guardian(
+            "throttlelab.backends.docker_guardian", json.dumps(full.describe()), rel, reaped_here=True
+        )
 
 
 # -- the backend ------------------------------------------------------------------

@@ -96,7 +96,7 @@ def package_parent() -> str:
 
 
 def spawn_guardian(
-    module: str, *args: str, pass_fds: tuple[int, ...] = (), stdout: int | None = None
+    module: str, *args: str, pass_fds: tuple[int, ...] = (), stdout: int | None = None, reaped_here: bool = False
 ) -> subprocess.Popen:
     """Start `python -m module args...` as a guardian holding a pipe from this process.
 
@@ -104,6 +104,9 @@ def spawn_guardian(
     PYTHONPATH finds this package however the runner did (installed or a checkout).
     `pass_fds`: open files the guardian keeps (a lock it must hold until it has undone its part);
     `stdout`: subprocess.PIPE where the guardian answers (the real node says when it is ready).
+    `reaped_here`: the caller reaps it with :func:`wait_guardian`, so its CPU counts as the lab's from its
+    start (:func:`guardians_cpu_s`); a guardian reaped any other way is never counted, lest its clock
+    vanish (or a later process's take its pid) once it is gone.
     """
     package_root = package_parent()
     path = os.environ.get("PYTHONPATH")
@@ -116,7 +119,8 @@ def spawn_guardian(
         pass_fds=pass_fds,
         stdout=stdout,
     )
-    _live_guardians.add(proc.pid)
+    if reaped_here:
+        _live_guardians.add(proc.pid)
     return proc
 
 

@@ -79,7 +79,7 @@ class Guardian:
     """Handle on the guardian process; `close()` on a clean exit."""
 
     def __init__(self, fs: CgroupFS, rel: str):
-        self.proc = spawn_guardian("throttlelab.host.reaper", json.dumps(fs.describe()), rel)
+        self.proc = spawn_guardian("throttlelab.host.reaper", json.dumps(fs.describe()), rel, reaped_here=True)
 
     def close(self, timeout_s: float = 15.0, cleaned: bool = False) -> None:
         """Close the pipe and wait for the guardian; ``cleaned``: tell it first that the runner has undone

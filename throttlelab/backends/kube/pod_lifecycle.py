@@ -35,7 +35,7 @@ class KubeGuardian:
     deletes the run's pods (kube.kube_guardian); kind's guardian also restores the node cpusets."""
 
     def __init__(self, description: dict[str, Any], module: str = GUARDIAN_MODULE, pass_fds: tuple[int, ...] = ()):
-        self.proc = spawn_guardian(module, json.dumps(description), pass_fds=pass_fds)
+        self.proc = spawn_guardian(module, json.dumps(description), pass_fds=pass_fds, reaped_here=True)
 
     def close(self, cleaned: bool = False, timeout_s: float = 120.0) -> None:
         """`cleaned`: the deployment removed everything itself, so the guardian has nothing to check."""
