@@ -188,6 +188,15 @@ FIRST_SCREEN = """
     forest: box(document.querySelector('#fig-forest svg')),
     figure: box(document.querySelector('#fig-forest')),
     summary: box(document.querySelector('#verdict-summary')),
+    summaryBox: box(document.querySelector('#verdict-summary').closest('.scroll')),
+    findings: [...document.querySelectorAll('#verdict-summary tr.summary-row')].map(r => ({
+      id: r.dataset.finding || r.querySelector('td').textContent.trim().split(/\\s+/)[0],
+      row: box(r),
+      estimate: box(r.querySelector('td.estimate .figure') || r.querySelector('td.estimate')),
+      cut: [...r.querySelectorAll('.verdict, td.estimate .figure')].some(e => e.scrollWidth > e.clientWidth + 0.5),
+      lines: Math.round(r.getBoundingClientRect().height / parseFloat(getComputedStyle(r).lineHeight)),
+    })),
+    notHeld: [...document.querySelectorAll('#not-held li')].map(li => li.textContent.trim()),
     rows: document.querySelectorAll('#fig-forest .forest-row').length,
     wide: wide.slice(0, 10),
   };
@@ -195,10 +204,30 @@ FIRST_SCREEN = """
 """
 
 
-def test_the_forest_plot_is_on_the_first_screen_at_1400_px(tmp_path, pytestconfig):
+def widest_verdicts(findings_csv: Path) -> None:
+    """The fixture's findings with the longest verdict and a Bonferroni level among them, so the summary's
+    widest row is on the screen: F2 contradicted at 98.3%, F3 weaker than modelled."""
+    findings = pd.read_csv(findings_csv)
+    findings.loc[findings["id"] == "F2", ["verdict", "level", "effect", "lo", "hi"]] = [
+        "contradicted",
+        1 - 0.05 / 3,
+        0.804,
+        0.6512,
+        0.9688,
+    ]
+    findings.loc[findings["id"] == "F3", ["verdict", "lo", "hi"]] = [
+        "direction reproduced, weaker than modelled",
+        1.0213,
+        1.3307,
+    ]
+    findings.to_csv(findings_csv, index=False)
+
+
+def test_every_findings_verdict_and_the_forest_plot_are_on_the_first_screen_at_1400_px(tmp_path, pytestconfig):
     binary = chromium_or_skip(pytestconfig, "the first screen's browser check")
     tables = tmp_path / "results" / "local" / "tables"
     shutil.copytree(FIXTURES / "tables", tables)
+    widest_verdicts(tables / "findings.csv")
     write_figures(tables, tmp_path / "results" / "report" / "figures")
     page = tmp_path / "results" / "report" / "index.html"
     report.render_report(tables, FIXTURES / "report_raw", page.parent / "figures", CI_CONFIG, page)
@@ -217,6 +246,21 @@ def test_the_forest_plot_is_on_the_first_screen_at_1400_px(tmp_path, pytestconfi
     assert 0 <= plot["left"] and plot["right"] <= screen["width"], plot
     assert screen["figure"]["bottom"] <= screen["height"], screen["figure"]  # its caption too
     assert screen["summary"]["top"] < screen["height"] / 3  # the summary starts near the top, beside it
+    # every finding's row, its verdict and its estimate with the interval, inside the first viewport and not cut
+    findings = pd.read_csv(tables / "findings.csv")["id"].tolist()
+    assert len(findings) == 17 and [f["id"] for f in screen["findings"]] == findings
+    shown = screen["summaryBox"]
+    for f in screen["findings"]:
+        for part in (f["row"], f["estimate"]):
+            assert 0 <= part["top"] and part["bottom"] <= screen["height"], f  # above the fold
+            assert shown["left"] <= part["left"] and part["right"] <= min(shown["right"], screen["width"]), f
+        assert not f["cut"], f
+        assert f["lines"] <= 1, f  # one short line per finding
+    # the headline of each finding that did not hold, in full under the table (its tooltip, and the findings
+    # table, hold every finding's)
+    table = pd.read_csv(tables / "findings.csv")
+    not_held = table[table["verdict"] != "reproduced"]
+    assert screen["notHeld"] == [f"{r.id} ({r.verdict}): {r.headline}" for r in not_held.itertuples()]
     assert screen["scrollWidth"] <= screen["width"], screen["wide"]  # nothing overflows the page's width
     assert screen["wide"] == []
     assert artifact.stat().st_size > 10_000

@@ -62,6 +62,9 @@ VERDICT_CLASSES = {
     "not testable here": "untestable",
     "direction reproduced, weaker than modelled": "weaker",
 }
+#: The first screen's word for a verdict too long for its one line (the full verdict is its tooltip and stands in
+#: the findings table below).
+SHORT_VERDICTS = {"direction reproduced, weaker than modelled": "weaker than modelled"}
 
 
 # --------------------------------------------------------------------------
@@ -93,6 +96,8 @@ class Finding:
     #: its verdict on every run where a check revised after data was judged on the later runs only and that
     #: changed the verdict ("" otherwise: findings.csv verdict_all_runs, docs/STATISTICS.md §5)
     all_runs: str = ""
+    #: how many of its decisive checks hold and the one that decided otherwise (findings.csv headline)
+    headline: str = ""
 
 
 def findings_rows(findings: pd.DataFrame) -> list[Finding]:
@@ -114,6 +119,7 @@ def findings_rows(findings: pd.DataFrame) -> list[Finding]:
                 method=text(r.method),
                 ours=bool(experiments) and all(is_ours(e) for e in experiments),
                 all_runs=_all_runs(r),
+                headline=text(getattr(r, "headline", "")),
             )
         )
     return rows
@@ -131,6 +137,17 @@ class SummaryRow:
     headline: str
     ours: bool
 
+    @property
+    def verdict_short(self) -> str:
+        """The verdict in the few words its one line has room for."""
+        return SHORT_VERDICTS.get(self.verdict, self.verdict)
+
+    @property
+    def held(self) -> bool:
+        """Reproduced: every decisive check holds, which is all its headline would add; the first screen spells
+        out the headline of the others, the check that decided otherwise."""
+        return self.verdict == "reproduced"
+
 
 def summary_rows(findings: pd.DataFrame, rows: list[Finding]) -> list[SummaryRow]:
     """The verdict summary (findings.csv's deciding estimate, its level and headline), one row per finding."""
@@ -145,7 +162,7 @@ def summary_rows(findings: pd.DataFrame, rows: list[Finding]) -> list[SummaryRow
                 verdict_class=f.verdict_class,
                 estimate=f.effect if not is_missing(r.effect) else "—",
                 level=fmt_level(level) if has_interval else "",
-                headline=text(getattr(r, "headline", "")) or f.reason,
+                headline=f.headline or f.reason,
                 ours=f.ours,
             )
         )
