@@ -120,6 +120,45 @@ def test_a_rows_zones_follow_its_relation_and_its_no_effect():
     assert [z[0] for z in forest.zones(below)] == ["reproduced", "contradicted"]
 
 
+def test_a_finding_decided_by_runs_that_all_gave_one_value_says_so_on_its_line():
+    checks = pd.DataFrame(
+        [
+            check_row(check="throttled_ratio busy-lim2x", effect=0.0, lo=0.0, hi=0.04399, tie=True, runs=6),
+            check_row(check="work p90 busy-lim2x / idle-lim2x"),
+            check_row(id="F2", check="throttled_ms_per_round / mean_wall_ms limit500m"),
+        ]
+    )
+    findings = pd.DataFrame(
+        [
+            {"id": "F1", "claim": "c", "effect": 0.0, "lo": 0.0, "hi": 0.04399, "reference": "", "verdict": "reproduced",
+             "reason": "", "method": "[throttled_ratio busy-lim2x] exact bound", "level": 0.95, "headline": "h"},
+            {"id": "F2", "claim": "c", "effect": 2.1775, "lo": 1.97461, "hi": 2.40127, "reference": "",
+             "verdict": "reproduced", "reason": "", "method": "Student t", "level": 0.95, "headline": "h"},
+        ]
+    )  # fmt: skip
+    tied, single = report.summary_rows(findings, report.findings_rows(findings), checks)
+    assert (tied.estimate, tied.level) == ("all 6: 0 [0, 0.0440]", "one-sided 97.5%")  # as the forest plot writes it
+    assert (single.estimate, single.level) == ("2.18 [1.97, 2.41]", "95%")  # F2's only check, not a tie
+    assert report.deciding_check(next(findings.itertuples()), checks).check == "throttled_ratio busy-lim2x"
+    assert report.summary_rows(findings, report.findings_rows(findings))[0].estimate == "0 [0, 0.0440]"  # no checks
+
+
+def test_a_long_checks_label_is_cut_in_its_name_never_in_its_threshold():
+    long = check_row(
+        check="share_pod-p100m / share_pod-two E5 pods", relation="within", threshold=0.8, threshold_hi=1.25
+    )
+    (row,) = forest.forest_rows(pd.DataFrame([long]))
+    whole = "F1 share_pod-p100m / share_pod-two E5 pods within [0.800, 1.25]"
+    assert forest.row_label(row) == whole and len(whole) > forest.LABEL_CHARS
+    shown = forest.fitted_label(row)
+    assert len(shown) == forest.LABEL_CHARS and shown.startswith("F1 share_pod-p100m /")
+    assert shown.endswith("… within [0.800, 1.25]")
+    svg = forest.forest_svg([row])
+    assert f">{shown}</text>" in svg and f"<title>{whole}: reproduced" in svg  # whole in the tooltip
+    (short,) = forest.forest_rows(pd.DataFrame([check_row()]))
+    assert forest.fitted_label(short) == forest.row_label(short) == "F1 p50_wall_ms limit1 / nolimit > 1.12"
+
+
 def test_the_point_and_the_interval_lie_where_their_values_are():
     (row,) = forest.forest_rows(pd.DataFrame([check_row()]))
     svg = forest.forest_svg([row])
@@ -206,8 +245,21 @@ FIRST_SCREEN = """
 
 def widest_verdicts(findings_csv: Path) -> None:
     """The fixture's findings with the longest verdict and a Bonferroni level among them, so the summary's
-    widest row is on the screen: F2 contradicted at 98.3%, F3 weaker than modelled."""
+    widest rows are on the screen: F2 contradicted at 98.3%, F3 weaker than modelled, and F12 (ours) decided
+    by a check whose 6 runs all gave 0."""
+    checks = pd.read_csv(findings_csv.parent / "checks.csv")
+    tie = (checks["id"] == "F12") & (checks["check"] == "throttled_per_round budget-full")
+    checks.loc[tie, ["effect", "lo", "hi", "tie", "runs", "level"]] = [0.0, 0.0, 0.043989, True, 6, 0.95]
+    checks.to_csv(findings_csv.parent / "checks.csv", index=False)
     findings = pd.read_csv(findings_csv)
+    findings.loc[findings["id"] == "F12", ["verdict", "method", "effect", "lo", "hi", "level"]] = [
+        "inconclusive",
+        "[throttled_per_round budget-full] tie rule for the mean: 0 in all 6 runs",
+        0.0,
+        0.0,
+        0.043989,
+        0.95,
+    ]
     findings.loc[findings["id"] == "F2", ["verdict", "level", "effect", "lo", "hi"]] = [
         "contradicted",
         1 - 0.05 / 3,

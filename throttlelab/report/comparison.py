@@ -128,7 +128,7 @@ def finding_order(runs: Sequence[RunTables]) -> list[str]:
 
 def _cells(run: RunTables) -> dict[str, Cell]:
     rows = findings_rows(run.findings)
-    summary = summary_rows(run.findings, rows)
+    summary = summary_rows(run.findings, rows, run.checks)
     return {s.id: Cell(s.verdict, s.verdict_class, s.estimate, s.level, s.headline, run.report_href) for s in summary}
 
 
