@@ -172,6 +172,11 @@ def test_the_matrix_has_a_row_per_finding_a_cell_per_run_and_the_labs_own_result
     assert f12.ours and f12.lab.startswith("not a claim of the lab")
 
 
+def test_one_run_is_called_one_run_in_the_title(three):
+    assert compare_page.build_context(three[:1])["title"] == "throttlelab: 1 run compared"
+    assert compare_page.build_context(three)["title"] == "throttlelab: 3 runs compared"
+
+
 def test_a_finding_one_run_lacks_is_not_evaluated_there(three):
     three[1] = comparison.RunTables(
         three[1].label, three[1].source, three[1].setup, three[1].findings[three[1].findings["id"] != "F3"]
@@ -421,6 +426,7 @@ def test_one_page_shows_every_run_and_archive_with_links_that_resolve(checkout):
     ):
         assert label in html, label
     assert "local · quick" in html  # the archive from the other clone
+    assert "<title>throttlelab: 6 runs compared</title>" in html
     assert html.count('class="finding-row"') == 17 and html.count('class="plot compare-forest"') >= 1
     assert 'id="disagreement-F1"' in html and 'id="disagreement-F3"' in html
     for href in ("archives/throttlelab-report-local-ci/report/local-ci/index.html",
