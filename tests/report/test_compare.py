@@ -118,6 +118,20 @@ def kind_run(results: Path) -> Path:
     )
 
 
+def vm_run(results: Path) -> Path:
+    """The lab-node profile in a 10-vCPU guest with a cgroup v2 kernel of its own (the real comparison's sixth
+    kind of run, with the longest kernel name)."""
+    return make_run(
+        results,
+        "vm",
+        "lab-node",
+        kernel="6.12.48+deb13-cloud-amd64",
+        cpus=10,
+        facts={"cgroup_version": "2"},
+        verdicts={"F5": ("reproduced", "every decisive check holds")},
+    )
+
+
 def run_tables(folder: Path, label: str) -> comparison.RunTables:
     tables = folder / "tables"
     return comparison.RunTables(
@@ -151,9 +165,16 @@ def test_the_matrix_has_a_row_per_finding_a_cell_per_run_and_the_labs_own_result
     assert f1.cells[0].estimate == "2.18 [1.97, 2.41]" and f1.cells[0].level == "95%"
     assert f1.lab.startswith("claimed; the lab measured p50 limit 1 / none = 84.4 / 34.3")
     assert f1.held == "held on docker · ci; not on local · ci (inconclusive), kind · quick (contradicted)"
+    assert f1.held_count == "held on 1 of 3 runs"
+    assert [c.held for c in f1.cells] == [False, True, False]
     assert f1.cells[2].estimate == "0.900 [0.800, 0.990]"  # the check that decides it there
     f12 = next(r for r in rows if r.finding == "F12")
     assert f12.ours and f12.lab.startswith("not a claim of the lab")
+
+
+def test_one_run_is_called_one_run_in_the_title(three):
+    assert compare_page.build_context(three[:1])["title"] == "throttlelab: 1 run compared"
+    assert compare_page.build_context(three)["title"] == "throttlelab: 3 runs compared"
 
 
 def test_a_finding_one_run_lacks_is_not_evaluated_there(three):
@@ -162,6 +183,7 @@ def test_a_finding_one_run_lacks_is_not_evaluated_there(three):
     )
     f3 = next(r for r in comparison.matrix(three) if r.finding == "F3")
     assert f3.cells[1] is None and "docker · ci (not evaluated)" in f3.held
+    assert f3.held_count == "held on 0 of 3 runs"  # a run without the finding counts, as not held
 
 
 def test_runs_that_agree_are_no_disagreement_and_each_reason_names_both_runs(three):
@@ -376,9 +398,10 @@ def test_an_archive_with_a_path_outside_its_folder_is_refused(tmp_path):
 
 @pytest.fixture
 def checkout(tmp_path, archive) -> dict:
-    """A results folder with three runs, one archive published here and one copied from another clone."""
+    """A results folder with four runs, one archive published here and one copied from another clone: six
+    columns, as many as the real comparison has."""
     results = tmp_path / "results"
-    runs = [make_run(results, "local", "ci"), docker_run(results), kind_run(results)]
+    runs = [make_run(results, "local", "ci"), docker_run(results), kind_run(results), vm_run(results)]
     clone = tmp_path / "other-clone"
     other = make_run(clone / "results", "local", "quick", verdicts={"F3": ("reproduced", "every decisive check holds")})
     assert other.is_dir()
@@ -403,6 +426,7 @@ def test_one_page_shows_every_run_and_archive_with_links_that_resolve(checkout):
     ):
         assert label in html, label
     assert "local · quick" in html  # the archive from the other clone
+    assert "<title>throttlelab: 6 runs compared</title>" in html
     assert html.count('class="finding-row"') == 17 and html.count('class="plot compare-forest"') >= 1
     assert 'id="disagreement-F1"' in html and 'id="disagreement-F3"' in html
     for href in ("archives/throttlelab-report-local-ci/report/local-ci/index.html",
@@ -444,8 +468,15 @@ PAGE_WIDTH = """
   const wide = [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > innerWidth + 0.5)
     .map(e => e.tagName + (e.id ? '#' + e.id : ''));
   const svg = [...document.querySelectorAll('figure.compare-forest svg')].map(e => e.getBoundingClientRect().width);
-  return {width: innerWidth, scrollWidth: document.documentElement.scrollWidth, wide: wide.slice(0, 10),
-          rows: document.querySelectorAll('#matrix-table tr.finding-row').length, svg: svg};
+  const lines = e => { const s = getComputedStyle(e);
+    return (e.clientHeight - parseFloat(s.paddingTop) - parseFloat(s.paddingBottom)) / parseFloat(s.lineHeight); };
+  const headings = [...document.querySelectorAll('#matrix-table thead th.run')].map(e => ({
+    text: e.textContent.trim(), width: e.getBoundingClientRect().width, lines: lines(e)}));
+  const first = document.querySelector('#matrix-table tr.finding-row').getBoundingClientRect();
+  return {width: innerWidth, height: innerHeight, scrollWidth: document.documentElement.scrollWidth,
+          wide: wide.slice(0, 10), rows: document.querySelectorAll('#matrix-table tr.finding-row').length, svg: svg,
+          headings: headings, firstRow: {top: first.top, bottom: first.bottom},
+          setup: [...document.querySelectorAll('#matrix-table tr.setup th')].map(e => e.textContent.trim())};
 })()
 """
 
@@ -468,6 +499,13 @@ def test_the_compare_page_renders_in_chromium_and_nothing_overflows_its_width(ch
     assert seen["wide"] == []
     assert seen["svg"] and all(0 < w <= 770 for w in seen["svg"])
     assert artifact.stat().st_size > 10_000
+    if width == 1400:  # the six runs and the lab readable at the width the real comparison is read at
+        runs = [h for h in seen["headings"] if h["text"] != "finding"]
+        assert len(runs) == 7, runs
+        assert all(h["width"] >= 140 for h in runs), runs  # no column squeezed to a few characters
+        assert all(h["lines"] <= 4.01 for h in seen["headings"]), seen["headings"]  # short headings
+        assert seen["setup"] == [words for _, words in comparison.SETUP_FIELDS] + ["from"]  # the setup below them
+        assert seen["firstRow"]["bottom"] <= seen["height"], seen["firstRow"]  # headings, setup and a row at once
 
 
 # --------------------------------------------------------------------------

@@ -120,6 +120,45 @@ def test_a_rows_zones_follow_its_relation_and_its_no_effect():
     assert [z[0] for z in forest.zones(below)] == ["reproduced", "contradicted"]
 
 
+def test_a_finding_decided_by_runs_that_all_gave_one_value_says_so_on_its_line():
+    checks = pd.DataFrame(
+        [
+            check_row(check="throttled_ratio busy-lim2x", effect=0.0, lo=0.0, hi=0.04399, tie=True, runs=6),
+            check_row(check="work p90 busy-lim2x / idle-lim2x"),
+            check_row(id="F2", check="throttled_ms_per_round / mean_wall_ms limit500m"),
+        ]
+    )
+    findings = pd.DataFrame(
+        [
+            {"id": "F1", "claim": "c", "effect": 0.0, "lo": 0.0, "hi": 0.04399, "reference": "", "verdict": "reproduced",
+             "reason": "", "method": "[throttled_ratio busy-lim2x] exact bound", "level": 0.95, "headline": "h"},
+            {"id": "F2", "claim": "c", "effect": 2.1775, "lo": 1.97461, "hi": 2.40127, "reference": "",
+             "verdict": "reproduced", "reason": "", "method": "Student t", "level": 0.95, "headline": "h"},
+        ]
+    )  # fmt: skip
+    tied, single = report.summary_rows(findings, report.findings_rows(findings), checks)
+    assert (tied.estimate, tied.level) == ("all 6: 0 [0, 0.0440]", "one-sided 97.5%")  # as the forest plot writes it
+    assert (single.estimate, single.level) == ("2.18 [1.97, 2.41]", "95%")  # F2's only check, not a tie
+    assert report.deciding_check(next(findings.itertuples()), checks).check == "throttled_ratio busy-lim2x"
+    assert report.summary_rows(findings, report.findings_rows(findings))[0].estimate == "0 [0, 0.0440]"  # no checks
+
+
+def test_a_long_checks_label_is_cut_in_its_name_never_in_its_threshold():
+    long = check_row(
+        check="share_pod-p100m / share_pod-two E5 pods", relation="within", threshold=0.8, threshold_hi=1.25
+    )
+    (row,) = forest.forest_rows(pd.DataFrame([long]))
+    whole = "F1 share_pod-p100m / share_pod-two E5 pods within [0.800, 1.25]"
+    assert forest.row_label(row) == whole and len(whole) > forest.LABEL_CHARS
+    shown = forest.fitted_label(row)
+    assert len(shown) == forest.LABEL_CHARS and shown.startswith("F1 share_pod-p100m /")
+    assert shown.endswith("… within [0.800, 1.25]")
+    svg = forest.forest_svg([row])
+    assert f">{shown}</text>" in svg and f"<title>{whole}: reproduced" in svg  # whole in the tooltip
+    (short,) = forest.forest_rows(pd.DataFrame([check_row()]))
+    assert forest.fitted_label(short) == forest.row_label(short) == "F1 p50_wall_ms limit1 / nolimit > 1.12"
+
+
 def test_the_point_and_the_interval_lie_where_their_values_are():
     (row,) = forest.forest_rows(pd.DataFrame([check_row()]))
     svg = forest.forest_svg([row])
@@ -188,6 +227,15 @@ FIRST_SCREEN = """
     forest: box(document.querySelector('#fig-forest svg')),
     figure: box(document.querySelector('#fig-forest')),
     summary: box(document.querySelector('#verdict-summary')),
+    summaryBox: box(document.querySelector('#verdict-summary').closest('.scroll')),
+    findings: [...document.querySelectorAll('#verdict-summary tr.summary-row')].map(r => ({
+      id: r.dataset.finding || r.querySelector('td').textContent.trim().split(/\\s+/)[0],
+      row: box(r),
+      estimate: box(r.querySelector('td.estimate .figure') || r.querySelector('td.estimate')),
+      cut: [...r.querySelectorAll('.verdict, td.estimate .figure')].some(e => e.scrollWidth > e.clientWidth + 0.5),
+      lines: Math.round(r.getBoundingClientRect().height / parseFloat(getComputedStyle(r).lineHeight)),
+    })),
+    notHeld: [...document.querySelectorAll('#not-held li')].map(li => li.textContent.trim()),
     rows: document.querySelectorAll('#fig-forest .forest-row').length,
     wide: wide.slice(0, 10),
   };
@@ -195,10 +243,43 @@ FIRST_SCREEN = """
 """
 
 
-def test_the_forest_plot_is_on_the_first_screen_at_1400_px(tmp_path, pytestconfig):
+def widest_verdicts(findings_csv: Path) -> None:
+    """The fixture's findings with the longest verdict and a Bonferroni level among them, so the summary's
+    widest rows are on the screen: F2 contradicted at 98.3%, F3 weaker than modelled, and F12 (ours) decided
+    by a check whose 6 runs all gave 0."""
+    checks = pd.read_csv(findings_csv.parent / "checks.csv")
+    tie = (checks["id"] == "F12") & (checks["check"] == "throttled_per_round budget-full")
+    checks.loc[tie, ["effect", "lo", "hi", "tie", "runs", "level"]] = [0.0, 0.0, 0.043989, True, 6, 0.95]
+    checks.to_csv(findings_csv.parent / "checks.csv", index=False)
+    findings = pd.read_csv(findings_csv)
+    findings.loc[findings["id"] == "F12", ["verdict", "method", "effect", "lo", "hi", "level"]] = [
+        "inconclusive",
+        "[throttled_per_round budget-full] tie rule for the mean: 0 in all 6 runs",
+        0.0,
+        0.0,
+        0.043989,
+        0.95,
+    ]
+    findings.loc[findings["id"] == "F2", ["verdict", "level", "effect", "lo", "hi"]] = [
+        "contradicted",
+        1 - 0.05 / 3,
+        0.804,
+        0.6512,
+        0.9688,
+    ]
+    findings.loc[findings["id"] == "F3", ["verdict", "lo", "hi"]] = [
+        "direction reproduced, weaker than modelled",
+        1.0213,
+        1.3307,
+    ]
+    findings.to_csv(findings_csv, index=False)
+
+
+def test_every_findings_verdict_and_the_forest_plot_are_on_the_first_screen_at_1400_px(tmp_path, pytestconfig):
     binary = chromium_or_skip(pytestconfig, "the first screen's browser check")
     tables = tmp_path / "results" / "local" / "tables"
     shutil.copytree(FIXTURES / "tables", tables)
+    widest_verdicts(tables / "findings.csv")
     write_figures(tables, tmp_path / "results" / "report" / "figures")
     page = tmp_path / "results" / "report" / "index.html"
     report.render_report(tables, FIXTURES / "report_raw", page.parent / "figures", CI_CONFIG, page)
@@ -217,6 +298,21 @@ def test_the_forest_plot_is_on_the_first_screen_at_1400_px(tmp_path, pytestconfi
     assert 0 <= plot["left"] and plot["right"] <= screen["width"], plot
     assert screen["figure"]["bottom"] <= screen["height"], screen["figure"]  # its caption too
     assert screen["summary"]["top"] < screen["height"] / 3  # the summary starts near the top, beside it
+    # every finding's row, its verdict and its estimate with the interval, inside the first viewport and not cut
+    findings = pd.read_csv(tables / "findings.csv")["id"].tolist()
+    assert len(findings) == 17 and [f["id"] for f in screen["findings"]] == findings
+    shown = screen["summaryBox"]
+    for f in screen["findings"]:
+        for part in (f["row"], f["estimate"]):
+            assert 0 <= part["top"] and part["bottom"] <= screen["height"], f  # above the fold
+            assert shown["left"] <= part["left"] and part["right"] <= min(shown["right"], screen["width"]), f
+        assert not f["cut"], f
+        assert f["lines"] <= 1, f  # one short line per finding
+    # the headline of each finding that did not hold, in full under the table (its tooltip, and the findings
+    # table, hold every finding's)
+    table = pd.read_csv(tables / "findings.csv")
+    not_held = table[table["verdict"] != "reproduced"]
+    assert screen["notHeld"] == [f"{r.id} ({r.verdict}): {r.headline}" for r in not_held.itertuples()]
     assert screen["scrollWidth"] <= screen["width"], screen["wide"]  # nothing overflows the page's width
     assert screen["wide"] == []
     assert artifact.stat().st_size > 10_000

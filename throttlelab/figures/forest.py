@@ -36,7 +36,7 @@ NUMBERS_X = PLOT_X + PLOT_W + 10
 TAG_X = NUMBERS_X + NUMBERS_W
 ROW_H = 14
 HEAD_H = 34
-LABEL_CHARS = 49
+LABEL_CHARS = 46
 
 
 @dataclass(frozen=True)
@@ -90,15 +90,29 @@ def forest_rows(checks: pd.DataFrame) -> list[ForestRow]:
     return rows
 
 
+def _against(row: ForestRow) -> str:
+    """' > 1.12', ' within [0.800, 1.25]': what the check is judged against ('' without a threshold)."""
+    if row.relation == "within" and math.isfinite(row.threshold) and math.isfinite(row.threshold_hi):
+        return f" within [{fmt_number(row.threshold)}, {fmt_number(row.threshold_hi)}]"
+    if row.relation in (">", "<") and math.isfinite(row.threshold):
+        return f" {row.relation} {fmt_number(row.threshold)}"
+    return ""
+
+
 def row_label(row: ForestRow) -> str:
     """'F1 p50_wall_ms limit1 / nolimit > 1.12': the finding, the check and what it is judged against."""
-    if row.relation == "within" and math.isfinite(row.threshold) and math.isfinite(row.threshold_hi):
-        against = f" within [{fmt_number(row.threshold)}, {fmt_number(row.threshold_hi)}]"
-    elif row.relation in (">", "<") and math.isfinite(row.threshold):
-        against = f" {row.relation} {fmt_number(row.threshold)}"
-    else:
-        against = ""
-    return f"{row.finding} {row.label}{against}"
+    return f"{row.finding} {row.label}{_against(row)}"
+
+
+def fitted_label(row: ForestRow, limit: int = LABEL_CHARS) -> str:
+    """:func:`row_label` in at most ``limit`` characters: a long check name is cut ("…"), never the finding or
+    the threshold it is judged against (the whole label is the row's tooltip)."""
+    whole = row_label(row)
+    if len(whole) <= limit:
+        return whole
+    head, tail = f"{row.finding} ", _against(row)
+    room = limit - len(head) - len(tail) - 1
+    return f"{head}{row.label[:room].rstrip()}…{tail}" if room >= 8 else _short(whole, limit)
 
 
 def row_numbers(row: ForestRow) -> str:
@@ -189,6 +203,7 @@ def draw_row(
     an axis shared with other rows (the row's own when None); ``label``: what the row is called (its check)."""
     colour, tag = VERDICT_MARKS.get(row.verdict, ("#5b6470", row.verdict))
     mid = y + ROW_H / 2
+    shown = fitted_label(row) if label is None else _short(label)
     label = row_label(row) if label is None else label
     parts = [
         f'<g class="forest-row" data-finding="{html.escape(row.finding)}">',
@@ -196,7 +211,7 @@ def draw_row(
     ]
     if index % 2:
         parts.append(f'<rect x="0" y="{y:.1f}" width="{WIDTH}" height="{ROW_H}" fill="#f6f7f9"/>')
-    parts.append(svg_text(0, mid + 3.5, _short(label), font_size="10"))
+    parts.append(svg_text(0, mid + 3.5, shown, font_size="10"))
     span = axis_span([row]) if span is None else span
     if span is not None:
         for name, start, end in zones(row):

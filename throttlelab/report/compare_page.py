@@ -186,7 +186,7 @@ def finding_plots(runs: Sequence[RunTables], findings: Sequence[str]) -> list[Fi
 def build_context(runs: Sequence[RunTables]) -> dict[str, Any]:
     rows = matrix(runs)
     return {
-        "title": f"throttlelab: {len(runs)} runs compared",
+        "title": f"throttlelab: {len(runs)} run{'' if len(runs) == 1 else 's'} compared",
         "runs": list(runs),
         "fields": SETUP_FIELDS,
         "lab": lab_setup(),

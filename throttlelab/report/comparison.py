@@ -62,6 +62,11 @@ class Cell:
     headline: str
     href: str
 
+    @property
+    def held(self) -> bool:
+        """Reproduced: every decisive check holds, all its headline would say (the matrix prints the others')."""
+        return self.verdict == HELD
+
 
 @dataclass(frozen=True)
 class MatrixRow:
@@ -74,6 +79,8 @@ class MatrixRow:
     cells: tuple[Cell | None, ...]
     #: where it held and where it did not, in one line
     held: str
+    #: on how many runs it held, in a few words: "held on 1 of 6 runs" (the matrix's finding column)
+    held_count: str = ""
 
 
 @dataclass(frozen=True)
@@ -121,7 +128,7 @@ def finding_order(runs: Sequence[RunTables]) -> list[str]:
 
 def _cells(run: RunTables) -> dict[str, Cell]:
     rows = findings_rows(run.findings)
-    summary = summary_rows(run.findings, rows)
+    summary = summary_rows(run.findings, rows, run.checks)
     return {s.id: Cell(s.verdict, s.verdict_class, s.estimate, s.level, s.headline, run.report_href) for s in summary}
 
 
@@ -137,6 +144,12 @@ def held_line(finding: str, runs: Sequence[RunTables], cells: Sequence[Cell | No
     if other:
         parts.append(f"not on {', '.join(other)}")
     return "; ".join(parts)
+
+
+def held_count(cells: Sequence[Cell | None]) -> str:
+    """'held on 1 of 6 runs': the count behind :func:`held_line`, short enough for the matrix's first column."""
+    held = sum(cell is not None and cell.verdict == HELD for cell in cells)
+    return f"held on {held} of {len(cells)} run" + ("" if len(cells) == 1 else "s")
 
 
 def lab_result(reference: str, ours: bool) -> str:
@@ -162,6 +175,7 @@ def matrix(runs: Sequence[RunTables]) -> list[MatrixRow]:
                 lab=lab_result(shown.reference, shown.ours),
                 cells=cells,
                 held=held_line(finding, runs, cells),
+                held_count=held_count(cells),
             )
         )
     return out

@@ -62,6 +62,12 @@ VERDICT_CLASSES = {
     "not testable here": "untestable",
     "direction reproduced, weaker than modelled": "weaker",
 }
+#: The first screen's words for a verdict too long for its one line, as the forest plot beside it tags them (the
+#: full verdict is the row's tooltip and stands in the findings table below).
+SHORT_VERDICTS = {
+    "direction reproduced, weaker than modelled": "weaker than modelled",
+    "not testable here": "not testable",
+}
 
 
 # --------------------------------------------------------------------------
@@ -93,6 +99,8 @@ class Finding:
     #: its verdict on every run where a check revised after data was judged on the later runs only and that
     #: changed the verdict ("" otherwise: findings.csv verdict_all_runs, docs/STATISTICS.md §5)
     all_runs: str = ""
+    #: how many of its decisive checks hold and the one that decided otherwise (findings.csv headline)
+    headline: str = ""
 
 
 def findings_rows(findings: pd.DataFrame) -> list[Finding]:
@@ -114,6 +122,7 @@ def findings_rows(findings: pd.DataFrame) -> list[Finding]:
                 method=text(r.method),
                 ours=bool(experiments) and all(is_ours(e) for e in experiments),
                 all_runs=_all_runs(r),
+                headline=text(getattr(r, "headline", "")),
             )
         )
     return rows
@@ -131,21 +140,60 @@ class SummaryRow:
     headline: str
     ours: bool
 
+    @property
+    def verdict_short(self) -> str:
+        """The verdict in the few words its one line has room for."""
+        return SHORT_VERDICTS.get(self.verdict, self.verdict)
 
-def summary_rows(findings: pd.DataFrame, rows: list[Finding]) -> list[SummaryRow]:
-    """The verdict summary (findings.csv's deciding estimate, its level and headline), one row per finding."""
+    @property
+    def held(self) -> bool:
+        """Reproduced: every decisive check holds, which is all its headline would add; the first screen spells
+        out the headline of the others, the check that decided otherwise."""
+        return self.verdict == "reproduced"
+
+
+def deciding_check(finding: Any, checks: pd.DataFrame | None) -> Any | None:
+    """The checks.csv row whose numbers a findings.csv row carries: the check its method names first, in
+    brackets ("[p50_wall_ms limit1 / nolimit] ratio of ..."), or the finding's only check; None otherwise."""
+    if checks is None or checks.empty or "check" not in checks.columns:
+        return None
+    mine = checks[checks["id"].astype(str) == text(finding.id)]
+    method = text(getattr(finding, "method", ""))
+    if method.startswith("[") and "] " in method:
+        mine = mine[mine["check"].astype(str) == method[1 : method.index("] ")]]
+    return next(mine.itertuples(), None) if len(mine) == 1 else None
+
+
+def _is_tie(check: Any | None) -> bool:
+    return (
+        check is not None
+        and str(getattr(check, "tie", "")).strip().lower() in ("true", "1")
+        and not is_missing(getattr(check, "runs", math.nan))
+    )
+
+
+def summary_rows(findings: pd.DataFrame, rows: list[Finding], checks: pd.DataFrame | None = None) -> list[SummaryRow]:
+    """The verdict summary (findings.csv's deciding estimate, its level and headline), one row per finding; where
+    the deciding check's runs all gave one value (checks.csv ``tie``), the line says so, with the one-sided level
+    of the bound on their mean, as the checks table does."""
     out = []
     for r, f in zip(findings.itertuples(), rows):
         level = getattr(r, "level", math.nan)
         has_interval = not (is_missing(r.lo) or is_missing(r.hi))
+        estimate = f.effect if not is_missing(r.effect) else "—"
+        shown_level = fmt_level(level) if has_interval else ""
+        decider = deciding_check(r, checks)
+        if _is_tie(decider) and has_interval and not is_missing(level):
+            estimate = f"all {int(float(decider.runs))}: {estimate}"
+            shown_level = f"one-sided {fmt_level(1 - (1 - float(level)) / 2)}"
         out.append(
             SummaryRow(
                 id=f.id,
                 verdict=f.verdict,
                 verdict_class=f.verdict_class,
-                estimate=f.effect if not is_missing(r.effect) else "—",
-                level=fmt_level(level) if has_interval else "",
-                headline=text(getattr(r, "headline", "")) or f.reason,
+                estimate=estimate,
+                level=shown_level,
+                headline=f.headline or f.reason,
                 ours=f.ours,
             )
         )
@@ -860,7 +908,7 @@ def build_context(
         "backend": backend,
         "design": design,
         "findings": findings,
-        "summary": summary_rows(tables["findings"], findings),
+        "summary": summary_rows(tables["findings"], findings, checks),
         "forest": forest_view(checks),
         "verdict_counts": verdict_counts(findings),
         "checks": checks_table(checks),
