@@ -1440,6 +1440,31 @@ def test_a_variant_the_backend_left_out_names_the_backends_reason():
     assert "variant not in this profile: X1 budget-full" in plain[plain["id"] == "F12"]["reason"].iloc[0]
 
 
+def test_an_experiment_the_backend_left_out_whole_names_the_backends_reasons():
+    # kind on a cgroup v1 host can run none of E2b's variants (two ask for a request above their limit, the
+    # third for a pinned node): the plan drops the experiment, and the findings give those reasons, not "its
+    # profile leaves it out"
+    lab = full_lab()
+    for variant in ("steady-limit", "clumped-limit", "clumped-nolimit", "steady-nolimit"):
+        lab.drop("E2b", variant)
+    refused = "not testable on the kind backend: a container requests more CPU than its limit (500m > 200m)"
+    pinned = "not testable on the kind backend on this cgroup v1 host: pinning a kind node container fails"
+    left_out = {"E2b/steady-limit": refused, "E2b/clumped-limit": refused, "E2b/clumped-nolimit": pinned}
+    evidence = dataclasses.replace(
+        lab.evidence(), profile_experiments=lab.evidence().profile_experiments - {"E2b"}, left_out=left_out
+    )
+    _, checks = findings.evaluate(evidence)
+    on_e2b = checks[checks["experiment"] == "E2b"]
+    assert not on_e2b.empty and (on_e2b["verdict"] == NOT_TESTABLE).all()
+    for reason in on_e2b["reason"]:
+        assert "not in this run" not in reason and "not testable on the kind backend" in reason, reason
+        assert reason.startswith("needs variants this backend can run: E2b "), reason
+    # an experiment the profile leaves out, with no reason of the backend's, still says so
+    plain = dataclasses.replace(evidence, left_out={})
+    reasons = findings.evaluate(plain)[1].query("experiment == 'E2b'")["reason"]
+    assert all("E2b is not in this run (its profile" in r for r in reasons)
+
+
 def test_a_check_whose_variants_the_profile_leaves_out_is_set_aside_not_the_whole_finding():
     """The quick profile leaves E7's two-limit and one-double to the paper profile (54+ repeats per arm): F7 is
     judged on two-half / one-limit alone and says so (docs/STATISTICS.md §5: a requirement belongs to the checks that

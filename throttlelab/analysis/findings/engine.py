@@ -1117,6 +1117,11 @@ _EVALUATORS = {"ratio": evaluate_ratio, "level": evaluate_level, "agreement": ev
 def _presence(check: Check, evidence: Evidence) -> Unmet | None:
     """The check's experiment and variants must be in this profile's tables."""
     if check.experiment not in evidence.profile_experiments:
+        # a backend that can run none of an experiment's variants leaves the whole experiment out of the plan:
+        # its reasons, not the profile's scope, say why
+        backend = _left_out_reasons(check, evidence)
+        if backend:
+            return Unmet("variants this backend can run", backend)
         return Unmet(
             "experiment in this profile",
             f"{check.experiment} is not in this run (its profile, or the experiments setting, leaves it out)",
@@ -1134,6 +1139,19 @@ def _presence(check: Check, evidence: Evidence) -> Unmet | None:
     if lacking:
         return Unmet(IN_THIS_PROFILE, f"variant not in this profile: {check.experiment} {', '.join(lacking)}")
     return None
+
+
+def _left_out_reasons(check: Check, evidence: Evidence) -> str:
+    """Why the backend left out the variants this check needs (an agreement check: every variant of its
+    experiment), as "E2b steady-limit: <reason>; ..."; empty unless the backend left out each of them."""
+    prefix = f"{check.experiment}/"
+    needed = check.variants_needed() or tuple(
+        key[len(prefix) :] for key in sorted(evidence.left_out) if key.startswith(prefix)
+    )
+    reasons = [evidence.left_out.get(f"{prefix}{v}") for v in needed]
+    if not needed or not all(reasons):
+        return ""
+    return "; ".join(f"{check.experiment} {v}: {reason}" for v, reason in zip(needed, reasons))
 
 
 def _real_time(check: Check, evidence: Evidence) -> Unmet | None:
