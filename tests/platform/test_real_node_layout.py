@@ -14,7 +14,7 @@ def layout() -> kn.NodeLayout:
         ports=kn.Ports(2379, 2380, 6443, 10250),
         bridge="tlnode1",
         subnet="10.213.4.0/24",
-        cgroup_root="/throttlelab-node-1",
+        cgroup_top="/throttlelab-node-1",
     )
 
 
@@ -48,7 +48,7 @@ def test_every_component_listens_on_loopback_or_the_nodes_bridge():
 def test_kubelet_changes_no_host_setting():
     cfg = json.loads(kn.kubelet_config_text(layout()))
     assert cfg["makeIPTablesUtilChains"] is False  # no KUBE-* chains in the host's iptables
-    assert cfg["cgroupDriver"] == "cgroupfs" and cfg["cgroupRoot"] == "/throttlelab-node-1"
+    assert cfg["cgroupDriver"] == "cgroupfs" and cfg["cgroupRoot"] == "/throttlelab-node-1/node"
     assert cfg["imageGCHighThresholdPercent"] == 100  # imported images cannot be pulled again
     mounts = kn.sysctl_mounts(layout())
     assert {str(host) for _, host in mounts} == {f"/proc/sys/{n}" for n in kn.KUBELET_SYSCTLS}
@@ -120,3 +120,14 @@ def test_pod_subnets():
     assert kn.pod_subnet(0) == "10.213.0.0/24" and kn.pod_subnet(255) == "10.213.255.0/24"
     with pytest.raises(ValueError):
         kn.pod_subnet(256)
+
+
+def test_the_nodes_daemons_sit_with_its_pods_and_the_control_plane_apart():
+    # kind's worker container holds kubelet, containerd, the shims and the pods under one cpuset; its
+    # control-plane node is another: the real node's cgroups mirror that, all under the node's own cgroup
+    lay = layout()
+    cfg = json.loads(kn.kubelet_config_text(lay))
+    assert cfg["kubeletCgroups"] == cfg["runtimeCgroups"] == "/throttlelab-node-1/node/daemons"
+    assert lay.daemons_cgroup.startswith(cfg["cgroupRoot"] + "/")  # pinned with the pods' tree
+    assert lay.control_plane_cgroup == "/throttlelab-node-1/control-plane"
+    assert not lay.control_plane_cgroup.startswith(cfg["cgroupRoot"] + "/")  # pinned on its own

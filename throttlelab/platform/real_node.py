@@ -246,20 +246,26 @@ class Supervisor:
             ports=ports,
             bridge=bridge_name(os.getpid()),
             subnet=subnet,
-            cgroup_root=f"/throttlelab-node-{os.getpid()}",
+            cgroup_top=f"/throttlelab-node-{os.getpid()}",
         )
 
     # -- making ------------------------------------------------------------------------------------------------
-    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+    def _spawn(self, name: str, argv: list[str], cgroup: str, env: dict[str, str] | None = None) -> None:
+        """Start a component in ``cgroup`` (the control plane's, or the node's daemons')."""
         log = open(self.layout.logs / f"{name}.log", "w")  # noqa: SIM115 - closed in take_down
         self.log_files[name] = log
+
+        def child() -> None:
+            join_cgroup(cgroup)
+            _component_child()
+
         self.procs[name] = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},
-            preexec_fn=_component_child,
+            preexec_fn=child,
         )
 
     def _wait(self, what: str, ready: Callable[[], bool], timeout_s: float, names: tuple[str, ...]) -> None:
@@ -326,24 +332,30 @@ class Supervisor:
         _run(["ip", "addr", "add", f"{lay.bridge_address}/24", "dev", lay.bridge], "addressing the bridge")
         _run(["ip", "link", "set", lay.bridge, "up"], "bringing the bridge up")
         make_cgroup_root(lay.cgroup_root, self.cpus)
+        make_cgroup_root(lay.daemons_cgroup, None, leaf=True)
+        make_cgroup_root(lay.control_plane_cgroup, None, leaf=True)
 
         _say("etcd")
-        self._spawn("etcd", kn.etcd_argv(self.tools["etcd"], lay))
+        control = lay.control_plane_cgroup
+        self._spawn("etcd", kn.etcd_argv(self.tools["etcd"], lay), control)
         etcd_health = f"https://127.0.0.1:{lay.ports.etcd_client}/health"
         self._wait("etcd healthy", lambda: _https_ok(etcd_health, lay, "etcd-healthcheck-client"), 60, ("etcd",))
         _say("kube-apiserver")
-        self._spawn("kube-apiserver", kn.apiserver_argv(self.tools["kube-apiserver"], lay))
+        self._spawn("kube-apiserver", kn.apiserver_argv(self.tools["kube-apiserver"], lay), control)
         self._wait(
             "the API server ready", lambda: _https_ok(f"{lay.server}/readyz", lay), 120, ("etcd", "kube-apiserver")
         )
         _say("kube-controller-manager, kube-scheduler")
-        self._spawn("kube-controller-manager", kn.controller_manager_argv(self.tools["kube-controller-manager"], lay))
-        self._spawn("kube-scheduler", kn.scheduler_argv(self.tools["kube-scheduler"], lay))
+        self._spawn(
+            "kube-controller-manager", kn.controller_manager_argv(self.tools["kube-controller-manager"], lay), control
+        )
+        self._spawn("kube-scheduler", kn.scheduler_argv(self.tools["kube-scheduler"], lay), control)
         _say("containerd")
         path = os.pathsep.join([str(Path(self.tools["containerd-shim-runc-v2"]).parent), os.environ.get("PATH", "")])
         self._spawn(
             "containerd",
             kn.private_mounts_argv("unshare", kn.containerd_argv(self.tools["containerd"], lay)),
+            lay.daemons_cgroup,
             env={"PATH": path},
         )
         self._wait("containerd serving", lambda: self._ctr_ok(), 60, ("containerd",))
@@ -360,6 +372,7 @@ class Supervisor:
                 kn.kubelet_argv(self.tools["kubelet"], lay),
                 kn.kubelet_mounts(lay),
             ),
+            lay.daemons_cgroup,
         )
         self._wait("the node Ready", self._node_ready, 120, ("containerd", "kubelet"))
         for handler in kn.RUNTIME_HANDLERS:
@@ -372,6 +385,7 @@ class Supervisor:
             "context": "throttlelab-node",
             "node": kn.NODE_NAME,
             "cgroup_root": lay.cgroup_root,
+            "control_plane_cgroup": lay.control_plane_cgroup,
             "bridge": lay.bridge,
             "subnet": lay.subnet,
             "root": str(lay.root),
@@ -490,7 +504,7 @@ class Supervisor:
         return [f"removed {len(ids)} pod sandbox(es) kubelet left"] if ids else []
 
     def _kill_leftovers(self) -> list[str]:
-        return kill_node_processes(self.layout.root, self.layout.cgroup_root)
+        return kill_node_processes(self.layout.root, self.layout.cgroup_top)
 
     def take_down(self) -> list[str]:
         lay = self.layout
@@ -504,7 +518,7 @@ class Supervisor:
             lambda: self._stop("kube-apiserver"),
             lambda: self._stop("etcd"),
             self._kill_leftovers,  # shims and pod processes, should any be left
-            lambda: remove_cgroup_root(lay.cgroup_root),
+            lambda: remove_cgroup_root(lay.cgroup_top),
             lambda: remove_bridge(lay.bridge),
             self._keep_logs,
             lambda: remove_folder(lay.root),
@@ -562,19 +576,39 @@ def enable_v2_controllers(base: Path) -> list[str]:
     return wanted
 
 
-def make_cgroup_root(root: str, cpus: str | None) -> None:
-    """kubelet's cgroupRoot, made in every hierarchy (cpuset: the parent's CPUs and memory nodes, or ``cpus``)."""
+def make_cgroup_root(root: str, cpus: str | None, leaf: bool = False) -> None:
+    """A cgroup of the node, made with any missing parent in every hierarchy (cpuset: the parent's CPUs and
+    memory nodes, or ``cpus`` at ``root`` itself). On v2 each level but a ``leaf`` hands the controllers
+    down; a leaf holds processes, which v2 keeps out of a cgroup that hands controllers down."""
+    parts = root.strip("/").split("/")
     for base in cgroup_hierarchies():
-        path = base / root.lstrip("/")
         enable_v2_controllers(base)
-        path.mkdir(exist_ok=True)
-        if (base / "cpuset.cpus").exists() and (path / "cpuset.cpus").exists():  # v1 cpuset: empty when made
-            (path / "cpuset.cpus").write_text(cpus or (base / "cpuset.cpus").read_text().strip())
-            (path / "cpuset.mems").write_text((base / "cpuset.mems").read_text().strip())
-        if (base / "cgroup.subtree_control").exists():  # v2: hand the controllers down
-            enable_v2_controllers(path)
-            if cpus and (path / "cpuset.cpus").exists():
-                (path / "cpuset.cpus").write_text(cpus)
+        parent = base
+        for depth in range(1, len(parts) + 1):
+            path = base.joinpath(*parts[:depth])
+            last = depth == len(parts)
+            path.mkdir(exist_ok=True)
+            if (base / "cpuset.cpus").exists() and (path / "cpuset.cpus").exists():  # v1 cpuset: empty when made
+                if not (path / "cpuset.cpus").read_text().strip():
+                    (path / "cpuset.cpus").write_text((parent / "cpuset.cpus").read_text().strip())
+                if not (path / "cpuset.mems").read_text().strip():
+                    (path / "cpuset.mems").write_text((parent / "cpuset.mems").read_text().strip())
+                if last and cpus:
+                    (path / "cpuset.cpus").write_text(cpus)
+            if (base / "cgroup.subtree_control").exists():  # v2: hand the controllers down
+                if not (last and leaf):
+                    enable_v2_controllers(path)
+                if last and cpus and (path / "cpuset.cpus").exists():
+                    (path / "cpuset.cpus").write_text(cpus)
+            parent = path
+
+
+def join_cgroup(root: str) -> None:
+    """Move the calling process into ``root`` in every hierarchy that has it (a child before exec)."""
+    for base in cgroup_hierarchies():
+        procs = base / root.lstrip("/") / "cgroup.procs"
+        if procs.exists():
+            procs.write_text("0")
 
 
 def host_cpus() -> str:

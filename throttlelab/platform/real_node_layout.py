@@ -62,7 +62,25 @@ class NodeLayout:
     ports: Ports
     bridge: str  # the pods' bridge, made by the node (at most 15 characters)
     subnet: str  # the pods' /24, e.g. 10.213.7.0/24; the bridge holds .1
-    cgroup_root: str  # kubelet's cgroupRoot, e.g. /throttlelab-node-1234
+    #: the node's cgroup, e.g. /throttlelab-node-1234: everything of the node lives under it (removed with it)
+    cgroup_top: str
+
+    @property
+    def cgroup_root(self) -> str:
+        """kubelet's cgroupRoot: the pods' tree and the node's own daemons (kubelet, containerd, the shims),
+        pinned together to the node's CPUs, as kind's worker container holds both."""
+        return f"{self.cgroup_top}/node"
+
+    @property
+    def daemons_cgroup(self) -> str:
+        """kubelet's, containerd's and the shims' cgroup (kubeletCgroups, runtimeCgroups), beside kubepods."""
+        return f"{self.cgroup_root}/daemons"
+
+    @property
+    def control_plane_cgroup(self) -> str:
+        """etcd's and the control plane's cgroup, apart from the node's: pinned to the load generator's CPUs
+        where a variant pins it, as kind's control-plane node is."""
+        return f"{self.cgroup_top}/control-plane"
 
     @property
     def pki(self) -> Path:
@@ -484,6 +502,10 @@ def kubelet_config_text(layout: NodeLayout) -> str:
         "podLogsDir": str(layout.pod_logs),
         "cgroupDriver": "cgroupfs",
         "cgroupRoot": layout.cgroup_root,
+        # where kubelet and containerd run (the supervisor starts them there): kubelet keeps itself in it
+        # and reports both as the node's system containers
+        "kubeletCgroups": layout.daemons_cgroup,
+        "runtimeCgroups": layout.daemons_cgroup,
         "cgroupsPerQOS": True,
         "enforceNodeAllocatable": ["pods"],
         "failSwapOn": False,

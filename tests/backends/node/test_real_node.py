@@ -490,9 +490,42 @@ def node_backend(node_inputs, binaries, monkeypatch):
     assert host_state() == before
 
 
-def test_readback_at_every_level_under_both_runtimes_and_a_pinned_node(node_backend):
-    from throttlelab.model.placement import Container, Node, Pod
+def _cpuset_cgroup(pid: int) -> str:
+    """A process's cgroup in the cpuset hierarchy (v1) or the unified one (v2)."""
+    lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    v1 = [line.split(":", 2)[2] for line in lines if "cpuset" in line.split(":", 2)[1].split(",")]
+    return v1[0] if v1 else next(line.split(":", 2)[2] for line in lines if line.startswith("0::"))
 
+
+def _node_daemons(folder: Path) -> dict[str, list[int]]:
+    """The node's own processes by command name: those whose command line names its folder, and the shims."""
+    found: dict[str, list[int]] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if nc.names_folder((proc / "cmdline").read_bytes(), folder):
+                found.setdefault((proc / "comm").read_text().strip(), []).append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_readback_at_every_level_under_both_runtimes_and_a_pinned_node(node_backend):
+    """Every level read back on a pinned node under both runtimes; kubelet, containerd and the shims pinned
+    with the pods (kind's worker container), the control plane with the load generator (kind's
+    control-plane node), both given every CPU again afterwards."""
+    from throttlelab.model.placement import Container, LoadPlacement, Node, Pod
+
+    facts = node_backend.node_facts
+    daemons = _node_daemons(Path(facts["root"]))
+    where = {comm: {_cpuset_cgroup(pid) for pid in pids} for comm, pids in daemons.items()}
+    node_cgroup, control = facts["cgroup_root"], facts["control_plane_cgroup"]
+    for comm in ("kubelet", "containerd"):
+        assert where.get(comm) == {f"{node_cgroup}/daemons"}, where
+    for comm in ("etcd", "kube-apiserver"):
+        assert where.get(comm) == {control}, where
+    assert control.rsplit("/", 1)[0] == node_cgroup.rsplit("/", 1)[0]  # one node cgroup holds both
     for runtime in ("runc-new", "runc-old"):
         node = Node(
             "node",
@@ -500,7 +533,7 @@ def test_readback_at_every_level_under_both_runtimes_and_a_pinned_node(node_back
             cpus="0",
             runtime=runtime,
         )
-        with node_backend.deploy(node) as dep:
+        with node_backend.deploy(node, LoadPlacement(cpus="1")) as dep:
             readback = dep.verify()  # DesignMismatch if any level differs from docs/LAB.md §2
             levels = {r.level for r in readback}
             assert levels == {"node", "qos", "pod", "container", "pause"}
@@ -508,9 +541,12 @@ def test_readback_at_every_level_under_both_runtimes_and_a_pinned_node(node_back
             assert all(r.actual["cpus"] == "0" for r in upper), [(r.path, r.actual["cpus"]) for r in upper]
             pod = dep.pods.live["e1"]
             assert pod["spec"]["runtimeClassName"] == runtime
-    root = Path("/sys/fs/cgroup/cpuset") / node_backend.node_facts["cgroup_root"].lstrip("/")
-    if root.is_dir():  # v1: restored to every CPU after the deployment
-        assert (root / "cpuset.cpus").read_text().strip() == nc.host_cpus()
+            assert node_backend.node_cpusets() == {kn.NODE_NAME: "0", "control-plane": "1"}
+            shims = [pid for comm, pids in _node_daemons(Path(facts["root"])).items() if "shim" in comm for pid in pids]
+            assert shims and {_cpuset_cgroup(pid) for pid in shims} == {f"{node_cgroup}/daemons"}
+            for pid in daemons["kubelet"] + daemons["etcd"]:  # every thread, through the cgroup's cpuset
+                assert os.sched_getaffinity(pid) == ({0} if pid in daemons["kubelet"] else {1})
+    assert node_backend.node_cpusets() == {kn.NODE_NAME: nc.host_cpus(), "control-plane": nc.host_cpus()}
 
 
 def test_the_smoke_target_passes_every_step_on_the_real_node(node_backend):
@@ -523,7 +559,7 @@ def test_the_smoke_target_passes_every_step_on_the_real_node(node_backend):
     assert report["ok"], report
     assert len(steps["burst and cAdvisor"]["cadvisor"]) == 2
     assert steps["pin and restore"]["pinned"] == {kn.NODE_NAME: "0"}
-    assert steps["pin and restore"]["restored"] == {kn.NODE_NAME: nc.host_cpus()}
+    assert steps["pin and restore"]["restored"] == {kn.NODE_NAME: nc.host_cpus(), "control-plane": nc.host_cpus()}
     assert steps["nothing left"]["left"] == []
 
 

@@ -89,22 +89,33 @@ def discover_here(node: str, uids: list[str], what: str) -> str:
 
 
 class CgroupRootPin(NodeChanges):
-    """The node's CPUs: its cgroup root pinned to the variant's, or given every CPU again (what a dead
-    run pinned is undone here); the node has its own supervisor, so the kubernetes guardian (the pods)
+    """The node's CPUs: its cgroup root (the pods, kubelet, containerd and the shims) pinned to the
+    variant's, and the control plane (etcd, the API server, the controller manager, the scheduler) to the
+    load generator's, as kind pins its worker and control-plane nodes; or both given every CPU again (what a
+    dead run pinned is undone here). The node has its own supervisor, so the kubernetes guardian (the pods)
     is the run's."""
 
-    def __init__(self, backend: "NodeBackend", node: Node):
+    def __init__(self, backend: "NodeBackend", node: Node, load: LoadPlacement | None = None):
         self.backend, self.cpus = backend, node.cpus
+        self.load_cpus = load.cpus if load else None
 
     def apply(self) -> None:
-        root = self.backend.node_facts["cgroup_root"]
-        cpus = nc.pin_cgroup_root(root, self.cpus)
+        facts = self.backend.node_facts
+        cpus = nc.pin_cgroup_root(facts["cgroup_root"], self.cpus)
         if self.cpus:
-            self.backend.progress(f"pinned the real node ({root}) to CPUs {cpus}")
+            self.backend.progress(f"pinned the real node ({facts['cgroup_root']}) to CPUs {cpus}")
+        control = facts.get("control_plane_cgroup")
+        if control:
+            cpus = nc.pin_cgroup_root(control, self.load_cpus)
+            if self.load_cpus:
+                self.backend.progress(f"pinned the node's control plane ({control}) to the load's CPUs {cpus}")
 
     def restore(self) -> None:
+        facts = self.backend.node_facts
         if self.cpus:
-            nc.pin_cgroup_root(self.backend.node_facts["cgroup_root"], None)
+            nc.pin_cgroup_root(facts["cgroup_root"], None)
+        if self.load_cpus and facts.get("control_plane_cgroup"):
+            nc.pin_cgroup_root(facts["control_plane_cgroup"], None)
 
 
 class PinnedHostLoad:
@@ -162,7 +173,7 @@ class NodeDeployment(KubeDeployment):
             backend.settings,
             backend.client,
             access=NodeCgroups(backend.name, backend.settings.worker_node, HostFiles(), discover_here),
-            changes=CgroupRootPin(backend, node),
+            changes=CgroupRootPin(backend, node, load),
             runtime_class=runtime,
         )
         if load and load.cpus:
@@ -299,9 +310,10 @@ class NodeBackend(KubeBackend):
             notes=(
                 "real node: kubelet, containerd and both runc releases on this host; every cgroup level read "
                 "from this host's cgroupfs",
-                "node CPUs pinned through the node's cgroup root (its cpuset), restored after each deployment",
+                "node CPUs pinned through the node's cgroup root (its cpuset), kubelet, containerd and the "
+                "shims with the pods, restored after each deployment",
                 "a pinned load generator runs as a process of this host on its own CPUs (one node cannot keep "
-                "a pod of it apart); unpinned, it is a pod of the node",
+                "a pod of it apart), the control plane pinned with it; unpinned, it is a pod of the node",
             ),
         )
 
@@ -325,17 +337,23 @@ class NodeBackend(KubeBackend):
         return NodeDeployment(self, node, load)
 
     def node_cpusets(self) -> dict[str, str]:
-        """The node's CPUs: its cgroup root's cpuset (what a pinned variant changes and restores)."""
-        return {kn.NODE_NAME: nc.cgroup_root_cpus(self.ensure_node()["cgroup_root"])}
+        """The node's CPUs: its cgroup root's cpuset (what a pinned variant changes and restores), and its
+        control plane's (the load's CPUs where a variant pins the load)."""
+        facts = self.ensure_node()
+        cpusets = {kn.NODE_NAME: nc.cgroup_root_cpus(facts["cgroup_root"])}
+        if facts.get("control_plane_cgroup"):
+            cpusets["control-plane"] = nc.cgroup_root_cpus(facts["control_plane_cgroup"])
+        return cpusets
 
     def leftovers(self) -> list[str]:
         left = [
             f"a pod of the lab in {self.settings.namespace}: {p['metadata']['name']}"
             for p in self.client.list_pods(self.settings.namespace, mf.MANAGED_SELECTOR)
         ]
-        pinned, every = self.node_cpusets()[kn.NODE_NAME], nc.host_cpus()
-        if pinned != every:
-            left.append(f"the node's cgroup root still pinned to CPUs {pinned} (the host has {every})")
+        every = nc.host_cpus()
+        for part, pinned in self.node_cpusets().items():
+            if pinned != every:
+                left.append(f"the node's {part} cgroup still pinned to CPUs {pinned} (the host has {every})")
         return left
 
 
