@@ -275,7 +275,14 @@ def test_run_latency_summary_known_values():
 
 @pytest.mark.parametrize(
     ("name", "q", "need"),
-    [("p50", 0.5, 6), ("p75", 0.75, 13), ("p90", 0.9, 36), ("p95", 0.95, 72), ("p99", 0.99, 368), ("p99_9", 0.999, 3688)],
+    [
+        ("p50", 0.5, 6),
+        ("p75", 0.75, 13),
+        ("p90", 0.9, 36),
+        ("p95", 0.95, 72),
+        ("p99", 0.99, 368),
+        ("p99_9", 0.999, 3688),
+    ],
 )
 def test_minimum_samples_per_quantile(name, q, need):
     """docs/STATISTICS.md §2: n >= ln 0.025 / ln q, so that the run's maximum lies above the true quantile
