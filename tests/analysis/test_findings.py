@@ -32,7 +32,7 @@ R = 5
 
 #: When the made-up lab's runs were made: after every revision of the threshold registry, so that every check
 #: judges them (a check revised after data is judged only on runs made after its revision, docs/STATISTICS.md §5)
-AFTER_EVERY_REVISION = "2026-12-03T00:00:00+00:00"
+AFTER_EVERY_REVISION = "2026-12-06T00:00:00+00:00"
 
 
 class Lab:
@@ -265,14 +265,22 @@ def window_for(requests: int) -> float:
     return requests * 1000 / SERVICE["rps"]
 
 
+#: A clumped arm's windows in the synthetic lab: 36 clumps of 10, the fewest that support a p90 (docs/STATISTICS.md §2).
+CLUMPED_REQUESTS = 360
+
+
 def latency(rng, p90: float, requests: int = 60, rel: float = 0.05) -> dict[str, list[float]]:
-    """A load run's latency metrics as metrics.csv has them: quantiles a run this short supports only."""
+    """A load run's latency metrics as metrics.csv has them: quantiles a run this short supports only, and
+    the slowest request (p75 and the maximum scale each run's p90 draw, so the random stream is the same)."""
     out = {"work_requests": [float(requests)] * R}
     for name, factor in (("p50", 0.5), ("p90", 1.0), ("p99", 1.6)):
         if requests >= stats.min_samples(stats.QUANTILES[name]):
             out[f"work_{name}_ms"] = noisy(rng, p90 * factor, rel)
         else:
             out[f"work_{name}_ms"] = [math.nan] * R
+    base = out["work_p90_ms"] if requests >= stats.min_samples(0.9) else [p90] * R
+    p75 = [v * 0.8 for v in base] if requests >= stats.min_samples(0.75) else [math.nan] * R
+    out["work_p75_ms"], out["work_max_ms"] = p75, [v * 2.0 for v in base]
     return out
 
 
@@ -293,7 +301,7 @@ def e2b(
     clumped_p90: float = 60.0,
     steady_throttled: float = 0.0,
     clumped_throttled: float = 0.3,
-    requests: int = 60,
+    requests: int = CLUMPED_REQUESTS,
     rel: float = 0.05,
     clumped_periods: int = 30,
     steady_periods: int = 30,
@@ -325,7 +333,7 @@ def e2b(
     return lab
 
 
-def e7(lab: Lab, seed: int = 4, split_ratio: float = 1.6, rel: float = 0.05, requests: int = 60) -> Lab:
+def e7(lab: Lab, seed: int = 4, split_ratio: float = 1.6, rel: float = 0.05, requests: int = CLUMPED_REQUESTS) -> Lab:
     rng = np.random.default_rng(seed)
     for variant, replicas, limit, p90 in (
         ("one-limit", 1, "200m", 60.0),
@@ -342,7 +350,15 @@ def e7(lab: Lab, seed: int = 4, split_ratio: float = 1.6, rel: float = 0.05, req
     return lab
 
 
-E8 = {**SERVICE, "work_us": 2500, "clump": 10, "sample_ms": 10, "neighbor_request": "500m", "neighbor_threads": None}
+E8 = {
+    **SERVICE,
+    "work_us": 2500,
+    "clump": 10,
+    "duration_ms": window_for(CLUMPED_REQUESTS),
+    "sample_ms": 10,
+    "neighbor_request": "500m",
+    "neighbor_threads": None,
+}
 
 
 def e8(
@@ -370,7 +386,7 @@ def e8(
             variant,
             {**E8, **params},
             {
-                **latency(rng, p90, 60, rel if variant == "busy-lim2x" else 0.05),
+                **latency(rng, p90, CLUMPED_REQUESTS, rel if variant == "busy-lim2x" else 0.05),
                 **counts(rng, throttled, busy_periods if variant == "busy-lim2x" else 30),
                 "busy_cores": noisy(rng, cores),
             },
@@ -509,15 +525,27 @@ def x5(
     return lab
 
 
-X6_BASE = {**SERVICE, "build": "go125mod", "rps": 20, "clump": 10, "node_cpus": "0-1", "limit": "500m"}
+X6_BASE = {
+    **SERVICE,
+    "build": "go125mod",
+    "rps": 20,
+    "clump": 10,
+    "duration_ms": window_for(CLUMPED_REQUESTS),
+    "node_cpus": "0-1",
+    "limit": "500m",
+}
 
 
 def x6(lab: Lab, seed: int = 13, slower: float = 1.9, gain: float = 1.0, rel: float = 0.05, num_cpu: int = 2) -> Lab:
     """X6: GOMAXPROCS 2 (Go's default) against 1 at 500m, clumped open loop and closed loop."""
     rng = np.random.default_rng(seed)
-    lab.add("X6", "clumped-500m-g2", X6_BASE, latency(rng, 20.0, 60), num_cpu=num_cpu)
+    lab.add("X6", "clumped-500m-g2", X6_BASE, latency(rng, 20.0, CLUMPED_REQUESTS), num_cpu=num_cpu)
     lab.add(
-        "X6", "clumped-500m-g1", {**X6_BASE, "gomaxprocs": 1}, latency(rng, 20.0 * slower, 60, rel), num_cpu=num_cpu
+        "X6",
+        "clumped-500m-g1",
+        {**X6_BASE, "gomaxprocs": 1},
+        latency(rng, 20.0 * slower, CLUMPED_REQUESTS, rel),
+        num_cpu=num_cpu,
     )
     closed = {**X6_BASE, "workers": 16, "duration_ms": 1500}
     lab.add("X6", "closed-500m-g2", closed, {"throughput_rps": noisy(rng, 200.0 * gain, rel)}, num_cpu=num_cpu)
@@ -620,7 +648,8 @@ SCENARIOS: dict[str, dict[str, dict]] = {
         REPRODUCED: {"e2b": {"steady_throttled": 0.005, "steady_periods": 400}},
         CONTRADICTED: {"e2b": {"steady_throttled": 0.25}},
         INCONCLUSIVE: {"e2b": {"clumped_p90": 38.0, "rel": 0.8}},
-        NOT_TESTABLE: {"e2b": {"requests": 30}},
+        # 6 clumps of 10 support p50, at which the model predicts no rise
+        NOT_TESTABLE: {"e2b": {"requests": 60}},
     },
     "F7": {
         CONTRADICTED: {"e7": {"split_ratio": 0.7}},
@@ -852,25 +881,45 @@ def test_thresholds_follow_the_variants_parameters(faithful):
     assert c.loc["throttled_ratio clumped-limit", "expected"].endswith("> 0.1")
     assert c.loc["throttled_ratio steady-limit", "expected"].endswith("< 0.05")
     assert c.loc["avg_cores clumped-limit", "expected"].endswith("within [0.04, 0.09]")
-    # the service checks name the quantile the runs support: 60 requests per run -> p90
+    # the service checks name the quantile their windows' clumps support: 36 clumps of 10 per run -> p90
     assert "work p90 clumped-limit / clumped-nolimit" in c.index
     assert c.loc["work p90 clumped-limit / clumped-nolimit", "metric"] == "work_p90_ms"
-    assert "Quantile p90" in c.loc["work p90 clumped-limit / clumped-nolimit", "why"]
+    assert c.loc["work p90 clumped-limit / clumped-nolimit", "why"].startswith("p90: a p99 needs at least 368 clumps.")
     # F10: the overstatement itself: between 1 and 2 run queues' worth on 2 CPUs, tested against 1
     assert c.loc["throttled / pause in the scrape window, limit", "expected"].endswith("> 1")
     assert "[1, 2]" in c.loc["throttled / pause in the scrape window, limit", "why"]
 
 
-def test_the_quantile_follows_the_designs_requests_per_run():
+def _latency_check(requests: int) -> pd.Series:
     lab = Lab()
-    e2b(lab, requests=6000)
+    e2b(lab, requests=requests)
     _, checks = evaluate(lab, experiments=("E2b",))
-    assert "work p99 clumped-limit / clumped-nolimit" in set(checks["check"])
-    lab = Lab()
-    e2b(lab, requests=30)  # ci: 20 req/s x 1.5 s -> p50 only, where the model predicts no rise
-    _, checks = evaluate(lab, experiments=("E2b",))
-    row = checks[checks["check"] == "work p50 clumped-limit / clumped-nolimit"].iloc[0]
+    return checks[checks["id"] == "F6"].set_index("check").filter(regex="^work ", axis=0).iloc[0]
+
+
+def test_the_quantile_follows_the_designs_clumps_per_run():
+    """docs/STATISTICS.md §2: the clumps of a window are its independent draws, so they choose the quantile."""
+    assert _latency_check(6000).name == "work p99 clumped-limit / clumped-nolimit"  # 600 clumps of 10
+    # 200 requests would support p90 (36), their 20 clumps only p75 (13)
+    row = _latency_check(200)
+    assert row.name == "work p75 clumped-limit / clumped-nolimit" and row["metric"] == "work_p75_ms"
+    assert row["why"].startswith("p75: a p90 needs at least 36 clumps (p99 368).")
+    # 6 clumps: p50, at which the model predicts no rise (a clump's first half finishes before the quota runs out)
+    row = _latency_check(60)
+    assert row.name == "work p50 clumped-limit / clumped-nolimit"
     assert row["verdict"] == NOT_TESTABLE and row["requirement"] == "a predicted change at p50"
+
+
+def test_a_window_too_short_for_any_quantile_compares_its_maximum_and_says_so():
+    # quick's E2b: 50 requests in 5 clumps of 10 support no quantile: each run's slowest request, the maximum over
+    # its 5 clumps, against the model's maximum over 5 clumps at independent phases
+    row = _latency_check(50)
+    assert row.name == "work max over 5 clumps clumped-limit / clumped-nolimit" and row["metric"] == "work_max_ms"
+    assert row["why"].startswith("max over 5 clumps: a p50 needs at least 6 clumps (p75 13, p90 36, p99 368).")
+    assert "Over 5 clumps at independent phases" in row["why"]
+    # the model's maximum over 5 clumps: 95 ms under the 20 ms quota against 24 ms without it -> (r + 2) / 3
+    assert "is 95 ms against 24 ms: 3.96x" in row["why"] and row["expected"].endswith("> 1.99")
+    assert row["verdict"] == REPRODUCED, row["reason"]  # the synthetic maxima: 120 ms against 50 ms
 
 
 def test_the_quantile_is_the_designs_and_a_short_run_does_not_change_it():
@@ -883,7 +932,7 @@ def test_the_quantile_is_the_designs_and_a_short_run_does_not_change_it():
             lab.metric_rows[i] = (*row[:5], 30.0 if row[4] == "work_requests" else math.nan, *row[6:])
     _, checks = evaluate(lab, experiments=("E2b",))
     row = checks[checks["check"] == "work p90 clumped-limit / clumped-nolimit"].iloc[0]
-    assert "60 /work requests per run" in row["why"]
+    assert "360 /work requests per run in 36 clumps of 10" in row["why"]
     assert row["verdict"] == INCONCLUSIVE and "undefined in 1 of" in row["reason"], row["reason"]
 
 
@@ -1294,10 +1343,25 @@ def test_cli_names_a_broken_log_in_one_line(tmp_path, capsys):
 # the profiles' own parameters (config/profiles): every threshold derives, or a named requirement says why not
 
 
-@pytest.mark.parametrize(
-    ("profile", "num_cpu", "quantile"), [("ci", 2, "p50"), ("quick", 2, "p90"), ("paper", 10, "p99")]
-)
-def test_thresholds_derive_from_each_profiles_parameters(profile, num_cpu, quantile):
+#: What each profile's service windows support (docs/STATISTICS.md §2): ci's 1.5 s windows hold 3 clumps of 10 (X5's
+#: steady arrivals 20 or more requests, each its own clump), quick's 2.5 s (E2b, X6) 5, its 2 s (E8) 4, its 10 s (E7)
+#: 20, the paper profile's 60 s 120 clumps of 50 (and X5's steady arrivals 2,700 or more requests)
+WINDOWS = {
+    "ci": {"E2b": "max over 3 clumps", "E7": "max over 3 clumps", "E8": "max over 3 clumps", "X5": "p75"}
+    | {"X6": "max over 3 clumps"},
+    "quick": {
+        "E2b": "max over 5 clumps",
+        "E7": "p75",
+        "E8": "max over 4 clumps",
+        "X5": "p90",
+        "X6": "max over 5 clumps",
+    },
+    "paper": {"E2b": "p90", "E7": "p90", "E8": "p90", "X5": "p99", "X6": "p90"},
+}
+
+
+@pytest.mark.parametrize(("profile", "num_cpu"), [("ci", 2), ("quick", 2), ("paper", 10)])
+def test_thresholds_derive_from_each_profiles_parameters(profile, num_cpu):
     from conftest import PROJECT
 
     design = load_design({"profile": profile}, PROJECT / "config")
@@ -1320,21 +1384,22 @@ def test_thresholds_derive_from_each_profiles_parameters(profile, num_cpu, quant
         derived = "(threshold not derived)" not in row.expected
         assert derived or row.requirement, (row.check, row.reason)
     latency = checks[checks["metric"].str.startswith("work_") & (checks["requirement"] != "variants in this profile")]
-    assert len(latency) and set(latency["check"].str.split(" ").str[1]) == {quantile}
+    assert len(latency) and set(latency["experiment"]) == set(WINDOWS[profile])
+    for row in latency.itertuples():
+        assert row.check.startswith(f"work {WINDOWS[profile][row.experiment]} "), row.check
     c = checks.set_index("check")
     if profile == "quick":
         assert c.loc["p50_wall_ms limit1 / nolimit", "expected"].endswith("> 1.75")
-        assert c.loc["work p90 clumped-limit / clumped-nolimit", "expected"].endswith("> 1.51")
-        assert c.loc["work p90 busy-lim2x / idle-lim2x", "expected"].endswith("> 3.22")
+        assert c.loc["work max over 5 clumps clumped-limit / clumped-nolimit", "expected"].endswith("> 1.99")
+        assert c.loc["work max over 4 clumps busy-lim2x / idle-lim2x", "expected"].endswith("> 3.22")
     if profile == "ci":
-        row = c.loc["work p50 clumped-limit / clumped-nolimit"]
-        assert row["verdict"] == NOT_TESTABLE and row["requirement"] == "a predicted change at p50"
+        assert c.loc["work max over 3 clumps clumped-limit / clumped-nolimit", "expected"].endswith("> 1.88")
         assert c.loc["work quantile two-limit / one-double", "requirement"] == "variants in this profile"
     if profile == "paper":
         # the lab's own parameters: thresholds below what the lab measured
         assert float(c.loc["p50_wall_ms limit1 / nolimit", "expected"].split("> ")[1]) < 84.4 / 34.3
-        assert float(c.loc["work p99 clumped-limit / clumped-nolimit", "expected"].split("> ")[1]) < 370.1 / 74.4
-        assert float(c.loc["work p99 busy-lim2x / idle-lim2x", "expected"].split("> ")[1]) < 6045 / 98.7
+        assert float(c.loc["work p90 clumped-limit / clumped-nolimit", "expected"].split("> ")[1]) < 370.1 / 74.4
+        assert float(c.loc["work p90 busy-lim2x / idle-lim2x", "expected"].split("> ")[1]) < 6045 / 98.7
 
 
 # --------------------------------------------------------------------------

@@ -94,7 +94,7 @@ def test_latency_metrics_from_requests(per_run):
     # (the header predates params.timeout: cpulab's default 10 s)
     assert got["work_requests"] == 5 and got["work_errors"] == 1
     assert got["work_max_ms"] == metrics.DEFAULT_LOAD_TIMEOUT_MS
-    for q in ("p50", "p90", "p99", "p99_9"):  # 5 requests: even p50 needs 6
+    for q in ("p50", "p75", "p90", "p99", "p99_9"):  # 5 requests: even p50 needs 6
         assert math.isnan(got[f"work_{q}_ms"])
     notes = per_run[(per_run["variant"] == "clump50")].set_index("metric")["note"]
     assert notes["work_p50_ms"] == "/work: n too small for p50: 5 requests (needs 6)"
@@ -134,6 +134,40 @@ def test_supported_latency_metric_names_the_quantile():
     assert metrics.supported_latency_metric(frame, "E2b") == "work_p90_ms"
     assert metrics.supported_latency_metric(frame, "E2b", ["b"]) == "work_p99_ms"
     assert metrics.supported_latency_metric(frame, "E7") is None
+
+
+def test_a_window_names_what_its_clumps_support():
+    """What a window compares, from the design alone (docs/STATISTICS.md §2): the clumps decide, not the requests."""
+    e7 = metrics.window_quantile(20, 200)  # quick's E7: 10 s at 20 req/s in clumps of 10
+    assert (e7.q, e7.shown, e7.metric()) == (0.75, "p75", "work_p75_ms")
+    assert e7.explain().startswith("p75: a p90 needs at least 36 clumps (p99 368). ")
+    assert "200 /work requests per run in 20 clumps of 10" in e7.explain()
+    e2b = metrics.window_quantile(5, 50)  # quick's E2b and X6: 2.5 s; 50 requests would support p90 (36)
+    assert (e2b.q, e2b.shown, e2b.metric()) == (None, "max over 5 clumps", "work_max_ms")
+    assert e2b.explain().startswith("max over 5 clumps: a p50 needs at least 6 clumps (p75 13, p90 36, p99 368). ")
+    assert "the maximum over its 5 clumps" in e2b.explain()
+    steady = metrics.window_quantile(45, 45)  # clump 1: every request its own clump, as the rule for requests
+    assert (steady.q, steady.metric("ping")) == (0.9, "ping_p90_ms")
+    assert metrics.window_quantile(368, 3680).explain().startswith("p99. ")  # nothing above it to need
+    with pytest.raises(ValueError, match="at least one clump"):
+        metrics.window_quantile(0, 0)
+
+
+def test_a_variants_window_comes_from_its_parameters():
+    from throttlelab.model.variants import VariantSpec
+
+    quick = {"rps": 20, "clump": 10, "ping_rps": 4}
+    e2b = VariantSpec.from_dict("E2b", "clumped-limit", {**quick, "duration_ms": 2500})
+    assert metrics.design_window_quantile(e2b).shown == "max over 5 clumps"
+    assert metrics.design_window_quantile(e2b, "ping").shown == "p50"  # 10 /ping requests, each its own
+    e7 = VariantSpec.from_dict("E7", "one-limit", {**quick, "duration_ms": 10_000})
+    assert metrics.design_window_quantile(e7).shown == "p75"
+    paper = VariantSpec.from_dict("E2b", "clumped-limit", {"rps": 100, "clump": 50, "duration_ms": 60_000})
+    assert metrics.design_window_quantile(paper).shown == "p90"  # 120 clumps of 50: 6,000 requests, no p99
+    closed = VariantSpec.from_dict("X6", "closed-500m-g1", {"workers": 16, "duration_ms": 1000})
+    assert metrics.design_window_quantile(closed) is None
+    short = VariantSpec.from_dict("E7", "one-limit", {**quick, "duration_ms": 200})  # 0.4 clumps round to 0
+    assert metrics.design_window_quantile(short) is None
 
 
 # --------------------------------------------------------------------------

@@ -275,7 +275,14 @@ def test_run_latency_summary_known_values():
 
 @pytest.mark.parametrize(
     ("name", "q", "need"),
-    [("p50", 0.5, 6), ("p90", 0.9, 36), ("p95", 0.95, 72), ("p99", 0.99, 368), ("p99_9", 0.999, 3688)],
+    [
+        ("p50", 0.5, 6),
+        ("p75", 0.75, 13),
+        ("p90", 0.9, 36),
+        ("p95", 0.95, 72),
+        ("p99", 0.99, 368),
+        ("p99_9", 0.999, 3688),
+    ],
 )
 def test_minimum_samples_per_quantile(name, q, need):
     """docs/STATISTICS.md §2: n >= ln 0.025 / ln q, so that the run's maximum lies above the true quantile
@@ -290,7 +297,7 @@ def test_minimum_samples_per_quantile(name, q, need):
 
 def test_a_quantile_is_not_computed_below_its_minimum():
     rng = np.random.default_rng(3)
-    for name in ("p50", "p90", "p99", "p99_9"):
+    for name in ("p50", "p75", "p90", "p99", "p99_9"):
         need = stats.min_samples(stats.QUANTILES[name])
         few, enough_values = run_latency_summary(rng.exponential(size=need - 1)), rng.exponential(size=need)
         assert math.isnan(few[name]) and few.notes[name].startswith(f"n too small for {name.replace('_', '.')}")
@@ -308,6 +315,39 @@ def test_supported_quantile_is_the_highest_every_run_affords():
     assert stats.supported_quantile([30, 29, 31]) == 0.5  # the ci profile's
     assert stats.supported_quantile([400, 35]) == 0.5  # one short run decides
     assert stats.supported_quantile([5, 60]) is None
+
+
+@pytest.mark.parametrize(
+    ("clumps", "q"),
+    [(0, None), (4, None), (5, None), (6, 0.5), (12, 0.5), (13, 0.75), (20, 0.75), (35, 0.75), (36, 0.9)]
+    + [(120, 0.9), (367, 0.9), (368, 0.99)],
+)
+def test_a_window_supports_the_quantile_its_clumps_afford(clumps, q):
+    """docs/STATISTICS.md §2: the rule for samples counted in independent clumps, not requests: quick's E2b
+    and X6 windows (5 clumps) support no quantile at all, E7's (20) p75, the paper profile's (120) p90."""
+    assert stats.clumps_quantile(clumps) == q
+
+
+def test_a_clumps_quantile_has_a_clump_above_it_in_975_of_1000_runs():
+    # what the rule promises, by simulation: runs of N clumps, each clump one draw of its fate (its requests share
+    # it); the share of runs with no clump above the true q-quantile is q^N, at most 2.5% from min_samples(q) on
+    rng = np.random.default_rng(11)
+    trials = 40_000
+    for q in (0.5, 0.75, 0.9):
+        need = stats.min_samples(q)
+        assert q**need <= 0.025 < q ** (need - 1)
+        for n in (need - 1, need, 5):
+            missed = float(np.mean(rng.random((trials, n)).max(axis=1) <= q))
+            assert abs(missed - q**n) < 4 * math.sqrt(q**n * (1 - q**n) / trials), (q, n, missed)
+        assert stats.clumps_quantile(need, (q,)) == q and stats.clumps_quantile(need - 1, (q,)) is None
+    # quick's 5 clumps and p90: no clump above the true p90 in 59% of runs
+    assert 0.9**5 == pytest.approx(0.59, abs=0.005)
+
+
+@pytest.mark.parametrize("bad", [-1, 2.5, True, "5"])
+def test_clumps_must_be_a_count(bad):
+    with pytest.raises(ValueError, match="clumps must be a count"):
+        stats.clumps_quantile(bad)
 
 
 def test_estimate_log_of_1_2_4_by_hand():

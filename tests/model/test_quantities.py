@@ -138,5 +138,6 @@ def test_window_requests_per_profile_design():
 
     quick = VariantSpec.from_dict("E2b", "clumped-limit", {"rps": 20, "clump": 10, "ping_rps": 4, "duration_ms": 3000})
     assert quick.window_requests() == 60 and quick.window_requests("ping") == 12
+    assert quick.window_clumps() == 6 and quick.window_clumps("ping") == 12  # /ping: every request its own
     closed = VariantSpec.from_dict("S2", "threads-one", {"workers": 8, "duration_ms": 3000})
-    assert closed.window_requests() is None
+    assert closed.window_requests() is None and closed.window_clumps() is None

@@ -82,6 +82,7 @@ __all__ = [
     "min_samples",
     "too_few_samples",
     "supported_quantile",
+    "clumps_quantile",
     "run_latency_summary",
     "estimate",
     "zeros_flag",
@@ -106,7 +107,7 @@ __all__ = [
 QUANTILE_METHOD = "linear"
 
 #: The per-run quantiles, by the name the tables give them.
-QUANTILES: dict[str, float] = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p99_9": 0.999}
+QUANTILES: dict[str, float] = {"p50": 0.5, "p75": 0.75, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p99_9": 0.999}
 #: A run's q-quantile is computed only when the run's maximum lies above the true
 #: q-quantile with probability 1 - TAIL_MISS: 1 - q**n >= 0.975, i.e.
 #: n >= ln 0.025 / ln q (docs/STATISTICS.md §2; :func:`min_samples`).
@@ -291,9 +292,11 @@ def min_samples(q: float) -> int:
 
     With n samples the run's maximum lies above the true q-quantile with
     probability 1 - q**n; we ask for 1 - :data:`TAIL_MISS` = 97.5%, so
-    n >= ln 0.025 / ln q: p50 6, p90 36, p95 72, p99 368, p99.9 3,688.
+    n >= ln 0.025 / ln q: p50 6, p75 13, p90 36, p95 72, p99 368, p99.9 3,688.
     Below that the sample quantile is mostly an interpolation between the few
-    largest values and says little about the tail it is named after.
+    largest values and says little about the tail it is named after. The rule
+    counts independent samples: for a run's requests, which arrive in clumps
+    that share their fate, that is its clumps (:func:`clumps_quantile`).
     """
     if not 0.0 < q < 1.0:
         raise ValueError(f"a quantile's probability must lie strictly between 0 and 1, got {q!r}")
@@ -333,9 +336,26 @@ def supported_quantile(counts, candidates=(0.99, 0.9, 0.5)) -> float | None:
     return None
 
 
+def clumps_quantile(clumps: int, candidates=(0.99, 0.9, 0.75, 0.5)) -> float | None:
+    """The highest of ``candidates`` that a window of ``clumps`` independent clumps supports; None if none
+    (docs/STATISTICS.md §2, "How many clumps a quantile needs").
+
+    The requests of one clump arrive together, queue behind one another and meet the quota at the same
+    phase of the period, so a window holds as many independent draws as clumps, whatever its requests.
+    :func:`min_samples` is a rule about independent draws, so it is applied to the clumps: the q-quantile
+    needs ``min_samples(q)`` of them (p50 6, p75 13, p90 36, p99 368), the fewest for which at least one
+    clump lies above the true q-quantile with probability 97.5%. With fewer, a run's q-quantile is in
+    too many runs a value from inside its worst clump (with 5 clumps and p90: 1 - 0.9^5 = 41% of runs
+    have a clump above it, 59% do not); the window can then show its maximum over its clumps.
+    """
+    if isinstance(clumps, bool) or not isinstance(clumps, (int, np.integer)) or clumps < 0:
+        raise ValueError(f"clumps must be a count of 0 or more, got {clumps!r}")
+    return supported_quantile([int(clumps)], candidates)
+
+
 @dataclass(frozen=True)
 class LatencySummary:
-    """The latency metrics of one run: ``values`` by name (``p50``, ``p90``, ``p99``, ``p99_9``, ``max``),
+    """The latency metrics of one run: ``values`` by name (``p50``, ``p75``, ``p90``, ``p99``, ``p99_9``, ``max``),
     NaN where ``notes`` says why; ``n`` requests of which ``errors`` failed (counted at the timeout).
     ``summary["p99"]`` reads ``values``."""
 
@@ -386,7 +406,7 @@ def run_latency_summary(latencies_ms, *, ok=None, timeout_ms: float | None = Non
     notes: dict[str, str] = {}
     supported = [name for name, q in QUANTILES.items() if name != "p95" and n >= min_samples(q)]
     picked = quantile(lat, [QUANTILES[name] for name in supported]) if supported else []
-    for name in ("p50", "p90", "p99", "p99_9"):
+    for name in ("p50", "p75", "p90", "p99", "p99_9"):
         values[name] = math.nan
         reason = "no requests" if n == 0 else too_few_samples(QUANTILES[name], n)
         if reason:

@@ -174,13 +174,23 @@ class VariantSpec:
         """The burst budget this variant asks for, in us (None: none written)."""
         return None if self.burst_ms is None else round(float(self.burst_ms) * 1000)
 
-    def window_requests(self, endpoint: str = "work") -> int | None:
-        """The requests an open-loop run schedules in its window on ``endpoint`` (work or ping): a
-        fixed count by design (:func:`span_arrivals`); None for a closed loop or an unset rate."""
+    def window_clumps(self, endpoint: str = "work") -> int | None:
+        """The arrivals (clumps) an open-loop run schedules in its window on ``endpoint`` (work or ping): a
+        fixed count by design (:func:`span_arrivals`); None for a closed loop or an unset rate. The requests
+        of one clump are sent together and share their fate, so these are a run's independent draws
+        (docs/STATISTICS.md §2); /ping requests and /work arrivals of clump 1 are each their own."""
         rate, clump = (self.rps, self.clump or 1) if endpoint == "work" else (self.ping_rps, 1)
         if self.workers or not rate or self.duration_ms is None:
             return None
-        return span_arrivals(float(rate), int(clump), float(self.duration_ms)) * int(clump)
+        return span_arrivals(float(rate), int(clump), float(self.duration_ms))
+
+    def window_requests(self, endpoint: str = "work") -> int | None:
+        """The requests an open-loop run schedules in its window on ``endpoint`` (work or ping): its
+        :meth:`window_clumps` times the clump; None for a closed loop or an unset rate."""
+        clumps = self.window_clumps(endpoint)
+        if clumps is None:
+            return None
+        return clumps * (int(self.clump or 1) if endpoint == "work" else 1)
 
     def with_changes(self, **changes: Any) -> VariantSpec:
         """A copy with some fields set (they count as given)."""

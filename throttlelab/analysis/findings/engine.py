@@ -60,7 +60,7 @@ import pandas as pd
 
 from throttlelab.analysis import stats
 from throttlelab.analysis.metrics.metric_catalogue import CATALOGUE
-from throttlelab.analysis.metrics.services_metrics import SERVICE_QUANTILES
+from throttlelab.analysis.metrics.services_metrics import WindowQuantile, design_window_quantile
 from throttlelab.analysis.tidy import run_spec
 from throttlelab.errors import CatalogueError
 from throttlelab.model.catalogue import is_ours
@@ -159,8 +159,8 @@ CHECKS_COLUMNS = [
     #: a proportion's count pooled over runs, sum(k) / sum(n), beside effect (the per-run logit's own point)
     "pooled",
 ]
-#: The label and metric of a check comparing latency quantiles hold "{q}"; the highest quantile every run
-#: of its variants supports replaces it (p99, p90 or p50: stats.min_samples).
+#: The label and metric of a check comparing latency quantiles hold "{q}"; what the clumps of its windows
+#: support replaces it (p99, p90, p75 or p50, else the maximum over the clumps: :func:`check_window`).
 QUANTILE_SLOT = "{q}"
 #: What stands in the slot of a check whose quantile could not be chosen (its experiment or variants absent,
 #: too few requests per run): the tables never carry the slot itself.
@@ -712,12 +712,6 @@ def tie_verdict(
     return verdict, lo, hi, "; ".join(x for x in (f"{seen} (the bound on the mean at level {level:.4g})", reason) if x)
 
 
-def check_quantile(check: Check) -> float:
-    """The quantile a resolved latency check compares ("work_p90_ms" -> 0.9)."""
-    name = check.metric.split("_", 1)[1].removesuffix("_ms")
-    return stats.QUANTILES[name]
-
-
 def _bounds(relation: Relation, threshold: Sequence[float]) -> str:
     if relation == "within":
         return "[" + ", ".join(f"{t:.3g}" for t in threshold) + "]"
@@ -1172,44 +1166,46 @@ def _real_time(check: Check, evidence: Evidence) -> Unmet | None:
     )
 
 
-def _resolve_quantile(check: Check, evidence: Evidence) -> tuple[Check, str]:
-    """The check with "{q}" replaced by the highest quantile that the design's requests per run
-    support (fixed before the data: the generator schedules an exact count per window), and the
-    derivation of that choice. A run that ends up with fewer requests than that quantile needs has
-    no value for it, and the check says so."""
+def check_window(check: Check, evidence: Evidence) -> WindowQuantile:
+    """What a latency check compares, chosen from the design before any data (docs/STATISTICS.md §2): the
+    highest quantile the independent clumps of its windows support, or the maximum over them, for the variant
+    whose window holds the fewest clumps (both sides are compared at the same statistic). :class:`Unmet` when
+    the design fixes no count (a closed loop) or its window holds no clump."""
     if check.quantile_of is None:
-        return check, ""
-    planned = {
-        v: evidence.spec(check.experiment, v).window_requests(check.quantile_of) for v in check.variants_needed()
-    }
-    if any(n is None for n in planned.values()):
+        raise ValueError(f"{check.label}: not a latency check (no quantile_of)")
+    specs = {v: evidence.spec(check.experiment, v) for v in check.variants_needed()}
+    clumps = {v: spec.window_clumps(check.quantile_of) for v, spec in specs.items()}
+    unset = [v for v, n in clumps.items() if n is None]
+    if unset:
         raise Unmet(
             "the variant's parameters",
-            f"{', '.join(v for v, n in planned.items() if n is None)}: no open-loop rate and window, so "
-            "the design fixes no request count to choose a quantile from",
+            f"{', '.join(unset)}: no open-loop rate and window, so the design fixes no count of clumps to choose "
+            "a quantile from",
         )
-    fewest = min(planned.values())
-    q = stats.supported_quantile([fewest], SERVICE_QUANTILES)
-    if q is None:
+    fewest = min(clumps, key=lambda v: clumps[v])
+    window = design_window_quantile(specs[fewest], check.quantile_of)
+    if window is None:
         raise Unmet(
-            "samples per run for a quantile",
-            f"the design schedules {fewest} /{check.quantile_of} requests per run; even p50 needs "
-            f"{stats.min_samples(0.5)}",
+            "clumps per run for a quantile",
+            f"the design schedules no /{check.quantile_of} clump in {fewest}'s window (rate x window / clump "
+            "rounds to 0): there is no latency to compare",
         )
-    name = stats.quantile_name(q)
-    higher = ", ".join(f"{stats.quantile_name(h)} needs {stats.min_samples(h):,}" for h in SERVICE_QUANTILES if h > q)
-    why = (
-        f"Quantile {name}: the highest of "
-        + "/".join(stats.quantile_name(h) for h in SERVICE_QUANTILES)
-        + f" that the design's {fewest:,} /{check.quantile_of} requests per run support (rate x window, "
-        "an exact count per run" + (f"; {higher}" if higher else "") + "). "
-    )
+    return window
+
+
+def _resolve_quantile(check: Check, evidence: Evidence) -> tuple[Check, str]:
+    """The check with "{q}" replaced by what its windows support (:func:`check_window`: "p75", or "max over 5
+    clumps" in the label and ``work_max_ms`` as the metric), and the derivation of that choice. A run that ends
+    up with fewer requests than that quantile needs has no value for it, and the check says so."""
+    if check.quantile_of is None:
+        return check, ""
+    window = check_window(check, evidence)
     resolved = replace(
         check,
-        label=check.label.replace(QUANTILE_SLOT, name),
-        metric=check.metric.replace(QUANTILE_SLOT, name.replace(".", "_")),
+        label=check.label.replace(QUANTILE_SLOT, window.shown),
+        metric=check.metric.replace(QUANTILE_SLOT, window.name.replace(".", "_")),
     )
-    return resolved, why
+    return resolved, window.explain(check.quantile_of) + " "
 
 
 # --------------------------------------------------------------------------

@@ -250,6 +250,20 @@ class ServiceArm:
     def quantile(self, p: float) -> float:
         return float(np.quantile(self.latencies(), p, method="linear"))
 
+    def clump_max(self, clumps: int) -> float:
+        """The slowest request of ``clumps`` clumps arriving at independent phases, the median over runs: a
+        clump's slowest request is its last, and the maximum of n independent draws lies below the
+        0.5^(1/n) quantile of one draw in half of the runs."""
+        if clumps < 1:
+            raise ValueError(f"the maximum over clumps needs at least one clump, got {clumps}")
+        last = fluid_burst(self.clump_cpu_ms, self.rate, self.quota_ms, self.period_ms, phases(self.period_ms))
+        return float(np.quantile(last.wall_ms, 0.5 ** (1 / clumps), method="linear"))
+
+    def window_latency(self, q: float | None, clumps: int) -> float:
+        """The model's value of what a window compares: its q-quantile over a clump's requests and phases, or
+        (``q`` None) the maximum over its ``clumps`` clumps (:meth:`clump_max`)."""
+        return self.clump_max(clumps) if q is None else self.quantile(q)
+
     def throttles(self) -> bool:
         """Does a clump exceed what the quota lets it use in one period?"""
         return (

@@ -6,8 +6,9 @@ Variant names are the profiles' (config/profiles/*.yaml), the same in every prof
 numbers behind them are scaled per profile, so every threshold is derived from the service
 model of :mod:`.predictions` and the variant's own parameters (rate, clump, work, limit,
 request, the node's CPUs) and its derivation is written beside the check. Latency checks
-compare the highest quantile every run of the compared variants supports (p99 needs 368
-requests per run, p90 36, p50 6: ``{q}`` in their labels) and name it. Evaluation is
+compare the highest quantile the independent clumps of the compared variants' windows support
+(p99 needs 368 clumps per run, p90 36, p75 13, p50 6), or with fewer clumps the maximum over them,
+and name it in place of ``{q}`` in their labels (engine.check_window). Evaluation is
 :mod:`.engine`'s.
 """
 
@@ -17,7 +18,6 @@ import math
 
 import numpy as np
 
-from throttlelab.analysis import stats
 from throttlelab.analysis.findings import predictions
 from throttlelab.analysis.findings.engine import (
     Check,
@@ -27,10 +27,11 @@ from throttlelab.analysis.findings.engine import (
     Relation,
     Requirement,
     Unmet,
-    check_quantile,
+    check_window,
     cite,
 )
 from throttlelab.analysis.findings.predictions import SAME_BAND
+from throttlelab.analysis.metrics.services_metrics import WindowQuantile
 from throttlelab.model.quantities import format_cpu
 from throttlelab.model.reference import TALK_EXHAUST_MS
 from throttlelab.model.variants import (
@@ -83,6 +84,16 @@ def _describe(name: str, a: predictions.ServiceArm) -> str:
     return (
         f"{name}: clumps of {a.clump} x {a.cpu_per_request_ms:.3g} ms of CPU = {a.clump_cpu_ms:.3g} ms on "
         f"{a.rate:.3g} CPU, {_limit(a)}{quota}"
+    )
+
+
+def _over(window: WindowQuantile) -> str:
+    """How the model gets what a window compares (:meth:`predictions.ServiceArm.window_latency`)."""
+    if window.q is not None:
+        return "Over the requests of a clump and the phases it may arrive at"
+    return (
+        f"Over {window.clumps} clumps at independent phases (the median over runs of their slowest request: a "
+        f"clump's last request at the {0.5 ** (1 / window.clumps):.3g} quantile of the phases)"
     )
 
 
@@ -192,11 +203,11 @@ def latency_rise(experiment: str, variant: str, baseline: str):
     """F6, F9: the quantile ratio the service model predicts, with the overhead allowance."""
 
     def derive(evidence: Evidence, check: Check) -> Derivation:
-        p = check_quantile(check)
+        window = check_window(check, evidence)
         a, b = arm(evidence, experiment, variant), arm(evidence, experiment, baseline)
-        qa, qb = a.quantile(p), b.quantile(p)
+        qa, qb = a.window_latency(window.q, window.clumps), b.window_latency(window.q, window.clumps)
         ratio = qa / qb
-        name = stats.quantile_name(p)
+        name = window.shown
         if (check.relation == ">" and ratio < MIN_PREDICTED_RISE) or (
             check.relation == "<" and ratio > 1 / MIN_PREDICTED_RISE
         ):
@@ -213,8 +224,8 @@ def latency_rise(experiment: str, variant: str, baseline: str):
         return Derivation(
             (round(threshold, 3),),
             (
-                f"Model: {_describe(variant, a)}; {_describe(baseline, b)}. Over the requests of a clump and the "
-                f"phases it may arrive at, {name} is {qa:.3g} ms against {qb:.3g} ms: {ratio:.3g}x. Threshold {form} = "
+                f"Model: {_describe(variant, a)}; {_describe(baseline, b)}. {_over(window)}, {name} is {qa:.3g} ms "
+                f"against {qb:.3g} ms: {ratio:.3g}x. Threshold {form} = "
                 f"{threshold:.3g}: the same ratio once a fixed overhead of up to twice the faster arm's time is added "
                 f"to both. {_CPU_NOTE}"
             ),
@@ -475,7 +486,7 @@ def no_cost(variant: str, baseline: str, what: str):
     def derive(evidence: Evidence, check: Check) -> Derivation:
         if what == "latency":
             bound = NO_COST
-            how = f"{variant}'s {check_quantile(check):g}-quantile at most {NO_COST:g}x {baseline}'s (10% slower)"
+            how = f"{variant}'s {check_window(check, evidence).shown} at most {NO_COST:g}x {baseline}'s (10% slower)"
         else:
             bound = round(1 / NO_COST, 3)
             how = f"{variant}'s throughput at least 1/{NO_COST:g} = {bound:g} of {baseline}'s (10% lower)"
@@ -497,16 +508,16 @@ def two_threads_gain(variant: str, baseline: str):
     of the second CPU (:data:`GENERATOR_SHARE`) taken from the two-thread arm where they share it."""
 
     def derive(evidence: Evidence, check: Check) -> Derivation:
-        p = check_quantile(check)
+        window = check_window(check, evidence)
         spec_b = evidence.spec(X6, baseline)
         a, b = arm(evidence, X6, variant), arm(evidence, X6, baseline)
         node = predictions.cpuset_size(spec_b.node_cpus) or 1
         shared = bool(_cpu_set(spec_b.load_cpus) & _cpu_set(spec_b.node_cpus))
         rate = b.rate - (GENERATOR_SHARE if shared and b.rate > 1 else 0.0)
         b = predictions.ServiceArm(b.clump, b.cpu_per_request_ms, rate, b.limit_milli, b.period_ms, b.rps)
-        qa, qb = a.quantile(p), b.quantile(p)
+        qa, qb = a.window_latency(window.q, window.clumps), b.window_latency(window.q, window.clumps)
         ratio = qa / qb
-        name = stats.quantile_name(p)
+        name = window.shown
         if ratio < MIN_PREDICTED_RISE:
             raise Unmet(
                 f"a predicted change at {name}",
@@ -523,8 +534,8 @@ def two_threads_gain(variant: str, baseline: str):
         return Derivation(
             (round(threshold, 3),),
             (
-                f"Model: {_describe(variant, a)}; {_describe(baseline, b)}; {gen}. {name} {qa:.3g} ms against "
-                f"{qb:.3g} ms: {ratio:.3g}x. Threshold (r + 2) / 3 = {threshold:.3g} (the overhead allowance). "
+                f"Model: {_describe(variant, a)}; {_describe(baseline, b)}; {gen}. {_over(window)}, {name} is "
+                f"{qa:.3g} ms against {qb:.3g} ms: {ratio:.3g}x. Threshold (r + 2) / 3 = {threshold:.3g} (the overhead allowance). "
                 f"Supporting: the claim is no cost, not a gain. {_CPU_NOTE}"
             ),
             end="the generator's share at its upper end (half a CPU) and the overhead at its allowance's upper end: "

@@ -29,8 +29,11 @@ from throttlelab.analysis.metrics.services_metrics import (
     DEFAULT_LOAD_TIMEOUT_MS,
     LATENESS_SUSPECT_MS,
     SERVICE_QUANTILES,
+    WindowQuantile,
+    design_window_quantile,
     latency_metrics,
     supported_latency_metric,
+    window_quantile,
 )
 from throttlelab.analysis.metrics.weights_metrics import SHARE_MEMBERS, readback_metrics, share_metrics
 
@@ -49,7 +52,9 @@ __all__ = [
     "Scale",
     "Summarised",
     "Summary",
+    "WindowQuantile",
     "burst_metrics",
+    "design_window_quantile",
     "estimates_table",
     "gomaxprocs_metrics",
     "latency_metrics",
@@ -61,4 +66,5 @@ __all__ = [
     "spin_metrics",
     "summarise",
     "supported_latency_metric",
+    "window_quantile",
 ]

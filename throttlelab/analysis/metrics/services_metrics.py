@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -30,6 +31,7 @@ from throttlelab.analysis import stats
 from throttlelab.analysis.metrics.common import COUNTERS, USEC_PER_MS, MetricSpec, number, throttled_ratio
 from throttlelab.analysis.tidy import ENDPOINTS, InputError
 from throttlelab.model.catalogue import Experiment
+from throttlelab.model.variants import VariantSpec
 
 #: A run whose send lateness p99 exceeds this is suspect (load_generator.csv, which the report shows): the
 #: generator, not the service, may have set its latencies.
@@ -37,9 +39,12 @@ LATENESS_SUSPECT_MS = 5.0
 #: The client timeout of `cpulab load` when its header does not say (its default -timeout=10s, and
 #: docs/LAB.md §3's "client timeout 10 s"); the runner passes it explicitly and the header's params record it.
 DEFAULT_LOAD_TIMEOUT_MS = 10_000.0
-#: The latency quantiles the service findings and figures may compare, highest first: the highest
-#: one every run supports (stats.min_samples) is used and named.
-SERVICE_QUANTILES = (0.99, 0.9, 0.5)
+#: The latency quantiles the service findings and figures may compare, highest first: a check compares the
+#: highest one the clumps of its window support (:func:`window_quantile`), a figure the highest one every run's
+#: requests support (:func:`supported_latency_metric`).
+SERVICE_QUANTILES = (0.99, 0.9, 0.75, 0.5)
+#: What a window too short for even the lowest of them compares: its slowest request, the maximum over its clumps.
+WINDOW_MAXIMUM = "max"
 #: E6: the ``source`` of a scrape that read the kubelet's real cAdvisor (the other: "emulated").
 SCRAPE_CADVISOR = "cadvisor"
 
@@ -47,7 +52,7 @@ SCRAPE_CADVISOR = "cadvisor"
 def _latency_specs() -> list[MetricSpec]:
     specs = []
     for ep in ENDPOINTS:
-        for q in ("p50", "p90", "p99", "p99_9"):
+        for q in ("p50", "p75", "p90", "p99", "p99_9"):
             specs.append(
                 MetricSpec(
                     f"{ep}_{q}_ms",
@@ -215,7 +220,7 @@ def latency_metrics(
         summary = stats.run_latency_summary(
             mine["lat_ms"].to_numpy(dtype=float), ok=mine["ok"].to_numpy(dtype=bool), timeout_ms=timeout_ms
         )
-        for q in ("p50", "p90", "p99", "p99_9", "max"):
+        for q in ("p50", "p75", "p90", "p99", "p99_9", "max"):
             out[f"{ep}_{q}_ms"] = summary.values[q]
             if q in summary.notes:
                 notes[f"{ep}_{q}_ms"] = f"/{ep}: {summary.notes[q]}"
@@ -234,6 +239,79 @@ def supported_latency_metric(metrics: pd.DataFrame, experiment: str, variants=No
         rows = rows[rows["variant"].isin(list(variants))]
     q = stats.supported_quantile(rows["value"].to_numpy(dtype=float), SERVICE_QUANTILES)
     return None if q is None else f"{ep}_{stats.quantile_name(q).replace('.', '_')}_ms"
+
+
+@dataclass(frozen=True)
+class WindowQuantile:
+    """What a window's per-run latency can show, from the design alone (docs/STATISTICS.md §2): ``q``, the
+    highest of :data:`SERVICE_QUANTILES` that its ``clumps`` independent clumps support, or None: none is, and
+    the window shows its maximum over them. ``requests``: the requests in those clumps."""
+
+    clumps: int
+    requests: int
+    q: float | None
+
+    @property
+    def name(self) -> str:
+        """ "p75", or "max" (:data:`WINDOW_MAXIMUM`)."""
+        return WINDOW_MAXIMUM if self.q is None else stats.quantile_name(self.q)
+
+    @property
+    def shown(self) -> str:
+        """What a check's label says: "p75", or "max over 5 clumps"."""
+        return self.name if self.q is not None else f"{WINDOW_MAXIMUM} over {self.clumps} clumps"
+
+    def metric(self, ep: str = "work") -> str:
+        """The per-run metric it reads: ``work_p75_ms``, or ``work_max_ms``."""
+        return f"{ep}_{self.name.replace('.', '_')}_ms"
+
+    def higher(self) -> list[float]:
+        """The quantiles above it that the clumps cannot support (all of them for the maximum)."""
+        return [h for h in SERVICE_QUANTILES if self.q is None or h > self.q]
+
+    def explain(self, ep: str = "work") -> str:
+        """The choice in words, for a check's derivation: "p75 over 20 clumps: a p90 needs at least 36 (p99 368)
+        ..." or "max over 5 clumps: a p50 needs at least 6 clumps (p75 13, p90 36, p99 368) ..."."""
+        above = sorted(self.higher())
+        need = ""
+        if above:
+            first, rest = above[0], above[1:]
+            need = f": a {stats.quantile_name(first)} needs at least {stats.min_samples(first):,} clumps"
+            if rest:
+                need += " (" + ", ".join(f"{stats.quantile_name(h)} {stats.min_samples(h):,}" for h in rest) + ")"
+        per = (
+            f"{self.requests:,} /{ep} requests per run in {self.clumps} clumps of {self.requests // self.clumps}, "
+            "an exact count by design"
+        )
+        if self.q is None:
+            what = (
+                f"each run shows its slowest request, the maximum over its {self.clumps} clumps (the same "
+                "number in every run, so runs are alike and their maxima compare as any per-run value)"
+            )
+        else:
+            what = f"the highest of {'/'.join(stats.quantile_name(h) for h in SERVICE_QUANTILES)} they support"
+        return (
+            f"{self.shown}{need}. The requests of a clump share its fate, so its clumps are a run's independent "
+            f"draws and a q-quantile needs ceil(ln 0.025 / ln q) of them (docs/STATISTICS.md §2); {per}: {what}."
+        )
+
+
+def window_quantile(clumps: int, requests: int) -> WindowQuantile:
+    """The statistic a window of ``clumps`` independent clumps holding ``requests`` requests supports (pure)."""
+    if clumps < 1 or requests < clumps:
+        raise ValueError(
+            f"a window needs at least one clump and a request per clump, got {clumps} clumps and {requests} requests"
+        )
+    return WindowQuantile(clumps, requests, stats.clumps_quantile(clumps, SERVICE_QUANTILES))
+
+
+def design_window_quantile(spec: VariantSpec, ep: str = "work") -> WindowQuantile | None:
+    """What a variant's window supports, from its parameters alone (rate, clump, window): None for a closed loop
+    or a window with no arrival in it."""
+    clumps, requests = spec.window_clumps(ep), spec.window_requests(ep)
+    if not clumps or not requests:
+        return None
+    return window_quantile(clumps, requests)
 
 
 # --------------------------------------------------------------------------
