@@ -30,7 +30,8 @@ from conftest import PROJECT
 from kube_api_server import FakeKubeAPI
 from throttlelab.host.docker_engine import kind_engine_client
 from throttlelab.backends.base import BackendError
-from throttlelab.backends.kind import clusters as kind_clusters, pauses, pins
+from throttlelab.platform import kind_clusters, kind_pauses as pauses, kind_pins as pins
+from throttlelab.platform.workload_images import kind_tag
 from throttlelab.backends.kind import kind_backend
 from throttlelab.backends.kube.run_pods import PodLimits
 from throttlelab.model.config import load_design
@@ -141,7 +142,7 @@ def stand_in(engine: Any, image: str, cluster: kind_clusters.KindCluster, tmp: P
         node["metadata"]["name"] = node["metadata"]["labels"]["kubernetes.io/hostname"] = name
     for pod in api.system_pods:
         pod["spec"]["nodeName"] = cluster.worker
-    api.images |= {kind_clusters.image_tag("go124mod"), kind_clusters.image_tag("go125mod")}
+    api.images |= {kind_tag("go124mod"), kind_tag("go125mod")}
     tree = tmp / f"cgroup-{cluster.role}"
     tree.mkdir()
     (tree / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")

@@ -18,8 +18,9 @@ import pytest
 from conftest import E1_NODE as E1
 from kind_standins import lab_clusters
 from kube_api_server import FakeKubeAPI
-from throttlelab.backends.kind import kind_backend, pauses, pins
-from throttlelab.backends.kind.clusters import image_tag
+from throttlelab.backends.kind import kind_backend
+from throttlelab.platform import kind_pauses as pauses, kind_pins as pins
+from throttlelab.platform.workload_images import kind_tag as image_tag
 from throttlelab.model.placement import LoadPlacement, Node
 
 pytestmark = pytest.mark.kube_api

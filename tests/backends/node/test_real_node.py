@@ -448,8 +448,8 @@ def test_a_node_whose_kubelet_never_gets_ready_fails_in_time_and_keeps_its_logs(
 def node_inputs(node_tools, binaries, tmp_path_factory):
     """A working directory as the rules leave it for the real node: the workload images (the session's
     cpulab builds and podgate) and the cluster tools manifest, under results/."""
-    from throttlelab.backends.kind.clusters import build_podgate
-    from throttlelab.backends.node import node_image_archives as ni
+    from throttlelab.platform import real_node_images as ni
+    from throttlelab.platform.workload_images import build_podgate
 
     tools, runc = node_tools
     work = tmp_path_factory.mktemp("node-work")

@@ -23,7 +23,7 @@ from typing import Any
 
 from throttlelab.backends.base import BackendError, DesignMismatch
 from throttlelab.backends.kube import manifests as mf
-from throttlelab.backends.kube.client import NotFound, all_running
+from throttlelab.platform.kube_client import NotFound, all_running
 from throttlelab.backends.kube.run_pods import NodeAccess, RunPods
 from throttlelab.host.processes import spawn_guardian, wait_guardian
 

@@ -1,5 +1,5 @@
-"""kind's clusters (docs/LAB.md §4): two local kind clusters, the kind image, and the command line
-the Snakemake rules call (rules/clusters.smk).
+"""kind's clusters (docs/LAB.md §4): two local kind clusters, the kind image loaded into them, and the
+command line the Snakemake rules call (rules/platform/kind_clusters.smk).
 
 * `new`: kind v0.33.0, node image kindest/node v1.34.11 (runc 1.4.3, containerd
   2.3.4): the runc >= 1.3.2 (quadratic) conversion of shares to weights;
@@ -33,21 +33,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from throttlelab.errors import BuildError
+from throttlelab.errors import BackendError, BuildError
 from throttlelab.host import docker_engine
-from throttlelab.host.gobuild import go_build
-from throttlelab.platform.tool_build import ToolsSettings
-from throttlelab.host.facts import missing_capabilities
-from throttlelab.platform import kind_node_recipe
-from throttlelab.model import results_layout as layout
-from throttlelab.model.digest import sha256_file
-from throttlelab.model.runtime import KIND_ROLE_OF_RUNTIME, RUNTIME_OF_KIND_ROLE
-from throttlelab.backends import workload_images as images
-from throttlelab.backends.base import BackendError
-from throttlelab.backends.kube.client import KubeClient, KubeError
 from throttlelab.host.docker_engine import kind_engine_client
-from throttlelab.backends.kind.nodes import node_conversion, node_container, node_exec, runc_version
-from throttlelab.backends.kind.pauses import sweep_pauses, using
+from throttlelab.host.facts import missing_capabilities
+from throttlelab.model import results_layout as layout
+from throttlelab.model.runtime import KIND_ROLE_OF_RUNTIME, RUNTIME_OF_KIND_ROLE
+from throttlelab.platform import kind_node_recipe
+from throttlelab.platform import workload_images as images
+from throttlelab.platform.kind_nodes import node_container, node_conversion, node_exec, runc_version
+from throttlelab.platform.kind_pauses import sweep_pauses, using
+from throttlelab.platform.kube_client import KubeClient, KubeError
+from throttlelab.platform.tool_build import ToolsSettings
 
 #: docs/LAB.md §4's pinned node images and the kind release each is built for.
 NODE_IMAGES = {
@@ -56,12 +53,6 @@ NODE_IMAGES = {
 }
 RUNTIME_OF_ROLE = RUNTIME_OF_KIND_ROLE  # the model's (model/runtime.py): the rules plan from it too
 ROLE_OF_RUNTIME = KIND_ROLE_OF_RUNTIME
-IMAGE_REPOSITORY = "cpulab-kind"
-
-
-def image_tag(variant: str) -> str:
-    """The image in the clusters: the docker backend's cpulab:<variant> plus /podgate."""
-    return f"{IMAGE_REPOSITORY}:{variant}"
 
 
 # -- the clusters -------------------------------------------------------------------------------
@@ -260,7 +251,7 @@ def _progress(message: str) -> None:
 
 def create_cluster(cluster: KindCluster, kubeconfig: Path, stamp: Path) -> dict[str, Any]:
     """Create the cluster once; a cluster that already exists with the configured node image is reused.
-    Not while a run on the other cluster has this one paused (kind/pauses.py): that run is waited for."""
+    Not while a run on the other cluster has this one paused (platform/kind_pauses.py): that run is waited for."""
     with using(cluster.name, progress=_progress):
         sweep_pauses(kind_engine_client())  # a dead run's pause is undone before the nodes are used
         return _create_cluster(cluster, kubeconfig, stamp)
@@ -426,7 +417,7 @@ def load_into_cluster(
 
 def load_image(cluster: KindCluster, variant: str, image_stamp: Path, stamp: Path) -> dict[str, Any]:
     """`kind load docker-image cpulab-kind:<variant>` into both nodes, then check each node has it.
-    Not while a run on the other cluster has this one paused (kind/pauses.py): that run is waited for."""
+    Not while a run on the other cluster has this one paused (platform/kind_pauses.py): that run is waited for."""
     with using(cluster.name, progress=_progress):
         sweep_pauses(kind_engine_client())  # a dead run's pause is undone before the nodes are used
         return _load_image(cluster, variant, image_stamp, stamp)
@@ -588,45 +579,6 @@ def preflight_tools(clusters: dict[str, KindCluster], roles: list[str], need: se
         raise BackendError("\n".join(problems))
 
 
-# -- the kind image: cpulab:<variant> plus podgate ---------------------------------------------------------
-
-
-def build_podgate(out: Path, source: Path) -> Path:
-    """`go build` of podgate (the start gate and file reader in the pods; `source` is its Go
-    module, workload/podgate), static, local toolchain."""
-    return go_build(Path(source), out, "podgate")
-
-
-def kind_dockerfile(base_tag: str) -> bytes:
-    return f"FROM {base_tag}\nCOPY podgate /podgate\n".encode()
-
-
-def build_kind_image(variant: str, base_stamp: Path, podgate: Path) -> dict[str, str]:
-    """cpulab-kind:<variant> = the docker backend's cpulab:<variant> image + /podgate (no pull: FROM a local image)."""
-    base = json.loads(Path(base_stamp).read_text())
-    client = kind_engine_client()
-    sha = sha256_file(podgate)
-    context = docker_engine.build_context(kind_dockerfile(base["tag"]), {"podgate": Path(podgate)})
-    image = docker_engine.build_image(
-        client,
-        image_tag(variant),
-        context,
-        labels={
-            images.LABEL: "1",
-            images.LABEL_VARIANT: variant,
-            "throttlelab.podgate-sha256": sha,
-            "throttlelab.base-image": base.get("id", ""),
-        },
-    )
-    return {
-        "tag": image_tag(variant),
-        "id": image.id,
-        "variant": variant,
-        "base": base.get("id", ""),
-        "podgate_sha256": sha,
-    }
-
-
 # -- command line ------------------------------------------------------------------------------------------
 
 
@@ -670,10 +622,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         if args.command == "build-podgate":
-            print(build_podgate(args.out, args.podgate_source))
+            print(images.build_podgate(args.out, args.podgate_source))
             return 0
         if args.command == "build-image":
-            record = build_kind_image(args.variant, args.base_stamp, args.podgate)
+            record = images.build_kind_image(args.variant, args.base_stamp, args.podgate)
             write_json(args.out, record)
             print(f"{record['tag']} = {record['id']}")
             return 0
