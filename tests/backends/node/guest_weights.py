@@ -22,7 +22,9 @@ from throttlelab.platform import real_node_layout as kn
 REQUESTS = {"small": "100m", "big": "500m"}
 
 
-def pod(name: str, runtime_class: str) -> dict:
+def pause_pod(name: str, runtime_class: str, resources: dict[str, dict]) -> dict:
+    """A pod of the node's pause image under `runtime_class`, one container per entry of `resources`
+    (container name -> its resources); the real node's tests make theirs with it too."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -33,16 +35,15 @@ def pod(name: str, runtime_class: str) -> dict:
             "terminationGracePeriodSeconds": 1,
             "enableServiceLinks": False,
             "containers": [
-                {
-                    "name": container,
-                    "image": kn.PAUSE_IMAGE,
-                    "imagePullPolicy": "Never",
-                    "resources": {"requests": {"cpu": request}},
-                }
-                for container, request in REQUESTS.items()
+                {"name": container, "image": kn.PAUSE_IMAGE, "imagePullPolicy": "Never", "resources": limits}
+                for container, limits in resources.items()
             ],
         },
     }
+
+
+def pod(name: str, runtime_class: str) -> dict:
+    return pause_pod(name, runtime_class, {c: {"requests": {"cpu": request}} for c, request in REQUESTS.items()})
 
 
 def main(out: Path) -> int:

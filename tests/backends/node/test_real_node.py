@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from guest_weights import pause_pod
 from throttlelab.platform import real_node as nc
 from throttlelab.errors import BackendError
 from throttlelab.platform.tool_build import ToolsSettings, cached
@@ -98,26 +99,8 @@ def kubectl(facts: dict, tools: dict, *args: str, stdin: str | None = None) -> s
     return done.stdout
 
 
-def pause_pod(name: str, runtime_class: str) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "runtimeClassName": runtime_class,
-            "automountServiceAccountToken": False,
-            "terminationGracePeriodSeconds": 1,
-            "enableServiceLinks": False,
-            "containers": [
-                {
-                    "name": "c",
-                    "image": kn.PAUSE_IMAGE,
-                    "imagePullPolicy": "Never",
-                    "resources": {"requests": {"cpu": "250m"}, "limits": {"cpu": "500m"}},
-                }
-            ],
-        },
-    }
+def one_pause_pod(name: str, runtime_class: str) -> dict:
+    return pause_pod(name, runtime_class, {"c": {"requests": {"cpu": "250m"}, "limits": {"cpu": "500m"}}})
 
 
 #: Run as an unprivileged user (nobody), what a local user who is not root would try against a running
@@ -215,7 +198,7 @@ def test_node_runs_pods_under_both_runc_releases_and_leaves_nothing(node_tools, 
         addresses = {a["type"]: a["address"] for a in nodes[0]["status"]["addresses"]}
         assert addresses == {"InternalIP": facts["subnet"].rsplit(".", 1)[0] + ".1", "Hostname": kn.NODE_NAME}
         for handler in kn.RUNTIME_HANDLERS:
-            kubectl(facts, tools, "apply", "-f", "-", stdin=json.dumps(pause_pod(f"p-{handler}", handler)))
+            kubectl(facts, tools, "apply", "-f", "-", stdin=json.dumps(one_pause_pod(f"p-{handler}", handler)))
         kubectl(facts, tools, "wait", "--for=condition=Ready", "pod/p-runc-new", "pod/p-runc-old", "--timeout=120s")
         pods = {
             p["metadata"]["name"]: p for p in json.loads(kubectl(facts, tools, "get", "pods", "-o", "json"))["items"]
@@ -316,7 +299,7 @@ def test_volumes_kubelet_mounts_reach_the_containers(node_tools):
             "stringData": {"key": "a secret value"},
         }
         kubectl(facts, tools, "apply", "-f", "-", stdin=json.dumps(secret))
-        pod = pause_pod("with-volumes", "runc-new")
+        pod = one_pause_pod("with-volumes", "runc-new")
         pod["spec"]["automountServiceAccountToken"] = True
         pod["spec"]["volumes"] = [{"name": "s", "secret": {"secretName": "s"}}]
         pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "s", "mountPath": "/s"}]
