@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from guest_weights import pause_pod
+from guest_weights import node_kubectl as kubectl, pause_pod
 from throttlelab.platform import real_node as nc
 from throttlelab.errors import BackendError
 from throttlelab.platform.tool_build import ToolsSettings, cached
@@ -84,19 +84,6 @@ def host_state() -> dict:
         "logs": logs,
         "sysctls": nc.host_sysctls(),
     }
-
-
-def kubectl(facts: dict, tools: dict, *args: str, stdin: str | None = None) -> str:
-    kubectl_bin = str(Path(tools["kube-apiserver"]).with_name("kubectl"))
-    done = subprocess.run(
-        [kubectl_bin, "--kubeconfig", facts["kubeconfig"], *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def one_pause_pod(name: str, runtime_class: str) -> dict:
