@@ -35,6 +35,7 @@ from typing import Any, Callable
 
 from throttlelab.errors import BackendError, BuildError
 from throttlelab.host import docker_engine
+from throttlelab.host.atomic_write import write_json_atomically
 from throttlelab.host.docker_engine import kind_engine_client
 from throttlelab.host.facts import missing_capabilities
 from throttlelab.model import results_layout as layout
@@ -227,15 +228,6 @@ def existing_clusters(binary: str) -> list[str]:
     return _run([binary, "get", "clusters"], "kind get clusters", 60).split()
 
 
-def write_json(path: Path, record: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as handle:
-        json.dump(record, handle, indent=1, sort_keys=True)
-        handle.write("\n")
-    os.replace(tmp, path)
-
-
 def configured_images(config: Path) -> list[str]:
     import yaml
 
@@ -320,7 +312,7 @@ def _create_cluster(cluster: KindCluster, kubeconfig: Path, stamp: Path) -> dict
         "node_images": cluster.node_images,
         "node_image_facts": node_image,  # local: the image built here, its ID and versions
     }
-    write_json(stamp, record)
+    write_json_atomically(stamp, record)
     return record
 
 
@@ -435,7 +427,7 @@ def _load_image(cluster: KindCluster, variant: str, image_stamp: Path, stamp: Pa
         if not any(t.endswith(f"/{tag}") or t == tag for t in tags):
             raise BackendError(f"kind load: {tag} is not on node {node} after loading")
     record = {"cluster": cluster.name, "variant": variant, "tag": tag, "image_id": image["id"]}
-    write_json(stamp, record)
+    write_json_atomically(stamp, record)
     return record
 
 
@@ -626,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "build-image":
             record = images.build_kind_image(args.variant, args.base_stamp, args.podgate)
-            write_json(args.out, record)
+            write_json_atomically(args.out, record)
             print(f"{record['tag']} = {record['id']}")
             return 0
         clusters = clusters_from_settings(json.loads(args.settings), args.workdir, getattr(args, "config_dir", None))

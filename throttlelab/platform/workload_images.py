@@ -23,14 +23,13 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from throttlelab.errors import BackendError
 from throttlelab.host import docker_engine
+from throttlelab.host.atomic_write import write_json_atomically
 from throttlelab.host.docker_engine import kind_engine_client
 from throttlelab.host.gobuild import go_build
 from throttlelab.model.builds import LABEL, LABEL_BINARY, LABEL_PODGATE, LABEL_VARIANT, PODGATE
@@ -148,16 +147,6 @@ def build_kind_image(variant: str, base_stamp: Path, podgate: Path) -> dict[str,
     }
 
 
-def write_stamp(path: Path, record: dict[str, str]) -> None:
-    """The rule's output: which image was built from which binary, written atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as handle:
-        json.dump(record, handle, indent=1)
-        handle.write("\n")
-    os.replace(tmp, path)
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="throttlelab build-image", description=__doc__.splitlines()[0])
     p.add_argument("--variant", required=True)
@@ -169,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     except BackendError as exc:
         print(f"build_image: {exc}", file=sys.stderr)
         return 1
-    write_stamp(args.out, record)
+    write_json_atomically(args.out, record, sort_keys=False)  # the rule's output: which image, from which binary
     print(f"{record['tag']} = {record['id']} from {record['binary']}")
     return 0
 
