@@ -192,11 +192,6 @@ def kind_cluster_files(role: str) -> list[str]:
     ]
 
 
-def kind_node_base_stamp(role: str) -> str:
-    """What the debootstrap base job of a kind node image leaves here (the base is in the tool cache)."""
-    return KIND_NODE_BASE_STAMP.format(role=role)
-
-
 def kind_node_stamp(role: str) -> str:
     """A kind node image built here (rules/platform/kind_node.smk): its tag, image ID, what it holds."""
     return KIND_NODE_STAMP.format(role=role)
