@@ -1,6 +1,6 @@
 """The repository's documents: the README stays short and renders every table whole, every citation of the
-method (docs/LAB.md §N, docs/STATISTICS.md §N) names a section that exists, and nothing refers to files
-outside the repository."""
+method (docs/LAB.md §N, docs/STATISTICS.md §N) names a section that exists, every module or rule file a
+document or comment names exists, and nothing refers to files outside the repository."""
 
 from __future__ import annotations
 
@@ -111,3 +111,32 @@ def test_nothing_refers_to_files_outside_the_repository():
 def test_a_path_out_of_the_repository_is_caught():
     assert CLIMBING_PATH.findall("see ../notes/method.md and ../../x") == ["../notes/method.md", "../../x"]
     assert CLIMBING_PATH.findall("docs/LAB.md, ./run, a..b") == []
+
+
+#: A module or rule file named by its path: from the repository's root (throttlelab/..., rules/..., tests/...),
+#: or from the package's folder (platform/kind_clusters.py), the backends' (kind/node_cgroups.py) or the
+#: analysis' (findings/engine.py), as the docs and comments name them.
+NAMED_FILE = re.compile(
+    r"(?<![\w./<{-])((?:throttlelab|rules|tests|platform|backends|host|model|experiments|analysis|figures|report"
+    r"|kind|kube|node|findings|metrics)/[\w/]+\.(?:py|smk))\b"
+)
+NAMED_FROM = ("", "throttlelab/", "throttlelab/backends/", "throttlelab/analysis/")
+
+
+def test_every_module_or_rule_file_a_tracked_file_names_exists():
+    """A module that moved leaves no document or comment naming its old path."""
+    missing = []
+    for path in tracked_text_files():
+        if path == Path(__file__).resolve():
+            continue  # its own examples of such paths
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            for name in NAMED_FILE.findall(line):
+                if not any((PROJECT / folder / name).exists() for folder in NAMED_FROM):
+                    missing.append(f"{path.relative_to(PROJECT)}:{number}: {name}")
+    assert missing == []
+
+
+def test_a_named_file_is_found_from_the_root_the_package_or_a_backend():
+    line = "see throttlelab/backends/kind/clusters.py, kind/pins.py and rules/clusters.smk, not <family>_figures.py"
+    assert NAMED_FILE.findall(line) == ["throttlelab/backends/kind/clusters.py", "kind/pins.py", "rules/clusters.smk"]
+    assert not any((PROJECT / folder / "kind/pins.py").exists() for folder in NAMED_FROM)
