@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from markdown_it import MarkdownIt
 
@@ -25,6 +27,17 @@ def tracked_text_files() -> list[Path]:
         for name in names.split()
         if Path(name).suffix in TEXT_SUFFIXES or name == "Snakefile" or name.startswith(".ci/")
     ]
+
+
+def found_in_tracked_files(pattern: re.Pattern) -> Iterator[tuple[Path, str, Any]]:
+    """Every match of ``pattern`` (as findall gives it) in the tracked text files but this one (its own
+    examples), with its file and where it stands ("path:line")."""
+    for path in tracked_text_files():
+        if path == Path(__file__).resolve():
+            continue
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            for match in pattern.findall(line):
+                yield path, f"{path.relative_to(PROJECT)}:{number}", match
 
 
 def source_tables(text: str) -> list[int]:
@@ -80,12 +93,11 @@ def section_numbers(doc: Path) -> set[str]:
 def test_every_citation_of_the_method_names_a_section_that_exists():
     sections = {name: section_numbers(PROJECT / "docs" / f"{name}.md") for name in ("LAB", "STATISTICS")}
     assert {"1", "2", "2.6", "4", "5"} <= sections["LAB"] and {str(n) for n in range(1, 9)} <= sections["STATISTICS"]
-    unresolved = []
-    for path in tracked_text_files():
-        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-            for doc, section in CITATION.findall(line):
-                if section not in sections[doc]:
-                    unresolved.append(f"{path.relative_to(PROJECT)}:{number}: docs/{doc}.md §{section}")
+    unresolved = [
+        f"{where}: docs/{doc}.md §{section}"
+        for _, where, (doc, section) in found_in_tracked_files(CITATION)
+        if section not in sections[doc]
+    ]
     assert unresolved == []
 
 
@@ -97,14 +109,10 @@ def test_nothing_refers_to_files_outside_the_repository():
     """Every ../ path a tracked file names lands on a file or folder of the repository, seen from that file's
     folder: a reader of the repository can open whatever it points to."""
     outside = []
-    for path in tracked_text_files():
-        if path == Path(__file__).resolve():
-            continue  # its own examples of such paths
-        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-            for target in CLIMBING_PATH.findall(line):
-                landed = (path.parent / target).resolve()
-                if not landed.is_relative_to(PROJECT) or not landed.exists():
-                    outside.append(f"{path.relative_to(PROJECT)}:{number}: {target}")
+    for path, where, target in found_in_tracked_files(CLIMBING_PATH):
+        landed = (path.parent / target).resolve()
+        if not landed.is_relative_to(PROJECT) or not landed.exists():
+            outside.append(f"{where}: {target}")
     assert outside == []
 
 
@@ -125,14 +133,11 @@ NAMED_FROM = ("", "throttlelab/", "throttlelab/backends/", "throttlelab/analysis
 
 def test_every_module_or_rule_file_a_tracked_file_names_exists():
     """A module that moved leaves no document or comment naming its old path."""
-    missing = []
-    for path in tracked_text_files():
-        if path == Path(__file__).resolve():
-            continue  # its own examples of such paths
-        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-            for name in NAMED_FILE.findall(line):
-                if not any((PROJECT / folder / name).exists() for folder in NAMED_FROM):
-                    missing.append(f"{path.relative_to(PROJECT)}:{number}: {name}")
+    missing = [
+        f"{where}: {name}"
+        for _, where, name in found_in_tracked_files(NAMED_FILE)
+        if not any((PROJECT / folder / name).exists() for folder in NAMED_FROM)
+    ]
     assert missing == []
 
 
