@@ -12,7 +12,7 @@ configfile: f"{workflow.basedir}/config/config.yaml"
 
 include: "rules/common.smk"
 include: "rules/build.smk"
-include: "rules/clusters.smk"
+include: "rules/platform/kind_clusters.smk"
 include: "rules/experiments.smk"
 include: "rules/analysis.smk"
 include: "rules/report.smk"

@@ -63,7 +63,7 @@ wildcard_constraints:
     project="|".join(re.escape(name) for name in CLUSTER_PROJECTS),
 
 
-# The workload and its builds (rules/build.smk, rules/clusters.smk).
+# The workload and its builds (rules/build.smk, rules/platform/kind_clusters.smk).
 def workload_sources():
     return plan.workload_sources(Path(workflow.basedir) / "workload")
 
@@ -141,7 +141,7 @@ def cluster_inputs(wildcards):
     return [ancient(f) for f in PLATFORM.cluster_inputs(wildcards.experiment, wildcards.variant)]
 
 
-# kind (rules/clusters.smk) and the checks before the first job of a run.
+# kind (rules/platform/kind_clusters.smk) and the checks before the first job of a run.
 def kind_settings_arg(wildcards):
     return PLATFORM.kind_settings_arg()
 

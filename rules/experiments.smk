@@ -119,3 +119,9 @@ for _experiment in DESIGN.experiments:
 rule raw:
     input:
         PLAN.all_raw_logs(),
+
+
+# Before any job runs (never on a dry run): what the jobs about to run need from this host, for every
+# backend (throttlelab/experiments/preflight.py); stops at once with everything that is missing.
+onstart:
+    backend_preflight()

@@ -69,6 +69,19 @@ E1_NODE = Node(
 )
 
 
+#: E6's variant `limit` as the findings' and the timing's tests give it: a 2-thread burst every 330 ms
+#: under a 250m limit, 20 rounds after 5 of calibration.
+E6_LIMIT = {
+    "build": "go124mod",
+    "threads": 2,
+    "work_ms": 20,
+    "interval_ms": 330,
+    "rounds": 20,
+    "calibration_rounds": 5,
+    "request": "100m",
+    "limit": "250m",
+}
+
 #: An X5 arm as the calibration's tests give it (a service limited to 200m, 2 ms of work per request, steady
 #: arrivals and pings, the CPU per request the profile states); each test adds its window and placement.
 X5_ARM = {

@@ -1,12 +1,14 @@
 """The repository's documents: the README stays short and renders every table whole, every citation of the
-method (docs/LAB.md §N, docs/STATISTICS.md §N) names a section that exists, and nothing refers to files
-outside the repository."""
+method (docs/LAB.md §N, docs/STATISTICS.md §N) names a section that exists, every module or rule file a
+document or comment names exists, and nothing refers to files outside the repository."""
 
 from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from markdown_it import MarkdownIt
 
@@ -25,6 +27,17 @@ def tracked_text_files() -> list[Path]:
         for name in names.split()
         if Path(name).suffix in TEXT_SUFFIXES or name == "Snakefile" or name.startswith(".ci/")
     ]
+
+
+def found_in_tracked_files(pattern: re.Pattern) -> Iterator[tuple[Path, str, Any]]:
+    """Every match of ``pattern`` (as findall gives it) in the tracked text files but this one (its own
+    examples), with its file and where it stands ("path:line")."""
+    for path in tracked_text_files():
+        if path == Path(__file__).resolve():
+            continue
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            for match in pattern.findall(line):
+                yield path, f"{path.relative_to(PROJECT)}:{number}", match
 
 
 def source_tables(text: str) -> list[int]:
@@ -80,12 +93,11 @@ def section_numbers(doc: Path) -> set[str]:
 def test_every_citation_of_the_method_names_a_section_that_exists():
     sections = {name: section_numbers(PROJECT / "docs" / f"{name}.md") for name in ("LAB", "STATISTICS")}
     assert {"1", "2", "2.6", "4", "5"} <= sections["LAB"] and {str(n) for n in range(1, 9)} <= sections["STATISTICS"]
-    unresolved = []
-    for path in tracked_text_files():
-        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-            for doc, section in CITATION.findall(line):
-                if section not in sections[doc]:
-                    unresolved.append(f"{path.relative_to(PROJECT)}:{number}: docs/{doc}.md §{section}")
+    unresolved = [
+        f"{where}: docs/{doc}.md §{section}"
+        for _, where, (doc, section) in found_in_tracked_files(CITATION)
+        if section not in sections[doc]
+    ]
     assert unresolved == []
 
 
@@ -97,17 +109,39 @@ def test_nothing_refers_to_files_outside_the_repository():
     """Every ../ path a tracked file names lands on a file or folder of the repository, seen from that file's
     folder: a reader of the repository can open whatever it points to."""
     outside = []
-    for path in tracked_text_files():
-        if path == Path(__file__).resolve():
-            continue  # its own examples of such paths
-        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-            for target in CLIMBING_PATH.findall(line):
-                landed = (path.parent / target).resolve()
-                if not landed.is_relative_to(PROJECT) or not landed.exists():
-                    outside.append(f"{path.relative_to(PROJECT)}:{number}: {target}")
+    for path, where, target in found_in_tracked_files(CLIMBING_PATH):
+        landed = (path.parent / target).resolve()
+        if not landed.is_relative_to(PROJECT) or not landed.exists():
+            outside.append(f"{where}: {target}")
     assert outside == []
 
 
 def test_a_path_out_of_the_repository_is_caught():
     assert CLIMBING_PATH.findall("see ../notes/method.md and ../../x") == ["../notes/method.md", "../../x"]
     assert CLIMBING_PATH.findall("docs/LAB.md, ./run, a..b") == []
+
+
+#: A module or rule file named by its path: from the repository's root (throttlelab/..., rules/..., tests/...),
+#: or from the package's folder (platform/kind_clusters.py), the backends' (kind/node_cgroups.py) or the
+#: analysis' (findings/engine.py), as the docs and comments name them.
+NAMED_FILE = re.compile(
+    r"(?<![\w./<{-])((?:throttlelab|rules|tests|platform|backends|host|model|experiments|analysis|figures|report"
+    r"|kind|kube|node|findings|metrics)/[\w/]+\.(?:py|smk))\b"
+)
+NAMED_FROM = ("", "throttlelab/", "throttlelab/backends/", "throttlelab/analysis/")
+
+
+def test_every_module_or_rule_file_a_tracked_file_names_exists():
+    """A module that moved leaves no document or comment naming its old path."""
+    missing = [
+        f"{where}: {name}"
+        for _, where, name in found_in_tracked_files(NAMED_FILE)
+        if not any((PROJECT / folder / name).exists() for folder in NAMED_FROM)
+    ]
+    assert missing == []
+
+
+def test_a_named_file_is_found_from_the_root_the_package_or_a_backend():
+    line = "see throttlelab/backends/kind/clusters.py, kind/pins.py and rules/clusters.smk, not <family>_figures.py"
+    assert NAMED_FILE.findall(line) == ["throttlelab/backends/kind/clusters.py", "kind/pins.py", "rules/clusters.smk"]
+    assert not any((PROJECT / folder / "kind/pins.py").exists() for folder in NAMED_FROM)

@@ -39,10 +39,10 @@ COMMANDS: dict[str, Command] = {
         "build",
     ),
     "build-image": Command(
-        "throttlelab.backends.workload_images", (), "build the docker backend's image of one build", "build"
+        "throttlelab.platform.workload_images", (), "build the docker backend's image of one build", "build"
     ),
     "kind": Command(
-        "throttlelab.backends.kind.clusters",
+        "throttlelab.platform.kind_clusters",
         (),
         "kind clusters: create, load, delete, build-podgate, build-image, preflight",
         "build",
@@ -54,7 +54,7 @@ COMMANDS: dict[str, Command] = {
         "build",
     ),
     "node": Command(
-        "throttlelab.backends.node.node_image_archives", (), "the real node's workload images (OCI archives)", "build"
+        "throttlelab.platform.real_node_images", (), "the real node's workload images (OCI archives)", "build"
     ),
     "run": Command(
         "throttlelab.experiments.runner", (), "run ONE (experiment, variant, repeat) -> its raw log", "measure"

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import FIXTURE_ROOT, PROJECT
+from conftest import E6_LIMIT, FIXTURE_ROOT, PROJECT
 from throttlelab.analysis import commands as analysis, findings, stats, tidy
 from throttlelab.analysis.findings import CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE, REPRODUCED, WEAKER
 from throttlelab.analysis.findings import engine, finding_catalogue, jobs_findings, predictions
@@ -399,16 +399,7 @@ def e6(lab: Lab, seed: int = 6, overstatement: float = 1.9, rel: float = 0.05, n
     lab.add(
         "E6",
         "limit",
-        {
-            "build": "go124mod",
-            "threads": 2,
-            "work_ms": 20,
-            "interval_ms": 330,
-            "rounds": 20,
-            "calibration_rounds": 5,
-            "request": "100m",
-            "limit": "250m",
-        },
+        E6_LIMIT,
         {"overstatement": noisy(rng, overstatement, rel)},
         num_cpu=num_cpu,
     )

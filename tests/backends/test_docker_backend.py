@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from conftest import lab_cgroups, PROJECT, runner_arguments, snakemake as run_snakemake, snakemake_command
-from throttlelab.backends import workload_images as images
+from throttlelab.platform import workload_images as images
 from throttlelab.backends.base import BackendError
 from throttlelab.backends.docker import DockerBackend, lab_containers
 from throttlelab.host.docker_engine import EnginePermissionDenied, EngineUnreachable, connect

@@ -32,7 +32,7 @@ def test_the_kind_jobs_about_to_run_say_which_tools_and_clusters_they_need(jobs,
 
 
 def test_kind_asks_its_tools_what_the_jobs_need(monkeypatch, tmp_path):
-    from throttlelab.backends.kind import clusters
+    from throttlelab.platform import kind_clusters as clusters
 
     asked = []
     monkeypatch.setattr(

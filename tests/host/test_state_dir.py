@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from throttlelab.host import state_dir as sd
-from throttlelab.backends.kind import pauses, pins
+from throttlelab.platform import kind_pauses as pauses, kind_pins as pins
 
 NOBODY = 65534
 

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import PROJECT
+from conftest import E6_LIMIT, PROJECT
 from throttlelab.analysis import stats
 from throttlelab.model import calibration, timing
 from throttlelab.model.config import load_design
@@ -70,20 +70,7 @@ def test_the_calibration_step_is_planned_with_the_runs():
 
 
 def test_a_runs_measuring_time_comes_from_its_parameters():
-    burst = VariantSpec.from_dict(
-        "E6",
-        "limit",
-        {
-            "build": "go124mod",
-            "threads": 2,
-            "work_ms": 20,
-            "interval_ms": 330,
-            "rounds": 20,
-            "calibration_rounds": 5,
-            "request": "100m",
-            "limit": "250m",
-        },
-    )
+    burst = VariantSpec.from_dict("E6", "limit", E6_LIMIT)
     assert timing.measuring_s(burst) == pytest.approx(25 * 0.33)
     load = quick().experiments["E7"].variants["one-limit"]
     assert timing.measuring_s(load) == pytest.approx(10.2)  # 0.2 s warmup + 10 s window

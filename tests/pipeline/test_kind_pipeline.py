@@ -149,7 +149,7 @@ def test_a_run_without_kind_stops_at_once_naming_what_is_missing(tmp_path):
 
 def test_published_node_images_without_a_registry_stop_the_run_naming_the_setting_that_works(tmp_path):
     from throttlelab.backends.base import BackendError
-    from throttlelab.backends.kind.clusters import NODE_IMAGES, registry_reachable
+    from throttlelab.platform.kind_clusters import NODE_IMAGES, registry_reachable
     from throttlelab.host.docker_engine import kind_engine_client
 
     if registry_reachable():

@@ -10,7 +10,7 @@ the same experiments that way, with the same raw log format as the local one.
   also written by the lab, so a pod with several containers has the pod-level
   quota it has on Kubernetes;
 - container: one Docker container per container of the model, image
-  `cpulab:<build>` (FROM scratch, see images.py), `--cpu-quota/--cpu-period` from
+  `cpulab:<build>` (FROM scratch, platform/workload_images.py), `--cpu-quota/--cpu-period` from
   its limit, `--cpu-shares` from its request (kubelet's shares), `--cpuset-cpus`
   of the node, its env (GOMAXPROCS, GODEBUG), and host networking, so every
   request stays on 127.0.0.1.
@@ -55,7 +55,7 @@ from throttlelab.model import records
 from throttlelab.model.placement import Container, LoadPlacement, Node, Pod
 from throttlelab.model.runtime import runc_conversion
 from throttlelab.backends import cgroup_tree
-from throttlelab.backends import workload_images as images
+from throttlelab.platform import workload_images as images
 from throttlelab.backends.base import (
     BackendError,
     Capabilities,

@@ -37,8 +37,8 @@ from throttlelab.experiments.runner import (
     job_binaries,
     progress,
     run_to_exit_status,
-    write_json_atomically,
 )
+from throttlelab.host.atomic_write import write_json_atomically
 from throttlelab.host.interference import orchestrator_from_env, quiet_ticks, wait_for_quiet
 from throttlelab.model import calibration, seeds
 from throttlelab.model.variants import VariantSpec

@@ -1,6 +1,6 @@
 """What the jobs about to run need from this host, checked before the first of them.
 
-Snakemake's ``onstart`` (rules/clusters.smk; never on a dry run) hands :func:`check` the jobs it
+Snakemake's ``onstart`` (rules/experiments.smk; never on a dry run) hands :func:`check` the jobs it
 is about to run as (rule name, wildcards); a missing tool or an unreachable cluster is one
 BackendError naming every problem and its fix, before any job starts:
 
@@ -61,7 +61,7 @@ def check(design: Design, jobs: Iterable[Job], project: Path, workdir: Path) -> 
             find_tools(settings)
             choose_accel(settings.accel)
     elif design.backend == "kind":
-        from throttlelab.backends.kind.clusters import clusters_from_settings, preflight_tools
+        from throttlelab.platform.kind_clusters import clusters_from_settings, preflight_tools
 
         need, roles = kind_needs(jobs)
         clusters = clusters_from_settings(design.kind, Path(workdir), Path(project) / "config" / "kind")

@@ -22,7 +22,6 @@ import json
 import os
 import signal
 import sys
-import tempfile
 import time
 from datetime import datetime, timezone
 from contextlib import contextmanager
@@ -31,6 +30,7 @@ from typing import Any, Callable, Iterator
 
 from throttlelab.backends.base import BackendError, make_backend
 from throttlelab.errors import RecordError
+from throttlelab.host.atomic_write import write_text_atomically
 from throttlelab.host.state_dir import open_state, read_state, state_dir, write_state
 from throttlelab.host.cgroupfs import CgroupError
 from throttlelab.host.facts import code_version
@@ -96,31 +96,8 @@ def experiment_lock(path: Path | None = None) -> Iterator[None]:
 
 
 def write_atomically(path: Path, records: list[dict[str, Any]]) -> None:
-    """Write to a temporary file beside the target, then rename: a log is whole or absent."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            for record in records:
-                handle.write(json.dumps(record, separators=(",", ":")) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
-    """One JSON document, whole or absent (as :func:`write_atomically`)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle, indent=1, sort_keys=True)
-            handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """A raw log, one compact JSON record a line, whole or absent (host/atomic_write.py)."""
+    write_text_atomically(path, "".join(json.dumps(record, separators=(",", ":")) + "\n" for record in records))
 
 
 def run_cpus(spec: VariantSpec, node_cpus: str | None) -> list[int]:

@@ -195,6 +195,26 @@ def wait_guardian(proc: subprocess.Popen, timeout_s: float) -> None:
     proc.wait()
 
 
+def close_guardian(proc: subprocess.Popen, timeout_s: float, cleaned: bool = False) -> None:
+    """The runner's end of a guardian: tell it the runner has undone everything itself (``cleaned``:
+    :data:`RUNNER_CLEANED`), close the pipe, and wait for it to end (killed after ``timeout_s``)."""
+    if proc.stdin:
+        if cleaned:
+            try:
+                proc.stdin.write(RUNNER_CLEANED)
+            except BrokenPipeError:  # the guardian is gone: nothing to tell
+                pass
+        try:
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+    try:
+        wait_guardian(proc, timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def cpu_clock_s(pid: int) -> float | None:
     """A process's CPU time in seconds, nanosecond-precise, every thread (ended ones too): the
     kernel's process CPU clock (``clock_getcpuclockid``); None when there is no such process."""

@@ -14,18 +14,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 
 from throttlelab.host.cgroupfs import CgroupError, CgroupFS, from_description
 from throttlelab.host.processes import (
-    RUNNER_CLEANED,
+    close_guardian,
     guardian_main,
     kill_all,
     pid_alive,
     spawn_guardian,
-    wait_guardian,
 )
 
 RUN_PREFIX = "throttlelab-"
@@ -83,22 +81,8 @@ class Guardian:
 
     def close(self, timeout_s: float = 15.0, cleaned: bool = False) -> None:
         """Close the pipe and wait for the guardian; ``cleaned``: tell it first that the runner has undone
-        everything (:data:`RUNNER_CLEANED`)."""
-        if self.proc.stdin:
-            if cleaned:
-                try:
-                    self.proc.stdin.write(RUNNER_CLEANED)
-                except BrokenPipeError:  # the guardian is gone: nothing to tell
-                    pass
-            try:
-                self.proc.stdin.close()
-            except BrokenPipeError:
-                pass
-        try:
-            wait_guardian(self.proc, timeout_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        everything (:data:`processes.RUNNER_CLEANED`)."""
+        close_guardian(self.proc, timeout_s, cleaned)
 
 
 def main(argv: list[str]) -> int:

@@ -18,7 +18,7 @@ RESULTS = "results"
 #: Each job's log, by its rule (and its wildcards): results/logs/<rule>[/<wildcards>].log
 JOB_LOGS = f"{RESULTS}/logs"
 
-# -- the workload and its images (rules/build.smk, rules/clusters.smk, rules/platform/)
+# -- the workload and its images (rules/build.smk, rules/platform/)
 BINARY = f"{RESULTS}/build/{{build}}/cpulab"
 IMAGE_STAMP = f"{RESULTS}/build/{{build}}/image.json"
 PODGATE_BINARY = f"{RESULTS}/build/podgate/podgate"
@@ -60,7 +60,7 @@ ARCHIVE = f"{RESULTS}/throttlelab-report-{{backend}}-{{profile}}.tar.gz"
 #: The page comparing several runs (rule compare); archives it reads are unpacked beside it
 COMPARE_PAGE = f"{RESULTS}/compare/index.html"
 
-# -- the platform (rules/platform/, rules/clusters.smk)
+# -- the platform (rules/platform/)
 KIND_IMAGE_STAMP = f"{RESULTS}/kind/images/{{build}}.json"
 KIND_CLUSTER_DIR = f"{RESULTS}/kind/clusters/{{role}}"
 KIND_KUBECONFIG = f"{KIND_CLUSTER_DIR}/kubeconfig"
@@ -190,11 +190,6 @@ def kind_cluster_files(role: str) -> list[str]:
         KIND_CLUSTER_STAMP.format(role=role),
         *(kind_loaded_image(role, build) for build in BUILDS),
     ]
-
-
-def kind_node_base_stamp(role: str) -> str:
-    """What the debootstrap base job of a kind node image leaves here (the base is in the tool cache)."""
-    return KIND_NODE_BASE_STAMP.format(role=role)
 
 
 def kind_node_stamp(role: str) -> str:

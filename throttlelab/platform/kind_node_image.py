@@ -45,8 +45,8 @@ from throttlelab.platform.tool_build import (
     run_go,
     stamp_path,
     stamp_problem,
-    write_json_atomically,
 )
+from throttlelab.host.atomic_write import write_json_atomically
 from throttlelab.host.gobuild import find_go, go_build
 from throttlelab.host.mounts import mounts_under
 from throttlelab.platform import tool_catalogue as catalogue
@@ -190,7 +190,7 @@ def build_base(base: kn.BaseRecipe, settings: ToolsSettings, mirror: str = DEFAU
             "seconds": seconds,
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
-        write_json_atomically(stamp_file, stamp)
+        write_json_atomically(stamp_file, stamp, indent=2)
         say(f"kind node base: {base.suite}, {len(stamp['installed'])} packages, in {seconds} s")
         return {**stamp, "built_now": True}
 
@@ -638,7 +638,7 @@ def build_node(
             "seconds": round(time.monotonic() - start, 1),
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
-        write_json_atomically(stamp_file, stamp)
+        write_json_atomically(stamp_file, stamp, indent=2)
         say(f"kind node image {tag} = {ident} in {stamp['seconds']} s")
         return {**stamp, "built_now": True}
 
@@ -680,10 +680,10 @@ def main(argv: list[str] | None = None) -> int:
     module = kind_module(args.cluster_dir, tools, recipe.kind_project)
     if args.command == "base":
         stamp = build_base(base_recipe(module), tools, mirror)
-        write_json_atomically(args.out, {**stamp, "kind": module.release, "role": args.role})
+        write_json_atomically(args.out, {**stamp, "kind": module.release, "role": args.role}, indent=2)
         return 0
     record = build_node(recipe, module, args.cluster_dir, tools, json.loads(args.base_stamp.read_text()), args.podnet)
-    write_json_atomically(args.out, record)
+    write_json_atomically(args.out, record, indent=2)
     return 0
 
 

@@ -2,7 +2,7 @@
 real node's images and cluster tools, the vm guests. :class:`PlatformPlan` answers it for a run's design
 (which cluster a variant runs on, which images and tools the experiments need, the settings each platform
 job is handed); the functions below give the inputs and params that make a changed pin or recipe rerun
-exactly the jobs it affects (rules/platform/, rules/clusters.smk)."""
+exactly the jobs it affects (rules/platform/)."""
 
 from __future__ import annotations
 

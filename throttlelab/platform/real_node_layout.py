@@ -1,6 +1,6 @@
 """The lab's single-node Kubernetes cluster on this host, as data: its layout, every
 component's command line and configuration file. Pure: nothing here starts or writes anything
-(throttlelab.backends.kube.node does, from these).
+(platform/real_node.py does, from these).
 
 What the node is (docs/BACKENDS.md, "The real node"): etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler and kubelet as processes of this host, with

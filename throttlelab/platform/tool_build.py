@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from throttlelab.errors import BuildError
+from throttlelab.host.atomic_write import write_json_atomically
 from throttlelab.host.gobuild import find_go
 from throttlelab.platform import tool_catalogue as catalogue
 from throttlelab.platform.tool_catalogue import Binary, Project
@@ -252,13 +253,6 @@ def stamp_problem(stamp: dict[str, Any] | None, binary_file: Path, key: str | No
     return None
 
 
-def write_json_atomically(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.parent / f".{path.name}.{os.getpid()}.partial"
-    partial.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(partial, path)
-
-
 @contextmanager
 def cache_folder_lock(folder: Path) -> Iterator[None]:
     """One builder per folder of the tool cache at a time: a second waits, then finds the stamps written
@@ -419,7 +413,7 @@ def build_project(
                 "build_seconds": round(seconds, 1),
                 "built_at": _now(),
             }
-            write_json_atomically(stamp_file, stamp)
+            write_json_atomically(stamp_file, stamp, indent=2)
             tell(f"{label}: built in {catalogue.duration_text(seconds)}: {_version_line(binary, stamp).strip()}")
             entries.append(_entry(binary, path, stamp, built_now=True, seconds=seconds))
     total = time.monotonic() - start
@@ -533,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "summary":
         manifests = [json.loads(path.read_text()) for path in args.manifests]
-        write_json_atomically(args.out, summary(manifests))
+        write_json_atomically(args.out, summary(manifests), indent=2)
         return 0
     try:
         settings = ToolsSettings.from_mapping(json.loads(args.settings))
@@ -545,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _on_signal)
-    write_json_atomically(args.out, build_project(args.project, args.cluster_dir, settings, args.jobs))
+    write_json_atomically(args.out, build_project(args.project, args.cluster_dir, settings, args.jobs), indent=2)
     return 0
 
 

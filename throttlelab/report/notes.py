@@ -29,10 +29,6 @@ def _estimate(estimates: pd.DataFrame, experiment: str, variant: str, metric: st
     return None if rows.empty else rows.iloc[0]
 
 
-def _fmt(row: pd.Series | None) -> str:
-    return "not measured in this profile" if row is None else fmt_interval(row["point"], row["lo"], row["hi"])
-
-
 def contrast(contrasts: pd.DataFrame | None, experiment: str, variant: str, baseline: str) -> tuple[str, str | None]:
     """('ratio [lo, hi] (R = a and b)' of a contrast of contrasts.csv, or why there is none; the metric compared)."""
     if contrasts is None:

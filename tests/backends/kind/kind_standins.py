@@ -30,9 +30,11 @@ from conftest import PROJECT
 from kube_api_server import FakeKubeAPI
 from throttlelab.host.docker_engine import kind_engine_client
 from throttlelab.backends.base import BackendError
-from throttlelab.backends.kind import clusters as kind_clusters, pauses, pins
+from throttlelab.platform import kind_clusters, kind_pauses as pauses, kind_pins as pins
+from throttlelab.platform.workload_images import kind_tag
 from throttlelab.backends.kind import kind_backend
 from throttlelab.backends.kube.run_pods import PodLimits
+from throttlelab.model.builds import BUILDS
 from throttlelab.model.config import load_design
 
 TOOLS = ["/bin/dash", "/usr/bin/find", "/usr/bin/head", "/usr/bin/tr", "/bin/cat", "/bin/sleep"]
@@ -132,20 +134,27 @@ class StandIn:
         pauses.lock_file(self.cluster.name).unlink(missing_ok=True)  # a test cluster's name is not used again
 
 
-def stand_in(engine: Any, image: str, cluster: kind_clusters.KindCluster, tmp: Path) -> StandIn:
-    """The fake API as `cluster` (its nodes renamed as kind names them) and its node containers."""
+def fake_cluster_api(cluster: kind_clusters.KindCluster, tree: Path) -> FakeKubeAPI:
+    """The fake API as `cluster`: its nodes renamed as kind names them, the system pods on its worker, both
+    kind images loaded, and the worker's pod cgroups written into a new cgroup v2 fixture tree at `tree`."""
     api = FakeKubeAPI(pending_s=0.05, deletion_s=0.05)
-    api.runc = cluster.role  # the conversion the node's runc applies: new (quadratic) or old (linear)
     for node in api.nodes:
         name = cluster.control_plane if node["metadata"]["name"].endswith("control-plane") else cluster.worker
         node["metadata"]["name"] = node["metadata"]["labels"]["kubernetes.io/hostname"] = name
     for pod in api.system_pods:
         pod["spec"]["nodeName"] = cluster.worker
-    api.images |= {kind_clusters.image_tag("go124mod"), kind_clusters.image_tag("go125mod")}
-    tree = tmp / f"cgroup-{cluster.role}"
+    api.images |= {kind_tag(build) for build in BUILDS}
     tree.mkdir()
     (tree / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
     api.cgroup_dir, api.cgroup_node = tree, cluster.worker
+    return api
+
+
+def stand_in(engine: Any, image: str, cluster: kind_clusters.KindCluster, tmp: Path) -> StandIn:
+    """The fake API as `cluster` (its nodes renamed as kind names them) and its node containers."""
+    tree = tmp / f"cgroup-{cluster.role}"
+    api = fake_cluster_api(cluster, tree)
+    api.runc = cluster.role  # the conversion the node's runc applies: new (quadratic) or old (linear)
     standin = StandIn(cluster, api, tree)
     try:
         for node in (cluster.control_plane, cluster.worker):

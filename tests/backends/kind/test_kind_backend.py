@@ -20,8 +20,7 @@ import pytest
 
 from kind_standins import FastKind, build_node_image, engine_or_skip, lab_clusters, stand_in
 from conftest import E1_NODE as E1
-from throttlelab.backends.kind import pauses, pins
-from throttlelab.backends.kind import clusters
+from throttlelab.platform import kind_clusters as clusters, kind_pauses as pauses, kind_pins as pins
 from throttlelab.backends.base import BackendError
 from throttlelab.backends.kube.run_pods import NotTestable
 from throttlelab.model.placement import LoadPlacement, Node, parse_cpuset
@@ -206,7 +205,7 @@ def test_a_node_whose_process_is_not_the_container_is_refused(engine, cluster, m
     a remote engine, a runner inside a container): checked by the node's /etc/hostname."""
     _, clusters, containers = cluster
     worker = containers[clusters["new"].worker]
-    from throttlelab.backends.kind import nodes
+    from throttlelab.platform import kind_nodes as nodes
 
     real = nodes.node_container
 

@@ -14,7 +14,7 @@ import yaml
 
 from conftest import PROJECT, snakemake
 from throttlelab.backends.base import BackendError
-from throttlelab.backends.kind import clusters
+from throttlelab.platform import kind_clusters as clusters
 from throttlelab.model.config import ConfigError, load_design
 
 KIND_DIR = PROJECT / "config" / "kind"
@@ -170,7 +170,7 @@ def test_the_kind_configs_live_where_the_backend_reads_them(tmp_path):
 
 def test_kind_load_falls_back_to_an_image_archive_on_the_containerd_image_store():
     from throttlelab.backends.base import BackendError
-    from throttlelab.backends.kind.clusters import load_into_cluster
+    from throttlelab.platform.kind_clusters import load_into_cluster
 
     ran = []
 
@@ -192,7 +192,7 @@ def test_kind_load_other_failures_are_not_hidden():
     import pytest as _pytest
 
     from throttlelab.backends.base import BackendError
-    from throttlelab.backends.kind.clusters import load_into_cluster
+    from throttlelab.platform.kind_clusters import load_into_cluster
 
     def run(argv, what, timeout_s):
         raise BackendError(f'{what} failed (exit 1): ERROR: no nodes found for cluster "throttlelab-new"')
@@ -203,7 +203,7 @@ def test_kind_load_other_failures_are_not_hidden():
 
 def test_kind_load_of_an_old_kind_into_a_newer_containerd_imports_with_the_nodes_ctr():
     from throttlelab.backends.base import BackendError
-    from throttlelab.backends.kind.clusters import load_into_cluster
+    from throttlelab.platform.kind_clusters import load_into_cluster
 
     ran = []
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from throttlelab.backends.kind.clusters import KindCluster, deleting_kind
+from throttlelab.platform.kind_clusters import KindCluster, deleting_kind
 
 
 def fake_kind(path: Path) -> Path:

@@ -16,10 +16,9 @@ import docker.errors
 import pytest
 
 from conftest import E1_NODE as E1
-from kind_standins import lab_clusters
-from kube_api_server import FakeKubeAPI
-from throttlelab.backends.kind import kind_backend, pauses, pins
-from throttlelab.backends.kind.clusters import image_tag
+from kind_standins import fake_cluster_api, lab_clusters
+from throttlelab.backends.kind import kind_backend
+from throttlelab.platform import kind_pauses as pauses, kind_pins as pins
 from throttlelab.model.placement import LoadPlacement, Node
 
 pytestmark = pytest.mark.kube_api
@@ -81,17 +80,8 @@ def kind(tmp_path):
     one only node containers, to be paused while the new one measures."""
     clusters = lab_clusters(tmp_path, f"tlkd{os.getpid()}")
     new, old = clusters["new"], clusters["old"]
-    api = FakeKubeAPI(pending_s=0.05, deletion_s=0.05)
-    for node in api.nodes:
-        name = new.control_plane if node["metadata"]["name"].endswith("control-plane") else new.worker
-        node["metadata"]["name"] = node["metadata"]["labels"]["kubernetes.io/hostname"] = name
-    for pod in api.system_pods:
-        pod["spec"]["nodeName"] = new.worker
-    api.images |= {image_tag("go124mod"), image_tag("go125mod")}
     tree = tmp_path / "cgroup"
-    tree.mkdir()
-    (tree / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
-    api.cgroup_dir, api.cgroup_node = tree, new.worker
+    api = fake_cluster_api(new, tree)
     engine = FakeEngine(
         [FakeNode(n, tree, "1.4.3") for n in (new.worker, new.control_plane)]
         + [FakeNode(n, tree, "1.3.0") for n in (old.worker, old.control_plane)]

@@ -40,9 +40,10 @@ from kind_standins import (
     state_files,
 )
 from throttlelab.backends.base import BackendError, Capabilities, refuse_knobs
-from throttlelab.backends.kind import clusters as kind_clusters, pauses, pins
+from throttlelab.platform import kind_clusters, kind_pauses as pauses, kind_pins as pins
+from throttlelab.platform.workload_images import kind_tag
 from throttlelab.backends.kind.kind_backend import KindBackend
-from throttlelab.backends.kind.clusters import ROLE_OF_RUNTIME
+from throttlelab.platform.kind_clusters import ROLE_OF_RUNTIME
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.kube.pod_readback import parse_cpu_stat
 from throttlelab.experiments import REGISTRY, Context, services_experiments, smoke
@@ -455,7 +456,7 @@ RUNNER = textwrap.dedent("""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.path.insert(0, {project!r})
     from throttlelab.backends.kind.kind_backend import KindBackend
-    from throttlelab.backends.kind.clusters import clusters_from_settings
+    from throttlelab.platform.kind_clusters import clusters_from_settings
     from throttlelab.model.placement import Container, Node, Pod, parse_cpuset
     clusters = clusters_from_settings(json.loads({settings!r}), Path({workdir!r}))
     node = Node("node", (Pod("e1", (Container("app", ("info",), request_milli=500, limit_milli=2000),)),))
@@ -574,7 +575,7 @@ def test_kind_load_into_the_idle_cluster_waits_until_the_job_is_over(lab, tmp_pa
     stub.chmod(0o755)
     old = lab_clusters(lab.workdir, lab.name, old_binary=str(stub))["old"]
     image_stamp = tmp_path / "image.json"
-    image_stamp.write_text(json.dumps({"tag": kind_clusters.image_tag("go124mod"), "id": "sha256:" + "0" * 64}))
+    image_stamp.write_text(json.dumps({"tag": kind_tag("go124mod"), "id": "sha256:" + "0" * 64}))
     waiting = threading.Event()
     monkeypatch.setattr(
         kind_clusters, "_progress", lambda message: waiting.set() if "waiting for kind cluster" in message else None
@@ -597,5 +598,5 @@ def test_kind_load_into_the_idle_cluster_waits_until_the_job_is_over(lab, tmp_pa
     loader.join(120)
     assert "error" not in outcome, outcome.get("error")
     assert outcome["record"]["cluster"] == old.name
-    assert log.read_text() == f"load docker-image {kind_clusters.image_tag('go124mod')} --name {old.name}\n"
+    assert log.read_text() == f"load docker-image {kind_tag('go124mod')} --name {old.name}\n"
     lab.assert_as_before(before)

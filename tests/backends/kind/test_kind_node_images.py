@@ -14,7 +14,7 @@ import yaml
 
 from conftest import PROJECT
 from throttlelab.backends.base import BackendError
-from throttlelab.backends.kind import clusters
+from throttlelab.platform import kind_clusters as clusters
 from throttlelab.model.config import ConfigError, load_design
 
 pytestmark = pytest.mark.fast

@@ -22,7 +22,9 @@ import pytest
 from conftest import PROJECT
 from conftest import E1_NODE as E1
 from throttlelab.host.docker_engine import kind_engine_client
-from throttlelab.backends.kind import clusters, nodes, pins
+from throttlelab.backends.kind import node_cgroups
+from throttlelab.platform import kind_clusters as clusters, kind_pins as pins, workload_images
+from throttlelab.platform import kind_nodes
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.base import BackendError
 from throttlelab.backends.kube.pod_readback import compare, kube_design
@@ -91,7 +93,7 @@ def run_script(script: str, name: str, args: list[str], root: Path) -> str:
 def read_files(paths: list[str]) -> dict[str, str | None]:
     """The files, read as the kind backend reads a node's: through /proc/<pid>/root (here this test's
     own process, whose root is this host's)."""
-    files = nodes.NodeFiles("this-host", os.getpid)
+    files = kind_nodes.NodeFiles("this-host", os.getpid)
     try:
         return {path: files.read_optional(path) for path in paths}
     finally:
@@ -99,12 +101,12 @@ def read_files(paths: list[str]) -> dict[str, str | None]:
 
 
 def test_the_node_scripts_find_and_read_every_level(kind_node_tree):
-    layout = nodes.parse_discover(run_script(nodes.DISCOVER, "discover", [UID], kind_node_tree))
+    layout = node_cgroups.parse_discover(run_script(node_cgroups.DISCOVER, "discover", [UID], kind_node_tree))
     assert layout.version == 2
     assert layout.pod_dirs[UID].endswith(f"pod{UID.replace('-', '_')}.slice")
     assert len(layout.children[UID]) == 3
     ids = {("e1", "app"): APP, ("e1", "sidecar"): SIDECAR}
-    dirs = nodes.level_dirs(E1, layout, {"e1": UID}, ids)
+    dirs = node_cgroups.level_dirs(E1, layout, {"e1": UID}, ids)
     assert set(dirs) == {
         "node",
         "node/burstable",
@@ -114,9 +116,9 @@ def test_the_node_scripts_find_and_read_every_level(kind_node_tree):
         "node/burstable/pod-e1/pause",
     }
     assert dirs["node/burstable/pod-e1/pause"].endswith(f"cri-containerd-{SANDBOX}.scope")
-    paths = [f"{d}/{f}" for d in dirs.values() for f in nodes.V2_FILES]
+    paths = [f"{d}/{f}" for d in dirs.values() for f in node_cgroups.V2_FILES]
     files = read_files(paths)
-    read = {path: nodes.settings_of(d, files, 2) for path, d in dirs.items()}
+    read = {path: node_cgroups.settings_of(d, files, 2) for path, d in dirs.items()}
     assert read["node"]["cpus"] == "0-9" and read["node/burstable/pod-e1/app"]["cpus"] is None
 
     # the design for a real node (allocatable 10 CPUs, coredns beside us) gives the lab's own numbers (docs/LAB.md §4)
@@ -140,8 +142,8 @@ def test_a_missing_file_reads_as_none(kind_node_tree, tmp_path):
 
 
 def test_an_unknown_pod_is_not_found(kind_node_tree):
-    layout = nodes.parse_discover(
-        run_script(nodes.DISCOVER, "discover", ["00000000-0000-0000-0000-000000000000"], kind_node_tree)
+    layout = node_cgroups.parse_discover(
+        run_script(node_cgroups.DISCOVER, "discover", ["00000000-0000-0000-0000-000000000000"], kind_node_tree)
     )
     assert layout.pod_dirs == {}
 
@@ -159,12 +161,12 @@ def test_cgroup_v1_node_layout(tmp_path):
     cpuset = root / "cpuset" / "kubelet" / "kubepods" / "burstable" / f"pod{UID}" / APP
     cpuset.mkdir(parents=True)
     (cpuset / "cpuset.effective_cpus").write_text("0-1\n")
-    layout = nodes.parse_discover(run_script(nodes.DISCOVER, "discover", [UID], root))
+    layout = node_cgroups.parse_discover(run_script(node_cgroups.DISCOVER, "discover", [UID], root))
     assert layout.version == 1 and "/cpu,cpuacct/" in layout.pod_dirs[UID]
-    paths = nodes.level_files(str(pod / APP), 1)
+    paths = node_cgroups.level_files(str(pod / APP), 1)
     assert f"{cpuset}/cpuset.effective_cpus" in paths
     files = read_files(paths)
-    got = nodes.settings_of(str(pod / APP), files, 1)
+    got = node_cgroups.settings_of(str(pod / APP), files, 1)
     assert (got["quota_us"], got["period_us"], got["shares"], got["cpus"]) == (200_000, 100_000, 512, "0-1")
 
 
@@ -178,18 +180,18 @@ def test_cgroup_v1_with_cpu_and_cpuacct_apart_is_found_in_cpu_beside_an_empty_cp
     slice_ = "kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-burstable.slice"
     pod = root / "cpu" / slice_ / f"kubelet-kubepods-burstable-pod{UID.replace('-', '_')}.slice"
     (pod / "cri-containerd-abc.scope").mkdir(parents=True)
-    layout = nodes.parse_discover(run_script(nodes.DISCOVER, "discover", [UID], root))
+    layout = node_cgroups.parse_discover(run_script(node_cgroups.DISCOVER, "discover", [UID], root))
     assert layout.version == 1 and layout.pod_dirs[UID] == str(pod)
     assert layout.children[UID] == [str(pod / "cri-containerd-abc.scope")]
-    assert nodes.stat_files(str(pod), 1)[1] == str(root / "cpuacct" / slice_ / pod.name / "cpuacct.usage")
+    assert node_cgroups.stat_files(str(pod), 1)[1] == str(root / "cpuacct" / slice_ / pod.name / "cpuacct.usage")
 
 
 def test_counters_come_from_cpu_stat_and_on_v1_from_the_cpuacct_hierarchy():
-    assert nodes.stat_files("/sys/fs/cgroup/kubelet.slice/p", 2) == ["/sys/fs/cgroup/kubelet.slice/p/cpu.stat"]
+    assert node_cgroups.stat_files("/sys/fs/cgroup/kubelet.slice/p", 2) == ["/sys/fs/cgroup/kubelet.slice/p/cpu.stat"]
     together = "/sys/fs/cgroup/cpu,cpuacct/kubelet/kubepods/burstable/pod1"
-    assert nodes.stat_files(together, 1) == [f"{together}/cpu.stat", f"{together}/cpuacct.usage"]
+    assert node_cgroups.stat_files(together, 1) == [f"{together}/cpu.stat", f"{together}/cpuacct.usage"]
     apart = "/sys/fs/cgroup/cpu/kubelet/kubepods/burstable/pod1"
-    assert nodes.stat_files(apart, 1) == [
+    assert node_cgroups.stat_files(apart, 1) == [
         f"{apart}/cpu.stat",
         "/sys/fs/cgroup/cpuacct/kubelet/kubepods/burstable/pod1/cpuacct.usage",
     ]
@@ -225,13 +227,13 @@ def test_kube_design_v1_shares_are_kubelets_raw_shares():
     [("1.4.3", "runc-new"), ("1.3.2", "runc-new"), ("1.3.1", "runc-old"), ("1.3.0", "runc-old"), ("1.2.6", "runc-old")],
 )
 def test_runc_release_decides_the_conversion(version, conversion):
-    assert nodes.node_conversion(version) == conversion
+    assert kind_nodes.node_conversion(version) == conversion
     assert runc_conversion(version) == conversion  # kind and docker read runc releases alike
 
 
 def test_kind_counts_a_runc_release_it_cannot_read_as_the_linear_formula():
     assert runc_conversion("unknown") is None
-    assert nodes.node_conversion("unknown") == "runc-old"
+    assert kind_nodes.node_conversion("unknown") == "runc-old"
 
 
 def test_records_and_stderr_are_split_from_a_container_log():
@@ -390,7 +392,9 @@ def engine():
 
 @pytest.fixture(scope="module")
 def podgate(tmp_path_factory) -> Path:
-    return clusters.build_podgate(tmp_path_factory.mktemp("podgate") / "podgate", PROJECT / "workload" / "podgate")
+    return workload_images.build_podgate(
+        tmp_path_factory.mktemp("podgate") / "podgate", PROJECT / "workload" / "podgate"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -409,7 +413,7 @@ def kind_image(engine, binaries, podgate, tmp_path_factory):
     base, _ = engine.images.build(fileobj=buf, custom_context=True, tag=base_tag, pull=False, rm=True)
     stamp = tmp_path_factory.mktemp("stamp") / "image.json"
     stamp.write_text(json.dumps({"tag": base_tag, "id": base.id}))
-    record = clusters.build_kind_image(variant, stamp, podgate)
+    record = workload_images.build_kind_image(variant, stamp, podgate)
     yield record
     import docker.errors
 
@@ -579,7 +583,7 @@ GUARDED = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     sys.path.insert(0, {project!r})
-    from throttlelab.backends.kind import pins
+    from throttlelab.platform import kind_pins as pins
     from throttlelab.host.docker_engine import kind_engine_client
     from throttlelab.backends.kind.kind_backend import KindNodeChanges
     from throttlelab.backends.kube.pod_lifecycle import KubeGuardian

@@ -25,7 +25,7 @@ import pytest
 
 from conftest import PROJECT
 from kind_standins import locks_free, state_files
-from throttlelab.backends.kind.clusters import clusters_from_settings
+from throttlelab.platform.kind_clusters import clusters_from_settings
 from throttlelab.backends.kube.manifests import MANAGED_SELECTOR
 from throttlelab.platform.real_node import host_sysctls
 from throttlelab.model.config import load_design
@@ -102,7 +102,7 @@ RUNNER = textwrap.dedent("""
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C even when started in the background
     sys.path.insert(0, {project!r})
     from throttlelab.backends.kind.kind_backend import KindBackend
-    from throttlelab.backends.kind.clusters import clusters_from_settings
+    from throttlelab.platform.kind_clusters import clusters_from_settings
     from throttlelab.model.config import load_design
     from throttlelab.model.placement import Container, Node, Pod
     design = load_design(json.loads({settings!r}), Path({project!r}) / "config")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from throttlelab.backends.base import BackendError
-from throttlelab.backends.kind.nodes import NodeFiles
+from throttlelab.platform.kind_nodes import NodeFiles
 
 #: In a mount namespace of its own: a tmpfs over $1 (this host keeps seeing the empty folder), a
 #: file in it, then idle. `unshare` without --fork execs, so the process keeps unshare's pid.

@@ -1,4 +1,4 @@
-"""throttlelab.backends.kube.client against a real HTTP server on 127.0.0.1 (tests/kube_api_server.py)
+"""throttlelab.platform.kube_client against a real HTTP server on 127.0.0.1 (tests/kube_api_server.py)
 that speaks the Kubernetes API endpoints the lab uses; the kubernetes Python client does the talking.
 The last tests here hold the fake to the cluster it stands for (deletion, admission, scheduling,
 QoS, exec, authorization), so that the backends' tests against it can catch what a cluster would."""
@@ -13,8 +13,8 @@ import time
 import pytest
 
 from kube_api_server import FakeKubeAPI, Script, recorded_cadvisor
-from throttlelab.backends.kube import client as kcm
-from throttlelab.backends.kube.client import Forbidden, KubeClient, KubeError, NotFound
+from throttlelab.platform import kube_client as kcm
+from throttlelab.platform.kube_client import Forbidden, KubeClient, KubeError, NotFound
 
 WORKER = "throttlelab-new-worker"
 CONTROL_PLANE = "throttlelab-new-control-plane"

@@ -20,7 +20,7 @@ from conftest import E1_NODE as E1
 from kube_api_server import FakeKubeAPI, Script, _qos as api_server_qos, recorded_cadvisor
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.base import CADVISOR_COUNTERS, BackendError, DesignMismatch
-from throttlelab.backends.kube.client import Forbidden, KubeClient, KubeError, NotFound, all_running, container_state
+from throttlelab.platform.kube_client import Forbidden, KubeClient, KubeError, NotFound, all_running, container_state
 from throttlelab.backends.kube.kube_backend import KubeBackend, KubeDeployment
 from throttlelab.backends.kube.run_pods import KubeSettings, NodeAccess, NotTestable, PodLimits
 from throttlelab.model.placement import Container, LoadPlacement, Node, Pod

@@ -22,7 +22,9 @@ from throttlelab.platform import real_node_layout as kn
 REQUESTS = {"small": "100m", "big": "500m"}
 
 
-def pod(name: str, runtime_class: str) -> dict:
+def pause_pod(name: str, runtime_class: str, resources: dict[str, dict]) -> dict:
+    """A pod of the node's pause image under `runtime_class`, one container per entry of `resources`
+    (container name -> its resources); the real node's tests make theirs with it too."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -33,16 +35,31 @@ def pod(name: str, runtime_class: str) -> dict:
             "terminationGracePeriodSeconds": 1,
             "enableServiceLinks": False,
             "containers": [
-                {
-                    "name": container,
-                    "image": kn.PAUSE_IMAGE,
-                    "imagePullPolicy": "Never",
-                    "resources": {"requests": {"cpu": request}},
-                }
-                for container, request in REQUESTS.items()
+                {"name": container, "image": kn.PAUSE_IMAGE, "imagePullPolicy": "Never", "resources": limits}
+                for container, limits in resources.items()
             ],
         },
     }
+
+
+def node_kubectl(facts: dict, tools: dict, *args: str, stdin: str | None = None, timeout_s: float = 120) -> str:
+    """`kubectl` of the node's cluster tools against the running node (its kubeconfig): its stdout, or a
+    RuntimeError with its stderr. The real node's tests call it too."""
+    kubectl_bin = str(Path(tools["kube-apiserver"]).with_name("kubectl"))
+    done = subprocess.run(
+        [kubectl_bin, "--kubeconfig", facts["kubeconfig"], *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)}: {done.stderr}")
+    return done.stdout
+
+
+def pod(name: str, runtime_class: str) -> dict:
+    return pause_pod(name, runtime_class, {c: {"requests": {"cpu": request}} for c, request in REQUESTS.items()})
 
 
 def main(out: Path) -> int:
@@ -53,7 +70,6 @@ def main(out: Path) -> int:
         handler: subprocess.run([path, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
         for handler, path in runc.items()
     }
-    kubectl_bin = str(Path(tools["kube-apiserver"]).with_name("kubectl"))
     result: dict = {"runc": versions, "pods": {}}
     # an emulated guest's node is slow to start and to go: the vm backend's patience, not the host's limits
     patience = vm_backend.node_patience((vm_backend.guest_settings() or {}).get("accel"))
@@ -62,16 +78,7 @@ def main(out: Path) -> int:
         result["cgroup_version"] = facts["cgroup_version"]
 
         def kubectl(*args: str, stdin: str | None = None) -> str:
-            done = subprocess.run(
-                [kubectl_bin, "--kubeconfig", facts["kubeconfig"], *args],
-                input=stdin,
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-            if done.returncode != 0:
-                raise RuntimeError(f"kubectl {' '.join(args)}: {done.stderr}")
-            return done.stdout
+            return node_kubectl(facts, tools, *args, stdin=stdin, timeout_s=600)
 
         for handler in kn.RUNTIME_HANDLERS:
             kubectl("apply", "-f", "-", stdin=json.dumps(pod(f"w-{handler}", handler)))

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from guest_weights import node_kubectl as kubectl, pause_pod
 from throttlelab.platform import real_node as nc
 from throttlelab.errors import BackendError
 from throttlelab.platform.tool_build import ToolsSettings, cached
@@ -85,39 +86,8 @@ def host_state() -> dict:
     }
 
 
-def kubectl(facts: dict, tools: dict, *args: str, stdin: str | None = None) -> str:
-    kubectl_bin = str(Path(tools["kube-apiserver"]).with_name("kubectl"))
-    done = subprocess.run(
-        [kubectl_bin, "--kubeconfig", facts["kubeconfig"], *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def pause_pod(name: str, runtime_class: str) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {
-            "runtimeClassName": runtime_class,
-            "automountServiceAccountToken": False,
-            "terminationGracePeriodSeconds": 1,
-            "enableServiceLinks": False,
-            "containers": [
-                {
-                    "name": "c",
-                    "image": kn.PAUSE_IMAGE,
-                    "imagePullPolicy": "Never",
-                    "resources": {"requests": {"cpu": "250m"}, "limits": {"cpu": "500m"}},
-                }
-            ],
-        },
-    }
+def one_pause_pod(name: str, runtime_class: str) -> dict:
+    return pause_pod(name, runtime_class, {"c": {"requests": {"cpu": "250m"}, "limits": {"cpu": "500m"}}})
 
 
 #: Run as an unprivileged user (nobody), what a local user who is not root would try against a running
@@ -215,7 +185,7 @@ def test_node_runs_pods_under_both_runc_releases_and_leaves_nothing(node_tools, 
         addresses = {a["type"]: a["address"] for a in nodes[0]["status"]["addresses"]}
         assert addresses == {"InternalIP": facts["subnet"].rsplit(".", 1)[0] + ".1", "Hostname": kn.NODE_NAME}
         for handler in kn.RUNTIME_HANDLERS:
-            kubectl(facts, tools, "apply", "-f", "-", stdin=json.dumps(pause_pod(f"p-{handler}", handler)))
+            kubectl(facts, tools, "apply", "-f", "-", stdin=json.dumps(one_pause_pod(f"p-{handler}", handler)))
         kubectl(facts, tools, "wait", "--for=condition=Ready", "pod/p-runc-new", "pod/p-runc-old", "--timeout=120s")
         pods = {
             p["metadata"]["name"]: p for p in json.loads(kubectl(facts, tools, "get", "pods", "-o", "json"))["items"]
@@ -316,7 +286,7 @@ def test_volumes_kubelet_mounts_reach_the_containers(node_tools):
             "stringData": {"key": "a secret value"},
         }
         kubectl(facts, tools, "apply", "-f", "-", stdin=json.dumps(secret))
-        pod = pause_pod("with-volumes", "runc-new")
+        pod = one_pause_pod("with-volumes", "runc-new")
         pod["spec"]["automountServiceAccountToken"] = True
         pod["spec"]["volumes"] = [{"name": "s", "secret": {"secretName": "s"}}]
         pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "s", "mountPath": "/s"}]
@@ -448,8 +418,8 @@ def test_a_node_whose_kubelet_never_gets_ready_fails_in_time_and_keeps_its_logs(
 def node_inputs(node_tools, binaries, tmp_path_factory):
     """A working directory as the rules leave it for the real node: the workload images (the session's
     cpulab builds and podgate) and the cluster tools manifest, under results/."""
-    from throttlelab.backends.kind.clusters import build_podgate
-    from throttlelab.backends.node import node_image_archives as ni
+    from throttlelab.platform import real_node_images as ni
+    from throttlelab.platform.workload_images import build_podgate
 
     tools, runc = node_tools
     work = tmp_path_factory.mktemp("node-work")

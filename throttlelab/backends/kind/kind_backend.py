@@ -1,21 +1,21 @@
 """The `kind` backend: the lab as published (docs/LAB.md §4), on two local kind clusters.
 
-The clusters (kind/clusters.py) are a control-plane and a worker each.
+The clusters (platform/kind_clusters.py) are a control-plane and a worker each.
 Experiment pods run on the worker (nodeSelector), the load generator on the
 control-plane (toleration), exactly as the pods of the kubernetes backend,
 whose machinery this backend extends with what only kind gives: the nodes are
 Docker containers on this host, so
 
 * node-level CPU pinning (E5, E8) is `docker update --cpuset-cpus` on the node
-  containers, ALWAYS restored (kind/pins.py; the guardian is
+  containers, ALWAYS restored (platform/kind_pins.py; the guardian is
   throttlelab.backends.kind.kind_guardian);
 * the node, QoS, pod and pause cgroup levels are found inside the node container
   (one docker exec per deployment) and then read from this host through the
-  node's /proc/<pid>/root (kind/node_cgroups.py, kind/nodes.py), where the whole kubelet hierarchy is
+  node's /proc/<pid>/root (kind/node_cgroups.py, platform/kind_nodes.py), where the whole kubelet hierarchy is
   visible: pod and container counters are sampled with no process started in the
   node or the pod;
 * the other, idle cluster's node containers are paused while a deployment lives
-  (kind/pauses.py), always resumed.
+  (platform/kind_pauses.py), always resumed.
 
 A variant runs on the cluster of its runtime conversion: runc-new on `new`,
 runc-old on `old`.
@@ -28,26 +28,20 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+from throttlelab.model.builds import BUILDS
 from throttlelab.model.coverage import V1_PIN_REASON
 from throttlelab.model.placement import LoadPlacement, Node
 from throttlelab.backends.base import BackendError, Capabilities
 from throttlelab.errors import every_step
 from throttlelab.backends.kube import manifests as mf
-from throttlelab.backends.kube.client import KubeClient, KubeError
+from throttlelab.platform.kube_client import KubeClient, KubeError
 from throttlelab.backends.kube.kube_backend import KubeBackend, KubeDeployment
 from throttlelab.backends.kube.pod_lifecycle import NodeChanges
 from throttlelab.backends.kube.run_pods import KubeSettings
-from throttlelab.backends.kind.node_cgroups import NodeCgroups
-from throttlelab.backends.kind.clusters import (
-    NODE_IMAGES,
-    ROLE_OF_RUNTIME,
-    KindCluster,
-    clusters_from_settings,
-    image_tag,
-)
+from throttlelab.backends.kind.node_cgroups import DISCOVER, NodeCgroups
 from throttlelab.host.docker_engine import kind_engine_client
-from throttlelab.backends.kind.nodes import (
-    DISCOVER,
+from throttlelab.platform.kind_clusters import NODE_IMAGES, ROLE_OF_RUNTIME, KindCluster, clusters_from_settings
+from throttlelab.platform.kind_nodes import (
     NodeFiles,
     node_container,
     node_conversion,
@@ -55,9 +49,9 @@ from throttlelab.backends.kind.nodes import (
     node_pid,
     runc_version,
 )
-from throttlelab.backends.kind.pauses import ClusterLocks, hold, pause, plan_pauses, resume, sweep_pauses, using
-from throttlelab.backends.kind.pauses import state_file as pause_state_file
-from throttlelab.backends.kind.pins import (
+from throttlelab.platform.kind_pauses import ClusterLocks, hold, pause, plan_pauses, resume, sweep_pauses, using
+from throttlelab.platform.kind_pauses import state_file as pause_state_file
+from throttlelab.platform.kind_pins import (
     Pin,
     apply_pins,
     current_cpuset,
@@ -66,13 +60,14 @@ from throttlelab.backends.kind.pins import (
     sweep_pins,
     usable_cpus,
 )
-from throttlelab.backends.kind.pins import state_file as pin_state_file
+from throttlelab.platform.kind_pins import state_file as pin_state_file
+from throttlelab.platform.workload_images import kind_tag
 
 
 class KindNodeChanges(NodeChanges):
     """What a kind deployment changes on the node containers, and undoes: the worker and control-plane
-    pinned to the placement's CPUs (kind/pins.py), the other, idle cluster's nodes paused while this
-    one measures (kind/pauses.py), both under the clusters' locks; and the worker's runc checked first."""
+    pinned to the placement's CPUs (platform/kind_pins.py), the other, idle cluster's nodes paused while this
+    one measures (platform/kind_pauses.py), both under the clusters' locks; and the worker's runc checked first."""
 
     guardian_module = "throttlelab.backends.kind.kind_guardian"  # the kubernetes guardian, then pins and pauses undone
 
@@ -173,7 +168,7 @@ class KindDeployment(KubeDeployment):
 
 
 def node_image_text(facts: dict[str, Any] | None) -> str:
-    """One cluster's node image in words, from its stamp's ``node_image_facts`` (clusters.cluster_config):
+    """One cluster's node image in words, from its stamp's ``node_image_facts`` (kind_clusters.cluster_config):
     the image built here with its ID and versions, or the published images the kind config names."""
     if not facts:
         return "not recorded (a cluster made before its stamp said)"
@@ -222,7 +217,7 @@ class KindBackend(KubeBackend):
             worker_node=cluster.worker,
             load_node=cluster.control_plane,
             namespace=self.namespace,
-            images={v: image_tag(v) for v in ("go124mod", "go125mod")},
+            images={v: kind_tag(v) for v in BUILDS},
             pull_policy="Never",  # images are loaded into the nodes (kind load); nothing is pulled
             pod_start_timeout_s=self.pod_start_timeout_s,
             tolerate_control_plane=True,
@@ -334,7 +329,7 @@ class KindBackend(KubeBackend):
                 **{role: node_image_text(facts.get("node_image_facts")) for role, facts in clusters.items()},
             },
             "namespace": self.namespace,
-            "images": {v: image_tag(v) for v in ("go124mod", "go125mod")},
+            "images": {v: kind_tag(v) for v in BUILDS},
         }
 
     def sweep(self, kc: KubeClient, namespace: str) -> list[str]:

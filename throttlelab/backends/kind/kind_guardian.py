@@ -16,8 +16,8 @@ from typing import Any
 
 from throttlelab.errors import every_step
 from throttlelab.backends.kube import kube_guardian as guardian
-from throttlelab.backends.kind.pauses import resume_described
-from throttlelab.backends.kind.pins import restore_described
+from throttlelab.platform.kind_pauses import resume_described
+from throttlelab.platform.kind_pins import restore_described
 
 
 def undo_nodes(desc: dict[str, Any]) -> list[str]:

@@ -1,30 +1,146 @@
 """A node's cgroups as kubelet and runc lay them out, seen by a backend that reaches the node's files:
-kind (the worker container's, through its /proc/<pid>/root) and the real node (this host's own).
+kind (the worker container's, through its /proc/<pid>/root: platform/kind_nodes.py) and the real node
+(this host's own).
 
-Each level's directory (node, QoS, pod, pause, container) is found once, by DISCOVER run in the node
-(kind/nodes.py), at the first readback or sample; from then on its files are read where the backend
-reads them, with no process started in the node or the pod. Both backends give a deployment this
-`NodeAccess`, each with its own way to run DISCOVER and to read a file.
+Each level's directory (node, QoS, pod, pause, container) is found once, by DISCOVER run in the node,
+at the first readback or sample; from then on its files are read where the backend reads them, with
+no process started in the node or the pod. Both backends give a deployment this `NodeAccess`, each
+with its own way to run DISCOVER and to read a file.
 """
 
 from __future__ import annotations
 
+import re
 import threading
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 from throttlelab.backends.base import BackendError
-from throttlelab.backends.kind.nodes import NodeLayout, level_dirs, level_files, parse_discover, settings_of, stat_files
-from throttlelab.backends.kube.client import container_id
-from throttlelab.backends.kube.pod_readback import parse_cpu_stat
+from throttlelab.platform.kube_client import container_id
+from throttlelab.backends.kube.pod_readback import parse_cpu_stat, parse_settings
 from throttlelab.backends.kube.run_pods import NodeAccess, RunPods
 from throttlelab.model import node_levels as design
+from throttlelab.model.placement import Node
+
+#: Run in the node container (`sh -c DISCOVER discover UID...`): where kubelet put each pod, and the
+#: directories of its containers (the sandbox's included). CGROUP_ROOT is for the tests' fixture trees.
+#: On v1 the cpu controller's hierarchy is cpu,cpuacct where the two are mounted together, else cpu: a
+#: host with them apart (this machine) still shows the node an empty cpu,cpuacct folder, so the one
+#: that holds cpu.shares is taken.
+DISCOVER = r"""
+root=${CGROUP_ROOT:-/sys/fs/cgroup}
+if [ -f "$root/cgroup.controllers" ]; then base=$root; echo "version 2"
+else base=$root/cpu,cpuacct; [ -f "$base/cpu.shares" ] || base=$root/cpu; echo "version 1"; fi
+for uid in "$@"; do
+  u=$(echo "$uid" | tr - _)
+  d=$(find "$base" -maxdepth 6 -type d \( -name "*pod$u.slice" -o -name "pod$uid" \) -print 2>/dev/null | head -n 1)
+  echo "pod $uid $d"
+  if [ -n "$d" ]; then for c in "$d"/*/; do [ -d "$c" ] && echo "child $uid ${c%/}"; done; fi
+done
+"""
+V2_FILES = ("cpu.max", "cpu.weight", "cpuset.cpus.effective")
+V1_FILES = ("cpu.cfs_quota_us", "cpu.cfs_period_us", "cpu.shares", "cpuset.effective_cpus")
+
+
+@dataclass(frozen=True)
+class NodeLayout:
+    """Where kubelet put one of our pods, inside the node container."""
+
+    version: int
+    pod_dirs: dict[str, str]  # pod uid -> dir
+    children: dict[str, list[str]]  # pod uid -> dirs of its containers (the sandbox included)
+
+
+def parse_discover(text: str) -> NodeLayout:
+    version, pods, children = 2, {}, {}
+    for line in text.splitlines():
+        parts = line.split(" ", 2)
+        if parts[0] == "version":
+            version = int(parts[1])
+        elif parts[0] == "pod" and len(parts) == 3 and parts[2]:
+            pods[parts[1]] = parts[2]
+        elif parts[0] == "child" and len(parts) == 3:
+            children.setdefault(parts[1], []).append(parts[2])
+    return NodeLayout(version, pods, children)
+
+
+def level_dirs(
+    node: Node, layout: NodeLayout, uids: dict[str, str], ids: dict[tuple[str, str], str | None]
+) -> dict[str, str]:
+    """design path -> directory in the node, for every level we can place; uids: pod -> uid,
+    ids: (pod, container) -> runtime container id."""
+    dirs: dict[str, str] = {}
+    for pod in node.pods:
+        uid = uids.get(pod.name)
+        pod_dir = layout.pod_dirs.get(uid or "")
+        if not pod_dir:
+            continue
+        path = design.pod_path(node, pod)
+        dirs[path] = pod_dir
+        parent = pod_dir.rsplit("/", 1)[0]
+        if pod.qos == "guaranteed":
+            dirs[node.name] = parent
+        else:
+            dirs[f"{node.name}/{pod.qos}"] = parent
+            dirs[node.name] = parent.rsplit("/", 1)[0]
+        app = {ids.get((pod.name, c.name)) for c in pod.containers} - {None}
+        for c in pod.containers:
+            cid = ids.get((pod.name, c.name))
+            match = [d for d in layout.children.get(uid, []) if cid and cid in d.rsplit("/", 1)[-1]]
+            if match:
+                dirs[design.container_path(node, pod, c.name)] = match[0]
+        sandbox = [d for d in layout.children.get(uid, []) if not any(i in d.rsplit("/", 1)[-1] for i in app)]
+        if len(sandbox) == 1:
+            dirs[f"{path}/pause"] = sandbox[0]
+    return dirs
+
+
+_V1_CPU_CONTROLLER = re.compile(r"/(cpu,cpuacct|cpuacct,cpu|cpu|cpuacct)(?=/|$)")
+
+
+def v1_cpuset_dir(directory: str) -> str:
+    """On cgroup v1 the cpuset is another controller's hierarchy: the same path under
+    .../cpuset instead of .../cpu,cpuacct (DISCOVER finds the cpu controller's directory)."""
+    return _V1_CPU_CONTROLLER.sub("/cpuset", directory, count=1)
+
+
+def v1_cpuacct_dir(directory: str) -> str:
+    """On cgroup v1, cpuacct.usage is the cpuacct controller's: the same directory when it is
+    mounted with cpu (cpu,cpuacct), else the same path under .../cpuacct."""
+    match = _V1_CPU_CONTROLLER.search(directory)
+    if match and match.group(1) == "cpu":
+        return directory[: match.start()] + "/cpuacct" + directory[match.end() :]
+    return directory
+
+
+def stat_files(directory: str, version: int) -> list[str]:
+    """The files of one level's counters: cpu.stat, and on v1 cpuacct.usage (the usage)."""
+    return [f"{directory}/cpu.stat"] + ([f"{v1_cpuacct_dir(directory)}/cpuacct.usage"] if version == 1 else [])
+
+
+def level_files(directory: str, version: int) -> list[str]:
+    """Every file to read for one level: on v1, cpuset.effective_cpus from the cpuset controller."""
+    if version == 2:
+        return [f"{directory}/{name}" for name in V2_FILES]
+    return [f"{v1_cpuset_dir(directory) if name.startswith('cpuset.') else directory}/{name}" for name in V1_FILES]
+
+
+def settings_of(directory: str, files: dict[str, str | None], version: int) -> dict[str, Any]:
+    names = V2_FILES if version == 2 else V1_FILES
+    texts = {name: files.get(path) for name, path in zip(names, level_files(directory, version))}
+    out = parse_settings(texts)
+    cpus = texts.get("cpuset.cpus.effective") or texts.get("cpuset.effective_cpus")
+    out["cpus"] = cpus.strip() if cpus else None
+    out["cgroup"] = directory
+    return out
+
 
 #: Runs DISCOVER in a node for these pod uids: (node, uids, what it is for) -> its output.
 Discover = Callable[[str, list[str], str], str]
 
 
 class NodeFileReader(Protocol):
-    """How a node's files are read (kind/nodes.NodeFiles; the real node's are this host's)."""
+    """How a node's files are read (platform/kind_nodes.NodeFiles; the real node's are this host's)."""
 
     def read(self, path: str) -> str: ...
 

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from throttlelab.backends.base import CADVISOR_COUNTERS, BackendError
-from throttlelab.backends.kube.client import Forbidden, KubeError, NotFound
+from throttlelab.platform.kube_client import Forbidden, KubeError, NotFound
 from throttlelab.backends.kube.run_pods import RunPods
 
 #: The cAdvisor series E6 compares with what the workload saw.

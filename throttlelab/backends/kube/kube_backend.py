@@ -53,7 +53,7 @@ from throttlelab.backends.base import (
     refuse_knobs,
 )
 from throttlelab.backends.kube.cadvisor_scrape import CadvisorScrape
-from throttlelab.backends.kube.client import DELETION_TIMEOUT_S, Forbidden, KubeClient, KubeError, NotFound, still_there
+from throttlelab.platform.kube_client import DELETION_TIMEOUT_S, Forbidden, KubeClient, KubeError, NotFound, still_there
 from throttlelab.backends.kube.load_generator import LoadGeneratorPods
 from throttlelab.backends.kube.pod_lifecycle import NodeChanges, PodLifecycle
 from throttlelab.backends.kube.pod_readback import PodReadback

@@ -32,7 +32,7 @@ Also = Callable[[dict[str, Any]], list[str]]
 
 def clean_up(desc: dict[str, Any], also: Also | None = None) -> list[str]:
     """Delete the run's pods, then whatever `also` undoes; returns what was done (problems raise)."""
-    from throttlelab.backends.kube.client import DELETION_TIMEOUT_S, KubeClient
+    from throttlelab.platform.kube_client import DELETION_TIMEOUT_S, KubeClient
 
     def delete_pods() -> list[str]:
         kc = KubeClient(Path(desc["kubeconfig"]), desc.get("context"))

@@ -9,7 +9,7 @@ from typing import Any
 
 from throttlelab.backends.base import BackendError, Output
 from throttlelab.backends.kube import manifests as mf
-from throttlelab.backends.kube.client import KubeError, all_running, finished
+from throttlelab.platform.kube_client import KubeError, all_running, finished
 from throttlelab.backends.kube.pod_lifecycle import PodLifecycle
 from throttlelab.backends.kube.pod_workloads import KubeHandle, PodWorkloads
 from throttlelab.backends.kube.run_pods import RunPods

@@ -39,6 +39,7 @@ from typing import Any, Callable
 
 from throttlelab.model import quantities as q
 from throttlelab.model.placement import Container, Node, Pod, parse_cpuset, qos_class
+from throttlelab.model.builds import CPULAB, PODGATE
 
 LABEL_MANAGED = "app.kubernetes.io/managed-by"
 MANAGED_BY = "throttlelab"
@@ -51,8 +52,6 @@ MANAGED_SELECTOR = f"{LABEL_MANAGED}={MANAGED_BY}"
 
 CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
 
-PODGATE = "/podgate"
-CPULAB = "/cpulab"
 GATE_VOLUME = "throttlelab-gate"
 GATE_DIR = "/throttlelab/gate"
 #: Port serve listens on inside a pod when the model asked for loopback port 0 or none.

@@ -17,15 +17,14 @@ and undoes before it is told all is clean.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from typing import Any
 
 from throttlelab.backends.base import BackendError, DesignMismatch
 from throttlelab.backends.kube import manifests as mf
-from throttlelab.backends.kube.client import NotFound, all_running
+from throttlelab.platform.kube_client import NotFound, all_running
 from throttlelab.backends.kube.run_pods import NodeAccess, RunPods
-from throttlelab.host.processes import spawn_guardian, wait_guardian
+from throttlelab.host.processes import close_guardian, spawn_guardian
 
 GUARDIAN_MODULE = "throttlelab.backends.kube.kube_guardian"
 
@@ -39,18 +38,7 @@ class KubeGuardian:
 
     def close(self, cleaned: bool = False, timeout_s: float = 120.0) -> None:
         """`cleaned`: the deployment removed everything itself, so the guardian has nothing to check."""
-        if self.proc.stdin:
-            try:
-                if cleaned:
-                    self.proc.stdin.write(b"cleaned\n")
-                self.proc.stdin.close()
-            except BrokenPipeError:
-                pass
-        try:
-            wait_guardian(self.proc, timeout_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        close_guardian(self.proc, timeout_s, cleaned)
 
 
 class NodeChanges:

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from throttlelab.backends.base import BackendError
 from throttlelab.backends.kube import manifests as mf
-from throttlelab.backends.kube.client import DELETION_TIMEOUT_S, KubeClient
+from throttlelab.platform.kube_client import DELETION_TIMEOUT_S, KubeClient
 from throttlelab.model.placement import Node
 
 _counter = itertools.count()

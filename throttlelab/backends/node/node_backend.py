@@ -8,7 +8,7 @@ what owning the node adds, as kind adds it for its node containers:
   conversion (runc-new -> runc v1.4.3, runc-old -> runc v1.3.0);
 * every level kubelet and runc write (the node's kubepods, QoS, pod, pause and container
   cgroups) is read back from this host's cgroupfs, and the counters too, with no exec;
-* the workload images are OCI archives made here (backends/node/node_image_archives.py), imported
+* the workload images are OCI archives made here (platform/real_node_images.py), imported
   into the node's containerd; nothing is pulled.
 
 Where the node comes from: a runner started by Snakemake (THROTTLELAB_ORCHESTRATOR_PID)
@@ -31,23 +31,21 @@ from pathlib import Path
 from typing import Any, Callable
 
 from throttlelab.backends.base import BackendError, Capabilities, Output, parse_records, refuse_knobs
-from throttlelab.backends.kind.node_cgroups import NodeCgroups
-from throttlelab.backends.kind.nodes import DISCOVER
+from throttlelab.backends.kind.node_cgroups import DISCOVER, NodeCgroups
 from throttlelab.backends.kube import manifests as mf
 from throttlelab.backends.kube.kube_backend import KubeBackend, KubeDeployment
 from throttlelab.backends.kube.pod_lifecycle import NodeChanges
 from throttlelab.backends.kube.run_pods import KubeSettings
 from throttlelab.platform import real_node as nc
-from throttlelab.backends.node import node_image_archives as ni
+from throttlelab.platform import real_node_images as ni
 from throttlelab.host.state_dir import open_state
 from throttlelab.host.interference import orchestrator_from_env
 from throttlelab.host.processes import die_with_parent
 from throttlelab.platform import real_node_layout as kn
 from throttlelab.model import results_layout as layout
+from throttlelab.model.builds import BUILDS
 from throttlelab.model.placement import LoadPlacement, Node, parse_cpuset
 from throttlelab.model.runtime import runc_conversion
-
-BUILDS = ("go124mod", "go125mod")
 
 
 def _pinned_child(cpus: set[int]) -> None:

@@ -1,14 +1,11 @@
-"""kind's node containers: reach them through the Docker engine, run commands in them, and
-read the kubelet's cgroup hierarchy there.
+"""kind's node containers: reach them through the Docker engine, run commands in them, and read
+their files from this host.
 
-A kind node is a Docker container on this host; inside it the whole kubelet
-hierarchy is visible. Each pod's directories (node, QoS, pod, pause and
-container levels) are found once, by a shell in the node container (DISCOVER:
-one `docker exec` per deployment); from then on their files are read from this
-host through the node's `/proc/<pid>/root` (NodeFiles): the node's own mount
-namespace, its /sys/fs/cgroup included, with no process started in the node and
-no engine call, a few microseconds a read instead of 50-150 ms of `docker exec`
-on the CPUs being measured. The worker's runc says which conversion of shares
+A kind node is a Docker container on this host. A command runs in it by `docker exec`
+(node_exec); its files are read from this host through the node's `/proc/<pid>/root`
+(NodeFiles): the node's own mount namespace, its /sys/fs/cgroup included, with no process
+started in the node and no engine call, a few microseconds a read instead of 50-150 ms of
+`docker exec` on the CPUs being measured. The worker's runc says which conversion of shares
 to weights it applies.
 """
 
@@ -17,14 +14,10 @@ from __future__ import annotations
 import os
 import re
 import threading
-from dataclasses import dataclass
 from typing import Any, Callable
 
-from throttlelab.model import node_levels as design
-from throttlelab.model.placement import Node
+from throttlelab.errors import BackendError
 from throttlelab.model.runtime import runc_conversion
-from throttlelab.backends.base import BackendError
-from throttlelab.backends.kube.pod_readback import parse_settings
 
 
 def node_container(client: Any, name: str, missing_ok: bool = False) -> Any:
@@ -74,121 +67,6 @@ def node_conversion(version: str) -> str:
     """The conversion a node's runc release applies (model.runtime); kind counts a release it
     cannot read as runc-old, the linear formula."""
     return runc_conversion(version) or "runc-old"
-
-
-# -- the node-side cgroup readback ----------------------------------------------------------------
-
-#: Run in the node container (`sh -c DISCOVER discover UID...`): where kubelet put each pod, and the
-#: directories of its containers (the sandbox's included). CGROUP_ROOT is for the tests' fixture trees.
-#: On v1 the cpu controller's hierarchy is cpu,cpuacct where the two are mounted together, else cpu: a
-#: host with them apart (this machine) still shows the node an empty cpu,cpuacct folder, so the one
-#: that holds cpu.shares is taken.
-DISCOVER = r"""
-root=${CGROUP_ROOT:-/sys/fs/cgroup}
-if [ -f "$root/cgroup.controllers" ]; then base=$root; echo "version 2"
-else base=$root/cpu,cpuacct; [ -f "$base/cpu.shares" ] || base=$root/cpu; echo "version 1"; fi
-for uid in "$@"; do
-  u=$(echo "$uid" | tr - _)
-  d=$(find "$base" -maxdepth 6 -type d \( -name "*pod$u.slice" -o -name "pod$uid" \) -print 2>/dev/null | head -n 1)
-  echo "pod $uid $d"
-  if [ -n "$d" ]; then for c in "$d"/*/; do [ -d "$c" ] && echo "child $uid ${c%/}"; done; fi
-done
-"""
-V2_FILES = ("cpu.max", "cpu.weight", "cpuset.cpus.effective")
-V1_FILES = ("cpu.cfs_quota_us", "cpu.cfs_period_us", "cpu.shares", "cpuset.effective_cpus")
-
-
-@dataclass(frozen=True)
-class NodeLayout:
-    """Where kubelet put one of our pods, inside the node container."""
-
-    version: int
-    pod_dirs: dict[str, str]  # pod uid -> dir
-    children: dict[str, list[str]]  # pod uid -> dirs of its containers (the sandbox included)
-
-
-def parse_discover(text: str) -> NodeLayout:
-    version, pods, children = 2, {}, {}
-    for line in text.splitlines():
-        parts = line.split(" ", 2)
-        if parts[0] == "version":
-            version = int(parts[1])
-        elif parts[0] == "pod" and len(parts) == 3 and parts[2]:
-            pods[parts[1]] = parts[2]
-        elif parts[0] == "child" and len(parts) == 3:
-            children.setdefault(parts[1], []).append(parts[2])
-    return NodeLayout(version, pods, children)
-
-
-def level_dirs(
-    node: Node, layout: NodeLayout, uids: dict[str, str], ids: dict[tuple[str, str], str | None]
-) -> dict[str, str]:
-    """design path -> directory in the node, for every level we can place; uids: pod -> uid,
-    ids: (pod, container) -> runtime container id."""
-    dirs: dict[str, str] = {}
-    for pod in node.pods:
-        uid = uids.get(pod.name)
-        pod_dir = layout.pod_dirs.get(uid or "")
-        if not pod_dir:
-            continue
-        path = design.pod_path(node, pod)
-        dirs[path] = pod_dir
-        parent = pod_dir.rsplit("/", 1)[0]
-        if pod.qos == "guaranteed":
-            dirs[node.name] = parent
-        else:
-            dirs[f"{node.name}/{pod.qos}"] = parent
-            dirs[node.name] = parent.rsplit("/", 1)[0]
-        app = {ids.get((pod.name, c.name)) for c in pod.containers} - {None}
-        for c in pod.containers:
-            cid = ids.get((pod.name, c.name))
-            match = [d for d in layout.children.get(uid, []) if cid and cid in d.rsplit("/", 1)[-1]]
-            if match:
-                dirs[design.container_path(node, pod, c.name)] = match[0]
-        sandbox = [d for d in layout.children.get(uid, []) if not any(i in d.rsplit("/", 1)[-1] for i in app)]
-        if len(sandbox) == 1:
-            dirs[f"{path}/pause"] = sandbox[0]
-    return dirs
-
-
-_V1_CPU_CONTROLLER = re.compile(r"/(cpu,cpuacct|cpuacct,cpu|cpu|cpuacct)(?=/|$)")
-
-
-def v1_cpuset_dir(directory: str) -> str:
-    """On cgroup v1 the cpuset is another controller's hierarchy: the same path under
-    .../cpuset instead of .../cpu,cpuacct (DISCOVER finds the cpu controller's directory)."""
-    return _V1_CPU_CONTROLLER.sub("/cpuset", directory, count=1)
-
-
-def v1_cpuacct_dir(directory: str) -> str:
-    """On cgroup v1, cpuacct.usage is the cpuacct controller's: the same directory when it is
-    mounted with cpu (cpu,cpuacct), else the same path under .../cpuacct."""
-    match = _V1_CPU_CONTROLLER.search(directory)
-    if match and match.group(1) == "cpu":
-        return directory[: match.start()] + "/cpuacct" + directory[match.end() :]
-    return directory
-
-
-def stat_files(directory: str, version: int) -> list[str]:
-    """The files of one level's counters: cpu.stat, and on v1 cpuacct.usage (the usage)."""
-    return [f"{directory}/cpu.stat"] + ([f"{v1_cpuacct_dir(directory)}/cpuacct.usage"] if version == 1 else [])
-
-
-def level_files(directory: str, version: int) -> list[str]:
-    """Every file to read for one level: on v1, cpuset.effective_cpus from the cpuset controller."""
-    if version == 2:
-        return [f"{directory}/{name}" for name in V2_FILES]
-    return [f"{v1_cpuset_dir(directory) if name.startswith('cpuset.') else directory}/{name}" for name in V1_FILES]
-
-
-def settings_of(directory: str, files: dict[str, str | None], version: int) -> dict[str, Any]:
-    names = V2_FILES if version == 2 else V1_FILES
-    texts = {name: files.get(path) for name, path in zip(names, level_files(directory, version))}
-    out = parse_settings(texts)
-    cpus = texts.get("cpuset.cpus.effective") or texts.get("cpuset.effective_cpus")
-    out["cpus"] = cpus.strip() if cpus else None
-    out["cgroup"] = directory
-    return out
 
 
 # -- a node's files, read from this host ------------------------------------------------------------

@@ -1,10 +1,8 @@
-# Stage 1b, kind and kubernetes backends: the clusters, the images in them, and `clean`.
-# kind: the lab's two clusters (config/kind/new.yaml, old.yaml; docs/LAB.md §4), each created once
-# by a rule of its own (its kubeconfig is the output, so a rerun reuses it), the kind image
-# (the docker backend's cpulab:<build> plus podgate) loaded into each, and deleted by `clean`.
+# kind's clusters (throttlelab/platform/kind_clusters.py): the lab's two clusters (config/kind/new.yaml,
+# old.yaml; docs/LAB.md §4), each created once by a rule of its own (its kubeconfig is the output, so a
+# rerun reuses it), the kind image (the docker backend's cpulab:<build> plus podgate) loaded into each, and
+# `clean`, which deletes them and what a dead real node left. podgate is the real node's images' too.
 # These rules drive the host's Docker engine and kind binaries: they cannot have a conda env.
-# Before any job runs (never on a dry run) `onstart` checks the tools and the cluster, and
-# stops at once with what is missing.
 
 
 wildcard_constraints:
@@ -87,7 +85,3 @@ rule clean:
         settings=kind_settings_arg,
     shell:
         "(throttlelab node-sweep && throttlelab kind delete --settings {params.settings}) 2>&1 | tee {log}"
-
-
-onstart:
-    backend_preflight()

@@ -9,7 +9,7 @@ by throttlelab.backends.kind.kind_guardian), and by the sweep at the next start:
 before a node is paused, a state file names the runner's pid.
 
 Where both clusters are needed at once, pausing must wait: Snakemake may run
-`kind create` or `kind load` for one cluster (rules/clusters.smk) beside a job
+`kind create` or `kind load` for one cluster (rules/platform/kind_clusters.smk) beside a job
 on the other, and a paused node cannot be exec'd into or loaded. Every lab
 process therefore holds a lock per cluster (flock on a file named after it):
 shared to use a cluster, exclusive to pause it. A job takes shared on its own
@@ -27,11 +27,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+from throttlelab.errors import BackendError
 from throttlelab.host.state_dir import open_state, state_dir, write_state
 from throttlelab.host.processes import left_by_dead_runners, pid_alive
-from throttlelab.backends.base import BackendError
 from throttlelab.host.docker_engine import kind_engine_client
-from throttlelab.backends.kind.nodes import node_container
+from throttlelab.platform.kind_nodes import node_container
 
 LOCK_NAME = "kind-locks"  # folders of the lab's private state (host/state_dir.py)
 PAUSE_STATE_NAME = "kind-pauses"

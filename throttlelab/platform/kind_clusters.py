@@ -1,5 +1,5 @@
-"""kind's clusters (docs/LAB.md §4): two local kind clusters, the kind image, and the command line
-the Snakemake rules call (rules/clusters.smk).
+"""kind's clusters (docs/LAB.md §4): two local kind clusters, the kind image loaded into them, and the
+command line the Snakemake rules call (rules/platform/kind_clusters.smk).
 
 * `new`: kind v0.33.0, node image kindest/node v1.34.11 (runc 1.4.3, containerd
   2.3.4): the runc >= 1.3.2 (quadratic) conversion of shares to weights;
@@ -33,21 +33,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from throttlelab.errors import BuildError
+from throttlelab.errors import BackendError, BuildError
 from throttlelab.host import docker_engine
-from throttlelab.host.gobuild import go_build
-from throttlelab.platform.tool_build import ToolsSettings
-from throttlelab.host.facts import missing_capabilities
-from throttlelab.platform import kind_node_recipe
-from throttlelab.model import results_layout as layout
-from throttlelab.model.digest import sha256_file
-from throttlelab.model.runtime import KIND_ROLE_OF_RUNTIME, RUNTIME_OF_KIND_ROLE
-from throttlelab.backends import workload_images as images
-from throttlelab.backends.base import BackendError
-from throttlelab.backends.kube.client import KubeClient, KubeError
+from throttlelab.host.atomic_write import write_json_atomically
 from throttlelab.host.docker_engine import kind_engine_client
-from throttlelab.backends.kind.nodes import node_conversion, node_container, node_exec, runc_version
-from throttlelab.backends.kind.pauses import sweep_pauses, using
+from throttlelab.host.facts import missing_capabilities
+from throttlelab.model import results_layout as layout
+from throttlelab.model.runtime import KIND_ROLE_OF_RUNTIME, RUNTIME_OF_KIND_ROLE
+from throttlelab.platform import kind_node_recipe
+from throttlelab.platform import workload_images as images
+from throttlelab.platform.kind_nodes import node_container, node_conversion, node_exec, runc_version
+from throttlelab.platform.kind_pauses import sweep_pauses, using
+from throttlelab.platform.kube_client import KubeClient, KubeError
+from throttlelab.platform.tool_build import ToolsSettings
 
 #: docs/LAB.md §4's pinned node images and the kind release each is built for.
 NODE_IMAGES = {
@@ -56,12 +54,6 @@ NODE_IMAGES = {
 }
 RUNTIME_OF_ROLE = RUNTIME_OF_KIND_ROLE  # the model's (model/runtime.py): the rules plan from it too
 ROLE_OF_RUNTIME = KIND_ROLE_OF_RUNTIME
-IMAGE_REPOSITORY = "cpulab-kind"
-
-
-def image_tag(variant: str) -> str:
-    """The image in the clusters: the docker backend's cpulab:<variant> plus /podgate."""
-    return f"{IMAGE_REPOSITORY}:{variant}"
 
 
 # -- the clusters -------------------------------------------------------------------------------
@@ -236,15 +228,6 @@ def existing_clusters(binary: str) -> list[str]:
     return _run([binary, "get", "clusters"], "kind get clusters", 60).split()
 
 
-def write_json(path: Path, record: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as handle:
-        json.dump(record, handle, indent=1, sort_keys=True)
-        handle.write("\n")
-    os.replace(tmp, path)
-
-
 def configured_images(config: Path) -> list[str]:
     import yaml
 
@@ -260,7 +243,7 @@ def _progress(message: str) -> None:
 
 def create_cluster(cluster: KindCluster, kubeconfig: Path, stamp: Path) -> dict[str, Any]:
     """Create the cluster once; a cluster that already exists with the configured node image is reused.
-    Not while a run on the other cluster has this one paused (kind/pauses.py): that run is waited for."""
+    Not while a run on the other cluster has this one paused (platform/kind_pauses.py): that run is waited for."""
     with using(cluster.name, progress=_progress):
         sweep_pauses(kind_engine_client())  # a dead run's pause is undone before the nodes are used
         return _create_cluster(cluster, kubeconfig, stamp)
@@ -329,7 +312,7 @@ def _create_cluster(cluster: KindCluster, kubeconfig: Path, stamp: Path) -> dict
         "node_images": cluster.node_images,
         "node_image_facts": node_image,  # local: the image built here, its ID and versions
     }
-    write_json(stamp, record)
+    write_json_atomically(stamp, record)
     return record
 
 
@@ -426,7 +409,7 @@ def load_into_cluster(
 
 def load_image(cluster: KindCluster, variant: str, image_stamp: Path, stamp: Path) -> dict[str, Any]:
     """`kind load docker-image cpulab-kind:<variant>` into both nodes, then check each node has it.
-    Not while a run on the other cluster has this one paused (kind/pauses.py): that run is waited for."""
+    Not while a run on the other cluster has this one paused (platform/kind_pauses.py): that run is waited for."""
     with using(cluster.name, progress=_progress):
         sweep_pauses(kind_engine_client())  # a dead run's pause is undone before the nodes are used
         return _load_image(cluster, variant, image_stamp, stamp)
@@ -444,7 +427,7 @@ def _load_image(cluster: KindCluster, variant: str, image_stamp: Path, stamp: Pa
         if not any(t.endswith(f"/{tag}") or t == tag for t in tags):
             raise BackendError(f"kind load: {tag} is not on node {node} after loading")
     record = {"cluster": cluster.name, "variant": variant, "tag": tag, "image_id": image["id"]}
-    write_json(stamp, record)
+    write_json_atomically(stamp, record)
     return record
 
 
@@ -588,45 +571,6 @@ def preflight_tools(clusters: dict[str, KindCluster], roles: list[str], need: se
         raise BackendError("\n".join(problems))
 
 
-# -- the kind image: cpulab:<variant> plus podgate ---------------------------------------------------------
-
-
-def build_podgate(out: Path, source: Path) -> Path:
-    """`go build` of podgate (the start gate and file reader in the pods; `source` is its Go
-    module, workload/podgate), static, local toolchain."""
-    return go_build(Path(source), out, "podgate")
-
-
-def kind_dockerfile(base_tag: str) -> bytes:
-    return f"FROM {base_tag}\nCOPY podgate /podgate\n".encode()
-
-
-def build_kind_image(variant: str, base_stamp: Path, podgate: Path) -> dict[str, str]:
-    """cpulab-kind:<variant> = the docker backend's cpulab:<variant> image + /podgate (no pull: FROM a local image)."""
-    base = json.loads(Path(base_stamp).read_text())
-    client = kind_engine_client()
-    sha = sha256_file(podgate)
-    context = docker_engine.build_context(kind_dockerfile(base["tag"]), {"podgate": Path(podgate)})
-    image = docker_engine.build_image(
-        client,
-        image_tag(variant),
-        context,
-        labels={
-            images.LABEL: "1",
-            images.LABEL_VARIANT: variant,
-            "throttlelab.podgate-sha256": sha,
-            "throttlelab.base-image": base.get("id", ""),
-        },
-    )
-    return {
-        "tag": image_tag(variant),
-        "id": image.id,
-        "variant": variant,
-        "base": base.get("id", ""),
-        "podgate_sha256": sha,
-    }
-
-
 # -- command line ------------------------------------------------------------------------------------------
 
 
@@ -670,11 +614,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         if args.command == "build-podgate":
-            print(build_podgate(args.out, args.podgate_source))
+            print(images.build_podgate(args.out, args.podgate_source))
             return 0
         if args.command == "build-image":
-            record = build_kind_image(args.variant, args.base_stamp, args.podgate)
-            write_json(args.out, record)
+            record = images.build_kind_image(args.variant, args.base_stamp, args.podgate)
+            write_json_atomically(args.out, record)
             print(f"{record['tag']} = {record['id']}")
             return 0
         clusters = clusters_from_settings(json.loads(args.settings), args.workdir, getattr(args, "config_dir", None))

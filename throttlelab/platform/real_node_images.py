@@ -1,9 +1,10 @@
 """The real node's workload images: cpulab and podgate in one layer, an OCI archive per build.
 
 The kind image (cpulab-kind:<build>) is the docker backend's image plus podgate, built
-by a Docker engine; the real node needs no engine: the same two static binaries are
-written as an OCI archive here (host/oci_archive.py) and imported into the node's
-containerd when it starts. The image carries the binaries' SHA-256 as labels.
+by a Docker engine (platform/workload_images.py); the real node needs no engine: the same
+two static binaries, at the same paths, are written as an OCI archive here
+(platform/oci_archive.py) and imported into the node's containerd when it starts. The
+image carries the binaries' SHA-256 as labels, named as the engine's images name them.
 
 Command line (what the Snakemake rule `build_node_image` calls)::
 
@@ -17,10 +18,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from throttlelab.backends.kube.manifests import CPULAB, PODGATE
 from throttlelab.errors import BackendError
 from throttlelab.platform import oci_archive
 from throttlelab.model import results_layout as layout
+from throttlelab.model.builds import CPULAB, LABEL, LABEL_BINARY, LABEL_PODGATE, LABEL_VARIANT, PODGATE
 from throttlelab.model.digest import sha256_file
 
 
@@ -39,10 +40,10 @@ def build_image(build: str, cpulab: Path, podgate: Path, out: Path) -> str:
         if not Path(path).is_file():
             raise BackendError(f"node image {build}: the {what} binary {path} is missing; build it first")
     labels = {
-        "throttlelab": "1",
-        "throttlelab.variant": build,
-        "throttlelab.binary-sha256": sha256_file(cpulab),
-        "throttlelab.podgate-sha256": sha256_file(podgate),
+        LABEL: "1",
+        LABEL_VARIANT: build,
+        LABEL_BINARY: sha256_file(cpulab),
+        LABEL_PODGATE: sha256_file(podgate),
     }
     files = [oci_archive.ImageFile(Path(cpulab), CPULAB), oci_archive.ImageFile(Path(podgate), PODGATE)]
     return oci_archive.write_archive(Path(out), image_reference(build), files, [CPULAB], labels)

@@ -1,4 +1,5 @@
-"""The one place that talks to a Kubernetes API server (kind and kubernetes backends).
+"""The one place that talks to a Kubernetes API server: the kind and kubernetes backends run their pods
+through it, and creating a kind cluster (platform/kind_clusters.py) waits through it for the nodes.
 
 Everything goes through the official `kubernetes` Python client (config
 loading, authentication, TLS, exec over WebSocket); this module adds what the
@@ -49,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from throttlelab.backends.base import BackendError
+from throttlelab.errors import BackendError
 
 #: Container waiting reasons that never resolve by themselves (restartPolicy Never).
 FATAL_WAITING = frozenset(

@@ -1,11 +1,18 @@
-"""Container images of the workload for the docker backend: FROM scratch around cpulab.
+"""The workload's container images in a Docker engine, one per build: what each place to run starts.
 
-No base image can be pulled here (and none is needed: cpulab is a static Go
-binary), so each image is the binary alone. An image carries the SHA-256 of the
-binary it was built from as a label; the backend runs the image whose label
-matches the binary the pipeline built, so a stale tag is never used by mistake.
+* `cpulab:<build>`, the docker backend's: FROM scratch around cpulab. No base image can be
+  pulled here (and none is needed: cpulab is a static Go binary), so the image is the binary
+  alone. It carries the SHA-256 of the binary it was built from as a label; the backend runs
+  the image whose label matches the binary the pipeline built, so a stale tag is never used
+  by mistake.
+* `cpulab-kind:<build>`, loaded into kind's nodes (platform/kind_clusters.py): `cpulab:<build>`
+  plus podgate, the start gate and file reader of the pods.
 
-Command line (what the Snakemake rule `build_image` calls)::
+The real node needs no engine: its images are OCI archives of the same two binaries
+(platform/real_node_images.py), at the same paths (model/builds.py) and with the same labels.
+
+Command line (what the Snakemake rule `build_image` calls; `build_podgate` and `build_kind_image`
+call `throttlelab kind build-podgate` and `throttlelab kind build-image`)::
 
     throttlelab build-image --variant go124mod \
         --binary results/build/go124mod/cpulab --out results/build/go124mod/image.json
@@ -16,20 +23,20 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from throttlelab.errors import BackendError
 from throttlelab.host import docker_engine
+from throttlelab.host.atomic_write import write_json_atomically
+from throttlelab.host.docker_engine import kind_engine_client
+from throttlelab.host.gobuild import go_build
+from throttlelab.model.builds import LABEL, LABEL_BINARY, LABEL_PODGATE, LABEL_VARIANT, PODGATE
 from throttlelab.model.digest import sha256_file
 
 REPOSITORY = "cpulab"
-LABEL = "throttlelab"  # every object the lab makes carries throttlelab=1
-LABEL_VARIANT = "throttlelab.variant"
-LABEL_BINARY = "throttlelab.binary-sha256"
+KIND_REPOSITORY = "cpulab-kind"
 
 DOCKERFILE = b'FROM scratch\nCOPY cpulab /cpulab\nENTRYPOINT ["/cpulab"]\n'
 
@@ -96,14 +103,48 @@ def ensure_image(client: Any, variant: str, binary: Path, progress: Any = lambda
     return build_image(client, variant, binary)["id"]
 
 
-def write_stamp(path: Path, record: dict[str, str]) -> None:
-    """The rule's output: which image was built from which binary, written atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as handle:
-        json.dump(record, handle, indent=1)
-        handle.write("\n")
-    os.replace(tmp, path)
+# -- the kind image: cpulab:<variant> plus podgate ---------------------------------------------------------
+
+
+def kind_tag(variant: str) -> str:
+    """The image in kind's clusters: the docker backend's cpulab:<variant> plus /podgate."""
+    return f"{KIND_REPOSITORY}:{variant}"
+
+
+def build_podgate(out: Path, source: Path) -> Path:
+    """`go build` of podgate (the start gate and file reader in the pods; `source` is its Go
+    module, workload/podgate), static, local toolchain."""
+    return go_build(Path(source), out, "podgate")
+
+
+def kind_dockerfile(base_tag: str) -> bytes:
+    return f"FROM {base_tag}\nCOPY podgate {PODGATE}\n".encode()
+
+
+def build_kind_image(variant: str, base_stamp: Path, podgate: Path) -> dict[str, str]:
+    """cpulab-kind:<variant> = the docker backend's cpulab:<variant> image + /podgate (no pull: FROM a local image)."""
+    base = json.loads(Path(base_stamp).read_text())
+    client = kind_engine_client()
+    sha = sha256_file(podgate)
+    context = docker_engine.build_context(kind_dockerfile(base["tag"]), {"podgate": Path(podgate)})
+    image = docker_engine.build_image(
+        client,
+        kind_tag(variant),
+        context,
+        labels={
+            LABEL: "1",
+            LABEL_VARIANT: variant,
+            LABEL_PODGATE: sha,
+            "throttlelab.base-image": base.get("id", ""),
+        },
+    )
+    return {
+        "tag": kind_tag(variant),
+        "id": image.id,
+        "variant": variant,
+        "base": base.get("id", ""),
+        "podgate_sha256": sha,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     except BackendError as exc:
         print(f"build_image: {exc}", file=sys.stderr)
         return 1
-    write_stamp(args.out, record)
+    write_json_atomically(args.out, record, sort_keys=False)  # the rule's output: which image, from which binary
     print(f"{record['tag']} = {record['id']} from {record['binary']}")
     return 0
 

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from throttlelab.errors import BackendError
 from throttlelab.host.state_dir import state_dir, write_state
 from throttlelab.host.processes import left_by_dead_runners, pid_alive
 from throttlelab.model.placement import format_cpuset, parse_cpuset
-from throttlelab.backends.base import BackendError
 from throttlelab.host.docker_engine import kind_engine_client
-from throttlelab.backends.kind.nodes import node_container, node_exec
+from throttlelab.platform.kind_nodes import node_container, node_exec
 
 PIN_STATE_NAME = "kind-pins"  # a folder of the lab's private state (host/state_dir.py)
 
