@@ -31,6 +31,7 @@ FIXTURE_ROOT = TESTS / "fixtures"
 #: What a test needs when it uses one of these fixtures (the markers are described in pyproject.toml).
 FIXTURE_MARKERS = {
     "binaries": "workload",  # builds both cpulab builds with the Go toolchain and runs them
+    "podgate": "workload",  # builds the kind node's gate in front of cpulab (tests/backends/kind) and runs it
     "real_cgroups": "root",  # creates cgroups on this host
     "api": "kube_api",  # the loopback Kubernetes API server (tests/kube_api_server.py)
     "sent_manifests": "kube_api",

@@ -6,7 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from throttlelab.backends.kind.clusters import KindCluster, deleting_kind
+
+pytestmark = pytest.mark.fast
 
 
 def fake_kind(path: Path) -> Path:
