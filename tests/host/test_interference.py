@@ -127,7 +127,7 @@ def test_processes_are_found_by_their_command_name(tmp_path):
 def test_a_runtime_process_is_metered_apart_and_counted_from_its_start():
     """A real process named as a runtime's, started after the meter: its CPU inside the window (a 0.4 s spin)
     is the runtime's, counted from its start; the quiet calibration meters its idle level the same way."""
-    name = "tl-runtime-tst"
+    name = f"tl-rt-{os.getpid()}"  # the meters find it by name: not another test run's process of the same name
     code = (
         f"import sys, time\nopen('/proc/self/comm', 'w').write({name!r})\nprint('named', flush=True)\n"
         "sys.stdin.readline()\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass\n"
