@@ -42,17 +42,20 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
-def _left_guests(before: set[int]) -> set[int]:
-    """QEMU processes that were not there before the run."""
-    now = set()
+def _guests_of(workdir: Path) -> set[int]:
+    """The QEMU processes of a run in ``workdir``: their command line names its results folder (the guest's
+    writable folder), which another run's guest on this host does not."""
+    found = set()
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
-                if (proc / "comm").read_text().strip().startswith("qemu-system"):
-                    now.add(int(proc.name))
+                if (proc / "comm").read_text().strip().startswith("qemu-system") and str(
+                    workdir.resolve()
+                ).encode() in (proc / "cmdline").read_bytes():
+                    found.add(int(proc.name))
             except OSError:
                 continue
-    return now - before
+    return found
 
 
 #: What the lab-node test runs of its profile: E3, whose GOMAXPROCS F5, the metrics and the page's cells read, and
@@ -63,10 +66,9 @@ LAB_NODE_EXPERIMENTS = "experiments=[E1,E3]"
 
 def test_lab_node_reproduces_f5_and_the_labs_e3_table_cell_by_cell(tmp_path):
     _tools_or_skip()
-    before = _left_guests(set())
     proc = snakemake(tmp_path, "report", "--config", "backend=vm", "profile=lab-node", LAB_NODE_EXPERIMENTS)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert not _left_guests(before), "a QEMU guest outlived the run"
+    assert not _guests_of(tmp_path), "a QEMU guest outlived the run"
     tables = tmp_path / "results/vm/tables"
     findings = {row["id"]: row for row in _rows(tables / "findings.csv")}
     assert findings["F5"]["verdict"] == "reproduced", findings["F5"]
