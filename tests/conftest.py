@@ -7,7 +7,10 @@ workload or starts the loopback API server leaves the inner loop by itself.
 
 Without ``--full`` (the README's test command) the tests of :data:`FULL_MARKERS` and
 :data:`FULL_FOLDERS` are deselected, and the run's summary says how many and what ``--full`` adds;
-CI (.ci/run) passes ``--full``."""
+CI (.ci/run) passes ``--full``.
+
+With ``--no-skip`` (CI's phases, .ci/phases) a skip fails the session, naming the test and its reason,
+unless :data:`EXPECTED_SKIPS` names it with that reason."""
 
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ FIXTURE_ROOT = TESTS / "fixtures"
 #: What a test needs when it uses one of these fixtures (the markers are described in pyproject.toml).
 FIXTURE_MARKERS = {
     "binaries": "workload",  # builds both cpulab builds with the Go toolchain and runs them
+    "podgate": "workload",  # builds the kind node's gate in front of cpulab (tests/backends/kind) and runs it
     "real_cgroups": "root",  # creates cgroups on this host
     "api": "kube_api",  # the loopback Kubernetes API server (tests/kube_api_server.py)
     "sent_manifests": "kube_api",
@@ -52,6 +56,22 @@ FULL_ADDS = (
     "QEMU guests (qemu-system-x86, a kernel, busybox-static), the real node (the cluster tools built), "
     "Docker and kind (an engine), the `ci` profile end to end"
 )
+
+
+#: The skips ``--no-skip`` lets pass: a node id's start -> (how its skip reason starts, why the skip is expected).
+#: Any other skip under ``--no-skip`` fails the session: a test CI cannot run there is a test CI does not run.
+EXPECTED_SKIPS: Mapping[str, tuple[str, str]] = {
+    "tests/host/test_cgroup_v2_kernel.py::": (
+        "needs a cgroup v2 kernel",
+        "on a cgroup v1 host they run inside a v2 guest instead "
+        "(tests/platform/test_vm_guest.py::test_cgroup_v2_kernel_tests_pass_in_a_v2_guest)",
+    ),
+    "tests/pipeline/test_kind_pipeline.py::test_published_node_images_without_a_registry_": (
+        "a container registry can be reached from here",
+        "the refusal it checks happens only where Docker Hub cannot be reached; a machine that reaches it "
+        "(CI's, when it downloads its packages) can pull the published node images",
+    ),
+}
 
 
 #: E1's node as the kube and kind backends' tests deploy it: an app and a sidecar in one pod, both limited.
@@ -156,6 +176,11 @@ def pytest_addoption(parser):
         action="store_true",
         help=f"also run what CI runs beyond the README's test command: {FULL_ADDS}",
     )
+    parser.addoption(
+        "--no-skip",
+        action="store_true",
+        help="fail the session on a skip that tests/conftest.py's EXPECTED_SKIPS does not name (CI's phases)",
+    )
 
 
 def _in(item, folders: tuple[str, ...]) -> bool:
@@ -210,9 +235,62 @@ class FullSwitch:
             )
 
 
+def skip_reason(report) -> str:
+    """What a skipped test or module said (pytest keeps it as (file, line, "Skipped: <reason>"))."""
+    longrepr = report.longrepr
+    text = longrepr[2] if isinstance(longrepr, (tuple, list)) and len(longrepr) == 3 else str(longrepr)
+    return text.removeprefix("Skipped: ")
+
+
+def unexpected_skip(nodeid: str, reason: str, expected: Mapping[str, tuple[str, str]] = EXPECTED_SKIPS) -> bool:
+    """Whether ``--no-skip`` fails on this skip: no entry of ``expected`` names the test with this reason."""
+    return not any(nodeid.startswith(start) and reason.startswith(why) for start, (why, _) in expected.items())
+
+
+class NoSkip:
+    """``--no-skip``: collects the skips no entry of :data:`EXPECTED_SKIPS` allows, lists them at the end
+    and fails the session (under pytest-xdist the workers' reports reach the controller's hooks, so it
+    runs in the controller only)."""
+
+    def __init__(self) -> None:
+        self.unexpected: list[tuple[str, str]] = []
+
+    def _seen(self, report) -> None:
+        if report.skipped and not hasattr(report, "wasxfail"):
+            reason = skip_reason(report)
+            if unexpected_skip(report.nodeid, reason):
+                self.unexpected.append((report.nodeid, reason))
+
+    def pytest_runtest_logreport(self, report):
+        self._seen(report)
+
+    def pytest_collectreport(self, report):
+        self._seen(report)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session):
+        if self.unexpected and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if self.unexpected:
+            n = len(self.unexpected)
+            terminalreporter.write_line(
+                f"--no-skip: {n} unexpected skip{'' if n == 1 else 's'} fail{'s' if n == 1 else ''} this run "
+                "(install what each names, or add a skip CI expects to tests/conftest.py's EXPECTED_SKIPS "
+                "with its reason):",
+                red=True,
+                bold=True,
+            )
+            for nodeid, reason in self.unexpected:
+                terminalreporter.write_line(f"  {nodeid}: {reason}", red=True)
+
+
 def pytest_configure(config):
     if not config.getoption("full"):
         config.pluginmanager.register(FullSwitch(), "throttlelab-full-switch")
+    if config.getoption("no_skip") and not hasattr(config, "workerinput"):  # not in a pytest-xdist worker
+        config.pluginmanager.register(NoSkip(), "throttlelab-no-skip")
 
 
 def lab_cgroups() -> list[str]:

@@ -127,11 +127,11 @@ def test_processes_are_found_by_their_command_name(tmp_path):
 def test_a_runtime_process_is_metered_apart_and_counted_from_its_start():
     """A real process named as a runtime's, started after the meter: its CPU inside the window (a 0.4 s spin)
     is the runtime's, counted from its start; the quiet calibration meters its idle level the same way."""
-    name = "tl-runtime-tst"
+    name = f"tl-rt-{os.getpid()}"  # the meters find it by name: not another test run's process of the same name
     code = (
         f"import sys, time\nopen('/proc/self/comm', 'w').write({name!r})\nprint('named', flush=True)\n"
         "sys.stdin.readline()\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass\n"
-        "sys.stdin.readline()"
+        "print('spun', flush=True)\nsys.stdin.readline()"
     )
     cpus = sorted(os.sched_getaffinity(0))
     meter = InterferenceMeter(cpus, runtime_names=(name,))
@@ -145,7 +145,8 @@ def test_a_runtime_process_is_metered_apart_and_counted_from_its_start():
             assert engine.stdout.readline().strip() == "named"
             engine.stdin.write("go\n")
             engine.stdin.flush()
-            time.sleep(1.0)
+            # the window ends once it spun, however long that took beside other work on this host
+            assert engine.stdout.readline().strip() == "spun"
         seen = meter.stop()
         idle = quiet_ticks(0.3, runtime_names=(name,))["own"]
     finally:
@@ -247,9 +248,11 @@ def test_a_busy_orchestrator_is_metered_apart_with_its_children_and_not_the_runn
         "import subprocess, sys, time; "
         "c = subprocess.Popen([sys.executable, '-c', "
         "'import sys,time; sys.stdin.readline(); t=time.process_time()\\nwhile time.process_time()-t<0.4: pass\\n"
-        "time.sleep(30)'], stdin=sys.stdin); c.wait()"
+        "print(1, flush=True)\\ntime.sleep(30)'], stdin=sys.stdin); c.wait()"
     )
-    orchestrator = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, text=True)
+    orchestrator = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         deadline = time.monotonic() + 10
         while len(processes.tree_without(orchestrator.pid, os.getpid(), processes.parent_pids())) < 2:
@@ -260,7 +263,8 @@ def test_a_busy_orchestrator_is_metered_apart_with_its_children_and_not_the_runn
         meter.start()
         orchestrator.stdin.write("go\n")
         orchestrator.stdin.flush()
-        time.sleep(1.0)
+        # the window ends once the child spun (it says 1), however long that took beside other work
+        assert orchestrator.stdout.readline().strip() == "1"
         seen = meter.stop()
     finally:
         processes.kill_all(processes.tree_without(orchestrator.pid, os.getpid(), processes.parent_pids()))

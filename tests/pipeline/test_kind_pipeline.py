@@ -20,7 +20,7 @@ from throttlelab.model.coverage import untestable_variants
 from throttlelab.model.plan import make_plan
 from throttlelab.platform.platform_jobs import PlatformPlan
 
-pytestmark = pytest.mark.full  # the kind backend: CI runs it (--full)
+pytestmark = [pytest.mark.full, pytest.mark.plan]  # the kind backend (CI runs it: --full), planned only
 
 NO_KIND = "kind={binary: /nonexistent/kind, old_binary: /nonexistent/kind-v0.30.0}"
 

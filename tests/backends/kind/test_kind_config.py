@@ -26,16 +26,19 @@ def errors(config: dict) -> list[str]:
     return [e.message for e in jsonschema.Draft7Validator(SCHEMA).iter_errors(config)]
 
 
+@pytest.mark.fast
 def test_the_schema_is_a_valid_draft7_schema():
     jsonschema.Draft7Validator.check_schema(SCHEMA)
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("role", ["new", "old"])
 def test_the_project_configs_are_valid_kind_configs(role):
     config = yaml.safe_load((KIND_DIR / f"{role}.yaml").read_text())
     assert errors(config) == []
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("role", ["new", "old"])
 def test_each_cluster_is_the_labs_two_nodes_pinned_by_digest(role):
     config = yaml.safe_load((KIND_DIR / f"{role}.yaml").read_text())
@@ -47,6 +50,7 @@ def test_each_cluster_is_the_labs_two_nodes_pinned_by_digest(role):
     assert config["name"] == defaults[f"{role}_cluster"]
 
 
+@pytest.mark.fast
 def test_the_pinned_images_are_the_labs():
     text = LAB.read_text()
     for image in clusters.NODE_IMAGES.values():
@@ -59,6 +63,7 @@ def test_the_pinned_images_are_the_labs():
 BASE = {"kind": "Cluster", "apiVersion": "kind.x-k8s.io/v1alpha4"}
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
     "config",
     [
@@ -104,6 +109,7 @@ def test_kinds_documented_fields_are_accepted(config):
     assert errors(config) == []
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
     "config, why",
     [
@@ -129,6 +135,7 @@ def test_what_kind_would_reject_is_rejected(config, why):
     assert found and any(why in e for e in found), found
 
 
+@pytest.mark.fast
 def test_kind_and_kubernetes_settings_have_defaults_and_are_checked():
     design = load_design(
         {"backend": "kubernetes", "kubernetes": {"kubeconfig": "/k", "worker_node": "w"}}, PROJECT / "config"
@@ -146,6 +153,7 @@ def test_kind_and_kubernetes_settings_have_defaults_and_are_checked():
             load_design({"backend": "kind", **bad}, PROJECT / "config")
 
 
+@pytest.mark.fast
 def test_every_new_setting_is_described():
     schema = yaml.safe_load((PROJECT / "config" / "config.schema.yaml").read_text())
     for section in ("kind", "kubernetes"):
@@ -155,6 +163,7 @@ def test_every_new_setting_is_described():
             assert sub.get("description") and "default" in sub, f"{section}.{key}"
 
 
+@pytest.mark.plan  # a dry run
 def test_the_kind_configs_live_where_the_backend_reads_them(tmp_path):
     # the rules hand the project's config/kind to `throttlelab kind create --config-dir`
     proc = snakemake(
@@ -168,6 +177,7 @@ def test_the_kind_configs_live_where_the_backend_reads_them(tmp_path):
         _ = clusters.KindCluster("new", "x", "kind", "v0", Path("/w")).config
 
 
+@pytest.mark.fast
 def test_kind_load_falls_back_to_an_image_archive_on_the_containerd_image_store():
     from throttlelab.backends.base import BackendError
     from throttlelab.platform.kind_clusters import load_into_cluster
@@ -188,6 +198,7 @@ def test_kind_load_falls_back_to_an_image_archive_on_the_containerd_image_store(
     assert ran == [["kind", "load", "docker-image"], ["docker", "save", "-o"], ["kind", "load", "image-archive"]]
 
 
+@pytest.mark.fast
 def test_kind_load_other_failures_are_not_hidden():
     import pytest as _pytest
 
@@ -201,6 +212,7 @@ def test_kind_load_other_failures_are_not_hidden():
         load_into_cluster("kind", "cpulab-kind:go124mod", "throttlelab-new", run)
 
 
+@pytest.mark.fast
 def test_kind_load_of_an_old_kind_into_a_newer_containerd_imports_with_the_nodes_ctr():
     from throttlelab.backends.base import BackendError
     from throttlelab.platform.kind_clusters import load_into_cluster

@@ -1,4 +1,4 @@
-"""Which kind binary `snakemake clean` deletes the lab's clusters with (backends/kind/clusters.deleting_kind):
+"""Which kind binary `snakemake clean` deletes the lab's clusters with (platform/kind_clusters.deleting_kind):
 any release deletes a cluster by name, so clean finds one whatever kind.node_images says now."""
 
 from __future__ import annotations
@@ -6,7 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from throttlelab.platform.kind_clusters import KindCluster, deleting_kind
+
+pytestmark = pytest.mark.fast
 
 
 def fake_kind(path: Path) -> Path:

@@ -86,6 +86,7 @@ def placements() -> dict[tuple[str, str], tuple[Node, Any]]:
     return out
 
 
+@pytest.mark.fast
 def test_what_kind_cannot_run_is_listed_with_its_reason_and_the_backend_agrees():
     """The plan (model.coverage, used by rules/common.smk before any job) and the backend's own
     refusal (NotTestable at deploy) say the same, variant by variant: on a cgroup v2 host kind runs

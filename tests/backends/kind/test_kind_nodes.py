@@ -100,6 +100,7 @@ def read_files(paths: list[str]) -> dict[str, str | None]:
         files.close()
 
 
+@pytest.mark.fast
 def test_the_node_scripts_find_and_read_every_level(kind_node_tree):
     layout = node_cgroups.parse_discover(run_script(node_cgroups.DISCOVER, "discover", [UID], kind_node_tree))
     assert layout.version == 2
@@ -136,11 +137,13 @@ def test_the_node_scripts_find_and_read_every_level(kind_node_tree):
     }
 
 
+@pytest.mark.fast
 def test_a_missing_file_reads_as_none(kind_node_tree, tmp_path):
     files = read_files([f"{kind_node_tree}/cgroup.controllers", "/nope/cpu.max"])
     assert files["/nope/cpu.max"] is None and files[f"{kind_node_tree}/cgroup.controllers"].startswith("cpuset")
 
 
+@pytest.mark.fast
 def test_an_unknown_pod_is_not_found(kind_node_tree):
     layout = node_cgroups.parse_discover(
         run_script(node_cgroups.DISCOVER, "discover", ["00000000-0000-0000-0000-000000000000"], kind_node_tree)
@@ -148,6 +151,7 @@ def test_an_unknown_pod_is_not_found(kind_node_tree):
     assert layout.pod_dirs == {}
 
 
+@pytest.mark.fast
 def test_cgroup_v1_node_layout(tmp_path):
     root = tmp_path / "cgroup"
     pod = root / "cpu,cpuacct" / "kubelet" / "kubepods" / "burstable" / f"pod{UID}"
@@ -170,6 +174,7 @@ def test_cgroup_v1_node_layout(tmp_path):
     assert (got["quota_us"], got["period_us"], got["shares"], got["cpus"]) == (200_000, 100_000, 512, "0-1")
 
 
+@pytest.mark.fast
 def test_cgroup_v1_with_cpu_and_cpuacct_apart_is_found_in_cpu_beside_an_empty_cpu_cpuacct(tmp_path):
     # what a real kind node showed on this host (cpu and cpuacct mounted apart): an empty cpu,cpuacct
     # folder beside the cpu hierarchy; the readback found no pod before (docs/KUBE_REAL.md)
@@ -186,6 +191,7 @@ def test_cgroup_v1_with_cpu_and_cpuacct_apart_is_found_in_cpu_beside_an_empty_cp
     assert node_cgroups.stat_files(str(pod), 1)[1] == str(root / "cpuacct" / slice_ / pod.name / "cpuacct.usage")
 
 
+@pytest.mark.fast
 def test_counters_come_from_cpu_stat_and_on_v1_from_the_cpuacct_hierarchy():
     assert node_cgroups.stat_files("/sys/fs/cgroup/kubelet.slice/p", 2) == ["/sys/fs/cgroup/kubelet.slice/p/cpu.stat"]
     together = "/sys/fs/cgroup/cpu,cpuacct/kubelet/kubepods/burstable/pod1"
@@ -197,6 +203,7 @@ def test_counters_come_from_cpu_stat_and_on_v1_from_the_cpuacct_hierarchy():
     ]
 
 
+@pytest.mark.fast
 def test_kind_cannot_pin_nodes_on_a_cgroup_v1_host():
     from types import SimpleNamespace
 
@@ -211,6 +218,7 @@ def test_kind_cannot_pin_nodes_on_a_cgroup_v1_host():
     assert KindBackend.untestable(v2, pinned, LoadPlacement(cpus="1")) is None
 
 
+@pytest.mark.fast
 def test_kube_design_v1_shares_are_kubelets_raw_shares():
     levels = {lv.design.path: lv.v1_shares for lv in kube_design(mf.kube_node(E1, 10_000), "runc-old", [])}
     assert levels == {
@@ -226,16 +234,19 @@ def test_kube_design_v1_shares_are_kubelets_raw_shares():
     "version, conversion",
     [("1.4.3", "runc-new"), ("1.3.2", "runc-new"), ("1.3.1", "runc-old"), ("1.3.0", "runc-old"), ("1.2.6", "runc-old")],
 )
+@pytest.mark.fast
 def test_runc_release_decides_the_conversion(version, conversion):
     assert kind_nodes.node_conversion(version) == conversion
     assert runc_conversion(version) == conversion  # kind and docker read runc releases alike
 
 
+@pytest.mark.fast
 def test_kind_counts_a_runc_release_it_cannot_read_as_the_linear_formula():
     assert runc_conversion("unknown") is None
     assert kind_nodes.node_conversion("unknown") == "runc-old"
 
 
+@pytest.mark.fast
 def test_records_and_stderr_are_split_from_a_container_log():
     log = '{"type":"header","x":1}\nGOMAXPROCS=2\n{"not":"a record"}\n{"type":"summary"}\n{broken\n'
     records, stderr = records_from_log(log, "p/c")
@@ -243,6 +254,7 @@ def test_records_and_stderr_are_split_from_a_container_log():
     assert stderr == 'GOMAXPROCS=2\n{"not":"a record"}\n{broken\n'
 
 
+@pytest.mark.workload  # the Go toolchain: vet, gofmt and go test
 @pytest.mark.parametrize("module", ["podgate", "podnet"])
 def test_go_vet_gofmt_and_go_test_pass_in_the_node_modules(module):
     from throttlelab.host.gobuild import find_go, go_environment
@@ -320,6 +332,7 @@ def lab_clusters(tmp_path: Path, **kind_cfg) -> dict[str, clusters.KindCluster]:
     )
 
 
+@pytest.mark.fast
 def test_each_cluster_needs_the_kind_release_of_its_node_image(tmp_path):
     c = lab_clusters(
         tmp_path, binary=str(stub_kind(tmp_path, "v0.33.0")), old_binary=str(stub_kind(tmp_path, "v0.29.0"))
@@ -336,6 +349,7 @@ def test_each_cluster_needs_the_kind_release_of_its_node_image(tmp_path):
         clusters.check_kind(missing["new"])
 
 
+@pytest.mark.fast
 def test_cluster_files_stay_inside_the_project(tmp_path):
     c = lab_clusters(tmp_path)["old"]
     assert c.kubeconfig == tmp_path / "results/kind/clusters/old/kubeconfig"
@@ -347,6 +361,7 @@ def test_cluster_files_stay_inside_the_project(tmp_path):
     assert c.config == PROJECT / "config/kind/old.yaml" and c.runtime == "runc-old"
 
 
+@pytest.mark.fast
 def test_the_cli_preflight_names_what_is_missing(tmp_path):
     from throttlelab.model.config import load_design
 

@@ -16,6 +16,8 @@ import pytest
 from throttlelab.backends.base import BackendError
 from throttlelab.platform.kind_nodes import NodeFiles
 
+pytestmark = pytest.mark.root  # real processes in mount namespaces of their own (unshare)
+
 #: In a mount namespace of its own: a tmpfs over $1 (this host keeps seeing the empty folder), a
 #: file in it, then idle. `unshare` without --fork execs, so the process keeps unshare's pid.
 IN_NAMESPACE = (
