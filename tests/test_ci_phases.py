@@ -64,23 +64,23 @@ TESTS_OF_A_TOY = {
         def test_expected():
             pytest.skip("needs a cgroup v2 kernel (this host's is v1)")
     """,
-    "tests/test_runs.py": """
+    "tests/toy-suite/test_runs.py": """
         def test_runs():
             pass
     """,
-    "tests/test_lacks.py": """
+    "tests/toy-suite/test_lacks.py": """
         import pytest
 
         def test_lacks_a_tool():
             pytest.skip("no frobnicator installed")
     """,
-    "tests/test_wrong_reason.py": """
+    "tests/toy-suite/test_wrong_reason.py": """
         import pytest
 
         def test_skipped_for_another_reason():
             pytest.skip("needs a cgroup v2 kernel, but this file is not the one allowed to say so")
     """,
-    "tests/test_whole_module.py": """
+    "tests/toy-suite/test_whole_module.py": """
         import pytest
 
         pytest.skip("the whole module lacks its tool", allow_module_level=True)
@@ -109,9 +109,9 @@ def test_no_skip_fails_on_each_unexpected_skip_and_names_it_with_its_reason(tmp_
     assert proc.returncode == 1, out
     assert "--no-skip: 3 unexpected skips fail this run" in out, out
     for nodeid, reason in (
-        ("tests/test_lacks.py::test_lacks_a_tool", "no frobnicator installed"),
-        ("tests/test_wrong_reason.py::test_skipped_for_another_reason", "needs a cgroup v2 kernel, but"),
-        ("tests/test_whole_module.py", "the whole module lacks its tool"),
+        ("tests/toy-suite/test_lacks.py::test_lacks_a_tool", "no frobnicator installed"),
+        ("tests/toy-suite/test_wrong_reason.py::test_skipped_for_another_reason", "needs a cgroup v2 kernel, but"),
+        ("tests/toy-suite/test_whole_module.py", "the whole module lacks its tool"),
     ):
         assert f"  {nodeid}: {reason}" in out, out
     assert "test_cgroup_v2_kernel.py::test_expected:" not in out, out
@@ -119,7 +119,7 @@ def test_no_skip_fails_on_each_unexpected_skip_and_names_it_with_its_reason(tmp_
 
 def test_an_expected_skip_alone_passes_with_no_skip_and_any_skip_passes_without_it(tmp_path):
     toy = _toy(tmp_path)
-    expected = _pytest(toy, "--no-skip", "tests/host", "tests/test_runs.py")
+    expected = _pytest(toy, "--no-skip", "tests/host", "tests/toy-suite/test_runs.py")
     assert expected.returncode == 0 and "1 passed, 1 skipped" in expected.stdout, expected.stdout
     without = _pytest(toy)
     assert without.returncode == 0 and "unexpected skips" not in without.stdout, without.stdout
