@@ -90,13 +90,19 @@ def forest_rows(checks: pd.DataFrame) -> list[ForestRow]:
     return rows
 
 
-def _against(row: ForestRow) -> str:
-    """' > 1.12', ' within [0.800, 1.25]': what the check is judged against ('' without a threshold)."""
+def threshold_text(row: ForestRow) -> str:
+    """What the check's interval is judged against: '> 1.12', 'within [0.8, 1.25]', or '' without a threshold."""
     if row.relation == "within" and math.isfinite(row.threshold) and math.isfinite(row.threshold_hi):
-        return f" within [{fmt_number(row.threshold)}, {fmt_number(row.threshold_hi)}]"
+        return f"within [{fmt_number(row.threshold)}, {fmt_number(row.threshold_hi)}]"
     if row.relation in (">", "<") and math.isfinite(row.threshold):
-        return f" {row.relation} {fmt_number(row.threshold)}"
+        return f"{row.relation} {fmt_number(row.threshold)}"
     return ""
+
+
+def _against(row: ForestRow) -> str:
+    """' > 1.12', ' within [0.800, 1.25]': the threshold after a label ('' without one)."""
+    against = threshold_text(row)
+    return f" {against}" if against else ""
 
 
 def row_label(row: ForestRow) -> str:

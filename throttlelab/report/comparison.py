@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from throttlelab.analysis.number_format import fmt_number, is_missing
-from throttlelab.figures.forest import ForestRow, forest_rows, row_numbers
+from throttlelab.analysis.number_format import is_missing
+from throttlelab.figures.forest import ForestRow, forest_rows, row_numbers, threshold_text
 from throttlelab.model.reference import LAB_SETUP
 from throttlelab.report.cell_format import text
 from throttlelab.report.page import VERDICT_CLASSES, findings_rows, summary_rows
@@ -203,15 +203,6 @@ def _premises(run: RunTables, finding: str) -> dict[str, str]:
         return {}
     mine = checks[(checks["id"].astype(str) == finding) & (checks["role"] == "premise")]
     return {text(r.check): text(r.verdict) for r in mine.itertuples()}
-
-
-def threshold_text(row: ForestRow) -> str:
-    """What the check's interval is judged against: '> 1.12', 'within [0.8, 1.25]', or '' without a threshold."""
-    if row.relation == "within" and math.isfinite(row.threshold) and math.isfinite(row.threshold_hi):
-        return f"within [{fmt_number(row.threshold)}, {fmt_number(row.threshold_hi)}]"
-    if row.relation in (">", "<") and math.isfinite(row.threshold):
-        return f"{row.relation} {fmt_number(row.threshold)}"
-    return ""
 
 
 def _same_threshold(a: ForestRow, b: ForestRow) -> bool:
