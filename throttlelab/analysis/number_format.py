@@ -19,6 +19,11 @@ def is_missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
 
 
+def is_true(value: Any) -> bool:
+    """A table's boolean cell as pandas wrote it (True, "True", 1) or a reader left it ("true", "1"); empty: False."""
+    return str(value).strip().lower() in ("true", "1")
+
+
 def fmt_number(value: Any) -> str:
     """Three significant digits without scientific notation: 7052, 84.4, 0.312, 0.0451; an unbounded end
     of an interval (no number of runs bounds it) as ∞ or −∞."""

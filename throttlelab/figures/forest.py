@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from throttlelab.analysis.number_format import fmt_bound, fmt_level, fmt_number, fmt_runs, is_missing
+from throttlelab.analysis.number_format import fmt_bound, fmt_level, fmt_number, fmt_runs, is_missing, is_true
 
 #: verdict -> (colour of the point and the tag, the tag)
 VERDICT_MARKS = {
@@ -84,7 +84,7 @@ def forest_rows(checks: pd.DataFrame) -> list[ForestRow]:
                 threshold_hi=_float(getattr(r, "threshold_hi", math.nan)),
                 null=_float(getattr(r, "null", math.nan)),
                 scale="" if is_missing(getattr(r, "scale", "")) else str(r.scale),
-                tie=str(getattr(r, "tie", "")).strip().lower() in ("true", "1"),
+                tie=is_true(getattr(r, "tie", "")),
             )
         )
     return rows

@@ -40,6 +40,7 @@ from throttlelab.analysis.number_format import (
     fmt_runs,
     fmt_tie,
     is_missing,
+    is_true,
 )
 from throttlelab.analysis.tidy import ENV_PREFIX, variant_specs
 from throttlelab.errors import ReportError
@@ -165,11 +166,7 @@ def deciding_check(finding: Any, checks: pd.DataFrame | None) -> Any | None:
 
 
 def _is_tie(check: Any | None) -> bool:
-    return (
-        check is not None
-        and str(getattr(check, "tie", "")).strip().lower() in ("true", "1")
-        and not is_missing(getattr(check, "runs", math.nan))
-    )
+    return check is not None and is_true(getattr(check, "tie", "")) and not is_missing(getattr(check, "runs", math.nan))
 
 
 def summary_rows(findings: pd.DataFrame, rows: list[Finding], checks: pd.DataFrame | None = None) -> list[SummaryRow]:
@@ -241,7 +238,7 @@ def check_estimate(r: Any) -> str:
     per-run logit's point that its interval belongs to."""
     level = getattr(r, "level", math.nan)
     runs = getattr(r, "runs", math.nan)
-    if str(getattr(r, "tie", "")).strip().lower() in ("true", "1") and not is_missing(runs):
+    if is_true(getattr(r, "tie", "")) and not is_missing(runs):
         return fmt_tie(r.effect, runs, r.lo, r.hi, 0.95 if is_missing(level) else level)
     shown = fmt_interval_outward(r.effect, r.lo, r.hi)
     pooled = getattr(r, "pooled", math.nan)
