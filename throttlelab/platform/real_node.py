@@ -255,8 +255,11 @@ class Supervisor:
         log = open(self.layout.logs / f"{name}.log", "w")  # noqa: SIM115 - closed in take_down
         self.log_files[name] = log
 
+        procs = cgroup_procs_files(cgroup)  # found here: the child between fork and exec only writes
+
         def child() -> None:
-            join_cgroup(cgroup)
+            for path in procs:
+                path.write_text("0")  # "0": the writing process itself
             _component_child()
 
         self.procs[name] = subprocess.Popen(
@@ -603,12 +606,9 @@ def make_cgroup_root(root: str, cpus: str | None, leaf: bool = False) -> None:
             parent = path
 
 
-def join_cgroup(root: str) -> None:
-    """Move the calling process into ``root`` in every hierarchy that has it (a child before exec)."""
-    for base in cgroup_hierarchies():
-        procs = base / root.lstrip("/") / "cgroup.procs"
-        if procs.exists():
-            procs.write_text("0")
+def cgroup_procs_files(root: str) -> list[Path]:
+    """``root``'s cgroup.procs in every hierarchy that has it: writing "0" to each moves the writer there."""
+    return [p for p in (base / root.lstrip("/") / "cgroup.procs" for base in cgroup_hierarchies()) if p.exists()]
 
 
 def host_cpus() -> str:
