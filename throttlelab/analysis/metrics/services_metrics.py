@@ -232,8 +232,8 @@ def latency_metrics(
 
 
 def supported_latency_metric(metrics: pd.DataFrame, experiment: str, variants=None, ep: str = "work") -> str | None:
-    """``<ep>_p99_ms``, ``<ep>_p90_ms`` or ``<ep>_p50_ms``: the highest quantile every run of the
-    experiment (of ``variants``, when given) supports, from their ``<ep>_requests``; None if none."""
+    """``<ep>_p99_ms``, ``<ep>_p90_ms``, ``<ep>_p75_ms`` or ``<ep>_p50_ms``: the highest quantile every run of
+    the experiment (of ``variants``, when given) supports, from their ``<ep>_requests``; None if none."""
     rows = metrics[(metrics["experiment"] == experiment) & (metrics["metric"] == f"{ep}_requests")]
     if variants is not None:
         rows = rows[rows["variant"].isin(list(variants))]
