@@ -116,7 +116,7 @@ def test_e2a_shows_the_labs_pattern(ci_run):
         return sorted(values)[len(values) // 2]
 
     # Arm limit1 (250m): 25 ms against 40 ms. A round escapes only if a period boundary splits the
-    # burst into two parts of at most 25 ms each: a 5 ms window of the 100 ms phase. The 530 ms
+    # burst into two parts of at most 25 ms each: a 5 ms window of the 100 ms phase. The 430 ms
     # interval starts successive rounds 30 ms of phase apart (at least 10 ms apart among 6 rounds),
     # so at most one round of a run can fall in that window.
     for records in runs["limit1"]:
