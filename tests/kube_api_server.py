@@ -209,6 +209,10 @@ class FakeKubeAPI:
         # node name -> monotonic time until which it is NotReady (tainted not-ready), as a node
         # that is still joining after `kind create --wait` (which waits for the control plane only)
         self.not_ready_until: dict[str, float] = {}
+        # node name -> how many more reads of a pod the scheduler refused it stays NotReady for: it turns
+        # Ready right after the last of them, so the client's next read of the node sees it Ready while the
+        # pod it has just read is still refused (the scheduler retries at the pod's next read)
+        self.not_ready_refusals: dict[str, int] = {}
         # node name -> the CPU kubelet's admission counts as allocatable ("500m"), when it differs from
         # what the Node object says (which the scheduler uses): kubelet then rejects pods (OutOfcpu)
         self.kubelet_allocatable: dict[str, str] = {}
@@ -315,6 +319,22 @@ class FakeKubeAPI:
     # -- the cluster's behaviour -----------------------------------------------------------------
     def not_ready_for(self, node: str, seconds: float) -> None:
         self.not_ready_until[node] = time.monotonic() + seconds
+
+    def not_ready_for_refusals(self, node: str, refusals: int) -> None:
+        """`node` is NotReady until a pod refused by the scheduler has been read `refusals` times."""
+        self.not_ready_until[node] = math.inf
+        self.not_ready_refusals[node] = refusals
+
+    def _count_refusal(self, rendered: dict[str, Any]) -> None:
+        """A pod read while the scheduler refuses it: the nodes waiting for refusals count it."""
+        conditions = (rendered.get("status") or {}).get("conditions") or []
+        if not any(c.get("reason") == "Unschedulable" for c in conditions):
+            return
+        for node in list(self.not_ready_refusals):
+            self.not_ready_refusals[node] -= 1
+            if self.not_ready_refusals[node] <= 0:
+                del self.not_ready_refusals[node]
+                self.not_ready_until.pop(node, None)
 
     @property
     def nodes(self) -> list[dict[str, Any]]:
@@ -1328,7 +1348,9 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._not_found("pods", name)
             if sub is None and method == "GET":
                 with st.lock:
-                    return self._send(200, st._render(pod))
+                    rendered = st._render(pod)
+                    st._count_refusal(rendered)
+                    return self._send(200, rendered)
             if sub is None and method == "DELETE":
                 with st.lock:
                     if (ns, name) not in st.pods:

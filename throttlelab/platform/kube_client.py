@@ -295,13 +295,13 @@ class KubeClient:
                     if final:
                         raise KubeError(f"pod {namespace}/{name} cannot be scheduled: {final}")
                     if not node_ready(target)[0]:
-                        unschedulable_since = now  # the grace counts from the moment the node is Ready
+                        unschedulable_since = None  # the grace counts from the first poll that sees it Ready
                         passing = True
                     else:
-                        unschedulable_since = unschedulable_since or now
+                        unschedulable_since = now if unschedulable_since is None else unschedulable_since
                         passing = now - unschedulable_since <= unschedulable_grace_s
                 else:
-                    unschedulable_since = unschedulable_since or now
+                    unschedulable_since = now if unschedulable_since is None else unschedulable_since
                     passing = (
                         passing_unschedulable(unschedulable) and now - unschedulable_since <= unschedulable_grace_s
                     )

@@ -617,6 +617,18 @@ def test_a_not_ready_node_is_waited_out_whatever_the_other_nodes_refuse(api, tmp
         assert dep.pods.live["e1"]["spec"]["nodeName"] == WORKER
 
 
+def test_a_node_that_turns_ready_between_the_pods_read_and_its_own_is_given_its_grace_from_then(api, tmp_path):
+    """The worker turns Ready after a poll's read of the refused pod and before its read of the node: the
+    scheduler has not retried yet. The grace a Ready node gets counts from the poll that first sees it
+    Ready, not from the polls that saw it NotReady, so even no grace at all (Impatient) lets that poll
+    pass, and the next read finds the pod scheduled. (Counting from the NotReady polls failed this test
+    at once; under load the same order came by chance.)"""
+    api.not_ready_for_refusals(WORKER, 2)  # Ready right after the second read of the refused pod
+    with ImpatientKube(settings(api, tmp_path), "runc-new").deploy(E1) as dep:
+        assert dep.pods.live["e1"]["spec"]["nodeName"] == WORKER
+    assert api.not_ready_refusals == {}  # the node did turn Ready between the two reads
+
+
 def test_a_taint_on_the_pinned_node_is_reported_at_once(api, tmp_path):
     api._nodes[1]["spec"]["taints"] = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
     t0 = time.monotonic()
