@@ -38,6 +38,7 @@ FIXTURE_MARKERS = {
     "real_cgroups": "root",  # creates cgroups on this host
     "api": "kube_api",  # the loopback Kubernetes API server (tests/kube_api_server.py)
     "sent_manifests": "kube_api",
+    "v2_guest": "vm",  # boots a QEMU guest with a cgroup v2 kernel (tests/v2_guest.py)
 }
 #: Tests with one of these markers stay out of the inner loop: real workloads, real cgroups, guests,
 #: Docker, the loopback API server's waits, Snakemake runs, long runs.
@@ -387,3 +388,39 @@ def binaries(tmp_path_factory) -> dict[str, Path]:
 
     out = tmp_path_factory.mktemp("cpulab")
     return {variant: build_variant(variant, out / variant / "cpulab", PROJECT / "workload") for variant in BUILDS}
+
+
+def real_node_missing() -> str | None:
+    """Why the lab's real node cannot start on this host, or in a guest booted from it (a skip's reason,
+    naming what to install), or None."""
+    from throttlelab.platform import real_node as nc
+    from throttlelab.platform.tool_build import ToolsSettings, cached
+
+    if os.geteuid() != 0:
+        return "the real node needs root"
+    rows = cached(PROJECT / "cluster", ToolsSettings.from_mapping(None))
+    problems = [f"{r['binary'].name}: {r['problem']}" for r in rows if r["problem"] and nc.node_needs(r)]
+    if problems:
+        return "the cluster tools are not built (snakemake --cores 2 cluster_tools): " + "; ".join(problems[:3])
+    for tool, package in (("catatonit", "catatonit"), ("unshare", "util-linux")):
+        if not any(Path(d, tool).is_file() for d in ("/usr/bin", "/usr/sbin", "/bin")):
+            return f"{tool} is not installed (apt-get install {package})"
+    if not any(Path(d, "bridge").is_file() for d in nc.CNI_BIN_DIRS):
+        return "the CNI plugins are not installed (apt-get install containernetworking-plugins)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def v2_guest(binaries, tmp_path_factory):
+    """One cgroup v2 guest per session for the tests that need a v2 kernel (tests/v2_guest.py): the
+    ``cgroup_v2_kernel`` tests, then the real node's container weights; skips without QEMU's tools."""
+    import v2_guest as guest
+    from throttlelab.errors import BackendError
+    from throttlelab.platform import vm_guest
+
+    try:
+        vm_guest.find_tools(vm_guest.VmSettings())
+    except BackendError as exc:
+        pytest.skip(str(exc))
+    folder = binaries[next(iter(binaries))].parent.parent  # <folder>/<build>/cpulab
+    return guest.boot(tmp_path_factory.mktemp("v2-guest"), folder)

@@ -260,36 +260,14 @@ def test_a_guest_whose_orchestrator_is_already_gone_is_stopped_at_once(tmp_path)
 
 @pytest.mark.vm
 @pytest.mark.slow
-def test_cgroup_v2_kernel_tests_pass_in_a_v2_guest(binaries, tmp_path):
-    """The ``cgroup_v2_kernel`` tests (and the version-independent cleanup tests) in a 2-vCPU guest
-    with cgroup v2; their results are the guest's pytest's."""
-    _tools_or_skip()
-    folder = binaries[next(iter(binaries))].parent.parent  # <folder>/<build>/cpulab
-    log = tmp_path / "guest.log"
-    tests = [
-        "tests/host/test_cgroup_v2_kernel.py",
-        "tests/host/test_cgroupfs.py::test_guardian_cleans_up_after_sigkill_of_its_owner",
-        "tests/host/test_cgroupfs.py::test_sweep_removes_runs_of_dead_runners",
-    ]
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "-o",
-        "addopts=-rs",
-        "--full",  # the cgroup_v2_kernel tests are of the full tier
-        *(str(PROJECT / t) for t in tests),
-    ]
-    env = {"PYTHONPATH": str(PROJECT), "PYTHONDONTWRITEBYTECODE": "1", "THROTTLELAB_TEST_BINARIES": str(folder)}
-    with open(log, "w") as out:
-        code = vm_guest.run_in_guest(
-            vm_guest.VmSettings(vcpus=2, memory="2G"), command, [], env=env, stdout=out, timeout_s=900
-        )
-    text = log.read_text()
-    print(text[-3000:])
-    assert code == 0, text[-3000:]
-    summary = re.search(r"(\d+) passed", text)
-    assert summary and int(summary.group(1)) >= 8 and "skipped" not in text.splitlines()[-1], text[-1500:]
+def test_cgroup_v2_kernel_tests_pass_in_a_v2_guest(v2_guest):
+    """The ``cgroup_v2_kernel`` tests (and the version-independent cleanup tests) in the session's
+    2-vCPU guest with cgroup v2 (tests/v2_guest.py), before the real node starts there; their results
+    are the guest's pytest's."""
+    step = v2_guest.cgroup_v2_tests
+    print(step.log[-3000:])
+    assert step.code is not None, f"the guest never ran the v2 tests: {v2_guest.log[-3000:]}"
+    assert step.code == 0, step.log[-3000:]
+    summary = re.search(r"(\d+) passed", step.log)
+    lines = step.log.strip().splitlines()
+    assert summary and int(summary.group(1)) >= 8 and "skipped" not in lines[-1], step.log[-1500:]
