@@ -2,9 +2,10 @@
 containerd, kubelet and both pinned runc releases on this host, started and taken down.
 
 Needs root and the cluster tools built (`snakemake --cores 2 cluster_tools`; .ci/run builds them): skipped
-with the reason otherwise. Each test checks that the node leaves nothing: no process of it, no cgroup under
-its root, no bridge or veth, no iptables rule, no mount, no folder, and the host sysctls kubelet would set
-unchanged."""
+with the reason otherwise. Each node checks that it leaves nothing: no process of it, no cgroup under its
+root, no bridge or veth, no iptables rule, no mount, no folder, and the host sysctls kubelet would set
+unchanged. The tests that start, kill or break a node have one each; those that only read a node or deploy
+pods on it (and delete them) share one, at the module's end, which makes that check when it is taken down."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import real_node_missing
 from guest_weights import node_kubectl as kubectl, pause_pod
 from throttlelab.platform import real_node as nc
 from throttlelab.errors import BackendError
@@ -34,17 +36,10 @@ PROJECT = Path(__file__).resolve().parents[3]
 
 @pytest.fixture(scope="module")
 def node_tools():
-    if os.geteuid() != 0:
-        pytest.skip("the real node needs root")
+    missing = real_node_missing()
+    if missing:
+        pytest.skip(missing)
     rows = cached(PROJECT / "cluster", ToolsSettings.from_mapping(None))
-    problems = [f"{r['binary'].name}: {r['problem']}" for r in rows if r["problem"] and nc.node_needs(r)]
-    if problems:
-        pytest.skip("the cluster tools are not built (snakemake --cores 2 cluster_tools): " + "; ".join(problems[:3]))
-    for tool in ("catatonit", "unshare"):
-        if not any(Path(d, tool).is_file() for d in ("/usr/bin", "/usr/sbin", "/bin")):
-            pytest.skip(f"{tool} is not installed (apt-get install catatonit)")
-    if not any(Path(d, "bridge").is_file() for d in nc.CNI_BIN_DIRS):
-        pytest.skip("the CNI plugins are not installed (apt-get install containernetworking-plugins)")
     return nc.split_tools([(r["project"], r["binary"].name, str(r["path"])) for r in rows])
 
 
@@ -171,81 +166,6 @@ def kubelet_status(facts: dict, who: str, path: str) -> int:
         return exc.code
 
 
-def test_node_runs_pods_under_both_runc_releases_and_leaves_nothing(node_tools, tmp_path):
-    tools, runc = node_tools
-    before = host_state()
-    with nc.LocalNode(tools, runc, keep_logs=tmp_path / "logs") as facts:
-        during = nc.host_sysctls()
-        nodes = json.loads(kubectl(facts, tools, "get", "nodes", "-o", "json"))["items"]
-        assert [n["metadata"]["name"] for n in nodes] == [kn.NODE_NAME]
-        info = nodes[0]["status"]["nodeInfo"]
-        assert info["kubeletVersion"].startswith("v1.34.") and info["containerRuntimeVersion"].startswith(
-            "containerd://2."
-        )
-        addresses = {a["type"]: a["address"] for a in nodes[0]["status"]["addresses"]}
-        assert addresses == {"InternalIP": facts["subnet"].rsplit(".", 1)[0] + ".1", "Hostname": kn.NODE_NAME}
-        for handler in kn.RUNTIME_HANDLERS:
-            kubectl(facts, tools, "apply", "-f", "-", stdin=json.dumps(one_pause_pod(f"p-{handler}", handler)))
-        kubectl(facts, tools, "wait", "--for=condition=Ready", "pod/p-runc-new", "pod/p-runc-old", "--timeout=120s")
-        pods = {
-            p["metadata"]["name"]: p for p in json.loads(kubectl(facts, tools, "get", "pods", "-o", "json"))["items"]
-        }
-        for name, pod in pods.items():
-            uid = pod["metadata"]["uid"]
-            found = (
-                list(
-                    Path("/sys/fs/cgroup/cpu").glob(
-                        f"{facts['cgroup_root'].lstrip('/')}/kubepods/burstable/pod{uid}/*/cpu.cfs_quota_us"
-                    )
-                )
-                if facts["cgroup_version"] == 1
-                else list(
-                    Path("/sys/fs/cgroup").glob(
-                        f"{facts['cgroup_root'].lstrip('/')}/kubepods/burstable/pod{uid}/*/cpu.max"
-                    )
-                )
-            )
-            quotas = sorted(f.read_text().split()[0] for f in found)
-            assert "50000" in quotas, (name, quotas)  # the container's limit of 500m, under the node's cgroup root
-            assert pod["status"]["podIP"].startswith(facts["subnet"].rsplit(".", 1)[0] + ".")
-        # each pod's sandbox ran under its RuntimeClass's runc: containerd's state of each handler holds its tasks
-        state = Path(facts["root"]) / "containerd" / "state" / "runc"
-        assert sorted(p.name for p in state.iterdir()) == sorted(kn.RUNTIME_HANDLERS)
-        assert all(any((state / h).rglob("state.json")) for h in kn.RUNTIME_HANDLERS)
-        # kubelet's cAdvisor (through the API server's node proxy) labels the containers' series by pod and
-        # container, as E6 selects them: it reaches this node's containerd (kubelet's --containerd)
-        labelled, deadline = set(), time.monotonic() + 60
-        while labelled != set(pods) and time.monotonic() < deadline:
-            metrics = kubectl(facts, tools, "get", "--raw", f"/api/v1/nodes/{kn.NODE_NAME}/proxy/metrics/cadvisor")
-            labelled = {
-                name
-                for name in pods
-                if any(
-                    line.startswith("container_cpu_usage_seconds_total{")
-                    and 'container="c"' in line
-                    and f'pod="{name}"' in line
-                    for line in metrics.splitlines()
-                )
-            }
-            time.sleep(2)
-        assert labelled == set(pods), f"cAdvisor has no series labelled pod/container c for {set(pods) - labelled}"
-        refused = as_unprivileged_user(facts)
-        assert refused == {
-            "etcd_plain": "refused",
-            "etcd_tls_without_certificate": "refused",
-            "kubelet_exec": 401,
-            "containerd_socket": "PermissionError",
-            "node_keys": "PermissionError",
-        }, refused
-        # kubelet asks the API server what a client may do: the scheduler's identity is known, but may not
-        # list or exec into pods through kubelet (with AlwaysAllow it could)
-        assert kubelet_status(facts, "scheduler", "/pods") == 403
-        assert kubelet_status(facts, "apiserver-kubelet-client", "/pods") == 200
-    assert during == before["sysctls"]  # kubelet wrote only its copies, never the host's
-    assert host_state() == before
-    assert (tmp_path / "logs" / "kubelet.log").is_file()
-
-
 def test_a_runner_killed_with_sigkill_leaves_nothing(node_tools, tmp_path):
     """The node's supervisor outlives the process that started it only until that process's pipe closes."""
     tools, runc = node_tools
@@ -270,40 +190,6 @@ def test_a_runner_killed_with_sigkill_leaves_nothing(node_tools, tmp_path):
     deadline = time.monotonic() + nc.STOP_TIMEOUT_S
     while time.monotonic() < deadline and running(facts["supervisor"]):
         time.sleep(0.2)
-    assert host_state() == before
-
-
-def test_volumes_kubelet_mounts_reach_the_containers(node_tools):
-    """kubelet and containerd share one mount namespace: a Secret volume and the projected service-account
-    token, both tmpfs mounts kubelet makes, are inside the container (read on the host through its root)."""
-    tools, runc = node_tools
-    before = host_state()
-    with nc.LocalNode(tools, runc) as facts:
-        secret = {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "s"},
-            "stringData": {"key": "a secret value"},
-        }
-        kubectl(facts, tools, "apply", "-f", "-", stdin=json.dumps(secret))
-        pod = one_pause_pod("with-volumes", "runc-new")
-        pod["spec"]["automountServiceAccountToken"] = True
-        pod["spec"]["volumes"] = [{"name": "s", "secret": {"secretName": "s"}}]
-        pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "s", "mountPath": "/s"}]
-        kubectl(facts, tools, "apply", "-f", "-", stdin=json.dumps(pod))
-        kubectl(facts, tools, "wait", "--for=condition=Ready", "pod/with-volumes", "--timeout=120s")
-        uid = json.loads(kubectl(facts, tools, "get", "pod", "with-volumes", "-o", "json"))["metadata"]["uid"]
-        hierarchy = "cpu" if facts["cgroup_version"] == 1 else ""
-        pod_dir = Path("/sys/fs/cgroup", hierarchy, facts["cgroup_root"].lstrip("/"), "kubepods")
-        pids = [int(p) for f in pod_dir.glob(f"**/pod{uid}/*/cgroup.procs") for p in f.read_text().split()]
-        seen = {}
-        for pid in pids:
-            root = Path(f"/proc/{pid}/root")
-            if (root / "s" / "key").is_file():
-                seen["secret"] = (root / "s" / "key").read_text()
-                token = root / "var/run/secrets/kubernetes.io/serviceaccount/token"
-                seen["token"] = token.read_text().count(".") if token.is_file() else None
-        assert seen == {"secret": "a secret value", "token": 2}, (pids, seen)  # a JWT: three parts
     assert host_state() == before
 
 
@@ -441,25 +327,6 @@ def node_inputs(node_tools, binaries, tmp_path_factory):
     return work
 
 
-@pytest.fixture
-def node_backend(node_inputs, binaries, monkeypatch):
-    """The kubernetes backend on a real node of its own (no orchestrator), taken down after the test."""
-    from throttlelab.backends.node.node_backend import NodeBackend
-
-    monkeypatch.delenv("THROTTLELAB_ORCHESTRATOR_PID", raising=False)
-    backend = NodeBackend(
-        node_inputs / layout.TOOLS_MANIFEST,
-        node_inputs / layout.NODE_IMAGE_DIR,
-        binaries=binaries,
-        node_logs=node_inputs / layout.NODE_LOGS,
-    )
-    before = host_state()
-    backend.preflight()
-    yield backend
-    backend.close()
-    assert host_state() == before
-
-
 def _cpuset_cgroup(pid: int) -> str:
     """A process's cgroup in the cpuset hierarchy (v1) or the unified one (v2)."""
     lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
@@ -479,58 +346,6 @@ def _node_daemons(folder: Path) -> dict[str, list[int]]:
         except OSError:
             continue
     return found
-
-
-def test_readback_at_every_level_under_both_runtimes_and_a_pinned_node(node_backend):
-    """Every level read back on a pinned node under both runtimes; kubelet, containerd and the shims pinned
-    with the pods (kind's worker container), the control plane with the load generator (kind's
-    control-plane node), both given every CPU again afterwards."""
-    from throttlelab.model.placement import Container, LoadPlacement, Node, Pod
-
-    facts = node_backend.node_facts
-    daemons = _node_daemons(Path(facts["root"]))
-    where = {comm: {_cpuset_cgroup(pid) for pid in pids} for comm, pids in daemons.items()}
-    node_cgroup, control = facts["cgroup_root"], facts["control_plane_cgroup"]
-    for comm in ("kubelet", "containerd"):
-        assert where.get(comm) == {f"{node_cgroup}/daemons"}, where
-    for comm in ("etcd", "kube-apiserver"):
-        assert where.get(comm) == {control}, where
-    assert control.rsplit("/", 1)[0] == node_cgroup.rsplit("/", 1)[0]  # one node cgroup holds both
-    for runtime in ("runc-new", "runc-old"):
-        node = Node(
-            "node",
-            (Pod("e1", (Container("app", ("info",), request_milli=500, limit_milli=2000),)),),
-            cpus="0",
-            runtime=runtime,
-        )
-        with node_backend.deploy(node, LoadPlacement(cpus="1")) as dep:
-            readback = dep.verify()  # DesignMismatch if any level differs from docs/LAB.md §2
-            levels = {r.level for r in readback}
-            assert levels == {"node", "qos", "pod", "container", "pause"}
-            upper = [r for r in readback if r.level != "container"]
-            assert all(r.actual["cpus"] == "0" for r in upper), [(r.path, r.actual["cpus"]) for r in upper]
-            pod = dep.pods.live["e1"]
-            assert pod["spec"]["runtimeClassName"] == runtime
-            assert node_backend.node_cpusets() == {kn.NODE_NAME: "0", "control-plane": "1"}
-            shims = [pid for comm, pids in _node_daemons(Path(facts["root"])).items() if "shim" in comm for pid in pids]
-            assert shims and {_cpuset_cgroup(pid) for pid in shims} == {f"{node_cgroup}/daemons"}
-            for pid in daemons["kubelet"] + daemons["etcd"]:  # every thread, through the cgroup's cpuset
-                assert os.sched_getaffinity(pid) == ({0} if pid in daemons["kubelet"] else {1})
-    assert node_backend.node_cpusets() == {kn.NODE_NAME: nc.host_cpus(), "control-plane": nc.host_cpus()}
-
-
-def test_the_smoke_target_passes_every_step_on_the_real_node(node_backend):
-    """docs/KIND_SMOKE.md's five steps against the real node: its cAdvisor labels the burst's series
-    (two different readings), a load by pod IP, the node's cgroup root pinned to CPU 0 and restored."""
-    from throttlelab.experiments.smoke import run_smoke
-
-    report = run_smoke(node_backend)
-    steps = {s["step"]: s for s in report["steps"]}
-    assert report["ok"], report
-    assert len(steps["burst and cAdvisor"]["cadvisor"]) == 2
-    assert steps["pin and restore"]["pinned"] == {kn.NODE_NAME: "0"}
-    assert steps["pin and restore"]["restored"] == {kn.NODE_NAME: nc.host_cpus(), "control-plane": nc.host_cpus()}
-    assert steps["nothing left"]["left"] == []
 
 
 def test_the_runner_killed_mid_e2b_leaves_nothing_and_the_sysctls_unchanged(node_inputs, binaries):
@@ -616,3 +431,194 @@ def test_a_failed_run_keeps_the_pods_events_and_the_nodes_logs(node_inputs, bina
     finally:
         backend.close()
     assert host_state() == before
+
+
+# -- one node for the tests that only read it or deploy pods and take them down: they run last, on a node the
+# module's end takes down
+
+
+@pytest.fixture(scope="module")
+def host_before() -> dict:
+    """What this host held before the shared node started."""
+    return host_state()
+
+
+@pytest.fixture(scope="module")
+def node_backend(host_before, node_inputs, binaries):
+    """The kubernetes backend on one real node of its own (no orchestrator), shared by the tests below;
+    taken down at the module's end, after which the host is as it was and the node's logs are kept."""
+    from throttlelab.backends.node.node_backend import NodeBackend
+
+    with pytest.MonkeyPatch.context() as env:
+        env.delenv("THROTTLELAB_ORCHESTRATOR_PID", raising=False)
+        backend = NodeBackend(
+            node_inputs / layout.TOOLS_MANIFEST,
+            node_inputs / layout.NODE_IMAGE_DIR,
+            binaries=binaries,
+            node_logs=node_inputs / layout.NODE_LOGS,
+        )
+        backend.preflight()
+        try:
+            yield backend
+        finally:
+            backend.close()
+    assert host_state() == host_before
+    assert (node_inputs / layout.NODE_LOGS / "kubelet.log").is_file()
+
+
+def delete_pods(facts: dict, tools: dict, *names: str) -> None:
+    """Delete a test's pods from the shared node and wait until they are gone."""
+    kubectl(facts, tools, "delete", "pod", *names, "--wait=true", "--timeout=120s")
+
+
+def test_readback_at_every_level_under_both_runtimes_and_a_pinned_node(node_backend):
+    """Every level read back on a pinned node under both runtimes; kubelet, containerd and the shims pinned
+    with the pods (kind's worker container), the control plane with the load generator (kind's
+    control-plane node), both given every CPU again afterwards."""
+    from throttlelab.model.placement import Container, LoadPlacement, Node, Pod
+
+    facts = node_backend.node_facts
+    daemons = _node_daemons(Path(facts["root"]))
+    where = {comm: {_cpuset_cgroup(pid) for pid in pids} for comm, pids in daemons.items()}
+    node_cgroup, control = facts["cgroup_root"], facts["control_plane_cgroup"]
+    for comm in ("kubelet", "containerd"):
+        assert where.get(comm) == {f"{node_cgroup}/daemons"}, where
+    for comm in ("etcd", "kube-apiserver"):
+        assert where.get(comm) == {control}, where
+    assert control.rsplit("/", 1)[0] == node_cgroup.rsplit("/", 1)[0]  # one node cgroup holds both
+    for runtime in ("runc-new", "runc-old"):
+        node = Node(
+            "node",
+            (Pod("e1", (Container("app", ("info",), request_milli=500, limit_milli=2000),)),),
+            cpus="0",
+            runtime=runtime,
+        )
+        with node_backend.deploy(node, LoadPlacement(cpus="1")) as dep:
+            readback = dep.verify()  # DesignMismatch if any level differs from docs/LAB.md §2
+            levels = {r.level for r in readback}
+            assert levels == {"node", "qos", "pod", "container", "pause"}
+            upper = [r for r in readback if r.level != "container"]
+            assert all(r.actual["cpus"] == "0" for r in upper), [(r.path, r.actual["cpus"]) for r in upper]
+            pod = dep.pods.live["e1"]
+            assert pod["spec"]["runtimeClassName"] == runtime
+            assert node_backend.node_cpusets() == {kn.NODE_NAME: "0", "control-plane": "1"}
+            shims = [pid for comm, pids in _node_daemons(Path(facts["root"])).items() if "shim" in comm for pid in pids]
+            assert shims and {_cpuset_cgroup(pid) for pid in shims} == {f"{node_cgroup}/daemons"}
+            for pid in daemons["kubelet"] + daemons["etcd"]:  # every thread, through the cgroup's cpuset
+                assert os.sched_getaffinity(pid) == ({0} if pid in daemons["kubelet"] else {1})
+    assert node_backend.node_cpusets() == {kn.NODE_NAME: nc.host_cpus(), "control-plane": nc.host_cpus()}
+
+
+def test_the_smoke_target_passes_every_step_on_the_real_node(node_backend):
+    """docs/KIND_SMOKE.md's five steps against the real node: its cAdvisor labels the burst's series
+    (two different readings), a load by pod IP, the node's cgroup root pinned to CPU 0 and restored."""
+    from throttlelab.experiments.smoke import run_smoke
+
+    report = run_smoke(node_backend)
+    steps = {s["step"]: s for s in report["steps"]}
+    assert report["ok"], report
+    assert len(steps["burst and cAdvisor"]["cadvisor"]) == 2
+    assert steps["pin and restore"]["pinned"] == {kn.NODE_NAME: "0"}
+    assert steps["pin and restore"]["restored"] == {kn.NODE_NAME: nc.host_cpus(), "control-plane": nc.host_cpus()}
+    assert steps["nothing left"]["left"] == []
+
+
+def test_node_runs_pods_under_both_runc_releases(node_tools, node_backend, host_before):
+    tools, _ = node_tools
+    facts = node_backend.node_facts
+    during = nc.host_sysctls()
+    nodes = json.loads(kubectl(facts, tools, "get", "nodes", "-o", "json"))["items"]
+    assert [n["metadata"]["name"] for n in nodes] == [kn.NODE_NAME]
+    info = nodes[0]["status"]["nodeInfo"]
+    assert info["kubeletVersion"].startswith("v1.34.") and info["containerRuntimeVersion"].startswith("containerd://2.")
+    addresses = {a["type"]: a["address"] for a in nodes[0]["status"]["addresses"]}
+    assert addresses == {"InternalIP": facts["subnet"].rsplit(".", 1)[0] + ".1", "Hostname": kn.NODE_NAME}
+    for handler in kn.RUNTIME_HANDLERS:
+        kubectl(facts, tools, "apply", "-f", "-", stdin=json.dumps(one_pause_pod(f"p-{handler}", handler)))
+    kubectl(facts, tools, "wait", "--for=condition=Ready", "pod/p-runc-new", "pod/p-runc-old", "--timeout=120s")
+    pods = {p["metadata"]["name"]: p for p in json.loads(kubectl(facts, tools, "get", "pods", "-o", "json"))["items"]}
+    for name, pod in pods.items():
+        uid = pod["metadata"]["uid"]
+        found = (
+            list(
+                Path("/sys/fs/cgroup/cpu").glob(
+                    f"{facts['cgroup_root'].lstrip('/')}/kubepods/burstable/pod{uid}/*/cpu.cfs_quota_us"
+                )
+            )
+            if facts["cgroup_version"] == 1
+            else list(
+                Path("/sys/fs/cgroup").glob(f"{facts['cgroup_root'].lstrip('/')}/kubepods/burstable/pod{uid}/*/cpu.max")
+            )
+        )
+        quotas = sorted(f.read_text().split()[0] for f in found)
+        assert "50000" in quotas, (name, quotas)  # the container's limit of 500m, under the node's cgroup root
+        assert pod["status"]["podIP"].startswith(facts["subnet"].rsplit(".", 1)[0] + ".")
+    # each pod's sandbox ran under its RuntimeClass's runc: containerd's state of each handler holds its tasks
+    state = Path(facts["root"]) / "containerd" / "state" / "runc"
+    assert sorted(p.name for p in state.iterdir()) == sorted(kn.RUNTIME_HANDLERS)
+    assert all(any((state / h).rglob("state.json")) for h in kn.RUNTIME_HANDLERS)
+    # kubelet's cAdvisor (through the API server's node proxy) labels the containers' series by pod and
+    # container, as E6 selects them: it reaches this node's containerd (kubelet's --containerd)
+    labelled, deadline = set(), time.monotonic() + 60
+    while labelled != set(pods) and time.monotonic() < deadline:
+        metrics = kubectl(facts, tools, "get", "--raw", f"/api/v1/nodes/{kn.NODE_NAME}/proxy/metrics/cadvisor")
+        labelled = {
+            name
+            for name in pods
+            if any(
+                line.startswith("container_cpu_usage_seconds_total{")
+                and 'container="c"' in line
+                and f'pod="{name}"' in line
+                for line in metrics.splitlines()
+            )
+        }
+        time.sleep(2)
+    assert labelled == set(pods), f"cAdvisor has no series labelled pod/container c for {set(pods) - labelled}"
+    refused = as_unprivileged_user(facts)
+    assert refused == {
+        "etcd_plain": "refused",
+        "etcd_tls_without_certificate": "refused",
+        "kubelet_exec": 401,
+        "containerd_socket": "PermissionError",
+        "node_keys": "PermissionError",
+    }, refused
+    # kubelet asks the API server what a client may do: the scheduler's identity is known, but may not
+    # list or exec into pods through kubelet (with AlwaysAllow it could)
+    assert kubelet_status(facts, "scheduler", "/pods") == 403
+    assert kubelet_status(facts, "apiserver-kubelet-client", "/pods") == 200
+    delete_pods(facts, tools, *pods)
+    assert during == host_before["sysctls"]  # kubelet wrote only its copies, never the host's
+
+
+def test_volumes_kubelet_mounts_reach_the_containers(node_tools, node_backend):
+    """kubelet and containerd share one mount namespace: a Secret volume and the projected service-account
+    token, both tmpfs mounts kubelet makes, are inside the container (read on the host through its root)."""
+    tools, _ = node_tools
+    facts = node_backend.node_facts
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "s"},
+        "stringData": {"key": "a secret value"},
+    }
+    kubectl(facts, tools, "apply", "-f", "-", stdin=json.dumps(secret))
+    pod = one_pause_pod("with-volumes", "runc-new")
+    pod["spec"]["automountServiceAccountToken"] = True
+    pod["spec"]["volumes"] = [{"name": "s", "secret": {"secretName": "s"}}]
+    pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "s", "mountPath": "/s"}]
+    kubectl(facts, tools, "apply", "-f", "-", stdin=json.dumps(pod))
+    kubectl(facts, tools, "wait", "--for=condition=Ready", "pod/with-volumes", "--timeout=120s")
+    uid = json.loads(kubectl(facts, tools, "get", "pod", "with-volumes", "-o", "json"))["metadata"]["uid"]
+    hierarchy = "cpu" if facts["cgroup_version"] == 1 else ""
+    pod_dir = Path("/sys/fs/cgroup", hierarchy, facts["cgroup_root"].lstrip("/"), "kubepods")
+    pids = [int(p) for f in pod_dir.glob(f"**/pod{uid}/*/cgroup.procs") for p in f.read_text().split()]
+    seen = {}
+    for pid in pids:
+        root = Path(f"/proc/{pid}/root")
+        if (root / "s" / "key").is_file():
+            seen["secret"] = (root / "s" / "key").read_text()
+            token = root / "var/run/secrets/kubernetes.io/serviceaccount/token"
+            seen["token"] = token.read_text().count(".") if token.is_file() else None
+    assert seen == {"secret": "a secret value", "token": 2}, (pids, seen)  # a JWT: three parts
+    delete_pods(facts, tools, "with-volumes")
+    kubectl(facts, tools, "delete", "secret", "s")
