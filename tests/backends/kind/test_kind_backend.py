@@ -147,7 +147,7 @@ def counting(monkeypatch) -> Counter:
 
 
 def test_sampling_a_pod_starts_no_process_and_asks_neither_engine_nor_api(engine, cluster, monkeypatch, capsys):
-    """Issue 13 item 5: a pod's (and a container's) counters are read from this host through the
+    """A pod's (and a container's) counters are read from this host through the
     node's /proc/<pid>/root; once the directories are found, a sample is a file read, nothing else."""
     api, clusters, _ = cluster
     with FastKind(clusters).deploy(E1) as dep:

@@ -121,7 +121,7 @@ def test_the_burstable_level_counts_the_nodes_other_pods_where_it_is_read(api, b
 
 
 def test_an_existing_cluster_needs_no_right_beyond_the_namespace(api, tmp_path):
-    """Issue 13, item 10a: the kubernetes backend lists no pods of other namespaces (the design uses
+    """The kubernetes backend lists no pods of other namespaces (the design uses
     them only for the burstable level, which it cannot read there), lists no nodes and reads no
     namespace object: a user with a Role in its namespace (pods, pods/log, pods/exec) and get on
     the two nodes and their proxy runs every step. The fake answers 403 to anything else."""
@@ -276,7 +276,7 @@ def test_the_load_generator_runs_on_the_load_node(api, backend, tmp_path):
 
 
 def test_the_load_generator_is_not_besteffort(api, backend):
-    """Issue 13, item 8: the load generator requests CPU (mf.LOAD_CPU_REQUEST_MILLI; no limit), so
+    """The load generator requests CPU (mf.LOAD_CPU_REQUEST_MILLI; no limit), so
     the API server makes it Burstable; BestEffort it would weigh 1 beside the control plane."""
     with backend.deploy(E1) as dep:
         dep.run_load(["load", "-target=http://10.244.1.12:41234", "-rps=10"], timeout_s=10)
@@ -639,7 +639,7 @@ def test_a_taint_on_the_pinned_node_is_reported_at_once(api, tmp_path):
 
 
 def test_pods_are_bound_to_the_node_by_its_name_not_its_hostname_label(api, backend):
-    """Issue 13, item 10b: the backend is given node names; a node's kubernetes.io/hostname label is
+    """The backend is given node names; a node's kubernetes.io/hostname label is
     the kubelet's hostname, which differs from the name where kubelet runs with --hostname-override
     (and on clouds that name nodes otherwise). The pods are bound by metadata.name (matchFields)."""
     for node in api.nodes:
@@ -657,7 +657,7 @@ SPIN = Node("node", (Pod("s", (Container("spin", ("spin", "-threads=1"), request
 
 
 def test_deleted_pods_are_gone_from_the_node_not_only_from_the_api(api, backend):
-    """Issue 13, item 7: a forced deletion (grace 0) removes the API object at once while kubelet kills
+    """A forced deletion (grace 0) removes the API object at once while kubelet kills
     the containers later (the fake lets them run on for 5 s), so "gone from the API" proved nothing and
     a workload could run into the next job. The deployment deletes with grace 1 and returns only when
     the objects are gone, which after a graceful deletion means their containers have stopped."""
