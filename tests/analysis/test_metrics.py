@@ -124,18 +124,6 @@ def test_the_timeout_comes_from_the_load_header():
     assert metrics.load_timeout_ms(None) == metrics.DEFAULT_LOAD_TIMEOUT_MS
 
 
-def test_supported_latency_metric_names_the_quantile():
-    rows = [
-        ("local", "E2b", v, r, "work_requests", n, "count", "")
-        for v, n in (("a", 60.0), ("b", 400.0))
-        for r in range(3)
-    ]
-    frame = pd.DataFrame.from_records(rows, columns=metrics.METRICS_COLUMNS)
-    assert metrics.supported_latency_metric(frame, "E2b") == "work_p90_ms"
-    assert metrics.supported_latency_metric(frame, "E2b", ["b"]) == "work_p99_ms"
-    assert metrics.supported_latency_metric(frame, "E7") is None
-
-
 def test_a_window_names_what_its_clumps_support():
     """What a window compares, from the design alone (docs/STATISTICS.md §2): the clumps decide, not the requests."""
     e7 = metrics.window_quantile(20, 200)  # quick's E7: 10 s at 20 req/s in clumps of 10

@@ -11,6 +11,10 @@ import pandas as pd
 import pytest
 
 from throttlelab.analysis import report_statistics, stats, tidy
+from throttlelab.model.variants import VariantSpec
+
+
+NO_RUNS = pd.DataFrame(columns=["experiment", "variant", "repeat"])
 
 
 def _metrics(rows):
@@ -24,7 +28,7 @@ def _s2(one, node):
 
 def test_a_contrast_is_the_ratio_of_geometric_means_with_its_interval():
     one, node = [120.0, 130.0, 125.0], [60.0, 65.0, 58.0]
-    table = report_statistics.contrasts_table(_s2(one, node), 0.95)
+    table = report_statistics.contrasts_table(_s2(one, node), NO_RUNS, 0.95)
     row = table[table["experiment"] == "S2"].iloc[0]
     expected = stats.compare(np.array(one), np.array(node), log=True, level=0.95, label="per-run throughput_rps")
     assert (row["effect"], row["lo"], row["hi"]) == (expected.effect, expected.lo, expected.hi)
@@ -41,17 +45,36 @@ def test_a_contrast_is_the_ratio_of_geometric_means_with_its_interval():
     ],
 )
 def test_a_contrast_that_cannot_be_drawn_says_why(one, node, note):
-    row = report_statistics.contrasts_table(_s2(one, node), 0.95).iloc[0]
+    row = report_statistics.contrasts_table(_s2(one, node), NO_RUNS, 0.95).iloc[0]
     assert row["note"] == note and np.isnan(row["effect"])
 
 
-def test_e2bs_contrast_compares_the_highest_quantile_both_arms_support():
+def _e2b_runs(**window) -> pd.DataFrame:
+    """runs.csv rows of E2b's two clumped arms: ``window`` (rps, clump, duration_ms) sets how many clumps each holds."""
+    rows = []
+    for variant, build in (("clumped-limit-go125", "go125mod"), ("clumped-limit", "go124mod")):
+        spec = VariantSpec.from_dict("E2b", variant, {"build": build, "limit": "1", **window})
+        rows += [{"experiment": "E2b", "variant": variant, "repeat": r, **spec.columns()} for r in range(3)]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize(
+    ("window", "metric"),
+    [
+        # 20 req/s in clumps of 10 for 2.5 s: 5 clumps per run, too few for any quantile, though 50 requests
+        # would support a p90 if they were independent
+        ({"rps": 20, "clump": 10, "duration_ms": 2500}, "work_max_ms"),
+        # 200 req/s in clumps of 10 for 10 s: 200 clumps support a p90, not a p99 (368)
+        ({"rps": 200, "clump": 10, "duration_ms": 10000}, "work_p90_ms"),
+    ],
+)
+def test_e2bs_contrast_compares_what_the_arms_independent_clumps_support(window, metric):
     rows = []
     for variant in ("clumped-limit-go125", "clumped-limit"):
         for r in range(3):
-            rows += [("E2b", variant, r, "work_requests", 200.0), ("E2b", variant, r, "work_p90_ms", 10.0 + r)]
-    row = report_statistics.contrasts_table(_metrics(rows), 0.95).iloc[1]
-    assert row["metric"] == "work_p90_ms" and row["n"] == 3 and row["note"] == ""
+            rows += [("E2b", variant, r, "work_p90_ms", 10.0 + r), ("E2b", variant, r, "work_max_ms", 20.0 + r)]
+    row = report_statistics.contrasts_table(_metrics(rows), _e2b_runs(**window), 0.95).iloc[1]
+    assert row["metric"] == metric and row["n"] == 3 and row["note"] == ""
 
 
 def test_the_interference_spread_is_over_every_run():

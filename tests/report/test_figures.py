@@ -196,34 +196,56 @@ def test_the_command_writes_several_figures_with_out_dir_only(tmp_path, capsys):
     )
 
 
-def test_service_figures_show_the_quantile_the_runs_support():
+def test_service_figures_show_what_the_windows_independent_clumps_support():
+    """The figure's statistic is the findings': chosen by clumps per window, not by requests per run."""
     from throttlelab.figures.services_figures import e2b_latency_caption, latency_metric
 
-    def est(points: dict[str, float]) -> pd.DataFrame:
-        return pd.DataFrame(
-            [
-                {
-                    "experiment": "E2b",
-                    "variant": v,
-                    "metric": m,
-                    "point": p,
-                    "lo": float("nan"),
-                    "hi": float("nan"),
-                    "n": 5,
-                    "level": 0.95,
-                    "method": "Student t",
-                    "flag": "",
-                }
-                for v in ("a", "b")
-                for m, p in points.items()
-            ]
-        )
+    def specs(**window) -> dict[str, VariantSpec]:
+        return {v: VariantSpec.from_dict("E2b", v, {"limit": "1", **window}) for v in ("a", "b")}
 
-    assert latency_metric(est({"work_p99_ms": 10.0, "work_p90_ms": 8.0}), "E2b") == ("work_p99_ms", "p99")
-    short = est({"work_p99_ms": float("nan"), "work_p90_ms": 8.0, "work_p50_ms": 4.0})
-    assert latency_metric(short, "E2b") == ("work_p90_ms", "p90")
-    caption = e2b_latency_caption(short.assign(unit="ms", scale="log"), pd.DataFrame())
-    assert "one run's p90" in caption and "too short for a per-run p99" in caption
+    # 2,000 clumps of 1 per run support a p99 (368)
+    assert latency_metric(specs(rps=200, clump=1, duration_ms=10000)) == ("work_p99_ms", "p99")
+    # 200 clumps of 10: 2,000 requests, but a p90 only
+    assert latency_metric(specs(rps=200, clump=10, duration_ms=10000)) == ("work_p90_ms", "p90")
+    # 5 clumps of 10: the 50 requests would support a p90 if they were independent; the window shows its maximum
+    assert latency_metric(specs(rps=20, clump=10, duration_ms=2500)) == ("work_max_ms", "max over 5 clumps")
+    # the variant with the fewest clumps decides for both
+    mixed = {
+        **specs(rps=200, clump=1, duration_ms=10000),
+        "c": VariantSpec.from_dict("E2b", "c", {"rps": 20, "clump": 10, "duration_ms": 10000}),
+    }
+    assert latency_metric(mixed) == ("work_p75_ms", "p75")  # c: 20 clumps
+    # a closed loop fixes no count of clumps: alone it is shown at p50, beside open loops it does not choose
+    closed = {"w": VariantSpec.from_dict("E2b", "w", {"workers": 4})}
+    assert latency_metric(closed) == ("work_p50_ms", "p50")
+    assert latency_metric({**closed, **specs(rps=20, clump=10, duration_ms=2500)}) == (
+        "work_max_ms",
+        "max over 5 clumps",
+    )
+    runs = pd.DataFrame(
+        [
+            {"experiment": "E2b", "variant": v, "repeat": 0, **spec.columns()}
+            for v, spec in specs(rps=20, clump=10, duration_ms=2500).items()
+        ]
+    )
+    estimates = pd.DataFrame(
+        columns=[
+            "experiment",
+            "variant",
+            "metric",
+            "point",
+            "lo",
+            "hi",
+            "n",
+            "level",
+            "method",
+            "flag",
+            "unit",
+            "scale",
+        ]
+    )
+    caption = e2b_latency_caption(estimates, runs)
+    assert "one run's max over 5 clumps" in caption and "too few independent clumps for a per-run p99" in caption
 
 
 def _metric_row(experiment: str, variant: str, rep: int, metric: str, value: float) -> dict:
@@ -397,14 +419,17 @@ def _service_tables(experiment: str, arms: dict[str, dict], values: dict[str, fl
 
 
 @pytest.mark.parametrize(
-    "name, experiment, arms",
+    "name, experiment, arms, shown",
     [
         (
+            # 45 and 135 steady arrivals (clump 1) in 3 s: the fewer support a p90 (36)
             "x5_near_limit",
             "X5",
             {"use30": {"rps": 15, "request_cpu_us": 4000}, "use90": {"rps": 45, "request_cpu_us": 4000}},
+            "p90",
         ),
         (
+            # 60 requests in 6 clumps of 10: a p50, whatever the requests would allow
             "x6_threads",
             "X6",
             {
@@ -412,12 +437,14 @@ def _service_tables(experiment: str, arms: dict[str, dict], values: dict[str, fl
                 "clumped-500m-g1": {"limit": "500m", "clump": 10, "gomaxprocs": 1},
                 "closed-500m-g2": {"limit": "500m", "workers": 16},
             },
+            "p50",
         ),
     ],
 )
-def test_the_service_figures_beyond_the_lab_draw_from_their_tables(name, experiment, arms):
-    tables = _service_tables(experiment, arms, {"throttled_ratio": 0.1, "work_p90_ms": 20.0, "throughput_rps": 80.0})
+def test_the_service_figures_beyond_the_lab_draw_from_their_tables(name, experiment, arms, shown):
+    values = {"throttled_ratio": 0.1, f"work_{shown}_ms": 20.0, "throughput_rps": 80.0}
+    tables = _service_tables(experiment, arms, values)
     svg = figure_to_svg(draw.draw(name, tables), name)
-    assert svg.lstrip().startswith("<svg") and "p90" in svg
+    assert svg.lstrip().startswith("<svg") and f"/work {shown}" in svg
     caption = registry.resolve(registry.FIGURES[name].caption)(tables["estimates"], tables["runs"])
     assert caption.startswith("Ours (docs/EXPERIMENTS.md)")

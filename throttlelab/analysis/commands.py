@@ -83,7 +83,7 @@ def compute_stats(
     _write_csv(per_run, metrics_path)
     _write_csv(across, estimates_path)
     if contrasts_path is not None:
-        _write_csv(report_statistics.contrasts_table(pd.read_csv(metrics_path), level), contrasts_path)
+        _write_csv(report_statistics.contrasts_table(pd.read_csv(metrics_path), tables["runs"], level), contrasts_path)
     if interference_path is not None:
         _write_csv(report_statistics.interference_table(tables["runs"]), interference_path)
     if load_generator_path is not None:

@@ -28,7 +28,8 @@ import numpy as np
 import pandas as pd
 
 from throttlelab.analysis import stats
-from throttlelab.analysis.metrics.services_metrics import LATENESS_SUSPECT_MS, suspect, supported_latency_metric
+from throttlelab.analysis import tidy
+from throttlelab.analysis.metrics.services_metrics import LATENESS_SUSPECT_MS, compared_window, suspect
 from throttlelab.model.variants import (
     E2B_CLUMPED_LIMIT,
     E2B_CLUMPED_LIMIT_GO125,
@@ -52,7 +53,8 @@ SETUP_COLUMNS = [
     "backend", "profile", "runtime", "runtime_version", "runtime_conversion", "cgroup_version", "kernel",
     "cpus", "usable_cpus", "cpu_model", "confidence", "runs", "start", "end",
 ]  # fmt: skip
-#: E2b's tail: the highest quantile every run of both arms supports (docs/STATISTICS.md §2), else p99.
+#: E2b's tail: what the independent clumps of both arms' windows support (docs/STATISTICS.md §2), the statistic
+#: a latency check would compare them at; p99 where the design fixes no count of clumps.
 SUPPORTED_LATENCY = "supported /work latency quantile"
 
 
@@ -65,11 +67,14 @@ class Contrast:
     baseline: str
     metric: str
 
-    def metric_of(self, metrics: pd.DataFrame) -> str:
+    def metric_of(self, runs: pd.DataFrame) -> str:
+        """The per-run metric compared: ``metric``, or for :data:`SUPPORTED_LATENCY` the statistic the two arms'
+        windows support (their parameters, from runs.csv)."""
         if self.metric != SUPPORTED_LATENCY:
             return self.metric
-        arms = (self.variant, self.baseline)
-        return supported_latency_metric(metrics, self.experiment, arms) or "work_p99_ms"
+        specs = tidy.variant_specs(runs, self.experiment)
+        window = compared_window({v: specs[v] for v in (self.variant, self.baseline) if v in specs})
+        return window.metric() if window is not None else "work_p99_ms"
 
 
 #: The contrasts the report's notes print (report/notes.py: where S2 and E2b disagree on fewer threads).
@@ -79,9 +84,9 @@ CONTRASTS = (
 )
 
 
-def contrast_row(metrics: pd.DataFrame, contrast: Contrast, level: float) -> dict:
+def contrast_row(metrics: pd.DataFrame, runs: pd.DataFrame, contrast: Contrast, level: float) -> dict:
     """One row of contrasts.csv: the ratio and its interval, or why there is none (``note``)."""
-    metric = contrast.metric_of(metrics)
+    metric = contrast.metric_of(runs)
 
     def values(variant: str) -> np.ndarray:
         rows = metrics[
@@ -110,9 +115,9 @@ def contrast_row(metrics: pd.DataFrame, contrast: Contrast, level: float) -> dic
     return row
 
 
-def contrasts_table(metrics: pd.DataFrame, level: float) -> pd.DataFrame:
+def contrasts_table(metrics: pd.DataFrame, runs: pd.DataFrame, level: float) -> pd.DataFrame:
     """contrasts.csv: one row per contrast of :data:`CONTRASTS`, measured or not."""
-    rows = [contrast_row(metrics, contrast, level) for contrast in CONTRASTS]
+    rows = [contrast_row(metrics, runs, contrast, level) for contrast in CONTRASTS]
     return pd.DataFrame.from_records(rows, columns=CONTRAST_COLUMNS)
 
 

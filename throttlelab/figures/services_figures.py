@@ -18,7 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from throttlelab.analysis.metrics.services_metrics import supported_latency_metric
+from throttlelab.analysis.metrics.services_metrics import compared_window
 from throttlelab.figures.style import (
     LAB_COLOR,
     MODEL_COLOR,
@@ -66,18 +66,16 @@ E6_RATES = (
 )
 
 
-def latency_metric(estimates: pd.DataFrame, experiment: str) -> tuple[str, str]:
-    """The /work quantile the experiment's runs support (metric, name): p99, else p90, else p50.
-
-    A run too short for a quantile leaves it empty (docs/STATISTICS.md §2: p99 needs 368 requests per
-    run); the figure shows the highest quantile every variant has, as the findings compare it.
-    """
-    mine = estimates[estimates["experiment"] == experiment]
-    for name in ("p99", "p90", "p50"):
-        rows = mine[mine["metric"] == f"work_{name}_ms"]
-        if len(rows) and rows["point"].notna().all():
-            return f"work_{name}_ms", name
-    return "work_p50_ms", "p50"
+def latency_metric(specs: Mapping[str, VariantSpec]) -> tuple[str, str]:
+    """The /work latency the figure shows for these variants (metric, name): what the independent clumps of
+    their windows support (docs/STATISTICS.md §2: a q-quantile needs ceil(ln 0.025 / ln q) clumps per run,
+    p99 368), or the maximum over too few clumps ("max over 5 clumps"), as the findings compare them;
+    p50 where the design fixes no count of clumps (closed loops only). A closed loop's arms are left out of the
+    choice: the findings compare them by throughput."""
+    window = compared_window({v: s for v, s in specs.items() if s.window_clumps() is not None})
+    if window is None:
+        return "work_p50_ms", "p50"
+    return window.metric(), window.shown
 
 
 def _procs(metrics: pd.DataFrame, experiment: str) -> dict[str, str]:
@@ -143,7 +141,7 @@ def e2b_latency_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.
     specs = variant_specs(runs, "E2b")
     order = ordered(specs, NAMED_VARIANTS["E2b"])
     labels = e2b_labels(order, specs, _procs(metrics, "E2b"))
-    metric, name = latency_metric(estimates, "E2b")
+    metric, name = latency_metric(specs)
     with paper_style(1.05):
         fig = Figure(figsize=(7.6, 6.4), layout="constrained")
         top, bottom = fig.subplots(2, 1, sharex=True)
@@ -162,13 +160,13 @@ def _quantile_note(name: str) -> str:
     if name == "p99":
         return ""
     return (
-        f" The runs are too short for a per-run p99 (it needs 368 requests), so {name} is shown, the highest "
-        "quantile every run supports; the lab's p99 is not drawn beside it."
+        f" The runs' windows hold too few independent clumps for a per-run p99 (it needs 368), so {name} is "
+        "shown, as the findings compare it; the lab's p99 is not drawn beside it."
     )
 
 
 def e2b_latency_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
-    metric, name = latency_metric(estimates, "E2b")
+    metric, name = latency_metric(variant_specs(runs, "E2b"))
     return (
         f"Each open circle is one run's {name} (top; failed requests at the client timeout) or throttled share "
         "(bottom); the diamond and bar are the estimate across runs and its interval. GMP: the GOMAXPROCS the "
@@ -191,7 +189,7 @@ def e7_replicas_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.
     specs = variant_specs(runs, "E7")
     order = ordered(specs, NAMED_VARIANTS["E7"])
     labels = e7_labels(order, specs)
-    metric, name = latency_metric(estimates, "E7")
+    metric, name = latency_metric(specs)
     with paper_style(1.05):
         fig = Figure(figsize=(7.6, 3.9), layout="constrained")
         left, right = fig.subplots(1, 2, width_ratios=(1.6, 1))
@@ -214,7 +212,7 @@ def e7_replicas_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.
 
 
 def e7_replicas_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
-    metric, name = latency_metric(estimates, "E7")
+    metric, name = latency_metric(variant_specs(runs, "E7"))
     return (
         f"(a) /work {name} per run (open circles) with the estimate and its interval, by replicas x limit per "
         f"replica; dashed red: the lab on {LAB['E7'].setup}.{_quantile_note(name)} (b) For the settings with "
@@ -256,7 +254,7 @@ def e8_neighbor_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.
     labels = e8_labels(order, specs)
     cpus = runs.loc[runs["experiment"] == "E8", "cpus"].dropna()
     host = int(cpus.iloc[0]) if len(cpus) else 1
-    metric, name = latency_metric(estimates, "E8")
+    metric, name = latency_metric(specs)
     with paper_style(1.05):
         fig = Figure(figsize=(7.6, 6.6), layout="constrained")
         top, bottom = fig.subplots(2, 1, sharex=True)
@@ -304,7 +302,7 @@ def e8_neighbor_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.
 
 
 def e8_neighbor_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
-    metric, name = latency_metric(estimates, "E8")
+    metric, name = latency_metric(variant_specs(runs, "E8"))
     return (
         f"(a) /work {name} per run with the estimate and its interval; dashed red: the lab on "
         f"{LAB['E8'].setup} (values far above ours are printed at the top).{_quantile_note(name)} (b) The service's CPU "
@@ -423,10 +421,6 @@ def s2_throughput_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
 # ours: X5 near the limit, X6 GOMAXPROCS 2 against 1; the model before the data where the lab's figure would be
 
 
-def _latency_metric(metrics: pd.DataFrame, experiment: str, variants: list[str]) -> str:
-    return supported_latency_metric(metrics, experiment, variants) or "work_p50_ms"
-
-
 def x5_near_limit_figure(
     metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.DataFrame, predictions: pd.DataFrame
 ) -> Figure:
@@ -435,7 +429,7 @@ def x5_near_limit_figure(
     order = sorted(specs, key=lambda v: specs[v].rps or 0)
     use = model_values(predictions, "X5", "use", order)
     labels = [(f"{use[v]:.0%} of the limit\n" if v in use else "") + f"{specs[v].rps:g} req/s" for v in order]
-    latency = _latency_metric(metrics, "X5", order)
+    latency, latency_name = latency_metric({v: specs[v] for v in order})
     with paper_style(1.0):
         fig, (left, right) = new_figure(4.0, 2)
         level_panel(
@@ -452,7 +446,7 @@ def x5_near_limit_figure(
         left.set_title("(a) throttled share", loc="left")
         level_panel(right, "X5", latency, metrics, estimates, order, labels, {})
         plain_log_axis(right)
-        right.set_ylabel(f"/work {_quantile_text(latency)} (ms, log)")
+        right.set_ylabel(f"/work {latency_name} (ms, log)")
         right.set_title("(b) latency", loc="left")
         fig.legend(
             handles=model_legend_handles(confidence_level(estimates_of(estimates, "X5", "throttled_ratio")))[1:],
@@ -471,7 +465,7 @@ def x6_threads_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.D
         key=lambda v: (specs[v].milli("limit") or 0, specs[v].gomaxprocs or 0),
     )
     closed = [v for v in specs if specs[v].workers]
-    latency = _latency_metric(metrics, "X6", clumped)
+    latency, latency_name = latency_metric({v: specs[v] for v in clumped})
 
     def label(v: str) -> str:
         procs = specs[v].gomaxprocs
@@ -481,7 +475,7 @@ def x6_threads_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.D
         fig, (left, right) = new_figure(4.0, 2, width_ratios=(max(len(clumped), 1), max(len(closed), 1)))
         level_panel(left, "X6", latency, metrics, estimates, clumped, [label(v) for v in clumped], {})
         plain_log_axis(left)
-        left.set_ylabel(f"/work {_quantile_text(latency)} (ms, log)")
+        left.set_ylabel(f"/work {latency_name} (ms, log)")
         left.set_title("(a) clumped open loop", loc="left")
         level_panel(right, "X6", "throughput_rps", metrics, estimates, closed, [label(v) for v in closed], {})
         right.set_ylabel("requests per second")
@@ -505,16 +499,12 @@ def x6_threads_figure(metrics: pd.DataFrame, estimates: pd.DataFrame, runs: pd.D
     return fig
 
 
-def _quantile_text(metric: str) -> str:
-    return metric.removeprefix("work_").removesuffix("_ms").replace("_", ".")
-
-
 def x5_near_limit_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
     return ours_caption(
         "Steady arrivals (clump 1) at three shares of the limit, by the CPU per request the profile states. (a) "
         "Throttled periods / active periods per run (open circles) with the estimate (diamond); dotted grey: the "
         "share of periods whose Poisson arrivals need more than the quota, written before the data. (b) /work "
-        "latency at the highest quantile the runs support.",
+        "latency at the highest quantile the independent clumps of the windows support, or their maximum.",
         estimates_of(estimates, "X5", "throttled_ratio"),
     )
 
@@ -522,7 +512,8 @@ def x5_near_limit_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
 def x6_threads_caption(estimates: pd.DataFrame, runs: pd.DataFrame) -> str:
     return ours_caption(
         "GOMAXPROCS 2 (Go 1.25's default at limits up to 1.5 CPUs) against 1 on a 2-CPU node. (a) Clumped open "
-        "loop: /work latency at the highest quantile the runs support, per run and the estimate. (b) Closed loop: "
+        "loop: /work latency at the highest quantile the independent clumps of the windows support (or their "
+        "maximum), per run and the estimate. (b) Closed loop: "
         "successful requests per second.",
         estimates_of(estimates, "X6", "throughput_rps"),
     )

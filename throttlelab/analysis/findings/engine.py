@@ -60,7 +60,7 @@ import pandas as pd
 
 from throttlelab.analysis import stats
 from throttlelab.analysis.metrics.metric_catalogue import CATALOGUE
-from throttlelab.analysis.metrics.services_metrics import WindowQuantile, design_window_quantile
+from throttlelab.analysis.metrics.services_metrics import WindowQuantile, compared_window
 from throttlelab.analysis.tidy import run_spec
 from throttlelab.errors import CatalogueError
 from throttlelab.model.catalogue import is_ours
@@ -1182,9 +1182,9 @@ def check_window(check: Check, evidence: Evidence) -> WindowQuantile:
             f"{', '.join(unset)}: no open-loop rate and window, so the design fixes no count of clumps to choose "
             "a quantile from",
         )
-    fewest = min(clumps, key=lambda v: clumps[v])
-    window = design_window_quantile(specs[fewest], check.quantile_of)
+    window = compared_window(specs, check.quantile_of)
     if window is None:
+        fewest = min(clumps, key=lambda v: clumps[v])
         raise Unmet(
             "clumps per run for a quantile",
             f"the design schedules no /{check.quantile_of} clump in {fewest}'s window (rate x window / clump "

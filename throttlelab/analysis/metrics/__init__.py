@@ -32,7 +32,7 @@ from throttlelab.analysis.metrics.services_metrics import (
     WindowQuantile,
     design_window_quantile,
     latency_metrics,
-    supported_latency_metric,
+    compared_window,
     window_quantile,
 )
 from throttlelab.analysis.metrics.weights_metrics import SHARE_MEMBERS, readback_metrics, share_metrics
@@ -65,6 +65,6 @@ __all__ = [
     "share_metrics",
     "spin_metrics",
     "summarise",
-    "supported_latency_metric",
+    "compared_window",
     "window_quantile",
 ]

@@ -39,9 +39,8 @@ LATENESS_SUSPECT_MS = 5.0
 #: The client timeout of `cpulab load` when its header does not say (its default -timeout=10s, and
 #: docs/LAB.md §3's "client timeout 10 s"); the runner passes it explicitly and the header's params record it.
 DEFAULT_LOAD_TIMEOUT_MS = 10_000.0
-#: The latency quantiles the service findings and figures may compare, highest first: a check compares the
-#: highest one the clumps of its window support (:func:`window_quantile`), a figure the highest one every run's
-#: requests support (:func:`supported_latency_metric`).
+#: The latency quantiles the service findings and figures may compare, highest first: the highest one the
+#: clumps of the compared windows support (:func:`compared_window`).
 SERVICE_QUANTILES = (0.99, 0.9, 0.75, 0.5)
 #: What a window too short for even the lowest of them compares: its slowest request, the maximum over its clumps.
 WINDOW_MAXIMUM = "max"
@@ -231,16 +230,6 @@ def latency_metrics(
     return out, notes
 
 
-def supported_latency_metric(metrics: pd.DataFrame, experiment: str, variants=None, ep: str = "work") -> str | None:
-    """``<ep>_p99_ms``, ``<ep>_p90_ms``, ``<ep>_p75_ms`` or ``<ep>_p50_ms``: the highest quantile every run of
-    the experiment (of ``variants``, when given) supports, from their ``<ep>_requests``; None if none."""
-    rows = metrics[(metrics["experiment"] == experiment) & (metrics["metric"] == f"{ep}_requests")]
-    if variants is not None:
-        rows = rows[rows["variant"].isin(list(variants))]
-    q = stats.supported_quantile(rows["value"].to_numpy(dtype=float), SERVICE_QUANTILES)
-    return None if q is None else f"{ep}_{stats.quantile_name(q).replace('.', '_')}_ms"
-
-
 @dataclass(frozen=True)
 class WindowQuantile:
     """What a window's per-run latency can show, from the design alone (docs/STATISTICS.md §2): ``q``, the
@@ -312,6 +301,16 @@ def design_window_quantile(spec: VariantSpec, ep: str = "work") -> WindowQuantil
     if not clumps or not requests:
         return None
     return window_quantile(clumps, requests)
+
+
+def compared_window(specs: Mapping[str, VariantSpec], ep: str = "work") -> WindowQuantile | None:
+    """The statistic variants' latencies are compared at, from their parameters alone (docs/STATISTICS.md §2):
+    what the window with the fewest independent clumps supports, the same for every variant, as the findings'
+    latency checks compare them; None when a variant has no open-loop window or no clump in it."""
+    windows = [design_window_quantile(spec, ep) for spec in specs.values()]
+    if not windows or any(w is None for w in windows):
+        return None
+    return min(windows, key=lambda w: w.clumps)
 
 
 # --------------------------------------------------------------------------
