@@ -61,7 +61,7 @@ def s2_against_e2b(tables: Mapping[str, pd.DataFrame]) -> list[str]:
         row = _estimate(estimates, experiment, v, "gomaxprocs")
         procs[v] = "?" if row is None or pd.isna(row["point"]) else f"{row['point']:g}"
     s2, _ = contrast(contrasts, "S2", S2_THREADS_ONE, S2_THREADS_NODE)
-    # the highest quantile every run of the two arms supports (docs/STATISTICS.md §2: p99 needs 368 requests per run)
+    # what the independent clumps of both arms' windows support, as a latency finding compares them (docs/STATISTICS.md §2)
     e2b, latency = contrast(contrasts, "E2b", E2B_CLUMPED_LIMIT_GO125, E2B_CLUMPED_LIMIT)
     quantile = (latency or "work_p99_ms").removeprefix("work_").removesuffix("_ms").replace("_", ".")
     same = procs[E2B_CLUMPED_LIMIT] == procs[E2B_CLUMPED_LIMIT_GO125] != "?"
