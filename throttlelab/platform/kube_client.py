@@ -289,24 +289,20 @@ class KubeClient:
             unschedulable = unschedulable_reason(pod)
             if unschedulable:
                 now = time.monotonic()
+                joining = False  # a pinned pod's node that is not Ready yet: waited out, with no grace running
                 if node is not None:
                     target = self.node(node)
                     final = pinned_refusal(pod, target)
                     if final:
                         raise KubeError(f"pod {namespace}/{name} cannot be scheduled: {final}")
-                    if not node_ready(target)[0]:
-                        unschedulable_since = None  # the grace counts from the first poll that sees it Ready
-                        passing = True
-                    else:
-                        unschedulable_since = now if unschedulable_since is None else unschedulable_since
-                        passing = now - unschedulable_since <= unschedulable_grace_s
+                    joining = not node_ready(target)[0]
+                if joining:
+                    unschedulable_since = None  # the grace counts from the first poll that sees the node Ready
                 else:
                     unschedulable_since = now if unschedulable_since is None else unschedulable_since
-                    passing = (
-                        passing_unschedulable(unschedulable) and now - unschedulable_since <= unschedulable_grace_s
-                    )
-                if not passing:
-                    raise KubeError(f"pod {namespace}/{name} cannot be scheduled: {unschedulable}")
+                    passing = now - unschedulable_since <= unschedulable_grace_s
+                    if not passing or (node is None and not passing_unschedulable(unschedulable)):
+                        raise KubeError(f"pod {namespace}/{name} cannot be scheduled: {unschedulable}")
             if time.monotonic() > deadline:
                 raise KubeError(f"pod {namespace}/{name}: not {what} after {timeout_s:.0f} s; {describe_pod(pod)}")
             time.sleep(poll_s)
