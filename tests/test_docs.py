@@ -116,6 +116,40 @@ def test_nothing_refers_to_files_outside_the_repository():
     assert outside == []
 
 
+#: An absolute path to a script or document (``/x/y/z.sh``), and the top-level folders of a Linux system (and of a
+#: kind node image) under which such a path names the machine's own files rather than someone's workspace.
+ABSOLUTE_SCRIPT = re.compile(r"(?<![\w.~$}])/([\w.-]+)/(?:[\w.-]+/)*[\w.-]+\.(?:sh|py|md)\b")
+SYSTEM_FOLDERS = {
+    "bin",
+    "boot",
+    "dev",
+    "etc",
+    "kind",
+    "lib",
+    "lib64",
+    "opt",
+    "proc",
+    "run",
+    "sbin",
+    "sys",
+    "tmp",
+    "usr",
+    "var",
+}
+
+
+def test_no_script_or_document_is_cited_from_a_workspace_outside_the_repository():
+    """A measurement's command is written out, not cited as a script in the measuring developer's workspace,
+    which no reader of the repository has."""
+    named = [f"{where}: {folder}" for _, where, folder in found_in_tracked_files(ABSOLUTE_SCRIPT)]
+    assert [n for n in named if n.rsplit(": ", 1)[1] not in SYSTEM_FOLDERS] == []
+
+
+def test_a_workspace_script_is_caught_and_a_system_one_is_not():
+    assert ABSOLUTE_SCRIPT.findall("(`/home/dev/bench/quick.sh`: a fresh clone)") == ["home"]
+    assert [f for f in ABSOLUTE_SCRIPT.findall("/usr/lib/x.py and /kind/bin/mount.sh") if f not in SYSTEM_FOLDERS] == []
+
+
 def test_a_path_out_of_the_repository_is_caught():
     assert CLIMBING_PATH.findall("see ../notes/method.md and ../../x") == ["../notes/method.md", "../../x"]
     assert CLIMBING_PATH.findall("docs/LAB.md, ./run, a..b") == []
