@@ -59,19 +59,6 @@ class GuestRun:
     left: list[str]
 
 
-def node_missing() -> str | None:
-    """Why the real node cannot start in a guest booted from this host, or None."""
-    from conftest import real_node_missing
-    from throttlelab.errors import BackendError
-    from throttlelab.platform import vm_guest
-
-    try:
-        vm_guest.find_tools(vm_guest.VmSettings())
-    except BackendError as exc:
-        return str(exc)
-    return real_node_missing()
-
-
 def _others(name: str) -> bool:
     """Whether a node folder, cgroup or bridge belongs to another real node of this host that is running
     now (another run's supervisor: named by its pid, the bridge by its pid mod 100000)."""
@@ -115,10 +102,12 @@ def host_state(out: Path) -> dict:
 
 
 def boot(out: Path, binaries_folder: Path) -> GuestRun:
-    """Boot the shared guest once and run its steps; the weights step only where ``node_missing()`` is None."""
+    """Boot the shared guest once and run its steps; the weights step only where the host has what the real
+    node needs (``conftest.real_node_missing``). The caller has checked QEMU's tools."""
+    from conftest import real_node_missing
     from throttlelab.platform import vm_guest
 
-    missing = node_missing()
+    missing = real_node_missing()
     out.mkdir(parents=True, exist_ok=True)
     before = host_state(out)
     started = time.monotonic()
