@@ -390,15 +390,21 @@ def binaries(tmp_path_factory) -> dict[str, Path]:
     return {variant: build_variant(variant, out / variant / "cpulab", PROJECT / "workload") for variant in BUILDS}
 
 
-def real_node_missing() -> str | None:
-    """Why the lab's real node cannot start on this host, or in a guest booted from it (a skip's reason,
-    naming what to install), or None."""
-    from throttlelab.platform import real_node as nc
+def cluster_tool_rows() -> list[dict]:
+    """The cluster tools as the cache holds them for the pins in cluster/ (tool_build.cached: it hashes
+    every binary, so a caller reads them once)."""
     from throttlelab.platform.tool_build import ToolsSettings, cached
+
+    return cached(PROJECT / "cluster", ToolsSettings.from_mapping(None))
+
+
+def real_node_missing(rows: list[dict]) -> str | None:
+    """Why the lab's real node cannot start on this host, or in a guest booted from it (a skip's reason,
+    naming what to install), or None; ``rows``: :func:`cluster_tool_rows`."""
+    from throttlelab.platform import real_node as nc
 
     if os.geteuid() != 0:
         return "the real node needs root"
-    rows = cached(PROJECT / "cluster", ToolsSettings.from_mapping(None))
     problems = [f"{r['binary'].name}: {r['problem']}" for r in rows if r["problem"] and nc.node_needs(r)]
     if problems:
         return "the cluster tools are not built (snakemake --cores 2 cluster_tools): " + "; ".join(problems[:3])

@@ -45,10 +45,9 @@ class Step:
 
 @dataclass(frozen=True)
 class GuestRun:
-    """The shared guest's outcome: the guest's own status and log, and each step's."""
+    """The shared guest's outcome: its log (the guest's console), and each step's status and log."""
 
     out: Path
-    code: int
     log: str
     cgroup_v2_tests: Step
     weights: Step
@@ -104,10 +103,10 @@ def host_state(out: Path) -> dict:
 def boot(out: Path, binaries_folder: Path) -> GuestRun:
     """Boot the shared guest once and run its steps; the weights step only where the host has what the real
     node needs (``conftest.real_node_missing``). The caller has checked QEMU's tools."""
-    from conftest import real_node_missing
+    from conftest import cluster_tool_rows, real_node_missing
     from throttlelab.platform import vm_guest
 
-    missing = real_node_missing()
+    missing = real_node_missing(cluster_tool_rows())
     out.mkdir(parents=True, exist_ok=True)
     before = host_state(out)
     started = time.monotonic()
@@ -116,7 +115,7 @@ def boot(out: Path, binaries_folder: Path) -> GuestRun:
     )
     command = [sys.executable, str(Path(__file__).resolve()), str(out), str(binaries_folder)]
     with open(out / "guest.log", "w") as log:
-        code = vm_guest.run_in_guest(
+        vm_guest.run_in_guest(
             settings,
             command + ([] if missing else ["--node"]),
             [out],
@@ -127,7 +126,6 @@ def boot(out: Path, binaries_folder: Path) -> GuestRun:
     took = time.monotonic() - started
     return GuestRun(
         out=out,
-        code=code,
         log=(out / "guest.log").read_text(errors="replace"),
         cgroup_v2_tests=read_step(out, "cgroup-v2-tests"),
         weights=read_step(out, "weights"),

@@ -20,11 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import real_node_missing
+from conftest import cluster_tool_rows, real_node_missing
 from guest_weights import node_kubectl as kubectl, pause_pod
 from throttlelab.platform import real_node as nc
 from throttlelab.errors import BackendError
-from throttlelab.platform.tool_build import ToolsSettings, cached
 from throttlelab.host.processes import running
 from throttlelab.platform import real_node_layout as kn
 from throttlelab.model import results_layout as layout
@@ -36,10 +35,10 @@ PROJECT = Path(__file__).resolve().parents[3]
 
 @pytest.fixture(scope="module")
 def node_tools():
-    missing = real_node_missing()
+    rows = cluster_tool_rows()
+    missing = real_node_missing(rows)
     if missing:
         pytest.skip(missing)
-    rows = cached(PROJECT / "cluster", ToolsSettings.from_mapping(None))
     return nc.split_tools([(r["project"], r["binary"].name, str(r["path"])) for r in rows])
 
 
