@@ -29,7 +29,12 @@ import pandas as pd
 
 from throttlelab.analysis import stats
 from throttlelab.analysis import tidy
-from throttlelab.analysis.metrics.services_metrics import LATENESS_SUSPECT_MS, compared_window, suspect
+from throttlelab.analysis.metrics.services_metrics import (
+    LATENESS_SUSPECT_MS,
+    WindowQuantile,
+    compared_window,
+    suspect,
+)
 from throttlelab.model.variants import (
     E2B_CLUMPED_LIMIT,
     E2B_CLUMPED_LIMIT_GO125,
@@ -72,9 +77,23 @@ class Contrast:
         windows support (their parameters, from runs.csv)."""
         if self.metric != SUPPORTED_LATENCY:
             return self.metric
-        specs = tidy.variant_specs(runs, self.experiment)
-        window = compared_window({v: specs[v] for v in (self.variant, self.baseline) if v in specs})
+        window = self.window_of(runs)
         return window.metric() if window is not None else "work_p99_ms"
+
+    def shown_of(self, runs: pd.DataFrame) -> str:
+        """The compared metric in words, as the findings and figures name it: "p75", "max over 5 clumps"."""
+        window = self.window_of(runs)
+        if window is not None:
+            return window.shown
+        return self.metric_of(runs).removeprefix("work_").removesuffix("_ms").replace("_", ".")
+
+    def window_of(self, runs: pd.DataFrame) -> WindowQuantile | None:
+        """For :data:`SUPPORTED_LATENCY`, what the two arms' windows support; None for any other metric, or
+        where either arm has no open-loop window in runs.csv."""
+        if self.metric != SUPPORTED_LATENCY:
+            return None
+        specs = tidy.variant_specs(runs, self.experiment)
+        return compared_window({v: specs[v] for v in (self.variant, self.baseline) if v in specs})
 
 
 #: The contrasts the report's notes print (report/notes.py: where S2 and E2b disagree on fewer threads).

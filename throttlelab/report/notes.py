@@ -13,6 +13,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from throttlelab.analysis.number_format import fmt_interval
+from throttlelab.analysis.report_statistics import CONTRASTS, Contrast
 from throttlelab.model.reference import TALK_S2_GAIN, lab_values
 from throttlelab.model.variants import (
     E2B_CLUMPED_LIMIT,
@@ -47,6 +48,10 @@ def contrast(contrasts: pd.DataFrame | None, experiment: str, variant: str, base
     return f"{interval} (R = {int(row['n'])} and {int(row['n_baseline'])})", row["metric"]
 
 
+def _contrast_of(experiment: str, variant: str, baseline: str) -> Contrast:
+    return next(c for c in CONTRASTS if (c.experiment, c.variant, c.baseline) == (experiment, variant, baseline))
+
+
 def s2_against_e2b(tables: Mapping[str, pd.DataFrame]) -> list[str]:
     """Where S2 and E2b disagree on fewer threads, with this run's numbers (docs/LAB.md §4, S2): the contrasts
     of contrasts.csv (analysis/report_statistics.py)."""
@@ -63,7 +68,10 @@ def s2_against_e2b(tables: Mapping[str, pd.DataFrame]) -> list[str]:
     s2, _ = contrast(contrasts, "S2", S2_THREADS_ONE, S2_THREADS_NODE)
     # what the independent clumps of both arms' windows support, as a latency finding compares them (docs/STATISTICS.md §2)
     e2b, latency = contrast(contrasts, "E2b", E2B_CLUMPED_LIMIT_GO125, E2B_CLUMPED_LIMIT)
-    quantile = (latency or "work_p99_ms").removeprefix("work_").removesuffix("_ms").replace("_", ".")
+    if "runs" in tables:
+        quantile = _contrast_of("E2b", E2B_CLUMPED_LIMIT_GO125, E2B_CLUMPED_LIMIT).shown_of(tables["runs"])
+    else:
+        quantile = (latency or "work_p99_ms").removeprefix("work_").removesuffix("_ms").replace("_", ".")
     same = procs[E2B_CLUMPED_LIMIT] == procs[E2B_CLUMPED_LIMIT_GO125] != "?"
     lab_p99 = lab_values("E2b", "work_p99_ms")
 
