@@ -23,7 +23,7 @@ from throttlelab.errors import BackendError
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
 START_HINT = (
-    "start it: `sudo systemctl start docker`, or without systemd `sudo dockerd > /tmp/dockerd.log 2>&1 &` "
+    "start it: `sudo systemctl start docker`, or without systemd `sudo dockerd > /var/log/dockerd.log 2>&1 &` "
     "(Debian/Ubuntu: `apt-get install docker.io` first), or set DOCKER_HOST to an engine that runs"
 )
 
