@@ -102,16 +102,27 @@ func spin(ctx context.Context, o spinOptions, out *record.Writer) (spinSummary, 
 }
 
 // reportUntilDone writes a report every interval until ctx ends; it
-// returns only write errors.
+// returns only write errors. A report due before ctx's deadline is written
+// even when this goroutine wakes only after the deadline (a busy host): its
+// tick and the deadline are then both ready, and which one select takes is
+// chance, so the count of reports would be too.
 func reportUntilDone(ctx context.Context, interval time.Duration, start time.Time,
 	first cgroup.Counters, out *record.Writer) error {
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
+	deadline, bounded := ctx.Deadline()
 	prev, prevAt := first, start
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			select {
+			case tick := <-ticker.C:
+				if !bounded || !tick.Before(deadline) {
+					return nil
+				}
+			default:
+				return nil
+			}
 		case <-ticker.C:
 		}
 		now, at := cgroup.Read().Counters, time.Now()
