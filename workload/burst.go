@@ -31,6 +31,9 @@ type roundRecord struct {
 	TS          float64 `json:"t_s"`
 	WallMs      float64 `json:"wall_ms"`
 	ThreadCPUMs float64 `json:"thread_cpu_ms"`
+	// ThreadCPUs: how many distinct CPUs the threads mainly ran on (each thread's CPU at most of its
+	// getcpu readings during the burn): the run queues the round's threads were spread over.
+	ThreadCPUs int `json:"thread_cpus"`
 	cgroup.DeltaTotals
 	// The kernel counts a burst at the period boundary after it, usually after this
 	// round's second reading: per-round values are mostly 0; the summary has them all.
@@ -100,7 +103,7 @@ func burst(ctx context.Context, o burstOptions, out *record.Writer) (burstSummar
 		}
 		before := cgroup.Read().Counters
 		began := time.Now()
-		used, err := pool.burnAll(o.work)
+		used, cpus, err := pool.burnAll(o.work)
 		if err != nil {
 			return burstSummary{}, err
 		}
@@ -108,7 +111,7 @@ func burst(ctx context.Context, o burstOptions, out *record.Writer) (burstSummar
 		delta := cgroup.Read().Counters.Sub(before)
 		rec := roundRecord{
 			Type: "round", Round: round, TS: began.Sub(start).Seconds(),
-			WallMs: record.Ms(msOf(wall)), ThreadCPUMs: record.Ms(msOf(used)),
+			WallMs: record.Ms(msOf(wall)), ThreadCPUMs: record.Ms(msOf(used)), ThreadCPUs: cpus,
 			DeltaTotals: delta.AsDeltaTotals(), DeltaBursts: delta.AsDeltaBursts(),
 		}
 		if err := out.Write(rec); err != nil {
@@ -156,8 +159,13 @@ type burnerPool struct {
 
 type burnResult struct {
 	used time.Duration
+	cpu  int // the CPU the thread mainly ran on (threadcpu.Placement), -1 if unknown
 	err  error
 }
+
+// placementEvery: the burn reads its thread's CPU at every this many of its clock readings (a few µs
+// apart), often enough to see where a burn of a few ms ran and rarely enough to cost under 1%.
+const placementEvery = 4
 
 func newBurnerPool(threads int) *burnerPool {
 	p := &burnerPool{results: make(chan burnResult, threads)}
@@ -168,8 +176,16 @@ func newBurnerPool(threads int) *burnerPool {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			for work := range start {
-				used, err := threadcpu.Burn(work, nil)
-				p.results <- burnResult{used, err}
+				var where threadcpu.Placement
+				calls := 0
+				used, err := threadcpu.Burn(work, func() bool {
+					if calls%placementEvery == 0 {
+						where.Sample()
+					}
+					calls++
+					return false
+				})
+				p.results <- burnResult{used, where.Main(), err}
 			}
 		}()
 	}
@@ -177,21 +193,26 @@ func newBurnerPool(threads int) *burnerPool {
 }
 
 // burnAll starts every thread's burn as close together as possible and
-// returns the mean thread CPU time burned once all are done.
-func (p *burnerPool) burnAll(work time.Duration) (time.Duration, error) {
+// returns, once all are done, the mean thread CPU time burned and how many
+// distinct CPUs the threads mainly ran on.
+func (p *burnerPool) burnAll(work time.Duration) (time.Duration, int, error) {
 	for _, start := range p.starts {
 		start <- work
 	}
 	var sum time.Duration
 	var firstErr error
+	cpus := map[int]bool{}
 	for range p.starts {
 		r := <-p.results
 		sum += r.used
+		if r.cpu >= 0 {
+			cpus[r.cpu] = true
+		}
 		if r.err != nil && firstErr == nil {
 			firstErr = r.err
 		}
 	}
-	return sum / time.Duration(len(p.starts)), firstErr
+	return sum / time.Duration(len(p.starts)), len(cpus), firstErr
 }
 
 func (p *burnerPool) close() {

@@ -141,6 +141,8 @@ def burst_values(
         "mean_wall_ms": noisy(rng, float(np.mean(burst.wall_ms)) + OVERHEAD_MS, n=n),
         "throttled_ms_per_round": noisy(rng, per_round, n=n),
         "throttled_ms": noisy(rng, per_round * rounds, n=n),
+        # every round's threads on as many CPUs as the model's run queues (getcpu): a share of rounds
+        "two_queue_share": [1.0 if arm.queues >= 2 else 0.0] * n,
         "periods_per_round": list(periods + 0.05 * rng.standard_normal(n)),
         "nr_periods": [round(periods * rounds)] * n,
         "nr_throttled": [round(float(np.mean(burst.throttled_periods)) * rounds)] * n,
@@ -786,17 +788,19 @@ def test_the_faithful_lab_reproduces_everything_a_two_cpu_node_can_show(faithful
 
 
 def test_requirements_belong_to_checks_and_a_contradiction_stays(faithful):
-    # one run queue: F2's second check (throttled above wall) cannot be tested, its first still holds ...
+    # one run queue: F2's decisive check (throttled above wall) cannot be tested (its premise, the threads on two
+    # CPUs, fails too), its band still holds ...
     got, checks = evaluate(full_lab(e2a={"cpus": 1}))
     f2 = checks[checks["id"] == "F2"].set_index("check")
-    assert f2["verdict"].tolist() == [REPRODUCED, NOT_TESTABLE]
-    assert f2["requirement"].iloc[1] == "two or more run queues" and f2["requirement"].iloc[0] == ""
+    assert f2["verdict"].tolist() == [REPRODUCED, CONTRADICTED, NOT_TESTABLE]
+    assert f2["requirement"].iloc[2] == "two or more run queues; a premise that holds"
+    assert f2["requirement"].iloc[0] == ""
     assert got["F2"]["verdict"] == NOT_TESTABLE  # never contradicted on a 1-CPU node
     # ... and the run-queue band is supporting (it spans k in [1, p], X3/F14 decides threads against
     # run queues): off its band it is shown contradicted but decides nothing; F2 rests on "exceeds wall time"
     got, checks = evaluate(full_lab(e2a={"cpus": 1, "change": _scale({"limit500m": {"throttled_ms_per_round": 0.4}})}))
     assert got["F2"]["verdict"] == NOT_TESTABLE
-    assert checks[checks["id"] == "F2"]["verdict"].tolist() == [CONTRADICTED, NOT_TESTABLE]
+    assert checks[checks["id"] == "F2"]["verdict"].tolist() == [CONTRADICTED, CONTRADICTED, NOT_TESTABLE]
     # a contradicted decisive check keeps the finding contradicted whatever another check's requirement says
     got, checks = evaluate(
         full_lab(
@@ -825,7 +829,37 @@ def test_f2_holds_between_one_and_all_run_queues(faithful):
     # but F2's claim, throttled time above wall time, still holds
     got, checks = evaluate(full_lab(e2a={"change": _scale({"limit500m": {"throttled_ms_per_round": 1.6}})}))
     f2 = checks[checks["id"] == "F2"]
-    assert f2["verdict"].tolist() == [CONTRADICTED, REPRODUCED] and got["F2"]["verdict"] == REPRODUCED
+    assert f2["verdict"].tolist() == [CONTRADICTED, REPRODUCED, REPRODUCED] and got["F2"]["verdict"] == REPRODUCED
+
+
+def _one_queue(shares: list[float]):
+    """limit500m's threads mainly on one CPU in all but ``shares`` of the rounds (run by run), the kernel then
+    counting one queue's waiting: throttled time per round below the wall time."""
+
+    def change(variant: str, spec: dict, values: dict) -> None:
+        if variant == "limit500m":
+            values["two_queue_share"] = (shares * len(values["two_queue_share"]))[: len(values["two_queue_share"])]
+            values["throttled_ms_per_round"] = [v / 2 for v in values["throttled_ms_per_round"]]
+
+    return change
+
+
+def test_f2_on_threads_the_scheduler_kept_on_one_queue_is_not_tested_not_false():
+    # the scheduler left both threads on one CPU (a busy neighbour, a pod's placement): one queue is throttled, so
+    # throttled time stays below the wall time. That is where the threads ran, measured apart from the throttling
+    # counters (getcpu), not a false claim: the premise fails and F2 is not testable, with the numbers
+    got, checks = evaluate(full_lab(e2a={"change": _one_queue([0.0])}))
+    f2 = checks[checks["id"] == "F2"].set_index("check")
+    assert f2.loc["two_queue_share limit500m", "verdict"] == CONTRADICTED  # the premise failed
+    decisive = f2.loc["throttled_ms_per_round / mean_wall_ms limit500m"]
+    assert decisive["verdict"] == NOT_TESTABLE and decisive["reason"].startswith("premise failed: two_queue_share")
+    assert "alone: contradicted" in decisive["reason"] and got["F2"]["verdict"] == NOT_TESTABLE
+    # the same counts with the threads on two CPUs are a kernel that counts one clock per wait: contradicted
+    assert evaluate(full_lab(e2a={"change": _single_clock}))[0]["F2"]["verdict"] == CONTRADICTED
+    # on two CPUs in a few rounds of each run the premise still fails; in every round it holds
+    few = _one_queue([0.0, 0.2, 0.1, 0.3])
+    assert evaluate(full_lab(e2a={"change": few}))[0]["F2"]["verdict"] == NOT_TESTABLE
+    assert evaluate(full_lab())[0]["F2"]["verdict"] == REPRODUCED
 
 
 def test_f10_an_overstatement_short_of_every_run_queue_is_still_one():

@@ -358,3 +358,25 @@ def test_several_pods_bursts_add_their_counts_and_average_the_rest():
     assert (got["nr_throttled"], got["nr_periods"]) == (4.0, 12.0)
     assert got["throttled_ratio"] == 4 / 12
     assert got["throttled_per_round"] == 0.5  # pod 0: 0 of 2 later rounds, pod 1: 2 of 2
+
+
+def test_two_queue_share_counts_the_rounds_whose_threads_ran_on_two_cpus():
+    def rounds(spread):
+        n = len(spread)
+        return pd.DataFrame(
+            {
+                "round": range(n),
+                "wall_ms": [10.0] * n,
+                "thread_cpus": pd.array(spread, dtype="Int64"),
+                **{c: pd.array([1] * n, dtype="Int64") for c in ("d_nr_periods", "d_nr_throttled", "d_throttled_usec")},
+                "d_usage_usec": pd.array([1] * n, dtype="Int64"),
+            }
+        )
+
+    summary = {"elapsed_s": 0.5, "avg_cores": 0.1}
+    # the first round is left out, as for completion times: 2 of the 4 later rounds ran on two CPUs or more
+    assert metrics.burst_metrics(rounds([1, 2, 1, 3, 1]), summary, 100_000)["two_queue_share"] == 0.5
+    # a round without the reading (a log that predates it) leaves the share undefined, not a partial one
+    assert math.isnan(metrics.burst_metrics(rounds([2, 2, None, 2]), summary, 100_000)["two_queue_share"])
+    older = rounds([2, 2, 2]).drop(columns="thread_cpus")
+    assert math.isnan(metrics.burst_metrics(older, summary, 100_000)["two_queue_share"])

@@ -125,6 +125,8 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
         "t_s": "float64",
         "wall_ms": "float64",
         "thread_cpu_ms": "float64",
+        # the distinct CPUs the round's threads mainly ran on (empty in logs that predate it)
+        "thread_cpus": "Int64",
         **_COUNTERS,
     },
     "reports": {"src": "str", "t_s": "float64", "cores": "float64", **_COUNTERS},
@@ -680,6 +682,7 @@ class _LogReader:
                 record["t_s"],
                 record["wall_ms"],
                 record["thread_cpu_ms"],
+                record.get("thread_cpus"),
                 *(record[k] for k in _COUNTERS),
             )
         )

@@ -239,7 +239,8 @@ RECORDS: dict[str, Shape] = {
             "round",
             "cpulab",
             {SRC: "str", "round": "int", "t_s": "num", "wall_ms": "num", "thread_cpu_ms": "num", **_DELTA_KINDS},
-            {delta(c): "int?" for c in BURST_COUNTERS},
+            # thread_cpus: the distinct CPUs the round's threads mainly ran on (getcpu); absent in older logs
+            {**{delta(c): "int?" for c in BURST_COUNTERS}, "thread_cpus": "int"},
             "burst: one round",
         ),
         Shape(

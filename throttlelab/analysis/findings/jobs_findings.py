@@ -156,6 +156,11 @@ def sums_run_queues(variant: str):
     return derive
 
 
+#: F2's premise: the threads ran on two or more run queues in more than half of the rounds (a majority, fixed
+#: before any data on it: a round on one queue cannot count more than its own pause)
+TWO_QUEUE_MAJORITY = 0.5
+
+
 def exceeds_wall(variant: str):
     """F2: throttled time per round above the wall time needs two or more run queues."""
 
@@ -762,6 +767,29 @@ FINDINGS: tuple[Finding, ...] = tuple(
                     why="What the kernel sums (docs/LAB.md §1), per run: throttled ms per round (rounds after the first) "
                     "over the extra wall ms per round (mean wall minus the model's unthrottled wall): one "
                     "run queue's waiting counts 1, each further throttled run queue adds up to 1 more.",
+                ),
+                Check(
+                    label="two_queue_share limit500m",
+                    kind="level",
+                    experiment=E2A,
+                    metric="two_queue_share",
+                    variant=E2A_LIMIT500M,
+                    baseline=None,
+                    relation=">",
+                    scale="linear",
+                    threshold=(TWO_QUEUE_MAJORITY,),
+                    value_range=(0.0, 1.0),
+                    decisive=False,
+                    premise=True,
+                    gates=("throttled_ms_per_round / mean_wall_ms limit500m",),
+                    end=(
+                        "fixed, not derived: one queue's count is at most the round's pause, below its wall time, "
+                        "so the claim needs the threads on two run queues in most rounds"
+                    ),
+                    why="The premise, measured apart from the throttling counters (the workload's getcpu readings): "
+                    "the share of rounds (after the first) whose threads mainly ran on two or more CPUs. Only then "
+                    "can two run queues be throttled at once; where the scheduler kept the threads on one queue, "
+                    "the claim is not tested, not false.",
                 ),
                 Check(
                     label="throttled_ms_per_round / mean_wall_ms limit500m",

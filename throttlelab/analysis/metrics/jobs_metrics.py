@@ -49,6 +49,14 @@ SPECS: tuple[MetricSpec, ...] = (
     ),
     MetricSpec("mean_wall_ms", "ms", "log", "interval", "mean burst completion time, rounds after the first"),
     MetricSpec(
+        "two_queue_share",
+        "share",
+        "linear",
+        "interval",
+        "rounds after the first whose threads mainly ran on two or more CPUs (getcpu) / those rounds",
+        exact=True,
+    ),
+    MetricSpec(
         "throttled_per_round",
         "periods",
         "linear",
@@ -126,6 +134,9 @@ def burst_metrics(rounds: pd.DataFrame, summary: Mapping[str, Any], period_us: f
     avg_cores = summary.get("avg_cores")
     later_throttled = later["d_throttled_usec"]
     per_round = math.nan if later_throttled.isna().any() else float(later_throttled.astype(float).mean()) / USEC_PER_MS
+    # each thread's main CPU (the workload's getcpu readings): empty in logs that predate them
+    spread = later["thread_cpus"] if "thread_cpus" in later else pd.Series([pd.NA] * len(later), dtype="Int64")
+    two_queues = math.nan if spread.isna().any() else float((spread.astype(int) >= 2).mean())
     # the kernel counts a burst at the refill after it, after the round's own second reading: the
     # summary's totals hold them, so these are per round of the whole run (docs/RECORDS.md)
     bursts, burst_us = number(summary.get("nr_bursts")), number(summary.get("burst_usec"))
@@ -135,6 +146,7 @@ def burst_metrics(rounds: pd.DataFrame, summary: Mapping[str, Any], period_us: f
         "mean_wall_ms": float(wall.mean()),
         "throttled_ms_per_round": per_round,
         "throttled_per_round": total(later["d_nr_throttled"]) / len(later),
+        "two_queue_share": two_queues,
         "bursts_per_round": bursts / len(rounds),
         "burst_ms_per_round": burst_us / USEC_PER_MS / len(rounds),
         # the whole run's Δnr_periods (the summary's, before the first round to after the last): the

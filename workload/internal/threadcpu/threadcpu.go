@@ -35,6 +35,49 @@ func Now() (time.Duration, error) {
 	return time.Duration(ts.Nano()), nil
 }
 
+// CPU returns the CPU the calling thread runs on now (getcpu(2), a raw syscall: about 0.1 µs).
+func CPU() (int, error) {
+	var cpu uint32
+	_, _, errno := syscall.RawSyscall(sysGetcpu, uintptr(unsafe.Pointer(&cpu)), 0, 0)
+	if errno != 0 {
+		return 0, fmt.Errorf("getcpu: %w", errno)
+	}
+	return int(cpu), nil
+}
+
+// Placement counts where a thread ran, one getcpu reading at a time.
+type Placement struct {
+	cpus   []int // the CPUs seen, in the order first seen
+	counts []int // readings on each of them
+}
+
+// Sample adds one reading of the calling thread's CPU; a failed reading adds nothing.
+func (p *Placement) Sample() {
+	cpu, err := CPU()
+	if err != nil {
+		return
+	}
+	for i, c := range p.cpus {
+		if c == cpu {
+			p.counts[i]++
+			return
+		}
+	}
+	p.cpus = append(p.cpus, cpu)
+	p.counts = append(p.counts, 1)
+}
+
+// Main is the CPU of most readings (the first seen of those tied), or -1 with none.
+func (p *Placement) Main() int {
+	main, most := -1, 0
+	for i, n := range p.counts {
+		if n > most {
+			main, most = p.cpus[i], n
+		}
+	}
+	return main
+}
+
 // spinChunk is the busy work done between clock readings: a few µs, small
 // against the 2% target for 5 ms (100 µs) yet large against the cost of one
 // reading.

@@ -74,3 +74,33 @@ func TestSpinRunsUntilStopped(t *testing.T) {
 		t.Fatal("Spin did not stop")
 	}
 }
+
+func TestCPUIsOneThisProcessMayRunOn(t *testing.T) {
+	cpu, err := CPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cpu < 0 || cpu >= 1<<16 {
+		t.Errorf("CPU() = %d", cpu)
+	}
+}
+
+func TestPlacementMainIsTheCPUOfMostReadings(t *testing.T) {
+	var none Placement
+	if got := none.Main(); got != -1 {
+		t.Errorf("no readings: Main() = %d, want -1", got)
+	}
+	p := Placement{cpus: []int{3, 1, 0}, counts: []int{2, 5, 5}}
+	if got := p.Main(); got != 1 {
+		t.Errorf("Main() = %d, want 1 (the first seen of the two tied at 5)", got)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var here Placement
+	for i := 0; i < 3; i++ {
+		here.Sample()
+	}
+	if sum := here.counts; len(sum) == 0 || here.Main() < 0 {
+		t.Errorf("three readings on this thread: %+v", here)
+	}
+}
