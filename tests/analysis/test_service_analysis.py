@@ -4,6 +4,7 @@ and the service findings (F6, F7, F9, F10, F11) are data with reasons and node r
 from __future__ import annotations
 
 import math
+from datetime import timedelta
 
 import numpy as np
 import pandas as pd
@@ -11,6 +12,7 @@ import pytest
 
 from load_records import META, header, write_log
 from throttlelab.analysis import findings, metrics, tidy
+from throttlelab.analysis.findings import threshold_registry
 from throttlelab.analysis.metrics import services_metrics as service_metrics
 from throttlelab.model.variants import VariantSpec
 
@@ -221,7 +223,7 @@ def test_service_findings_are_data_with_reasons():
 
 
 #: when these made-up runs were made: after every revision of the threshold registry, so every check judges them
-MADE = "2026-12-06T00:00:00+00:00"
+MADE = (max(r.when for r in threshold_registry.REGISTRY.values()) + timedelta(seconds=1)).isoformat()
 
 
 def _evidence(

@@ -70,6 +70,8 @@ _NON_INFERIORITY = _revision_of("ceccf75", "2026-12-02T12:33:14+00:00")
 #: latency checks compare what their windows' independent clumps support, after the quick runs
 _CLUMPS = _revision_of("47aa3ce", "2026-12-05T18:56:02+00:00")
 _CLUMPS_NOTE = "the quantile chosen by the window's clumps, not its requests (with fewer than 6, the maximum over them)"
+#: F2's premise, the threads on two run queues measured by getcpu, after F2 read contradicted on kind and the real node
+_TWO_QUEUES = _revision_of("8b23839", "2026-12-06T04:24:11+00:00")
 #: F14's lower band ends, amended before any X3 data
 _F14_LOWER_ENDS = Revision(
     "a14257a",
@@ -82,6 +84,9 @@ REGISTRY: dict[tuple[str, str], Revision] = {
     ("F1", "p50_wall_ms limit1 / nolimit"): BASE,
     ("F1", "p50_wall_ms limit500m / nolimit"): BASE,
     ("F1", "p50_wall_ms limit2 / nolimit"): BASE,
+    ("F2", "two_queue_share limit500m"): _TWO_QUEUES(
+        "a premise: the share of rounds whose threads mainly ran on two or more CPUs above 1/2"
+    ),
     ("F2", "throttled_ms_per_round / extra wall limit500m"): Revision(
         "6c343fc",
         True,
