@@ -5,8 +5,6 @@ runtime spec; the pod network; the sysctl guard; the settings' error."""
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 import yaml
@@ -15,6 +13,7 @@ from throttlelab.errors import BuildError
 from throttlelab.platform import tool_catalogue as ct
 from throttlelab.platform import kind_node_recipe as kn
 from throttlelab.platform.real_node_layout import KUBELET_SYSCTLS
+from throttlelab.platform.tool_build import ToolsSettings
 
 pytestmark = pytest.mark.fast
 
@@ -64,7 +63,8 @@ def test_a_dockerfile_that_is_not_kinds_base_is_refused_naming_what_is_missing()
         kn.parse_base_dockerfile(DOCKERFILE.replace("clean-install", "apt-get install"))
 
 
-MODULES = Path(os.environ.get("GOMODCACHE") or Path.home() / ".cache/throttlelab/go-mod")
+#: where `snakemake kind_tools` downloads kind's modules (config.yaml's cluster_tools.go_mod_cache default)
+MODULES = ToolsSettings.from_mapping(None).go_mod_cache
 
 
 @pytest.mark.parametrize(("release", "suite"), [("v0.30.0", "bookworm"), ("v0.33.0", "trixie")])
