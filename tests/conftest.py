@@ -390,6 +390,34 @@ def binaries(tmp_path_factory) -> dict[str, Path]:
     return {variant: build_variant(variant, out / variant / "cpulab", PROJECT / "workload") for variant in BUILDS}
 
 
+def after_every_revision() -> str:
+    """A run start (ISO 8601) one second after the threshold registry's latest revision: made-up runs that
+    every check judges (a check revised after data judges only the runs made after it, docs/STATISTICS.md §5)."""
+    from datetime import timedelta
+
+    from throttlelab.analysis.findings import threshold_registry
+
+    return (max(r.when for r in threshold_registry.REGISTRY.values()) + timedelta(seconds=1)).isoformat()
+
+
+def e2b_clumped_arms(**window):
+    """E2b's two clumped arms (go125mod against go124mod), 3 runs each: runs.csv rows whose ``window`` (rps,
+    clump, duration_ms) sets how many clumps a run holds, and per-run metrics of both statistics their
+    contrast may compare (work_p90_ms 10-12, work_max_ms 20-22) -> (runs, metrics)."""
+    import pandas as pd
+
+    from throttlelab.model.variants import E2B_CLUMPED_LIMIT, E2B_CLUMPED_LIMIT_GO125, VariantSpec
+
+    runs, metrics = [], []
+    for variant, build in ((E2B_CLUMPED_LIMIT_GO125, "go125mod"), (E2B_CLUMPED_LIMIT, "go124mod")):
+        spec = VariantSpec.from_dict("E2b", variant, {"build": build, "limit": "1", **window})
+        for r in range(3):
+            runs.append({"experiment": "E2b", "variant": variant, "repeat": r, **spec.columns()})
+            metrics += [("E2b", variant, r, "work_p90_ms", 10.0 + r), ("E2b", variant, r, "work_max_ms", 20.0 + r)]
+    columns = ["experiment", "variant", "repeat", "metric", "value"]
+    return pd.DataFrame(runs), pd.DataFrame.from_records(metrics, columns=columns)
+
+
 def cluster_tool_rows() -> list[dict]:
     """The cluster tools as the cache holds them for the pins in cluster/ (tool_build.cached: it hashes
     every binary, so a caller reads them once)."""

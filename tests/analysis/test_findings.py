@@ -10,17 +10,16 @@ import math
 import os
 import shutil
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import E6_LIMIT, FIXTURE_ROOT, PROJECT
+from conftest import E6_LIMIT, FIXTURE_ROOT, PROJECT, after_every_revision
 from throttlelab.analysis import commands as analysis, findings, stats, tidy
 from throttlelab.analysis.findings import CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE, REPRODUCED, WEAKER
-from throttlelab.analysis.findings import engine, finding_catalogue, jobs_findings, predictions, threshold_registry
+from throttlelab.analysis.findings import engine, finding_catalogue, jobs_findings, predictions
 from throttlelab.model import calibration, catalogue
 from throttlelab.model.config import load_design
 from throttlelab.model.quantities import go_default_gomaxprocs, parse_cpu
@@ -33,7 +32,7 @@ R = 5
 
 #: When the made-up lab's runs were made: after every revision of the threshold registry, so that every check
 #: judges them (a check revised after data is judged only on runs made after its revision, docs/STATISTICS.md §5)
-AFTER_EVERY_REVISION = (max(r.when for r in threshold_registry.REGISTRY.values()) + timedelta(seconds=1)).isoformat()
+AFTER_EVERY_REVISION = after_every_revision()
 
 
 class Lab:

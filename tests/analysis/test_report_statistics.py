@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import e2b_clumped_arms
 from throttlelab.analysis import report_statistics, stats, tidy
-from throttlelab.model.variants import VariantSpec
 
 
 NO_RUNS = pd.DataFrame(columns=["experiment", "variant", "repeat"])
@@ -49,15 +49,6 @@ def test_a_contrast_that_cannot_be_drawn_says_why(one, node, note):
     assert row["note"] == note and np.isnan(row["effect"])
 
 
-def _e2b_runs(**window) -> pd.DataFrame:
-    """runs.csv rows of E2b's two clumped arms: ``window`` (rps, clump, duration_ms) sets how many clumps each holds."""
-    rows = []
-    for variant, build in (("clumped-limit-go125", "go125mod"), ("clumped-limit", "go124mod")):
-        spec = VariantSpec.from_dict("E2b", variant, {"build": build, "limit": "1", **window})
-        rows += [{"experiment": "E2b", "variant": variant, "repeat": r, **spec.columns()} for r in range(3)]
-    return pd.DataFrame(rows)
-
-
 @pytest.mark.parametrize(
     ("window", "metric"),
     [
@@ -69,11 +60,8 @@ def _e2b_runs(**window) -> pd.DataFrame:
     ],
 )
 def test_e2bs_contrast_compares_what_the_arms_independent_clumps_support(window, metric):
-    rows = []
-    for variant in ("clumped-limit-go125", "clumped-limit"):
-        for r in range(3):
-            rows += [("E2b", variant, r, "work_p90_ms", 10.0 + r), ("E2b", variant, r, "work_max_ms", 20.0 + r)]
-    row = report_statistics.contrasts_table(_metrics(rows), _e2b_runs(**window), 0.95).iloc[1]
+    runs, per_run = e2b_clumped_arms(**window)
+    row = report_statistics.contrasts_table(per_run, runs, 0.95).iloc[1]
     assert row["metric"] == metric and row["n"] == 3 and row["note"] == ""
 
 

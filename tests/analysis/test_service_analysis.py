@@ -4,15 +4,14 @@ and the service findings (F6, F7, F9, F10, F11) are data with reasons and node r
 from __future__ import annotations
 
 import math
-from datetime import timedelta
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import after_every_revision
 from load_records import META, header, write_log
 from throttlelab.analysis import findings, metrics, tidy
-from throttlelab.analysis.findings import threshold_registry
 from throttlelab.analysis.metrics import services_metrics as service_metrics
 from throttlelab.model.variants import VariantSpec
 
@@ -223,7 +222,7 @@ def test_service_findings_are_data_with_reasons():
 
 
 #: when these made-up runs were made: after every revision of the threshold registry, so every check judges them
-MADE = (max(r.when for r in threshold_registry.REGISTRY.values()) + timedelta(seconds=1)).isoformat()
+MADE = after_every_revision()
 
 
 def _evidence(

@@ -5,24 +5,16 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from conftest import e2b_clumped_arms
 from throttlelab.analysis import report_statistics
-from throttlelab.model.variants import E2B_CLUMPED_LIMIT, E2B_CLUMPED_LIMIT_GO125, VariantSpec
 from throttlelab.report.notes import section_notes
 
 
 def _e2b_tables(**window) -> dict[str, pd.DataFrame]:
-    """runs.csv of E2b's two clumped arms (``window``: rps, clump, duration_ms) and the contrasts computed on
-    per-run metrics of both statistics, as the analysis writes them."""
-    runs, metrics = [], []
-    for variant, build in ((E2B_CLUMPED_LIMIT_GO125, "go125mod"), (E2B_CLUMPED_LIMIT, "go124mod")):
-        spec = VariantSpec.from_dict("E2b", variant, {"build": build, "limit": "1", **window})
-        for r in range(3):
-            runs.append({"experiment": "E2b", "variant": variant, "repeat": r, **spec.columns()})
-            metrics += [("E2b", variant, r, "work_p90_ms", 10.0 + r), ("E2b", variant, r, "work_max_ms", 20.0 + r)]
-    runs_table = pd.DataFrame(runs)
-    per_run = pd.DataFrame.from_records(metrics, columns=["experiment", "variant", "repeat", "metric", "value"])
-    contrasts = report_statistics.contrasts_table(per_run, runs_table, 0.95)
-    return {"runs": runs_table, "contrasts": contrasts, "estimates": per_run.iloc[0:0]}
+    """runs.csv of E2b's two clumped arms and their contrasts, as the analysis writes them."""
+    runs, per_run = e2b_clumped_arms(**window)
+    contrasts = report_statistics.contrasts_table(per_run, runs, 0.95)
+    return {"runs": runs, "contrasts": contrasts, "estimates": per_run.iloc[0:0]}
 
 
 @pytest.mark.parametrize(
