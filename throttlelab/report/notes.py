@@ -30,22 +30,22 @@ def _estimate(estimates: pd.DataFrame, experiment: str, variant: str, metric: st
     return None if rows.empty else rows.iloc[0]
 
 
-def contrast(contrasts: pd.DataFrame | None, experiment: str, variant: str, baseline: str) -> tuple[str, str | None]:
-    """('ratio [lo, hi] (R = a and b)' of a contrast of contrasts.csv, or why there is none; the metric compared)."""
+def contrast(contrasts: pd.DataFrame | None, experiment: str, variant: str, baseline: str) -> str:
+    """'ratio [lo, hi] (R = a and b)' of a contrast of contrasts.csv, or why there is none."""
     if contrasts is None:
-        return "no per-run metrics", None
+        return "no per-run metrics"
     rows = contrasts[
         (contrasts["experiment"] == experiment)
         & (contrasts["variant"] == variant)
         & (contrasts["baseline"] == baseline)
     ]
     if rows.empty:
-        return "not computed by this analysis (contrasts.csv has no such row)", None
+        return "not computed by this analysis (contrasts.csv has no such row)"
     row = rows.iloc[0]
     if pd.notna(row["note"]) and str(row["note"]):
-        return str(row["note"]), row["metric"]
+        return str(row["note"])
     interval = fmt_interval(row["effect"], row["lo"], row["hi"])
-    return f"{interval} (R = {int(row['n'])} and {int(row['n_baseline'])})", row["metric"]
+    return f"{interval} (R = {int(row['n'])} and {int(row['n_baseline'])})"
 
 
 def _contrast_of(experiment: str, variant: str, baseline: str) -> Contrast:
@@ -65,13 +65,10 @@ def s2_against_e2b(tables: Mapping[str, pd.DataFrame]) -> list[str]:
     ):
         row = _estimate(estimates, experiment, v, "gomaxprocs")
         procs[v] = "?" if row is None or pd.isna(row["point"]) else f"{row['point']:g}"
-    s2, _ = contrast(contrasts, "S2", S2_THREADS_ONE, S2_THREADS_NODE)
+    s2 = contrast(contrasts, "S2", S2_THREADS_ONE, S2_THREADS_NODE)
     # what the independent clumps of both arms' windows support, as a latency finding compares them (docs/STATISTICS.md §2)
-    e2b, latency = contrast(contrasts, "E2b", E2B_CLUMPED_LIMIT_GO125, E2B_CLUMPED_LIMIT)
-    if "runs" in tables:
-        quantile = _contrast_of("E2b", E2B_CLUMPED_LIMIT_GO125, E2B_CLUMPED_LIMIT).shown_of(tables["runs"])
-    else:
-        quantile = (latency or "work_p99_ms").removeprefix("work_").removesuffix("_ms").replace("_", ".")
+    e2b = contrast(contrasts, "E2b", E2B_CLUMPED_LIMIT_GO125, E2B_CLUMPED_LIMIT)
+    quantile = _contrast_of("E2b", E2B_CLUMPED_LIMIT_GO125, E2B_CLUMPED_LIMIT).shown_of(tables["runs"])
     same = procs[E2B_CLUMPED_LIMIT] == procs[E2B_CLUMPED_LIMIT_GO125] != "?"
     lab_p99 = lab_values("E2b", "work_p99_ms")
 
