@@ -134,9 +134,12 @@ def burst_metrics(rounds: pd.DataFrame, summary: Mapping[str, Any], period_us: f
     avg_cores = summary.get("avg_cores")
     later_throttled = later["d_throttled_usec"]
     per_round = math.nan if later_throttled.isna().any() else float(later_throttled.astype(float).mean()) / USEC_PER_MS
-    # each thread's main CPU (the workload's getcpu readings): empty in logs that predate them
-    spread = later["thread_cpus"] if "thread_cpus" in later else pd.Series([pd.NA] * len(later), dtype="Int64")
-    two_queues = math.nan if spread.isna().any() else float((spread.astype(int) >= 2).mean())
+    # the distinct CPUs the round's threads mainly ran on (the workload's getcpu readings): absent or empty in
+    # logs that predate them
+    if "thread_cpus" not in later or later["thread_cpus"].isna().any():
+        two_queues = math.nan
+    else:
+        two_queues = float((later["thread_cpus"] >= 2).mean())
     # the kernel counts a burst at the refill after it, after the round's own second reading: the
     # summary's totals hold them, so these are per round of the whole run (docs/RECORDS.md)
     bursts, burst_us = number(summary.get("nr_bursts")), number(summary.get("burst_usec"))
