@@ -1,7 +1,10 @@
 package threadcpu
 
 import (
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -75,13 +78,52 @@ func TestSpinRunsUntilStopped(t *testing.T) {
 	}
 }
 
-func TestCPUIsOneThisProcessMayRunOn(t *testing.T) {
-	cpu, err := CPU()
+// allowedCPUs is the calling process's affinity as the kernel states it (/proc/self/status,
+// Cpus_allowed_list: "0-3,6").
+func allowedCPUs(t *testing.T) map[int]bool {
+	t.Helper()
+	status, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		t.Fatal(err)
+		t.Skipf("no /proc/self/status: %v", err)
 	}
-	if cpu < 0 || cpu >= 1<<16 {
-		t.Errorf("CPU() = %d", cpu)
+	for _, line := range strings.Split(string(status), "\n") {
+		list, ok := strings.CutPrefix(line, "Cpus_allowed_list:")
+		if !ok {
+			continue
+		}
+		allowed := map[int]bool{}
+		for _, part := range strings.Split(strings.TrimSpace(list), ",") {
+			lo, hi, isRange := strings.Cut(part, "-")
+			if !isRange {
+				hi = lo
+			}
+			first, err1 := strconv.Atoi(lo)
+			last, err2 := strconv.Atoi(hi)
+			if err1 != nil || err2 != nil {
+				t.Fatalf("Cpus_allowed_list %q", list)
+			}
+			for c := first; c <= last; c++ {
+				allowed[c] = true
+			}
+		}
+		return allowed
+	}
+	t.Skip("no Cpus_allowed_list in /proc/self/status")
+	return nil
+}
+
+func TestCPUIsOneThisProcessMayRunOn(t *testing.T) {
+	allowed := allowedCPUs(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for i := 0; i < 100; i++ {
+		cpu, err := CPU()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !allowed[cpu] {
+			t.Fatalf("CPU() = %d, not among the CPUs this process may run on %v", cpu, allowed)
+		}
 	}
 }
 
@@ -100,7 +142,7 @@ func TestPlacementMainIsTheCPUOfMostReadings(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		here.Sample()
 	}
-	if sum := here.counts; len(sum) == 0 || here.Main() < 0 {
-		t.Errorf("three readings on this thread: %+v", here)
+	if main := here.Main(); !allowedCPUs(t)[main] {
+		t.Errorf("three readings on this thread: Main() = %d (%+v)", main, here)
 	}
 }
