@@ -19,8 +19,8 @@ import pytest
 from conftest import E6_LIMIT, FIXTURE_ROOT, PROJECT, after_every_revision
 from throttlelab.analysis import commands as analysis, findings, stats, tidy
 from throttlelab.analysis.findings import CONTRADICTED, INCONCLUSIVE, NOT_TESTABLE, REPRODUCED, WEAKER
-from throttlelab.analysis.findings import engine, finding_catalogue, jobs_findings, predictions
-from throttlelab.model import calibration, catalogue
+from throttlelab.analysis.findings import engine, finding_catalogue, jobs_findings, predictions, services_findings
+from throttlelab.model import calibration, catalogue, seeds
 from throttlelab.model.config import load_design
 from throttlelab.model.quantities import go_default_gomaxprocs, parse_cpu
 from throttlelab.model.variants import VariantSpec
@@ -72,6 +72,8 @@ class Lab:
                     "repeat": rep,
                     "start": start or self.start,
                     "disturbed": rep in disturbed,
+                    # the variants of one repeat form a block on one arrival seed (model/seeds.py)
+                    "arrival_seed": seeds.arrival_seed(1, experiment, rep),
                     **VariantSpec.from_dict(experiment, variant, spec).columns(),
                 }
             )
@@ -1553,6 +1555,55 @@ def test_an_experiment_the_backend_left_out_whole_names_the_backends_reasons():
     plain = dataclasses.replace(evidence, left_out={})
     reasons = findings.evaluate(plain)[1].query("experiment == 'E2b'")["reason"]
     assert all("E2b is not in this run (its profile" in r for r in reasons)
+
+
+def _blocks_that_move_together(lab: Lab, experiment: str, variants: tuple[str, ...], sd: float, seed: int) -> Lab:
+    """Every metric of the variants' run k scaled by one factor per block k: what a common arrival schedule does
+    to a latency (a block that drew a collision of clumps is slow in every arm)."""
+    factors = np.exp(sd * np.random.default_rng(seed).standard_normal(64))
+    lab.metric_rows = [
+        (*r[:5], r[5] * factors[r[3]], *r[6:]) if r[1] == experiment and r[2] in variants else r
+        for r in lab.metric_rows
+    ]
+    return lab
+
+
+def test_f7_compares_the_arms_block_by_block_on_their_common_arrivals():
+    """E7's arms of one repeat share their arrival seed, so a block whose arrivals collide is slow in both: the
+    per-block ratio holds the split's cost steady where each arm's runs spread widely. Paired, F7 is decided;
+    the same runs judged as two independent samples (Welch) are not. A block whose runs drew different arrival
+    seeds (a log from before the seeds were shared) pairs nothing, and the check says so."""
+    lab = _blocks_that_move_together(full_lab(e7={"split_ratio": 1.3}), "E7", ("one-limit", "two-half"), 0.6, 5)
+    evidence = lab.evidence()
+    rows, checks = evaluate(lab)
+    row = checks[checks["check"] == "work p90 two-half / one-limit"].iloc[0]
+    assert rows["F7"]["verdict"] == REPRODUCED, row["reason"]
+    assert "paired" in row["method"] and "R = 5 blocks" in row["method"], row["method"]
+    assert 1.1 < row["lo"] < 1.3 < row["hi"] < 1.6
+    check = next(c for c in services_findings.F7.checks if c.variant == "two-half")
+    assert check.paired
+    welch = engine.evaluate_check("F7", dataclasses.replace(check, paired=False), evidence)
+    assert welch.verdict == INCONCLUSIVE and welch.lo < 1 < welch.hi, (welch.lo, welch.hi)
+    # one block on two arrival seeds: no longer a block
+    for run in lab.run_rows:
+        if run["experiment"] == "E7" and run["variant"] == "two-half" and run["repeat"] == 2:
+            run["arrival_seed"] = run["arrival_seed"] + 1
+    got = engine.evaluate_check("F7", check, lab.evidence())
+    assert got.verdict == INCONCLUSIVE
+    assert "1 repeat(s) ran two-half and one-limit on different or unrecorded arrival seeds" in got.reason
+    # logs without the seed at all (made before the runner recorded it)
+    for run in lab.run_rows:
+        run.pop("arrival_seed", None)
+    got = engine.evaluate_check("F7", check, lab.evidence())
+    assert got.verdict == INCONCLUSIVE and "5 repeat(s)" in got.reason, got.reason
+
+
+def test_a_paired_check_is_a_ratio_of_a_metrics_own_values_on_the_log_scale():
+    check = next(c for c in services_findings.F7.checks if c.variant == "two-half")
+    with pytest.raises(ValueError, match="paired=True needs a ratio on the log scale"):
+        dataclasses.replace(check, scale="linear")
+    with pytest.raises(ValueError, match="values computed"):
+        dataclasses.replace(check, values=lambda evidence, variant: np.ones(3))
 
 
 def test_a_check_whose_variants_the_profile_leaves_out_is_set_aside_not_the_whole_finding():

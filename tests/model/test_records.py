@@ -69,7 +69,13 @@ def _meta(interference: dict) -> dict:
     caps = Capabilities(
         cpus=2, cgroup_version=1, can_pin_cpus=True, has_pause_level=False, runtime="runc-new", notes=("a note",)
     )
-    ctx = Context(backend=None, capabilities=caps, node_cpus=None, seed=seeds.job_seed(20261130, "E2a", "limit1", 0))
+    ctx = Context(
+        backend=None,
+        capabilities=caps,
+        node_cpus=None,
+        seed=seeds.job_seed(20261130, "E2a", "limit1", 0),
+        arrivals=seeds.arrival_seed(20261130, "E2a", 0),
+    )
     now = datetime(2026, 1, 1, tzinfo=timezone.utc)
     run = {
         "result": ExperimentResult(window_s=2.0, notes=["ran"]),
@@ -102,6 +108,7 @@ def test_the_meta_record_the_runner_writes_fits_the_contract(orchestrator_s):
     assert checked([meta]) == [meta]
     assert meta["schema"] == records.SCHEMA_VERSION
     assert (meta["config_seed"], meta["seed"]) == (20261130, seeds.job_seed(20261130, "E2a", "limit1", 0))
+    assert meta["arrival_seed"] == seeds.arrival_seed(20261130, "E2a", 0)
     unmetered = _meta({"disturbed": False, "note": "not metered on the kind backend"})
     assert checked([unmetered]) == [unmetered]
 

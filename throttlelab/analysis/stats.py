@@ -832,6 +832,49 @@ def compare(
     )
 
 
+def compare_paired(a, b, *, level: float = 0.95, label: str = "per-run values") -> Comparison:
+    """Compare A with B block by block: ``a[i]`` and ``b[i]`` ran in the same block (one repeat of every arm, side
+    by side, on a common arrival seed: model/seeds.py), so what the block shared cancels in their ratio.
+
+    Effect and interval: the geometric mean of the per-block ratios a[i] / b[i] with a Student t interval on
+    their logs (df = blocks - 1), exponentiated; the same rules as :func:`estimate` on those ratios (fewer
+    than 3 blocks: NaN bounds, "n too small"; 3 or 4: "low n"; every ratio the same: "degenerate").
+    ``a12`` is the share of blocks in which A exceeded B (ties counting one half). No test beside it: the
+    verdicts' p is :func:`threshold_p` on the ratios."""
+    _check_level(level)
+    xa = _on_scale(a, log=True, name="a")
+    xb = _on_scale(b, log=True, name="b")
+    if xa.size != xb.size:
+        raise ValueError(
+            f"paired comparison: {xa.size} values of A against {xb.size} of B; each block holds one of each"
+        )
+    n = int(xa.size)
+    d = xa - xb
+    ratios = np.exp(d)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DegenerateWarning)
+        est = estimate(ratios, log=True, level=level, label=f"per-block ratios of {label}")
+    if est.flag == FLAG_DEGENERATE and n > 1:
+        _degenerate(f"{label}: every block's ratio the same")
+    a12 = float((np.sum(d > 0) + 0.5 * np.sum(d == 0)) / n) if n else math.nan
+    return Comparison(
+        effect=est.point,
+        lo=est.lo,
+        hi=est.hi,
+        n_a=n,
+        n_b=n,
+        level=level,
+        scale="log",
+        p_value=math.nan,
+        u=math.nan,
+        a12=a12,
+        min_p=math.nan,
+        method=f"ratio of geometric means, paired: Student t on the log of the per-block ratios of {label}; "
+        f"R = {n} blocks",
+        flag=est.flag,
+    )
+
+
 def ratio_of_means(a, b, *, level: float = 0.95, label: str = "per-run values", test: bool = True) -> Comparison:
     """Ratio of arithmetic means A / B with Fieller's interval, for quantities that can be exactly 0.
 

@@ -112,9 +112,12 @@ TABLE_COLUMNS: dict[str, dict[str, str]] = {
         "interference": "str",
         # how the CPU ran: "tcg" (emulated by QEMU), "kvm" (virtualized); empty on a host (vm backend only)
         "cpu_accel": "str",
-        # the seeds (model/seeds.py): the config's (meta.config_seed) and the job's derived from it (meta.seed)
+        # the seeds (model/seeds.py): the config's (meta.config_seed), the job's derived from it (meta.seed) and
+        # its block's arrival seed, common to the variants of one (experiment, repeat) (meta.arrival_seed; empty
+        # in logs that predate it)
         "config_seed": "Int64",
         "job_seed": "Int64",
+        "arrival_seed": "Int64",
         # the git commit of the code that made the run (meta.code; empty in logs that predate it or where no
         # checkout was there); the run's start is what a revised threshold's date is compared with
         "code_commit": "str",
@@ -568,6 +571,7 @@ class _LogReader:
                 cpu_accel(env),
                 _int_or_none(meta.get("config_seed")),
                 _int_or_none(meta.get("seed")),
+                _int_or_none(meta.get("arrival_seed")),
                 _text((meta.get("code") or {}).get("commit")),
             )
         )

@@ -21,6 +21,13 @@ class Context:
     #: marks one of the workload's busy intervals (``with ctx.busy(): ...``): the runner's interference meter
     #: judges only those (host/interference.py); outside a metered run it marks nothing
     busy: Callable[[], AbstractContextManager[None]] = nullcontext
+    #: the seed the load generator draws its arrivals from: the block's, common to the variants of one
+    #: (experiment, repeat) (model/seeds.py); None where no block exists (a pilot, a test): the job's own seed
+    arrivals: int | None = None
+
+    @property
+    def arrival_seed(self) -> int:
+        return self.seed if self.arrivals is None else self.arrivals
 
 
 @dataclass

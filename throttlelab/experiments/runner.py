@@ -180,6 +180,7 @@ def meta_record(
         "spec": spec.to_dict(),
         "runtime": spec.runtime or args.runtime,  # weight experiments choose theirs per variant
         "seed": ctx.seed,
+        "arrival_seed": ctx.arrival_seed,
         "config_seed": args.seed,
         "binaries": {v: {"path": str(p), "sha256": digests[v]} for v, p in binaries.items()},
         "environment": environment,
@@ -236,7 +237,14 @@ def run(args: argparse.Namespace) -> int:
     backend.preflight()
     caps = backend.capabilities()
     job_seed = seeds.job_seed(args.seed, args.experiment, args.variant, args.repeat)
-    ctx = Context(backend=backend, capabilities=caps, node_cpus=args.node_cpus, seed=job_seed, progress=progress)
+    ctx = Context(
+        backend=backend,
+        capabilities=caps,
+        node_cpus=args.node_cpus,
+        seed=job_seed,
+        progress=progress,
+        arrivals=seeds.arrival_seed(args.seed, args.experiment, args.repeat),
+    )
     digests = {v: sha256_file(p) for v, p in binaries.items()}
     code = code_version()
     environment: dict[str, Any] = {}  # asked once, after the first attempt (kind reports the clusters it used)

@@ -225,7 +225,7 @@ def _run_load_sampled(
     """Drive the targets with the generator while sampling the pods' counters; keep both in the log."""
     interval = (spec.sample_ms or 100) / 1000
     with PodSampler(dep, pods, interval, spec.load_cpus) as sampler, ctx.busy():
-        load = dep.run_load(load_args(spec, targets, ctx.seed, label), timeout_s=load_timeout_s(spec))
+        load = dep.run_load(load_args(spec, targets, ctx.arrival_seed, label), timeout_s=load_timeout_s(spec))
     result.records.extend(sampler.records(window_start_ns(load)))
     result.add_output(load)
     result.window_s = spec.duration_ms / 1000

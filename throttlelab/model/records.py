@@ -135,6 +135,7 @@ RECORDS: dict[str, Shape] = {
             },
             {
                 "seed": "int",
+                "arrival_seed": "int",
                 "config_seed": "int",
                 "binaries": "dict",
                 "node_cpus": "str?",

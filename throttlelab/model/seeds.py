@@ -3,11 +3,17 @@
 config.yaml's ``seed`` (the *config seed*; every raw log records it as ``meta.config_seed``, runs.csv
 as ``config_seed``) is the root of every random choice, each derived here once:
 
-* the measuring order: each experiment's jobs shuffled by ``random.Random("<seed>/<experiment>")``
-  (:func:`measuring_order`; rules/common.smk numbers the jobs from it, docs/STATISTICS.md §6);
+* the measuring order: randomized complete blocks, each experiment's repeat k of every variant one
+  block, the blocks in repeat order and the variants of block k shuffled by
+  ``random.Random("<seed>/<experiment>/<k>")`` (:func:`measuring_order`; model/plan.py numbers the jobs
+  from it, docs/STATISTICS.md §6);
 * each job's seed: the first 8 hex digits of ``sha256("<seed>/<experiment>/<variant>/<repeat>")``
   (:func:`job_seed`; the runner hands it to the experiment, ``meta.seed``, runs.csv ``job_seed``);
-* from the job's seed, the load schedules: ``cpulab load -seed`` is the job seed itself
+* each block's arrival seed, common to the variants of one (experiment, repeat): the first 8 hex digits
+  of ``sha256("<seed>/<experiment>/<repeat>/arrivals")``, a text no job seed hashes (theirs end in the
+  repeat) (:func:`arrival_seed`, ``meta.arrival_seed``, runs.csv ``arrival_seed``), so the arms of a block meet the same arrivals and a check may compare
+  them block by block (docs/STATISTICS.md §4);
+* from the arrival seed, the load schedules: ``cpulab load -seed`` is the arrival seed itself
   (:func:`load_seed`), and the workload draws its streams from it with ``rand.NewPCG(seed, stream)``,
   one stream each for the /work and /ping arrivals and the connection balancing
   (:data:`WORKLOAD_STREAMS`, held against workload/internal/loadgen by a Go test reading
@@ -43,22 +49,39 @@ T = TypeVar("T")
 
 
 def measuring_order(config_seed: int, experiment: str, jobs: Sequence[T]) -> list[T]:
-    """An experiment's jobs in their seeded measuring order: its variants' repeats interleaved at
-    random, so drift over a run cannot masquerade as a difference between variants."""
-    order = list(jobs)
-    random.Random(f"{config_seed}/{experiment}").shuffle(order)
+    """An experiment's jobs in their seeded measuring order, as randomized complete blocks: the jobs of
+    repeat k (each job's last element) form block k, the blocks run in repeat order, and the variants
+    inside a block in an order of their own. Drift over a run then falls on every variant alike, and the
+    arms of a block run side by side in time."""
+    blocks: dict[int, list[T]] = {}
+    for job in jobs:
+        blocks.setdefault(job[-1], []).append(job)  # type: ignore[index]
+    order: list[T] = []
+    for repeat in sorted(blocks):
+        block = blocks[repeat]
+        random.Random(f"{config_seed}/{experiment}/{repeat}").shuffle(block)
+        order += block
     return order
 
 
+def _digest_seed(text: str) -> int:
+    """0 <= seed < 2**32 from the first 8 hex digits of the text's SHA-256, the same on every machine."""
+    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
+
+
 def job_seed(config_seed: int, experiment: str, variant: str, repeat: int) -> int:
-    """The seed of one job (experiment, variant, repeat): 0 <= seed < 2**32, the same on every machine."""
-    digest = hashlib.sha256(f"{config_seed}/{experiment}/{variant}/{repeat}".encode()).hexdigest()
-    return int(digest[:8], 16)
+    """The seed of one job (experiment, variant, repeat)."""
+    return _digest_seed(f"{config_seed}/{experiment}/{variant}/{repeat}")
 
 
-def load_seed(job: int) -> int:
-    """``cpulab load -seed`` of a job: its seed itself (the workload's streams separate what it draws)."""
-    return job
+def arrival_seed(config_seed: int, experiment: str, repeat: int) -> int:
+    """The arrival seed of one block (experiment, repeat): every variant of the block draws its load from it."""
+    return _digest_seed(f"{config_seed}/{experiment}/{repeat}/arrivals")
+
+
+def load_seed(arrivals: int) -> int:
+    """``cpulab load -seed`` of a run: its arrival seed itself (the workload's streams separate what it draws)."""
+    return arrivals
 
 
 def housekeeping_rng(job: int) -> random.Random:

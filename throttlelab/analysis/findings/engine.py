@@ -381,6 +381,31 @@ class Evidence:
             self, metrics=keep(self.metrics), runs=keep(self.runs), headers=keep(self.headers), design_runs=self._design
         )
 
+    def blocks(self, experiment: str, variant: str, baseline: str, metric: str) -> tuple[np.ndarray, np.ndarray, int]:
+        """The two arms' values of ``metric`` paired by repeat, over the repeats both hold whose runs drew their
+        arrivals from one seed (runs.csv ``arrival_seed``), in repeat order; and the number of repeats both
+        hold that did not (a seed missing or different)."""
+
+        def by_repeat(v: str) -> dict[int, float]:
+            m = self.metrics
+            mine = m[(m["experiment"] == experiment) & (m["variant"] == v) & (m["metric"] == metric)]
+            return dict(zip(mine["repeat"].astype(int), mine["value"].astype(float)))
+
+        def seeds_of(v: str) -> dict[int, object]:
+            r = self.runs
+            if "arrival_seed" not in r.columns:
+                return {}
+            mine = r[(r["experiment"] == experiment) & (r["variant"] == v)]
+            return {int(k): s for k, s in zip(mine["repeat"], mine["arrival_seed"]) if not pd.isna(s)}
+
+        va, vb = by_repeat(variant), by_repeat(baseline)
+        sa, sb = seeds_of(variant), seeds_of(baseline)
+        both = sorted(set(va) & set(vb))
+        paired = [k for k in both if k in sa and k in sb and sa[k] == sb[k]]
+        a = np.array([va[k] for k in paired], dtype=float)
+        b = np.array([vb[k] for k in paired], dtype=float)
+        return a, b, len(both) - len(paired)
+
     def run_count(self, experiment: str, variants: Sequence[str] = ()) -> int:
         """Runs of the experiment (of ``variants`` only, when given)."""
         mine = self.runs[self.runs["experiment"] == experiment] if not self.runs.empty else self.runs
@@ -466,6 +491,17 @@ class Check:
     #: the possible range of the per-run value, which bounds the mean when every run gave the same value
     #: (stats.mean_tie_bound); None: [0, 1] for a proportion (scale "logit"), else [0, inf)
     value_range: tuple[float, float] | None = None
+    #: a ratio judged block by block (stats.compare_paired): the variant's and the baseline's runs of one repeat
+    #: ran side by side on one arrival seed (model/seeds.py), and the interval is the per-block log ratio's;
+    #: blocks whose two runs did not share their arrivals pair nothing (docs/STATISTICS.md §4)
+    paired: bool = False
+
+    def __post_init__(self) -> None:
+        if self.paired and (self.kind != "ratio" or self.scale != "log" or self.values is not None):
+            raise ValueError(
+                f"check {self.label!r}: paired=True needs a ratio on the log scale of a metric's own per-run values "
+                f"(kind {self.kind!r}, scale {self.scale!r}{', values computed' if self.values else ''})"
+            )
 
     @property
     def role(self) -> str:
@@ -773,13 +809,28 @@ def _undefined(values: np.ndarray, metric: str, variant: str) -> str | None:
 def evaluate_ratio(base: CheckResult, evidence: Evidence, level: float | None = None) -> CheckResult:
     level = evidence.level if level is None else level
     check, metric, threshold = base.check, base.metric, base.threshold
-    a = run_values(check, evidence, check.variant, metric)
-    b = run_values(check, evidence, check.baseline, metric)
+    if check.paired:
+        a, b, unpaired = evidence.blocks(check.experiment, check.variant, check.baseline, metric)
+        if unpaired:
+            return replace(
+                base,
+                reason=f"{unpaired} repeat(s) ran {check.variant} and {check.baseline} on different or unrecorded "
+                "arrival seeds (runs.csv arrival_seed): the check compares blocks that shared their arrivals",
+            )
+    else:
+        a = run_values(check, evidence, check.variant, metric)
+        b = run_values(check, evidence, check.baseline, metric)
     problem = _undefined(a, metric, check.variant) or _undefined(b, metric, check.baseline)
     if problem:
         return replace(base, reason=problem)
     label = f"per-run {metric}"
-    if check.scale == "mean-ratio":
+    if check.paired:
+        if a.min() <= 0 or b.min() <= 0:
+            zeros = int((a <= 0).sum() + (b <= 0).sum())
+            return replace(base, reason=f"{metric} is 0 in {zeros} runs, so no ratio of geometric means exists")
+        cmp = _quiet(lambda: stats.compare_paired(a, b, level=level, label=label))
+        what = "the ratio"
+    elif check.scale == "mean-ratio":
         cmp = _quiet(lambda: stats.ratio_of_means(a, b, level=level, label=label, test=False))
         what = "the ratio of means"
     elif check.scale in ("log", "linear"):
@@ -795,7 +846,11 @@ def evaluate_ratio(base: CheckResult, evidence: Evidence, level: float | None = 
     # the p shown tests the check's own threshold, one-sided, with the interval's own Welch t (docs/STATISTICS.md §4);
     # a Mann-Whitney p of "equal distributions" decides nothing, so none is shown
     p = (
-        stats.threshold_p(a, b, threshold=threshold[0], relation=check.relation, log=check.scale == "log")
+        (
+            stats.threshold_p(a / b, threshold=threshold[0], relation=check.relation, log=True)
+            if check.paired
+            else stats.threshold_p(a, b, threshold=threshold[0], relation=check.relation, log=check.scale == "log")
+        )
         if shown_p and threshold
         else math.nan
     )

@@ -663,6 +663,7 @@ F7 = cite(
                 threshold=(1.0,),
                 scale="log",
                 quantile_of="work",
+                paired=True,
                 why=f"{_LATENCY} 'Worse' is the claim: the whole interval of the ratio above 1. Model: with an even "
                 "split each replica gets half of every clump with half the quota, which throttles the same "
                 "share of each clump as the single pod (ratio 1); the uneven split of per-connection balancing "
@@ -679,6 +680,7 @@ F7 = cite(
                 threshold=(1.0,),
                 scale="log",
                 quantile_of="work",
+                paired=True,
                 why=f"{_LATENCY} The same comparison with twice the quota (2 replicas x L against 1 pod x 2L): "
                 "'worse' means the whole interval above 1 (model with an even split: 1).",
             ),
@@ -879,6 +881,7 @@ F17 = cite(
                 relation="<",
                 scale="log",
                 quantile_of="work",
+                paired=True,
                 derive=no_cost(X6_CLUMPED_500M_G2, X6_CLUMPED_500M_G1, "latency"),
                 requirements=(two_threads((X6_CLUMPED_500M_G1, X6_CLUMPED_500M_G2)),),
                 why=f"{_LATENCY_OURS} No latency cost: Go's default two threads no more than 10% slower than one.",
@@ -907,6 +910,7 @@ F17 = cite(
                 relation=">",
                 scale="log",
                 quantile_of="work",
+                paired=True,
                 derive=two_threads_gain(X6_CLUMPED_500M_G1, X6_CLUMPED_500M_G2),
                 requirements=(two_threads((X6_CLUMPED_500M_G1, X6_CLUMPED_500M_G2)),),
                 decisive=False,
