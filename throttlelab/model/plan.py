@@ -75,9 +75,9 @@ def real_node_in_guest(design: Design) -> bool:
 
 def measuring_priorities(design: Design) -> dict[tuple[str, str, int], int]:
     """(experiment, variant, repeat) -> its place in the measuring order, highest first: the
-    experiments in the profile's order, and inside each one its variants' repeats interleaved in a
-    random order seeded by the config's seed (model/seeds.py, docs/STATISTICS.md §6), so drift over a run
-    cannot masquerade as a difference between variants. Snakemake runs the ready job of highest
+    experiments in the profile's order, and inside each one randomized complete blocks, repeat k of every
+    variant in block k, in an order seeded by the config's seed (model/seeds.py, docs/STATISTICS.md §6), so drift
+    over a run cannot masquerade as a difference between variants. Snakemake runs the ready job of highest
     priority first. The seed is in every raw log (config_seed)."""
     order = {}
     place = len(design.jobs())

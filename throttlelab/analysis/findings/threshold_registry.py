@@ -72,6 +72,9 @@ _CLUMPS = _revision_of("47aa3ce", "2026-12-05T18:56:02+00:00")
 _CLUMPS_NOTE = "the quantile chosen by the window's clumps, not its requests (with fewer than 6, the maximum over them)"
 #: F2's premise, the threads on two run queues measured by getcpu, after F2 read contradicted on kind and the real node
 _TWO_QUEUES = _revision_of("8b23839", "2026-12-06T04:24:11+00:00")
+#: F7's and F17's latency ratios judged block by block on common arrivals, after quick runs had judged them unpaired
+_BLOCKS = _revision_of("bca2dd4", "2026-12-06T07:31:44+00:00")
+_BLOCKS_NOTE = "paired: the per-block ratio of arms that shared their arrival seed (was Welch on independent runs)"
 #: F14's lower band ends, amended before any X3 data
 _F14_LOWER_ENDS = Revision(
     "a14257a",
@@ -104,8 +107,8 @@ REGISTRY: dict[tuple[str, str], Revision] = {
     ("F6", "throttled_ratio steady-limit"): BASE,
     ("F6", "work {q} clumped-limit / clumped-nolimit"): _CLUMPS(_CLUMPS_NOTE),
     ("F6", "avg_cores clumped-limit"): BASE,
-    ("F7", "work {q} two-half / one-limit"): _CLUMPS(_CLUMPS_NOTE),
-    ("F7", "work {q} two-limit / one-double"): _CLUMPS(_CLUMPS_NOTE),
+    ("F7", "work {q} two-half / one-limit"): _BLOCKS(f"{_BLOCKS_NOTE}; {_CLUMPS_NOTE}"),
+    ("F7", "work {q} two-limit / one-double"): _BLOCKS(f"{_BLOCKS_NOTE}; {_CLUMPS_NOTE}"),
     ("F8", "read back = design (E4)"): BASE,
     ("F8", "share_pod-p100m / share_pod-two E5 pods"): BASE,
     ("F8", "share_pod-p1 / share_pod-two E5 pods"): BASE,
@@ -143,14 +146,14 @@ REGISTRY: dict[tuple[str, str], Revision] = {
     ("F16", "throttled_ratio use30"): OURS,
     ("F16", "throttled_ratio use90"): OURS,
     ("F16", "work {q} use90 / use30"): OURS,
-    ("F17", "work {q} clumped-500m-g2 / clumped-500m-g1"): _CLUMPS(
-        "non-inferiority, at most 10% slower, at " + _CLUMPS_NOTE
+    ("F17", "work {q} clumped-500m-g2 / clumped-500m-g1"): _BLOCKS(
+        f"{_BLOCKS_NOTE}; non-inferiority, at most 10% slower, at {_CLUMPS_NOTE}"
     ),
     ("F17", "throughput_rps closed-500m-g2 / closed-500m-g1"): _NON_INFERIORITY(
         "non-inferiority, at least 1/1.1 (replaces the x/÷ 1.25 band as decisive)"
     ),
-    ("F17", "work {q} clumped-500m-g1 / clumped-500m-g2"): _CLUMPS(
-        "supporting magnitude with the load generator on the second CPU, at " + _CLUMPS_NOTE
+    ("F17", "work {q} clumped-500m-g1 / clumped-500m-g2"): _BLOCKS(
+        f"{_BLOCKS_NOTE}; supporting magnitude with the load generator on the second CPU, at {_CLUMPS_NOTE}"
     ),
     ("F17", "throughput_rps closed-500m-g2 / closed-500m-g1 (same)"): _NON_INFERIORITY(
         "the x/÷ 1.25 band kept as a supporting check"
