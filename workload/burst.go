@@ -23,6 +23,9 @@ type burstOptions struct {
 	// so that processes started apart (X4's pods) burst together, or exactly offset apart.
 	align  bool
 	offset time.Duration
+	// spread: burner thread i runs only on the i-th (mod their number) of the CPUs the process may run on,
+	// so that threads up to the CPUs' number are certain to burn on as many run queues.
+	spread bool
 }
 
 type roundRecord struct {
@@ -60,6 +63,7 @@ func runBurst(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.rounds, "rounds", 20, "number of rounds")
 	fs.BoolVar(&o.align, "align", false, "start round 0 on the next multiple of -interval since the Unix epoch (+ -offset)")
 	fs.DurationVar(&o.offset, "offset", 0, "with -align: start that much after the grid point")
+	fs.BoolVar(&o.spread, "spread", false, "pin burner thread i to the i-th (mod their number) of the CPUs the process may run on")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -85,7 +89,18 @@ func runBurst(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // the summary. Round i starts at start + i*interval, or at once if the
 // previous round overran; the run lasts until the last interval is over.
 func burst(ctx context.Context, o burstOptions, out *record.Writer) (burstSummary, error) {
-	pool := newBurnerPool(o.threads)
+	var cpus []int
+	if o.spread {
+		allowed, err := threadcpu.Allowed()
+		if err != nil {
+			return burstSummary{}, err
+		}
+		cpus = allowed
+	}
+	pool, err := newBurnerPool(o.threads, cpus)
+	if err != nil {
+		return burstSummary{}, err
+	}
 	defer pool.close()
 
 	start := time.Now()
@@ -167,14 +182,23 @@ type burnResult struct {
 // apart), often enough to see where a burn of a few ms ran and rarely enough to cost under 1%.
 const placementEvery = 4
 
-func newBurnerPool(threads int) *burnerPool {
+// newBurnerPool starts the threads; with cpus, thread i is pinned to cpus[i % len(cpus)] before it
+// burns, and it returns once every pin holds (the first failure otherwise).
+func newBurnerPool(threads int, cpus []int) (*burnerPool, error) {
 	p := &burnerPool{results: make(chan burnResult, threads)}
+	pinned := make(chan error, threads)
 	for i := 0; i < threads; i++ {
 		start := make(chan time.Duration)
 		p.starts = append(p.starts, start)
 		go func() {
 			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
+			if len(cpus) == 0 {
+				defer runtime.UnlockOSThread()
+				pinned <- nil
+			} else {
+				// never unlocked: a pinned thread ends with its goroutine instead of returning to the runtime
+				pinned <- threadcpu.Pin(cpus[i%len(cpus)])
+			}
 			for work := range start {
 				var where threadcpu.Placement
 				calls := 0
@@ -189,7 +213,17 @@ func newBurnerPool(threads int) *burnerPool {
 			}
 		}()
 	}
-	return p
+	var firstErr error
+	for i := 0; i < threads; i++ {
+		if err := <-pinned; err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	if firstErr != nil {
+		p.close()
+		return nil, firstErr
+	}
+	return p, nil
 }
 
 // burnAll starts every thread's burn as close together as possible and

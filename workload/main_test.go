@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"cpulab/internal/cgroup"
+	"cpulab/internal/threadcpu"
 )
 
 // useFixtureCgroup points the cgroup reader at a v2 fixture tree, so the
@@ -142,6 +144,30 @@ func TestBurstWritesOneRecordPerRound(t *testing.T) {
 	summary := recs[4]
 	if summary["type"] != "summary" || summary["rounds"] != 3.0 || summary["elapsed_s"].(float64) < 0.06 {
 		t.Errorf("summary %v", summary)
+	}
+}
+
+func TestBurstSpreadPutsEachThreadOnItsOwnCPU(t *testing.T) {
+	useFixtureCgroup(t)
+	allowed, err := threadcpu.Allowed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	threads := min(len(allowed), 4)
+	code, recs, stderr := runCLI(t, context.Background(),
+		"burst", fmt.Sprintf("-threads=%d", threads), "-work=3ms", "-interval=20ms", "-rounds=5", "-spread")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, r := range recs[1:6] {
+		if r["type"] != "round" || r["thread_cpus"] != float64(threads) {
+			t.Errorf("%d threads spread over %v: round %v", threads, allowed, r)
+		}
+	}
+	// the pins ended with the burners: this thread may still run anywhere it could
+	after, err := threadcpu.Allowed()
+	if err != nil || len(after) != len(allowed) {
+		t.Errorf("after the burst a thread may run on %v (%v), before on %v", after, err, allowed)
 	}
 }
 

@@ -64,6 +64,7 @@ def _burst_container(spec: VariantSpec, *extra: str) -> Container:
         f"-work={spec.work_ms}ms",
         f"-interval={spec.interval_ms}ms",
         f"-rounds={spec.rounds}",
+        *(("-spread",) if spec.spread else ()),
         *extra,
     )
     return Container(

@@ -116,6 +116,8 @@ class VariantSpec:
     upstream_alloc_bytes: int | None = None
     upstream_live_mb: int | None = None
     upstream_gomaxprocs: int | None = None
+    # E2a: each burner thread pinned to its own CPU of those the job may run on (cpulab burst -spread)
+    spread: bool | None = None
     # X4 (docs/EXPERIMENTS.md): several pods each running the burst job, together or staggered
     pods: int | None = None
     stagger: bool | None = None

@@ -45,6 +45,42 @@ func CPU() (int, error) {
 	return int(cpu), nil
 }
 
+// cpuMask is a kernel CPU set (cpu_set_t) of 1024 CPUs, as sched_getaffinity(2) and sched_setaffinity(2) take it.
+type cpuMask [16]uint64
+
+// Allowed returns the CPUs the calling thread may run on (sched_getaffinity(2) of thread 0: itself), in order.
+func Allowed() ([]int, error) {
+	var set cpuMask
+	_, _, errno := syscall.RawSyscall(syscall.SYS_SCHED_GETAFFINITY, 0, unsafe.Sizeof(set), uintptr(unsafe.Pointer(&set)))
+	if errno != 0 {
+		return nil, fmt.Errorf("sched_getaffinity: %w", errno)
+	}
+	var cpus []int
+	for cpu := 0; cpu < len(set)*64; cpu++ {
+		if set[cpu/64]&(1<<(cpu%64)) != 0 {
+			cpus = append(cpus, cpu)
+		}
+	}
+	return cpus, nil
+}
+
+// Pin keeps the calling OS thread on one CPU (sched_setaffinity(2) of thread 0: itself). The caller must
+// have locked its goroutine to the thread (runtime.LockOSThread) for as long as the pin should hold: the
+// Go runtime starts new threads from a template thread, never from a locked one, so no other thread
+// inherits the pin.
+func Pin(cpu int) error {
+	if cpu < 0 || cpu >= len(cpuMask{})*64 {
+		return fmt.Errorf("sched_setaffinity: CPU %d outside 0-%d", cpu, len(cpuMask{})*64-1)
+	}
+	var set cpuMask
+	set[cpu/64] |= 1 << (cpu % 64)
+	_, _, errno := syscall.RawSyscall(syscall.SYS_SCHED_SETAFFINITY, 0, unsafe.Sizeof(set), uintptr(unsafe.Pointer(&set)))
+	if errno != 0 {
+		return fmt.Errorf("sched_setaffinity to CPU %d: %w", cpu, errno)
+	}
+	return nil
+}
+
 // Placement counts where a thread ran, one getcpu reading at a time.
 type Placement struct {
 	cpus   []int // the CPUs seen, in the order first seen

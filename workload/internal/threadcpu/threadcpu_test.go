@@ -1,6 +1,7 @@
 package threadcpu
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"strconv"
@@ -145,4 +146,52 @@ func TestPlacementMainIsTheCPUOfMostReadings(t *testing.T) {
 	if main := here.Main(); !allowedCPUs(t)[main] {
 		t.Errorf("three readings on this thread: Main() = %d (%+v)", main, here)
 	}
+}
+
+func TestAllowedIsTheProcessAffinityAndPinHoldsTheThreadThere(t *testing.T) {
+	allowed := allowedCPUs(t)
+	failed := make(chan string, 1)
+	go func() {
+		// locked and never unlocked: the thread ends with the goroutine, so no pinned thread returns to the runtime
+		runtime.LockOSThread()
+		failed <- pinEach(allowed)
+	}()
+	if msg := <-failed; msg != "" {
+		t.Fatal(msg)
+	}
+	if err := Pin(-1); err == nil {
+		t.Fatal("Pin(-1) succeeded")
+	}
+}
+
+// pinEach pins the calling (locked) thread to each CPU Allowed gives in turn and burns there: "" when
+// Allowed agrees with the process's affinity and every burn ran on its CPU.
+func pinEach(allowed map[int]bool) string {
+	got, err := Allowed()
+	if err != nil {
+		return err.Error()
+	}
+	if len(got) != len(allowed) {
+		return fmt.Sprintf("Allowed() = %v, /proc/self/status says %v", got, allowed)
+	}
+	for _, cpu := range got {
+		if !allowed[cpu] {
+			return fmt.Sprintf("Allowed() = %v holds %d, not in %v", got, cpu, allowed)
+		}
+		if err := Pin(cpu); err != nil {
+			return err.Error()
+		}
+		now, err := Allowed()
+		if err != nil || len(now) != 1 || now[0] != cpu {
+			return fmt.Sprintf("after Pin(%d) the thread may run on %v (%v)", cpu, now, err)
+		}
+		var where Placement
+		if _, err := Burn(2*time.Millisecond, func() bool { where.Sample(); return false }); err != nil {
+			return err.Error()
+		}
+		if where.Main() != cpu {
+			return fmt.Sprintf("pinned to %d, the burn ran mainly on %d", cpu, where.Main())
+		}
+	}
+	return ""
 }
