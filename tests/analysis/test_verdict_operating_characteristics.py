@@ -4,15 +4,16 @@ Coverage under the interval's own model can hardly fail; these simulations ask w
 matters: a true effect exactly at the threshold, a contaminated run in the arm that would make a false claim
 read "reproduced", identical runs at R = 5 against a Bonferroni level, a "not throttled" bound when one run in
 ten throttles heavily, a share of periods with no event in any run (the pooled periods' exact bound, and the
-runs that reach the level), a union of decisive checks, two-humped runs and a failed premise. Every trial goes
+runs that reach the level), a union of decisive checks, two-humped runs, a failed premise, and arms whose blocks
+share their arrivals. Every trial goes
 through the engine (:func:`engine.evaluate_check`, :func:`engine.evaluate_checks`, :func:`engine.finding_verdict`).
 
 Each scenario runs :data:`TRIALS` seeded trials and asserts the count of wrong verdicts inside the exact binomial
 band of the level the rule states (:func:`within_level`: a count above the band's upper end has probability at
 most :data:`BAND` under the nominal level). Each rule also has a deliberately broken version (a 90% interval
 where 95% is stated, no Bonferroni level, ties decided at R = 5, the median run for a mean, a pooled bound at
-90%, zeros of a share decided at R = 5) that the same assertion must reject, so a wrong rule cannot pass. About
-25 s on one CPU.
+90%, zeros of a share decided at R = 5, blocks read as independent runs) that the same assertion must reject,
+so a wrong rule cannot pass. About 40 s on one CPU.
 """
 
 from __future__ import annotations
@@ -479,6 +480,58 @@ def test_a_failed_premise_never_contradicts():
         found.append(engine.finding_verdict(engine.evaluate_checks([finding], trials.evidence))[0])
     assert alone.count(CONTRADICTED) > 0.9 * TRIALS
     assert found.count(CONTRADICTED) == 0 and found.count(NOT_TESTABLE) > 0.9 * TRIALS
+
+
+# --------------------------------------------------------------------------
+# arms judged block by block on common arrivals
+
+
+#: blocks per paired scenario (quick's E7 repeats) and the spread a block's arrivals give both arms (log SD, about
+#: the clump model's per-run spread at 20 clumps), beside each run's own (docs/EXPERIMENTS.md)
+BLOCKS = 10
+BLOCK_SD, RUN_SD = 0.4, 0.2
+
+
+def paired_verdicts(paired: bool) -> pd.Series:
+    """At the threshold, each block's arrivals move both arms alike: "a / b > 1.75" is false, and a rule that
+    reads the blocks as blocks says "reproduced" at its level, exactly (the per-block log ratio is normal)."""
+    rng = np.random.default_rng(9)
+    block = BLOCK_SD * rng.standard_normal((TRIALS, BLOCKS))
+    a = 20.0 * 1.75 * np.exp(block + RUN_SD * rng.standard_normal((TRIALS, BLOCKS)))
+    b = 20.0 * np.exp(block + RUN_SD * rng.standard_normal((TRIALS, BLOCKS)))
+    check = replace(ratio_check(Trials(("a", "b"))), values=None, paired=paired)
+    runs = pd.DataFrame(
+        [
+            {"experiment": EXP, "variant": v, "repeat": r, "disturbed": False, "arrival_seed": r}
+            for v in ("a", "b")
+            for r in range(BLOCKS)
+        ]
+    )
+    keys = [(EXP, v, r, check.metric) for v in ("a", "b") for r in range(BLOCKS)]
+    out = []
+    for i in range(TRIALS):
+        metrics = pd.DataFrame(keys, columns=["experiment", "variant", "repeat", "metric"])
+        metrics["value"] = np.concatenate([a[i], b[i]])
+        evidence = Evidence(
+            metrics=metrics,
+            runs=runs,
+            headers=pd.DataFrame(columns=["experiment", "variant", "num_cpu"]),
+            profile_experiments=frozenset({EXP}),
+        )
+        out.append(engine.evaluate_check("F0", check, evidence).verdict)
+    return pd.Series(out).value_counts()
+
+
+def test_blocks_on_common_arrivals_reproduce_falsely_at_the_stated_level():
+    got = paired_verdicts(paired=True)
+    assert within_level(int(got.get(REPRODUCED, 0)), ONE_SIDED, exact=True), got
+    assert got.get(CONTRADICTED, 0) == 0, got
+
+
+def test_the_same_blocks_read_as_independent_runs_would_fail():
+    # Welch counts the blocks' common spread twice: far fewer false "reproduced" than stated, and the power lost
+    got = paired_verdicts(paired=False)
+    assert not within_level(int(got.get(REPRODUCED, 0)), ONE_SIDED, exact=True), got
 
 
 def test_the_band_rejects_what_it_must():
