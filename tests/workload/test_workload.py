@@ -202,7 +202,15 @@ def test_burst_is_throttled_by_a_v1_quota(binaries, v1_cgroups):
     header = limited[0]
     assert header["cgroup"]["version"] == 1 and header["cgroup"]["path"] == f"/{name}-limited"
     assert header["cgroup"]["quota_us"] == 50000 and header["cgroup"]["period_us"] == 100000
-    assert header["params"] == {"threads": 4, "work": 20.0, "interval": 230.0, "rounds": 8, "align": False, "offset": 0}
+    assert header["params"] == {
+        "threads": 4,
+        "work": 20.0,
+        "interval": 230.0,
+        "rounds": 8,
+        "align": False,
+        "offset": 0,
+        "spread": False,
+    }
     rounds = of_type(limited, "round")
     assert len(rounds) == 8
     # Work is thread CPU time, not wall time: at least the 20 ms asked, and well under the round's wall time

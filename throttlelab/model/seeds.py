@@ -11,8 +11,8 @@ as ``config_seed``) is the root of every random choice, each derived here once:
   (:func:`job_seed`; the runner hands it to the experiment, ``meta.seed``, runs.csv ``job_seed``);
 * each block's arrival seed, common to the variants of one (experiment, repeat): the first 8 hex digits
   of ``sha256("<seed>/<experiment>/<repeat>/arrivals")``, a text no job seed hashes (theirs end in the
-  repeat) (:func:`arrival_seed`, ``meta.arrival_seed``, runs.csv ``arrival_seed``), so the arms of a block meet the same arrivals and a check may compare
-  them block by block (docs/STATISTICS.md §4);
+  repeat) (:func:`arrival_seed`, ``meta.arrival_seed``, runs.csv ``arrival_seed``), so the arms of a
+  block meet the same arrivals and a check may compare them block by block (docs/STATISTICS.md §4);
 * from the arrival seed, the load schedules: ``cpulab load -seed`` is the arrival seed itself
   (:func:`load_seed`), and the workload draws its streams from it with ``rand.NewPCG(seed, stream)``,
   one stream each for the /work and /ping arrivals and the connection balancing
