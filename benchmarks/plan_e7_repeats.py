@@ -82,20 +82,6 @@ def run_latencies(
     return np.array(latencies)
 
 
-def run_p90(
-    rng: np.random.Generator,
-    replicas: int,
-    quota_ms: float,
-    clumps: int,
-    window_ms: float,
-    per_clump: bool = False,
-    q: float = 0.9,
-    times: np.ndarray | None = None,
-) -> float:
-    """One simulated run's q-quantile of request latency (ms; type 7, p90 by default, q = 1 the maximum)."""
-    return float(stats.quantile(run_latencies(rng, replicas, quota_ms, clumps, window_ms, per_clump, times), q))
-
-
 def profile_quantile(clumps: int) -> tuple[float, str]:
     """The per-run statistic the profile compares over ``clumps`` clumps: the highest quantile they support
     (docs/STATISTICS.md §2), else the maximum (q = 1); with its name."""
@@ -143,7 +129,7 @@ def main() -> None:
                 times = rng.uniform(0, window_ms, clumps)
                 per_block.append(
                     {
-                        arm: run_p90(rng, n, quota, clumps, window_ms, per_clump, q, times)
+                        arm: float(stats.quantile(run_latencies(rng, n, quota, clumps, window_ms, per_clump, times), q))
                         for arm, (n, quota) in ARMS.items()
                     }
                 )
