@@ -824,10 +824,10 @@ def evaluate_ratio(base: CheckResult, evidence: Evidence, level: float | None = 
     if problem:
         return replace(base, reason=problem)
     label = f"per-run {metric}"
+    if check.scale == "log" and (a.min() <= 0 or b.min() <= 0):  # a paired check is on the log scale too
+        zeros = int((a <= 0).sum() + (b <= 0).sum())
+        return replace(base, reason=f"{metric} is 0 in {zeros} runs, so no ratio of geometric means exists")
     if check.paired:
-        if a.min() <= 0 or b.min() <= 0:
-            zeros = int((a <= 0).sum() + (b <= 0).sum())
-            return replace(base, reason=f"{metric} is 0 in {zeros} runs, so no ratio of geometric means exists")
         cmp = _quiet(lambda: stats.compare_paired(a, b, level=level, label=label))
         what = "the ratio"
     elif check.scale == "mean-ratio":
@@ -835,9 +835,6 @@ def evaluate_ratio(base: CheckResult, evidence: Evidence, level: float | None = 
         what = "the ratio of means"
     elif check.scale in ("log", "linear"):
         log = check.scale == "log"
-        if log and (a.min() <= 0 or b.min() <= 0):
-            zeros = int((a <= 0).sum() + (b <= 0).sum())
-            return replace(base, reason=f"{metric} is 0 in {zeros} runs, so no ratio of geometric means exists")
         cmp = _quiet(lambda: stats.compare(a, b, log=log, level=level, label=label, test=False))
         what = "the ratio" if log else "the difference"
     else:
