@@ -171,6 +171,34 @@ func TestBurstSpreadPutsEachThreadOnItsOwnCPU(t *testing.T) {
 	}
 }
 
+func TestBurnerPoolPinsEachThreadWhereItIsTold(t *testing.T) {
+	// two busy threads on a host of two CPUs or more run on two of them unless something holds them: pinned
+	// both to one CPU they report one, whatever the scheduler would do
+	allowed, err := threadcpu.Allowed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(allowed) < 2 {
+		t.Skipf("one CPU (%v): two threads share it pinned or not", allowed)
+	}
+	last := allowed[len(allowed)-1]
+	for _, tc := range []struct {
+		cpus []int
+		want int
+	}{{[]int{last, last}, 1}, {allowed[:2], 2}} {
+		pool, err := newBurnerPool(2, tc.cpus)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for round := 0; round < 3; round++ {
+			if _, cpus, err := pool.burnAll(5 * time.Millisecond); err != nil || cpus != tc.want {
+				t.Errorf("threads pinned to %v: round %d ran on %d CPUs (%v), want %d", tc.cpus, round, cpus, err, tc.want)
+			}
+		}
+		pool.close()
+	}
+}
+
 func TestAlignedStartIsTheNextGridPointPlusTheOffset(t *testing.T) {
 	interval := 433 * time.Millisecond
 	for _, tc := range []struct {

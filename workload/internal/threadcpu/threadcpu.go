@@ -45,8 +45,11 @@ func CPU() (int, error) {
 	return int(cpu), nil
 }
 
-// cpuMask is a kernel CPU set (cpu_set_t) of 1024 CPUs, as sched_getaffinity(2) and sched_setaffinity(2) take it.
+// cpuMask is a kernel CPU set (cpu_set_t) of maskCPUs CPUs, as sched_getaffinity(2) and sched_setaffinity(2) take it.
 type cpuMask [16]uint64
+
+// maskCPUs is how many CPUs a cpuMask holds.
+const maskCPUs = len(cpuMask{}) * 64
 
 // Allowed returns the CPUs the calling thread may run on (sched_getaffinity(2) of thread 0: itself), in order.
 func Allowed() ([]int, error) {
@@ -56,7 +59,7 @@ func Allowed() ([]int, error) {
 		return nil, fmt.Errorf("sched_getaffinity: %w", errno)
 	}
 	var cpus []int
-	for cpu := 0; cpu < len(set)*64; cpu++ {
+	for cpu := 0; cpu < maskCPUs; cpu++ {
 		if set[cpu/64]&(1<<(cpu%64)) != 0 {
 			cpus = append(cpus, cpu)
 		}
@@ -69,8 +72,8 @@ func Allowed() ([]int, error) {
 // Go runtime starts new threads from a template thread, never from a locked one, so no other thread
 // inherits the pin.
 func Pin(cpu int) error {
-	if cpu < 0 || cpu >= len(cpuMask{})*64 {
-		return fmt.Errorf("sched_setaffinity: CPU %d outside 0-%d", cpu, len(cpuMask{})*64-1)
+	if cpu < 0 || cpu >= maskCPUs {
+		return fmt.Errorf("sched_setaffinity: CPU %d outside 0-%d", cpu, maskCPUs-1)
 	}
 	var set cpuMask
 	set[cpu/64] |= 1 << (cpu % 64)
