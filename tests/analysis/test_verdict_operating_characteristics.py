@@ -507,13 +507,14 @@ def paired_verdicts(paired: bool) -> pd.Series:
             for r in range(BLOCKS)
         ]
     )
-    keys = [(EXP, v, r, check.metric) for v in ("a", "b") for r in range(BLOCKS)]
+    keys = pd.DataFrame(
+        [(EXP, v, r, check.metric) for v in ("a", "b") for r in range(BLOCKS)],
+        columns=["experiment", "variant", "repeat", "metric"],
+    )
     out = []
     for i in range(TRIALS):
-        metrics = pd.DataFrame(keys, columns=["experiment", "variant", "repeat", "metric"])
-        metrics["value"] = np.concatenate([a[i], b[i]])
         evidence = Evidence(
-            metrics=metrics,
+            metrics=keys.assign(value=np.concatenate([a[i], b[i]])),
             runs=runs,
             headers=pd.DataFrame(columns=["experiment", "variant", "num_cpu"]),
             profile_experiments=frozenset({EXP}),
