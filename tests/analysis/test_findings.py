@@ -2033,6 +2033,16 @@ def test_a_run_throttled_without_extra_wall_time_counts_against_the_band():
     assert np.isnan(jobs_findings.throttled_per_extra_wall("X3")(ev.evidence(), "cpus1")).all()
 
 
+def test_the_throttled_round_share_bound_is_half_the_unbudgeted_arms_model_share():
+    evidence = full_lab().evidence()
+    # the model throttles budget0's 40 ms burst against its 25 ms quota at 95% of the start phases (a burst that
+    # starts late enough in a period takes the next period's quota too), budget-full's at none
+    derivation = jobs_findings.throttled_in_few_rounds("budget-full", "budget0")(evidence, None)
+    assert derivation.threshold == (0.475,) and "in none of its rounds" in derivation.why
+    with pytest.raises(engine.Unmet, match="no absolute bound separates them"):
+        jobs_findings.throttled_in_few_rounds("budget0", "budget-full")(evidence, None)
+
+
 def test_a_not_throttled_bound_is_on_the_mean_so_one_heavy_run_in_ten_cannot_hide():
     # F12's "not throttled" bound, throttled_per_round < 0.475: one run in ten throttled in each of its 6 rounds,
     # the others never, is a mean of 0.6 per round, so the claim is false; on 8 runs all 8 are 0 in 0.9^8 = 43%

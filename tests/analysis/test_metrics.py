@@ -358,6 +358,33 @@ def test_several_pods_bursts_add_their_counts_and_average_the_rest():
     assert (got["nr_throttled"], got["nr_periods"]) == (4.0, 12.0)
     assert got["throttled_ratio"] == 4 / 12
     assert got["throttled_per_round"] == 0.5  # pod 0: 0 of 2 later rounds, pod 1: 2 of 2
+    assert got["throttled_round_share"] == 0.5  # the pods' mean: 0 and 1
+
+
+def test_the_throttled_round_share_counts_rounds_not_periods():
+    """Rounds after the first with one throttled period or more, over those rounds: a share in [0, 1], however
+    many periods a round was throttled in."""
+
+    def rounds(throttled):
+        n = len(throttled)
+        return pd.DataFrame(
+            {
+                "round": range(n),
+                "wall_ms": [10.0] * n,
+                "d_nr_periods": pd.array([3] * n, dtype="Int64"),
+                "d_nr_throttled": pd.array(throttled, dtype="Int64"),
+                "d_throttled_usec": pd.array([0] * n, dtype="Int64"),
+                "d_usage_usec": pd.array([1] * n, dtype="Int64"),
+            }
+        )
+
+    summary = {"elapsed_s": 0.5, "avg_cores": 0.1}
+    # the first round (throttled 3 times) is left out; 2 of the 4 later rounds were throttled, one of them twice
+    got = metrics.burst_metrics(rounds([3, 0, 2, 0, 1]), summary, 100_000)
+    assert (got["throttled_round_share"], got["throttled_per_round"]) == (0.5, 0.75)
+    assert metrics.burst_metrics(rounds([0, 0, 0]), summary, 100_000)["throttled_round_share"] == 0
+    # an unreadable counter leaves the share undefined, never a share of the rounds that were read
+    assert math.isnan(metrics.burst_metrics(rounds([0, 1, None, 0]), summary, 100_000)["throttled_round_share"])
 
 
 def test_two_queue_share_counts_the_rounds_whose_threads_ran_on_two_cpus():

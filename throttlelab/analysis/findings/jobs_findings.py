@@ -469,6 +469,36 @@ def not_throttled(variant: str, reference: str):
     return derive
 
 
+def throttled_in_few_rounds(variant: str, reference: str):
+    """The absolute bound for "not throttled" as a share of rounds: half the reference arm's model share.
+
+    A share lies in [0, 1], so runs that were never throttled bound its mean (the tie rule with the share's
+    upper end, docs/STATISTICS.md §3); a count of periods per round has no such end."""
+
+    def derive(evidence: Evidence, check: Check) -> Derivation:
+        a, b = arm(evidence, variant, X1), arm(evidence, reference, X1)
+        mine = float(np.mean(a.burst().throttled_periods > 0))
+        theirs = float(np.mean(b.burst().throttled_periods > 0))
+        if mine > 0 or theirs <= 0:
+            raise Unmet(
+                "a budget that lifts all throttling",
+                f"the model throttles {variant} in {mine:.3g} and {reference} in {theirs:.3g} of the rounds: no "
+                "absolute bound separates them",
+            )
+        bound = theirs / 2
+        return Derivation(
+            (round(bound, 3),),
+            (
+                f"Model: {variant} ({a.describe()}) is throttled in none of its rounds; the same job without a budget "
+                f"({reference}) in {theirs:.3g} of them (over the start phases). Absolute bound: half of that, a share "
+                f"of {bound:.3g} of the rounds (more means the budget did not lift the throttling)."
+            ),
+            end="an absolute bound at half the unbudgeted arm's model share, the model's own 0 far below it",
+        )
+
+    return derive
+
+
 def counted_bursts(variant: str, what: str):
     """nr_bursts (or burst time) per round: above half the model's."""
 

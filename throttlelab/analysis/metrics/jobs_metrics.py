@@ -65,6 +65,14 @@ SPECS: tuple[MetricSpec, ...] = (
         exact=True,
     ),
     MetricSpec(
+        "throttled_round_share",
+        "share",
+        "linear",
+        "interval",
+        "rounds after the first in which the group was throttled at least once (Δnr_throttled > 0) / those rounds",
+        exact=True,
+    ),
+    MetricSpec(
         "bursts_per_round",
         "periods",
         "linear",
@@ -134,6 +142,8 @@ def burst_metrics(rounds: pd.DataFrame, summary: Mapping[str, Any], period_us: f
     avg_cores = summary.get("avg_cores")
     later_throttled = later["d_throttled_usec"]
     per_round = math.nan if later_throttled.isna().any() else float(later_throttled.astype(float).mean()) / USEC_PER_MS
+    later_counts = later["d_nr_throttled"]
+    throttled_rounds = math.nan if later_counts.isna().any() else float((later_counts.astype(float) > 0).mean())
     # the distinct CPUs the round's threads mainly ran on (the workload's getcpu readings): absent or empty in
     # logs that predate them
     if "thread_cpus" not in later or later["thread_cpus"].isna().any():
@@ -149,6 +159,7 @@ def burst_metrics(rounds: pd.DataFrame, summary: Mapping[str, Any], period_us: f
         "mean_wall_ms": float(wall.mean()),
         "throttled_ms_per_round": per_round,
         "throttled_per_round": total(later["d_nr_throttled"]) / len(later),
+        "throttled_round_share": throttled_rounds,
         "two_queue_share": two_queues,
         "bursts_per_round": bursts / len(rounds),
         "burst_ms_per_round": burst_us / USEC_PER_MS / len(rounds),
