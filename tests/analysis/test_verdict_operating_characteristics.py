@@ -289,6 +289,29 @@ def test_the_median_run_for_the_mean_would_fail():
     assert not within_level(int(got.get(REPRODUCED, 0)), ONE_SIDED), got
 
 
+def share_at_its_bound(runs: int, value_range: tuple[float, float] = (0.0, 1.0)) -> int:
+    # F12's "not throttled" as a share of rounds, below 0.475: each run throttled in every round with probability
+    # 0.475, else in none, the least favourable spread of a mean share at the bound (runs at 0 are likeliest);
+    # all R runs at 0 (0.525^R: 2.1% at R = 6) is what reads reproduced; counted: the trials that did
+    rng = np.random.default_rng(7 + runs)
+    share = np.where(rng.random((TRIALS, runs)) < 0.475, 1.0, 0.0)
+    trials = Trials(("a",))
+    check = level_check(trials, "<", (0.475,), value_range=value_range)
+    got = verdicts(trials, check, {"a": share})
+    return int(got.get(REPRODUCED, 0))
+
+
+def test_a_share_bounded_by_identical_zero_runs_holds_its_level():
+    # 6 runs: the bound on the mean share reaches 0.475 (1 - 0.025^(1/6) = 0.459); 5 runs do not, and decide nothing
+    assert within_level(share_at_its_bound(6), ONE_SIDED)
+    assert share_at_its_bound(5) == 0
+
+
+def test_a_share_bound_that_forgets_the_shares_upper_end_would_fail():
+    # a range that ends at the bound itself (as if no run could exceed it) reads zeros as reproduced from R = 5 on
+    assert not within_level(share_at_its_bound(5, value_range=(0.0, 0.5)), ONE_SIDED)
+
+
 def zero_share_contradicted(runs: int) -> int:
     # a share claimed above 0.15, each run throttled in every period with probability 0.15 and else never: the
     # mean share sits at the boundary, and all R runs at 0 (0.85^R: 44% at R = 5) is the exact zero that would

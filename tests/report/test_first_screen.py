@@ -248,13 +248,13 @@ def widest_verdicts(findings_csv: Path) -> None:
     widest rows are on the screen: F2 contradicted at 98.3%, F3 weaker than modelled, and F12 (ours) decided
     by a check whose 6 runs all gave 0."""
     checks = pd.read_csv(findings_csv.parent / "checks.csv")
-    tie = (checks["id"] == "F12") & (checks["check"] == "throttled_per_round budget-full")
+    tie = (checks["id"] == "F12") & (checks["check"] == "throttled_round_share budget-full")
     checks.loc[tie, ["effect", "lo", "hi", "tie", "runs", "level"]] = [0.0, 0.0, 0.043989, True, 6, 0.95]
     checks.to_csv(findings_csv.parent / "checks.csv", index=False)
     findings = pd.read_csv(findings_csv)
     findings.loc[findings["id"] == "F12", ["verdict", "method", "effect", "lo", "hi", "level"]] = [
         "inconclusive",
-        "[throttled_per_round budget-full] tie rule for the mean: 0 in all 6 runs",
+        "[throttled_round_share budget-full] tie rule for the mean: 0 in all 6 runs",
         0.0,
         0.0,
         0.043989,

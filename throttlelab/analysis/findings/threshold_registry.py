@@ -127,7 +127,13 @@ REGISTRY: dict[tuple[str, str], Revision] = {
     ("F11", "throughput_rps threads-one / threads-node"): BASE,
     ("F12", "p50_wall_ms budget-full / budget0"): OURS,
     ("F12", "p50_wall_ms budget-full / nolimit"): OURS,
-    ("F12", "throttled_per_round budget-full"): OURS,
+    ("F12", "throttled_round_share budget-full"): Revision(
+        "6e1348e",
+        True,
+        "the share of rounds throttled below half budget0's model share (was throttled periods per round, a count "
+        "with no upper end, which identical runs never bound) after the quick runs",
+        date="2026-12-06T10:31:20+00:00",
+    ),
     ("F12", "bursts_per_round budget-full"): OURS,
     ("F12", "burst_ms_per_round budget-full"): OURS,
     ("F12", "p50_wall_ms budget-half / budget0"): OURS,
