@@ -486,7 +486,11 @@ def x4(lab: Lab, seed: int = 14, contention: float = 1.0, rel: float = 0.03, num
             "X4",
             variant,
             {**base, "stagger": stagger},
-            {"p50_wall_ms": noisy(rng, wall + OVERHEAD_MS, rel), "throttled_per_round": [0.0] * R},
+            {
+                "p50_wall_ms": noisy(rng, wall + OVERHEAD_MS, rel),
+                "throttled_per_round": [0.0] * R,
+                "throttled_round_share": [0.0] * R,
+            },
             num_cpu=num_cpu,
         )
     return lab
@@ -2043,6 +2047,16 @@ def test_the_throttled_round_share_bound_is_half_the_unbudgeted_arms_model_share
     assert derivation.threshold == (0.475,) and "in none of its rounds" in derivation.why
     with pytest.raises(engine.Unmet, match="no absolute bound separates them"):
         jobs_findings.throttled_in_few_rounds("budget0", "budget-full")(evidence, None)
+
+
+def test_f15s_unthrottled_rounds_bound_is_half_the_rounds_against_the_models_none():
+    evidence = full_lab().evidence()
+    derivation = jobs_findings.unthrottled_rounds("synchronized")(evidence, None)
+    assert derivation.threshold == (0.5,) and "no round throttled" in derivation.why
+    # pods whose bursts overrun their quotas: the model throttles them, so no bound on "not throttled"
+    heavy = full_lab(x4={"threads": 8}).evidence()
+    with pytest.raises(engine.Unmet, match="throttles each pod's burst"):
+        jobs_findings.unthrottled_rounds("synchronized")(heavy, None)
 
 
 def test_f12s_not_throttled_bound_is_a_share_so_runs_that_were_never_throttled_can_decide_it():
