@@ -144,7 +144,13 @@ REGISTRY: dict[tuple[str, str], Revision] = {
     ("F14", "throttled_ms_per_round / extra wall cpus1"): _F14_LOWER_ENDS,
     ("F14", "throttled_ms_per_round / extra wall cpus2"): _F14_LOWER_ENDS,
     ("F15", "p50_wall_ms synchronized / staggered"): OURS,
-    ("F15", "throttled_per_round synchronized"): OURS,
+    ("F15", "throttled_round_share synchronized"): Revision(
+        "1b4ee44",
+        True,
+        "the share of rounds throttled below one half (was throttled periods per round below 0.5, a count with no "
+        "upper end, which identical runs never bound) after the quick runs; supporting",
+        date="2026-12-06T10:56:00+00:00",
+    ),
     ("F16", "avg_cores use30"): OURS,
     ("F16", "avg_cores use90"): _LEAST_FAVOURABLE(
         "one-sided [0.8, 1.0) of the limit (was 0.9 x/÷ 1.5), and a premise that gates"
