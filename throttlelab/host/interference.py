@@ -74,26 +74,26 @@ _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user nice system irq softirq steal (idle 3,
 _IRQ_FIELDS = (5, 6)  # irq softirq: the lab's own interrupt work (its loopback traffic)
 
 
-def parse_proc_stat(text: str) -> dict[int, int]:
-    """CPU number -> busy clock ticks since boot, from /proc/stat's ``cpuN`` lines."""
-    busy = {}
+def _ticks_per_cpu(text: str, fields: tuple[int, ...]) -> dict[int, int]:
+    """CPU number -> the sum of ``fields`` (indices into the counters after the name) of /proc/stat's
+    ``cpuN`` lines; a field the kernel does not print counts 0."""
+    ticks = {}
     for line in text.splitlines():
         match = re.match(r"^cpu(\d+)\s+(.*)$", line)
         if match:
             values = [int(v) for v in match[2].split()]
-            busy[int(match[1])] = sum(values[i] for i in _BUSY_FIELDS if i < len(values))
-    return busy
+            ticks[int(match[1])] = sum(values[i] for i in fields if i < len(values))
+    return ticks
+
+
+def parse_proc_stat(text: str) -> dict[int, int]:
+    """CPU number -> busy clock ticks since boot, from /proc/stat's ``cpuN`` lines."""
+    return _ticks_per_cpu(text, _BUSY_FIELDS)
 
 
 def parse_proc_irq(text: str) -> dict[int, int]:
     """CPU number -> interrupt and softirq clock ticks since boot, from /proc/stat's ``cpuN`` lines."""
-    irq = {}
-    for line in text.splitlines():
-        match = re.match(r"^cpu(\d+)\s+(.*)$", line)
-        if match:
-            values = [int(v) for v in match[2].split()]
-            irq[int(match[1])] = sum(values[i] for i in _IRQ_FIELDS if i < len(values))
-    return irq
+    return _ticks_per_cpu(text, _IRQ_FIELDS)
 
 
 def parse_usage_percpu(text: str) -> dict[int, int]:
