@@ -63,6 +63,24 @@ def _key_usage(ca: bool) -> x509.KeyUsage:
     )
 
 
+def _builder(
+    subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey, now: dt.datetime, ca: bool
+) -> x509.CertificateBuilder:
+    """What every certificate here states: its subject and issuer, ``key``'s public half, a random serial,
+    LIFETIME from ``now``, and whether it is the CA (basic constraints and key usage, both critical)."""
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + LIFETIME)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        .add_extension(_key_usage(ca=ca), critical=True)
+    )
+
+
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
@@ -86,15 +104,7 @@ def make_pki(folder: Path, identities: list[Identity], ca_name: str = "throttlel
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_subject = _name(ca_name)
     ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_subject)
-        .issuer_name(ca_subject)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + LIFETIME)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(_key_usage(ca=True), critical=True)
+        _builder(ca_subject, ca_subject, ca_key, now, ca=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
@@ -106,15 +116,7 @@ def make_pki(folder: Path, identities: list[Identity], ca_name: str = "throttlel
             [ExtendedKeyUsageOID.CLIENT_AUTH] if ident.client else []
         )
         builder = (
-            x509.CertificateBuilder()
-            .subject_name(_name(ident.common_name, ident.organizations))
-            .issuer_name(ca_subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now)
-            .not_valid_after(now + LIFETIME)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(_key_usage(ca=False), critical=True)
+            _builder(_name(ident.common_name, ident.organizations), ca_subject, key, now, ca=False)
             .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         )
