@@ -136,6 +136,23 @@ def _containerd_pie(name: str) -> Binary:
     )
 
 
+def _stripped(name: str, package: str, version_args: tuple[str, ...], pattern: str, commit_symbol: str) -> Binary:
+    """etcd's, etcdctl's and CoreDNS's build: no cgo, "-s -w", the short commit as ``commit_symbol``'s -X
+    value; the version is printed without its "v"."""
+    return Binary(
+        name,
+        package,
+        version_args,
+        pattern,
+        extra_ldflags=("-s", "-w"),
+        symbols=((commit_symbol, "{short_commit}"),),
+        prints_v=False,
+    )
+
+
+#: the -X symbol that carries etcd's commit, in etcd and in etcdctl
+_ETCD_SHA = "go.etcd.io/etcd/api/v3/version.GitSHA"
+
 PROJECTS: tuple[Project, ...] = (
     Project("runc-1.3.0", "runc-1.3.0", "github.com/opencontainers/runc", "runc", (_runc(),)),
     Project("runc-1.4.3", "runc-1.4.3", "github.com/opencontainers/runc", "runc", (_runc(),)),
@@ -167,24 +184,8 @@ PROJECTS: tuple[Project, ...] = (
         "go.etcd.io/etcd/server/v3",
         "etcd",
         (
-            Binary(
-                "etcd",
-                "go.etcd.io/etcd/server/v3",
-                ("--version",),
-                r"^etcd Version: (\S+)$",
-                extra_ldflags=("-s", "-w"),
-                symbols=(("go.etcd.io/etcd/api/v3/version.GitSHA", "{short_commit}"),),
-                prints_v=False,
-            ),
-            Binary(
-                "etcdctl",
-                "go.etcd.io/etcd/etcdctl/v3",
-                ("version",),
-                r"^etcdctl version: (\S+)$",
-                extra_ldflags=("-s", "-w"),
-                symbols=(("go.etcd.io/etcd/api/v3/version.GitSHA", "{short_commit}"),),
-                prints_v=False,
-            ),
+            _stripped("etcd", "go.etcd.io/etcd/server/v3", ("--version",), r"^etcd Version: (\S+)$", _ETCD_SHA),
+            _stripped("etcdctl", "go.etcd.io/etcd/etcdctl/v3", ("version",), r"^etcdctl version: (\S+)$", _ETCD_SHA),
         ),
         commit="a0614505aff9b8ff469e9c59c2d979a5936d13f4",
     ),
@@ -263,14 +264,12 @@ PROJECTS: tuple[Project, ...] = (
         "github.com/coredns/coredns",
         "coredns",
         (
-            Binary(
+            _stripped(
                 "coredns",
                 "github.com/coredns/coredns",
                 ("-version",),
                 r"^CoreDNS-(\S+)$",
-                extra_ldflags=("-s", "-w"),
-                symbols=(("github.com/coredns/coredns/coremain.GitCommit", "{short_commit}"),),
-                prints_v=False,
+                "github.com/coredns/coredns/coremain.GitCommit",
             ),
         ),
         commit="707c7c10acd52cb94e959e76ae233d9b76af0854",
