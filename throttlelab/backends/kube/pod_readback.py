@@ -9,7 +9,7 @@ node) they are read there, else recorded as unreadable, not as matching.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from throttlelab.backends.base import DesignMismatch, Readback
@@ -58,13 +58,9 @@ def kube_design(
             shares = q.milli_to_shares(node.allocatable_milli)
         elif level.level == "qos" and level.path.endswith("/burstable"):
             shares = q.milli_to_shares(ours + other_burstable)
-            level = design.LevelDesign(
-                level="qos",
-                path=level.path,
-                quota_us=None,
-                period_us=period_us,
+            level = replace(
+                level,
                 weight=q.shares_to_weight_linear(shares),
-                cpus=None,
                 formula=(
                     f"burstable: requests of our pods {q.format_cpu(ours)} + the node's other burstable pods "
                     f"{others_text} -> shares {shares} -> linear weight"
