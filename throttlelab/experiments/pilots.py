@@ -144,13 +144,7 @@ def parser() -> argparse.ArgumentParser:
     add_job_arguments(p)
     p.add_argument("--duration-s", type=float, default=20.0, help="host: how long the quiet host is sampled")
     p.add_argument("--step-s", type=float, default=0.1, help="host: one sample every so often")
-    p.add_argument(
-        "--max-other-share",
-        type=float,
-        default=0.1,
-        help="host: first wait until other work uses at most this share of the CPUs (one second's reading)",
-    )
-    p.add_argument("--quiet-wait-s", type=float, default=60.0, help="host: ... but at most this long")
+    p.add_argument("--quiet-wait-s", type=float, default=60.0, help="host: that wait is at most this long")
     p.add_argument("--out", required=True)
     return p
 

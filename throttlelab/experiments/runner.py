@@ -431,7 +431,8 @@ def note_host_busy(since: float | None) -> None:
 
 def add_job_arguments(p: argparse.ArgumentParser) -> None:
     """The options a measuring job shares with the calibration's pilots: the runtime conversion, the
-    profile's seed, the node's CPUs, the backend's settings and the workload builds."""
+    profile's seed, the node's CPUs, the backend's settings, the workload builds and the share of the CPUs
+    other work may take."""
     p.add_argument("--runtime", default="runc-new")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--node-cpus", default=None)
@@ -439,6 +440,13 @@ def add_job_arguments(p: argparse.ArgumentParser) -> None:
         "--backend-settings", default="{}", help="the backend's section of config.yaml as JSON (kind, kubernetes)"
     )
     p.add_argument("--binary", action="append", default=[], help="BUILD=PATH of a workload build")
+    p.add_argument(
+        "--max-other-share",
+        type=float,
+        default=0.1,
+        help="share of the run's CPUs other processes may use before the run counts as disturbed; the host "
+        "pilot first waits until other work uses at most this share of the CPUs (one second's reading)",
+    )
 
 
 def job_binaries(args: argparse.Namespace) -> dict[str, Path]:
@@ -454,12 +462,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, required=True)
     p.add_argument("--spec", required=True, help="the variant's parameters as JSON")
     add_job_arguments(p)
-    p.add_argument(
-        "--max-other-share",
-        type=float,
-        default=0.1,
-        help="share of the run's CPUs other processes may use before the run counts as disturbed",
-    )
     p.add_argument("--retries", type=int, default=2, help="how often a disturbed run is measured again")
     p.add_argument(
         "--calibration",
