@@ -92,6 +92,10 @@ PLANS = {
     # pooled 0.27, ratio 1.56, in 12 runs per arm of 2026-12-03 (docs/EXPERIMENTS.md "E7: clumps per run");
     # 7 give 80%, the profile's 10 give 94% (two quick runs that must agree: ~88%)
     "E7": (0.27, math.log(1.56), True),
+    # F17's decisive check, clumped g2 / g1 below 1.1, block by block: per-block SD of the log ratio 0.27, 0.14 and
+    # 0.43 in three quick runs of 5 blocks (seeds 777, 31337, 2718), pooled 0.30, around a ratio of 0.744; the
+    # effect to see is the distance to the margin, log(1.1 / 0.744); 7 give 80%, the profile's 8 give 88%
+    "X6": (0.30, math.log(1.1 / 0.744), False),
 }
 
 
