@@ -149,7 +149,7 @@ def burst_values(
         "nr_periods": [round(periods * rounds)] * n,
         "nr_throttled": [round(float(np.mean(burst.throttled_periods)) * rounds)] * n,
         # the share of rounds throttled at all: the model's share over start phases, alike in every run
-        "throttled_round_share": [float(np.mean(burst.throttled_periods > 0))] * n,
+        "throttled_round_share": [burst.throttled_round_share] * n,
         # counts per round: the model's mean with a little run-to-run spread; an exact 0 stays 0
         **{
             metric: noisy(rng, value, n=n) if value > 0 else [0.0] * n

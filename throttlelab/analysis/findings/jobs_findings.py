@@ -450,8 +450,7 @@ def throttled_in_few_rounds(variant: str, reference: str):
 
     def derive(evidence: Evidence, check: Check) -> Derivation:
         a, b = arm(evidence, variant, X1), arm(evidence, reference, X1)
-        mine = float(np.mean(a.burst().throttled_periods > 0))
-        theirs = float(np.mean(b.burst().throttled_periods > 0))
+        mine, theirs = a.burst().throttled_round_share, b.burst().throttled_round_share
         if mine > 0 or theirs <= 0:
             raise Unmet(
                 "a budget that lifts all throttling",
@@ -682,7 +681,7 @@ def unthrottled_rounds(variant: str):
     def derive(evidence: Evidence, check: Check) -> Derivation:
         a = arm(evidence, variant, X4)
         pods = _pods(evidence, variant)
-        share = float(np.mean(predictions.overlap_burst(a, pods, True).throttled_periods > 0))
+        share = predictions.overlap_burst(a, pods, True).throttled_round_share
         if share > 0:
             raise Unmet(
                 "bursts within their quotas",

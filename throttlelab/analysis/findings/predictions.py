@@ -71,6 +71,11 @@ class Burst:
     bursts: np.ndarray | None = None
     excess_ms: np.ndarray | None = None
 
+    @property
+    def throttled_round_share(self) -> float:
+        """The share of the phases at which the burst is throttled at all: the model's throttled_round_share."""
+        return float(np.mean(self.throttled_periods > 0))
+
 
 def fluid_burst(
     cpu_ms: float, rate: float, quota_ms: float | None, period_ms: float, start: np.ndarray, budget_ms: float = 0.0
