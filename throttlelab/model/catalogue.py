@@ -21,9 +21,7 @@ model/records.py, which names the commands and the runner records a row may requ
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
-from typing import TypeVar
 
 from throttlelab.errors import CatalogueError
 from throttlelab.model import records
@@ -171,25 +169,15 @@ _FIGURE_OWNERS = _figure_owners(CATALOGUE)
 IDS: tuple[str, ...] = tuple(_BY_ID)
 
 
-_V = TypeVar("_V")
-
-
-def _look_up(table: Mapping[str, _V], key: str, missing: str) -> _V:
-    """``table[key]``; :class:`CatalogueError` saying ``missing`` when the catalogue has no such key."""
-    try:
-        return table[key]
-    except KeyError:
-        raise CatalogueError(missing) from None
-
-
 def experiment(experiment_id: str) -> Experiment:
     """The catalogue row of ``experiment_id``; :class:`CatalogueError` naming it when there is none."""
-    return _look_up(
-        _BY_ID,
-        experiment_id,
-        f"experiment {experiment_id!r} has no row in {THIS_FILE} (the catalogue has {', '.join(IDS)}): "
-        "add its row there, or name one of those",
-    )
+    try:
+        return _BY_ID[experiment_id]
+    except KeyError:
+        raise CatalogueError(
+            f"experiment {experiment_id!r} has no row in {THIS_FILE} (the catalogue has {', '.join(IDS)}): "
+            "add its row there, or name one of those"
+        ) from None
 
 
 def is_ours(experiment_id: str) -> bool:
@@ -199,9 +187,10 @@ def is_ours(experiment_id: str) -> bool:
 
 def figure_experiment(figure: str) -> str:
     """The experiment whose report section holds ``figure``; :class:`CatalogueError` when no row lists it."""
-    return _look_up(
-        _FIGURE_OWNERS,
-        figure,
-        f"figure {figure!r} is in no experiment's figures in {THIS_FILE}: add it to the figures of the "
-        "experiment whose section shows it",
-    )
+    try:
+        return _FIGURE_OWNERS[figure]
+    except KeyError:
+        raise CatalogueError(
+            f"figure {figure!r} is in no experiment's figures in {THIS_FILE}: add it to the figures of the "
+            "experiment whose section shows it"
+        ) from None
