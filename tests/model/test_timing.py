@@ -88,10 +88,14 @@ def test_a_runs_measuring_time_comes_from_its_parameters():
 PLANS = {
     # F10: overstatement against 1 (one arm); SD 0.18 of log, mean log 1.28 over 15 quick runs of 2026-12-01/02
     "E6": (0.18, math.log(1.28), False),
-    # F7's first check, two-half / one-limit over 10 s windows (20 clumps): per-run SD of log p90 0.18 and 0.34,
-    # pooled 0.27, ratio 1.56, in 12 runs per arm of 2026-12-03 (docs/EXPERIMENTS.md "E7: clumps per run");
-    # 7 give 80%, the profile's 10 give 94% (two quick runs that must agree: ~88%)
-    "E7": (0.27, math.log(1.56), True),
+    # F7's first check, two-half / one-limit over 10 s windows (20 clumps, p75), block by block: per-block SD of the
+    # log ratio 0.31-0.61 in five quick runs of 10 blocks, pooled 0.425, around a ratio of 1.82 (mean log 0.596);
+    # 7 give 80%, the profile's 8 give 92%
+    "E7": (0.425, 0.596, False),
+    # F2's decisive check, throttled / wall above 1, one arm: per-run SD of the log ratio 0.06-0.19 in seven runs of
+    # 8 (five quick runs and two probes, 6 counted rounds each), pooled 0.141, around a ratio of 1.17 (mean log 0.154; the threshold is the
+    # claim and the model's end is 2); 9 give 80%, the profile's 10 give 87%
+    "E2a": (0.141, 0.154, False),
     # F17's decisive check, clumped g2 / g1 below 1.1, block by block: per-block SD of the log ratio 0.27, 0.14 and
     # 0.43 in three quick runs of 5 blocks (seeds 777, 31337, 2718), pooled 0.30, around a ratio of 0.744; the
     # effect to see is the distance to the margin, log(1.1 / 0.744); 7 give 80%, the profile's 8 give 88%
