@@ -9,7 +9,7 @@
 2. Times `snakemake --cores 1 report` there REPEATS times (each must say "Nothing to be done") and
    a one-rule workflow with nothing to do, Snakemake's own floor on this machine; prints the median
    and the minimum of both and the difference (what planning this workflow adds). The goal is a
-   median of at most 2 s (issue 23; 4.3 s measured on main with 331 jobs).
+   median of at most 2 s.
 3. With --cprofile OUT, one more no-op run under cProfile, its statistics written to OUT
    (`python -m pstats OUT`).
 

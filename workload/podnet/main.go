@@ -1,4 +1,4 @@
-// podnet is the pod network of the lab's kind clusters (throttlelab, issue 25; the node images
+// podnet is the pod network of the lab's kind clusters (throttlelab; the node images
 // made here carry no kindnetd, which has no released module). It runs on every node with the
 // host's network: it writes the node's CNI config (ptp and host-local over the node's podCIDR)
 // and keeps a route to every other node's podCIDR through that node's InternalIP. Standard
