@@ -89,9 +89,9 @@ PLANS = {
     # F10: overstatement against 1 (one arm); SD 0.18 of log, mean log 1.28 over 15 quick runs of 2026-12-01/02
     "E6": (0.18, math.log(1.28), False),
     # F7's first check, two-half / one-limit over 10 s windows (20 clumps, p75), block by block: per-block SD of the
-    # log ratio 0.31-0.61 in five quick runs of 10 blocks, pooled 0.425, around a ratio of 1.82 (mean log 0.596);
-    # 7 give 80%, the profile's 8 give 92%
-    "E7": (0.425, 0.596, False),
+    # log ratio 0.31-0.61 in five quick runs of 10 blocks and one of 8, pooled 0.44, around a ratio of 1.74 (mean
+    # log 0.554); 8 give 80% (86%), the profile's 9 give 91%
+    "E7": (0.44, 0.554, False),
     # F2's decisive check, throttled / wall above 1, one arm: per-run SD of the log ratio 0.06-0.19 in seven runs of
     # 8 (five quick runs and two probes, 6 counted rounds each), pooled 0.141, around a ratio of 1.17 (mean log 0.154; the threshold is the
     # claim and the model's end is 2); 9 give 80%, the profile's 10 give 87%
