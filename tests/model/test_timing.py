@@ -96,10 +96,10 @@ PLANS = {
     # 8 (five quick runs and two probes, 6 counted rounds each), pooled 0.141, around a ratio of 1.17 (mean log 0.154; the threshold is the
     # claim and the model's end is 2); 9 give 80%, the profile's 10 give 87%
     "E2a": (0.141, 0.154, False),
-    # F17's decisive check, clumped g2 / g1 below 1.1, block by block: per-block SD of the log ratio 0.27, 0.14 and
-    # 0.43 in three quick runs of 5 blocks (seeds 777, 31337, 2718), pooled 0.30, around a ratio of 0.744; the
-    # effect to see is the distance to the margin, log(1.1 / 0.744); 7 give 80%, the profile's 8 give 88%
-    "X6": (0.30, math.log(1.1 / 0.744), False),
+    # F17's decisive check, clumped g2 / g1 below 1.1, block by block: per-block SD of the log ratio 0.12-0.79 in eight
+    # quick runs (three of 5 blocks, five of 8), pooled 0.356, around a ratio of 0.713 (mean log -0.339); the effect to
+    # see is the distance to the margin, log 1.1 + 0.339 = 0.434; 8 give 84% (at the first three runs' 0.744, 76%)
+    "X6": (0.356, 0.434, False),
 }
 
 
