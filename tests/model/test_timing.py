@@ -90,11 +90,11 @@ PLANS = {
     "E6": (0.18, math.log(1.28), False),
     # F7's first check, two-half / one-limit over 10 s windows (20 clumps, p75), block by block: per-block SD of the
     # log ratio 0.31-0.61 in five quick runs of 10 blocks and one of 8, pooled 0.44, around a ratio of 1.74 (mean
-    # log 0.554); 8 give 80% (86%), the profile's 9 give 91%
+    # log 0.554); 8 are the fewest for 80% (they give 86%), the profile's 9 give 91%
     "E7": (0.44, 0.554, False),
     # F2's decisive check, throttled / wall above 1, one arm: per-run SD of the log ratio 0.06-0.19 in seven runs of
-    # 8 (five quick runs and two probes, 6 counted rounds each), pooled 0.141, around a ratio of 1.17 (mean log 0.154; the threshold is the
-    # claim and the model's end is 2); 9 give 80%, the profile's 10 give 87%
+    # 8 (five quick runs and two probes, 6 counted rounds each), pooled 0.141, around a ratio of 1.17 (mean log
+    # 0.154; the threshold is the claim and the model's end is 2); 9 give 80%, the profile's 10 give 87%
     "E2a": (0.141, 0.154, False),
     # F17's decisive check, clumped g2 / g1 below 1.1, block by block: per-block SD of the log ratio 0.12-0.79 in eight
     # quick runs (three of 5 blocks, five of 8), pooled 0.356, around a ratio of 0.713 (mean log -0.339); the effect to
