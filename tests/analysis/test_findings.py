@@ -1112,14 +1112,14 @@ def test_the_quick_profile_runs_a_share_bound_often_enough_for_its_zeros():
     # experiment holding one gets those runs in the quick profile
     design = load_design({"profile": "quick"}, PROJECT / "config")
     bounded = {
-        check.experiment
+        (check.experiment, check.variant)
         for finding in findings.FINDINGS
         for check in finding.checks
         if check.scale == "logit" and check.relation == "<" and check.decisive and not check.premise
     }
-    assert bounded == {"E2b", "E8", "X5"}
-    for experiment in sorted(bounded):
-        assert design.experiments[experiment].repeats >= stats.median_runs_needed(0.95) == 6, experiment
+    assert {experiment for experiment, _ in bounded} == {"E2b", "E8", "X5"}
+    for experiment, variant in sorted(bounded):
+        assert design.experiments[experiment].repeats_of(variant) >= stats.median_runs_needed(0.95) == 6, variant
 
 
 def test_sparse_throttle_counts_get_an_exact_interval():

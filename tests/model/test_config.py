@@ -29,3 +29,33 @@ def test_an_experiment_not_in_the_profile_is_named_with_the_ones_that_are():
 def test_the_experiments_setting_must_be_a_list_of_distinct_names(bad):
     with pytest.raises(ConfigError, match="experiments"):
         load_design({"profile": "ci", "experiments": bad}, CONFIG)
+
+
+def _profile_with(tmp_path, variant_repeats: str) -> Path:
+    text = (CONFIG / "profiles" / "quick.yaml").read_text()
+    line = "    variant_repeats: {nolimit: 5, limit2: 6, limit1: 6, limit1-2threads: 6}\n"
+    assert line in text
+    path = tmp_path / "mine.yaml"
+    path.write_text(text.replace(line, variant_repeats))
+    return path
+
+
+def test_a_variant_repeats_name_that_is_no_variant_is_named_with_the_variants(tmp_path):
+    path = _profile_with(tmp_path, "    variant_repeats: {nolimit: 5, limit3: 6}\n")
+    with pytest.raises(ConfigError) as err:
+        load_design({"profile": str(path)}, CONFIG)
+    assert str(err.value) == (
+        "profile mine.yaml: experiments.E2a.variant_repeats: limit3 is not a variant of E2a; "
+        "name some of nolimit, limit2, limit1, limit500m, limit1-2threads"
+    )
+
+
+def test_variant_repeats_below_one_are_refused_by_the_schema(tmp_path):
+    path = _profile_with(tmp_path, "    variant_repeats: {nolimit: 0}\n")
+    with pytest.raises(ConfigError, match="variant_repeats"):
+        load_design({"profile": str(path)}, CONFIG)
+
+
+def test_without_variant_repeats_every_variant_runs_the_experiments_repeats(tmp_path):
+    exp = load_design({"profile": str(_profile_with(tmp_path, ""))}, CONFIG).experiments["E2a"]
+    assert {exp.repeats_of(v) for v in exp.variants} == {exp.repeats} == {10}

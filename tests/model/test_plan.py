@@ -42,7 +42,7 @@ def test_the_experiments_are_measured_in_the_profiles_order_each_in_its_seeded_o
         p.priority(e, v, r) for e, v, r in p.design.jobs() if e == second
     )
     exp = p.design.experiments["E2a"]
-    jobs = [("E2a", v, r) for v in exp.variants for r in range(exp.repeats)]
+    jobs = [("E2a", v, r) for v in exp.variants for r in range(exp.repeats_of(v))]
     by_priority = sorted(jobs, key=lambda job: -p.priority(*job))
     assert by_priority == seeds.measuring_order(p.design.seed, "E2a", jobs)
 
@@ -123,7 +123,6 @@ def test_a_bad_configuration_is_a_config_error():
 
 def test_a_profile_given_as_a_path_is_named_by_its_stem():
     assert _plan(profile=str(CONFIG / "profiles" / "ci.yaml")).profile_name == "ci"
-    assert _plan().repeats("E2a") == _plan().design.experiments["E2a"].repeats and _plan().repeats(None) == 0
 
 
 def test_the_builds_read_every_go_file_and_go_mod_podgate_and_podnet_apart(tmp_path):

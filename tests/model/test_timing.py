@@ -83,23 +83,28 @@ def test_a_runs_measuring_time_comes_from_its_parameters():
 # --------------------------------------------------------------------------
 # repeats planned from the per-run spread (power >= 80%, docs/STATISTICS.md §6)
 
-#: experiment -> (per-run SD on the check's log scale, the effect the check must see on it, two arms?),
-#: as docs/EXPERIMENTS.md "Repeats planned from the spread" derives them
+#: (experiment, the variants whose repeats it plans) -> (per-run SD on the check's log scale, the effect the check
+#: must see on it, two arms?), as docs/EXPERIMENTS.md "Repeats planned from the spread" derives them
 PLANS = {
     # F10: overstatement against 1 (one arm); SD 0.18 of log, mean log 1.28 over 15 quick runs of 2026-12-01/02
-    "E6": (0.18, math.log(1.28), False),
+    ("E6", ("limit",)): (0.18, math.log(1.28), False),
     # F7's first check, two-half / one-limit over 10 s windows (20 clumps, p75), block by block: per-block SD of the
     # log ratio 0.31-0.61 in five quick runs of 10 blocks and one of 8, pooled 0.44, around a ratio of 1.74 (mean
     # log 0.554); 8 are the fewest for 80% (they give 86%), the profile's 9 give 91%
-    "E7": (0.44, 0.554, False),
+    ("E7", ("one-limit", "two-half")): (0.44, 0.554, False),
     # F2's decisive check, throttled / wall above 1, one arm: per-run SD of the log ratio 0.06-0.19 in seven runs of
     # 8 (five quick runs and two probes, 6 counted rounds each), pooled 0.141, around a ratio of 1.17 (mean log
     # 0.154; the threshold is the claim and the model's end is 2); 9 give 80%, the profile's 10 give 87%
-    "E2a": (0.141, 0.154, False),
+    ("E2a", ("limit500m",)): (0.141, 0.154, False),
     # F17's decisive check, clumped g2 / g1 below 1.1, block by block: per-block SD of the log ratio 0.12-0.79 in eight
     # quick runs (three of 5 blocks, five of 8), pooled 0.356, around a ratio of 0.713 (mean log -0.339); the effect to
-    # see is the distance to the margin, log 1.1 + 0.339 = 0.434; 8 give 84% (at the first three runs' 0.744, 76%)
-    "X6": (0.356, 0.434, False),
+    # see is the distance to the margin, log 1.1 + 0.339 = 0.434; 8 give 84%, the profile's 9 give 89% (at the first
+    # three runs' 0.744: 76% and 82%)
+    ("X6", ("clumped-500m-g1", "clumped-500m-g2")): (0.356, 0.434, False),
+    # F4's wall ratio, limit1-2threads / limit1 above 0.909, two arms: per-run SD of the log p50 0.11 and 0.13 in eight
+    # quick runs (of 8 and 10), around a ratio of 1.18 (mean log 0.166, 0.261 above the margin's log 1/1.1);
+    # 5 give 86%, the profile's 6 give 93%
+    ("E2a", ("limit1", "limit1-2threads")): (0.118, 0.261, True),
 }
 
 
@@ -116,9 +121,18 @@ def test_the_power_of_the_t_test_known_answers():
         stats.repeats_for_power(0.32, 0.01, two_sample=True, most=50)
 
 
-@pytest.mark.parametrize("experiment", sorted(PLANS))
-def test_the_quick_profile_has_the_repeats_its_power_plan_needs(experiment):
-    sd, effect, two = PLANS[experiment]
+@pytest.mark.parametrize(("experiment", "variants"), sorted(PLANS))
+def test_the_quick_profile_has_the_repeats_its_power_plan_needs(experiment, variants):
+    sd, effect, two = PLANS[(experiment, variants)]
     need = stats.repeats_for_power(sd, effect, two_sample=two)
-    assert quick().experiments[experiment].repeats >= need
-    assert need >= 7  # F10 needs R >= 7; F7 7 per arm over 10 s windows
+    exp = quick().experiments[experiment]
+    assert all(exp.repeats_of(v) >= need for v in variants), {v: exp.repeats_of(v) for v in variants}
+    assert need >= 5  # every plan is at least the floor of docs/STATISTICS.md §6
+
+
+def test_a_variant_runs_the_repeats_the_profile_gives_it():
+    exp = quick().experiments["E2a"]
+    assert exp.repeats_of("limit500m") == exp.repeats == 10 and exp.repeats_of("nolimit") == 5
+    assert sum(1 for e, v, _ in quick().jobs() if (e, v) == ("E2a", "nolimit")) == 5
+    # --config repeats=N is every variant's number
+    assert {quick(repeats=3).experiments["E2a"].repeats_of(v) for v in exp.variants} == {3}

@@ -201,7 +201,7 @@ def test_the_quick_plan_on_kind_runs_what_kind_can_and_lists_the_rest_with_reaso
         for e, exp in design.experiments.items()
         for v in exp.variants
         if (e, v) not in left
-        for r in range(exp.repeats)
+        for r in range(exp.repeats_of(v))
     }
     assert planned == runnable
     assert {e for e, _v, _r in planned} == {

@@ -28,6 +28,12 @@ class ExperimentDesign:
     scaling: str
     repeats: int
     variants: dict[str, VariantSpec]
+    #: the variants that run another number of repeats than ``repeats`` (the profile's ``variant_repeats``)
+    variant_repeats: Mapping[str, int] = field(default_factory=dict)
+
+    def repeats_of(self, variant: str) -> int:
+        """The repeats of one variant: its own number where the profile gives one, else the experiment's."""
+        return self.variant_repeats.get(variant, self.repeats)
 
     def spec_json(self, variant: str) -> str:
         """The variant's parameters as canonical JSON: a Snakemake param, so editing it reruns it."""
@@ -72,7 +78,7 @@ class Design:
             (exp.name, variant, rep)
             for exp in self.experiments.values()
             for variant in exp.variants
-            for rep in range(exp.repeats)
+            for rep in range(exp.repeats_of(variant))
         ]
 
 
@@ -208,7 +214,14 @@ def load_design(config: dict[str, Any], config_dir: Path) -> Design:
             except SpecError as exc:
                 raise ConfigError(f"profile {path.name}: {exc}") from None
         repeats = cfg["repeats"] or exp.get("repeats") or profile["repeats"]
-        experiments[name] = ExperimentDesign(name, exp["about"], exp.get("scaling", ""), repeats, variants)
+        own = {} if cfg["repeats"] else dict(exp.get("variant_repeats") or {})
+        unknown = sorted(set(own) - set(variants))
+        if unknown:
+            raise ConfigError(
+                f"profile {path.name}: experiments.{name}.variant_repeats: {', '.join(unknown)} "
+                f"{'is' if len(unknown) == 1 else 'are'} not a variant of {name}; name some of {', '.join(variants)}"
+            )
+        experiments[name] = ExperimentDesign(name, exp["about"], exp.get("scaling", ""), repeats, variants, own)
     chosen = cfg["experiments"]
     if chosen is not None:
         unknown = [name for name in chosen if name not in experiments]

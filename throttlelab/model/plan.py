@@ -82,7 +82,7 @@ def measuring_priorities(design: Design) -> dict[tuple[str, str, int], int]:
     order = {}
     place = len(design.jobs())
     for name, exp in design.experiments.items():
-        jobs = [(name, v, r) for v in exp.variants for r in range(exp.repeats)]
+        jobs = [(name, v, r) for v in exp.variants for r in range(exp.repeats_of(v))]
         for job in seeds.measuring_order(design.seed, name, jobs):
             order[job] = place
             place -= 1
@@ -124,11 +124,6 @@ class Plan:
         """The left-out variants as one shell word for `throttlelab findings --left-out`."""
         return shlex.quote(json.dumps({f"{e}/{v}": why for (e, v), why in sorted(self.left_out.items())}))
 
-    def repeats(self, experiment: str | None) -> int:
-        """The repeats of an experiment of this run; 0 for one the run does not hold."""
-        exp = self.design.experiments.get(experiment)
-        return exp.repeats if exp else 0
-
     # -- the experiments' jobs -------------------------------------------------------------------
 
     def raw_log(self, experiment: str, variant: str, repeat: int) -> str:
@@ -137,7 +132,9 @@ class Plan:
     def raw_logs(self, experiment: str) -> list[str]:
         """Every raw log of one experiment, variant by variant, repeat by repeat."""
         exp = self.design.experiments[experiment]
-        return [self.raw_log(experiment, variant, rep) for variant in exp.variants for rep in range(exp.repeats)]
+        return [
+            self.raw_log(experiment, variant, rep) for variant in exp.variants for rep in range(exp.repeats_of(variant))
+        ]
 
     def all_raw_logs(self) -> list[str]:
         return [log for experiment in self.design.experiments for log in self.raw_logs(experiment)]
@@ -226,7 +223,7 @@ class Plan:
         if design.node_cpus:
             common += ["--node-cpus", design.node_cpus]
         jobs = sorted(
-            ((v, r) for v in exp.variants for r in range(exp.repeats)),
+            ((v, r) for v in exp.variants for r in range(exp.repeats_of(v))),
             key=lambda job: -self.priorities[(experiment, *job)],
         )
         plan = {

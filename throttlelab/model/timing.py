@@ -66,10 +66,14 @@ def estimate_s(design: Design) -> float:
     return (
         PIPELINE_S
         + calibration_s(design)
-        + sum(exp.repeats * run_s(spec) for exp in design.experiments.values() for spec in exp.variants.values())
+        + sum(
+            exp.repeats_of(v) * run_s(spec) for exp in design.experiments.values() for v, spec in exp.variants.items()
+        )
     )
 
 
 def measuring_total_s(design: Design) -> float:
     """The seconds of measuring alone, summed over every run of the design."""
-    return sum(exp.repeats * measuring_s(spec) for exp in design.experiments.values() for spec in exp.variants.values())
+    return sum(
+        exp.repeats_of(v) * measuring_s(spec) for exp in design.experiments.values() for v, spec in exp.variants.items()
+    )
