@@ -191,7 +191,7 @@ def test_a_read_out_is_metered_but_never_judged_disturbed(real_cgroups, binaries
 
 @pytest.mark.root
 def test_a_read_out_on_a_busy_host_keeps_the_note_that_it_is_busy(real_cgroups, binaries, tmp_path, no_busy_note):
-    # a read-out is never judged disturbed, but what its meter saw still says the host is busy
+    # a read-out is never judged disturbed, and its few clock ticks cannot say the host is quiet: the note stays
     no_busy_note.write_text(f"{time.time():.3f}\n")
     spec = {"build": "go124mod", "request": "100m", "limit": "500m"}
     proc = _run_under_busy_loops(
@@ -206,4 +206,23 @@ def test_a_read_out_on_a_busy_host_keeps_the_note_that_it_is_busy(real_cgroups, 
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert no_busy_note.exists()
+
+
+@pytest.mark.root
+def test_a_read_out_on_a_quiet_host_leaves_the_note_to_a_timed_run(real_cgroups, binaries, tmp_path, no_busy_note):
+    # without busy loops too: only a run with a timed window the meter saw quiet removes the note
+    no_busy_note.write_text(f"{time.time():.3f}\n")
+    out = tmp_path / "rep0.jsonl"
+    spec = {"build": "go124mod", "request": "100m", "limit": "500m"}
+    args = runner_arguments("local", "E3", "go124mod-500m", spec, binaries, out, "--max-other-share", THRESHOLD)
+    proc = subprocess.run(
+        [sys.executable, "-m", "throttlelab", "run", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(PROJECT)},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(out.read_text().splitlines()[0])["interference"]["disturbed"] is False
     assert no_busy_note.exists()

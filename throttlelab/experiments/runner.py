@@ -296,7 +296,7 @@ def run(args: argparse.Namespace) -> int:
                 f"{'quiet' if got_quiet else 'still busy'} after {waited:.0f} s; kept the disturbed attempt as "
                 f"{kept.name}; measuring again"
             )
-        if measured_quiet(attempt_run["interference"]):
+        if measured_quiet(attempt_run["interference"], attempt_run["result"].window_s):
             host_busy_path().unlink(missing_ok=True)
     meta = meta_record(args, spec, ctx, binaries, environment, attempt_run, digests, code)
     meta["disturbed_attempts"] = earlier
@@ -402,9 +402,12 @@ def host_busy_since() -> float | None:
     return since if 0 <= time.time() - since <= BUSY_MEMO_S else None
 
 
-def measured_quiet(interference: dict[str, Any]) -> bool:
-    """Whether the meter saw the run's CPUs quiet: a read-out (never judged) counts by its share,
-    a job on a backend that is not metered says nothing about this host."""
+def measured_quiet(interference: dict[str, Any], window_s: float) -> bool:
+    """Whether the meter saw the run's CPUs quiet over a timed window. A read-out (no window) is over in
+    tens of milliseconds, a few of the kernel's clock ticks, too short for its share to say whether the host
+    is busy or quiet; a job on a backend that is not metered says nothing about this host."""
+    if window_s <= 0:
+        return False
     share = interference.get("other_share", interference.get("outside_share"))
     threshold = interference.get("threshold")
     return share is not None and threshold is not None and share <= threshold
