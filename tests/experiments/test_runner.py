@@ -38,13 +38,7 @@ def _run_under_busy_loops(
     """`throttlelab run` of one job while a busy loop spins on every CPU the runner may use; the loops
     stop when the runner prints ``stop_hogs_on`` (a passing disturbance), else when it ends."""
     options = ("--max-other-share", max_other_share, "--retries", str(retries), "--quiet-wait-s", str(quiet_wait_s))
-    cmd = [
-        sys.executable,
-        "-m",
-        "throttlelab",
-        "run",
-        *runner_arguments("local", experiment, variant, spec, binaries, out, *options),
-    ]
+    cmd = _runner_command(experiment, variant, spec, binaries, out, *options)
     hogs = _hogs(sorted(os.sched_getaffinity(0)))
     stderr: list[str] = []
     try:
@@ -53,7 +47,7 @@ def _run_under_busy_loops(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env={**os.environ, "PYTHONPATH": str(PROJECT)},
+            env=_runner_env(),
         ) as proc:
             timer = threading.Timer(timeout, proc.kill)
             timer.start()
@@ -69,6 +63,21 @@ def _run_under_busy_loops(
         return subprocess.CompletedProcess(cmd, proc.returncode, stdout, "".join(stderr))
     finally:
         _stop(hogs)
+
+
+def _runner_command(experiment: str, variant: str, spec: dict, binaries: dict, out, *options: str) -> list[str]:
+    """`throttlelab run` of repeat 0 of one job on the local backend, in a process of its own."""
+    return [
+        sys.executable,
+        "-m",
+        "throttlelab",
+        "run",
+        *runner_arguments("local", experiment, variant, spec, binaries, out, *options),
+    ]
+
+
+def _runner_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(PROJECT)}
 
 
 def _stop(hogs: list[subprocess.Popen]) -> None:
@@ -215,14 +224,8 @@ def test_a_read_out_on_a_quiet_host_leaves_the_note_to_a_timed_run(real_cgroups,
     no_busy_note.write_text(f"{time.time():.3f}\n")
     out = tmp_path / "rep0.jsonl"
     spec = {"build": "go124mod", "request": "100m", "limit": "500m"}
-    args = runner_arguments("local", "E3", "go124mod-500m", spec, binaries, out, "--max-other-share", THRESHOLD)
-    proc = subprocess.run(
-        [sys.executable, "-m", "throttlelab", "run", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(PROJECT)},
-    )
+    cmd = _runner_command("E3", "go124mod-500m", spec, binaries, out, "--max-other-share", THRESHOLD)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=_runner_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(out.read_text().splitlines()[0])["interference"]["disturbed"] is False
     assert no_busy_note.exists()

@@ -35,6 +35,10 @@ class ExperimentDesign:
         """The repeats of one variant: its own number where the profile gives one, else the experiment's."""
         return self.variant_repeats.get(variant, self.repeats)
 
+    def runs(self) -> list[tuple[str, int]]:
+        """Every (variant, repeat) of this experiment, variant by variant, repeat by repeat."""
+        return [(variant, rep) for variant in self.variants for rep in range(self.repeats_of(variant))]
+
     def spec_json(self, variant: str) -> str:
         """The variant's parameters as canonical JSON: a Snakemake param, so editing it reruns it."""
         return json.dumps(self.variants[variant].to_dict(), sort_keys=True, separators=(",", ":"))
@@ -74,12 +78,7 @@ class Design:
 
     def jobs(self) -> list[tuple[str, str, int]]:
         """Every (experiment, variant, repeat) of this design."""
-        return [
-            (exp.name, variant, rep)
-            for exp in self.experiments.values()
-            for variant in exp.variants
-            for rep in range(exp.repeats_of(variant))
-        ]
+        return [(exp.name, variant, rep) for exp in self.experiments.values() for variant, rep in exp.runs()]
 
 
 #: libyaml's safe loader where PyYAML was built with it (the same documents, ten times faster: the rules

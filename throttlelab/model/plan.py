@@ -82,7 +82,7 @@ def measuring_priorities(design: Design) -> dict[tuple[str, str, int], int]:
     order = {}
     place = len(design.jobs())
     for name, exp in design.experiments.items():
-        jobs = [(name, v, r) for v in exp.variants for r in range(exp.repeats_of(v))]
+        jobs = [(name, v, r) for v, r in exp.runs()]
         for job in seeds.measuring_order(design.seed, name, jobs):
             order[job] = place
             place -= 1
@@ -131,10 +131,7 @@ class Plan:
 
     def raw_logs(self, experiment: str) -> list[str]:
         """Every raw log of one experiment, variant by variant, repeat by repeat."""
-        exp = self.design.experiments[experiment]
-        return [
-            self.raw_log(experiment, variant, rep) for variant in exp.variants for rep in range(exp.repeats_of(variant))
-        ]
+        return [self.raw_log(experiment, v, r) for v, r in self.design.experiments[experiment].runs()]
 
     def all_raw_logs(self) -> list[str]:
         return [log for experiment in self.design.experiments for log in self.raw_logs(experiment)]
@@ -222,10 +219,7 @@ class Plan:
         common += ["--retries", str(design.disturbance["retries"])]
         if design.node_cpus:
             common += ["--node-cpus", design.node_cpus]
-        jobs = sorted(
-            ((v, r) for v in exp.variants for r in range(exp.repeats_of(v))),
-            key=lambda job: -self.priorities[(experiment, *job)],
-        )
+        jobs = sorted(exp.runs(), key=lambda job: -self.priorities[(experiment, *job)])
         plan = {
             "common": common,
             "jobs": [

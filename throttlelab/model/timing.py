@@ -63,17 +63,14 @@ def calibration_s(design: Design) -> float:
 def estimate_s(design: Design) -> float:
     """The planned seconds of the whole design, end to end: the calibration step, every run of every
     experiment, and the pipeline."""
-    return (
-        PIPELINE_S
-        + calibration_s(design)
-        + sum(
-            exp.repeats_of(v) * run_s(spec) for exp in design.experiments.values() for v, spec in exp.variants.items()
-        )
-    )
+    return PIPELINE_S + calibration_s(design) + sum(run_s(spec) for spec in _every_run(design))
 
 
 def measuring_total_s(design: Design) -> float:
     """The seconds of measuring alone, summed over every run of the design."""
-    return sum(
-        exp.repeats_of(v) * measuring_s(spec) for exp in design.experiments.values() for v, spec in exp.variants.items()
-    )
+    return sum(measuring_s(spec) for spec in _every_run(design))
+
+
+def _every_run(design: Design) -> list[VariantSpec]:
+    """The variant of every run of the design, once per repeat."""
+    return [design.experiments[e].variants[v] for e, v, _ in design.jobs()]
