@@ -25,5 +25,6 @@ include: "rules/platform/kind_node.smk"
 rule all:
     default_target: True
     input:
-        rules.raw.input,
+        LOOK_FILES,
+        raw_logs,
         rules.report.input,

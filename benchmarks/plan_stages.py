@@ -22,24 +22,16 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import optimize, stats
+from scipy import stats
+
+from throttlelab.analysis.stats import look_levels as stats_levels
 
 
 def obrien_fleming(first: float, alpha: float) -> tuple[float, float]:
-    """The one-sided nominal levels of the two looks (information fractions ``first`` and 1) under the
-    O'Brien-Fleming-type spending function of Lan and DeMets (docs/STATISTICS.md §6): the first look spends
-    1 - Phi(z_(1 - alpha) / sqrt(first)); the second look's boundary takes the rest, from the bivariate normal of
-    the two looks' statistics (correlation sqrt(first))."""
-    z_first = stats.norm.isf(alpha) / math.sqrt(first)
-    rho = math.sqrt(first)
-    joint = stats.multivariate_normal(mean=[0, 0], cov=[[1, rho], [rho, 1]])
-
-    def excess(z: float) -> float:
-        # P(Z1 > z_first or Z2 > z) - alpha, the crossing probability under the null
-        return 1 - joint.cdf([z_first, z]) - alpha
-
-    z_second = optimize.brentq(excess, 1.0, 5.0)
-    return float(stats.norm.sf(z_first)), float(stats.norm.sf(z_second))
+    """The one-sided levels of the two looks (information fractions ``first`` and 1), as the pipeline spends them
+    (:func:`throttlelab.analysis.stats.look_levels`)."""
+    levels = stats_levels(first, 1 - 2 * alpha)
+    return (1 - levels[0]) / 2, (1 - levels[1]) / 2
 
 
 def first_look(row: pd.Series, first: float, alpha: float, alpha_first: float) -> str:

@@ -9,7 +9,8 @@ ANALYSIS_LOGS = layout.ANALYSIS_LOGS.format(backend=BACKEND)
 
 rule parse_runs:
     input:
-        raw=rules.raw.input,
+        raw=raw_logs,
+        looks=LOOK_FILES,
     output:
         runs=f"{TABLES}/runs.csv",
         rounds=f"{TABLES}/rounds.csv",
@@ -63,6 +64,7 @@ rule evaluate_findings:
         metrics=rules.compute_stats.output.metrics,
         runs=rules.parse_runs.output.runs,
         headers=rules.parse_runs.output.headers,
+        looks=LOOK_FILES,
     output:
         findings=f"{TABLES}/findings.csv",
         checks=f"{TABLES}/checks.csv",
@@ -79,7 +81,7 @@ rule evaluate_findings:
         "throttlelab findings --tables-dir {params.tables_dir}"
         " --metrics {input.metrics} --experiments {params.experiments}"
         " --findings {output.findings} --checks {output.checks} --predictions {output.predictions}"
-        " --confidence {params.confidence} --left-out {params.left_out} 2>&1 | tee {log} >&2"
+        " --confidence {params.confidence} --left-out {params.left_out} --looks {input.looks} 2>&1 | tee {log} >&2"
 
 
 rule analysis:

@@ -38,6 +38,7 @@ from throttlelab.platform.tool_catalogue import PROJECT_NAMES as CLUSTER_PROJECT
 from throttlelab.platform.tool_catalogue import KIND_PROJECT_NAMES, NODE_PROJECT_NAMES
 from throttlelab.platform.kind_node_recipe import BUILDER_REVISION as KIND_NODE_REVISION
 from throttlelab.model.config import ConfigError
+from throttlelab.model import look_file
 
 try:
     PLAN = plan.make_plan(config, Path(workflow.basedir) / "config", cgroup_version, node_cpus=os.cpu_count())
@@ -93,6 +94,47 @@ def podgate_sources():
 # The experiments (rules/experiments.smk).
 def run_priority(wildcards):
     return PLAN.priority(wildcards.experiment, wildcards.variant, wildcards.rep)
+
+
+def look_input(wildcards):
+    """A look's input: its experiment's first stage."""
+    return PLAN.raw_logs(wildcards.experiment, stage=1)
+
+
+def look_priority(wildcards):
+    return PLAN.look_priority(wildcards.experiment)
+
+
+def look_fraction(wildcards):
+    return PLAN.look_fraction(wildcards.experiment)
+
+
+#: The look files of the experiments measured in two stages (docs/STATISTICS.md §6).
+LOOK_FILES = [PLAN.look_file(e) for e in PLAN.looks]
+
+
+def experiment_raw_logs(experiment):
+    """The files the analysis reads of one experiment: its raw logs, and for one measured in two stages its
+    first stage's, its look file, and its second stage's once the look file says go on. The look is a
+    checkpoint, so Snakemake lists these again when it has run; until then the decision of the look file
+    on disk stands (a look whose first stage changed runs again first, its priority above the second stage's).
+    Reading the file, not asking Snakemake whether the checkpoint is done, keeps the list the same on a rerun
+    with nothing changed, which then runs nothing. The second stage's jobs are the same run_experiment jobs
+    whatever the look decides."""
+    if experiment not in PLAN.looks:
+        return PLAN.raw_logs(experiment)
+    look = PLAN.look_file(experiment)
+    files = PLAN.raw_logs(experiment, stage=1) + [look]
+    if Path(look).exists() and look_file.goes_on(look):
+        files += PLAN.raw_logs(experiment, stage=2)
+    return files
+
+
+def raw_logs(wildcards):
+    """Every raw log the analysis reads, experiment by experiment (:func:`experiment_raw_logs`), without the look
+    files."""
+    looks = set(LOOK_FILES)
+    return [f for experiment in DESIGN.experiments for f in experiment_raw_logs(experiment) if f not in looks]
 
 
 def variant_spec(wildcards):

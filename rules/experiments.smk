@@ -80,6 +80,25 @@ if BACKEND != "vm":
             " --max-other-share {params.max_other_share} --retries {params.retries} {params.calibration}"
             " --out {output.raw} 2>&1 | tee {log} >&2"
 
+    # An experiment measured in two stages (its profile's first_look, docs/STATISTICS.md §6): the first look
+    # judges the first stage's runs at its own level and writes whether the rest are measured. A checkpoint:
+    # the rules that read the raw logs list the second stage only once it is written (rules/common.smk).
+    checkpoint look:
+        input:
+            raw=look_input,
+        output:
+            look=layout.LOOK,
+        log:
+            layout.LOOK_LOG,
+        priority: look_priority
+        params:
+            fraction=look_fraction,
+            confidence=DESIGN.confidence,
+            left_out=PLAN.left_out_arg(),
+        shell:
+            "throttlelab look --experiment {wildcards.experiment} --raw {input.raw} --fraction {params.fraction}"
+            " --confidence {params.confidence} --left-out {params.left_out} --out {output.look} 2>&1 | tee {log} >&2"
+
 else:
     # The vm backend: one job per experiment, all its variants and repeats in ONE guest
     # (throttlelab/experiments/batch.py), so a boot is paid per experiment, not per run; the
@@ -113,12 +132,13 @@ for _experiment in DESIGN.experiments:
         name:
             f"raw_{_experiment}"
         input:
-            PLAN.raw_logs(_experiment),
+            lambda wildcards, experiment=_experiment: experiment_raw_logs(experiment),
 
 
 rule raw:
     input:
-        PLAN.all_raw_logs(),
+        raw=raw_logs,
+        looks=LOOK_FILES,
 
 
 # Before any job runs (never on a dry run): what the jobs about to run need from this host, for every

@@ -104,7 +104,8 @@ rule pack_report:
         report=rules.render_report.output,
         figures=PROFILE_FIGURES,
         tables=rules.render_report.input.tables,
-        raw=rules.raw.input,
+        raw=raw_logs,
+        looks=LOOK_FILES,
         # the archive packs the design it was made from: editing the profile repacks it
         profile=DESIGN.profile_path,
     output:

@@ -91,6 +91,12 @@ COMMANDS: dict[str, Command] = {
         "throttlelab.analysis.commands", ("stats",), "tidy tables -> per-run metrics and estimates", "analyse"
     ),
     "findings": Command("throttlelab.analysis.commands", ("findings",), "metrics -> the findings table", "analyse"),
+    "look": Command(
+        "throttlelab.analysis.commands",
+        ("look",),
+        "an experiment's first-stage raw logs -> whether its later repeats are measured",
+        "analyse",
+    ),
     "figure": Command("throttlelab.figures.draw", (), "draw figures of the registry as SVG", "report"),
     "report": Command("throttlelab.report.page", ("render",), "render the self-contained HTML report", "report"),
     "publish": Command(

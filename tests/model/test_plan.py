@@ -180,3 +180,24 @@ def test_no_quiet_host_calibration_where_runs_are_not_metered_or_none_is_asked_f
     assert _plan(backend="kind", profile="quick").host_calibration_file() is None
     vm = _plan(backend="vm", profile="ci")
     assert vm.host_calibration_file() is None and vm.calibrated_experiments() == []
+
+
+def test_an_experiment_with_a_first_look_has_its_stages_and_a_look_between_them():
+    p = _plan(profile="quick")
+    assert p.looks == [e for e, exp in p.design.experiments.items() if exp.first_look is not None] != []
+    for experiment in p.looks:
+        exp = p.design.experiments[experiment]
+        first, second = p.raw_logs(experiment, stage=1), p.raw_logs(experiment, stage=2)
+        assert sorted(first + second) == sorted(p.raw_logs(experiment)) and second
+        assert p.look_file(experiment) == f"results/local/looks/{experiment}.json"
+        # the look runs right after its first stage: below each of its runs, above the second stage's and
+        # every run of a later experiment
+        look = p.look_priority(experiment)
+        assert look == min(p.priority(experiment, v, r) for v, r in exp.runs(1))
+        assert look > max(p.priority(experiment, v, r) for v, r in exp.runs(2))
+        later = p.experiments[p.experiments.index(experiment) + 1 :]
+        assert all(look > p.priority(e, v, r) for e, v, r in p.design.jobs() if e in later)
+
+
+def test_the_vm_backend_measures_every_experiment_in_one_stage():
+    assert _plan(backend="vm", profile="quick").looks == []

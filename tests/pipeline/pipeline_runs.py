@@ -166,3 +166,17 @@ def assert_e1_reads_back_the_design(runs: dict[str, list[list[dict]]]) -> None:
     assert any(r["type"] == "ancestor" and r["level"] == "host-root" for r in runs["partial"][0])
     infos = [r for r in runs["all-limits"][0] if r["type"] == "header"]
     assert {r["src"] for r in infos} == {"e1/app", "e1/sidecar"}
+
+
+def planned_jobs(proc: subprocess.CompletedProcess) -> dict[str, list[str]]:
+    """rule name -> the outputs a dry run plans for it."""
+    plan: dict[str, list[str]] = {}
+    rule = None
+    for line in (proc.stdout + proc.stderr).splitlines():
+        stripped = line.strip()
+        if stripped.startswith(("rule ", "localrule ", "checkpoint ")) and stripped.endswith(":"):
+            rule = stripped.split()[1].rstrip(":")
+            plan.setdefault(rule, [])
+        elif rule and stripped.startswith("output:"):
+            plan[rule] += [p.strip() for p in stripped[len("output:") :].split(",")]
+    return plan

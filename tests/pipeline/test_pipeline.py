@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import warnings
 
 import pytest
@@ -13,6 +12,7 @@ import yaml
 
 from conftest import left_behind, PROJECT, snakemake, workload_pids_of
 from pipeline_runs import (
+    planned_jobs,
     assert_clean,
     assert_e1_reads_back_the_design,
     assert_the_quota_decides_throttling,
@@ -147,20 +147,6 @@ def test_noop_rerun_lists_nothing(ci_run):
     assert "Nothing to be done" in proc.stdout + proc.stderr
 
 
-def _planned(proc: subprocess.CompletedProcess) -> dict[str, list[str]]:
-    """rule name -> the outputs a dry run plans for it."""
-    plan: dict[str, list[str]] = {}
-    rule = None
-    for line in (proc.stdout + proc.stderr).splitlines():
-        stripped = line.strip()
-        if stripped.startswith(("rule ", "localrule ")) and stripped.endswith(":"):
-            rule = stripped.split()[1].rstrip(":")
-            plan.setdefault(rule, [])
-        elif rule and stripped.startswith("output:"):
-            plan[rule] += [p.strip() for p in stripped[len("output:") :].split(",")]
-    return plan
-
-
 ANALYSIS_AND_REPORT = {"parse_runs", "compute_stats", "evaluate_findings", "render_report", "all"}
 
 
@@ -172,7 +158,7 @@ def _plan_after_edit(ci_run, tmp_path, experiment: str, variant: str, key: str, 
     custom.write_text(yaml.safe_dump(profile))
     proc = snakemake(ci_run, "-n", "--config", f"profile={custom}")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return _planned(proc)
+    return planned_jobs(proc)
 
 
 def _repeats(experiment: str) -> int:
@@ -258,7 +244,7 @@ def test_changed_confidence_reruns_only_analysis_and_report(ci_run, tmp_path):
     extra.write_text("stats:\n  confidence: 0.9\n")
     proc = snakemake(ci_run, "-n", "--configfile", str(extra), "--config", "profile=ci")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    plan = _planned(proc)
+    plan = planned_jobs(proc)
     assert "run_experiment" not in plan and "build_workload" not in plan and "parse_runs" not in plan
     assert {"compute_stats", "evaluate_findings", "render_report"} <= set(plan)
 

@@ -1,6 +1,7 @@
 """A short real pipeline on the local backend, the one the README's test command runs: E1's readback and E2a's
-burst with no limit and at 125m, through Snakemake to the report, on real cgroups; a rerun with nothing changed
-does nothing; Ctrl-C and a killed workload leave nothing. The `ci` profile end to end is test_pipeline.py's,
+burst with no limit and at 125m, E2a in two stages with a look between them, through Snakemake to the report, on
+real cgroups; a rerun with nothing changed does nothing; editing one variant reruns only its stages; Ctrl-C and a
+killed workload leave nothing. The `ci` profile end to end is test_pipeline.py's,
 under --full. Needs root."""
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+import pandas as pd
 
 from conftest import left_behind, snakemake, workload_pids_of
 from pipeline_runs import (
@@ -23,9 +26,11 @@ from pipeline_runs import (
     ctrl_c,
     interrupted_long_run,
     kill_the_workload,
+    planned_jobs,
     raw_runs,
     read_log,
 )
+from throttlelab.model import look_file
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -37,15 +42,16 @@ QUICK_DISTURBANCE = "disturbance:\n  quiet_calibration_s: 2\n  retries: 0\n"
 
 @pytest.fixture(scope="module")
 def short_run(binaries, tmp_path_factory) -> tuple[Path, list[str]]:
-    """The `ci` profile's E1 (both variants) and E2a's nolimit and limit500m arms, twice each, to the report;
-    the workload builds taken from the test session's. Returns the workdir and the Snakemake arguments."""
+    """The `ci` profile's E1 (both variants) and E2a's nolimit and limit500m arms to the report, E2a's three
+    repeats in two stages (a look after two); the workload builds taken from the test session's. Returns the
+    workdir and the Snakemake arguments."""
     if os.geteuid() != 0:
         pytest.skip("the local backend needs root (or a delegated cgroup) to create cgroups")
     folder = tmp_path_factory.mktemp("short-profile")
     profile = ci_profile()
     e2a = profile["experiments"]["E2a"]
     e2a["variants"] = {k: e2a["variants"][k] for k in ("nolimit", "limit500m")}
-    e2a.pop("repeats", None)  # the profile's 2 below, not the ci profile's own for E2a
+    e2a["repeats"], e2a["first_look"] = 3, 2
     profile["experiments"] = {"E1": profile["experiments"]["E1"], "E2a": e2a}
     profile["repeats"] = 2
     (folder / "short.yaml").write_text(yaml.safe_dump(profile))
@@ -69,19 +75,59 @@ def test_every_run_wrote_its_raw_log_and_nothing_is_left(short_run):
         for p in workdir.glob("results/local/raw/*/*/rep*.jsonl")
         if ".disturbed-" not in p.name
     )
-    assert logs == [
-        "E1/all-limits/rep0.jsonl",
-        "E1/partial/rep0.jsonl",
-        "E2a/limit500m/rep0.jsonl",
-        "E2a/limit500m/rep1.jsonl",
-        "E2a/nolimit/rep0.jsonl",
-        "E2a/nolimit/rep1.jsonl",
-    ]
+    second = ["E2a/limit500m/rep2.jsonl", "E2a/nolimit/rep2.jsonl"] if _goes_on(workdir) else []
+    assert logs == sorted(
+        [
+            "E1/all-limits/rep0.jsonl",
+            "E1/partial/rep0.jsonl",
+            "E2a/limit500m/rep0.jsonl",
+            "E2a/limit500m/rep1.jsonl",
+            "E2a/nolimit/rep0.jsonl",
+            "E2a/nolimit/rep1.jsonl",
+            *second,
+        ]
+    )
     for log in logs:
         meta = read_log(workdir / "results/local/raw" / log)[0]
         assert meta["type"] == "meta" and meta["backend"] == "local" and meta["start"] <= meta["end"]
     assert left_behind(workdir) == [] and workload_pids_of(workdir) == []
     assert (workdir / "results/report/index.html").is_file()
+
+
+def _goes_on(workdir: Path) -> bool:
+    return look_file.goes_on(workdir / "results/local/looks/E2a.json")
+
+
+def test_the_look_decides_the_second_stage_and_the_findings_say_at_which_look(short_run):
+    workdir, _ = short_run
+    look = look_file.read(workdir / "results/local/looks/E2a.json")
+    assert look["runs"] == 4 and look["go_on"] == bool(look["open"])
+    checks = pd.read_csv(workdir / "results/local/tables/checks.csv", keep_default_na=False)
+    # the checks its runs judged (those whose variants this profile leaves out have no level and no look)
+    judged = checks[(checks["experiment"] == "E2a") & (checks["level"] != "")]
+    assert not judged.empty and set(judged["look"]) == {"2 of 2" if look["go_on"] else "1 of 2"}
+    level = look["levels"][1 if look["go_on"] else 0]
+    assert {float(x) for x in judged["level"]} <= {level, 1 - (1 - level) / 2}
+    assert set(checks.loc[checks["experiment"] != "E2a", "look"]) == {""}
+    runs = pd.read_csv(workdir / "results/local/tables/runs.csv")
+    assert sorted(runs.loc[runs["experiment"] == "E2a", "repeat"].unique()) == ([0, 1, 2] if look["go_on"] else [0, 1])
+
+
+def test_editing_one_variant_reruns_only_its_stages_and_the_look(short_run, tmp_path):
+    workdir, args = short_run
+    profile = yaml.safe_load(Path(args[-1].removeprefix("profile=")).read_text())
+    profile["experiments"]["E2a"]["variants"]["limit500m"]["rounds"] = 7
+    edited = tmp_path / "short.yaml"
+    edited.write_text(yaml.safe_dump(profile))
+    proc = snakemake(workdir, "-n", "report", *args[:-1], f"profile={edited}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    plan = planned_jobs(proc)
+    # both stages of the edited variant (its second as the look on disk decided; the look runs again between
+    # them, and Snakemake lists the second stage again once it has), nothing of the other variant
+    stages = (0, 1, 2) if _goes_on(workdir) else (0, 1)
+    assert sorted(plan.pop("run_experiment")) == [f"results/local/raw/E2a/limit500m/rep{k}.jsonl" for k in stages]
+    assert plan.pop("look") == ["results/local/looks/E2a.json"]
+    assert set(plan) <= {"parse_runs", "compute_stats", "evaluate_findings", "draw_figures", "render_report", "report"}
 
 
 def test_e1_reads_back_every_level(short_run):

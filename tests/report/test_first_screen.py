@@ -94,6 +94,22 @@ def test_a_proportion_shows_its_intervals_own_point_and_the_pooled_count_labelle
     assert row["estimate [interval]"] == "0.330 [0.301, 0.362] (mean per-run logit); pooled k/n 0.295"
 
 
+def test_a_check_and_a_finding_judged_at_a_look_say_which_look_and_on_which_runs():
+    first = check_row(look="1 of 2", level=0.9915)
+    row = dict(zip(*[(t := report.checks_table(pd.DataFrame([first, check_row(look="2 of 2")]))).columns, t.rows[0]]))
+    assert row["judged on"] == "all runs; look 1 of 2, on the first stage's runs"
+    assert dict(zip(t.columns, t.rows[1]))["judged on"] == "all runs; look 2 of 2, on both stages' runs"
+    assert dict(zip(*[(t := report.checks_table(pd.DataFrame([check_row()]))).columns, t.rows[0]]))["judged on"] == (
+        "all runs"
+    )
+    finding = pd.DataFrame(
+        [{"id": "F7", "claim": "c", "effect": 1.7, "lo": 1.3, "hi": 2.2, "reference": "", "verdict": "reproduced",
+          "reason": "", "method": "paired", "level": 0.9915, "headline": "h", "look": "1 of 2"}]
+    )  # fmt: skip
+    (summary,) = report.summary_rows(finding, report.findings_rows(finding))
+    assert summary.level == "99.2%, look 1 of 2"
+
+
 # --------------------------------------------------------------------------
 # the forest plot
 

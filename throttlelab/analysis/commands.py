@@ -6,10 +6,12 @@
         --confidence 0.95 --seed 1
     throttlelab findings --tables-dir results/local/tables --experiments E1 E2a E3 S1 \
         --findings results/local/tables/findings.csv --checks results/local/tables/checks.csv \
-        --predictions results/local/tables/predictions.csv --confidence 0.95
+        --predictions results/local/tables/predictions.csv --confidence 0.95 [--looks results/local/looks/E7.json]
+    throttlelab look --experiment E7 --raw RAW... --fraction 0.556 --confidence 0.95 \
+        --out results/local/looks/E7.json
 
 Each subcommand is one call of a function below, named as its rule is (parse_runs,
-compute_stats, evaluate_findings; tidy.parse_runs is the reading half of the first); the
+compute_stats, evaluate_findings, look; tidy.parse_runs is the reading half of the first); the
 subcommand is named by what it writes. Errors in the input (a
 truncated raw log, a bad confidence level) end with one line on stderr and
 exit status 1, never a traceback.
@@ -26,8 +28,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from throttlelab.analysis import findings, metrics, report_statistics, tidy
+from throttlelab.analysis import findings, looks, metrics, report_statistics, tidy
 from throttlelab.analysis.findings.prediction_table import prediction_table
+from throttlelab.model import look_file
 
 
 def _check_confidence(level: float) -> float:
@@ -104,10 +107,12 @@ def evaluate_findings(
     confidence: float,
     left_out: Mapping[str, str] | None = None,
     predictions_path: str | Path | None = None,
+    look_paths: Sequence[str | Path] = (),
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The rule evaluate_findings: per-run metrics + the profile's experiments -> findings.csv and checks.csv,
     and predictions.csv (the model's numbers the figures draw) when ``predictions_path`` is given.
-    ``left_out``: "experiment/variant" -> why the backend left it out of the plan."""
+    ``left_out``: "experiment/variant" -> why the backend left it out of the plan. ``look_paths``: the look files
+    of the experiments measured in two stages, each judged at the look it stopped at (analysis/looks.py)."""
     level = _check_confidence(confidence)
     tables = read_tables(tables_dir, ("runs", "headers"))
     evidence = findings.Evidence(
@@ -117,6 +122,7 @@ def evaluate_findings(
         profile_experiments=frozenset(experiments),
         level=level,
         left_out=dict(left_out or {}),
+        looks=looks.judged_looks(look_paths),
     )
     rows, checks = findings.evaluate(evidence)
     _write_csv(rows, findings_path)
@@ -162,7 +168,35 @@ def parser() -> argparse.ArgumentParser:
         default={},
         help='JSON {"experiment/variant": reason} of the variants this backend left out of the plan',
     )
+    f.add_argument("--looks", nargs="*", default=[], help="look files of the experiments measured in two stages")
+
+    k = sub.add_parser("look", help="the first look at an experiment's first stage: are its later repeats needed")
+    k.add_argument("--experiment", required=True)
+    k.add_argument("--raw", nargs="+", required=True, help="the raw logs of the experiment's first stage")
+    k.add_argument("--fraction", type=float, required=True, help="the first stage's share of the repeats")
+    k.add_argument("--confidence", type=float, required=True, help="the level both looks spend together")
+    k.add_argument("--left-out", type=json.loads, default={}, help="as for findings")
+    k.add_argument("--out", required=True, help="the look file to write")
     return p
+
+
+def look(
+    raw: Sequence[str | Path],
+    experiment: str,
+    out: str | Path,
+    *,
+    fraction: float,
+    confidence: float,
+    left_out: Mapping[str, str] | None = None,
+) -> dict:
+    """The rule look: an experiment's first-stage raw logs -> its look file (go on or stop, and why)."""
+    if not 0 < fraction < 1:
+        raise tidy.InputError(f"--fraction must lie strictly between 0 and 1, got {fraction}")
+    result = looks.first_look(
+        raw, experiment, fraction=fraction, confidence=_check_confidence(confidence), left_out=left_out
+    )
+    look_file.write(result, out)
+    return result
 
 
 def run(args: argparse.Namespace) -> str:
@@ -185,6 +219,22 @@ def run(args: argparse.Namespace) -> str:
             profile=args.profile,
         )
         return f"{len(per_run)} per-run metrics, {len(across)} estimates at {args.confidence:g}"
+    if args.command == "look":
+        result = look(
+            args.raw,
+            args.experiment,
+            args.out,
+            fraction=args.fraction,
+            confidence=args.confidence,
+            left_out=args.left_out,
+        )
+        first = (1 - result["levels"][0]) / 2
+        if result["go_on"]:
+            return (
+                f"{args.experiment}, look 1 of 2 at one-sided {first:.4f} on {result['runs']} runs: goes on, "
+                f"open: {'; '.join(result['open'])}"
+            )
+        return f"{args.experiment}, look 1 of 2 at one-sided {first:.4f} on {result['runs']} runs: every check decided, stops"
     rows, checks = evaluate_findings(
         args.tables_dir,
         args.metrics,
@@ -194,6 +244,7 @@ def run(args: argparse.Namespace) -> str:
         confidence=args.confidence,
         left_out=args.left_out,
         predictions_path=args.predictions,
+        look_paths=args.looks,
     )
     verdicts = ", ".join(f"{r.id} {r.verdict}" for r in rows.itertuples())
     return f"{len(rows)} findings ({len(checks)} checks): {verdicts}"

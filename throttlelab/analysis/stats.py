@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from scipy import integrate, optimize
 from scipy import stats as sps
 
 __all__ = [
@@ -1016,6 +1017,31 @@ def repeats_for_power(
         if t_power(runs, sd, effect, two_sample=two_sample, level=level) >= power:
             return runs
     raise ValueError(f"repeats_for_power: more than {most} runs per arm for effect {effect} at sd {sd}")
+
+
+def look_levels(fraction: float, level: float = 0.95) -> tuple[float, float]:
+    """The levels of two looks at one experiment (docs/STATISTICS.md §6), the first after the share ``fraction``
+    of its runs, the second after all: the one-sided error a = (1 - ``level``) / 2 of one look is spent over
+    both by the O'Brien-Fleming-type function of Lan and DeMets, a(t) = 1 - Phi(z_(1 - a) / sqrt(t)). The first
+    look spends a(fraction); the second look's boundary takes the rest, from the bivariate normal of the two
+    looks' statistics (correlation sqrt(fraction)). Returned as two-sided confidence levels, as the engine takes
+    a level: 1 - 2 a_k for each look."""
+    _check_level(level)
+    if not 0 < fraction < 1:
+        raise ValueError(f"look_levels: fraction {fraction} is not in (0, 1)")
+    alpha = (1 - level) / 2
+    z_first = float(sps.norm.isf(alpha)) / math.sqrt(fraction)
+    rho = math.sqrt(fraction)
+    spread = math.sqrt(1 - rho * rho)
+
+    def excess(z: float) -> float:
+        # the chance, with no effect, that either look crosses its boundary, less the error to spend; the joint
+        # cdf integrated over the first look's statistic (deterministic, unlike a sampled multivariate cdf)
+        below, _ = integrate.quad(lambda x: sps.norm.pdf(x) * sps.norm.cdf((z - rho * x) / spread), -12.0, z_first)
+        return 1 - below - alpha
+
+    z_second = optimize.brentq(excess, float(sps.norm.isf(alpha)) - 1e-9, 10.0, xtol=1e-10)
+    return 1 - 2 * float(sps.norm.sf(z_first)), 1 - 2 * float(sps.norm.sf(z_second))
 
 
 def holm(pvalues) -> np.ndarray:

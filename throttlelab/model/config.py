@@ -30,14 +30,32 @@ class ExperimentDesign:
     variants: dict[str, VariantSpec]
     #: the variants that run another number of repeats than ``repeats`` (the profile's ``variant_repeats``)
     variant_repeats: Mapping[str, int] = field(default_factory=dict)
+    #: the repeats of each variant measured before the experiment's first look (the profile's ``first_look``;
+    #: docs/STATISTICS.md §6): the look decides whether the rest are measured. None: one look, after every run
+    first_look: int | None = None
 
     def repeats_of(self, variant: str) -> int:
         """The repeats of one variant: its own number where the profile gives one, else the experiment's."""
         return self.variant_repeats.get(variant, self.repeats)
 
-    def runs(self) -> list[tuple[str, int]]:
-        """Every (variant, repeat) of this experiment, variant by variant, repeat by repeat."""
-        return [(variant, rep) for variant in self.variants for rep in range(self.repeats_of(variant))]
+    def runs(self, stage: int | None = None) -> list[tuple[str, int]]:
+        """Every (variant, repeat) of this experiment, variant by variant, repeat by repeat; ``stage`` 1: those
+        measured before the first look, 2: those after it (none without a look), None: all."""
+        every = [(variant, rep) for variant in self.variants for rep in range(self.repeats_of(variant))]
+        if stage is None or self.first_look is None:
+            return every if stage in (None, 1) else []
+        return [(v, r) for v, r in every if (r < self.first_look) == (stage == 1)]
+
+    @property
+    def most_repeats(self) -> int:
+        """The repeats of the experiment's most repeated variant."""
+        return max(self.repeats_of(v) for v in self.variants)
+
+    @property
+    def look_fraction(self) -> float:
+        """The information fraction of the first look: its repeats over the most repeated variant's (1 without
+        a look)."""
+        return 1.0 if self.first_look is None else self.first_look / self.most_repeats
 
     def spec_json(self, variant: str) -> str:
         """The variant's parameters as canonical JSON: a Snakemake param, so editing it reruns it."""
@@ -220,7 +238,17 @@ def load_design(config: dict[str, Any], config_dir: Path) -> Design:
                 f"profile {path.name}: experiments.{name}.variant_repeats: {', '.join(unknown)} "
                 f"{'is' if len(unknown) == 1 else 'are'} not a variant of {name}; name some of {', '.join(variants)}"
             )
-        experiments[name] = ExperimentDesign(name, exp["about"], exp.get("scaling", ""), repeats, variants, own)
+        first_look = None if cfg["repeats"] else exp.get("first_look")
+        most = max(own.get(v, repeats) for v in variants)
+        if first_look is not None and first_look >= most:
+            raise ConfigError(
+                f"profile {path.name}: experiments.{name}.first_look: {first_look} is not below the {most} repeats "
+                "of its most repeated variant; give a smaller number, or leave first_look out for one look after "
+                "every run"
+            )
+        experiments[name] = ExperimentDesign(
+            name, exp["about"], exp.get("scaling", ""), repeats, variants, own, first_look
+        )
     chosen = cfg["experiments"]
     if chosen is not None:
         unknown = [name for name in chosen if name not in experiments]

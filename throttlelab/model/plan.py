@@ -129,9 +129,29 @@ class Plan:
     def raw_log(self, experiment: str, variant: str, repeat: int) -> str:
         return layout.raw_log(self.backend, experiment, variant, repeat)
 
-    def raw_logs(self, experiment: str) -> list[str]:
-        """Every raw log of one experiment, variant by variant, repeat by repeat."""
-        return [self.raw_log(experiment, v, r) for v, r in self.design.experiments[experiment].runs()]
+    def raw_logs(self, experiment: str, stage: int | None = None) -> list[str]:
+        """Every raw log of one experiment, variant by variant, repeat by repeat (``stage``: only those measured
+        before its first look, 1, or after it, 2)."""
+        return [self.raw_log(experiment, v, r) for v, r in self.design.experiments[experiment].runs(stage)]
+
+    @property
+    def looks(self) -> list[str]:
+        """The experiments measured in two stages, a look between them (docs/STATISTICS.md §6). The vm backend
+        measures an experiment in one guest, so it looks once, after every run."""
+        if self.backend == "vm":
+            return []
+        return [name for name, exp in self.design.experiments.items() if exp.first_look is not None]
+
+    def look_file(self, experiment: str) -> str:
+        return layout.LOOK.format(backend=self.backend, experiment=experiment)
+
+    def look_priority(self, experiment: str) -> int:
+        """The look runs as soon as its first stage is measured: just below that stage's last job, above its
+        second stage and every later experiment."""
+        return min(self.priority(experiment, v, r) for v, r in self.design.experiments[experiment].runs(1))
+
+    def look_fraction(self, experiment: str) -> float:
+        return self.design.experiments[experiment].look_fraction
 
     def all_raw_logs(self) -> list[str]:
         return [log for experiment in self.design.experiments for log in self.raw_logs(experiment)]

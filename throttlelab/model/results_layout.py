@@ -35,6 +35,9 @@ RAW_LOG = f"{RAW_ROOT}/{RAW_LOG_IN_ROOT}"
 RUN_LOG = f"{BACKEND_LOGS}/{{experiment}}/{{variant}}/rep{{rep}}.log"
 #: The vm backend's log of one experiment's batch (all its runs in one guest)
 BATCH_LOG = f"{BACKEND_LOGS}/{{experiment}}/batch.log"
+#: An experiment's first look at its first stage's runs: whether the rest are measured (rules/experiments.smk)
+LOOK = f"{BACKEND_DIR}/looks/{{experiment}}.json"
+LOOK_LOG = f"{BACKEND_LOGS}/looks/{{experiment}}.log"
 HOST_CALIBRATION = f"{BACKEND_DIR}/calibration/host.json"
 HOST_CALIBRATION_LOG = f"{BACKEND_LOGS}/calibration/host.log"
 PILOT = f"{BACKEND_DIR}/calibration/{{experiment}}.json"

@@ -183,6 +183,8 @@ def summary_rows(findings: pd.DataFrame, rows: list[Finding], checks: pd.DataFra
         if _is_tie(decider) and has_interval and not is_missing(level):
             estimate = f"all {int(float(decider.runs))}: {estimate}"
             shown_level = f"one-sided {fmt_level(1 - (1 - float(level)) / 2)}"
+        if shown_level and _look(r):
+            shown_level += f", look {_look(r)}"
         out.append(
             SummaryRow(
                 id=f.id,
@@ -216,6 +218,21 @@ def _all_runs(r: Any) -> str:
     shown, which judged a check revised after data on the runs made after its revision only."""
     every = text(getattr(r, "verdict_all_runs", ""))
     return every if every and every != text(r.verdict) else ""
+
+
+def _look(r: Any) -> str:
+    """The look a finding or check was judged at, "1 of 2" (findings.csv, checks.csv ``look``); "" when its
+    experiment is judged once, after every run."""
+    return text(getattr(r, "look", ""))
+
+
+def _judged_on(r: Any) -> str:
+    judged = text(getattr(r, "judged_on", "")) or "all runs"
+    look = _look(r)
+    if not look:
+        return judged
+    stage = "the first stage's runs" if look.startswith("1 ") else "both stages' runs"
+    return f"{judged}; look {look}, on {stage}"
 
 
 def _decisive(value: Any) -> bool:
@@ -264,7 +281,7 @@ def checks_table(checks: pd.DataFrame | None) -> Table | None:
             fmt_runs(getattr(r, "runs", math.nan), getattr(r, "runs_baseline", math.nan)),
             fmt_number(r.p),
             text(getattr(r, "method", "")),
-            text(getattr(r, "judged_on", "")) or "all runs",
+            _judged_on(r),
             text(getattr(r, "requirement", "")),
             text(r.reason),
             text(getattr(r, "why", ""))

@@ -121,6 +121,8 @@ FINDINGS_COLUMNS = [
     "level",
     #: one short line: how many decisive checks hold and, when not all, the check that decided otherwise
     "headline",
+    #: the look the deciding check's experiment is judged at ("1 of 2", "2 of 2"; "" when judged once)
+    "look",
 ]
 CHECKS_COLUMNS = [
     "id",
@@ -158,6 +160,9 @@ CHECKS_COLUMNS = [
     "tie",
     #: a proportion's count pooled over runs, sum(k) / sum(n), beside effect (the per-run logit's own point)
     "pooled",
+    #: the look the check's experiment is judged at, "1 of 2" or "2 of 2" (docs/STATISTICS.md §6); empty for an
+    #: experiment judged once, after every run
+    "look",
 ]
 #: The label and metric of a check comparing latency quantiles hold "{q}"; what the clumps of its windows
 #: support replaces it (p99, p90, p75 or p50, else the maximum over the clumps: :func:`check_window`).
@@ -210,6 +215,19 @@ def run_started(start: object) -> datetime | None:
 
 
 @dataclass(frozen=True)
+class Look:
+    """The look an experiment's checks are judged at, of the looks its profile plans (docs/STATISTICS.md §6), and
+    that look's level (two-sided, as :attr:`Evidence.level`)."""
+
+    index: int
+    count: int
+    level: float
+
+    def __str__(self) -> str:
+        return f"{self.index} of {self.count}"
+
+
+@dataclass(frozen=True)
 class Evidence:
     """What the findings are evaluated on: the tidy tables and the profile's experiments."""
 
@@ -223,6 +241,19 @@ class Evidence:
     #: the runs the variants' parameters are read from: the design's, all the runs the tables hold, kept when
     #: a sensitivity check leaves some runs out (None: :attr:`runs`)
     design_runs: pd.DataFrame | None = None
+    #: experiment -> the look its checks are judged at, for the experiments measured in two stages; every other
+    #: experiment is judged once, at :attr:`level`
+    looks: Mapping[str, Look] = field(default_factory=dict)
+
+    def level_of(self, experiment: str) -> float:
+        """The level an experiment's checks are judged at: its look's, else the confidence level."""
+        look = self.looks.get(experiment)
+        return self.level if look is None else look.level
+
+    def look_of(self, experiment: str) -> str:
+        """The look an experiment's checks are judged at, in words ("" for an experiment judged once)."""
+        look = self.looks.get(experiment)
+        return "" if look is None else str(look)
 
     def variants(self, experiment: str) -> set[str]:
         return self._variants.get(experiment, set())
@@ -613,6 +644,8 @@ class CheckResult:
     tie: bool = False
     #: a proportion's pooled count sum(k) / sum(n), beside ``effect``, the per-run logit's own point
     pooled: float = math.nan
+    #: the look its experiment is judged at ("1 of 2"; "" for an experiment judged once)
+    look: str = ""
 
     @property
     def zones(self) -> str:
@@ -807,7 +840,7 @@ def _undefined(values: np.ndarray, metric: str, variant: str) -> str | None:
 
 
 def evaluate_ratio(base: CheckResult, evidence: Evidence, level: float | None = None) -> CheckResult:
-    level = evidence.level if level is None else level
+    level = evidence.level_of(base.check.experiment) if level is None else level
     check, metric, threshold = base.check, base.metric, base.threshold
     if check.paired:
         a, b, unpaired = evidence.blocks(check.experiment, check.variant, check.baseline, metric)
@@ -916,7 +949,7 @@ def estimand(check: Check) -> str:
 
 
 def evaluate_level(base: CheckResult, evidence: Evidence, level: float | None = None) -> CheckResult:
-    level = evidence.level if level is None else level
+    level = evidence.level_of(base.check.experiment) if level is None else level
     check, metric, threshold = base.check, base.metric, base.threshold
     label = f"per-run {metric}"
     null = check.no_effect()
@@ -1282,7 +1315,7 @@ def _unmet_before_measuring(finding: str, check: Check, unmet: Unmet) -> CheckRe
 
 def evaluate_check(finding: str, check: Check, evidence: Evidence, level: float | None = None) -> CheckResult:
     """One check: its requirements, its threshold, its measurement and its verdict (its interval at
-    ``level``, the evidence's confidence unless told otherwise)."""
+    ``level``, the level of the look its experiment is judged at unless told otherwise)."""
     unmet: list[Unmet] = []
     absent = _presence(check, evidence)
     if absent:
@@ -1326,7 +1359,8 @@ def evaluate_check(finding: str, check: Check, evidence: Evidence, level: float 
         why=why,
         end=end,
         share_of=share_of,
-        level=evidence.level if level is None else level,
+        level=evidence.level_of(check.experiment) if level is None else level,
+        look=evidence.look_of(check.experiment),
     )
     result = base
     if threshold or check.kind == "agreement":
@@ -1445,13 +1479,12 @@ def _bonferroni(
     contradicted at the confidence level stays so only when its interval at 1 - alpha/k is wholly on the
     other side too; else it is inconclusive, and its reason gives both intervals."""
     k = decisive_count(finding)
-    alpha = 1 - evidence.level
     evidence_of = evidence_of or {}
     if k < 2:
         return mine
-    strict = 1 - alpha / k
     out = []
     for r in mine:
+        strict = 1 - (1 - evidence.level_of(r.check.experiment)) / k
         if r.check.decisive and not r.check.premise and r.verdict == CONTRADICTED and r.check.kind != "agreement":
             again = evaluate_check(finding.id, r.check, evidence_of.get(r.check.label, evidence), strict)
             shown = f"[{again.lo:.3g}, {again.hi:.3g}]" if math.isfinite(again.lo) else "no interval"
@@ -1667,6 +1700,7 @@ def check_rows(results: Sequence[CheckResult]) -> pd.DataFrame:
             r.check.scale if r.check.kind != "agreement" else "",
             r.tie,
             r.pooled,
+            r.look,
         )
         for r in results
     ]
@@ -1699,6 +1733,7 @@ def finding_rows(findings: Sequence[Finding], results: Sequence[CheckResult]) ->
                 "",
                 decider.level,
                 headline(verdict, decider, mine),
+                decider.look,
             )
         )
     return pd.DataFrame.from_records(rows, columns=FINDINGS_COLUMNS)
