@@ -110,7 +110,13 @@ def test_the_look_decides_the_second_stage_and_the_findings_say_at_which_look(sh
     assert {float(x) for x in judged["level"]} <= {level, 1 - (1 - level) / 2}
     assert set(checks.loc[checks["experiment"] != "E2a", "look"]) == {""}
     runs = pd.read_csv(workdir / "results/local/tables/runs.csv")
-    assert sorted(runs.loc[runs["experiment"] == "E2a", "repeat"].unique()) == ([0, 1, 2] if look["go_on"] else [0, 1])
+    mine = runs[runs["experiment"] == "E2a"]
+    assert sorted(mine["repeat"].unique()) == ([0, 1, 2] if look["go_on"] else [0, 1])
+    # the look came after every run of the first stage and before any of the second
+    looked = pd.Timestamp((workdir / "results/local/looks/E2a.json").stat().st_mtime, unit="s", tz="UTC")
+    first = mine["repeat"] < 2
+    assert (pd.to_datetime(mine.loc[first, "end"], utc=True) < looked).all()
+    assert (pd.to_datetime(mine.loc[~first, "start"], utc=True) > looked).all()
 
 
 def test_editing_one_variant_reruns_only_its_stages_and_the_look(short_run, tmp_path):
