@@ -113,9 +113,9 @@ def look_fraction(wildcards):
 LOOK_FILES = [PLAN.look_file(e) for e in PLAN.looks]
 
 
-def experiment_raw_logs(experiment):
+def experiment_raw_logs(experiment, look=True):
     """The files the analysis reads of one experiment: its raw logs, and for one measured in two stages its
-    first stage's, its look file, and its second stage's once the look file says go on. The look is a
+    first stage's, its look file (``look``), and its second stage's once the look file says go on. The look is a
     checkpoint, so Snakemake lists these again when it has run; until then the decision of the look file
     on disk stands (a look whose first stage changed runs again first, its priority above the second stage's).
     Reading the file, not asking Snakemake whether the checkpoint is done, keeps the list the same on a rerun
@@ -123,9 +123,9 @@ def experiment_raw_logs(experiment):
     whatever the look decides."""
     if experiment not in PLAN.looks:
         return PLAN.raw_logs(experiment)
-    look = PLAN.look_file(experiment)
-    files = PLAN.raw_logs(experiment, stage=1) + [look]
-    if Path(look).exists() and look_file.goes_on(look):
+    path = PLAN.look_file(experiment)
+    files = PLAN.raw_logs(experiment, stage=1) + ([path] if look else [])
+    if Path(path).exists() and look_file.goes_on(path):
         files += PLAN.raw_logs(experiment, stage=2)
     return files
 
@@ -133,8 +133,7 @@ def experiment_raw_logs(experiment):
 def raw_logs(wildcards):
     """Every raw log the analysis reads, experiment by experiment (:func:`experiment_raw_logs`), without the look
     files."""
-    looks = set(LOOK_FILES)
-    return [f for experiment in DESIGN.experiments for f in experiment_raw_logs(experiment) if f not in looks]
+    return [log for experiment in DESIGN.experiments for log in experiment_raw_logs(experiment, look=False)]
 
 
 def variant_spec(wildcards):

@@ -31,13 +31,18 @@ def test_the_experiments_setting_must_be_a_list_of_distinct_names(bad):
         load_design({"profile": "ci", "experiments": bad}, CONFIG)
 
 
-def _profile_with(tmp_path, variant_repeats: str) -> Path:
+def _quick_with(tmp_path, line: str, replacement: str) -> Path:
+    """The quick profile with one of its lines replaced, as mine.yaml."""
     text = (CONFIG / "profiles" / "quick.yaml").read_text()
-    line = "    variant_repeats: {nolimit: 5, limit2: 6, limit1: 6, limit1-2threads: 6}\n"
     assert line in text
     path = tmp_path / "mine.yaml"
-    path.write_text(text.replace(line, variant_repeats))
+    path.write_text(text.replace(line, replacement))
     return path
+
+
+def _profile_with(tmp_path, variant_repeats: str) -> Path:
+    line = "    variant_repeats: {nolimit: 5, limit2: 6, limit1: 6, limit1-2threads: 6}\n"
+    return _quick_with(tmp_path, line, variant_repeats)
 
 
 def test_a_variant_repeats_name_that_is_no_variant_is_named_with_the_variants(tmp_path):
@@ -62,12 +67,8 @@ def test_without_variant_repeats_every_variant_runs_the_experiments_repeats(tmp_
 
 
 def _quick_with_x6_look(tmp_path, first_look: str) -> Path:
-    text = (CONFIG / "profiles" / "quick.yaml").read_text()
     line = "    variant_repeats: {closed-500m-g2: 5, closed-500m-g1: 5}\n    first_look: 5\n"
-    assert line in text
-    path = tmp_path / "mine.yaml"
-    path.write_text(text.replace(line, line.replace("first_look: 5", first_look)))
-    return path
+    return _quick_with(tmp_path, line, line.replace("first_look: 5", first_look))
 
 
 def test_a_first_look_splits_every_variants_repeats_in_two_stages(tmp_path):

@@ -229,12 +229,8 @@ def run(args: argparse.Namespace) -> str:
             left_out=args.left_out,
         )
         first = (1 - result["levels"][0]) / 2
-        if result["go_on"]:
-            return (
-                f"{args.experiment}, look 1 of 2 at one-sided {first:.4f} on {result['runs']} runs: goes on, "
-                f"open: {'; '.join(result['open'])}"
-            )
-        return f"{args.experiment}, look 1 of 2 at one-sided {first:.4f} on {result['runs']} runs: every check decided, stops"
+        outcome = f"goes on, open: {'; '.join(result['open'])}" if result["go_on"] else "every check decided, stops"
+        return f"{args.experiment}, look 1 of 2 at one-sided {first:.4f} on {result['runs']} runs: {outcome}"
     rows, checks = evaluate_findings(
         args.tables_dir,
         args.metrics,

@@ -31,11 +31,15 @@ LOOKS = 2
 DECIDED = frozenset({findings.REPRODUCED, findings.CONTRADICTED, findings.WEAKER, findings.NOT_TESTABLE})
 
 
+def _judged(checks: pd.DataFrame, experiment: str) -> pd.DataFrame:
+    """The decisive checks and premises on ``experiment`` (checks.csv rows): what a look decides on."""
+    return checks[(checks["experiment"] == experiment) & (checks["role"] != "supporting")]
+
+
 def open_checks(checks: pd.DataFrame, experiment: str) -> list[str]:
-    """The decisive checks and premises on ``experiment`` that a look leaves undecided (checks.csv rows), as
+    """The decisive checks and premises on ``experiment`` that a look leaves undecided, as
     "F7 work p75 two-half / one-limit"; none: the experiment stops."""
-    mine = checks[(checks["experiment"] == experiment) & (checks["role"] != "supporting")]
-    return [f"{r.id} {r.check}" for r in mine.itertuples() if r.verdict not in DECIDED]
+    return [f"{r.id} {r.check}" for r in _judged(checks, experiment).itertuples() if r.verdict not in DECIDED]
 
 
 def first_look(
@@ -72,9 +76,7 @@ def first_look(
         "go_on": bool(still_open),
         "open": still_open,
         "decided": [
-            f"{r.id} {r.check}: {r.verdict}"
-            for r in checks[(checks["experiment"] == experiment) & (checks["role"] != "supporting")].itertuples()
-            if r.verdict in DECIDED
+            f"{r.id} {r.check}: {r.verdict}" for r in _judged(checks, experiment).itertuples() if r.verdict in DECIDED
         ],
     }
 
