@@ -115,7 +115,7 @@ LOOK_FILES = [PLAN.look_file(e) for e in PLAN.looks]
 
 def experiment_raw_logs(experiment, look=True):
     """The files the analysis reads of one experiment: its raw logs, and for one measured in two stages its
-    first stage's, its look file (``look``), and its second stage's once the look file says go on. The look is a
+    first stage's, its look file (``look``), and the second stage's of the variants the look file says go on. The look is a
     checkpoint, so Snakemake lists these again when it has run; until then the decision of the look file
     on disk stands (a look whose first stage changed runs again first, its priority above the second stage's).
     Reading the file, not asking Snakemake whether the checkpoint is done, keeps the list the same on a rerun
@@ -125,8 +125,8 @@ def experiment_raw_logs(experiment, look=True):
         return PLAN.raw_logs(experiment)
     path = PLAN.look_file(experiment)
     files = PLAN.raw_logs(experiment, stage=1) + ([path] if look else [])
-    if Path(path).exists() and look_file.goes_on(path):
-        files += PLAN.raw_logs(experiment, stage=2)
+    if Path(path).exists():
+        files += PLAN.raw_logs(experiment, stage=2, variants=look_file.going_on(path))
     return files
 
 

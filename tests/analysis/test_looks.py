@@ -1,5 +1,5 @@
 """Two looks at an experiment (analysis/looks.py, docs/STATISTICS.md §6): the levels they spend, the decision
-the first look writes, and the level and look each experiment's checks are then judged at."""
+the first look writes (the variants that go on), and the level and look each check is then judged at."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
-from test_findings import Lab, x6
+from test_findings import Lab, full_lab, x6
 
 from throttlelab.analysis import findings, looks, stats
 from throttlelab.errors import InputError
@@ -63,29 +63,36 @@ def test_an_experiment_goes_on_while_a_decisive_check_or_premise_of_it_is_open()
     assert looks.open_checks(decided, "E7") == [] and looks.open_checks(decided, "E2a") == []
 
 
-def _look(tmp_path, experiment: str, go_on: bool, fraction: float = 5 / 9):
+def _look(tmp_path, experiment: str, variants: list[str], fraction: float = 5 / 9):
     levels = list(stats.look_levels(fraction, 0.95))
     path = tmp_path / f"{experiment}.json"
-    look_file.write({"experiment": experiment, "go_on": go_on, "levels": levels, "open": []}, path)
+    look = {"experiment": experiment, "go_on": bool(variants), "variants": variants, "levels": levels, "open": []}
+    look_file.write(look, path)
     return path, levels
 
 
-def test_an_experiment_is_judged_at_the_look_it_stopped_at(tmp_path):
-    stopped, levels_x6 = _look(tmp_path, "X6", go_on=False)
-    went_on, levels_e7 = _look(tmp_path, "E7", go_on=True)
+def test_each_experiment_is_judged_with_both_its_levels_and_the_variants_that_went_on(tmp_path):
+    stopped, levels_x6 = _look(tmp_path, "X6", [])
+    went_on, levels_e7 = _look(tmp_path, "E7", ["one-limit", "two-half"])
     judged = looks.judged_looks([stopped, went_on])
     assert judged == {
-        "X6": findings.Look(1, 2, levels_x6[0]),
-        "E7": findings.Look(2, 2, levels_e7[1]),
+        "X6": findings.Look(tuple(levels_x6)),
+        "E7": findings.Look(tuple(levels_e7), frozenset({"one-limit", "two-half"})),
     }
-    assert str(judged["X6"]) == "1 of 2"
+    assert look_file.going_on(stopped) == [] and look_file.going_on(went_on) == ["one-limit", "two-half"]
 
 
 def test_a_look_file_that_is_not_one_is_named_with_the_fix(tmp_path):
     bad = tmp_path / "E7.json"
-    bad.write_text(json.dumps({"experiment": "E7", "go_on": "yes", "levels": [0.99, 0.95]}))
+    bad.write_text(json.dumps({"experiment": "E7", "go_on": "yes", "variants": [], "levels": [0.99, 0.95]}))
     with pytest.raises(InputError, match="E7.json: not a look file .*delete it to look again"):
-        look_file.goes_on(bad)
+        look_file.going_on(bad)
+    bad.write_text(json.dumps({"experiment": "E7", "go_on": True, "variants": [], "levels": [0.99, 0.95]}))
+    with pytest.raises(InputError, match="go_on is true with 0 variants going on"):
+        look_file.read(bad)
+    bad.write_text(json.dumps({"experiment": "E7", "go_on": False, "levels": [0.99, 0.95]}))
+    with pytest.raises(InputError, match="not a look file .*'variants'"):
+        look_file.read(bad)
     bad.write_text("{")
     with pytest.raises(InputError, match="not a look file"):
         looks.judged_looks([bad])
@@ -95,7 +102,7 @@ def test_the_checks_of_an_experiment_stopped_at_its_first_look_are_judged_at_its
     lab = x6(Lab())
     once = lab.evidence()
     first, _ = stats.look_levels(5 / 9, 0.95)
-    looked = replace(once, looks={"X6": findings.Look(1, 2, first)})
+    looked = replace(once, looks={"X6": findings.Look(stats.look_levels(5 / 9, 0.95))})
     _, at_once = findings.evaluate(once)
     rows, checks = findings.evaluate(looked)
     mine = checks[checks["experiment"] == "X6"]
@@ -127,10 +134,55 @@ def test_the_look_command_writes_the_first_looks_decision_from_raw_logs(tmp_path
     look = look_file.read(out)
     # one run per arm decides nothing at the first look's level: the experiment goes on, naming what is open
     assert look["go_on"] is True and "F1 p50_wall_ms limit1 / nolimit" in look["open"]
+    assert (
+        {"limit1", "nolimit"}
+        <= set(look["variants"])
+        <= {"nolimit", "limit2", "limit1", "limit500m", "limit1-2threads"}
+    )
     assert look["levels"] == pytest.approx(list(stats.look_levels(0.5, 0.95)))
-    assert "E2a, look 1 of 2 at one-sided 0.0028 on 2 runs: goes on" in capsys.readouterr().err
+    assert (
+        f"E2a, look 1 of 2 at one-sided 0.0028 on 2 runs: {', '.join(look['variants'])} go on"
+        in capsys.readouterr().err
+    )
     other = [*raw, str(next((FIXTURES / "E1").glob("*/rep0.jsonl")))]
     args = ["look", "--experiment", "E2a", "--raw", *other, "--fraction", "0.5", "--confidence", "0.95"]
     assert commands.main([*args, "--out", str(tmp_path / "other.json")]) == 1
     assert "raw logs of E1 given" in capsys.readouterr().err
     assert not (tmp_path / "other.json").exists()
+
+
+def test_the_second_stage_measures_the_variants_an_open_check_compares_and_each_check_is_judged_at_its_look():
+    """X6 with GOMAXPROCS 1 barely slower: the clumped arms' latency check stays open at the first look, the
+    closed-loop arms' throughput checks are decided. Only the clumped arms go on; the closed-loop checks keep
+    the first look's level and runs, the clumped ones take the second look's."""
+    levels = stats.look_levels(5 / 9, 0.95)
+    evidence = x6(Lab(), slower=1.05).evidence()
+    _, at_first = findings.evaluate(replace(evidence, level=levels[0]))
+    mine = at_first[at_first["experiment"] == "X6"]
+    assert set(mine.loc[mine["check"].str.startswith("throughput"), "verdict"]) == {findings.REPRODUCED}
+    assert looks.open_checks(at_first, "X6")
+    going_on = looks.going_on(at_first, "X6", evidence.variants("X6"))
+    assert going_on == ["clumped-500m-g1", "clumped-500m-g2"]
+    _, checks = findings.evaluate(replace(evidence, looks={"X6": findings.Look(levels, frozenset(going_on))}))
+    judged = checks[(checks["experiment"] == "X6") & checks["level"].notna()].set_index("check")
+    closed = judged.index.str.startswith("throughput")
+    assert set(judged.loc[closed, "look"]) == {"1 of 2"} and set(judged.loc[~closed, "look"]) == {"2 of 2"}
+    assert set(judged.loc[closed, "level"]) <= {levels[0], 1 - (1 - levels[0]) / 2}
+    assert set(judged.loc[~closed, "level"]) <= {levels[1], 1 - (1 - levels[1]) / 2}
+    # a decided check stays decided, the same way, on the same runs at its own look
+    first = mine.set_index("check")
+    assert (judged.loc[closed, "verdict"] == first.loc[judged.index[closed], "verdict"]).all()
+
+
+def test_an_open_check_that_names_no_variant_sends_every_variant_on():
+    evidence = full_lab().evidence()
+    _, checks = findings.evaluate(evidence)
+    catalogue = [check for finding in findings.FINDINGS for check in finding.checks]
+    agreement = next(i for i, check in enumerate(catalogue) if check.kind == "agreement")
+    experiment = catalogue[agreement].experiment
+    decided = checks.assign(role="decisive", verdict=findings.REPRODUCED)
+    assert looks.going_on(decided, experiment, evidence.variants(experiment)) == []
+    decided.loc[agreement, "verdict"] = findings.INCONCLUSIVE
+    assert looks.going_on(decided, experiment, evidence.variants(experiment)) == sorted(evidence.variants(experiment))
+    with pytest.raises(ValueError, match="check rows for the catalogue's"):
+        looks.going_on(decided.iloc[1:], experiment, evidence.variants(experiment))

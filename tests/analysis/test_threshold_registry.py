@@ -119,3 +119,16 @@ def test_the_golden_file_holds_every_profile_and_check_with_its_value():
     quick = golden[(golden["profile"] == "quick")].set_index(["finding", "check"])
     assert quick.loc[("F4", "throttled_ms limit1-2threads / limit1"), "threshold"].endswith("< 0.937")
     assert "issue" not in " ".join(golden["registry"]).lower()
+
+
+def test_the_levels_each_check_is_judged_at_are_written_as_numbers_beside_its_threshold():
+    quick = load_design({"profile": "quick"}, PROJECT / "config")
+    assert finding_catalogue.judged_levels(quick, "E7") == (
+        "look 1 of 2 after 7 of 9 repeats: 0.9737 (one-sided 0.0131); look 2 of 2: 0.9592 (0.0204)"
+    )
+    assert finding_catalogue.judged_levels(quick, "E2a") == "0.95"
+    # one stage when the repeats are given on the command line: one level, and a visible diff in the golden file
+    assert (
+        finding_catalogue.judged_levels(load_design({"profile": "quick", "repeats": 9}, PROJECT / "config"), "E7")
+        == "0.95"
+    )

@@ -189,6 +189,11 @@ def test_an_experiment_with_a_first_look_has_its_stages_and_a_look_between_them(
         exp = p.design.experiments[experiment]
         first, second = p.raw_logs(experiment, stage=1), p.raw_logs(experiment, stage=2)
         assert sorted(first + second) == sorted(p.raw_logs(experiment)) and second
+        # the second stage of the variants the look sends on, and of none when it stops
+        one = sorted(exp.variants)[0]
+        mine = p.raw_logs(experiment, stage=2, variants=[one])
+        assert mine == [log for log in second if f"/{experiment}/{one}/" in log]
+        assert p.raw_logs(experiment, stage=2, variants=[]) == []
         assert p.look_file(experiment) == f"results/local/looks/{experiment}.json"
         # the look runs right after its first stage: below each of its runs, above the second stage's and
         # every run of a later experiment

@@ -75,7 +75,7 @@ def test_every_run_wrote_its_raw_log_and_nothing_is_left(short_run):
         for p in workdir.glob("results/local/raw/*/*/rep*.jsonl")
         if ".disturbed-" not in p.name
     )
-    second = ["E2a/limit500m/rep2.jsonl", "E2a/nolimit/rep2.jsonl"] if _goes_on(workdir) else []
+    second = [f"E2a/{variant}/rep2.jsonl" for variant in _going_on(workdir)]
     assert logs == sorted(
         [
             "E1/all-limits/rep0.jsonl",
@@ -94,24 +94,29 @@ def test_every_run_wrote_its_raw_log_and_nothing_is_left(short_run):
     assert (workdir / "results/report/index.html").is_file()
 
 
-def _goes_on(workdir: Path) -> bool:
-    return look_file.goes_on(workdir / "results/local/looks/E2a.json")
+def _going_on(workdir: Path) -> list[str]:
+    return look_file.going_on(workdir / "results/local/looks/E2a.json")
 
 
 def test_the_look_decides_the_second_stage_and_the_findings_say_at_which_look(short_run):
     workdir, _ = short_run
     look = look_file.read(workdir / "results/local/looks/E2a.json")
-    assert look["runs"] == 4 and look["go_on"] == bool(look["open"])
+    assert look["runs"] == 4 and look["go_on"] == bool(look["open"]) == bool(look["variants"])
+    assert set(look["variants"]) <= {"nolimit", "limit500m"}
     checks = pd.read_csv(workdir / "results/local/tables/checks.csv", keep_default_na=False)
-    # the checks its runs judged (those whose variants this profile leaves out have no level and no look)
+    # the checks its runs judged (those whose variants this profile leaves out have no level and no look): at the
+    # second look when a variant they compare went on (E2a's checks each name limit500m), else at the first
     judged = checks[(checks["experiment"] == "E2a") & (checks["level"] != "")]
-    assert not judged.empty and set(judged["look"]) == {"2 of 2" if look["go_on"] else "1 of 2"}
-    level = look["levels"][1 if look["go_on"] else 0]
+    index = 2 if "limit500m" in look["variants"] else 1
+    assert not judged.empty and set(judged["look"]) == {f"{index} of 2"}
+    level = look["levels"][index - 1]
     assert {float(x) for x in judged["level"]} <= {level, 1 - (1 - level) / 2}
     assert set(checks.loc[checks["experiment"] != "E2a", "look"]) == {""}
     runs = pd.read_csv(workdir / "results/local/tables/runs.csv")
     mine = runs[runs["experiment"] == "E2a"]
-    assert sorted(mine["repeat"].unique()) == ([0, 1, 2] if look["go_on"] else [0, 1])
+    for variant in ("nolimit", "limit500m"):
+        repeats = sorted(mine.loc[mine["variant"] == variant, "repeat"])
+        assert repeats == ([0, 1, 2] if variant in look["variants"] else [0, 1])
     # the look came after every run of the first stage and before any of the second
     looked = pd.Timestamp((workdir / "results/local/looks/E2a.json").stat().st_mtime, unit="s", tz="UTC")
     first = mine["repeat"] < 2
@@ -130,7 +135,7 @@ def test_editing_one_variant_reruns_only_its_stages_and_the_look(short_run, tmp_
     plan = planned_jobs(proc)
     # both stages of the edited variant (its second as the look on disk decided; the look runs again between
     # them, and Snakemake lists the second stage again once it has), nothing of the other variant
-    stages = (0, 1, 2) if _goes_on(workdir) else (0, 1)
+    stages = (0, 1, 2) if "limit500m" in _going_on(workdir) else (0, 1)
     assert sorted(plan.pop("run_experiment")) == [f"results/local/raw/E2a/limit500m/rep{k}.jsonl" for k in stages]
     assert plan.pop("look") == ["results/local/looks/E2a.json"]
     assert set(plan) <= {"parse_runs", "compute_stats", "evaluate_findings", "draw_figures", "render_report", "report"}

@@ -189,7 +189,7 @@ def look(
     confidence: float,
     left_out: Mapping[str, str] | None = None,
 ) -> dict:
-    """The rule look: an experiment's first-stage raw logs -> its look file (go on or stop, and why)."""
+    """The rule look: an experiment's first-stage raw logs -> its look file (the variants that go on, or stop, and why)."""
     if not 0 < fraction < 1:
         raise tidy.InputError(f"--fraction must lie strictly between 0 and 1, got {fraction}")
     result = looks.first_look(
@@ -229,7 +229,11 @@ def run(args: argparse.Namespace) -> str:
             left_out=args.left_out,
         )
         first = (1 - result["levels"][0]) / 2
-        outcome = f"goes on, open: {'; '.join(result['open'])}" if result["go_on"] else "every check decided, stops"
+        outcome = (
+            f"{', '.join(result['variants'])} go on, open: {'; '.join(result['open'])}"
+            if result["go_on"]
+            else "every check decided, stops"
+        )
         return f"{args.experiment}, look 1 of 2 at one-sided {first:.4f} on {result['runs']} runs: {outcome}"
     rows, checks = evaluate_findings(
         args.tables_dir,

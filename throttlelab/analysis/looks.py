@@ -1,17 +1,16 @@
-"""Two looks at an experiment (docs/STATISTICS.md §6): after its first stage of repeats, whether the rest are
-measured; after the run, the look each experiment's checks are judged at.
+"""Two looks at an experiment (docs/STATISTICS.md §6): after its first stage of repeats, which variants' later
+repeats are measured; after the run, the look each check is judged at.
 
 An experiment whose profile gives ``first_look: n`` measures repeats 0 .. n-1 of every variant, then this
 stage's ``throttlelab look`` judges its checks on those runs alone at the first look's level
 (:func:`stats.look_levels`, spent from the confidence level by the O'Brien-Fleming-type function before any
-data). When every decisive check and premise of the experiment is decided there, the look file says
-``"go_on": false`` and the second stage is never measured; the findings then judge the experiment's checks at
-the first look's level on the same runs. Otherwise the second stage is measured and its checks are judged on
-every run at the second look's level. One decision per experiment: its checks compare its variants, so a
-variant a decided check no longer needs can still be the baseline of an open one.
+data). The second stage measures the variants that a decisive check or premise still open there compares
+(every variant for one that names none): a variant only decided checks compare stops, and so does the whole
+experiment when every such check is decided. A check is then judged at the second look's level on every run
+when a variant it compares went on; otherwise at the first look's level on the runs it was decided on.
 
 The look file (results/<backend>/looks/<experiment>.json, model/look_file.py) is the Snakemake checkpoint's
-output; the rules read ``go_on`` to list the second stage's raw logs, and the findings read the levels.
+output; the rules read its ``variants`` to list the second stage's raw logs, and the findings read the levels.
 """
 
 from __future__ import annotations
@@ -24,8 +23,6 @@ import pandas as pd
 from throttlelab.analysis import findings, metrics, stats, tidy
 from throttlelab.model import look_file
 
-#: The looks an experiment measured in two stages has.
-LOOKS = 2
 #: The verdicts that decide a check at a look; an inconclusive one leaves the experiment open. "Not testable
 #: here" names what this host or backend lacks, which more runs of the same design do not supply.
 DECIDED = frozenset({findings.REPRODUCED, findings.CONTRADICTED, findings.WEAKER, findings.NOT_TESTABLE})
@@ -36,10 +33,30 @@ def _judged(checks: pd.DataFrame, experiment: str) -> pd.DataFrame:
     return checks[(checks["experiment"] == experiment) & (checks["role"] != "supporting")]
 
 
+def _open(checks: pd.DataFrame, experiment: str) -> pd.DataFrame:
+    judged = _judged(checks, experiment)
+    return judged[~judged["verdict"].isin(DECIDED)]
+
+
 def open_checks(checks: pd.DataFrame, experiment: str) -> list[str]:
     """The decisive checks and premises on ``experiment`` that a look leaves undecided, as
     "F7 work p75 two-half / one-limit"; none: the experiment stops."""
-    return [f"{r.id} {r.check}" for r in _judged(checks, experiment).itertuples() if r.verdict not in DECIDED]
+    return [f"{r.id} {r.check}" for r in _open(checks, experiment).itertuples()]
+
+
+def going_on(checks: pd.DataFrame, experiment: str, variants: Iterable[str]) -> list[str]:
+    """The variants of ``experiment`` (``variants``) whose second stage is measured: those an open decisive check
+    or premise compares, every one of them for a check that names none (an agreement over the experiment).
+    ``checks`` is checks.csv as the catalogue evaluates it, one row per check in the catalogue's order."""
+    catalogue = [check for finding in findings.FINDINGS for check in finding.checks]
+    if len(catalogue) != len(checks):
+        raise ValueError(f"{len(checks)} check rows for the catalogue's {len(catalogue)} checks")
+    every = set(variants)
+    needed: set[str] = set()
+    for check, still_open in zip(catalogue, checks.index.isin(_open(checks, experiment).index)):
+        if still_open:
+            needed |= set(check.variants_needed()) or every
+    return sorted(needed & every)
 
 
 def first_look(
@@ -67,13 +84,15 @@ def first_look(
     )
     _, checks = findings.evaluate(evidence)
     still_open = open_checks(checks, experiment)
+    variants = going_on(checks, experiment, evidence.variants(experiment))
     return {
         "experiment": experiment,
         "fraction": fraction,
         "confidence": confidence,
         "levels": [first, second],
         "runs": len(tables["runs"]),
-        "go_on": bool(still_open),
+        "go_on": bool(variants),
+        "variants": variants,
         "open": still_open,
         "decided": [
             f"{r.id} {r.check}: {r.verdict}" for r in _judged(checks, experiment).itertuples() if r.verdict in DECIDED
@@ -82,11 +101,10 @@ def first_look(
 
 
 def judged_looks(paths: Iterable[str | Path]) -> dict[str, findings.Look]:
-    """experiment -> the look its checks are judged at, from its look file: the first when it stopped there,
-    else the second (each with its level)."""
+    """experiment -> its two looks, from its look file: both levels and the variants measured in its second stage
+    (each check is judged at the look :meth:`findings.Look.index` gives it)."""
     out = {}
     for path in paths:
         look = look_file.read(path)
-        index = 2 if look["go_on"] else 1
-        out[look["experiment"]] = findings.Look(index, LOOKS, float(look["levels"][index - 1]))
+        out[look["experiment"]] = findings.Look(tuple(look["levels"]), frozenset(look["variants"]))
     return out

@@ -1,7 +1,7 @@
 """The look file of an experiment measured in two stages (results/<backend>/looks/<experiment>.json,
 docs/STATISTICS.md §6): written by the analysis's first look (throttlelab/analysis/looks.py), read by the rules to
-list the second stage's raw logs and by the findings for the level each experiment is judged at. Standard library
-only: the rules read it while Snakemake builds the DAG."""
+list the second stage's raw logs of the variants it names and by the findings for the level each check is judged
+at. Standard library only: the rules read it while Snakemake builds the DAG."""
 
 from __future__ import annotations
 
@@ -34,6 +34,11 @@ def read(path: str | Path) -> dict:
         look = json.loads(Path(path).read_text())
         if not isinstance(look["experiment"], str) or not isinstance(look["go_on"], bool):
             raise TypeError("experiment must be a name and go_on true or false")
+        variants = look["variants"]
+        if not isinstance(variants, list) or not all(isinstance(v, str) for v in variants):
+            raise TypeError("variants must be a list of variant names")
+        if look["go_on"] != bool(variants):
+            raise ValueError(f"go_on is {str(look['go_on']).lower()} with {len(variants)} variants going on")
         first, second = (float(level) for level in look["levels"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InputError(f"{path}: not a look file ({exc}); delete it to look again") from None
@@ -41,6 +46,6 @@ def read(path: str | Path) -> dict:
     return look
 
 
-def goes_on(path: str | Path) -> bool:
-    """Whether the look says the experiment's second stage is measured."""
-    return read(path)["go_on"]
+def going_on(path: str | Path) -> list[str]:
+    """The variants whose second stage the look says is measured (none: the experiment stopped at its first look)."""
+    return read(path)["variants"]

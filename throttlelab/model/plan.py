@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import shlex
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,10 +129,14 @@ class Plan:
     def raw_log(self, experiment: str, variant: str, repeat: int) -> str:
         return layout.raw_log(self.backend, experiment, variant, repeat)
 
-    def raw_logs(self, experiment: str, stage: int | None = None) -> list[str]:
+    def raw_logs(self, experiment: str, stage: int | None = None, variants: Collection[str] | None = None) -> list[str]:
         """Every raw log of one experiment, variant by variant, repeat by repeat (``stage``: only those measured
-        before its first look, 1, or after it, 2)."""
-        return [self.raw_log(experiment, v, r) for v, r in self.design.experiments[experiment].runs(stage)]
+        before its first look, 1, or after it, 2; ``variants``: only theirs)."""
+        return [
+            self.raw_log(experiment, v, r)
+            for v, r in self.design.experiments[experiment].runs(stage)
+            if variants is None or v in variants
+        ]
 
     @property
     def looks(self) -> list[str]:

@@ -53,7 +53,7 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 import pandas as pd
@@ -121,7 +121,7 @@ FINDINGS_COLUMNS = [
     "level",
     #: one short line: how many decisive checks hold and, when not all, the check that decided otherwise
     "headline",
-    #: the look the deciding check's experiment is judged at ("1 of 2", "2 of 2"; "" when judged once)
+    #: the look the deciding check is judged at ("1 of 2", "2 of 2"; "" when its experiment is judged once)
     "look",
 ]
 CHECKS_COLUMNS = [
@@ -160,8 +160,8 @@ CHECKS_COLUMNS = [
     "tie",
     #: a proportion's count pooled over runs, sum(k) / sum(n), beside effect (the per-run logit's own point)
     "pooled",
-    #: the look the check's experiment is judged at, "1 of 2" or "2 of 2" (docs/STATISTICS.md §6); empty for an
-    #: experiment judged once, after every run
+    #: the look the check is judged at, "1 of 2" or "2 of 2" (docs/STATISTICS.md §6): the second when a variant it
+    #: compares was measured in its experiment's second stage; empty for an experiment judged once, after every run
     "look",
 ]
 #: The label and metric of a check comparing latency quantiles hold "{q}"; what the clumps of its windows
@@ -216,15 +216,30 @@ def run_started(start: object) -> datetime | None:
 
 @dataclass(frozen=True)
 class Look:
-    """The look an experiment's checks are judged at, of the looks its profile plans (docs/STATISTICS.md §6), and
-    that look's level (two-sided, as :attr:`Evidence.level`)."""
+    """An experiment measured in two stages (docs/STATISTICS.md §6): its two looks' levels (two-sided, as
+    :attr:`Evidence.level`) and the variants whose second stage was measured, those an open check compared at
+    the first look (none: the experiment stopped there)."""
 
-    index: int
-    count: int
-    level: float
+    levels: tuple[float, float]
+    going_on: frozenset[str] = frozenset()
 
-    def __str__(self) -> str:
-        return f"{self.index} of {self.count}"
+    #: the looks an experiment measured in two stages has
+    COUNT: ClassVar[int] = 2
+
+    def index(self, check: Check) -> int:
+        """The look ``check`` is judged at: the second when a variant it compares (any of the experiment's, for a
+        check that names none) was measured in the second stage, else the first, on the same runs it was
+        decided on there."""
+        if not self.going_on:
+            return 1
+        compared = set(check.variants_needed())
+        return 2 if not compared or compared & self.going_on else 1
+
+    def level(self, check: Check) -> float:
+        return self.levels[self.index(check) - 1]
+
+    def describe(self, check: Check) -> str:
+        return f"{self.index(check)} of {self.COUNT}"
 
 
 @dataclass(frozen=True)
@@ -241,19 +256,19 @@ class Evidence:
     #: the runs the variants' parameters are read from: the design's, all the runs the tables hold, kept when
     #: a sensitivity check leaves some runs out (None: :attr:`runs`)
     design_runs: pd.DataFrame | None = None
-    #: experiment -> the look its checks are judged at, for the experiments measured in two stages; every other
-    #: experiment is judged once, at :attr:`level`
+    #: experiment -> its two looks, for the experiments measured in two stages; every other experiment is judged
+    #: once, at :attr:`level`
     looks: Mapping[str, Look] = field(default_factory=dict)
 
-    def level_of(self, experiment: str) -> float:
-        """The level an experiment's checks are judged at: its look's, else the confidence level."""
-        look = self.looks.get(experiment)
-        return self.level if look is None else look.level
+    def level_of(self, check: Check) -> float:
+        """The level a check is judged at: its look's (:meth:`Look.level`), else the confidence level."""
+        look = self.looks.get(check.experiment)
+        return self.level if look is None else look.level(check)
 
-    def look_of(self, experiment: str) -> str:
-        """The look an experiment's checks are judged at, in words ("" for an experiment judged once)."""
-        look = self.looks.get(experiment)
-        return "" if look is None else str(look)
+    def look_of(self, check: Check) -> str:
+        """The look a check is judged at, in words ("1 of 2"; "" for an experiment judged once)."""
+        look = self.looks.get(check.experiment)
+        return "" if look is None else look.describe(check)
 
     def variants(self, experiment: str) -> set[str]:
         return self._variants.get(experiment, set())
@@ -644,7 +659,7 @@ class CheckResult:
     tie: bool = False
     #: a proportion's pooled count sum(k) / sum(n), beside ``effect``, the per-run logit's own point
     pooled: float = math.nan
-    #: the look its experiment is judged at ("1 of 2"; "" for an experiment judged once)
+    #: the look it is judged at ("1 of 2"; "" for an experiment judged once)
     look: str = ""
 
     @property
@@ -840,7 +855,7 @@ def _undefined(values: np.ndarray, metric: str, variant: str) -> str | None:
 
 
 def evaluate_ratio(base: CheckResult, evidence: Evidence, level: float | None = None) -> CheckResult:
-    level = evidence.level_of(base.check.experiment) if level is None else level
+    level = evidence.level_of(base.check) if level is None else level
     check, metric, threshold = base.check, base.metric, base.threshold
     if check.paired:
         a, b, unpaired = evidence.blocks(check.experiment, check.variant, check.baseline, metric)
@@ -949,7 +964,7 @@ def estimand(check: Check) -> str:
 
 
 def evaluate_level(base: CheckResult, evidence: Evidence, level: float | None = None) -> CheckResult:
-    level = evidence.level_of(base.check.experiment) if level is None else level
+    level = evidence.level_of(base.check) if level is None else level
     check, metric, threshold = base.check, base.metric, base.threshold
     label = f"per-run {metric}"
     null = check.no_effect()
@@ -1315,7 +1330,7 @@ def _unmet_before_measuring(finding: str, check: Check, unmet: Unmet) -> CheckRe
 
 def evaluate_check(finding: str, check: Check, evidence: Evidence, level: float | None = None) -> CheckResult:
     """One check: its requirements, its threshold, its measurement and its verdict (its interval at
-    ``level``, the level of the look its experiment is judged at unless told otherwise)."""
+    ``level``, the level of the look it is judged at unless told otherwise)."""
     unmet: list[Unmet] = []
     absent = _presence(check, evidence)
     if absent:
@@ -1359,8 +1374,8 @@ def evaluate_check(finding: str, check: Check, evidence: Evidence, level: float 
         why=why,
         end=end,
         share_of=share_of,
-        level=evidence.level_of(check.experiment) if level is None else level,
-        look=evidence.look_of(check.experiment),
+        level=evidence.level_of(check) if level is None else level,
+        look=evidence.look_of(check),
     )
     result = base
     if threshold or check.kind == "agreement":
@@ -1484,7 +1499,7 @@ def _bonferroni(
         return mine
     out = []
     for r in mine:
-        strict = 1 - (1 - evidence.level_of(r.check.experiment)) / k
+        strict = 1 - (1 - evidence.level_of(r.check)) / k
         if r.check.decisive and not r.check.premise and r.verdict == CONTRADICTED and r.check.kind != "agreement":
             again = evaluate_check(finding.id, r.check, evidence_of.get(r.check.label, evidence), strict)
             shown = f"[{again.lo:.3g}, {again.hi:.3g}]" if math.isfinite(again.lo) else "no interval"

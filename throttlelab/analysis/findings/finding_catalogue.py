@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from throttlelab.analysis import stats
 from throttlelab.analysis.findings import engine, jobs_findings, services_findings, threshold_registry, weights_findings
 from throttlelab.analysis.findings.engine import Evidence, Finding
 from throttlelab.model.config import Design
@@ -79,7 +80,7 @@ PROFILE_NODE_CPUS: Mapping[str, int] = {"ci": 2, "quick": 2, "paper": 10, "lab-n
 #: The kernel's default CFS period, for a variant that sets none.
 DEFAULT_PERIOD_US = 100_000
 #: thresholds.csv's columns (tests/analysis/golden/thresholds.csv)
-THRESHOLD_COLUMNS = ["profile", "finding", "check", "role", "threshold", "registry", "derivation"]
+THRESHOLD_COLUMNS = ["profile", "finding", "check", "role", "threshold", "levels", "registry", "derivation"]
 
 
 def design_evidence(design: Design, num_cpu: int) -> Evidence:
@@ -107,9 +108,25 @@ def design_evidence(design: Design, num_cpu: int) -> Evidence:
     )
 
 
+def judged_levels(design: Design, experiment: str) -> str:
+    """The two-sided levels an experiment's checks are judged at, fixed by the profile before any data
+    (thresholds.csv's ``levels``): its confidence level, or for an experiment measured in two stages each look's
+    (docs/STATISTICS.md §6). A "contradicted" is judged again at the Bonferroni level derived from these."""
+    if experiment not in design.experiments:
+        return ""
+    exp = design.experiments[experiment]
+    if exp.first_look is None:
+        return f"{design.confidence:g}"
+    first, second = stats.look_levels(exp.look_fraction, design.confidence)
+    return (
+        f"look 1 of 2 after {exp.first_look} of {exp.most_repeats} repeats: {first:.4f} (one-sided "
+        f"{(1 - first) / 2:.4f}); look 2 of 2: {second:.4f} ({(1 - second) / 2:.4f})"
+    )
+
+
 def threshold_table(design: Design, num_cpu: int, findings: Sequence[Finding] = FINDINGS) -> pd.DataFrame:
     """Every check's threshold as the design derives it, before any data (thresholds.csv): its value, the
-    registry row it belongs to, and the derivation that names the constants and parameters it comes from. A
+    levels it is judged at, the registry row it belongs to, and the derivation that names the constants and parameters it comes from. A
     check whose variants the profile leaves out, or whose model predicts nothing here, says why instead."""
     evidence = design_evidence(design, num_cpu)
     rows = []
@@ -130,6 +147,7 @@ def threshold_table(design: Design, num_cpu: int, findings: Sequence[Finding] = 
                     check.label,
                     check.role,
                     value,
+                    judged_levels(design, check.experiment),
                     fixed.key if fixed else "",
                     " ".join(why.split()),
                 )
