@@ -106,6 +106,10 @@ PLANS = {
     # quick runs (of 8 and 10), around a ratio of 1.18 (mean log 0.166, 0.261 above the margin's log 1/1.1);
     # 5 give 86%, the profile's 6 give 93%
     ("E2a", ("limit1", "limit1-2threads")): (0.118, 0.261, True),
+    # F14's band for X3's cpus1, throttled over extra wall time above 0.33 (one arm): per-run SD of the log 0.08-0.68 in
+    # eleven quick runs of 5, pooled 0.308, around 0.569 (mean log -0.564, 0.545 above log 0.33); 5 give 84%, the
+    # profile's 6 give 93%
+    ("X3", ("cpus1",)): (0.308, 0.545, False),
 }
 
 
