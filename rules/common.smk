@@ -115,11 +115,11 @@ LOOK_FILES = [PLAN.look_file(e) for e in PLAN.looks]
 
 def experiment_raw_logs(experiment, look=True):
     """The files the analysis reads of one experiment: its raw logs, and for one measured in two stages its
-    first stage's, its look file (``look``), and the second stage's of the variants the look file says go on. The look is a
-    checkpoint, so Snakemake lists these again when it has run; until then the decision of the look file
-    on disk stands (a look whose first stage changed runs again first, its priority above the second stage's).
-    Reading the file, not asking Snakemake whether the checkpoint is done, keeps the list the same on a rerun
-    with nothing changed, which then runs nothing. The second stage's jobs are the same run_experiment jobs
+    first stage's, its look file (``look``), and the second stage's of the variants the look file says go on.
+    The look is a checkpoint, so Snakemake lists these again when it has run; until then the decision of the
+    look file on disk stands (a look whose first stage changed runs again first, its priority above the second
+    stage's). Reading the file, not asking Snakemake whether the checkpoint is done, keeps the list the same on a
+    rerun with nothing changed, which then runs nothing. The second stage's jobs are the same run_experiment jobs
     whatever the look decides."""
     if experiment not in PLAN.looks:
         return PLAN.raw_logs(experiment)

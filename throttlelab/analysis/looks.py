@@ -23,7 +23,7 @@ import pandas as pd
 from throttlelab.analysis import findings, metrics, stats, tidy
 from throttlelab.model import look_file
 
-#: The verdicts that decide a check at a look; an inconclusive one leaves the experiment open. "Not testable
+#: The verdicts that decide a check at a look; an inconclusive one sends the variants it compares on. "Not testable
 #: here" names what this host or backend lacks, which more runs of the same design do not supply.
 DECIDED = frozenset({findings.REPRODUCED, findings.CONTRADICTED, findings.WEAKER, findings.NOT_TESTABLE})
 

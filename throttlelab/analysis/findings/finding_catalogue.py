@@ -126,8 +126,9 @@ def judged_levels(design: Design, experiment: str) -> str:
 
 def threshold_table(design: Design, num_cpu: int, findings: Sequence[Finding] = FINDINGS) -> pd.DataFrame:
     """Every check's threshold as the design derives it, before any data (thresholds.csv): its value, the
-    levels it is judged at, the registry row it belongs to, and the derivation that names the constants and parameters it comes from. A
-    check whose variants the profile leaves out, or whose model predicts nothing here, says why instead."""
+    levels it is judged at, the registry row it belongs to, and the derivation that names the constants and
+    parameters it comes from. A check whose variants the profile leaves out, or whose model predicts nothing
+    here, says why instead."""
     evidence = design_evidence(design, num_cpu)
     rows = []
     for finding in findings:
