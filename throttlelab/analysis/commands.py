@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from throttlelab.analysis import findings, looks, metrics, report_statistics, tidy
+from throttlelab.analysis import findings, looks, metrics, report_statistics, stats, tidy
 from throttlelab.analysis.findings.prediction_table import prediction_table
 from throttlelab.model import look_file
 
@@ -228,7 +228,7 @@ def run(args: argparse.Namespace) -> str:
             confidence=args.confidence,
             left_out=args.left_out,
         )
-        first = (1 - result["levels"][0]) / 2
+        first = stats.one_sided_level(result["levels"][0])
         outcome = (
             f"{', '.join(result['variants'])} go on, open: {'; '.join(result['open'])}"
             if result["go_on"]

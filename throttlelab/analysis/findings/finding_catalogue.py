@@ -112,15 +112,13 @@ def judged_levels(design: Design, experiment: str) -> str:
     """The two-sided levels an experiment's checks are judged at, fixed by the profile before any data
     (thresholds.csv's ``levels``): its confidence level, or for an experiment measured in two stages each look's
     (docs/STATISTICS.md §6). A "contradicted" is judged again at the Bonferroni level derived from these."""
-    if experiment not in design.experiments:
-        return ""
     exp = design.experiments[experiment]
     if exp.first_look is None:
         return f"{design.confidence:g}"
     first, second = stats.look_levels(exp.look_fraction, design.confidence)
     return (
         f"look 1 of 2 after {exp.first_look} of {exp.most_repeats} repeats: {first:.4f} (one-sided "
-        f"{(1 - first) / 2:.4f}); look 2 of 2: {second:.4f} ({(1 - second) / 2:.4f})"
+        f"{stats.one_sided_level(first):.4f}); look 2 of 2: {second:.4f} ({stats.one_sided_level(second):.4f})"
     )
 
 
@@ -130,6 +128,7 @@ def threshold_table(design: Design, num_cpu: int, findings: Sequence[Finding] = 
     parameters it comes from. A check whose variants the profile leaves out, or whose model predicts nothing
     here, says why instead."""
     evidence = design_evidence(design, num_cpu)
+    levels = {name: judged_levels(design, name) for name in design.experiments}
     rows = []
     for finding in findings:
         for check in finding.checks:
@@ -148,7 +147,7 @@ def threshold_table(design: Design, num_cpu: int, findings: Sequence[Finding] = 
                     check.label,
                     check.role,
                     value,
-                    judged_levels(design, check.experiment),
+                    levels.get(check.experiment, ""),
                     fixed.key if fixed else "",
                     " ".join(why.split()),
                 )
