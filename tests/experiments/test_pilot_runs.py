@@ -109,7 +109,14 @@ def test_a_calibrated_arm_runs_at_the_rate_its_pilot_measured(real_cgroups, bina
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     service = json.loads(pilot_file.read_text())["service"]
-    assert [p["pilot_rps"] for p in service["points"]] == [15.0, 45.0]
+    # the first pilot at the stated cost, the second aimed at 90% by the cost the first measured
+    first = service["points"][0]
+    assert [p["pilot_rps"] for p in service["points"]] == [
+        15.0,
+        calibration.rate_for(0.9, 200, first["cpu_per_request_us"]),
+    ]
+    assert [s["rps"] for s in service["specs"]] == [p["pilot_rps"] for p in service["points"]]
+    assert [s["rps"] for s in service["planned"]] == [15.0, 45.0]
     assert all(p["requests"] > 0 and p["cores"] > 0 for p in service["points"])
     assert service["marginal_us"] > 0
     assert left_behind(tmp_path) == [] and workload_pids_of(tmp_path) == []

@@ -40,6 +40,24 @@ def test_the_pilots_are_the_first_calibrated_arms_service_at_the_outer_uses():
     assert calibration.pilot_specs([_arm("use30", 0.35), _arm("use90", 0.95)]) == pilots
 
 
+def test_a_later_pilot_is_aimed_by_the_cost_its_predecessor_measured():
+    """The stated 4 ms put the 90% pilot at 45 req/s; a first pilot that measured 2.95 ms a request (background
+    included) aims it at 0.18 / 0.00295 = 61 req/s, near where the 90% arm runs, and the line is then read
+    beside a point it was measured at. The rest of the pilot's service is the plan's."""
+    planned = calibration.pilot_specs([_arm("use30", 0.3), _arm("use90", 0.9)])[1]
+    aimed = calibration.aimed_pilot(planned, 0.9, {"cpu_per_request_us": 2950.0, "rps": 15.0, "cores": 0.04425})
+    assert aimed.rps == calibration.rate_for(0.9, 200, 2950.0) == 61.0
+    assert aimed.with_changes(rps=planned.rps) == planned
+    # a cost per request that is no cost is refused, not turned into an infinite rate
+    with pytest.raises(ValueError, match="must be positive"):
+        calibration.aimed_pilot(planned, 0.9, {"cpu_per_request_us": 0.0})
+    # the line through the first pilot and the aimed one reaches 90% just beyond the aimed pilot, as the
+    # background spread over more requests makes the aimed pilot run a little under its use
+    first = {"rps": 15.0, "cores": 0.04425}
+    line = calibration.fit_line([first, {"rps": 61.0, "cores": 0.16}])
+    assert 61.0 < calibration.rate_on_line(0.9, 200, line) < 61.0 * 1.15
+
+
 def test_the_line_of_cpu_against_rate_and_the_rate_it_gives():
     # 0.01 cores of background and 2.5 ms per request: 0.0475 cores at 15 req/s, 0.1225 at 45
     line = calibration.fit_line([{"rps": 15, "cores": 0.0475}, {"rps": 45, "cores": 0.1225}])

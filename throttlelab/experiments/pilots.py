@@ -7,7 +7,8 @@ Called by the rules' calibrate jobs (rules/experiments.smk) as `throttlelab cali
     throttlelab calibrate host --backend local --duration-s 20 --out results/local/calibration/host.json
 
 ``service`` runs the experiment's own service once per pilot rate (model/calibration.py's ``pilot_specs``:
-30% and 90% of its limit by the profile's stated cost), through the backend, and writes the line of its
+30% of its limit by the profile's stated cost, then 90% by the cost the first pilot measured,
+``aimed_pilot``), through the backend, and writes the line of its
 CPU against its rate: the measured runs of the experiment take their rates from it
 (``throttlelab run --calibration``). ``host`` samples every CPU's
 busy ticks while nothing of the lab runs: the measured runs' disturbance threshold is that floor
@@ -59,8 +60,16 @@ def pilot(args: argparse.Namespace) -> dict[str, Any]:
     start = now()
     points = []
     for k, spec in enumerate(specs):
+        aim = ""
+        if points:  # a later pilot: aimed by the cost the one before it measured, not the stated cost
+            use = calibration.PILOT_USES[min(k, len(calibration.PILOT_USES) - 1)]
+            try:
+                spec = specs[k] = calibration.aimed_pilot(spec, use, points[-1])
+            except ValueError as exc:
+                raise BackendError(f"{args.experiment} pilot {k}: cannot be aimed: {exc}") from exc
+            aim = f" ({use:.0%} of its limit at pilot {k - 1}'s {points[-1]['cpu_per_request_us'] / 1000:.3g} ms)"
         ctx = Context(backend, backend.capabilities(), args.node_cpus, seed + k, progress)
-        progress(f"{args.experiment} pilot {k}: {spec.rps:g} req/s, steady, {spec.duration_ms:g} ms window")
+        progress(f"{args.experiment} pilot {k}: {spec.rps:g} req/s{aim}, steady, {spec.duration_ms:g} ms window")
         result = REGISTRY[args.experiment](spec, ctx)
         try:
             point = calibration.cpu_per_request_us(result.records)
@@ -86,7 +95,8 @@ def pilot(args: argparse.Namespace) -> dict[str, Any]:
         "start": start,
         "kernel": platform.release(),
         "backend": args.backend,
-        "specs": given,
+        "planned": given,  # the rule's parameters: every pilot at the stated cost
+        "specs": [s.to_dict() for s in specs],  # as they ran: each after the first re-aimed
     }
 
 

@@ -26,11 +26,12 @@ from typing import Any
 from throttlelab.errors import SpecError
 from throttlelab.model.variants import VariantSpec
 
-#: The pilots' uses of the limit by the profile's stated cost: the design's outer arms (30% and 90%). Two rates,
-#: because a service's CPU is not proportional to its rate: it has a background (the /ping requests, the
-#: Go runtime's own work), so its average cost per request falls as the rate rises (here a pilot's steady
-#: request cost ~2.9 ms at 30 req/s, a quick run's ~2.6 ms at 45); the line through both points is what the
-#: arms use.
+#: The pilots' uses of the limit: the design's outer arms (30% and 90%). Two rates, because a service's CPU is
+#: not proportional to its rate: it has a background (the /ping requests, the Go runtime's own work), so its
+#: average cost per request falls as the rate rises (here a pilot's steady request cost ~2.9 ms at 30 req/s, a
+#: quick run's ~2.6 ms at 45); the line through both points is what the arms use. The first pilot runs at the
+#: profile's stated cost; each later one is aimed by the cost its predecessor measured (:func:`aimed_pilot`),
+#: so the line is read near the point it was measured at, not extrapolated from a rate the stated cost chose.
 PILOT_USES = (0.3, 0.9)
 #: The rule for a disturbed run, written before any run (docs/STATISTICS.md §2): floor + 3 SD of the quiet share.
 QUIET_SD = 3.0
@@ -69,7 +70,9 @@ def pilot_specs(specs: Sequence[VariantSpec]) -> list[VariantSpec]:
     """The pilots of an experiment whose variants take their rate from the calibration: its first calibrated
     variant's service as its runs have it (``target_use`` dropped: the arms' shares do not change the pilots;
     its /ping requests kept: the average use the premises check includes them), steady arrivals, at each of
-    :data:`PILOT_USES` of its limit by the profile's stated cost (``request_cpu_us``)."""
+    :data:`PILOT_USES` of its limit by the profile's stated cost (``request_cpu_us``). These are the pilots as
+    planned, which the rule's parameters hold; when they run, each after the first is re-aimed by its
+    predecessor's measured cost (:func:`aimed_pilot`)."""
     spec = next((s for s in specs if calibrated(s)), None)
     if spec is None:
         raise SpecError("no variant says target_use: nothing to calibrate")
@@ -86,6 +89,20 @@ def pilot_specs(specs: Sequence[VariantSpec]) -> list[VariantSpec]:
         )
         for k, use in enumerate(PILOT_USES)
     ]
+
+
+def aimed_pilot(pilot: VariantSpec, use: float, previous: Mapping[str, float]) -> VariantSpec:
+    """A later pilot re-aimed at its ``use`` of the limit by the average CPU per request the previous pilot
+    measured (``cpu_per_request_us``, its background included), not by the profile's stated cost.
+
+    The stated cost is a guess made on another machine: a pilot at 90% by it can run far from 90%, and the
+    line through the pilots then reaches the 90% arm's use only by extrapolation. The previous pilot's average
+    errs on the safe side: the background it includes is spread over more requests at the higher rate, so the
+    re-aimed pilot runs a little under its use and the arm's rate lies just beyond it on the line."""
+    limit = pilot.milli("limit")
+    if limit is None:
+        raise SpecError(f"experiments.{pilot.experiment}: a pilot needs a limit (a share of it)")
+    return pilot.with_changes(rps=rate_for(use, limit, float(previous["cpu_per_request_us"])))
 
 
 def fit_line(points: Sequence[Mapping[str, float]]) -> dict[str, float]:
