@@ -45,12 +45,18 @@ def test_a_later_pilot_is_aimed_by_the_cost_its_predecessor_measured():
     included) aims it at 0.18 / 0.00295 = 61 req/s, near where the 90% arm runs, and the line is then read
     beside a point it was measured at. The rest of the pilot's service is the plan's."""
     planned = calibration.pilot_specs([_arm("use30", 0.3), _arm("use90", 0.9)])[1]
-    aimed = calibration.aimed_pilot(planned, 0.9, {"cpu_per_request_us": 2950.0, "rps": 15.0, "cores": 0.04425})
+    aimed, use = calibration.aimed_pilot(planned, {"cpu_per_request_us": 2950.0, "rps": 15.0, "cores": 0.04425})
+    assert use == 0.9  # what it was planned for: 45 req/s at the stated 4 ms of a 200m limit
     assert aimed.rps == calibration.rate_for(0.9, 200, 2950.0) == 61.0
     assert aimed.with_changes(rps=planned.rps) == planned
+    # the first pilot's use is its own: aimed by the same cost it keeps 30%
+    first_planned = calibration.pilot_specs([_arm("use30", 0.3), _arm("use90", 0.9)])[0]
+    assert calibration.aimed_pilot(first_planned, {"cpu_per_request_us": 2950.0})[1] == 0.3
     # a cost per request that is no cost is refused, not turned into an infinite rate
     with pytest.raises(ValueError, match="must be positive"):
-        calibration.aimed_pilot(planned, 0.9, {"cpu_per_request_us": 0.0})
+        calibration.aimed_pilot(planned, {"cpu_per_request_us": 0.0})
+    with pytest.raises(SpecError, match="stated cost it was planned at"):
+        calibration.aimed_pilot(planned.with_changes(request_cpu_us=None), {"cpu_per_request_us": 2950.0})
     # the line through the first pilot and the aimed one reaches 90% just beyond the aimed pilot, as the
     # background spread over more requests makes the aimed pilot run a little under its use
     first = {"rps": 15.0, "cores": 0.04425}

@@ -62,9 +62,9 @@ def pilot(args: argparse.Namespace) -> dict[str, Any]:
     for k, spec in enumerate(specs):
         aim = ""
         if points:  # a later pilot: aimed by the cost the one before it measured, not the stated cost
-            use = calibration.PILOT_USES[min(k, len(calibration.PILOT_USES) - 1)]
             try:
-                spec = specs[k] = calibration.aimed_pilot(spec, use, points[-1])
+                spec, use = calibration.aimed_pilot(spec, points[-1])
+                specs[k] = spec
             except ValueError as exc:
                 raise BackendError(f"{args.experiment} pilot {k}: cannot be aimed: {exc}") from exc
             aim = f" ({use:.0%} of its limit at pilot {k - 1}'s {points[-1]['cpu_per_request_us'] / 1000:.3g} ms)"

@@ -91,18 +91,22 @@ def pilot_specs(specs: Sequence[VariantSpec]) -> list[VariantSpec]:
     ]
 
 
-def aimed_pilot(pilot: VariantSpec, use: float, previous: Mapping[str, float]) -> VariantSpec:
-    """A later pilot re-aimed at its ``use`` of the limit by the average CPU per request the previous pilot
-    measured (``cpu_per_request_us``, its background included), not by the profile's stated cost.
+def aimed_pilot(pilot: VariantSpec, previous: Mapping[str, float]) -> tuple[VariantSpec, float]:
+    """A later pilot re-aimed at the use of its limit it was planned for (its planned rate at the profile's
+    stated cost, ``request_cpu_us``) by the average CPU per request the previous pilot measured
+    (``cpu_per_request_us``, its background included); returns the pilot and that use.
 
     The stated cost is a guess made on another machine: a pilot at 90% by it can run far from 90%, and the
     line through the pilots then reaches the 90% arm's use only by extrapolation. The previous pilot's average
     errs on the safe side: the background it includes is spread over more requests at the higher rate, so the
     re-aimed pilot runs a little under its use and the arm's rate lies just beyond it on the line."""
     limit = pilot.milli("limit")
-    if limit is None:
-        raise SpecError(f"experiments.{pilot.experiment}: a pilot needs a limit (a share of it)")
-    return pilot.with_changes(rps=rate_for(use, limit, float(previous["cpu_per_request_us"])))
+    if limit is None or pilot.request_cpu_us is None or pilot.rps is None:
+        raise SpecError(
+            f"experiments.{pilot.experiment}: a pilot needs a limit, a rate and the stated cost it was planned at"
+        )
+    use = round(float(pilot.rps) * float(pilot.request_cpu_us) / 1e6 / (limit / 1000), 3)
+    return pilot.with_changes(rps=rate_for(use, limit, float(previous["cpu_per_request_us"]))), use
 
 
 def fit_line(points: Sequence[Mapping[str, float]]) -> dict[str, float]:
