@@ -58,16 +58,16 @@ def pilot(args: argparse.Namespace) -> dict[str, Any]:
     backend.preflight()
     seed = seeds.job_seed(args.seed, args.experiment, "calibration", 0)
     start = now()
-    points = []
+    points, ran = [], []
     for k, spec in enumerate(specs):
         aim = ""
         if points:  # a later pilot: aimed by the cost the one before it measured, not the stated cost
             try:
                 spec, use = calibration.aimed_pilot(spec, points[-1])
-                specs[k] = spec
             except ValueError as exc:
                 raise BackendError(f"{args.experiment} pilot {k}: cannot be aimed: {exc}") from exc
             aim = f" ({use:.0%} of its limit at pilot {k - 1}'s {points[-1]['cpu_per_request_us'] / 1000:.3g} ms)"
+        ran.append(spec)
         ctx = Context(backend, backend.capabilities(), args.node_cpus, seed + k, progress)
         progress(f"{args.experiment} pilot {k}: {spec.rps:g} req/s{aim}, steady, {spec.duration_ms:g} ms window")
         result = REGISTRY[args.experiment](spec, ctx)
@@ -96,7 +96,7 @@ def pilot(args: argparse.Namespace) -> dict[str, Any]:
         "kernel": platform.release(),
         "backend": args.backend,
         "planned": given,  # the rule's parameters: every pilot at the stated cost
-        "specs": [s.to_dict() for s in specs],  # as they ran: each after the first re-aimed
+        "specs": [s.to_dict() for s in ran],  # as they ran: each after the first re-aimed
     }
 
 
